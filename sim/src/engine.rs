@@ -1,0 +1,320 @@
+//! The discrete-event engine: an event queue and the loop that drives instances.
+//!
+//! ```text
+//!   pop (time, seq) ─► Arrival ─► router ─► instance.enqueue (or reject)
+//!                   └► IterationEnd(i) ─► instance.finish_iteration ─► closed-loop clients
+//!   when the clock is about to move on: every idle instance with work starts an iteration,
+//!   which pushes exactly one IterationEnd event.
+//! ```
+//! Starting iterations only when no other event is due at the same instant lets every request
+//! that arrives at that instant join the batch. There is one event per iteration per instance
+//! and one pending arrival at a time, never one event per token.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+use crate::cost::{CostModel, Roofline};
+use crate::instance::{Departure, Instance, InstanceConfig};
+use crate::metrics::{summarize, Recorder, Summary};
+use crate::router::{self, Router};
+use crate::scenario::Scenario;
+use crate::time::SimTime;
+use crate::workload::{Request, Workload, NO_CLIENT};
+
+/// Events, ordered by time, then by the order they were scheduled.
+#[derive(Debug)]
+pub enum Event {
+    Arrival(Request),
+    IterationEnd(u32),
+}
+
+struct Entry {
+    time: SimTime,
+    seq: u64,
+    event: Event,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        (self.time, self.seq) == (o.time, o.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.time, self.seq).cmp(&(o.time, o.seq))
+    }
+}
+
+/// A min-queue of events keyed by (time, insertion sequence): equal times pop in FIFO order.
+#[derive(Default)]
+pub struct EventQueue {
+    heap: BinaryHeap<Reverse<Entry>>,
+    seq: u64,
+}
+
+impl EventQueue {
+    pub fn push(&mut self, time: SimTime, event: Event) {
+        self.heap.push(Reverse(Entry {
+            time,
+            seq: self.seq,
+            event,
+        }));
+        self.seq += 1;
+    }
+
+    pub fn pop(&mut self) -> Option<(SimTime, Event)> {
+        self.heap.pop().map(|Reverse(e)| (e.time, e.event))
+    }
+
+    pub fn peek_time(&self) -> Option<SimTime> {
+        self.heap.peek().map(|Reverse(e)| e.time)
+    }
+
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+}
+
+/// What a run produces.
+pub struct RunOutput {
+    pub summary: Summary,
+    pub recorder: Recorder,
+    /// Events processed.
+    pub events: u64,
+}
+
+/// Builds the cost model of an instance group.
+pub fn cost_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
+    let g = &s.groups[group];
+    Arc::new(Roofline::new(
+        s.model.clone(),
+        g.gpu.clone(),
+        g.tp,
+        g.cost.clone(),
+    ))
+}
+
+/// One simulation run.
+pub struct Simulation {
+    now: SimTime,
+    queue: EventQueue,
+    instances: Vec<Instance>,
+    router: Box<dyn Router>,
+    workload: Workload,
+    rec: Recorder,
+    /// Instances whose state changed since they last had the chance to start an iteration.
+    dirty: Vec<u32>,
+    is_dirty: Vec<bool>,
+    max_time: SimTime,
+    events: u64,
+    departed: Vec<Departure>,
+    scenario_name: String,
+    seed: u64,
+    slo: crate::scenario::SloSection,
+}
+
+impl Simulation {
+    pub fn new(s: &Scenario) -> Simulation {
+        let mut instances = Vec::new();
+        for (gi, g) in s.groups.iter().enumerate() {
+            let cost = cost_model(s, gi);
+            let kv_blocks = g.memory.kv_blocks.min(u32::MAX as u64) as u32;
+            let cfg = InstanceConfig {
+                max_num_seqs: g.scheduler.max_num_seqs,
+                max_num_batched_tokens: g.scheduler.max_num_batched_tokens as u64,
+                block_tokens: g.scheduler.block_tokens as u64,
+                watermark_blocks: (g.scheduler.watermark * kv_blocks as f64).floor() as u32,
+                max_model_len: g.max_model_len,
+                kv_blocks,
+            };
+            for _ in 0..g.count {
+                let id = instances.len() as u32;
+                instances.push(Instance::new(id, cfg.clone(), cost.clone()));
+            }
+        }
+        let kv_total = instances.iter().map(|i| i.kv_blocks_total() as u64).sum();
+        let workload = Workload::new(s.workload.clone(), s.seed);
+        let end_s = s.workload.end_s();
+        let from = SimTime::from_secs_f64(s.metrics.warmup_s);
+        let to = match end_s {
+            Some(e) => SimTime::from_secs_f64(e - s.metrics.cooldown_s),
+            None => SimTime::MAX,
+        };
+        let rec = Recorder::new(
+            (from, to),
+            kv_total,
+            SimTime::from_secs_f64(s.metrics.window_s),
+        );
+        let n = instances.len();
+        Simulation {
+            now: SimTime::ZERO,
+            queue: EventQueue::default(),
+            router: router::build(&s.router, s.seed),
+            instances,
+            workload,
+            rec,
+            dirty: Vec::new(),
+            is_dirty: vec![false; n],
+            max_time: s
+                .run
+                .max_time_s
+                .map(SimTime::from_secs_f64)
+                .unwrap_or(SimTime::MAX),
+            events: 0,
+            departed: Vec::new(),
+            scenario_name: s.name.clone(),
+            seed: s.seed,
+            slo: s.slo.clone(),
+        }
+    }
+
+    pub fn instances(&self) -> &[Instance] {
+        &self.instances
+    }
+
+    fn mark(&mut self, i: u32) {
+        if !self.is_dirty[i as usize] {
+            self.is_dirty[i as usize] = true;
+            self.dirty.push(i);
+        }
+    }
+
+    /// Runs to the end (every request finished, or `run.max_time_s`).
+    pub fn run(mut self) -> RunOutput {
+        for r in self.workload.initial() {
+            self.queue.push(r.arrival, Event::Arrival(r));
+        }
+        while let Some(t) = self.queue.peek_time() {
+            if t > self.max_time {
+                self.now = self.max_time;
+                break;
+            }
+            let (t, ev) = self.queue.pop().expect("peeked");
+            debug_assert!(t >= self.now, "time went backwards");
+            self.now = t;
+            self.rec.advance(t);
+            self.events += 1;
+            match ev {
+                Event::Arrival(req) => self.on_arrival(req),
+                Event::IterationEnd(i) => self.on_iteration_end(i),
+            }
+            if self.queue.peek_time() != Some(self.now) {
+                self.start_iterations();
+            }
+        }
+        self.rec.finish(self.now);
+        let summary = summarize(&self.rec, &self.slo, &self.scenario_name, self.seed);
+        RunOutput {
+            summary,
+            recorder: self.rec,
+            events: self.events,
+        }
+    }
+
+    fn on_arrival(&mut self, req: Request) {
+        // Schedule the next open-loop arrival first, so that simultaneous arrivals are all
+        // queued before any iteration starts.
+        if req.client == NO_CLIENT {
+            if let Some(next) = self.workload.next_open() {
+                self.queue.push(next.arrival, Event::Arrival(next));
+            }
+        }
+        self.rec
+            .arrived(req.id, self.now, req.prompt_tokens, req.output_tokens);
+        let i = self.router.route(&req, &self.instances);
+        self.rec.routed(req.id, i as u32);
+        let inst = &mut self.instances[i];
+        match inst.check_fits(&req) {
+            Ok(()) => {
+                let before = inst.gauges();
+                let counted = self.rec.counts(req.arrival);
+                inst.enqueue(&req, counted);
+                let after = inst.gauges();
+                self.rec.gauge_delta(before, after);
+                self.mark(i as u32);
+            }
+            Err(why) => {
+                self.rec.rejected(req.id, self.now, why);
+                self.client_done(req.client);
+            }
+        }
+    }
+
+    fn on_iteration_end(&mut self, i: u32) {
+        let inst = &mut self.instances[i as usize];
+        let before = inst.gauges();
+        let mut departed = std::mem::take(&mut self.departed);
+        inst.finish_iteration(self.now, &mut self.rec, &mut departed);
+        let after = inst.gauges();
+        self.rec.gauge_delta(before, after);
+        for d in departed.drain(..) {
+            self.client_done(d.client);
+        }
+        self.departed = departed;
+        self.mark(i);
+    }
+
+    /// A closed-loop client's request ended: it thinks, then sends the next.
+    fn client_done(&mut self, client: u32) {
+        if client == NO_CLIENT {
+            return;
+        }
+        if let Some(next) = self.workload.next_for_client(client, self.now) {
+            self.queue.push(next.arrival, Event::Arrival(next));
+        }
+    }
+
+    fn start_iterations(&mut self) {
+        while let Some(i) = self.dirty.pop() {
+            self.is_dirty[i as usize] = false;
+            let inst = &mut self.instances[i as usize];
+            if inst.is_busy() || !inst.has_work() {
+                continue;
+            }
+            let before = inst.gauges();
+            let end = inst.start_iteration(self.now, &mut self.rec);
+            let after = inst.gauges();
+            self.rec.gauge_delta(before, after);
+            if let Some(end) = end {
+                self.queue.push(end, Event::IterationEnd(i));
+            }
+        }
+    }
+}
+
+/// Runs a scenario once with its seed.
+pub fn run(s: &Scenario) -> RunOutput {
+    Simulation::new(s).run()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_times_pop_in_insertion_order() {
+        let mut q = EventQueue::default();
+        q.push(SimTime(5), Event::IterationEnd(1));
+        q.push(SimTime(3), Event::IterationEnd(2));
+        q.push(SimTime(5), Event::IterationEnd(3));
+        q.push(SimTime(3), Event::IterationEnd(4));
+        let order: Vec<u32> = std::iter::from_fn(|| q.pop())
+            .map(|(_, e)| match e {
+                Event::IterationEnd(i) => i,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(order, vec![2, 4, 1, 3]);
+    }
+}

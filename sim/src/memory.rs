@@ -1,0 +1,204 @@
+//! Per-GPU memory budget: weights, a workspace reserve, and what is left for paged KV blocks.
+//!
+//! ```text
+//!   memory_bytes × gpu_memory_utilization
+//!   ├── weights per GPU           (params × bytes / tp)
+//!   ├── reserve                   (CUDA context, activations, logits; `memory.reserve_gib`)
+//!   └── KV cache                  → floor(kv bytes / (block_tokens × KV bytes per token per GPU)) blocks
+//! ```
+//! Every GPU of a tensor-parallel instance holds the same number of blocks, each covering the same
+//! `block_tokens` tokens (its share of the heads), so the instance's block count is one GPU's.
+
+use crate::spec::{GpuSpec, ModelSpec};
+
+pub const GIB: f64 = (1u64 << 30) as f64;
+
+/// Fixed part of the default reserve: CUDA context, cuBLAS workspaces and CUDA graphs.
+pub const DEFAULT_FIXED_RESERVE_BYTES: u64 = 1 << 30;
+
+/// The inputs of the memory plan that come from the scheduler settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryConfig {
+    pub tp: u64,
+    pub gpu_memory_utilization: f64,
+    pub block_tokens: u64,
+    /// Explicit reserve per GPU in bytes; `None` uses [`default_reserve_bytes`].
+    pub reserve_bytes: Option<u64>,
+    pub max_num_batched_tokens: u64,
+    pub max_num_seqs: u64,
+}
+
+/// The memory budget of one GPU of an instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryBudget {
+    pub memory_bytes: u64,
+    pub usable_bytes: u64,
+    pub weight_bytes: u64,
+    pub reserve_bytes: u64,
+    pub kv_bytes: u64,
+    pub kv_bytes_per_token: u64,
+    pub block_tokens: u64,
+    pub block_bytes: u64,
+    pub kv_blocks: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MemoryError {
+    #[error(
+        "{model} does not fit on {gpu} at tp {tp}: weights {weights:.2} GiB + reserve {reserve:.2} GiB \
+         per GPU exceed the {usable:.2} GiB usable at gpu_memory_utilization {util} by {short:.2} GiB"
+    )]
+    DoesNotFit {
+        model: String,
+        gpu: String,
+        tp: u64,
+        weights: f64,
+        reserve: f64,
+        usable: f64,
+        util: f64,
+        short: f64,
+    },
+    #[error("{model} leaves room for no KV block on {gpu} at tp {tp}: {kv_bytes} bytes free, one block needs {block_bytes}")]
+    NoKvBlock {
+        model: String,
+        gpu: String,
+        tp: u64,
+        kv_bytes: u64,
+        block_bytes: u64,
+    },
+}
+
+/// Default reserve per GPU: 1 GiB fixed, plus the activations of the largest batch
+/// (`max_num_batched_tokens` tokens × (4 × hidden + 2 × FFN width per GPU) bf16 values) and
+/// the fp32 logits of `max_num_seqs` sequences over this GPU's vocabulary shard. This is the
+/// quantity vLLM measures in its profiling run; the formula keeps it explainable.
+pub fn default_reserve_bytes(model: &ModelSpec, cfg: &MemoryConfig) -> u64 {
+    let ffn_per_gpu = model.top_k * model.intermediate / cfg.tp;
+    let activations = cfg.max_num_batched_tokens * (4 * model.hidden + 2 * ffn_per_gpu) * 2;
+    let logits = cfg.max_num_seqs * model.vocab.div_ceil(cfg.tp) * 4;
+    DEFAULT_FIXED_RESERVE_BYTES + activations + logits
+}
+
+pub fn plan_memory(
+    model: &ModelSpec,
+    gpu: &GpuSpec,
+    cfg: &MemoryConfig,
+) -> Result<MemoryBudget, MemoryError> {
+    let usable_bytes = (gpu.memory_bytes as f64 * cfg.gpu_memory_utilization).floor() as u64;
+    let weight_bytes = model.weight_bytes_per_gpu(cfg.tp);
+    let reserve_bytes = cfg
+        .reserve_bytes
+        .unwrap_or_else(|| default_reserve_bytes(model, cfg));
+    let needed = weight_bytes + reserve_bytes;
+    if needed > usable_bytes {
+        return Err(MemoryError::DoesNotFit {
+            model: model.name.clone(),
+            gpu: gpu.name.clone(),
+            tp: cfg.tp,
+            weights: weight_bytes as f64 / GIB,
+            reserve: reserve_bytes as f64 / GIB,
+            usable: usable_bytes as f64 / GIB,
+            util: cfg.gpu_memory_utilization,
+            short: (needed - usable_bytes) as f64 / GIB,
+        });
+    }
+    let kv_bytes = usable_bytes - needed;
+    let kv_bytes_per_token = model.kv_bytes_per_token_per_gpu(cfg.tp);
+    let block_bytes = kv_bytes_per_token * cfg.block_tokens;
+    let kv_blocks = kv_bytes / block_bytes;
+    if kv_blocks == 0 {
+        return Err(MemoryError::NoKvBlock {
+            model: model.name.clone(),
+            gpu: gpu.name.clone(),
+            tp: cfg.tp,
+            kv_bytes,
+            block_bytes,
+        });
+    }
+    Ok(MemoryBudget {
+        memory_bytes: gpu.memory_bytes,
+        usable_bytes,
+        weight_bytes,
+        reserve_bytes,
+        kv_bytes,
+        kv_bytes_per_token,
+        block_tokens: cfg.block_tokens,
+        block_bytes,
+        kv_blocks,
+    })
+}
+
+impl MemoryBudget {
+    /// Tokens of KV the instance can hold.
+    pub fn kv_tokens(&self) -> u64 {
+        self.kv_blocks * self.block_tokens
+    }
+
+    /// How many requests of `context` tokens fit at once (each rounds up to whole blocks).
+    pub fn concurrent_requests(&self, context: u64) -> u64 {
+        let blocks_each = context.max(1).div_ceil(self.block_tokens);
+        self.kv_blocks / blocks_each
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Dtype, GpuPreset, ModelPreset};
+
+    fn cfg(tp: u64) -> MemoryConfig {
+        MemoryConfig {
+            tp,
+            gpu_memory_utilization: 0.9,
+            block_tokens: 16,
+            reserve_bytes: Some(2 << 30),
+            max_num_batched_tokens: 8192,
+            max_num_seqs: 256,
+        }
+    }
+
+    #[test]
+    fn seventy_b_does_not_fit_on_one_h100_and_says_by_how_much() {
+        let m = ModelSpec::from_preset(
+            ModelPreset::find("llama-3-70b").unwrap(),
+            Dtype::Bf16,
+            Dtype::Bf16,
+        );
+        let g = GpuPreset::find("h100-sxm").unwrap().spec();
+        let err = plan_memory(&m, &g, &cfg(1)).unwrap_err();
+        // weights 141,107,412,992 B = 131.42 GiB, reserve 2 GiB, usable 0.9 × 81,559 MiB = 71.68 GiB.
+        let weights = 70_553_706_496.0 * 2.0 / GIB;
+        let usable = (81_559.0 * 1_048_576.0 * 0.9f64).floor() / GIB;
+        let short = weights + 2.0 - usable;
+        match &err {
+            MemoryError::DoesNotFit { short: s, .. } => {
+                assert!((s - short).abs() < 1e-6, "{s} vs {short}")
+            }
+            e => panic!("{e}"),
+        }
+        assert!(
+            err.to_string().contains(&format!("by {short:.2} GiB")),
+            "{err}"
+        );
+        // At TP 4 it fits.
+        assert!(plan_memory(&m, &g, &cfg(4)).is_ok());
+    }
+
+    #[test]
+    fn concurrent_requests_round_up_to_blocks() {
+        let b = MemoryBudget {
+            memory_bytes: 0,
+            usable_bytes: 0,
+            weight_bytes: 0,
+            reserve_bytes: 0,
+            kv_bytes: 0,
+            kv_bytes_per_token: 1,
+            block_tokens: 16,
+            block_bytes: 16,
+            kv_blocks: 100,
+        };
+        assert_eq!(b.concurrent_requests(16), 100);
+        assert_eq!(b.concurrent_requests(17), 50);
+        assert_eq!(b.kv_tokens(), 1600);
+    }
+}

@@ -1,0 +1,355 @@
+//! Metrics: per-request timestamps, time-weighted occupancy, and the time series.
+//!
+//! The [`Recorder`] is told what happens (arrival, admission, first token, finish, rejection,
+//! preemption, each iteration) and derives every statistic afterwards with the definitions of
+//! vLLM's benchmark_serving: TTFT = first token − arrival; TPOT = (E2E − TTFT) / (output − 1);
+//! ITL = gaps between consecutive tokens of a request; E2E = finish − arrival; queueing delay =
+//! first admission − arrival.
+
+pub mod stats;
+mod summary;
+
+pub use stats::Dist;
+pub use summary::{summarize, KvSummary, RequestCounts, SloSummary, Summary, Throughput};
+
+use crate::cost::BatchShape;
+use crate::instance::Gauges;
+use crate::time::SimTime;
+
+/// Why a request was turned away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// Prompt + output longer than the model's context (`max_model_len`).
+    ContextTooLong,
+    /// Prompt longer than `max_num_batched_tokens`, with no chunked prefill to split it.
+    PromptExceedsBatchTokens,
+    /// Even alone, the request's KV would not fit in the instance's blocks.
+    ExceedsKvCapacity,
+}
+
+impl RejectReason {
+    pub const ALL: [RejectReason; 3] = [
+        RejectReason::ContextTooLong,
+        RejectReason::PromptExceedsBatchTokens,
+        RejectReason::ExceedsKvCapacity,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::ContextTooLong => "context_too_long",
+            RejectReason::PromptExceedsBatchTokens => "prompt_exceeds_batch_tokens",
+            RejectReason::ExceedsKvCapacity => "exceeds_kv_capacity",
+        }
+    }
+}
+
+/// Where a request stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    InFlight,
+    Finished,
+    Rejected(RejectReason),
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::InFlight => "in_flight",
+            Status::Finished => "finished",
+            Status::Rejected(_) => "rejected",
+        }
+    }
+}
+
+/// Everything recorded about one request; 56 bytes. `SimTime::MAX` marks "not yet".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestRecord {
+    pub arrival: SimTime,
+    pub scheduled: SimTime,
+    pub first_token: SimTime,
+    pub finish: SimTime,
+    pub prompt_tokens: u32,
+    pub output_tokens: u32,
+    pub preemptions: u32,
+    pub instance: u32,
+    pub status: Status,
+}
+
+impl RequestRecord {
+    pub fn ttft(&self) -> Option<SimTime> {
+        (self.first_token != SimTime::MAX).then(|| self.first_token - self.arrival)
+    }
+
+    pub fn e2e(&self) -> Option<SimTime> {
+        (self.status == Status::Finished).then(|| self.finish - self.arrival)
+    }
+
+    pub fn queue(&self) -> Option<SimTime> {
+        (self.scheduled != SimTime::MAX).then(|| self.scheduled - self.arrival)
+    }
+
+    /// Mean time per output token after the first, in ms; `None` for one-token outputs.
+    pub fn tpot_ms(&self) -> Option<f64> {
+        let e2e = self.e2e()?;
+        let ttft = self.ttft()?;
+        (self.output_tokens > 1)
+            .then(|| (e2e - ttft).as_millis_f64() / (self.output_tokens - 1) as f64)
+    }
+}
+
+/// One window of the time series.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WindowRow {
+    pub start: SimTime,
+    pub arrivals: u64,
+    pub rejections: u64,
+    pub completions: u64,
+    pub first_tokens: u64,
+    /// Time-weighted means over the window.
+    pub waiting_mean: f64,
+    pub running_mean: f64,
+    pub kv_used_blocks_mean: f64,
+    /// p99 of TTFT of the requests whose first token came in this window, ms (`None` if none).
+    pub ttft_ms_p99: Option<f64>,
+}
+
+#[derive(Default)]
+struct WindowAcc {
+    arrivals: u64,
+    rejections: u64,
+    completions: u64,
+    first_tokens: u64,
+    waiting_ns: u128,
+    running_ns: u128,
+    kv_ns: u128,
+    ttft_ms: Vec<f64>,
+}
+
+/// Collects what happens during a run.
+pub struct Recorder {
+    pub records: Vec<RequestRecord>,
+    include_from: SimTime,
+    include_to: SimTime,
+    /// Inter-token gaps of counted requests, as (gap ns, how many requests had it).
+    pub itl: Vec<(u64, u32)>,
+    gauges: Gauges,
+    kv_total: u64,
+    last: SimTime,
+    waiting_ns: u128,
+    running_ns: u128,
+    kv_ns: u128,
+    pub kv_used_max: u64,
+    pub iterations: u64,
+    pub batch_seqs_sum: u64,
+    pub batch_seqs_max: u64,
+    pub decode_token_steps: u64,
+    pub prefill_tokens: u64,
+    pub preemptions: u64,
+    window: SimTime,
+    window_start: SimTime,
+    acc: WindowAcc,
+    pub series: Vec<WindowRow>,
+}
+
+impl Recorder {
+    /// `include` is the arrival-time range of requests that enter the statistics (warm-up and
+    /// cool-down excluded); `kv_total` the blocks of all instances; `window` the series width.
+    pub fn new(include: (SimTime, SimTime), kv_total: u64, window: SimTime) -> Recorder {
+        Recorder {
+            records: Vec::new(),
+            include_from: include.0,
+            include_to: include.1,
+            itl: Vec::new(),
+            gauges: Gauges::default(),
+            kv_total,
+            last: SimTime::ZERO,
+            waiting_ns: 0,
+            running_ns: 0,
+            kv_ns: 0,
+            kv_used_max: 0,
+            iterations: 0,
+            batch_seqs_sum: 0,
+            batch_seqs_max: 0,
+            decode_token_steps: 0,
+            prefill_tokens: 0,
+            preemptions: 0,
+            window: window.max(SimTime(1)),
+            window_start: SimTime::ZERO,
+            acc: WindowAcc::default(),
+            series: Vec::new(),
+        }
+    }
+
+    pub fn kv_total(&self) -> u64 {
+        self.kv_total
+    }
+
+    /// Whether a request arriving at `t` enters the statistics.
+    pub fn counts(&self, arrival: SimTime) -> bool {
+        arrival >= self.include_from && arrival <= self.include_to
+    }
+
+    pub fn is_counted(&self, id: u64) -> bool {
+        self.counts(self.records[id as usize].arrival)
+    }
+
+    /// Moves the clock to `now`, integrating occupancy since the last call and closing the
+    /// windows that ended.
+    pub fn advance(&mut self, now: SimTime) {
+        debug_assert!(now >= self.last, "time went backwards");
+        while now >= self.window_start + self.window {
+            let end = self.window_start + self.window;
+            self.integrate(end);
+            self.close_window();
+            self.window_start = end;
+        }
+        self.integrate(now);
+    }
+
+    fn integrate(&mut self, to: SimTime) {
+        let dt = (to - self.last).0 as u128;
+        let g = self.gauges;
+        self.waiting_ns += dt * g.waiting as u128;
+        self.running_ns += dt * g.running as u128;
+        self.kv_ns += dt * g.kv_used as u128;
+        self.acc.waiting_ns += dt * g.waiting as u128;
+        self.acc.running_ns += dt * g.running as u128;
+        self.acc.kv_ns += dt * g.kv_used as u128;
+        self.last = to;
+    }
+
+    fn close_window(&mut self) {
+        let width = (self.last - self.window_start).0.max(1) as f64;
+        let mut acc = std::mem::take(&mut self.acc);
+        let ttft_ms_p99 = if acc.ttft_ms.is_empty() {
+            None
+        } else {
+            acc.ttft_ms.sort_unstable_by(|a, b| a.total_cmp(b));
+            Some(stats::percentile_sorted(&acc.ttft_ms, 99.0))
+        };
+        self.series.push(WindowRow {
+            start: self.window_start,
+            arrivals: acc.arrivals,
+            rejections: acc.rejections,
+            completions: acc.completions,
+            first_tokens: acc.first_tokens,
+            waiting_mean: acc.waiting_ns as f64 / width,
+            running_mean: acc.running_ns as f64 / width,
+            kv_used_blocks_mean: acc.kv_ns as f64 / width,
+            ttft_ms_p99,
+        });
+    }
+
+    /// Applies a change of occupancy (an instance's gauges after minus before).
+    pub fn gauge_delta(&mut self, before: Gauges, after: Gauges) {
+        let g = &mut self.gauges;
+        g.waiting = g.waiting + after.waiting - before.waiting;
+        g.running = g.running + after.running - before.running;
+        g.kv_used = g.kv_used + after.kv_used - before.kv_used;
+        self.kv_used_max = self.kv_used_max.max(g.kv_used);
+    }
+
+    pub fn gauges(&self) -> Gauges {
+        self.gauges
+    }
+
+    /// A request arrived at `now`. Ids are dense, so a record's index is its id.
+    pub fn arrived(&mut self, id: u64, now: SimTime, prompt: u32, output: u32) {
+        debug_assert_eq!(
+            id as usize,
+            self.records.len(),
+            "request ids are dense and in order"
+        );
+        self.records.push(RequestRecord {
+            arrival: now,
+            scheduled: SimTime::MAX,
+            first_token: SimTime::MAX,
+            finish: SimTime::MAX,
+            prompt_tokens: prompt,
+            output_tokens: output,
+            preemptions: 0,
+            instance: u32::MAX,
+            status: Status::InFlight,
+        });
+        self.acc.arrivals += 1;
+    }
+
+    pub fn routed(&mut self, id: u64, instance: u32) {
+        self.records[id as usize].instance = instance;
+    }
+
+    pub fn rejected(&mut self, id: u64, now: SimTime, reason: RejectReason) {
+        let r = &mut self.records[id as usize];
+        r.status = Status::Rejected(reason);
+        r.finish = now;
+        self.acc.rejections += 1;
+    }
+
+    pub fn scheduled(&mut self, id: u64, now: SimTime) {
+        let r = &mut self.records[id as usize];
+        if r.scheduled == SimTime::MAX {
+            r.scheduled = now;
+        }
+    }
+
+    pub fn first_token(&mut self, id: u64, now: SimTime) {
+        let counted = self.is_counted(id);
+        let r = &mut self.records[id as usize];
+        r.first_token = now;
+        self.acc.first_tokens += 1;
+        if counted {
+            self.acc.ttft_ms.push((now - r.arrival).as_millis_f64());
+        }
+    }
+
+    pub fn finished(&mut self, id: u64, now: SimTime) {
+        let r = &mut self.records[id as usize];
+        debug_assert!(r.first_token <= now);
+        r.status = Status::Finished;
+        r.finish = now;
+        self.acc.completions += 1;
+    }
+
+    pub fn preempted(&mut self, id: u64) {
+        self.records[id as usize].preemptions += 1;
+        self.preemptions += 1;
+    }
+
+    /// `count` requests each saw an inter-token gap of `gap`.
+    pub fn itl(&mut self, gap: SimTime, count: u32) {
+        self.itl.push((gap.0, count));
+    }
+
+    pub fn iteration(&mut self, shape: &BatchShape, _duration: SimTime) {
+        self.iterations += 1;
+        let seqs = shape.seqs();
+        self.batch_seqs_sum += seqs;
+        self.batch_seqs_max = self.batch_seqs_max.max(seqs);
+        self.decode_token_steps += shape.decode_seqs;
+        self.prefill_tokens += shape.prefill_tokens;
+    }
+
+    /// Closes the last window at `end`.
+    pub fn finish(&mut self, end: SimTime) {
+        self.advance(end);
+        if end > self.window_start
+            || self.acc.arrivals + self.acc.completions + self.acc.rejections > 0
+        {
+            self.close_window();
+        }
+    }
+
+    /// Time-weighted mean occupancy over [0, end]: (waiting, running, KV blocks used).
+    pub fn occupancy_means(&self) -> (f64, f64, f64) {
+        let span = self.last.0.max(1) as f64;
+        (
+            self.waiting_ns as f64 / span,
+            self.running_ns as f64 / span,
+            self.kv_ns as f64 / span,
+        )
+    }
+
+    pub fn end(&self) -> SimTime {
+        self.last
+    }
+}

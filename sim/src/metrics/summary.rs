@@ -1,0 +1,211 @@
+//! The run summary: what `simulate` prints and writes to `summary.json`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{Dist, Recorder, RejectReason, Status};
+use crate::scenario::SloSection;
+use crate::time::SimTime;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Summary {
+    pub scenario: String,
+    pub seed: u64,
+    pub requests: RequestCounts,
+    pub ttft_ms: Dist,
+    pub tpot_ms: Dist,
+    pub itl_ms: Dist,
+    pub e2e_ms: Dist,
+    pub queue_ms: Dist,
+    pub throughput: Throughput,
+    pub slo: SloSummary,
+    pub kv: KvSummary,
+    pub batch: BatchSummary,
+    pub preemptions: u64,
+    /// Seconds from the first measured arrival to the last measured completion.
+    pub duration_s: f64,
+    /// Simulated seconds from time zero to the last event.
+    pub simulated_s: f64,
+    /// Time-weighted mean of requests waiting or running (for Little's law).
+    pub requests_in_system_mean: f64,
+    pub iterations: u64,
+    pub decode_token_steps: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RequestCounts {
+    pub arrived: u64,
+    pub finished: u64,
+    pub rejected: u64,
+    pub in_flight: u64,
+    /// Requests inside the measurement window (after warm-up, before cool-down).
+    pub measured: u64,
+    pub rejected_by_reason: BTreeMap<&'static str, u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Throughput {
+    pub requests_per_s: f64,
+    pub input_tokens_per_s: f64,
+    pub output_tokens_per_s: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SloSummary {
+    /// Fraction of measured requests that finished within every threshold.
+    pub attainment: f64,
+    /// Measured requests per second that finished within every threshold.
+    pub goodput_rps: f64,
+    /// The required attainment from `[slo]`.
+    pub target: f64,
+    /// Whether attainment ≥ target.
+    pub met: bool,
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KvSummary {
+    pub blocks_total: u64,
+    pub utilization_mean: f64,
+    pub utilization_max: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BatchSummary {
+    /// Mean sequences per iteration.
+    pub mean: f64,
+    pub max: u64,
+}
+
+/// Whether a record meets every threshold in `slo`.
+pub fn meets_slo(r: &super::RequestRecord, slo: &SloSection) -> bool {
+    if r.status != Status::Finished {
+        return false;
+    }
+    let ok = |limit: Option<f64>, v: Option<f64>| match (limit, v) {
+        (Some(l), Some(v)) => v <= l,
+        _ => true,
+    };
+    ok(slo.ttft_ms, r.ttft().map(SimTime::as_millis_f64))
+        && ok(slo.tpot_ms, r.tpot_ms())
+        && ok(slo.e2e_ms, r.e2e().map(SimTime::as_millis_f64))
+}
+
+pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) -> Summary {
+    let mut by_reason: BTreeMap<&'static str, u64> =
+        RejectReason::ALL.iter().map(|r| (r.as_str(), 0)).collect();
+    let (mut finished, mut rejected, mut in_flight) = (0, 0, 0);
+    for r in &rec.records {
+        match r.status {
+            Status::Finished => finished += 1,
+            Status::Rejected(why) => {
+                rejected += 1;
+                *by_reason
+                    .get_mut(why.as_str())
+                    .expect("every reason listed") += 1;
+            }
+            Status::InFlight => in_flight += 1,
+        }
+    }
+
+    let measured: Vec<_> = rec
+        .records
+        .iter()
+        .filter(|r| rec.counts(r.arrival))
+        .collect();
+    let done: Vec<_> = measured
+        .iter()
+        .filter(|r| r.status == Status::Finished)
+        .collect();
+    let ms = |f: &dyn Fn(&super::RequestRecord) -> Option<f64>| -> Dist {
+        let mut v: Vec<f64> = done.iter().filter_map(|r| f(r)).collect();
+        Dist::of(&mut v)
+    };
+    let ttft = ms(&|r| r.ttft().map(SimTime::as_millis_f64));
+    let tpot = ms(&|r| r.tpot_ms());
+    let e2e = ms(&|r| r.e2e().map(SimTime::as_millis_f64));
+    let queue = ms(&|r| r.queue().map(SimTime::as_millis_f64));
+    let mut itl: Vec<(f64, u64)> = rec
+        .itl
+        .iter()
+        .map(|&(g, c)| (g as f64 / 1e6, c as u64))
+        .collect();
+    let itl = Dist::of_weighted(&mut itl);
+
+    let start = measured
+        .iter()
+        .map(|r| r.arrival)
+        .min()
+        .unwrap_or(SimTime::ZERO);
+    let end = done.iter().map(|r| r.finish).max().unwrap_or(start);
+    let duration_s = (end.saturating_sub(start)).as_secs_f64();
+    let per_s = |x: f64| {
+        if duration_s > 0.0 {
+            x / duration_s
+        } else {
+            0.0
+        }
+    };
+    let met = measured.iter().filter(|r| meets_slo(r, slo)).count() as f64;
+    let attainment = if measured.is_empty() {
+        0.0
+    } else {
+        met / measured.len() as f64
+    };
+
+    let (waiting, running, kv_used) = rec.occupancy_means();
+    let kv_total = rec.kv_total().max(1) as f64;
+    Summary {
+        scenario: scenario.to_string(),
+        seed,
+        requests: RequestCounts {
+            arrived: rec.records.len() as u64,
+            finished,
+            rejected,
+            in_flight,
+            measured: measured.len() as u64,
+            rejected_by_reason: by_reason,
+        },
+        ttft_ms: ttft,
+        tpot_ms: tpot,
+        itl_ms: itl,
+        e2e_ms: e2e,
+        queue_ms: queue,
+        throughput: Throughput {
+            requests_per_s: per_s(done.len() as f64),
+            input_tokens_per_s: per_s(done.iter().map(|r| r.prompt_tokens as f64).sum()),
+            output_tokens_per_s: per_s(done.iter().map(|r| r.output_tokens as f64).sum()),
+        },
+        slo: SloSummary {
+            attainment,
+            goodput_rps: per_s(met),
+            target: slo.attainment,
+            met: attainment >= slo.attainment,
+            ttft_ms: slo.ttft_ms,
+            tpot_ms: slo.tpot_ms,
+            e2e_ms: slo.e2e_ms,
+        },
+        kv: KvSummary {
+            blocks_total: rec.kv_total(),
+            utilization_mean: kv_used / kv_total,
+            utilization_max: rec.kv_used_max as f64 / kv_total,
+        },
+        batch: BatchSummary {
+            mean: if rec.iterations > 0 {
+                rec.batch_seqs_sum as f64 / rec.iterations as f64
+            } else {
+                0.0
+            },
+            max: rec.batch_seqs_max,
+        },
+        preemptions: rec.preemptions,
+        duration_s,
+        simulated_s: rec.end().as_secs_f64(),
+        requests_in_system_mean: waiting + running,
+        iterations: rec.iterations,
+        decode_token_steps: rec.decode_token_steps,
+    }
+}

@@ -1,0 +1,18 @@
+//! Round-robin: instance 0, 1, 2, ... in turn, whatever their load.
+
+use super::Router;
+use crate::instance::Instance;
+use crate::workload::Request;
+
+#[derive(Debug, Default)]
+pub struct RoundRobin {
+    next: usize,
+}
+
+impl Router for RoundRobin {
+    fn route(&mut self, _req: &Request, instances: &[Instance]) -> usize {
+        let i = self.next % instances.len();
+        self.next = (i + 1) % instances.len();
+        i
+    }
+}

@@ -1,0 +1,236 @@
+//! Scenarios: the TOML a user writes, parsed and validated in two steps.
+//!
+//! ```text
+//!   TOML text ──serde (deny_unknown_fields, key paths)──► ScenarioFile ──validate──► Scenario
+//! ```
+//! [`ScenarioFile`] mirrors the file; every field has a documented default. [`Scenario`] holds
+//! resolved values only (preset dimensions filled in, memory budget computed) and is what the
+//! simulator runs. Every error names the key path and the value:
+//! `workload.arrival.rate: must be > 0, got -3`.
+
+pub mod de;
+mod file;
+
+pub use file::*;
+
+use std::fmt;
+
+use crate::cost::RooflineParams;
+use crate::memory::{plan_memory, MemoryBudget, MemoryConfig};
+use crate::spec::{GpuSpec, ModelSpec};
+use crate::workload::WorkloadSpec;
+
+/// A scenario error: the key path, the problem, and the line where the parser knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub path: String,
+    pub message: String,
+    pub line: Option<usize>,
+}
+
+impl ScenarioError {
+    pub fn at(path: &str, message: String) -> ScenarioError {
+        ScenarioError {
+            path: path.to_string(),
+            message,
+            line: None,
+        }
+    }
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(line) = self.line {
+            write!(f, "line {line}: ")?;
+        }
+        if self.path.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// Returns an error at `path.key` saying `msg, got value` unless `ok`.
+pub fn check<V: fmt::Display>(
+    ok: bool,
+    path: &str,
+    key: &str,
+    msg: &str,
+    value: V,
+) -> Result<(), ScenarioError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ScenarioError::at(
+            &de::join_path(path, key),
+            format!("{msg}, got {value}"),
+        ))
+    }
+}
+
+/// Parses scenario text into the file model, turning serde's errors into key-path messages.
+pub fn parse(src: &str) -> Result<ScenarioFile, ScenarioError> {
+    let de = toml::Deserializer::parse(src).map_err(|e| toml_error(src, "", &e))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        toml_error(src, &path, e.inner())
+    })
+}
+
+fn toml_error(src: &str, path: &str, e: &toml::de::Error) -> ScenarioError {
+    let line = e
+        .span()
+        .map(|s| src[..s.start.min(src.len())].matches('\n').count() + 1);
+    let msg = e.message().lines().next().unwrap_or("").trim_end();
+    let path = if path == "." { "" } else { path };
+    let (path, message) = match de::split_marked(msg) {
+        Some((inner, m)) => (de::join_path(path, inner), m.to_string()),
+        None => (path.to_string(), msg.to_string()),
+    };
+    ScenarioError {
+        path,
+        message,
+        line,
+    }
+}
+
+/// One group of identical instances: the same GPU, TP degree and scheduler.
+#[derive(Clone, Debug)]
+pub struct InstanceGroup {
+    pub name: String,
+    pub count: u32,
+    pub gpu: GpuSpec,
+    pub tp: u64,
+    pub scheduler: SchedulerSection,
+    pub memory: MemoryBudget,
+    pub cost: RooflineParams,
+    /// Longest prompt + output a request may have on this group.
+    pub max_model_len: u64,
+}
+
+/// A validated scenario: everything the simulator needs, resolved.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: String,
+    pub seed: u64,
+    pub model: ModelSpec,
+    pub groups: Vec<InstanceGroup>,
+    pub router: RouterSpec,
+    pub workload: WorkloadSpec,
+    pub slo: SloSection,
+    pub metrics: MetricsSection,
+    pub run: RunSection,
+    /// The file with every default and preset filled in, for writing next to the outputs.
+    pub resolved: ScenarioFile,
+}
+
+impl Scenario {
+    /// Parses and validates scenario text. `default_name` names the scenario when the file
+    /// does not (the CLI passes the file stem).
+    pub fn from_toml(src: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
+        let file = parse(src)?;
+        Scenario::from_file(file, default_name)
+    }
+
+    pub fn from_file(
+        mut file: ScenarioFile,
+        default_name: &str,
+    ) -> Result<Scenario, ScenarioError> {
+        let name = file
+            .name
+            .clone()
+            .unwrap_or_else(|| default_name.to_string());
+        check(
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
+            "",
+            "name",
+            "must be letters, digits, '-', '_' or '.'",
+            format!("{name:?}"),
+        )?;
+        file.name = Some(name.clone());
+        let model = file.model.resolve("model")?;
+        let gpu = file.gpu.resolve("gpu")?;
+        file.model = ModelSection::from_spec(&model);
+        file.gpu = GpuSection::from_spec(&gpu);
+        file.cluster.validate("cluster")?;
+        file.memory.validate("memory")?;
+        file.cost.validate("cost")?;
+        file.workload.validate("workload")?;
+        file.slo.validate("slo")?;
+        file.metrics.validate("metrics")?;
+        file.run.validate("run")?;
+
+        let tp = file.cluster.tp as u64;
+        check(
+            model.heads % tp == 0,
+            "cluster",
+            "tp",
+            &format!("must divide the model's {} attention heads", model.heads),
+            tp,
+        )?;
+        let max_model_len = file.scheduler.max_model_len.unwrap_or(model.max_context);
+        file.scheduler.max_model_len = Some(max_model_len);
+        file.scheduler.validate("scheduler")?;
+
+        let cfg = MemoryConfig {
+            tp,
+            gpu_memory_utilization: file.memory.gpu_memory_utilization,
+            block_tokens: file.scheduler.block_tokens as u64,
+            reserve_bytes: file
+                .memory
+                .reserve_gib
+                .map(|g| (g * crate::memory::GIB) as u64),
+            max_num_batched_tokens: file.scheduler.max_num_batched_tokens as u64,
+            max_num_seqs: file.scheduler.max_num_seqs as u64,
+        };
+        let memory = plan_memory(&model, &gpu, &cfg)
+            .map_err(|e| ScenarioError::at("memory", e.to_string()))?;
+        let group = InstanceGroup {
+            name: format!("{}-tp{}", gpu.name, tp),
+            count: file.cluster.instances,
+            gpu,
+            tp,
+            scheduler: file.scheduler.clone(),
+            memory,
+            cost: file.cost.params(),
+            max_model_len,
+        };
+        Ok(Scenario {
+            name,
+            seed: file.seed,
+            model,
+            groups: vec![group],
+            router: file.cluster.router.clone(),
+            workload: file.workload.clone(),
+            slo: file.slo.clone(),
+            metrics: file.metrics.clone(),
+            run: file.run.clone(),
+            resolved: file,
+        })
+    }
+
+    /// Sets the seed (the CLI's `--seed`), keeping the resolved file in step.
+    pub fn set_seed(&mut self, seed: u64) {
+        self.seed = seed;
+        self.resolved.seed = seed;
+    }
+
+    /// The resolved scenario as TOML, with its seed.
+    pub fn resolved_toml(&self) -> String {
+        toml::to_string_pretty(&self.resolved).expect("scenario serialises")
+    }
+
+    /// Total instances over all groups.
+    pub fn instances(&self) -> u32 {
+        self.groups.iter().map(|g| g.count).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,395 @@
+//! Arrival processes: when requests arrive.
+
+use rand::RngExt;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Exp, Gamma};
+use serde::{Deserialize, Serialize};
+
+use crate::scenario::{check, ScenarioError};
+use crate::tagged_enum;
+
+/// How requests arrive. Open-loop processes arrive regardless of how the system keeps up;
+/// `closed-loop` models N users who each wait for their answer and think before asking again
+/// (the concurrency mode of load generators).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum ArrivalSpec {
+    Poisson(Poisson),
+    Gamma(GammaArrival),
+    Constant(Constant),
+    Phases(Phases),
+    ClosedLoop(ClosedLoop),
+}
+
+tagged_enum!(ArrivalSpec {
+    "poisson" => Poisson(Poisson),
+    "gamma" => Gamma(GammaArrival),
+    "constant" => Constant(Constant),
+    "phases" => Phases(Phases),
+    "closed-loop" => ClosedLoop(ClosedLoop),
+});
+
+/// Poisson arrivals at `rate` requests per second (exponential gaps, CV 1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Poisson {
+    pub rate: f64,
+}
+
+/// Gamma-distributed gaps with mean 1/`rate` and coefficient of variation `cv`: cv > 1 is
+/// burstier than Poisson, cv < 1 more regular.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GammaArrival {
+    pub rate: f64,
+    pub cv: f64,
+}
+
+/// Evenly spaced arrivals, exactly 1/`rate` seconds apart, the first at time zero.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Constant {
+    pub rate: f64,
+}
+
+/// A piecewise schedule, played in order: e.g. 120 s at 20 req/s, 30 s at 40, 120 s at 10.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Phases {
+    pub phases: Vec<Phase>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Phase {
+    pub duration_s: f64,
+    /// Requests per second during the phase; 0 is an idle phase.
+    pub rate: f64,
+    /// Gap coefficient of variation within the phase (1 = Poisson, the default).
+    #[serde(default = "one")]
+    pub cv: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// `clients` users, each sending a request, waiting for its last token, then thinking for
+/// `think_time_s` (exponential with that mean, or fixed) before the next.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClosedLoop {
+    pub clients: u32,
+    #[serde(default)]
+    pub think_time_s: f64,
+    #[serde(default)]
+    pub think: ThinkKind,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ThinkKind {
+    #[default]
+    Exponential,
+    Fixed,
+}
+
+fn check_rate(path: &str, key: &str, rate: f64, allow_zero: bool) -> Result<(), ScenarioError> {
+    if allow_zero {
+        check(
+            rate.is_finite() && rate >= 0.0,
+            path,
+            key,
+            "must be ≥ 0",
+            rate,
+        )
+    } else {
+        check(
+            rate.is_finite() && rate > 0.0,
+            path,
+            key,
+            "must be > 0",
+            rate,
+        )
+    }
+}
+
+fn check_cv(path: &str, key: &str, cv: f64) -> Result<(), ScenarioError> {
+    check(
+        cv.is_finite() && cv > 0.0 && cv <= 100.0,
+        path,
+        key,
+        "must be in (0, 100]",
+        cv,
+    )
+}
+
+impl ArrivalSpec {
+    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+        match self {
+            ArrivalSpec::Poisson(p) => check_rate(path, "rate", p.rate, false),
+            ArrivalSpec::Gamma(g) => {
+                check_rate(path, "rate", g.rate, false)?;
+                check_cv(path, "cv", g.cv)
+            }
+            ArrivalSpec::Constant(c) => check_rate(path, "rate", c.rate, false),
+            ArrivalSpec::Phases(p) => {
+                if p.phases.is_empty() {
+                    return Err(ScenarioError::at(
+                        &format!("{path}.phases"),
+                        "must list at least one phase".into(),
+                    ));
+                }
+                for (i, ph) in p.phases.iter().enumerate() {
+                    let pp = format!("{path}.phases[{i}]");
+                    check(
+                        ph.duration_s.is_finite() && ph.duration_s > 0.0,
+                        &pp,
+                        "duration_s",
+                        "must be > 0",
+                        ph.duration_s,
+                    )?;
+                    check_rate(&pp, "rate", ph.rate, true)?;
+                    check_cv(&pp, "cv", ph.cv)?;
+                }
+                if p.phases.iter().all(|ph| ph.rate == 0.0) {
+                    return Err(ScenarioError::at(
+                        &format!("{path}.phases"),
+                        "every phase has rate 0: no request would arrive".into(),
+                    ));
+                }
+                Ok(())
+            }
+            ArrivalSpec::ClosedLoop(c) => {
+                check(c.clients >= 1, path, "clients", "must be ≥ 1", c.clients)?;
+                check(
+                    c.think_time_s.is_finite() && c.think_time_s >= 0.0,
+                    path,
+                    "think_time_s",
+                    "must be ≥ 0",
+                    c.think_time_s,
+                )
+            }
+        }
+    }
+
+    /// The end of the schedule, for processes that have one.
+    pub fn natural_duration_s(&self) -> Option<f64> {
+        match self {
+            ArrivalSpec::Phases(p) => Some(p.phases.iter().map(|ph| ph.duration_s).sum()),
+            _ => None,
+        }
+    }
+
+    /// Long-run mean offered rate in requests per second (open-loop processes).
+    pub fn mean_rate(&self) -> Option<f64> {
+        match self {
+            ArrivalSpec::Poisson(p) => Some(p.rate),
+            ArrivalSpec::Gamma(g) => Some(g.rate),
+            ArrivalSpec::Constant(c) => Some(c.rate),
+            ArrivalSpec::Phases(p) => {
+                let d: f64 = p.phases.iter().map(|ph| ph.duration_s).sum();
+                Some(
+                    p.phases
+                        .iter()
+                        .map(|ph| ph.rate * ph.duration_s)
+                        .sum::<f64>()
+                        / d,
+                )
+            }
+            ArrivalSpec::ClosedLoop(_) => None,
+        }
+    }
+
+    /// Multiplies every rate by `k` (used to sweep load).
+    pub fn scale_rate(&mut self, k: f64) {
+        match self {
+            ArrivalSpec::Poisson(p) => p.rate *= k,
+            ArrivalSpec::Gamma(g) => g.rate *= k,
+            ArrivalSpec::Constant(c) => c.rate *= k,
+            ArrivalSpec::Phases(p) => p.phases.iter_mut().for_each(|ph| ph.rate *= k),
+            ArrivalSpec::ClosedLoop(_) => {}
+        }
+    }
+}
+
+/// Draws a gap with mean 1/rate and the given CV (exponential when cv = 1).
+fn gap_s(rng: &mut ChaCha8Rng, rate: f64, cv: f64) -> f64 {
+    if cv == 1.0 {
+        Exp::new(rate).expect("validated rate").sample(rng)
+    } else {
+        let shape = 1.0 / (cv * cv);
+        Gamma::new(shape, 1.0 / (rate * shape))
+            .expect("validated")
+            .sample(rng)
+    }
+}
+
+/// Generates the arrival times of an open-loop process, in seconds, one at a time.
+#[derive(Clone, Debug)]
+pub struct OpenArrivals {
+    spec: ArrivalSpec,
+    rng: ChaCha8Rng,
+    now_s: f64,
+    count: u64,
+    phase: usize,
+    phase_end_s: f64,
+}
+
+impl OpenArrivals {
+    pub fn new(spec: ArrivalSpec, rng: ChaCha8Rng) -> OpenArrivals {
+        let phase_end_s = match &spec {
+            ArrivalSpec::Phases(p) => p.phases[0].duration_s,
+            _ => f64::INFINITY,
+        };
+        OpenArrivals {
+            spec,
+            rng,
+            now_s: 0.0,
+            count: 0,
+            phase: 0,
+            phase_end_s,
+        }
+    }
+
+    /// The next arrival time in seconds, or `None` when the schedule has ended.
+    pub fn next_s(&mut self) -> Option<f64> {
+        let t = match &self.spec {
+            ArrivalSpec::Poisson(p) => self.now_s + gap_s(&mut self.rng, p.rate, 1.0),
+            ArrivalSpec::Gamma(g) => self.now_s + gap_s(&mut self.rng, g.rate, g.cv),
+            // The first arrival is at time zero; each next one 1/rate later. Computed from the
+            // count, not accumulated, so there is no drift.
+            ArrivalSpec::Constant(c) => self.count as f64 / c.rate,
+            ArrivalSpec::Phases(p) => loop {
+                let ph = p.phases.get(self.phase)?;
+                let candidate = if ph.rate > 0.0 {
+                    self.now_s + gap_s(&mut self.rng, ph.rate, ph.cv)
+                } else {
+                    f64::INFINITY
+                };
+                if candidate <= self.phase_end_s {
+                    break candidate;
+                }
+                // The phase ended first. For Poisson, restarting at the boundary with the next
+                // rate is exact (memoryless); for gamma gaps it restarts the renewal process.
+                self.now_s = self.phase_end_s;
+                self.phase += 1;
+                match p.phases.get(self.phase) {
+                    Some(next) => self.phase_end_s += next.duration_s,
+                    None => return None,
+                }
+            },
+            ArrivalSpec::ClosedLoop(_) => {
+                unreachable!("closed-loop arrivals are driven by completions")
+            }
+        };
+        self.now_s = t;
+        self.count += 1;
+        Some(t)
+    }
+}
+
+/// Draws think times for closed-loop clients.
+pub fn think_time_s(c: &ClosedLoop, rng: &mut ChaCha8Rng) -> f64 {
+    match c.think {
+        _ if c.think_time_s == 0.0 => 0.0,
+        ThinkKind::Fixed => c.think_time_s,
+        ThinkKind::Exponential => Exp::new(1.0 / c.think_time_s)
+            .expect("validated")
+            .sample(rng),
+    }
+}
+
+/// Uniform draw used to stagger the first requests of closed-loop clients.
+pub fn unit(rng: &mut ChaCha8Rng) -> f64 {
+    rng.random::<f64>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::{substream, Stream};
+
+    fn times(spec: ArrivalSpec, until_s: f64) -> Vec<f64> {
+        let mut a = OpenArrivals::new(spec, substream(3, Stream::Arrivals, 0));
+        let mut v = vec![];
+        while let Some(t) = a.next_s() {
+            if t > until_s {
+                break;
+            }
+            v.push(t);
+        }
+        v
+    }
+
+    fn cv(gaps: &[f64]) -> f64 {
+        let m = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let var = gaps.iter().map(|g| (g - m).powi(2)).sum::<f64>() / gaps.len() as f64;
+        var.sqrt() / m
+    }
+
+    #[test]
+    fn poisson_rate_and_cv() {
+        let t = times(ArrivalSpec::Poisson(Poisson { rate: 50.0 }), 2000.0);
+        assert!(
+            (t.len() as f64 / 2000.0 / 50.0 - 1.0).abs() < 0.01,
+            "{}",
+            t.len()
+        );
+        let gaps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!((cv(&gaps) - 1.0).abs() < 0.02);
+    }
+
+    #[test]
+    fn gamma_reaches_its_cv() {
+        let t = times(
+            ArrivalSpec::Gamma(GammaArrival {
+                rate: 20.0,
+                cv: 3.0,
+            }),
+            20_000.0,
+        );
+        let gaps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(
+            (t.len() as f64 / 20_000.0 / 20.0 - 1.0).abs() < 0.03,
+            "{}",
+            t.len()
+        );
+        assert!((cv(&gaps) - 3.0).abs() < 0.15, "{}", cv(&gaps));
+    }
+
+    #[test]
+    fn phases_follow_the_schedule_and_end() {
+        let spec = ArrivalSpec::Phases(Phases {
+            phases: vec![
+                Phase {
+                    duration_s: 100.0,
+                    rate: 10.0,
+                    cv: 1.0,
+                },
+                Phase {
+                    duration_s: 50.0,
+                    rate: 0.0,
+                    cv: 1.0,
+                },
+                Phase {
+                    duration_s: 100.0,
+                    rate: 40.0,
+                    cv: 1.0,
+                },
+            ],
+        });
+        let t = times(spec, f64::INFINITY);
+        let in_range = |a: f64, b: f64| t.iter().filter(|&&x| x >= a && x < b).count() as f64;
+        assert!((in_range(0.0, 100.0) / 1000.0 - 1.0).abs() < 0.1);
+        assert_eq!(in_range(100.0, 150.0), 0.0);
+        assert!((in_range(150.0, 250.0) / 4000.0 - 1.0).abs() < 0.05);
+        assert!(*t.last().unwrap() <= 250.0);
+    }
+
+    #[test]
+    fn constant_is_exact() {
+        let t = times(ArrivalSpec::Constant(Constant { rate: 4.0 }), 1.0);
+        assert_eq!(t, vec![0.0, 0.25, 0.5, 0.75, 1.0]);
+    }
+}

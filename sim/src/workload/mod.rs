@@ -1,0 +1,198 @@
+//! Workloads: the stream of requests a run serves.
+//!
+//! Requests are generated lazily, one at a time, so a run's memory does not grow with the
+//! number of requests it will see. Each random aspect (arrival gaps, prompt lengths, output
+//! lengths, think times) has its own random substream.
+
+pub mod arrival;
+pub mod length;
+
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+pub use arrival::ArrivalSpec;
+pub use length::LengthDist;
+
+use crate::rng::{substream, Stream};
+use crate::scenario::{check, ScenarioError};
+use crate::time::SimTime;
+
+/// `[workload]`: arrivals, lengths, and when the workload ends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// Stop generating arrivals after this many seconds.
+    pub duration_s: Option<f64>,
+    /// Stop after this many requests.
+    pub requests: Option<u64>,
+    pub arrival: ArrivalSpec,
+    pub prompt_tokens: LengthDist,
+    pub output_tokens: LengthDist,
+}
+
+impl WorkloadSpec {
+    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+        if let Some(d) = self.duration_s {
+            check(
+                d.is_finite() && d > 0.0,
+                path,
+                "duration_s",
+                "must be > 0",
+                d,
+            )?;
+        }
+        if let Some(n) = self.requests {
+            check(n >= 1, path, "requests", "must be ≥ 1", n)?;
+        }
+        self.arrival.validate(&format!("{path}.arrival"))?;
+        if self.duration_s.is_none()
+            && self.requests.is_none()
+            && self.arrival.natural_duration_s().is_none()
+        {
+            return Err(ScenarioError::at(
+                path,
+                "set duration_s or requests: the workload needs an end".into(),
+            ));
+        }
+        self.prompt_tokens
+            .validate(&format!("{path}.prompt_tokens"))?;
+        self.output_tokens
+            .validate(&format!("{path}.output_tokens"))
+    }
+
+    /// When arrivals stop, in seconds, if the workload ends by time.
+    pub fn end_s(&self) -> Option<f64> {
+        match (self.duration_s, self.arrival.natural_duration_s()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// Marks a request that belongs to no closed-loop client.
+pub const NO_CLIENT: u32 = u32::MAX;
+
+/// One request as the workload produced it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub id: u64,
+    pub arrival: SimTime,
+    pub prompt_tokens: u32,
+    pub output_tokens: u32,
+    /// The closed-loop client that sent it, or [`NO_CLIENT`].
+    pub client: u32,
+}
+
+/// Produces requests on demand: the next open-loop arrival, or a client's next request.
+pub struct Workload {
+    spec: WorkloadSpec,
+    open: Option<arrival::OpenArrivals>,
+    prompt_rng: ChaCha8Rng,
+    output_rng: ChaCha8Rng,
+    think_rng: ChaCha8Rng,
+    issued: u64,
+    end: SimTime,
+}
+
+impl Workload {
+    pub fn new(spec: WorkloadSpec, seed: u64) -> Workload {
+        let open = match &spec.arrival {
+            ArrivalSpec::ClosedLoop(_) => None,
+            s => Some(arrival::OpenArrivals::new(
+                s.clone(),
+                substream(seed, Stream::Arrivals, 0),
+            )),
+        };
+        let end = spec
+            .end_s()
+            .map(SimTime::from_secs_f64)
+            .unwrap_or(SimTime::MAX);
+        Workload {
+            open,
+            prompt_rng: substream(seed, Stream::PromptTokens, 0),
+            output_rng: substream(seed, Stream::OutputTokens, 0),
+            think_rng: substream(seed, Stream::ThinkTime, 0),
+            issued: 0,
+            end,
+            spec,
+        }
+    }
+
+    pub fn spec(&self) -> &WorkloadSpec {
+        &self.spec
+    }
+
+    /// Requests issued so far.
+    pub fn issued(&self) -> u64 {
+        self.issued
+    }
+
+    fn exhausted(&self) -> bool {
+        self.spec.requests.is_some_and(|n| self.issued >= n)
+    }
+
+    fn make(&mut self, arrival: SimTime, client: u32) -> Request {
+        let id = self.issued;
+        self.issued += 1;
+        let prompt = self
+            .spec
+            .prompt_tokens
+            .sample(&mut self.prompt_rng)
+            .min(u32::MAX as u64) as u32;
+        let output = self
+            .spec
+            .output_tokens
+            .sample(&mut self.output_rng)
+            .min(u32::MAX as u64) as u32;
+        Request {
+            id,
+            arrival,
+            prompt_tokens: prompt,
+            output_tokens: output,
+            client,
+        }
+    }
+
+    /// The requests that exist at the start: the first open-loop arrival, or each closed-loop
+    /// client's first request (all at time zero, as a load generator starts its users).
+    pub fn initial(&mut self) -> Vec<Request> {
+        match &self.spec.arrival {
+            ArrivalSpec::ClosedLoop(c) => {
+                let clients = c.clients;
+                (0..clients)
+                    .map_while(|i| (!self.exhausted()).then(|| self.make(SimTime::ZERO, i)))
+                    .collect()
+            }
+            _ => self.next_open().into_iter().collect(),
+        }
+    }
+
+    /// The next open-loop arrival after the previous one, if the workload has not ended.
+    pub fn next_open(&mut self) -> Option<Request> {
+        if self.exhausted() {
+            return None;
+        }
+        let t = self.open.as_mut()?.next_s()?;
+        let at = SimTime::from_secs_f64(t);
+        if at > self.end {
+            return None;
+        }
+        Some(self.make(at, NO_CLIENT))
+    }
+
+    /// A closed-loop client's next request after its previous one ended at `now`.
+    pub fn next_for_client(&mut self, client: u32, now: SimTime) -> Option<Request> {
+        let ArrivalSpec::ClosedLoop(c) = &self.spec.arrival else {
+            return None;
+        };
+        if self.exhausted() {
+            return None;
+        }
+        let think = arrival::think_time_s(c, &mut self.think_rng);
+        let at = now + SimTime::from_secs_f64(think);
+        if at > self.end {
+            return None;
+        }
+        Some(self.make(at, client))
+    }
+}

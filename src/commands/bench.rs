@@ -1,0 +1,122 @@
+//! `servesim bench`: how fast the simulator runs and how much memory a request costs.
+//!
+//! The scenario is fixed (below) so figures compare across builds and machines: a llama-3-8b
+//! instance kept full by 256 closed-loop clients, so most work is decode token-steps. Speed is
+//! the median of `--repeat` runs; memory per request is the growth of peak RSS between a run of
+//! N requests and one of 2N, divided by N — the cost of one more simulated request, whatever
+//! the fixed overheads.
+
+use std::time::Instant;
+
+use servesim_sim::{engine, Scenario};
+
+use super::Format;
+use crate::error::Result;
+
+const BENCH_SCENARIO: &str = r#"
+name = "bench"
+seed = 1
+[model]
+preset = "llama-3-8b"
+[gpu]
+preset = "h100-sxm"
+[scheduler]
+max_num_seqs = 256
+[workload]
+requests = 1
+arrival = { kind = "closed-loop", clients = 256, think_time_s = 0 }
+prompt_tokens = { kind = "uniform", min = 64, max = 1024 }
+output_tokens = { kind = "uniform", min = 32, max = 512 }
+"#;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Simulated requests in the speed runs.
+    #[arg(long, default_value_t = 200_000)]
+    requests: u64,
+    /// Speed runs; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+fn scenario(requests: u64) -> Scenario {
+    let mut s = Scenario::from_toml(BENCH_SCENARIO, "bench").expect("the bench scenario is valid");
+    s.workload.requests = Some(requests);
+    s
+}
+
+/// Peak resident set size of this process in bytes (Linux), if known.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_unstable_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let n = a.requests.max(1000);
+    // Memory first, while the process is small: N then 2N requests.
+    let rss0 = peak_rss_bytes();
+    let small = engine::run(&scenario(n));
+    let rss1 = peak_rss_bytes();
+    drop(small);
+    let big = engine::run(&scenario(2 * n));
+    let rss2 = peak_rss_bytes();
+    drop(big);
+    let per_request = match (rss1, rss2) {
+        (Some(a1), Some(a2)) => Some(a2.saturating_sub(a1) as f64 / n as f64),
+        _ => None,
+    };
+
+    let s = scenario(n);
+    let (mut wall, mut rps, mut tps, mut eps) = (vec![], vec![], vec![], vec![]);
+    let mut steps = 0;
+    for _ in 0..a.repeat.max(1) {
+        let t0 = Instant::now();
+        let out = engine::run(&s);
+        let dt = t0.elapsed().as_secs_f64();
+        steps = out.summary.decode_token_steps;
+        wall.push(dt);
+        rps.push(out.summary.requests.finished as f64 / dt);
+        tps.push(out.summary.decode_token_steps as f64 / dt);
+        eps.push(out.events as f64 / dt);
+    }
+    let (wall, rps, tps, eps) = (
+        median(&mut wall),
+        median(&mut rps),
+        median(&mut tps),
+        median(&mut eps),
+    );
+    match a.format {
+        Format::Json => {
+            let v = serde_json::json!({
+                "requests": n, "decode_token_steps": steps, "runs": a.repeat.max(1),
+                "wall_s_median": wall, "requests_per_s": rps, "decode_token_steps_per_s": tps, "events_per_s": eps,
+                "peak_rss_bytes": rss2, "rss_start_bytes": rss0, "bytes_per_request": per_request,
+            });
+            println!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
+        }
+        Format::Table => {
+            println!("servesim bench: {n} requests, {steps} decode token-steps per run, median of {} runs (one thread)", a.repeat.max(1));
+            println!("  wall time               {wall:>12.3} s");
+            println!("  simulated requests/s    {rps:>12.0}");
+            println!("  decode token-steps/s    {tps:>12.0}");
+            println!("  events/s                {eps:>12.0}");
+            if let (Some(p), Some(b)) = (rss2, per_request) {
+                println!(
+                    "  peak RSS                {:>12.1} MiB",
+                    p as f64 / 1048576.0
+                );
+                println!("  memory per request      {b:>12.1} bytes (peak RSS growth from {n} to {} requests)", 2 * n);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,10 @@
+pub mod bench;
+pub mod memory;
+pub mod simulate;
+
+/// `--format` of commands that print a report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}

@@ -1,0 +1,53 @@
+//! `servesim simulate`: one run of a scenario.
+
+use std::path::PathBuf;
+
+use servesim_sim::engine;
+
+use super::Format;
+use crate::error::Result;
+use crate::{output, scenario_file};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Scenario TOML file. Default: the embedded scenarios/chat.toml.
+    #[arg(long)]
+    scenario: Option<PathBuf>,
+    /// Seed for every random choice (overrides the scenario's `seed`).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Output folder. Default: outputs/<scenario name>/.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// What to print on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Print nothing on stdout (outputs are still written).
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let mut s = scenario_file::load_or_default(a.scenario.as_deref(), "chat")?;
+    if let Some(seed) = a.seed {
+        s.set_seed(seed);
+    }
+    let out = engine::run(&s);
+    let dir = a
+        .out
+        .unwrap_or_else(|| PathBuf::from("outputs").join(&s.name));
+    output::write_run(&dir, &s, &out.summary, &out.recorder)?;
+    if !a.quiet {
+        match a.format {
+            Format::Json => println!(
+                "{}",
+                serde_json::to_string_pretty(&out.summary).expect("summary serialises")
+            ),
+            Format::Table => {
+                print!("{}", output::summary_table(&s, &out.summary));
+                println!("outputs     {}/", dir.display());
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,235 @@
+//! Writing run outputs: the stdout table, `summary.json`, `requests.csv`, `timeseries.csv`,
+//! and the resolved scenario.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use anyhow::Context;
+use servesim_sim::metrics::{Dist, Recorder, Status, Summary};
+use servesim_sim::{Scenario, SimTime};
+
+/// Milliseconds with exactly six decimals, from integer nanoseconds (exact, so outputs are
+/// byte-identical across runs and platforms).
+pub fn ms(t: SimTime) -> String {
+    format!("{}.{:06}", t.0 / 1_000_000, t.0 % 1_000_000)
+}
+
+fn opt_ms(t: SimTime) -> String {
+    if t == SimTime::MAX {
+        String::new()
+    } else {
+        ms(t)
+    }
+}
+
+/// Writes every output file of a run into `dir`.
+pub fn write_run(
+    dir: &Path,
+    scenario: &Scenario,
+    summary: &Summary,
+    rec: &Recorder,
+) -> anyhow::Result<()> {
+    fs::create_dir_all(dir).with_context(|| format!("creating output folder {}", dir.display()))?;
+    let json = serde_json::to_string_pretty(summary).expect("summary serialises");
+    fs::write(dir.join("summary.json"), json + "\n")
+        .with_context(|| format!("writing {}", dir.join("summary.json").display()))?;
+    fs::write(dir.join("scenario.toml"), scenario.resolved_toml())
+        .context("writing scenario.toml")?;
+    write_requests(&dir.join("requests.csv"), rec).context("writing requests.csv")?;
+    write_timeseries(&dir.join("timeseries.csv"), rec).context("writing timeseries.csv")?;
+    Ok(())
+}
+
+/// One row per request, in id order, with a stable column order.
+pub fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
+    let mut w = BufWriter::new(File::create(path)?);
+    writeln!(
+        w,
+        "id,arrival_ms,scheduled_ms,first_token_ms,finish_ms,prompt_tokens,output_tokens,status,reject_reason,preemptions,instance,measured,ttft_ms,tpot_ms,e2e_ms,queue_ms"
+    )?;
+    for (id, r) in rec.records.iter().enumerate() {
+        let reason = match r.status {
+            Status::Rejected(why) => why.as_str(),
+            _ => "",
+        };
+        let instance = if r.instance == u32::MAX {
+            String::new()
+        } else {
+            r.instance.to_string()
+        };
+        let tpot = r.tpot_ms().map(|v| format!("{v:.6}")).unwrap_or_default();
+        writeln!(
+            w,
+            "{id},{},{},{},{},{},{},{},{reason},{},{instance},{},{},{tpot},{},{}",
+            ms(r.arrival),
+            opt_ms(r.scheduled),
+            opt_ms(r.first_token),
+            if r.status == Status::Finished {
+                ms(r.finish)
+            } else {
+                opt_ms(if matches!(r.status, Status::Rejected(_)) {
+                    r.finish
+                } else {
+                    SimTime::MAX
+                })
+            },
+            r.prompt_tokens,
+            r.output_tokens,
+            r.status.as_str(),
+            r.preemptions,
+            rec.counts(r.arrival) as u8,
+            r.ttft().map(ms).unwrap_or_default(),
+            r.e2e().map(ms).unwrap_or_default(),
+            r.queue().map(ms).unwrap_or_default(),
+        )?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+pub fn write_timeseries(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
+    let mut w = BufWriter::new(File::create(path)?);
+    writeln!(w, "t_s,arrivals,rejections,completions,first_tokens,waiting_mean,running_mean,kv_used_blocks_mean,kv_utilization_mean,ttft_ms_p99")?;
+    let total = rec.kv_total().max(1) as f64;
+    for row in &rec.series {
+        writeln!(
+            w,
+            "{:.3},{},{},{},{},{:.4},{:.4},{:.2},{:.6},{}",
+            row.start.as_secs_f64(),
+            row.arrivals,
+            row.rejections,
+            row.completions,
+            row.first_tokens,
+            row.waiting_mean,
+            row.running_mean,
+            row.kv_used_blocks_mean,
+            row.kv_used_blocks_mean / total,
+            row.ttft_ms_p99
+                .map(|v| format!("{v:.3}"))
+                .unwrap_or_default(),
+        )?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Thousands separators for counts in tables.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn dist_row(name: &str, d: &Dist) -> String {
+    format!(
+        "  {name:<8}{:>10.1}{:>10.1}{:>10.1}{:>10.1}{:>10.1}{:>10.1}",
+        d.mean, d.p50, d.p90, d.p95, d.p99, d.max
+    )
+}
+
+/// The human-readable report of one run.
+pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
+    let mut o = String::new();
+    let g = &s.groups[0];
+    let groups: Vec<String> = s
+        .groups
+        .iter()
+        .map(|g| format!("{} × {} (tp {})", g.count, g.gpu.name, g.tp))
+        .collect();
+    o += &format!("servesim simulate: {} (seed {})\n", s.name, s.seed);
+    o += &format!(
+        "  model {} ({} weights, {} KV) on {}\n",
+        s.model.name,
+        s.model.weight_dtype.name(),
+        s.model.kv_dtype.name(),
+        groups.join(" + ")
+    );
+    o += &format!(
+        "  KV per instance: {} blocks × {} tokens = {} tokens ({:.1} GiB per GPU)\n\n",
+        thousands(g.memory.kv_blocks),
+        g.memory.block_tokens,
+        thousands(g.memory.kv_tokens()),
+        g.memory.kv_bytes as f64 / servesim_sim::memory::GIB
+    );
+    let r = &sum.requests;
+    o += &format!(
+        "requests  arrived {}  finished {}  rejected {}  in flight {}  (measured {})\n",
+        thousands(r.arrived),
+        thousands(r.finished),
+        thousands(r.rejected),
+        thousands(r.in_flight),
+        thousands(r.measured)
+    );
+    let reasons: Vec<String> = r
+        .rejected_by_reason
+        .iter()
+        .filter(|(_, &n)| n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    if !reasons.is_empty() {
+        o += &format!("  rejected: {}\n", reasons.join(", "));
+    }
+    o += &format!(
+        "\n  {:<8}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}\n",
+        "ms", "mean", "p50", "p90", "p95", "p99", "max"
+    );
+    for (name, d) in [
+        ("TTFT", &sum.ttft_ms),
+        ("TPOT", &sum.tpot_ms),
+        ("ITL", &sum.itl_ms),
+        ("E2E", &sum.e2e_ms),
+        ("queue", &sum.queue_ms),
+    ] {
+        o += &dist_row(name, d);
+        o += "\n";
+    }
+    let t = &sum.throughput;
+    o += &format!(
+        "\nthroughput  {:.2} req/s, {:.0} input tok/s, {:.0} output tok/s over {:.1} s\n",
+        t.requests_per_s, t.input_tokens_per_s, t.output_tokens_per_s, sum.duration_s
+    );
+    let mut limits = vec![];
+    if let Some(v) = sum.slo.ttft_ms {
+        limits.push(format!("TTFT ≤ {v} ms"));
+    }
+    if let Some(v) = sum.slo.tpot_ms {
+        limits.push(format!("TPOT ≤ {v} ms"));
+    }
+    if let Some(v) = sum.slo.e2e_ms {
+        limits.push(format!("E2E ≤ {v} ms"));
+    }
+    let limits = if limits.is_empty() {
+        "no thresholds set".to_string()
+    } else {
+        limits.join(", ")
+    };
+    o += &format!(
+        "SLO         {limits}: attainment {:.2}% (target {:.2}%: {}), goodput {:.2} req/s\n",
+        sum.slo.attainment * 100.0,
+        sum.slo.target * 100.0,
+        if sum.slo.met { "met" } else { "MISSED" },
+        sum.slo.goodput_rps
+    );
+    o += &format!(
+        "KV          utilisation mean {:.1}%, max {:.1}% of {} blocks; preemptions {}\n",
+        sum.kv.utilization_mean * 100.0,
+        sum.kv.utilization_max * 100.0,
+        thousands(sum.kv.blocks_total),
+        thousands(sum.preemptions)
+    );
+    o += &format!(
+        "batch       mean {:.1} sequences, max {}; {} iterations; {:.2} requests in system on average\n",
+        sum.batch.mean,
+        sum.batch.max,
+        thousands(sum.iterations),
+        sum.requests_in_system_mean
+    );
+    o
+}
