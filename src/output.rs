@@ -24,18 +24,12 @@ fn opt_ms(t: SimTime) -> String {
 }
 
 /// Writes every output file of a run into `dir`.
-pub fn write_run(
-    dir: &Path,
-    scenario: &Scenario,
-    summary: &Summary,
-    rec: &Recorder,
-) -> anyhow::Result<()> {
+pub fn write_run(dir: &Path, scenario: &Scenario, summary: &Summary, rec: &Recorder) -> anyhow::Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("creating output folder {}", dir.display()))?;
     let json = serde_json::to_string_pretty(summary).expect("summary serialises");
     fs::write(dir.join("summary.json"), json + "\n")
         .with_context(|| format!("writing {}", dir.join("summary.json").display()))?;
-    fs::write(dir.join("scenario.toml"), scenario.resolved_toml())
-        .context("writing scenario.toml")?;
+    fs::write(dir.join("scenario.toml"), scenario.resolved_toml()).context("writing scenario.toml")?;
     write_requests(&dir.join("requests.csv"), rec).context("writing requests.csv")?;
     write_timeseries(&dir.join("timeseries.csv"), rec).context("writing timeseries.csv")?;
     Ok(())
@@ -53,11 +47,7 @@ pub fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
             Status::Rejected(why) => why.as_str(),
             _ => "",
         };
-        let instance = if r.instance == u32::MAX {
-            String::new()
-        } else {
-            r.instance.to_string()
-        };
+        let instance = if r.instance == u32::MAX { String::new() } else { r.instance.to_string() };
         let tpot = r.tpot_ms().map(|v| format!("{v:.6}")).unwrap_or_default();
         writeln!(
             w,
@@ -68,11 +58,7 @@ pub fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
             if r.status == Status::Finished {
                 ms(r.finish)
             } else {
-                opt_ms(if matches!(r.status, Status::Rejected(_)) {
-                    r.finish
-                } else {
-                    SimTime::MAX
-                })
+                opt_ms(if matches!(r.status, Status::Rejected(_)) { r.finish } else { SimTime::MAX })
             },
             r.prompt_tokens,
             r.output_tokens,
@@ -105,9 +91,7 @@ pub fn write_timeseries(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
             row.running_mean,
             row.kv_used_blocks_mean,
             row.kv_used_blocks_mean / total,
-            row.ttft_ms_p99
-                .map(|v| format!("{v:.3}"))
-                .unwrap_or_default(),
+            row.ttft_ms_p99.map(|v| format!("{v:.3}")).unwrap_or_default(),
         )?;
     }
     w.flush()?;
@@ -128,21 +112,14 @@ pub fn thousands(n: u64) -> String {
 }
 
 fn dist_row(name: &str, d: &Dist) -> String {
-    format!(
-        "  {name:<8}{:>10.1}{:>10.1}{:>10.1}{:>10.1}{:>10.1}{:>10.1}",
-        d.mean, d.p50, d.p90, d.p95, d.p99, d.max
-    )
+    format!("  {name:<8}{:>10.1}{:>10.1}{:>10.1}{:>10.1}{:>10.1}{:>10.1}", d.mean, d.p50, d.p90, d.p95, d.p99, d.max)
 }
 
 /// The human-readable report of one run.
 pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
     let mut o = String::new();
     let g = &s.groups[0];
-    let groups: Vec<String> = s
-        .groups
-        .iter()
-        .map(|g| format!("{} × {} (tp {})", g.count, g.gpu.name, g.tp))
-        .collect();
+    let groups: Vec<String> = s.groups.iter().map(|g| format!("{} × {} (tp {})", g.count, g.gpu.name, g.tp)).collect();
     o += &format!("servesim simulate: {} (seed {})\n", s.name, s.seed);
     o += &format!(
         "  model {} ({} weights, {} KV) on {}\n",
@@ -167,19 +144,12 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
         thousands(r.in_flight),
         thousands(r.measured)
     );
-    let reasons: Vec<String> = r
-        .rejected_by_reason
-        .iter()
-        .filter(|(_, &n)| n > 0)
-        .map(|(k, n)| format!("{k} {n}"))
-        .collect();
+    let reasons: Vec<String> =
+        r.rejected_by_reason.iter().filter(|(_, &n)| n > 0).map(|(k, n)| format!("{k} {n}")).collect();
     if !reasons.is_empty() {
         o += &format!("  rejected: {}\n", reasons.join(", "));
     }
-    o += &format!(
-        "\n  {:<8}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}\n",
-        "ms", "mean", "p50", "p90", "p95", "p99", "max"
-    );
+    o += &format!("\n  {:<8}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}\n", "ms", "mean", "p50", "p90", "p95", "p99", "max");
     for (name, d) in [
         ("TTFT", &sum.ttft_ms),
         ("TPOT", &sum.tpot_ms),
@@ -205,11 +175,7 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
     if let Some(v) = sum.slo.e2e_ms {
         limits.push(format!("E2E ≤ {v} ms"));
     }
-    let limits = if limits.is_empty() {
-        "no thresholds set".to_string()
-    } else {
-        limits.join(", ")
-    };
+    let limits = if limits.is_empty() { "no thresholds set".to_string() } else { limits.join(", ") };
     o += &format!(
         "SLO         {limits}: attainment {:.2}% (target {:.2}%: {}), goodput {:.2} req/s\n",
         sum.slo.attainment * 100.0,

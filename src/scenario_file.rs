@@ -8,19 +8,14 @@ use crate::error::{CliError, Result};
 
 /// Scenarios shipped in `scenarios/` and embedded in the binary, so that a command run without
 /// `--scenario` has a default that works anywhere.
-pub const EMBEDDED: &[(&str, &str)] = &[
-    ("chat", include_str!("../scenarios/chat.toml")),
-    ("peak", include_str!("../scenarios/peak.toml")),
-];
+pub const EMBEDDED: &[(&str, &str)] =
+    &[("chat", include_str!("../scenarios/chat.toml")), ("peak", include_str!("../scenarios/peak.toml"))];
 
 /// Loads and validates a scenario file; errors name the file and the key.
 pub fn load(path: &Path) -> Result<Scenario> {
     let src = std::fs::read_to_string(path)
         .map_err(|e| CliError::input(format!("cannot read scenario {}: {e}", path.display())))?;
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("scenario");
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario");
     Scenario::from_toml(&src, stem).map_err(|e| CliError::input(format!("{}: {e}", path.display())))
 }
 

@@ -61,11 +61,7 @@ pub struct EventQueue {
 
 impl EventQueue {
     pub fn push(&mut self, time: SimTime, event: Event) {
-        self.heap.push(Reverse(Entry {
-            time,
-            seq: self.seq,
-            event,
-        }));
+        self.heap.push(Reverse(Entry { time, seq: self.seq, event }));
         self.seq += 1;
     }
 
@@ -97,12 +93,7 @@ pub struct RunOutput {
 /// Builds the cost model of an instance group.
 pub fn cost_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
     let g = &s.groups[group];
-    Arc::new(Roofline::new(
-        s.model.clone(),
-        g.gpu.clone(),
-        g.tp,
-        g.cost.clone(),
-    ))
+    Arc::new(Roofline::new(s.model.clone(), g.gpu.clone(), g.tp, g.cost.clone()))
 }
 
 /// One simulation run.
@@ -126,6 +117,14 @@ pub struct Simulation {
 
 impl Simulation {
     pub fn new(s: &Scenario) -> Simulation {
+        let mut sim = Simulation::build(s);
+        for r in sim.workload.initial() {
+            sim.queue.push(r.arrival, Event::Arrival(r));
+        }
+        sim
+    }
+
+    fn build(s: &Scenario) -> Simulation {
         let mut instances = Vec::new();
         for (gi, g) in s.groups.iter().enumerate() {
             let cost = cost_model(s, gi);
@@ -151,11 +150,7 @@ impl Simulation {
             Some(e) => SimTime::from_secs_f64(e - s.metrics.cooldown_s),
             None => SimTime::MAX,
         };
-        let rec = Recorder::new(
-            (from, to),
-            kv_total,
-            SimTime::from_secs_f64(s.metrics.window_s),
-        );
+        let rec = Recorder::new((from, to), kv_total, SimTime::from_secs_f64(s.metrics.window_s));
         let n = instances.len();
         Simulation {
             now: SimTime::ZERO,
@@ -166,11 +161,7 @@ impl Simulation {
             rec,
             dirty: Vec::new(),
             is_dirty: vec![false; n],
-            max_time: s
-                .run
-                .max_time_s
-                .map(SimTime::from_secs_f64)
-                .unwrap_or(SimTime::MAX),
+            max_time: s.run.max_time_s.map(SimTime::from_secs_f64).unwrap_or(SimTime::MAX),
             events: 0,
             departed: Vec::new(),
             scenario_name: s.name.clone(),
@@ -192,37 +183,64 @@ impl Simulation {
 
     /// Runs to the end (every request finished, or `run.max_time_s`).
     pub fn run(mut self) -> RunOutput {
-        for r in self.workload.initial() {
-            self.queue.push(r.arrival, Event::Arrival(r));
+        while self.step() {}
+        self.finish()
+    }
+
+    /// Processes the next event (and starts the iterations it makes possible). Returns false
+    /// when the run is over.
+    pub fn step(&mut self) -> bool {
+        let Some(t) = self.queue.peek_time() else { return false };
+        if t > self.max_time {
+            self.now = self.max_time;
+            return false;
         }
-        while let Some(t) = self.queue.peek_time() {
-            if t > self.max_time {
-                self.now = self.max_time;
-                break;
-            }
-            let (t, ev) = self.queue.pop().expect("peeked");
-            debug_assert!(t >= self.now, "time went backwards");
-            self.now = t;
-            self.rec.advance(t);
-            self.events += 1;
-            match ev {
-                Event::Arrival(req) => self.on_arrival(req),
-                Event::IterationEnd(i) => self.on_iteration_end(i),
-            }
-            if self.queue.peek_time() != Some(self.now) {
-                self.start_iterations();
-            }
+        let (t, ev) = self.queue.pop().expect("peeked");
+        debug_assert!(t >= self.now, "time went backwards");
+        self.now = t;
+        self.rec.advance(t);
+        self.events += 1;
+        match ev {
+            Event::Arrival(req) => self.on_arrival(req),
+            Event::IterationEnd(i) => self.on_iteration_end(i),
         }
+        if self.queue.peek_time() != Some(self.now) {
+            self.start_iterations();
+        }
+        true
+    }
+
+    /// Ends the run at the current time and summarises it.
+    pub fn finish(mut self) -> RunOutput {
         self.rec.finish(self.now);
         let summary = summarize(&self.rec, &self.slo, &self.scenario_name, self.seed);
-        RunOutput {
-            summary,
-            recorder: self.rec,
-            events: self.events,
+        RunOutput { summary, recorder: self.rec, events: self.events }
+    }
+
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+
+    pub fn recorder(&self) -> &Recorder {
+        &self.rec
+    }
+
+    /// Checks every invariant (O(requests + blocks)); for tests. Conservation: each arrived
+    /// request is finished, rejected, or in exactly one instance's queue or batch; KV: every
+    /// block is free or owned by exactly one running request.
+    pub fn check_invariants(&self) {
+        use crate::metrics::Status;
+        let in_flight = self.rec.records.iter().filter(|r| r.status == Status::InFlight).count() as u64;
+        let held: u64 = self.instances.iter().map(|i| i.gauges().waiting + i.gauges().running).sum();
+        assert_eq!(in_flight, held, "in-flight requests not all held by an instance");
+        let g = self.rec.gauges();
+        assert_eq!(g.waiting + g.running, held, "recorder gauges out of step with the instances");
+        for inst in &self.instances {
+            inst.check_kv_ownership();
         }
     }
 
-    fn on_arrival(&mut self, req: Request) {
+    fn on_arrival(&mut self, mut req: Request) {
         // Schedule the next open-loop arrival first, so that simultaneous arrivals are all
         // queued before any iteration starts.
         if req.client == NO_CLIENT {
@@ -230,8 +248,9 @@ impl Simulation {
                 self.queue.push(next.arrival, Event::Arrival(next));
             }
         }
-        self.rec
-            .arrived(req.id, self.now, req.prompt_tokens, req.output_tokens);
+        // Closed-loop clients generate requests out of arrival order; ids are given here so
+        // they follow arrival order.
+        req.id = self.rec.arrived(self.now, req.prompt_tokens, req.output_tokens);
         let i = self.router.route(&req, &self.instances);
         self.rec.routed(req.id, i as u32);
         let inst = &mut self.instances[i];

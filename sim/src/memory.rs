@@ -48,24 +48,11 @@ pub enum MemoryError {
         "{model} does not fit on {gpu} at tp {tp}: weights {weights:.2} GiB + reserve {reserve:.2} GiB \
          per GPU exceed the {usable:.2} GiB usable at gpu_memory_utilization {util} by {short:.2} GiB"
     )]
-    DoesNotFit {
-        model: String,
-        gpu: String,
-        tp: u64,
-        weights: f64,
-        reserve: f64,
-        usable: f64,
-        util: f64,
-        short: f64,
-    },
-    #[error("{model} leaves room for no KV block on {gpu} at tp {tp}: {kv_bytes} bytes free, one block needs {block_bytes}")]
-    NoKvBlock {
-        model: String,
-        gpu: String,
-        tp: u64,
-        kv_bytes: u64,
-        block_bytes: u64,
-    },
+    DoesNotFit { model: String, gpu: String, tp: u64, weights: f64, reserve: f64, usable: f64, util: f64, short: f64 },
+    #[error(
+        "{model} leaves room for no KV block on {gpu} at tp {tp}: {kv_bytes} bytes free, one block needs {block_bytes}"
+    )]
+    NoKvBlock { model: String, gpu: String, tp: u64, kv_bytes: u64, block_bytes: u64 },
 }
 
 /// Default reserve per GPU: 1 GiB fixed, plus the activations of the largest batch
@@ -79,16 +66,10 @@ pub fn default_reserve_bytes(model: &ModelSpec, cfg: &MemoryConfig) -> u64 {
     DEFAULT_FIXED_RESERVE_BYTES + activations + logits
 }
 
-pub fn plan_memory(
-    model: &ModelSpec,
-    gpu: &GpuSpec,
-    cfg: &MemoryConfig,
-) -> Result<MemoryBudget, MemoryError> {
+pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Result<MemoryBudget, MemoryError> {
     let usable_bytes = (gpu.memory_bytes as f64 * cfg.gpu_memory_utilization).floor() as u64;
     let weight_bytes = model.weight_bytes_per_gpu(cfg.tp);
-    let reserve_bytes = cfg
-        .reserve_bytes
-        .unwrap_or_else(|| default_reserve_bytes(model, cfg));
+    let reserve_bytes = cfg.reserve_bytes.unwrap_or_else(|| default_reserve_bytes(model, cfg));
     let needed = weight_bytes + reserve_bytes;
     if needed > usable_bytes {
         return Err(MemoryError::DoesNotFit {
@@ -159,11 +140,7 @@ mod tests {
 
     #[test]
     fn seventy_b_does_not_fit_on_one_h100_and_says_by_how_much() {
-        let m = ModelSpec::from_preset(
-            ModelPreset::find("llama-3-70b").unwrap(),
-            Dtype::Bf16,
-            Dtype::Bf16,
-        );
+        let m = ModelSpec::from_preset(ModelPreset::find("llama-3-70b").unwrap(), Dtype::Bf16, Dtype::Bf16);
         let g = GpuPreset::find("h100-sxm").unwrap().spec();
         let err = plan_memory(&m, &g, &cfg(1)).unwrap_err();
         // weights 141,107,412,992 B = 131.42 GiB, reserve 2 GiB, usable 0.9 × 81,559 MiB = 71.68 GiB.
@@ -176,10 +153,7 @@ mod tests {
             }
             e => panic!("{e}"),
         }
-        assert!(
-            err.to_string().contains(&format!("by {short:.2} GiB")),
-            "{err}"
-        );
+        assert!(err.to_string().contains(&format!("by {short:.2} GiB")), "{err}");
         // At TP 4 it fits.
         assert!(plan_memory(&m, &g, &cfg(4)).is_ok());
     }

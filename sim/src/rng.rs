@@ -38,21 +38,10 @@ mod tests {
 
     #[test]
     fn streams_are_independent_and_reproducible() {
-        let a: Vec<u64> = (0..4)
-            .map(|_| 0)
-            .scan(substream(7, Stream::Arrivals, 0), |r, _| Some(r.random()))
-            .collect();
-        let b: Vec<u64> = (0..4)
-            .scan(substream(7, Stream::Arrivals, 0), |r, _| Some(r.random()))
-            .collect();
-        let c: Vec<u64> = (0..4)
-            .scan(substream(7, Stream::PromptTokens, 0), |r, _| {
-                Some(r.random())
-            })
-            .collect();
-        let d: Vec<u64> = (0..4)
-            .scan(substream(8, Stream::Arrivals, 0), |r, _| Some(r.random()))
-            .collect();
+        let a: Vec<u64> = (0..4).map(|_| 0).scan(substream(7, Stream::Arrivals, 0), |r, _| Some(r.random())).collect();
+        let b: Vec<u64> = (0..4).scan(substream(7, Stream::Arrivals, 0), |r, _| Some(r.random())).collect();
+        let c: Vec<u64> = (0..4).scan(substream(7, Stream::PromptTokens, 0), |r, _| Some(r.random())).collect();
+        let d: Vec<u64> = (0..4).scan(substream(8, Stream::Arrivals, 0), |r, _| Some(r.random())).collect();
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_ne!(a, d);

@@ -62,12 +62,7 @@ impl Sub for SimTime {
     /// Durations never go negative: a later time minus an earlier one. Subtracting a later time
     /// is a bug in the caller.
     fn sub(self, rhs: SimTime) -> SimTime {
-        debug_assert!(
-            self.0 >= rhs.0,
-            "time went backwards: {} - {}",
-            self.0,
-            rhs.0
-        );
+        debug_assert!(self.0 >= rhs.0, "time went backwards: {} - {}", self.0, rhs.0);
         SimTime(self.0.saturating_sub(rhs.0))
     }
 }

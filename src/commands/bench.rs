@@ -88,12 +88,7 @@ pub fn run(a: Args) -> Result<()> {
         tps.push(out.summary.decode_token_steps as f64 / dt);
         eps.push(out.events as f64 / dt);
     }
-    let (wall, rps, tps, eps) = (
-        median(&mut wall),
-        median(&mut rps),
-        median(&mut tps),
-        median(&mut eps),
-    );
+    let (wall, rps, tps, eps) = (median(&mut wall), median(&mut rps), median(&mut tps), median(&mut eps));
     match a.format {
         Format::Json => {
             let v = serde_json::json!({
@@ -104,16 +99,16 @@ pub fn run(a: Args) -> Result<()> {
             println!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
         }
         Format::Table => {
-            println!("servesim bench: {n} requests, {steps} decode token-steps per run, median of {} runs (one thread)", a.repeat.max(1));
+            println!(
+                "servesim bench: {n} requests, {steps} decode token-steps per run, median of {} runs (one thread)",
+                a.repeat.max(1)
+            );
             println!("  wall time               {wall:>12.3} s");
             println!("  simulated requests/s    {rps:>12.0}");
             println!("  decode token-steps/s    {tps:>12.0}");
             println!("  events/s                {eps:>12.0}");
             if let (Some(p), Some(b)) = (rss2, per_request) {
-                println!(
-                    "  peak RSS                {:>12.1} MiB",
-                    p as f64 / 1048576.0
-                );
+                println!("  peak RSS                {:>12.1} MiB", p as f64 / 1048576.0);
                 println!("  memory per request      {b:>12.1} bytes (peak RSS growth from {n} to {} requests)", 2 * n);
             }
         }

@@ -61,19 +61,11 @@ impl From<DtypeArg> for Dtype {
 
 pub fn run(a: Args) -> Result<()> {
     let preset = ModelPreset::find(&a.model).ok_or_else(|| {
-        CliError::input(format!(
-            "--model: unknown preset \"{}\"; known: {}",
-            a.model,
-            ModelPreset::names().join(", ")
-        ))
+        CliError::input(format!("--model: unknown preset \"{}\"; known: {}", a.model, ModelPreset::names().join(", ")))
     })?;
     let gpu = GpuPreset::find(&a.gpu)
         .ok_or_else(|| {
-            CliError::input(format!(
-                "--gpu: unknown preset \"{}\"; known: {}",
-                a.gpu,
-                GpuPreset::names().join(", ")
-            ))
+            CliError::input(format!("--gpu: unknown preset \"{}\"; known: {}", a.gpu, GpuPreset::names().join(", ")))
         })?
         .spec();
     let model = ModelSpec::from_preset(preset, a.weight_dtype.into(), a.kv_dtype.into());
@@ -94,9 +86,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     if let Some(r) = a.reserve_gib {
         if !(r.is_finite() && r >= 0.0) {
-            return Err(CliError::input(format!(
-                "--reserve-gib: must be ≥ 0, got {r}"
-            )));
+            return Err(CliError::input(format!("--reserve-gib: must be ≥ 0, got {r}")));
         }
     }
     let cfg = MemoryConfig {
@@ -131,25 +121,15 @@ pub fn run(a: Args) -> Result<()> {
                 a.tp,
                 gpu.name
             );
-            println!(
-                "  GPU memory              {:>10.2} GiB",
-                gib(b.memory_bytes)
-            );
-            println!(
-                "  usable at {:<4}          {:>10.2} GiB",
-                a.gpu_memory_utilization,
-                gib(b.usable_bytes)
-            );
+            println!("  GPU memory              {:>10.2} GiB", gib(b.memory_bytes));
+            println!("  usable at {:<4}          {:>10.2} GiB", a.gpu_memory_utilization, gib(b.usable_bytes));
             println!(
                 "  weights                 {:>10.2} GiB  ({} parameters / tp {})",
                 gib(b.weight_bytes),
                 thousands(model.params()),
                 a.tp
             );
-            println!(
-                "  reserve                 {:>10.2} GiB",
-                gib(b.reserve_bytes)
-            );
+            println!("  reserve                 {:>10.2} GiB", gib(b.reserve_bytes));
             println!("  KV cache                {:>10.2} GiB", gib(b.kv_bytes));
             println!(
                 "  KV bytes per token      {:>10}      ({} per GPU)",
@@ -162,11 +142,7 @@ pub fn run(a: Args) -> Result<()> {
                 b.block_tokens,
                 thousands(b.kv_tokens())
             );
-            println!(
-                "  requests of {} tokens   {:>10}      at once",
-                a.context,
-                thousands(fits)
-            );
+            println!("  requests of {} tokens   {:>10}      at once", a.context, thousands(fits));
         }
     }
     Ok(())

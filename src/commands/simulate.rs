@@ -33,16 +33,11 @@ pub fn run(a: Args) -> Result<()> {
         s.set_seed(seed);
     }
     let out = engine::run(&s);
-    let dir = a
-        .out
-        .unwrap_or_else(|| PathBuf::from("outputs").join(&s.name));
+    let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&s.name));
     output::write_run(&dir, &s, &out.summary, &out.recorder)?;
     if !a.quiet {
         match a.format {
-            Format::Json => println!(
-                "{}",
-                serde_json::to_string_pretty(&out.summary).expect("summary serialises")
-            ),
+            Format::Json => println!("{}", serde_json::to_string_pretty(&out.summary).expect("summary serialises")),
             Format::Table => {
                 print!("{}", output::summary_table(&s, &out.summary));
                 println!("outputs     {}/", dir.display());

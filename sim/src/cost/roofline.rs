@@ -70,12 +70,7 @@ pub struct Roofline {
 
 impl Roofline {
     pub fn new(model: ModelSpec, gpu: GpuSpec, tp: u64, params: RooflineParams) -> Roofline {
-        Roofline {
-            model,
-            gpu,
-            tp,
-            params,
-        }
+        Roofline { model, gpu, tp, params }
     }
 
     pub fn params(&self) -> &RooflineParams {
@@ -119,19 +114,10 @@ impl Roofline {
         let inter = m.intermediate as f64 / tp;
         let mut ops = Vec::with_capacity(10);
         let mut push = |name, (flops, bytes, seconds): (f64, f64, f64), times: f64| {
-            ops.push(OpTime {
-                name,
-                flops: flops * times,
-                bytes: bytes * times,
-                seconds: seconds * times,
-            });
+            ops.push(OpTime { name, flops: flops * times, bytes: bytes * times, seconds: seconds * times });
         };
 
-        push(
-            "qkv_proj",
-            self.gemm(n, h, (q_heads + 2.0 * kv_heads) * hd),
-            layers,
-        );
+        push("qkv_proj", self.gemm(n, h, (q_heads + 2.0 * kv_heads) * hd), layers);
         push("o_proj", self.gemm(n, q_heads * hd, h), layers);
 
         if m.experts > 1 {
@@ -143,11 +129,7 @@ impl Roofline {
             let wb = m.weight_dtype.bytes() as f64;
             let flops = 2.0 * n * k * 3.0 * h * inter;
             let bytes = active * 3.0 * h * inter * wb + 2.0 * n * k * (2.0 * h + 3.0 * inter);
-            push(
-                "moe_experts",
-                (flops, bytes, self.roof(flops, bytes, self.gemm_peak())),
-                layers,
-            );
+            push("moe_experts", (flops, bytes, self.roof(flops, bytes, self.gemm_peak())), layers);
         } else {
             push("gate_up_proj", self.gemm(n, h, 2.0 * inter), layers);
             push("down_proj", self.gemm(n, inter, h), layers);
@@ -158,42 +140,24 @@ impl Roofline {
             let flops = 4.0 * q_heads * hd * b.prefill_attn_pairs;
             let new = b.prefill_tokens as f64;
             let cached = b.prefill_cached_tokens as f64;
-            let bytes = new * (2.0 * q_heads + 2.0 * kv_heads) * hd * 2.0
-                + cached * 2.0 * kv_heads * hd * kvb;
-            push(
-                "attn_prefill",
-                (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops)),
-                layers,
-            );
+            let bytes = new * (2.0 * q_heads + 2.0 * kv_heads) * hd * 2.0 + cached * 2.0 * kv_heads * hd * kvb;
+            push("attn_prefill", (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops)), layers);
         }
         if b.decode_seqs > 0 {
             // Each decode reads its whole context's K and V once.
             let ctx = b.decode_context_tokens as f64;
             let flops = 4.0 * q_heads * hd * ctx;
-            let bytes =
-                ctx * 2.0 * kv_heads * hd * kvb + b.decode_seqs as f64 * 2.0 * q_heads * hd * 2.0;
-            push(
-                "attn_decode",
-                (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops)),
-                layers,
-            );
+            let bytes = ctx * 2.0 * kv_heads * hd * kvb + b.decode_seqs as f64 * 2.0 * q_heads * hd * 2.0;
+            push("attn_decode", (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops)), layers);
         }
 
         // Memory-bound elementwise work per layer: two RMSNorms (read+write hidden), RoPE on Q
         // and K, the KV write, two residual adds and SiLU·mul over the FFN width.
         {
-            let ffn = if m.experts > 1 {
-                inter * m.top_k as f64
-            } else {
-                inter
-            };
+            let ffn = if m.experts > 1 { inter * m.top_k as f64 } else { inter };
             let bytes = n * 2.0 * (4.0 * h + 2.0 * (q_heads + kv_heads) * hd + 4.0 * h + 3.0 * ffn)
                 + n * 2.0 * kv_heads * hd * kvb;
-            push(
-                "elementwise",
-                (0.0, bytes, self.roof(0.0, bytes, self.gpu.bf16_flops)),
-                layers,
-            );
+            push("elementwise", (0.0, bytes, self.roof(0.0, bytes, self.gpu.bf16_flops)), layers);
         }
 
         if self.tp > 1 {
@@ -205,11 +169,7 @@ impl Roofline {
         }
 
         if b.sampled_seqs > 0 {
-            push(
-                "lm_head",
-                self.gemm(b.sampled_seqs as f64, h, m.vocab as f64 / tp),
-                1.0,
-            );
+            push("lm_head", self.gemm(b.sampled_seqs as f64, h, m.vocab as f64 / tp), 1.0);
         }
         ops
     }
@@ -226,8 +186,7 @@ impl Roofline {
 
     /// CPU time of one iteration: scheduling, input preparation, sampling, output processing.
     pub fn cpu_overhead_s(&self, b: &BatchShape) -> f64 {
-        (self.params.cpu_overhead_base_us + self.params.cpu_overhead_per_seq_us * b.seqs() as f64)
-            * 1e-6
+        (self.params.cpu_overhead_base_us + self.params.cpu_overhead_per_seq_us * b.seqs() as f64) * 1e-6
     }
 
     /// Iteration time in seconds, before rounding to integer nanoseconds.
@@ -244,11 +203,7 @@ impl CostModel for Roofline {
     fn iteration_time(&self, b: &BatchShape) -> SimTime {
         // Round up, and never return zero for real work, so time always advances.
         let ns = (self.iteration_seconds(b) * 1e9).ceil();
-        let ns = if ns.is_finite() {
-            ns.min(u64::MAX as f64 / 4.0)
-        } else {
-            u64::MAX as f64 / 4.0
-        };
+        let ns = if ns.is_finite() { ns.min(u64::MAX as f64 / 4.0) } else { u64::MAX as f64 / 4.0 };
         SimTime((ns as u64).max(1))
     }
 }
@@ -259,11 +214,7 @@ mod tests {
     use crate::spec::{GpuPreset, ModelPreset};
 
     fn llama8b_h100(tp: u64, params: RooflineParams) -> Roofline {
-        let m = ModelSpec::from_preset(
-            ModelPreset::find("llama-3-8b").unwrap(),
-            Dtype::Bf16,
-            Dtype::Bf16,
-        );
+        let m = ModelSpec::from_preset(ModelPreset::find("llama-3-8b").unwrap(), Dtype::Bf16, Dtype::Bf16);
         let g = GpuPreset::find("h100-sxm").unwrap().spec();
         Roofline::new(m, g, tp, params)
     }
@@ -289,11 +240,7 @@ mod tests {
         // bytes of activations; memory-bound at 3.35 TB/s × 0.8.
         let bytes = 4096.0 * 6144.0 * 2.0 + 2.0 * (4096.0 + 6144.0);
         let expected = 32.0 * bytes / (3.35e12 * 0.8);
-        assert!(
-            (qkv.seconds - expected).abs() / expected < 1e-12,
-            "{} vs {expected}",
-            qkv.seconds
-        );
+        assert!((qkv.seconds - expected).abs() / expected < 1e-12, "{} vs {expected}", qkv.seconds);
         // The whole step is within 3% of streaming all weights once (attention and
         // activations are tiny at context 1).
         // Every weight but the embedding table (looked up, not streamed) is read once.
@@ -365,22 +312,12 @@ mod tests {
 
     #[test]
     fn moe_reads_only_the_routed_experts_at_batch_one() {
-        let m = ModelSpec::from_preset(
-            ModelPreset::find("mixtral-8x7b").unwrap(),
-            Dtype::Bf16,
-            Dtype::Bf16,
-        );
+        let m = ModelSpec::from_preset(ModelPreset::find("mixtral-8x7b").unwrap(), Dtype::Bf16, Dtype::Bf16);
         let g = GpuPreset::find("h100-sxm").unwrap().spec();
         let r = Roofline::new(m.clone(), g, 2, no_overheads());
         let mut one = BatchShape::default();
         one.add_decode(10);
-        let moe = |b: &BatchShape| {
-            r.breakdown(b)
-                .into_iter()
-                .find(|o| o.name == "moe_experts")
-                .unwrap()
-                .bytes
-        };
+        let moe = |b: &BatchShape| r.breakdown(b).into_iter().find(|o| o.name == "moe_experts").unwrap().bytes;
         let expert_bytes = 3.0 * 4096.0 * 14336.0 / 2.0 * 2.0 * 32.0;
         // One token reads exactly top_k = 2 experts per layer.
         assert!((moe(&one) / expert_bytes - 2.0).abs() < 0.01);

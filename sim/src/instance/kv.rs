@@ -16,11 +16,7 @@ pub struct BlockAllocator {
 impl BlockAllocator {
     pub fn new(total: u32) -> BlockAllocator {
         // Hand out low block numbers first (purely cosmetic; any order is correct).
-        BlockAllocator {
-            total,
-            free: (0..total).rev().collect(),
-            refs: vec![0; total as usize],
-        }
+        BlockAllocator { total, free: (0..total).rev().collect(), refs: vec![0; total as usize] }
     }
 
     pub fn total(&self) -> u32 {
@@ -38,10 +34,7 @@ impl BlockAllocator {
     /// Takes one block, or `None` when the pool is empty.
     pub fn alloc(&mut self) -> Option<u32> {
         let b = self.free.pop()?;
-        debug_assert_eq!(
-            self.refs[b as usize], 0,
-            "block {b} on the free list but owned"
-        );
+        debug_assert_eq!(self.refs[b as usize], 0, "block {b} on the free list but owned");
         self.refs[b as usize] = 1;
         Some(b)
     }
@@ -78,18 +71,12 @@ impl BlockAllocator {
         }
         for t in tables {
             for &b in *t {
-                assert_eq!(
-                    self.refs[b as usize], 1,
-                    "block {b} in a table but not marked owned"
-                );
+                assert_eq!(self.refs[b as usize], 1, "block {b} in a table but not marked owned");
                 seen[b as usize] += 1;
             }
         }
         for (b, &n) in seen.iter().enumerate() {
-            assert_eq!(
-                n, 1,
-                "block {b} appears {n} times among free list and tables"
-            );
+            assert_eq!(n, 1, "block {b} appears {n} times among free list and tables");
         }
     }
 }

@@ -223,10 +223,7 @@ impl Instance {
 
     /// Admits waiting requests in FCFS order while the limits allow.
     fn admit(&mut self, now: SimTime, shape: &mut BatchShape, rec: &mut Recorder) {
-        let mut budget = self
-            .cfg
-            .max_num_batched_tokens
-            .saturating_sub(self.running.len() as u64);
+        let mut budget = self.cfg.max_num_batched_tokens.saturating_sub(self.running.len() as u64);
         while let Some(front) = self.waiting.front() {
             if self.running.len() >= self.cfg.max_num_seqs as usize {
                 break;
@@ -241,11 +238,7 @@ impl Instance {
             let need = self.blocks_for(tokens);
             // The watermark keeps room for running requests to grow; with none running it
             // would only stall the queue.
-            let reserve = if self.running.is_empty() {
-                0
-            } else {
-                self.cfg.watermark_blocks as u64
-            };
+            let reserve = if self.running.is_empty() { 0 } else { self.cfg.watermark_blocks as u64 };
             if (self.kv.free() as u64) < need + reserve {
                 break;
             }
@@ -261,16 +254,8 @@ impl Instance {
 
     /// Ends the in-flight iteration at `now`: every request in the batch gains a token;
     /// finished ones leave (pushed to `departed`).
-    pub fn finish_iteration(
-        &mut self,
-        now: SimTime,
-        rec: &mut Recorder,
-        departed: &mut Vec<Departure>,
-    ) {
-        let start = self
-            .iteration_start
-            .take()
-            .expect("an iteration is in flight");
+    pub fn finish_iteration(&mut self, now: SimTime, rec: &mut Recorder, departed: &mut Vec<Departure>) {
+        let start = self.iteration_start.take().expect("an iteration is in flight");
         let first_prefill = self.running.len() - self.n_prefill;
         self.n_prefill = 0;
         let mut steady = 0u32;
@@ -295,10 +280,7 @@ impl Instance {
             if s.generated >= s.output {
                 kv.release(&mut s.blocks);
                 rec.finished(s.id, now);
-                departed.push(Departure {
-                    id: s.id,
-                    client: s.client,
-                });
+                departed.push(Departure { id: s.id, client: s.client });
                 false
             } else {
                 true
@@ -316,16 +298,8 @@ impl Instance {
         #[cfg(debug_assertions)]
         {
             let owned: usize = self.running.iter().map(|s| s.blocks.len()).sum();
-            assert_eq!(
-                owned,
-                self.kv.used() as usize,
-                "KV blocks not conserved on instance {}",
-                self.id
-            );
-            assert!(
-                self.waiting.iter().all(|s| s.blocks.is_empty()),
-                "a waiting request holds blocks"
-            );
+            assert_eq!(owned, self.kv.used() as usize, "KV blocks not conserved on instance {}", self.id);
+            assert!(self.waiting.iter().all(|s| s.blocks.is_empty()), "a waiting request holds blocks");
             assert!(self.running.len() <= self.cfg.max_num_seqs as usize);
         }
     }

@@ -28,11 +28,8 @@ pub enum RejectReason {
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 3] = [
-        RejectReason::ContextTooLong,
-        RejectReason::PromptExceedsBatchTokens,
-        RejectReason::ExceedsKvCapacity,
-    ];
+    pub const ALL: [RejectReason; 3] =
+        [RejectReason::ContextTooLong, RejectReason::PromptExceedsBatchTokens, RejectReason::ExceedsKvCapacity];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -92,8 +89,7 @@ impl RequestRecord {
     pub fn tpot_ms(&self) -> Option<f64> {
         let e2e = self.e2e()?;
         let ttft = self.ttft()?;
-        (self.output_tokens > 1)
-            .then(|| (e2e - ttft).as_millis_f64() / (self.output_tokens - 1) as f64)
+        (self.output_tokens > 1).then(|| (e2e - ttft).as_millis_f64() / (self.output_tokens - 1) as f64)
     }
 }
 
@@ -253,13 +249,10 @@ impl Recorder {
         self.gauges
     }
 
-    /// A request arrived at `now`. Ids are dense, so a record's index is its id.
-    pub fn arrived(&mut self, id: u64, now: SimTime, prompt: u32, output: u32) {
-        debug_assert_eq!(
-            id as usize,
-            self.records.len(),
-            "request ids are dense and in order"
-        );
+    /// A request arrived at `now`; returns its id, which is its record's index (ids are
+    /// dense and in arrival order).
+    pub fn arrived(&mut self, now: SimTime, prompt: u32, output: u32) -> u64 {
+        let id = self.records.len() as u64;
         self.records.push(RequestRecord {
             arrival: now,
             scheduled: SimTime::MAX,
@@ -272,6 +265,7 @@ impl Recorder {
             status: Status::InFlight,
         });
         self.acc.arrivals += 1;
+        id
     }
 
     pub fn routed(&mut self, id: u64, instance: u32) {
@@ -332,9 +326,7 @@ impl Recorder {
     /// Closes the last window at `end`.
     pub fn finish(&mut self, end: SimTime) {
         self.advance(end);
-        if end > self.window_start
-            || self.acc.arrivals + self.acc.completions + self.acc.rejections > 0
-        {
+        if end > self.window_start || self.acc.arrivals + self.acc.completions + self.acc.rejections > 0 {
             self.close_window();
         }
     }
@@ -342,11 +334,7 @@ impl Recorder {
     /// Time-weighted mean occupancy over [0, end]: (waiting, running, KV blocks used).
     pub fn occupancy_means(&self) -> (f64, f64, f64) {
         let span = self.last.0.max(1) as f64;
-        (
-            self.waiting_ns as f64 / span,
-            self.running_ns as f64 / span,
-            self.kv_ns as f64 / span,
-        )
+        (self.waiting_ns as f64 / span, self.running_ns as f64 / span, self.kv_ns as f64 / span)
     }
 
     pub fn end(&self) -> SimTime {

@@ -105,10 +105,7 @@ mod tests {
     #[test]
     fn weighted_equals_expanded() {
         let mut pairs = vec![(5.0, 3u64), (1.0, 2), (9.0, 1), (2.0, 4)];
-        let mut expanded: Vec<f64> = pairs
-            .iter()
-            .flat_map(|&(v, w)| std::iter::repeat_n(v, w as usize))
-            .collect();
+        let mut expanded: Vec<f64> = pairs.iter().flat_map(|&(v, w)| std::iter::repeat_n(v, w as usize)).collect();
         let a = Dist::of_weighted(&mut pairs);
         let b = Dist::of(&mut expanded);
         assert_eq!(a, b);

@@ -95,31 +95,21 @@ pub fn meets_slo(r: &super::RequestRecord, slo: &SloSection) -> bool {
 }
 
 pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) -> Summary {
-    let mut by_reason: BTreeMap<&'static str, u64> =
-        RejectReason::ALL.iter().map(|r| (r.as_str(), 0)).collect();
+    let mut by_reason: BTreeMap<&'static str, u64> = RejectReason::ALL.iter().map(|r| (r.as_str(), 0)).collect();
     let (mut finished, mut rejected, mut in_flight) = (0, 0, 0);
     for r in &rec.records {
         match r.status {
             Status::Finished => finished += 1,
             Status::Rejected(why) => {
                 rejected += 1;
-                *by_reason
-                    .get_mut(why.as_str())
-                    .expect("every reason listed") += 1;
+                *by_reason.get_mut(why.as_str()).expect("every reason listed") += 1;
             }
             Status::InFlight => in_flight += 1,
         }
     }
 
-    let measured: Vec<_> = rec
-        .records
-        .iter()
-        .filter(|r| rec.counts(r.arrival))
-        .collect();
-    let done: Vec<_> = measured
-        .iter()
-        .filter(|r| r.status == Status::Finished)
-        .collect();
+    let measured: Vec<_> = rec.records.iter().filter(|r| rec.counts(r.arrival)).collect();
+    let done: Vec<_> = measured.iter().filter(|r| r.status == Status::Finished).collect();
     let ms = |f: &dyn Fn(&super::RequestRecord) -> Option<f64>| -> Dist {
         let mut v: Vec<f64> = done.iter().filter_map(|r| f(r)).collect();
         Dist::of(&mut v)
@@ -128,18 +118,10 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
     let tpot = ms(&|r| r.tpot_ms());
     let e2e = ms(&|r| r.e2e().map(SimTime::as_millis_f64));
     let queue = ms(&|r| r.queue().map(SimTime::as_millis_f64));
-    let mut itl: Vec<(f64, u64)> = rec
-        .itl
-        .iter()
-        .map(|&(g, c)| (g as f64 / 1e6, c as u64))
-        .collect();
+    let mut itl: Vec<(f64, u64)> = rec.itl.iter().map(|&(g, c)| (g as f64 / 1e6, c as u64)).collect();
     let itl = Dist::of_weighted(&mut itl);
 
-    let start = measured
-        .iter()
-        .map(|r| r.arrival)
-        .min()
-        .unwrap_or(SimTime::ZERO);
+    let start = measured.iter().map(|r| r.arrival).min().unwrap_or(SimTime::ZERO);
     let end = done.iter().map(|r| r.finish).max().unwrap_or(start);
     let duration_s = (end.saturating_sub(start)).as_secs_f64();
     let per_s = |x: f64| {
@@ -150,11 +132,7 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
         }
     };
     let met = measured.iter().filter(|r| meets_slo(r, slo)).count() as f64;
-    let attainment = if measured.is_empty() {
-        0.0
-    } else {
-        met / measured.len() as f64
-    };
+    let attainment = if measured.is_empty() { 0.0 } else { met / measured.len() as f64 };
 
     let (waiting, running, kv_used) = rec.occupancy_means();
     let kv_total = rec.kv_total().max(1) as f64;
@@ -194,11 +172,7 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
             utilization_max: rec.kv_used_max as f64 / kv_total,
         },
         batch: BatchSummary {
-            mean: if rec.iterations > 0 {
-                rec.batch_seqs_sum as f64 / rec.iterations as f64
-            } else {
-                0.0
-            },
+            mean: if rec.iterations > 0 { rec.batch_seqs_sum as f64 / rec.iterations as f64 } else { 0.0 },
             max: rec.batch_seqs_max,
         },
         preemptions: rec.preemptions,

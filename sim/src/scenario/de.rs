@@ -37,22 +37,14 @@ fn first_line(msg: &str) -> &str {
 
 /// Removes the `kind` key of a tagged table and returns its value.
 pub fn take_kind<E: Error>(table: &mut toml::Table, kinds: &[&str]) -> Result<String, E> {
-    let expected = kinds
-        .iter()
-        .map(|k| format!("\"{k}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let expected = kinds.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(", ");
     match table.remove("kind") {
-        None => Err(E::custom(format!(
-            "{PATH_MARK}kind{PATH_MARK}missing; expected one of {expected}"
-        ))),
+        None => Err(E::custom(format!("{PATH_MARK}kind{PATH_MARK}missing; expected one of {expected}"))),
         Some(toml::Value::String(s)) if kinds.contains(&s.as_str()) => Ok(s),
-        Some(toml::Value::String(s)) => Err(E::custom(format!(
-            "{PATH_MARK}kind{PATH_MARK}unknown kind \"{s}\"; expected one of {expected}"
-        ))),
-        Some(v) => Err(E::custom(format!(
-            "{PATH_MARK}kind{PATH_MARK}expected a string, got {v}"
-        ))),
+        Some(toml::Value::String(s)) => {
+            Err(E::custom(format!("{PATH_MARK}kind{PATH_MARK}unknown kind \"{s}\"; expected one of {expected}")))
+        }
+        Some(v) => Err(E::custom(format!("{PATH_MARK}kind{PATH_MARK}expected a string, got {v}"))),
     }
 }
 
@@ -64,10 +56,7 @@ pub fn variant<T: DeserializeOwned, E: Error>(table: toml::Table) -> Result<T, E
         let msg = e.into_inner().to_string();
         let msg = first_line(&msg);
         match split_marked(msg) {
-            Some((inner, m)) => E::custom(format!(
-                "{PATH_MARK}{}{PATH_MARK}{m}",
-                join_path(&path, inner)
-            )),
+            Some((inner, m)) => E::custom(format!("{PATH_MARK}{}{PATH_MARK}{m}", join_path(&path, inner))),
             None if path == "." => E::custom(msg),
             None => E::custom(format!("{PATH_MARK}{path}{PATH_MARK}{msg}")),
         }

@@ -64,19 +64,11 @@ pub struct ModelSection {
 }
 
 fn unknown_preset(path: &str, name: &str, known: Vec<&str>) -> ScenarioError {
-    ScenarioError::at(
-        &format!("{path}.preset"),
-        format!("unknown preset \"{name}\"; known: {}", known.join(", ")),
-    )
+    ScenarioError::at(&format!("{path}.preset"), format!("unknown preset \"{name}\"; known: {}", known.join(", ")))
 }
 
 fn required<T: Copy>(v: Option<T>, path: &str, key: &str) -> Result<T, ScenarioError> {
-    v.ok_or_else(|| {
-        ScenarioError::at(
-            &format!("{path}.{key}"),
-            "required when no preset is given".into(),
-        )
-    })
+    v.ok_or_else(|| ScenarioError::at(&format!("{path}.{key}"), "required when no preset is given".into()))
 }
 
 impl ModelSection {
@@ -85,9 +77,10 @@ impl ModelSection {
         let kd = self.kv_dtype.unwrap_or(Dtype::Bf16);
         let mut m = match &self.preset {
             Some(p) => {
-                let preset = MODEL_PRESETS.iter().find(|x| x.name == p).ok_or_else(|| {
-                    unknown_preset(path, p, MODEL_PRESETS.iter().map(|x| x.name).collect())
-                })?;
+                let preset = MODEL_PRESETS
+                    .iter()
+                    .find(|x| x.name == p)
+                    .ok_or_else(|| unknown_preset(path, p, MODEL_PRESETS.iter().map(|x| x.name).collect()))?;
                 ModelSpec::from_preset(preset, wd, kd)
             }
             None => ModelSpec {
@@ -140,20 +133,8 @@ impl ModelSection {
         ] {
             check(v >= 1 && v <= 1 << 40, path, key, "must be in [1, 2^40]", v)?;
         }
-        check(
-            m.heads % m.kv_heads == 0,
-            path,
-            "kv_heads",
-            &format!("must divide heads ({})", m.heads),
-            m.kv_heads,
-        )?;
-        check(
-            m.top_k <= m.experts,
-            path,
-            "top_k",
-            &format!("must be ≤ experts ({})", m.experts),
-            m.top_k,
-        )?;
+        check(m.heads % m.kv_heads == 0, path, "kv_heads", &format!("must divide heads ({})", m.heads), m.kv_heads)?;
+        check(m.top_k <= m.experts, path, "top_k", &format!("must be ≤ experts ({})", m.experts), m.top_k)?;
         Ok(m)
     }
 
@@ -206,34 +187,21 @@ impl GpuSection {
             Some(p) => GPU_PRESETS
                 .iter()
                 .find(|x| x.name == p)
-                .ok_or_else(|| {
-                    unknown_preset(path, p, GPU_PRESETS.iter().map(|x| x.name).collect())
-                })?
+                .ok_or_else(|| unknown_preset(path, p, GPU_PRESETS.iter().map(|x| x.name).collect()))?
                 .spec(),
             None => GpuSpec {
                 name: self.name.clone().unwrap_or_else(|| "custom".into()),
                 bf16_flops: required(self.bf16_tflops, path, "bf16_tflops")? * 1e12,
                 fp8_flops: None,
                 hbm_bytes_per_s: required(self.hbm_gb_per_s, path, "hbm_gb_per_s")? * 1e9,
-                memory_bytes: (required(self.memory_gib, path, "memory_gib")? * crate::memory::GIB)
-                    as u64,
-                interconnect_bytes_per_s: required(
-                    self.interconnect_gb_per_s,
-                    path,
-                    "interconnect_gb_per_s",
-                )? * 1e9,
+                memory_bytes: (required(self.memory_gib, path, "memory_gib")? * crate::memory::GIB) as u64,
+                interconnect_bytes_per_s: required(self.interconnect_gb_per_s, path, "interconnect_gb_per_s")? * 1e9,
                 pcie_bytes_per_s: required(self.pcie_gb_per_s, path, "pcie_gb_per_s")? * 1e9,
             },
         };
         let pos = |key: &str, v: Option<f64>| -> Result<(), ScenarioError> {
             match v {
-                Some(x) => check(
-                    x.is_finite() && x > 0.0 && x < 1e9,
-                    path,
-                    key,
-                    "must be > 0",
-                    x,
-                ),
+                Some(x) => check(x.is_finite() && x > 0.0 && x < 1e9, path, key, "must be > 0", x),
                 None => Ok(()),
             }
         };
@@ -243,13 +211,7 @@ impl GpuSection {
         pos("interconnect_gb_per_s", self.interconnect_gb_per_s)?;
         pos("pcie_gb_per_s", self.pcie_gb_per_s)?;
         if let Some(f) = self.fp8_tflops {
-            check(
-                f.is_finite() && f >= 0.0,
-                path,
-                "fp8_tflops",
-                "must be ≥ 0",
-                f,
-            )?;
+            check(f.is_finite() && f >= 0.0, path, "fp8_tflops", "must be ≥ 0", f)?;
         }
         if let Some(n) = &self.name {
             g.name = n.clone();
@@ -303,11 +265,7 @@ pub struct ClusterSection {
 
 impl Default for ClusterSection {
     fn default() -> Self {
-        ClusterSection {
-            instances: 1,
-            tp: 1,
-            router: RouterSpec::RoundRobin(Empty {}),
-        }
+        ClusterSection { instances: 1, tp: 1, router: RouterSpec::RoundRobin(Empty {}) }
     }
 }
 
@@ -320,13 +278,7 @@ impl ClusterSection {
             "must be in [1, 100000]",
             self.instances,
         )?;
-        check(
-            self.tp >= 1 && self.tp <= 64,
-            path,
-            "tp",
-            "must be in [1, 64]",
-            self.tp,
-        )
+        check(self.tp >= 1 && self.tp <= 64, path, "tp", "must be in [1, 64]", self.tp)
     }
 }
 
@@ -377,13 +329,7 @@ impl Default for SchedulerSection {
 
 impl SchedulerSection {
     pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
-        check(
-            self.max_num_seqs >= 1,
-            path,
-            "max_num_seqs",
-            "must be ≥ 1",
-            self.max_num_seqs,
-        )?;
+        check(self.max_num_seqs >= 1, path, "max_num_seqs", "must be ≥ 1", self.max_num_seqs)?;
         check(
             self.max_num_batched_tokens >= 1,
             path,
@@ -425,31 +371,16 @@ pub struct MemorySection {
 
 impl Default for MemorySection {
     fn default() -> Self {
-        MemorySection {
-            gpu_memory_utilization: 0.9,
-            reserve_gib: None,
-        }
+        MemorySection { gpu_memory_utilization: 0.9, reserve_gib: None }
     }
 }
 
 impl MemorySection {
     pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
         let u = self.gpu_memory_utilization;
-        check(
-            u.is_finite() && u > 0.0 && u <= 1.0,
-            path,
-            "gpu_memory_utilization",
-            "must be in (0, 1]",
-            u,
-        )?;
+        check(u.is_finite() && u > 0.0 && u <= 1.0, path, "gpu_memory_utilization", "must be in (0, 1]", u)?;
         if let Some(r) = self.reserve_gib {
-            check(
-                r.is_finite() && r >= 0.0,
-                path,
-                "reserve_gib",
-                "must be ≥ 0",
-                r,
-            )?;
+            check(r.is_finite() && r >= 0.0, path, "reserve_gib", "must be ≥ 0", r)?;
         }
         Ok(())
     }
@@ -497,13 +428,7 @@ impl CostSection {
             ("memory_efficiency", self.memory_efficiency),
             ("interconnect_efficiency", self.interconnect_efficiency),
         ] {
-            check(
-                v.is_finite() && v > 0.0 && v <= 1.0,
-                path,
-                key,
-                "must be in (0, 1]",
-                v,
-            )?;
+            check(v.is_finite() && v > 0.0 && v <= 1.0, path, key, "must be in (0, 1]", v)?;
         }
         for (key, v) in [
             ("kernel_launch_us", self.kernel_launch_us),
@@ -511,13 +436,7 @@ impl CostSection {
             ("cpu_overhead_base_us", self.cpu_overhead_base_us),
             ("cpu_overhead_per_seq_us", self.cpu_overhead_per_seq_us),
         ] {
-            check(
-                v.is_finite() && v >= 0.0 && v < 1e9,
-                path,
-                key,
-                "must be ≥ 0",
-                v,
-            )?;
+            check(v.is_finite() && v >= 0.0 && v < 1e9, path, key, "must be ≥ 0", v)?;
         }
         Ok(())
     }
@@ -552,33 +471,18 @@ pub struct SloSection {
 
 impl Default for SloSection {
     fn default() -> Self {
-        SloSection {
-            ttft_ms: None,
-            tpot_ms: None,
-            e2e_ms: None,
-            attainment: 0.99,
-        }
+        SloSection { ttft_ms: None, tpot_ms: None, e2e_ms: None, attainment: 0.99 }
     }
 }
 
 impl SloSection {
     pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
-        for (key, v) in [
-            ("ttft_ms", self.ttft_ms),
-            ("tpot_ms", self.tpot_ms),
-            ("e2e_ms", self.e2e_ms),
-        ] {
+        for (key, v) in [("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms), ("e2e_ms", self.e2e_ms)] {
             if let Some(v) = v {
                 check(v.is_finite() && v > 0.0, path, key, "must be > 0", v)?;
             }
         }
-        check(
-            self.attainment > 0.0 && self.attainment <= 1.0,
-            path,
-            "attainment",
-            "must be in (0, 1]",
-            self.attainment,
-        )
+        check(self.attainment > 0.0 && self.attainment <= 1.0, path, "attainment", "must be in (0, 1]", self.attainment)
     }
 }
 
@@ -596,23 +500,13 @@ pub struct MetricsSection {
 
 impl Default for MetricsSection {
     fn default() -> Self {
-        MetricsSection {
-            warmup_s: 0.0,
-            cooldown_s: 0.0,
-            window_s: 1.0,
-        }
+        MetricsSection { warmup_s: 0.0, cooldown_s: 0.0, window_s: 1.0 }
     }
 }
 
 impl MetricsSection {
     pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
-        check(
-            self.warmup_s.is_finite() && self.warmup_s >= 0.0,
-            path,
-            "warmup_s",
-            "must be ≥ 0",
-            self.warmup_s,
-        )?;
+        check(self.warmup_s.is_finite() && self.warmup_s >= 0.0, path, "warmup_s", "must be ≥ 0", self.warmup_s)?;
         check(
             self.cooldown_s.is_finite() && self.cooldown_s >= 0.0,
             path,
@@ -620,13 +514,7 @@ impl MetricsSection {
             "must be ≥ 0",
             self.cooldown_s,
         )?;
-        check(
-            self.window_s.is_finite() && self.window_s >= 0.001,
-            path,
-            "window_s",
-            "must be ≥ 0.001",
-            self.window_s,
-        )
+        check(self.window_s.is_finite() && self.window_s >= 0.001, path, "window_s", "must be ≥ 0.001", self.window_s)
     }
 }
 
@@ -642,13 +530,7 @@ pub struct RunSection {
 impl RunSection {
     pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
         if let Some(t) = self.max_time_s {
-            check(
-                t.is_finite() && t > 0.0,
-                path,
-                "max_time_s",
-                "must be > 0",
-                t,
-            )?;
+            check(t.is_finite() && t > 0.0, path, "max_time_s", "must be > 0", t)?;
         }
         Ok(())
     }

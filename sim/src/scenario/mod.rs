@@ -30,11 +30,7 @@ pub struct ScenarioError {
 
 impl ScenarioError {
     pub fn at(path: &str, message: String) -> ScenarioError {
-        ScenarioError {
-            path: path.to_string(),
-            message,
-            line: None,
-        }
+        ScenarioError { path: path.to_string(), message, line: None }
     }
 }
 
@@ -54,20 +50,11 @@ impl fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 /// Returns an error at `path.key` saying `msg, got value` unless `ok`.
-pub fn check<V: fmt::Display>(
-    ok: bool,
-    path: &str,
-    key: &str,
-    msg: &str,
-    value: V,
-) -> Result<(), ScenarioError> {
+pub fn check<V: fmt::Display>(ok: bool, path: &str, key: &str, msg: &str, value: V) -> Result<(), ScenarioError> {
     if ok {
         Ok(())
     } else {
-        Err(ScenarioError::at(
-            &de::join_path(path, key),
-            format!("{msg}, got {value}"),
-        ))
+        Err(ScenarioError::at(&de::join_path(path, key), format!("{msg}, got {value}")))
     }
 }
 
@@ -81,20 +68,14 @@ pub fn parse(src: &str) -> Result<ScenarioFile, ScenarioError> {
 }
 
 fn toml_error(src: &str, path: &str, e: &toml::de::Error) -> ScenarioError {
-    let line = e
-        .span()
-        .map(|s| src[..s.start.min(src.len())].matches('\n').count() + 1);
+    let line = e.span().map(|s| src[..s.start.min(src.len())].matches('\n').count() + 1);
     let msg = e.message().lines().next().unwrap_or("").trim_end();
     let path = if path == "." { "" } else { path };
     let (path, message) = match de::split_marked(msg) {
         Some((inner, m)) => (de::join_path(path, inner), m.to_string()),
         None => (path.to_string(), msg.to_string()),
     };
-    ScenarioError {
-        path,
-        message,
-        line,
-    }
+    ScenarioError { path, message, line }
 }
 
 /// One group of identical instances: the same GPU, TP degree and scheduler.
@@ -135,19 +116,10 @@ impl Scenario {
         Scenario::from_file(file, default_name)
     }
 
-    pub fn from_file(
-        mut file: ScenarioFile,
-        default_name: &str,
-    ) -> Result<Scenario, ScenarioError> {
-        let name = file
-            .name
-            .clone()
-            .unwrap_or_else(|| default_name.to_string());
+    pub fn from_file(mut file: ScenarioFile, default_name: &str) -> Result<Scenario, ScenarioError> {
+        let name = file.name.clone().unwrap_or_else(|| default_name.to_string());
         check(
-            !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
             "",
             "name",
             "must be letters, digits, '-', '_' or '.'",
@@ -182,15 +154,11 @@ impl Scenario {
             tp,
             gpu_memory_utilization: file.memory.gpu_memory_utilization,
             block_tokens: file.scheduler.block_tokens as u64,
-            reserve_bytes: file
-                .memory
-                .reserve_gib
-                .map(|g| (g * crate::memory::GIB) as u64),
+            reserve_bytes: file.memory.reserve_gib.map(|g| (g * crate::memory::GIB) as u64),
             max_num_batched_tokens: file.scheduler.max_num_batched_tokens as u64,
             max_num_seqs: file.scheduler.max_num_seqs as u64,
         };
-        let memory = plan_memory(&model, &gpu, &cfg)
-            .map_err(|e| ScenarioError::at("memory", e.to_string()))?;
+        let memory = plan_memory(&model, &gpu, &cfg).map_err(|e| ScenarioError::at("memory", e.to_string()))?;
         let group = InstanceGroup {
             name: format!("{}-tp{}", gpu.name, tp),
             count: file.cluster.instances,

@@ -1,1 +1,67 @@
+use super::*;
 
+const BASE: &str = r#"
+[model]
+preset = "llama-3-8b"
+[gpu]
+preset = "h100-sxm"
+[workload]
+duration_s = 10
+arrival = { kind = "poisson", rate = 2 }
+prompt_tokens = { kind = "fixed", value = 100 }
+output_tokens = { kind = "fixed", value = 10 }
+"#;
+
+fn err(src: &str) -> String {
+    Scenario::from_toml(src, "t").unwrap_err().to_string()
+}
+
+#[test]
+fn base_is_valid_and_resolves_presets() {
+    let s = Scenario::from_toml(BASE, "t").unwrap();
+    assert_eq!(s.model.layers, 32);
+    assert_eq!(s.groups[0].gpu.name, "h100-sxm");
+    assert_eq!(s.groups[0].max_model_len, 8192);
+    // The resolved file round-trips to the same scenario.
+    let again = Scenario::from_toml(&s.resolved_toml(), "t").unwrap();
+    assert_eq!(again.model, s.model);
+    assert_eq!(again.groups[0].gpu, s.groups[0].gpu);
+    assert_eq!(again.groups[0].memory, s.groups[0].memory);
+    assert_eq!(again.resolved, s.resolved);
+}
+
+#[test]
+fn errors_inside_tagged_tables_keep_the_full_key_path() {
+    let e = err(&BASE.replace("rate = 2", "rate = -3"));
+    assert_eq!(e, "workload.arrival.rate: must be > 0, got -3");
+    let e = err(&BASE.replace("rate = 2", "rate = \"fast\""));
+    assert!(e.ends_with("workload.arrival.rate: invalid type: string \"fast\", expected f64"), "{e}");
+    let e = err(&BASE.replace("rate = 2", "rate = 2, cv = 3"));
+    assert!(e.ends_with("workload.arrival.cv: unknown field `cv`, expected `rate`"), "{e}");
+    let e = err(&BASE.replace("kind = \"poisson\"", "kind = \"posson\""));
+    assert!(e.contains("workload.arrival.kind: unknown kind \"posson\"; expected one of \"poisson\", \"gamma\""), "{e}");
+}
+
+#[test]
+fn nested_mixture_errors_name_the_component() {
+    let src = BASE.replace(
+        "prompt_tokens = { kind = \"fixed\", value = 100 }",
+        "prompt_tokens = { kind = \"mixture\", components = [ { weight = 1, kind = \"uniform\", min = 1, max = \"x\" } ] }",
+    );
+    let e = err(&src);
+    assert!(e.contains("workload.prompt_tokens.components[0].max: invalid type"), "{e}");
+}
+
+#[test]
+fn parse_errors_carry_the_line() {
+    let e = Scenario::from_toml(&BASE.replace("[gpu]", "[gpu]\nbogus = 1"), "t").unwrap_err();
+    assert_eq!(e.path, "gpu.bogus");
+    assert_eq!(e.line, Some(5));
+}
+
+#[test]
+fn model_that_does_not_fit_says_by_how_much() {
+    let e = err(&BASE.replace("llama-3-8b", "llama-3-70b"));
+    assert!(e.starts_with("memory: llama-3-70b does not fit on h100-sxm at tp 1"), "{e}");
+    assert!(e.contains("usable at gpu_memory_utilization 0.9 by 62.23 GiB"), "{e}");
+}

@@ -138,16 +138,9 @@ mod tests {
                 // Every fp8-capable generation doubles bf16 throughput.
                 assert!((f8 / s.bf16_flops - 2.0).abs() < 0.03, "{}", p.name);
             }
-            assert!(
-                s.memory_gib() > 40.0 && s.memory_gib() < 200.0,
-                "{}",
-                p.name
-            );
+            assert!(s.memory_gib() > 40.0 && s.memory_gib() < 200.0, "{}", p.name);
         }
-        assert_eq!(
-            GpuPreset::find("a100-80g").unwrap().spec().memory_bytes,
-            80 * GIB
-        );
+        assert_eq!(GpuPreset::find("a100-80g").unwrap().spec().memory_bytes, 80 * GIB);
         assert!(GpuPreset::find("a100-80g").unwrap().fp8_tflops.is_none());
     }
 }

@@ -221,15 +221,8 @@ impl ModelSpec {
 
     /// Parameters of one decoder layer: attention, every expert's MLP, the MoE router, two norms.
     pub fn params_per_layer(&self) -> u64 {
-        let router = if self.experts > 1 {
-            self.hidden * self.experts
-        } else {
-            0
-        };
-        self.attn_params_per_layer()
-            + self.experts * self.expert_params()
-            + router
-            + 2 * self.hidden
+        let router = if self.experts > 1 { self.hidden * self.experts } else { 0 };
+        self.attn_params_per_layer() + self.experts * self.expert_params() + router + 2 * self.hidden
     }
 
     /// Embedding plus LM head (one matrix if tied).
@@ -310,13 +303,7 @@ mod tests {
         fp8.kv_dtype = Dtype::Fp8;
         assert_eq!(fp8.kv_bytes_per_token(), 65_536);
         // 8 KV heads over TP 8: one each; over TP 16 replicated, still one each.
-        assert_eq!(
-            preset("llama-3-70b").kv_bytes_per_token_per_gpu(8),
-            327_680 / 8
-        );
-        assert_eq!(
-            preset("llama-3-70b").kv_bytes_per_token_per_gpu(16),
-            327_680 / 8
-        );
+        assert_eq!(preset("llama-3-70b").kv_bytes_per_token_per_gpu(8), 327_680 / 8);
+        assert_eq!(preset("llama-3-70b").kv_bytes_per_token_per_gpu(16), 327_680 / 8);
     }
 }

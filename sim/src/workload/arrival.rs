@@ -96,32 +96,14 @@ pub enum ThinkKind {
 
 fn check_rate(path: &str, key: &str, rate: f64, allow_zero: bool) -> Result<(), ScenarioError> {
     if allow_zero {
-        check(
-            rate.is_finite() && rate >= 0.0,
-            path,
-            key,
-            "must be ≥ 0",
-            rate,
-        )
+        check(rate.is_finite() && rate >= 0.0, path, key, "must be ≥ 0", rate)
     } else {
-        check(
-            rate.is_finite() && rate > 0.0,
-            path,
-            key,
-            "must be > 0",
-            rate,
-        )
+        check(rate.is_finite() && rate > 0.0, path, key, "must be > 0", rate)
     }
 }
 
 fn check_cv(path: &str, key: &str, cv: f64) -> Result<(), ScenarioError> {
-    check(
-        cv.is_finite() && cv > 0.0 && cv <= 100.0,
-        path,
-        key,
-        "must be in (0, 100]",
-        cv,
-    )
+    check(cv.is_finite() && cv > 0.0 && cv <= 100.0, path, key, "must be in (0, 100]", cv)
 }
 
 impl ArrivalSpec {
@@ -135,10 +117,7 @@ impl ArrivalSpec {
             ArrivalSpec::Constant(c) => check_rate(path, "rate", c.rate, false),
             ArrivalSpec::Phases(p) => {
                 if p.phases.is_empty() {
-                    return Err(ScenarioError::at(
-                        &format!("{path}.phases"),
-                        "must list at least one phase".into(),
-                    ));
+                    return Err(ScenarioError::at(&format!("{path}.phases"), "must list at least one phase".into()));
                 }
                 for (i, ph) in p.phases.iter().enumerate() {
                     let pp = format!("{path}.phases[{i}]");
@@ -189,13 +168,7 @@ impl ArrivalSpec {
             ArrivalSpec::Constant(c) => Some(c.rate),
             ArrivalSpec::Phases(p) => {
                 let d: f64 = p.phases.iter().map(|ph| ph.duration_s).sum();
-                Some(
-                    p.phases
-                        .iter()
-                        .map(|ph| ph.rate * ph.duration_s)
-                        .sum::<f64>()
-                        / d,
-                )
+                Some(p.phases.iter().map(|ph| ph.rate * ph.duration_s).sum::<f64>() / d)
             }
             ArrivalSpec::ClosedLoop(_) => None,
         }
@@ -219,9 +192,7 @@ fn gap_s(rng: &mut ChaCha8Rng, rate: f64, cv: f64) -> f64 {
         Exp::new(rate).expect("validated rate").sample(rng)
     } else {
         let shape = 1.0 / (cv * cv);
-        Gamma::new(shape, 1.0 / (rate * shape))
-            .expect("validated")
-            .sample(rng)
+        Gamma::new(shape, 1.0 / (rate * shape)).expect("validated").sample(rng)
     }
 }
 
@@ -242,14 +213,7 @@ impl OpenArrivals {
             ArrivalSpec::Phases(p) => p.phases[0].duration_s,
             _ => f64::INFINITY,
         };
-        OpenArrivals {
-            spec,
-            rng,
-            now_s: 0.0,
-            count: 0,
-            phase: 0,
-            phase_end_s,
-        }
+        OpenArrivals { spec, rng, now_s: 0.0, count: 0, phase: 0, phase_end_s }
     }
 
     /// The next arrival time in seconds, or `None` when the schedule has ended.
@@ -262,11 +226,8 @@ impl OpenArrivals {
             ArrivalSpec::Constant(c) => self.count as f64 / c.rate,
             ArrivalSpec::Phases(p) => loop {
                 let ph = p.phases.get(self.phase)?;
-                let candidate = if ph.rate > 0.0 {
-                    self.now_s + gap_s(&mut self.rng, ph.rate, ph.cv)
-                } else {
-                    f64::INFINITY
-                };
+                let candidate =
+                    if ph.rate > 0.0 { self.now_s + gap_s(&mut self.rng, ph.rate, ph.cv) } else { f64::INFINITY };
                 if candidate <= self.phase_end_s {
                     break candidate;
                 }
@@ -294,9 +255,7 @@ pub fn think_time_s(c: &ClosedLoop, rng: &mut ChaCha8Rng) -> f64 {
     match c.think {
         _ if c.think_time_s == 0.0 => 0.0,
         ThinkKind::Fixed => c.think_time_s,
-        ThinkKind::Exponential => Exp::new(1.0 / c.think_time_s)
-            .expect("validated")
-            .sample(rng),
+        ThinkKind::Exponential => Exp::new(1.0 / c.think_time_s).expect("validated").sample(rng),
     }
 }
 
@@ -331,30 +290,16 @@ mod tests {
     #[test]
     fn poisson_rate_and_cv() {
         let t = times(ArrivalSpec::Poisson(Poisson { rate: 50.0 }), 2000.0);
-        assert!(
-            (t.len() as f64 / 2000.0 / 50.0 - 1.0).abs() < 0.01,
-            "{}",
-            t.len()
-        );
+        assert!((t.len() as f64 / 2000.0 / 50.0 - 1.0).abs() < 0.01, "{}", t.len());
         let gaps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
         assert!((cv(&gaps) - 1.0).abs() < 0.02);
     }
 
     #[test]
     fn gamma_reaches_its_cv() {
-        let t = times(
-            ArrivalSpec::Gamma(GammaArrival {
-                rate: 20.0,
-                cv: 3.0,
-            }),
-            20_000.0,
-        );
+        let t = times(ArrivalSpec::Gamma(GammaArrival { rate: 20.0, cv: 3.0 }), 20_000.0);
         let gaps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
-        assert!(
-            (t.len() as f64 / 20_000.0 / 20.0 - 1.0).abs() < 0.03,
-            "{}",
-            t.len()
-        );
+        assert!((t.len() as f64 / 20_000.0 / 20.0 - 1.0).abs() < 0.03, "{}", t.len());
         assert!((cv(&gaps) - 3.0).abs() < 0.15, "{}", cv(&gaps));
     }
 
@@ -362,21 +307,9 @@ mod tests {
     fn phases_follow_the_schedule_and_end() {
         let spec = ArrivalSpec::Phases(Phases {
             phases: vec![
-                Phase {
-                    duration_s: 100.0,
-                    rate: 10.0,
-                    cv: 1.0,
-                },
-                Phase {
-                    duration_s: 50.0,
-                    rate: 0.0,
-                    cv: 1.0,
-                },
-                Phase {
-                    duration_s: 100.0,
-                    rate: 40.0,
-                    cv: 1.0,
-                },
+                Phase { duration_s: 100.0, rate: 10.0, cv: 1.0 },
+                Phase { duration_s: 50.0, rate: 0.0, cv: 1.0 },
+                Phase { duration_s: 100.0, rate: 40.0, cv: 1.0 },
             ],
         });
         let t = times(spec, f64::INFINITY);

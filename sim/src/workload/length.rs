@@ -96,9 +96,7 @@ impl<'de> Deserialize<'de> for Component {
             Some(toml::Value::Integer(i)) => i as f64,
             Some(v) => {
                 let m = crate::scenario::de::PATH_MARK;
-                return Err(D::Error::custom(format!(
-                    "{m}weight{m}expected a number, got {v}"
-                )));
+                return Err(D::Error::custom(format!("{m}weight{m}expected a number, got {v}")));
             }
             None => {
                 let m = crate::scenario::de::PATH_MARK;
@@ -117,48 +115,18 @@ impl LengthDist {
             LengthDist::Fixed(f) => check(f.value >= 1, path, "value", "must be ≥ 1", f.value),
             LengthDist::Uniform(u) => {
                 check(u.min >= 1, path, "min", "must be ≥ 1", u.min)?;
-                check(
-                    u.max >= u.min,
-                    path,
-                    "max",
-                    &format!("must be ≥ min ({})", u.min),
-                    u.max,
-                )
+                check(u.max >= u.min, path, "max", &format!("must be ≥ min ({})", u.min), u.max)
             }
             LengthDist::Normal(n) => {
-                check(
-                    n.mean.is_finite() && n.mean > 0.0,
-                    path,
-                    "mean",
-                    "must be > 0",
-                    n.mean,
-                )?;
-                check(
-                    n.std.is_finite() && n.std >= 0.0,
-                    path,
-                    "std",
-                    "must be ≥ 0",
-                    n.std,
-                )?;
+                check(n.mean.is_finite() && n.mean > 0.0, path, "mean", "must be > 0", n.mean)?;
+                check(n.std.is_finite() && n.std >= 0.0, path, "std", "must be ≥ 0", n.std)?;
                 check_clamps(path, n.min, n.max)
             }
             LengthDist::Lognormal(l) => {
                 match (l.median, l.p99, l.mu, l.sigma) {
                     (Some(med), Some(p99), None, None) => {
-                        check(
-                            med.is_finite() && med >= 1.0,
-                            path,
-                            "median",
-                            "must be ≥ 1",
-                            med,
-                        )?;
-                        check(
-                            p99.is_finite() && p99 >= med,
-                            path,
-                            "p99",
-                            &format!("must be ≥ median ({med})"),
-                            p99,
-                        )?;
+                        check(med.is_finite() && med >= 1.0, path, "median", "must be ≥ 1", med)?;
+                        check(p99.is_finite() && p99 >= med, path, "p99", &format!("must be ≥ median ({med})"), p99)?;
                     }
                     (None, None, Some(mu), Some(sigma)) => {
                         check(
@@ -177,10 +145,7 @@ impl LengthDist {
                         )?;
                     }
                     _ => {
-                        return Err(ScenarioError::at(
-                            path,
-                            "give either median and p99, or mu and sigma".to_string(),
-                        ));
+                        return Err(ScenarioError::at(path, "give either median and p99, or mu and sigma".to_string()));
                     }
                 }
                 check_clamps(path, l.min, l.max)
@@ -194,13 +159,7 @@ impl LengthDist {
                 }
                 for (i, c) in m.components.iter().enumerate() {
                     let p = format!("{path}.components[{i}]");
-                    check(
-                        c.weight.is_finite() && c.weight > 0.0,
-                        &p,
-                        "weight",
-                        "must be > 0",
-                        c.weight,
-                    )?;
+                    check(c.weight.is_finite() && c.weight > 0.0, &p, "weight", "must be > 0", c.weight)?;
                     c.dist.validate(&p)?;
                 }
                 check_clamps(path, m.min, m.max)
@@ -252,10 +211,7 @@ impl LengthDist {
             }
             LengthDist::Mixture(m) => {
                 let total: f64 = m.components.iter().map(|c| c.weight).sum();
-                m.components
-                    .iter()
-                    .map(|c| c.weight / total * c.dist.mean())
-                    .sum()
+                m.components.iter().map(|c| c.weight / total * c.dist.mean()).sum()
             }
         }
     }
@@ -267,12 +223,9 @@ impl LengthDist {
             LengthDist::Uniform(u) => Some(u.max),
             LengthDist::Normal(n) => n.max,
             LengthDist::Lognormal(l) => l.max,
-            LengthDist::Mixture(m) => m.max.or_else(|| {
-                m.components
-                    .iter()
-                    .map(|c| c.dist.max())
-                    .try_fold(0, |acc, x| x.map(|x| acc.max(x)))
-            }),
+            LengthDist::Mixture(m) => {
+                m.max.or_else(|| m.components.iter().map(|c| c.dist.max()).try_fold(0, |acc, x| x.map(|x| acc.max(x))))
+            }
         }
     }
 }
@@ -302,11 +255,7 @@ fn clamp(x: f64, min: Option<u64>, max: Option<u64>) -> u64 {
     let lo = min.unwrap_or(1).max(1) as f64;
     let hi = max.map(|m| m as f64).unwrap_or(u32::MAX as f64);
     let r = x.round();
-    let r = if r.is_nan() {
-        lo
-    } else {
-        r.clamp(lo, hi.max(lo))
-    };
+    let r = if r.is_nan() { lo } else { r.clamp(lo, hi.max(lo)) };
     r as u64
 }
 
@@ -316,10 +265,7 @@ mod tests {
     use crate::rng::{substream, Stream};
 
     fn parse(s: &str) -> LengthDist {
-        toml::from_str::<toml::Table>(s).unwrap()["d"]
-            .clone()
-            .try_into()
-            .unwrap()
+        toml::from_str::<toml::Table>(s).unwrap()["d"].clone().try_into().unwrap()
     }
 
     fn samples(d: &LengthDist, n: usize) -> Vec<u64> {
@@ -357,33 +303,17 @@ mod tests {
 
     #[test]
     fn uniform_and_normal_bounds() {
-        let u = samples(
-            &parse("d = { kind = 'uniform', min = 10, max = 20 }"),
-            10_000,
-        );
+        let u = samples(&parse("d = { kind = 'uniform', min = 10, max = 20 }"), 10_000);
         assert_eq!((u[0], u[u.len() - 1]), (10, 20));
-        let n = samples(
-            &parse("d = { kind = 'normal', mean = 5, std = 100, min = 2, max = 50 }"),
-            10_000,
-        );
+        let n = samples(&parse("d = { kind = 'normal', mean = 5, std = 100, min = 2, max = 50 }"), 10_000);
         assert_eq!((n[0], n[n.len() - 1]), (2, 50));
     }
 
     #[test]
     fn bad_values_name_the_key() {
-        let e = parse("d = { kind = 'uniform', min = 10, max = 5 }")
-            .validate("workload.prompt_tokens")
-            .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "workload.prompt_tokens.max: must be ≥ min (10), got 5"
-        );
-        let e = parse("d = { kind = 'lognormal', median = 10 }")
-            .validate("x")
-            .unwrap_err();
-        assert!(
-            e.to_string().starts_with("x: give either median and p99"),
-            "{e}"
-        );
+        let e = parse("d = { kind = 'uniform', min = 10, max = 5 }").validate("workload.prompt_tokens").unwrap_err();
+        assert_eq!(e.to_string(), "workload.prompt_tokens.max: must be ≥ min (10), got 5");
+        let e = parse("d = { kind = 'lognormal', median = 10 }").validate("x").unwrap_err();
+        assert!(e.to_string().starts_with("x: give either median and p99"), "{e}");
     }
 }

@@ -33,31 +33,17 @@ pub struct WorkloadSpec {
 impl WorkloadSpec {
     pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
         if let Some(d) = self.duration_s {
-            check(
-                d.is_finite() && d > 0.0,
-                path,
-                "duration_s",
-                "must be > 0",
-                d,
-            )?;
+            check(d.is_finite() && d > 0.0, path, "duration_s", "must be > 0", d)?;
         }
         if let Some(n) = self.requests {
             check(n >= 1, path, "requests", "must be ≥ 1", n)?;
         }
         self.arrival.validate(&format!("{path}.arrival"))?;
-        if self.duration_s.is_none()
-            && self.requests.is_none()
-            && self.arrival.natural_duration_s().is_none()
-        {
-            return Err(ScenarioError::at(
-                path,
-                "set duration_s or requests: the workload needs an end".into(),
-            ));
+        if self.duration_s.is_none() && self.requests.is_none() && self.arrival.natural_duration_s().is_none() {
+            return Err(ScenarioError::at(path, "set duration_s or requests: the workload needs an end".into()));
         }
-        self.prompt_tokens
-            .validate(&format!("{path}.prompt_tokens"))?;
-        self.output_tokens
-            .validate(&format!("{path}.output_tokens"))
+        self.prompt_tokens.validate(&format!("{path}.prompt_tokens"))?;
+        self.output_tokens.validate(&format!("{path}.output_tokens"))
     }
 
     /// When arrivals stop, in seconds, if the workload ends by time.
@@ -75,6 +61,7 @@ pub const NO_CLIENT: u32 = u32::MAX;
 /// One request as the workload produced it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
+    /// Dense id in arrival order (the engine assigns it when the request arrives).
     pub id: u64,
     pub arrival: SimTime,
     pub prompt_tokens: u32,
@@ -98,15 +85,9 @@ impl Workload {
     pub fn new(spec: WorkloadSpec, seed: u64) -> Workload {
         let open = match &spec.arrival {
             ArrivalSpec::ClosedLoop(_) => None,
-            s => Some(arrival::OpenArrivals::new(
-                s.clone(),
-                substream(seed, Stream::Arrivals, 0),
-            )),
+            s => Some(arrival::OpenArrivals::new(s.clone(), substream(seed, Stream::Arrivals, 0))),
         };
-        let end = spec
-            .end_s()
-            .map(SimTime::from_secs_f64)
-            .unwrap_or(SimTime::MAX);
+        let end = spec.end_s().map(SimTime::from_secs_f64).unwrap_or(SimTime::MAX);
         Workload {
             open,
             prompt_rng: substream(seed, Stream::PromptTokens, 0),
@@ -134,23 +115,9 @@ impl Workload {
     fn make(&mut self, arrival: SimTime, client: u32) -> Request {
         let id = self.issued;
         self.issued += 1;
-        let prompt = self
-            .spec
-            .prompt_tokens
-            .sample(&mut self.prompt_rng)
-            .min(u32::MAX as u64) as u32;
-        let output = self
-            .spec
-            .output_tokens
-            .sample(&mut self.output_rng)
-            .min(u32::MAX as u64) as u32;
-        Request {
-            id,
-            arrival,
-            prompt_tokens: prompt,
-            output_tokens: output,
-            client,
-        }
+        let prompt = self.spec.prompt_tokens.sample(&mut self.prompt_rng).min(u32::MAX as u64) as u32;
+        let output = self.spec.output_tokens.sample(&mut self.output_rng).min(u32::MAX as u64) as u32;
+        Request { id, arrival, prompt_tokens: prompt, output_tokens: output, client }
     }
 
     /// The requests that exist at the start: the first open-loop arrival, or each closed-loop
@@ -159,9 +126,7 @@ impl Workload {
         match &self.spec.arrival {
             ArrivalSpec::ClosedLoop(c) => {
                 let clients = c.clients;
-                (0..clients)
-                    .map_while(|i| (!self.exhausted()).then(|| self.make(SimTime::ZERO, i)))
-                    .collect()
+                (0..clients).map_while(|i| (!self.exhausted()).then(|| self.make(SimTime::ZERO, i))).collect()
             }
             _ => self.next_open().into_iter().collect(),
         }

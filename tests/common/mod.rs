@@ -1,0 +1,53 @@
+//! Helpers shared by the end-to-end tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use servesim_sim::engine::{self, RunOutput};
+use servesim_sim::Scenario;
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs the `servesim` binary with `args` from the repository root.
+pub fn servesim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_servesim")).args(args).current_dir(root()).output().expect("servesim runs")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Parses and validates scenario text, panicking with the message on error.
+pub fn scenario(src: &str) -> Scenario {
+    Scenario::from_toml(src, "test").unwrap_or_else(|e| panic!("bad test scenario: {e}\n{src}"))
+}
+
+pub fn run(src: &str) -> RunOutput {
+    engine::run(&scenario(src))
+}
+
+/// A llama-3-8b on one H100 serving `workload` (a `[workload]` body), with extra sections.
+pub fn llama8b(workload: &str, extra: &str) -> String {
+    format!(
+        "[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"h100-sxm\"\n{extra}\n[workload]\n{workload}\n"
+    )
+}
+
+/// A temporary output folder under target/, unique per test name.
+pub fn out_dir(name: &str) -> PathBuf {
+    let d = root().join("target").join("test-outputs").join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+pub fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}

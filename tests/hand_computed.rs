@@ -1,0 +1,154 @@
+//! Results checked against values computed by hand (or by the cost model directly): one request
+//! on an idle instance, simultaneous arrivals batched together, and the KV block count.
+
+mod common;
+
+use common::*;
+use servesim_sim::cost::{BatchShape, CostModel};
+use servesim_sim::engine::cost_model;
+use servesim_sim::metrics::Status;
+use servesim_sim::SimTime;
+
+const P: u64 = 1000;
+const O: u64 = 50;
+
+fn one_request(extra: &str) -> String {
+    llama8b(
+        &format!(
+            "requests = 1\narrival = {{ kind = \"constant\", rate = 1 }}\n\
+             prompt_tokens = {{ kind = \"fixed\", value = {P} }}\noutput_tokens = {{ kind = \"fixed\", value = {O} }}"
+        ),
+        extra,
+    )
+}
+
+#[test]
+fn one_request_ttft_is_one_prefill_and_e2e_adds_o_minus_1_decodes() {
+    let src = one_request("");
+    let s = scenario(&src);
+    let cost = cost_model(&s, 0);
+    let mut prefill = BatchShape::default();
+    prefill.add_prefill(P, 0, true);
+    let ttft = cost.iteration_time(&prefill);
+    // Decode step k (k = 1 .. O-1) attends to the prompt and the k tokens generated so far.
+    let mut e2e = ttft;
+    for k in 1..O {
+        let mut d = BatchShape::default();
+        d.add_decode(P + k);
+        e2e += cost.iteration_time(&d);
+    }
+
+    let out = run(&src);
+    let r = out.recorder.records[0];
+    assert_eq!(r.status, Status::Finished);
+    assert_eq!(r.arrival, SimTime::ZERO);
+    assert_eq!(r.ttft(), Some(ttft), "TTFT = one prefill iteration");
+    assert_eq!(r.e2e(), Some(e2e), "E2E = TTFT + O-1 decode iterations");
+    assert_eq!(r.queue(), Some(SimTime::ZERO));
+    let tpot = (e2e - ttft).as_millis_f64() / (O - 1) as f64;
+    assert!((out.summary.tpot_ms.mean - tpot).abs() < 1e-9);
+    // ITL: O-1 gaps, each one decode iteration; their mean is the TPOT.
+    assert_eq!(out.summary.itl_ms.count, O - 1);
+    assert!((out.summary.itl_ms.mean - tpot).abs() < 1e-9);
+    assert_eq!(out.summary.iterations, O);
+
+    // Sanity of the magnitudes: a decode step of an 8B model on an H100 streams ~15 GiB of
+    // weights at 0.8 × 3.35 TB/s (≈ 6 ms) plus overheads; the prefill of 1000 tokens is
+    // compute-bound at ≈ 16 TFLOP.
+    let decode_ms = tpot;
+    assert!(decode_ms > 6.0 && decode_ms < 9.0, "decode step {decode_ms} ms");
+}
+
+#[test]
+fn the_binary_reports_the_same_request() {
+    let dir = out_dir("one_request");
+    let path = dir.with_extension("toml");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, one_request("")).unwrap();
+    let o = servesim(&["simulate", "--scenario", path.to_str().unwrap(), "--out", dir.to_str().unwrap(), "--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = read(&dir.join("requests.csv"));
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+
+    let out = run(&one_request(""));
+    let r = out.recorder.records[0];
+    let ms = |t: SimTime| format!("{}.{:06}", t.0 / 1_000_000, t.0 % 1_000_000);
+    assert_eq!(col("first_token_ms"), ms(r.first_token));
+    assert_eq!(col("finish_ms"), ms(r.finish));
+    assert_eq!(col("status"), "finished");
+    assert_eq!(col("prompt_tokens"), P.to_string());
+    assert_eq!(col("output_tokens"), O.to_string());
+}
+
+#[test]
+fn simultaneous_arrivals_share_one_prefill_iteration() {
+    // Three closed-loop clients start at time zero: one iteration prefills all three.
+    let src = llama8b(
+        "requests = 3\narrival = { kind = \"closed-loop\", clients = 3 }\n\
+         prompt_tokens = { kind = \"fixed\", value = 300 }\noutput_tokens = { kind = \"fixed\", value = 2 }",
+        "",
+    );
+    let s = scenario(&src);
+    let cost = cost_model(&s, 0);
+    let mut prefill = BatchShape::default();
+    for _ in 0..3 {
+        prefill.add_prefill(300, 0, true);
+    }
+    let t1 = cost.iteration_time(&prefill);
+    let mut dec = BatchShape::default();
+    for _ in 0..3 {
+        dec.add_decode(301);
+    }
+    let t2 = cost.iteration_time(&dec);
+    let out = run(&src);
+    for r in &out.recorder.records {
+        assert_eq!(r.ttft(), Some(t1));
+        assert_eq!(r.e2e(), Some(t1 + t2));
+    }
+    assert_eq!(out.summary.batch.max, 3);
+}
+
+#[test]
+fn kv_blocks_of_llama3_8b_on_h100_by_hand() {
+    // H100 SXM: 81,559 MiB; 90% usable.
+    let usable = (81_559u64 * 1_048_576) as f64 * 0.9;
+    let usable = usable.floor() as u64; // 76,970,020,044 B
+    // Weights: 8,030,261,248 parameters × 2 bytes.
+    let weights = 8_030_261_248u64 * 2;
+    // Reserve: 1 GiB + activations of 8,192 tokens × (4 × 4,096 + 2 × 14,336) × 2 B
+    //          + fp32 logits of 256 sequences × 128,256 vocabulary.
+    let reserve = (1u64 << 30) + 8192 * (4 * 4096 + 2 * 14336) * 2 + 256 * 128_256 * 4;
+    // KV per token: 2 × 32 layers × 8 heads × 128 × 2 B = 131,072 B; 16 tokens per block.
+    let block = 131_072u64 * 16;
+    let blocks = (usable - weights - reserve) / block;
+    assert_eq!(blocks, 28_116);
+
+    let src = one_request("[memory]\ngpu_memory_utilization = 0.9");
+    let s = scenario(&src);
+    assert_eq!(s.groups[0].memory.kv_blocks, blocks);
+    assert_eq!(s.groups[0].memory.kv_bytes_per_token, 131_072);
+
+    let o = servesim(&["memory", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--context", "4096", "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["kv_blocks"], blocks);
+    assert_eq!(v["kv_bytes_per_token"], 131_072);
+    assert_eq!(v["weight_bytes"], weights);
+    // 4,096-token requests need 256 blocks each.
+    assert_eq!(v["concurrent_requests"], blocks / 256);
+}
+
+#[test]
+fn memory_command_reports_a_model_that_does_not_fit() {
+    let o = servesim(&["memory", "--model", "llama-3-70b", "--gpu", "a100-80g"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("llama-3-70b does not fit on a100-80g at tp 1"), "{e}");
+    // 141.1 GB of weights + reserve vs 72 GiB usable.
+    assert!(e.contains("GiB usable at gpu_memory_utilization 0.9 by 6"), "{e}");
+    let o = servesim(&["memory", "--model", "llama-3-70b", "--gpu", "a100-80g", "--tp", "4", "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -1,0 +1,122 @@
+//! Invariants checked after every event of varied runs (conservation, KV ownership, time), and
+//! determinism of the outputs.
+
+mod common;
+
+use common::*;
+use servesim_sim::engine::Simulation;
+
+/// A small custom model on a small custom GPU, so that KV space runs out and preemption,
+/// rejection and queueing all happen in a short run.
+fn tiny(kv_gib: f64, workload: &str, extra: &str) -> String {
+    format!(
+        "[model]\nname = \"tiny\"\nlayers = 4\nhidden = 512\nheads = 8\nkv_heads = 2\nhead_dim = 64\n\
+         intermediate = 1024\nvocab = 1000\nmax_context = 4096\n\
+         [gpu]\nname = \"small\"\nbf16_tflops = 50\nhbm_gb_per_s = 200\nmemory_gib = {kv_gib}\n\
+         interconnect_gb_per_s = 50\npcie_gb_per_s = 16\n\
+         [memory]\nreserve_gib = 0\ngpu_memory_utilization = 1.0\n{extra}\n[workload]\n{workload}\n"
+    )
+}
+
+fn check_every_event(src: &str) -> servesim_sim::engine::RunOutput {
+    let s = scenario(src);
+    let mut sim = Simulation::new(&s);
+    let mut last = sim.now();
+    let mut steps = 0u64;
+    while sim.step() {
+        assert!(sim.now() >= last, "time went backwards");
+        last = sim.now();
+        sim.check_invariants();
+        steps += 1;
+    }
+    assert!(steps > 0);
+    let out = sim.finish();
+    let c = &out.summary.requests;
+    assert_eq!(c.arrived, c.finished + c.rejected + c.in_flight, "conservation");
+    for r in &out.recorder.records {
+        if let Some(e2e) = r.e2e() {
+            assert!(r.first_token <= r.finish && r.scheduled <= r.first_token && r.arrival <= r.scheduled);
+            assert!(r.ttft().unwrap() <= e2e);
+        }
+    }
+    out
+}
+
+#[test]
+fn preemption_under_kv_pressure_conserves_requests_and_blocks() {
+    // ~0.01 GiB of KV: 2 × 4 × 2 × 64 × 2 B = 2 KiB per token → a few hundred 16-token blocks.
+    let weights_gib = 0.0; // the tiny model's weights are ~6 MB
+    let src = tiny(
+        0.02 + weights_gib,
+        "duration_s = 60\narrival = { kind = \"poisson\", rate = 30 }\n\
+         prompt_tokens = { kind = \"uniform\", min = 16, max = 900 }\n\
+         output_tokens = { kind = \"uniform\", min = 1, max = 600 }",
+        "[scheduler]\nmax_num_seqs = 64\nmax_num_batched_tokens = 2048",
+    );
+    let out = check_every_event(&src);
+    assert!(out.summary.preemptions > 0, "the scenario must exercise preemption");
+    assert_eq!(out.summary.requests.in_flight, 0);
+    assert_eq!(out.summary.requests.finished + out.summary.requests.rejected, out.summary.requests.arrived);
+}
+
+#[test]
+fn rejections_are_counted_with_their_reasons() {
+    let src = tiny(
+        0.02,
+        "duration_s = 30\narrival = { kind = \"gamma\", rate = 10, cv = 4 }\n\
+         prompt_tokens = { kind = \"uniform\", min = 1, max = 4000 }\n\
+         output_tokens = { kind = \"uniform\", min = 1, max = 3000 }",
+        "[scheduler]\nmax_num_batched_tokens = 2048",
+    );
+    let out = check_every_event(&src);
+    let r = &out.summary.requests;
+    let by = &r.rejected_by_reason;
+    assert!(by["context_too_long"] > 0 && by["prompt_exceeds_batch_tokens"] > 0, "{by:?}");
+    assert_eq!(by.values().sum::<u64>(), r.rejected);
+    // Rejected requests count as SLO misses.
+    assert!(out.summary.slo.attainment <= 1.0 - r.rejected as f64 / r.measured as f64 + 1e-12);
+}
+
+#[test]
+fn closed_loop_and_phases_and_a_time_limit() {
+    let src = tiny(
+        0.05,
+        "requests = 500\narrival = { kind = \"closed-loop\", clients = 20, think_time_s = 0.05 }\n\
+         prompt_tokens = { kind = \"lognormal\", median = 200, p99 = 1500, max = 2000 }\n\
+         output_tokens = { kind = \"lognormal\", median = 50, p99 = 500, max = 1000 }",
+        "",
+    );
+    let out = check_every_event(&src);
+    assert_eq!(out.summary.requests.arrived, 500);
+    // A closed loop never has more requests in the system than clients.
+    assert!(out.summary.batch.max <= 20);
+
+    let src = tiny(
+        0.05,
+        "arrival = { kind = \"phases\", phases = [ { duration_s = 5, rate = 50 }, { duration_s = 5, rate = 400 }, { duration_s = 5, rate = 20, cv = 2 } ] }\n\
+         prompt_tokens = { kind = \"fixed\", value = 100 }\noutput_tokens = { kind = \"fixed\", value = 100 }",
+        "[run]\nmax_time_s = 12",
+    );
+    let out = check_every_event(&src);
+    assert!(out.summary.requests.in_flight > 0, "the time limit cuts the run short");
+    assert!(out.summary.simulated_s <= 12.0 + 1e-9);
+}
+
+#[test]
+fn same_seed_gives_byte_identical_outputs_and_another_seed_differs() {
+    let run_cli = |seed: &str, name: &str| {
+        let dir = out_dir(name);
+        let o = servesim(&["simulate", "--scenario", "scenarios/chat.toml", "--seed", seed, "--out", dir.to_str().unwrap(), "--quiet"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        dir
+    };
+    let a = run_cli("11", "det_a");
+    let b = run_cli("11", "det_b");
+    let c = run_cli("12", "det_c");
+    for f in ["requests.csv", "summary.json", "timeseries.csv", "scenario.toml"] {
+        assert_eq!(std::fs::read(a.join(f)).unwrap(), std::fs::read(b.join(f)).unwrap(), "{f} differs between equal seeds");
+    }
+    assert_ne!(read(&a.join("requests.csv")), read(&c.join("requests.csv")));
+    // The resolved scenario records the seed that was used.
+    assert!(read(&c.join("scenario.toml")).contains("seed = 12"));
+}
