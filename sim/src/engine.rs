@@ -96,6 +96,18 @@ pub fn cost_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
     Arc::new(Roofline::new(s.model.clone(), g.gpu.clone(), g.tp, g.cost.clone()))
 }
 
+/// A generous estimate of how many requests a workload issues, for reserving the records up
+/// front: growing a vector by doubling briefly holds both copies, which would dominate peak
+/// memory. Untouched reserved pages cost no physical memory, so over-estimating is cheap.
+fn expected_requests(w: &crate::workload::WorkloadSpec) -> usize {
+    let by_rate = match (w.arrival.mean_rate(), w.end_s()) {
+        (Some(rate), Some(end)) => rate * end * 1.05 + 1000.0,
+        _ => f64::INFINITY,
+    };
+    let n = (w.requests.map(|n| n as f64).unwrap_or(f64::INFINITY)).min(by_rate);
+    if n.is_finite() { (n as usize).min(1 << 24) } else { 1 << 16 }
+}
+
 /// One simulation run.
 pub struct Simulation {
     now: SimTime,
@@ -150,7 +162,8 @@ impl Simulation {
             Some(e) => SimTime::from_secs_f64(e - s.metrics.cooldown_s),
             None => SimTime::MAX,
         };
-        let rec = Recorder::new((from, to), kv_total, SimTime::from_secs_f64(s.metrics.window_s));
+        let mut rec = Recorder::new((from, to), kv_total, SimTime::from_secs_f64(s.metrics.window_s));
+        rec.reserve(expected_requests(&s.workload));
         let n = instances.len();
         Simulation {
             now: SimTime::ZERO,

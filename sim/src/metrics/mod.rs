@@ -126,8 +126,8 @@ pub struct Recorder {
     pub records: Vec<RequestRecord>,
     include_from: SimTime,
     include_to: SimTime,
-    /// Inter-token gaps of counted requests, as (gap ns, how many requests had it).
-    pub itl: Vec<(u64, u32)>,
+    /// Inter-token gaps of counted requests.
+    pub itl: stats::LogHistogram,
     gauges: Gauges,
     kv_total: u64,
     last: SimTime,
@@ -155,7 +155,7 @@ impl Recorder {
             records: Vec::new(),
             include_from: include.0,
             include_to: include.1,
-            itl: Vec::new(),
+            itl: stats::LogHistogram::default(),
             gauges: Gauges::default(),
             kv_total,
             last: SimTime::ZERO,
@@ -174,6 +174,11 @@ impl Recorder {
             acc: WindowAcc::default(),
             series: Vec::new(),
         }
+    }
+
+    /// Reserves room for `n` request records.
+    pub fn reserve(&mut self, n: usize) {
+        self.records.reserve_exact(n);
     }
 
     pub fn kv_total(&self) -> u64 {
@@ -311,7 +316,7 @@ impl Recorder {
 
     /// `count` requests each saw an inter-token gap of `gap`.
     pub fn itl(&mut self, gap: SimTime, count: u32) {
-        self.itl.push((gap.0, count));
+        self.itl.add(gap.0, count as u64);
     }
 
     pub fn iteration(&mut self, shape: &BatchShape, _duration: SimTime) {

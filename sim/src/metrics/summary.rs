@@ -108,31 +108,28 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
         }
     }
 
-    let measured: Vec<_> = rec.records.iter().filter(|r| rec.counts(r.arrival)).collect();
-    let done: Vec<_> = measured.iter().filter(|r| r.status == Status::Finished).collect();
+    // Iterate the records rather than collecting references: summaries of long runs should
+    // not need memory proportional to the run beyond one metric's values at a time.
+    let measured = || rec.records.iter().filter(|r| rec.counts(r.arrival));
+    let done = || measured().filter(|r| r.status == Status::Finished);
     let ms = |f: &dyn Fn(&super::RequestRecord) -> Option<f64>| -> Dist {
-        let mut v: Vec<f64> = done.iter().filter_map(|r| f(r)).collect();
+        let mut v: Vec<f64> = done().filter_map(f).collect();
         Dist::of(&mut v)
     };
     let ttft = ms(&|r| r.ttft().map(SimTime::as_millis_f64));
     let tpot = ms(&|r| r.tpot_ms());
     let e2e = ms(&|r| r.e2e().map(SimTime::as_millis_f64));
     let queue = ms(&|r| r.queue().map(SimTime::as_millis_f64));
-    let mut itl: Vec<(f64, u64)> = rec.itl.iter().map(|&(g, c)| (g as f64 / 1e6, c as u64)).collect();
-    let itl = Dist::of_weighted(&mut itl);
+    let itl = rec.itl.dist_ms();
 
-    let start = measured.iter().map(|r| r.arrival).min().unwrap_or(SimTime::ZERO);
-    let end = done.iter().map(|r| r.finish).max().unwrap_or(start);
+    let n_measured = measured().count();
+    let n_done = done().count();
+    let start = measured().map(|r| r.arrival).min().unwrap_or(SimTime::ZERO);
+    let end = done().map(|r| r.finish).max().unwrap_or(start);
     let duration_s = (end.saturating_sub(start)).as_secs_f64();
-    let per_s = |x: f64| {
-        if duration_s > 0.0 {
-            x / duration_s
-        } else {
-            0.0
-        }
-    };
-    let met = measured.iter().filter(|r| meets_slo(r, slo)).count() as f64;
-    let attainment = if measured.is_empty() { 0.0 } else { met / measured.len() as f64 };
+    let per_s = |x: f64| if duration_s > 0.0 { x / duration_s } else { 0.0 };
+    let met = measured().filter(|r| meets_slo(r, slo)).count() as f64;
+    let attainment = if n_measured == 0 { 0.0 } else { met / n_measured as f64 };
 
     let (waiting, running, kv_used) = rec.occupancy_means();
     let kv_total = rec.kv_total().max(1) as f64;
@@ -144,7 +141,7 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
             finished,
             rejected,
             in_flight,
-            measured: measured.len() as u64,
+            measured: n_measured as u64,
             rejected_by_reason: by_reason,
         },
         ttft_ms: ttft,
@@ -153,9 +150,9 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
         e2e_ms: e2e,
         queue_ms: queue,
         throughput: Throughput {
-            requests_per_s: per_s(done.len() as f64),
-            input_tokens_per_s: per_s(done.iter().map(|r| r.prompt_tokens as f64).sum()),
-            output_tokens_per_s: per_s(done.iter().map(|r| r.output_tokens as f64).sum()),
+            requests_per_s: per_s(n_done as f64),
+            input_tokens_per_s: per_s(done().map(|r| r.prompt_tokens as f64).sum()),
+            output_tokens_per_s: per_s(done().map(|r| r.output_tokens as f64).sum()),
         },
         slo: SloSummary {
             attainment,
