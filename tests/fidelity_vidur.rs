@@ -30,8 +30,12 @@ fn model(h: u64, heads: u64, kv: u64, ff: u64, vocab: u64) -> ModelSpec {
 }
 
 /// (our op name, Vidur's column)
-const OPS: [(&str, &str); 4] =
-    [("qkv_proj", "attn_pre_proj"), ("o_proj", "attn_post_proj"), ("gate_up_proj", "mlp_up_proj"), ("down_proj", "mlp_down_proj")];
+const OPS: [(&str, &str); 4] = [
+    ("qkv_proj", "attn_pre_proj"),
+    ("o_proj", "attn_post_proj"),
+    ("gate_up_proj", "mlp_up_proj"),
+    ("down_proj", "mlp_down_proj"),
+];
 
 fn errors(gpu: &str, path: &str) -> Vec<(&'static str, Vec<f64>)> {
     let mut rdr = csv::Reader::from_path(root().join("data/vidur-profiles").join(path)).unwrap();
@@ -93,7 +97,12 @@ fn roofline_gemms_are_within_20_percent_of_vidur_measurements() {
             let mut abs: Vec<f64> = e.iter_mut().map(|x| x.abs()).collect();
             let mabs = median(&mut abs);
             let p90 = abs[(abs.len() as f64 * 0.9) as usize];
-            println!("| {gpu} | {model} | {op} | {n} | {:+.1}% | {:.1}% | {:.1}% |", signed * 100.0, mabs * 100.0, p90 * 100.0);
+            println!(
+                "| {gpu} | {model} | {op} | {n} | {:+.1}% | {:.1}% | {:.1}% |",
+                signed * 100.0,
+                mabs * 100.0,
+                p90 * 100.0
+            );
             worst = worst.max(mabs);
         }
     }
@@ -114,7 +123,8 @@ fn default_cpu_overhead_is_the_least_squares_line_through_vidur() {
     }
     let n = xs.len() as f64;
     let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
-    let slope = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum::<f64>() / xs.iter().map(|x| (x - mx).powi(2)).sum::<f64>();
+    let slope = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum::<f64>()
+        / xs.iter().map(|x| (x - mx).powi(2)).sum::<f64>();
     let base = my - slope * mx;
     let p = RooflineParams::default();
     assert!((p.cpu_overhead_base_us - base).abs() < 0.05, "base {base}");

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use servesim_sim::cost::{BatchShape, CostModel};
+use servesim_sim::cost::BatchShape;
 use servesim_sim::engine::cost_model;
 use servesim_sim::metrics::Status;
 use servesim_sim::SimTime;
@@ -116,7 +116,7 @@ fn kv_blocks_of_llama3_8b_on_h100_by_hand() {
     // H100 SXM: 81,559 MiB; 90% usable.
     let usable = (81_559u64 * 1_048_576) as f64 * 0.9;
     let usable = usable.floor() as u64; // 76,970,020,044 B
-    // Weights: 8,030,261,248 parameters × 2 bytes.
+                                        // Weights: 8,030,261,248 parameters × 2 bytes.
     let weights = 8_030_261_248u64 * 2;
     // Reserve: 1 GiB + activations of 8,192 tokens × (4 × 4,096 + 2 × 14,336) × 2 B
     //          + fp32 logits of 256 sequences × 128,256 vocabulary.
@@ -131,7 +131,8 @@ fn kv_blocks_of_llama3_8b_on_h100_by_hand() {
     assert_eq!(s.groups[0].memory.kv_blocks, blocks);
     assert_eq!(s.groups[0].memory.kv_bytes_per_token, 131_072);
 
-    let o = servesim(&["memory", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--context", "4096", "--format", "json"]);
+    let o =
+        servesim(&["memory", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--context", "4096", "--format", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["kv_blocks"], blocks);

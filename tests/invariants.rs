@@ -106,7 +106,16 @@ fn closed_loop_and_phases_and_a_time_limit() {
 fn same_seed_gives_byte_identical_outputs_and_another_seed_differs() {
     let run_cli = |seed: &str, name: &str| {
         let dir = out_dir(name);
-        let o = servesim(&["simulate", "--scenario", "scenarios/chat.toml", "--seed", seed, "--out", dir.to_str().unwrap(), "--quiet"]);
+        let o = servesim(&[
+            "simulate",
+            "--scenario",
+            "scenarios/chat.toml",
+            "--seed",
+            seed,
+            "--out",
+            dir.to_str().unwrap(),
+            "--quiet",
+        ]);
         assert!(o.status.success(), "{}", stderr(&o));
         dir
     };
@@ -114,7 +123,11 @@ fn same_seed_gives_byte_identical_outputs_and_another_seed_differs() {
     let b = run_cli("11", "det_b");
     let c = run_cli("12", "det_c");
     for f in ["requests.csv", "summary.json", "timeseries.csv", "scenario.toml"] {
-        assert_eq!(std::fs::read(a.join(f)).unwrap(), std::fs::read(b.join(f)).unwrap(), "{f} differs between equal seeds");
+        assert_eq!(
+            std::fs::read(a.join(f)).unwrap(),
+            std::fs::read(b.join(f)).unwrap(),
+            "{f} differs between equal seeds"
+        );
     }
     assert_ne!(read(&a.join("requests.csv")), read(&c.join("requests.csv")));
     // The resolved scenario records the seed that was used.

@@ -105,7 +105,11 @@ fn expected_requests(w: &crate::workload::WorkloadSpec) -> usize {
         _ => f64::INFINITY,
     };
     let n = (w.requests.map(|n| n as f64).unwrap_or(f64::INFINITY)).min(by_rate);
-    if n.is_finite() { (n as usize).min(1 << 24) } else { 1 << 16 }
+    if n.is_finite() {
+        (n as usize).min(1 << 24)
+    } else {
+        1 << 16
+    }
 }
 
 /// One simulation run.

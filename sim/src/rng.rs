@@ -35,6 +35,7 @@ pub fn substream(seed: u64, stream: Stream, index: u64) -> ChaCha8Rng {
 mod tests {
     use super::*;
     use rand::RngExt;
+    const GOLDEN: [u64; 2] = [10517904778964690192, 5246156849874060613];
 
     #[test]
     fn streams_are_independent_and_reproducible() {
@@ -48,13 +49,11 @@ mod tests {
     }
 
     #[test]
-    fn chacha8_is_the_portable_reference_stream() {
-        // The first draw of seed 0, stream 0 is fixed by the ChaCha8 algorithm; a change of
-        // generator (which would silently change every result) fails here.
-        let mut r = ChaCha8Rng::seed_from_u64(0);
-        let first: u64 = r.random();
-        let mut r2 = ChaCha8Rng::seed_from_u64(0);
-        assert_eq!(first, r2.random::<u64>());
-        assert_ne!(first, 0);
+    fn generator_is_pinned() {
+        // Golden values: a change of generator or seeding scheme would silently change every
+        // seeded result, so it must show up here first.
+        let mut r = substream(42, Stream::Arrivals, 0);
+        let v: [u64; 2] = [r.random(), r.random()];
+        assert_eq!(v, GOLDEN);
     }
 }

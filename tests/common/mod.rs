@@ -36,9 +36,7 @@ pub fn run(src: &str) -> RunOutput {
 
 /// A llama-3-8b on one H100 serving `workload` (a `[workload]` body), with extra sections.
 pub fn llama8b(workload: &str, extra: &str) -> String {
-    format!(
-        "[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"h100-sxm\"\n{extra}\n[workload]\n{workload}\n"
-    )
+    format!("[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"h100-sxm\"\n{extra}\n[workload]\n{workload}\n")
 }
 
 /// A temporary output folder under target/, unique per test name.

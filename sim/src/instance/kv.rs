@@ -98,7 +98,7 @@ mod tests {
             let mut a = BlockAllocator::new(total);
             let mut tables: Vec<Vec<u32>> = vec![Vec::new(); 8];
             let mut model_free = total;
-            let mut model_owned = vec![0u32; 8];
+            let mut model_owned = [0u32; 8];
             for _ in 0..2000 {
                 let who = rng.random_range(0..8usize);
                 match rng.random_range(0..3) {

@@ -131,7 +131,7 @@ impl ModelSection {
             ("experts", m.experts),
             ("top_k", m.top_k),
         ] {
-            check(v >= 1 && v <= 1 << 40, path, key, "must be in [1, 2^40]", v)?;
+            check((1..=1 << 40).contains(&v), path, key, "must be in [1, 2^40]", v)?;
         }
         check(m.heads % m.kv_heads == 0, path, "kv_heads", &format!("must divide heads ({})", m.heads), m.kv_heads)?;
         check(m.top_k <= m.experts, path, "top_k", &format!("must be ≤ experts ({})", m.experts), m.top_k)?;
@@ -436,7 +436,7 @@ impl CostSection {
             ("cpu_overhead_base_us", self.cpu_overhead_base_us),
             ("cpu_overhead_per_seq_us", self.cpu_overhead_per_seq_us),
         ] {
-            check(v.is_finite() && v >= 0.0 && v < 1e9, path, key, "must be ≥ 0", v)?;
+            check(v.is_finite() && (0.0..1e9).contains(&v), path, key, "must be ≥ 0", v)?;
         }
         Ok(())
     }

@@ -39,7 +39,10 @@ fn errors_inside_tagged_tables_keep_the_full_key_path() {
     let e = err(&BASE.replace("rate = 2", "rate = 2, cv = 3"));
     assert!(e.ends_with("workload.arrival.cv: unknown field `cv`, expected `rate`"), "{e}");
     let e = err(&BASE.replace("kind = \"poisson\"", "kind = \"posson\""));
-    assert!(e.contains("workload.arrival.kind: unknown kind \"posson\"; expected one of \"poisson\", \"gamma\""), "{e}");
+    assert!(
+        e.contains("workload.arrival.kind: unknown kind \"posson\"; expected one of \"poisson\", \"gamma\""),
+        "{e}"
+    );
 }
 
 #[test]

@@ -1,6 +1,5 @@
 //! Arrival processes: when requests arrive.
 
-use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, Gamma};
 use serde::{Deserialize, Serialize};
@@ -257,11 +256,6 @@ pub fn think_time_s(c: &ClosedLoop, rng: &mut ChaCha8Rng) -> f64 {
         ThinkKind::Fixed => c.think_time_s,
         ThinkKind::Exponential => Exp::new(1.0 / c.think_time_s).expect("validated").sample(rng),
     }
-}
-
-/// Uniform draw used to stagger the first requests of closed-loop clients.
-pub fn unit(rng: &mut ChaCha8Rng) -> f64 {
-    rng.random::<f64>()
 }
 
 #[cfg(test)]
