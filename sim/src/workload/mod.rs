@@ -58,6 +58,19 @@ impl WorkloadSpec {
 /// Marks a request that belongs to no closed-loop client.
 pub const NO_CLIENT: u32 = u32::MAX;
 
+/// Marks a request that belongs to no session.
+pub const NO_SESSION: u64 = u64::MAX;
+
+/// A run of prompt tokens with a known identity: two requests whose `content` lists agree on
+/// their first k segments have identical first (sum of those segments' tokens) prompt tokens.
+/// This is how shared system prompts, multi-turn history, RAG documents and trace hash ids
+/// (Mooncake's one id per 512-token block) reach the prefix cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Segment {
+    pub hash: u64,
+    pub tokens: u32,
+}
+
 /// One request as the workload produced it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
@@ -68,6 +81,14 @@ pub struct Request {
     pub output_tokens: u32,
     /// The closed-loop client that sent it, or [`NO_CLIENT`].
     pub client: u32,
+    /// Conversation/session key (for affinity routing and multi-turn prefixes), or
+    /// [`NO_SESSION`].
+    pub session: u64,
+    /// Priority class; 0 is the default (lower number = more important).
+    pub class: u8,
+    /// Identified leading content of the prompt (see [`Segment`]); empty = unique prompt with
+    /// nothing shareable. The segments' tokens never exceed `prompt_tokens`.
+    pub content: Vec<Segment>,
 }
 
 /// Produces requests on demand: the next open-loop arrival, or a client's next request.
@@ -117,7 +138,16 @@ impl Workload {
         self.issued += 1;
         let prompt = self.spec.prompt_tokens.sample(&mut self.prompt_rng).min(u32::MAX as u64) as u32;
         let output = self.spec.output_tokens.sample(&mut self.output_rng).min(u32::MAX as u64) as u32;
-        Request { id, arrival, prompt_tokens: prompt, output_tokens: output, client }
+        Request {
+            id,
+            arrival,
+            prompt_tokens: prompt,
+            output_tokens: output,
+            client,
+            session: NO_SESSION,
+            class: 0,
+            content: Vec::new(),
+        }
     }
 
     /// The requests that exist at the start: the first open-loop arrival, or each closed-loop
