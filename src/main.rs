@@ -4,6 +4,7 @@
 mod commands;
 mod error;
 mod output;
+mod report;
 mod scenario_file;
 
 use clap::{Parser, Subcommand};
@@ -25,6 +26,8 @@ enum Command {
     Memory(commands::memory::Args),
     /// Measure the simulator's own speed and memory on a fixed scenario.
     Bench(commands::bench::Args),
+    /// Write the HTML report of an existing run's output folder.
+    Report(commands::report::Args),
 }
 
 fn main() {
@@ -33,6 +36,7 @@ fn main() {
         Command::Simulate(a) => commands::simulate::run(a),
         Command::Memory(a) => commands::memory::run(a),
         Command::Bench(a) => commands::bench::run(a),
+        Command::Report(a) => commands::report::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

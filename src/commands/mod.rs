@@ -1,5 +1,6 @@
 pub mod bench;
 pub mod memory;
+pub mod report;
 pub mod simulate;
 
 /// `--format` of commands that print a report.

@@ -22,6 +22,9 @@ pub struct Args {
     /// What to print on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+    /// Also write a self-contained HTML report (charts and tables) to this path.
+    #[arg(long)]
+    report: Option<PathBuf>,
     /// Print nothing on stdout (outputs are still written).
     #[arg(long, short)]
     quiet: bool,
@@ -35,6 +38,10 @@ pub fn run(a: Args) -> Result<()> {
     let out = engine::run(&s);
     let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&s.name));
     output::write_run(&dir, &s, &out.summary, &out.recorder)?;
+    if let Some(path) = &a.report {
+        let html = crate::report::simulate_report(&dir)?;
+        super::report::write(path, &html)?;
+    }
     if !a.quiet {
         match a.format {
             Format::Json => println!("{}", serde_json::to_string_pretty(&out.summary).expect("summary serialises")),

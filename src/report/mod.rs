@@ -1,0 +1,246 @@
+//! Self-contained HTML reports: inline SVG charts and tables, no network, no JavaScript.
+//!
+//! A report is built from a run's output folder (`summary.json`, `requests.csv`,
+//! `timeseries.csv`, `scenario.toml`), so `simulate --report` and `servesim report DIR` produce
+//! the same page, and the tables show exactly the numbers of `summary.json`. Long runs are
+//! downsampled for drawing only: CDFs to at most 400 quantile points, time series to at most 800
+//! buckets; statistics are never recomputed from the downsampled data.
+
+pub mod charts;
+mod html;
+
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use charts::{Marker, Series};
+use serde_json::Value;
+
+/// Most points drawn per CDF.
+pub const CDF_POINTS: usize = 400;
+/// Most buckets drawn per time series.
+pub const SERIES_BUCKETS: usize = 800;
+
+/// Builds the report of the run whose outputs are in `dir`.
+pub fn report_for_dir(dir: &Path) -> anyhow::Result<String> {
+    let summary_path = dir.join("summary.json");
+    if !summary_path.exists() {
+        bail!("{} has no summary.json: not a servesim output folder", dir.display());
+    }
+    simulate_report(dir)
+}
+
+fn read_json(path: &Path) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{}: not valid JSON", path.display()))
+}
+
+/// The empirical CDF of `values` (sorted here), downsampled to at most `CDF_POINTS` points at
+/// evenly spaced ranks, always keeping the first and last.
+pub fn cdf_points(values: &mut [f64]) -> Vec<(f64, f64)> {
+    values.sort_unstable_by(|a, b| a.total_cmp(b));
+    let n = values.len();
+    if n == 0 {
+        return vec![];
+    }
+    let k = CDF_POINTS.min(n);
+    (0..k)
+        .map(|i| {
+            let idx = if k == 1 { n - 1 } else { ((i as f64) * (n - 1) as f64 / (k - 1) as f64).round() as usize };
+            (values[idx], (idx + 1) as f64 / n as f64)
+        })
+        .collect()
+}
+
+/// One row of `timeseries.csv`.
+#[derive(Clone, Debug, Default)]
+pub struct Window {
+    pub t_s: f64,
+    pub arrivals: f64,
+    pub waiting: f64,
+    pub running: f64,
+    pub kv_util: f64,
+    pub ttft_p99: Option<f64>,
+}
+
+/// Reads `timeseries.csv`.
+pub fn read_timeseries(path: &Path) -> anyhow::Result<Vec<Window>> {
+    let mut rdr = csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
+    let h = rdr.headers()?.clone();
+    let col =
+        |name: &str| h.iter().position(|x| x == name).with_context(|| format!("{}: no column {name}", path.display()));
+    let (ct, ca, cw, cr, ck, cp) = (
+        col("t_s")?,
+        col("arrivals")?,
+        col("waiting_mean")?,
+        col("running_mean")?,
+        col("kv_utilization_mean")?,
+        col("ttft_ms_p99")?,
+    );
+    let mut out = vec![];
+    for (i, rec) in rdr.records().enumerate() {
+        let rec = rec?;
+        let num = |c: usize| -> anyhow::Result<f64> {
+            rec[c]
+                .parse::<f64>()
+                .with_context(|| format!("{}:{}: {}: {:?} is not a number", path.display(), i + 2, &h[c], &rec[c]))
+        };
+        out.push(Window {
+            t_s: num(ct)?,
+            arrivals: num(ca)?,
+            waiting: num(cw)?,
+            running: num(cr)?,
+            kv_util: num(ck)?,
+            ttft_p99: if rec[cp].is_empty() { None } else { Some(num(cp)?) },
+        });
+    }
+    Ok(out)
+}
+
+/// Groups windows into at most `SERIES_BUCKETS` buckets: means for rates and occupancy, the
+/// maximum for p99 TTFT (a bucket's worst window), so a short burst stays visible.
+pub fn downsample(rows: &[Window], window_s: f64) -> Vec<Window> {
+    if rows.is_empty() {
+        return vec![];
+    }
+    let g = rows.len().div_ceil(SERIES_BUCKETS);
+    rows.chunks(g)
+        .map(|c| {
+            let n = c.len() as f64;
+            Window {
+                t_s: c[0].t_s,
+                arrivals: c.iter().map(|w| w.arrivals).sum::<f64>() / (n * window_s),
+                waiting: c.iter().map(|w| w.waiting).sum::<f64>() / n,
+                running: c.iter().map(|w| w.running).sum::<f64>() / n,
+                kv_util: c.iter().map(|w| w.kv_util).sum::<f64>() / n,
+                ttft_p99: c.iter().filter_map(|w| w.ttft_p99).reduce(f64::max),
+            }
+        })
+        .collect()
+}
+
+/// Latencies of measured, finished requests from `requests.csv`: (TTFT, TPOT, E2E) in ms.
+fn read_latencies(path: &Path) -> anyhow::Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    let mut rdr = csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
+    let h = rdr.headers()?.clone();
+    let col =
+        |name: &str| h.iter().position(|x| x == name).with_context(|| format!("{}: no column {name}", path.display()));
+    let (cm, cs, ct, cp, ce) = (col("measured")?, col("status")?, col("ttft_ms")?, col("tpot_ms")?, col("e2e_ms")?);
+    let (mut ttft, mut tpot, mut e2e) = (vec![], vec![], vec![]);
+    let mut rec = csv::StringRecord::new();
+    let mut line = 1;
+    while rdr.read_record(&mut rec)? {
+        line += 1;
+        if &rec[cm] != "1" || &rec[cs] != "finished" {
+            continue;
+        }
+        let num = |c: usize| -> anyhow::Result<f64> {
+            rec[c]
+                .parse::<f64>()
+                .with_context(|| format!("{}:{line}: {}: {:?} is not a number", path.display(), &h[c], &rec[c]))
+        };
+        ttft.push(num(ct)?);
+        e2e.push(num(ce)?);
+        if !rec[cp].is_empty() {
+            tpot.push(num(cp)?);
+        }
+    }
+    Ok((ttft, tpot, e2e))
+}
+
+fn slo_marker(summary: &Value, key: &str, label: &str) -> Vec<Marker> {
+    summary["slo"][key]
+        .as_f64()
+        .map(|v| Marker { label: format!("SLO {label} {v} ms"), value: v })
+        .into_iter()
+        .collect()
+}
+
+/// The report of one `simulate` run.
+pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
+    let summary = read_json(&dir.join("summary.json"))?;
+    let scenario: toml::Value = {
+        let p = dir.join("scenario.toml");
+        let text = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+        toml::from_str(&text).with_context(|| format!("{}: not valid TOML", p.display()))?
+    };
+    let (mut ttft, mut tpot, mut e2e) = read_latencies(&dir.join("requests.csv"))?;
+    let rows = read_timeseries(&dir.join("timeseries.csv"))?;
+    let window_s = scenario.get("metrics").and_then(|m| m.get("window_s")).and_then(|v| v.as_float()).unwrap_or(1.0);
+    let ds = downsample(&rows, window_s);
+
+    let mut charts = vec![];
+    let one = |name: &str, values: &mut Vec<f64>| vec![Series { name: name.into(), points: cdf_points(values) }];
+    charts.push(charts::cdf(
+        "Time to first token — CDF",
+        "TTFT (ms, log scale)",
+        &one("TTFT", &mut ttft),
+        &slo_marker(&summary, "ttft_ms", "TTFT"),
+    )?);
+    charts.push(charts::cdf(
+        "Time per output token — CDF",
+        "TPOT (ms, log scale)",
+        &one("TPOT", &mut tpot),
+        &slo_marker(&summary, "tpot_ms", "TPOT"),
+    )?);
+    charts.push(charts::cdf(
+        "End-to-end latency — CDF",
+        "E2E (ms, log scale)",
+        &one("E2E", &mut e2e),
+        &slo_marker(&summary, "e2e_ms", "E2E"),
+    )?);
+
+    let pts = |f: &dyn Fn(&Window) -> Option<f64>| -> Vec<(f64, f64)> {
+        ds.iter().filter_map(|w| f(w).map(|v| (w.t_s, v))).collect()
+    };
+    let s = |name: &str, points: Vec<(f64, f64)>| vec![Series { name: name.into(), points }];
+    charts.push(charts::lines(
+        "Arrival rate",
+        "time (s)",
+        "requests / s",
+        &s("arrivals", pts(&|w| Some(w.arrivals))),
+        &[],
+        None,
+        false,
+    )?);
+    charts.push(charts::lines(
+        "Queue and running batch",
+        "time (s)",
+        "requests (mean over window)",
+        &[
+            Series { name: "waiting".into(), points: pts(&|w| Some(w.waiting)) },
+            Series { name: "running".into(), points: pts(&|w| Some(w.running)) },
+        ],
+        &[],
+        None,
+        false,
+    )?);
+    charts.push(charts::lines(
+        "KV cache use",
+        "time (s)",
+        "% of blocks",
+        &s("KV used", pts(&|w| Some(w.kv_util * 100.0))),
+        &[],
+        None,
+        false,
+    )?);
+    let slo_ttft: Vec<Marker> = summary["slo"]["ttft_ms"]
+        .as_f64()
+        .map(|v| Marker { label: format!("SLO TTFT {v} ms"), value: v })
+        .into_iter()
+        .collect();
+    // Markers only when there are few windows to draw; otherwise they bury the line.
+    let p99 = pts(&|w| w.ttft_p99);
+    let few = p99.len() <= 60;
+    charts.push(charts::lines(
+        "p99 TTFT per window",
+        "time (s)",
+        "TTFT p99 (ms)",
+        &s("p99 TTFT", p99),
+        &slo_ttft,
+        None,
+        few,
+    )?);
+
+    let title = format!("servesim simulate — {}", summary["scenario"].as_str().unwrap_or("run"));
+    Ok(html::page(&title, &html::scenario_header(&scenario, &summary), &html::summary_tables(&summary), &charts))
+}

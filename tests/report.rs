@@ -1,0 +1,188 @@
+//! HTML reports: their tables equal summary.json, they are self-contained, they stay small and
+//! readable from 1 to 1,000,000 requests, and they render in headless Chromium.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+/// Every `data-key` cell of a report: (key, text, decimals, scale).
+fn cells(html: &str) -> Vec<(String, String, i32, f64)> {
+    let mut out = vec![];
+    for part in html.split("<td data-key=\"").skip(1) {
+        let key = part.split('"').next().unwrap().to_string();
+        let attr =
+            |name: &str| part.split(&format!("{name}=\"")).nth(1).and_then(|s| s.split('"').next()).map(str::to_string);
+        let text = part.split('>').nth(1).unwrap().split('<').next().unwrap().to_string();
+        if let (Some(d), Some(s)) = (attr("data-decimals"), attr("data-scale")) {
+            out.push((key, text, d.parse().unwrap(), s.parse().unwrap()));
+        }
+    }
+    out
+}
+
+fn json_at<'a>(v: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
+    key.split('.').fold(v, |v, k| &v[k])
+}
+
+fn simulate_with_report(name: &str, scenario_text: &str) -> (PathBuf, PathBuf) {
+    let dir = out_dir(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let scen = dir.join("scenario-in.toml");
+    std::fs::write(&scen, scenario_text).unwrap();
+    let out = dir.join("run");
+    let html = dir.join("report.html");
+    let o = servesim(&[
+        "simulate",
+        "--scenario",
+        scen.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--report",
+        html.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    (out, html)
+}
+
+fn check_tables_match_summary(html: &str, summary_path: &Path) {
+    let summary: serde_json::Value = serde_json::from_str(&read(summary_path)).unwrap();
+    let cells = cells(html);
+    assert!(cells.len() >= 40, "the report shows the summary's numbers ({} cells)", cells.len());
+    for (key, text, decimals, scale) in cells {
+        let shown: f64 = text.trim_end_matches('%').parse().unwrap_or_else(|_| panic!("{key}: {text:?}"));
+        let want = json_at(&summary, &key).as_f64().unwrap_or_else(|| panic!("{key} not in summary.json"));
+        let tol = 0.5 * 10f64.powi(-decimals) + 1e-9;
+        assert!((shown - want * scale).abs() <= tol, "{key}: report shows {text}, summary.json has {want}");
+    }
+}
+
+fn check_self_contained(html: &str) {
+    assert!(!html.contains("<script"), "no JavaScript");
+    for bad in ["src=\"http", "href=\"http", "src='http", "href='http", "@import", "url("] {
+        assert!(!html.contains(bad), "no external resource ({bad})");
+    }
+    assert!(html.contains("<svg"), "charts are inline SVG");
+}
+
+#[test]
+fn report_tables_equal_summary_json_and_page_is_self_contained() {
+    let (out, html_path) = simulate_with_report("report_chat", &read(&root().join("scenarios/chat.toml")));
+    let html = read(&html_path);
+    check_tables_match_summary(&html, &out.join("summary.json"));
+    check_self_contained(&html);
+    // Titles, axis descriptions and legends are present.
+    for text in [
+        "Time to first token — CDF",
+        "TTFT (ms, log scale)",
+        "fraction of requests",
+        "SLO TTFT 2000 ms",
+        "Arrival rate",
+        "requests / s",
+        "KV cache use",
+        "p99 TTFT per window",
+    ] {
+        assert!(html.contains(text), "missing «{text}»");
+    }
+    // `servesim report DIR` rebuilds the same page from the outputs.
+    let again = out.join("again.html");
+    let o = servesim(&["report", out.to_str().unwrap(), "--out", again.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read(&again), html);
+}
+
+fn tiny(requests: u64, rate: f64) -> String {
+    format!(
+        "[model]\nname = \"tiny\"\nlayers = 2\nhidden = 256\nheads = 4\nkv_heads = 2\nhead_dim = 64\nintermediate = 512\n\
+         vocab = 1000\nmax_context = 4096\n[gpu]\npreset = \"h100-sxm\"\n[cost]\ncpu_overhead_base_us = 50\ncpu_overhead_per_seq_us = 0.5\n\
+         [workload]\nrequests = {requests}\narrival = {{ kind = \"poisson\", rate = {rate} }}\n\
+         prompt_tokens = {{ kind = \"uniform\", min = 16, max = 64 }}\noutput_tokens = {{ kind = \"uniform\", min = 1, max = 4 }}\n\
+         [slo]\nttft_ms = 50\ntpot_ms = 20\n"
+    )
+}
+
+/// Points in the longest polyline of the page.
+fn longest_polyline(html: &str) -> usize {
+    html.split("<polyline")
+        .skip(1)
+        .map(|p| p.split("points=\"").nth(1).unwrap_or("").split('"').next().unwrap().split_whitespace().count())
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn charts_stay_readable_from_one_to_a_million_requests() {
+    let (out1, html1) = simulate_with_report("report_one", &tiny(1, 1.0));
+    let h1 = read(&html1);
+    check_tables_match_summary(&h1, &out1.join("summary.json"));
+    assert!(!h1.contains("NaN") && !h1.contains("inf"), "no NaN/inf drawn");
+
+    let (outm, htmlm) = simulate_with_report("report_million", &tiny(1_000_000, 20_000.0));
+    let hm = read(&htmlm);
+    check_tables_match_summary(&hm, &outm.join("summary.json"));
+    let summary: serde_json::Value = serde_json::from_str(&read(&outm.join("summary.json"))).unwrap();
+    assert_eq!(summary["requests"]["finished"], 1_000_000);
+    // The drawing is downsampled, the statistics are not: a bounded page whatever the run.
+    assert!(hm.len() < 1_500_000, "report is {} bytes", hm.len());
+    assert!(longest_polyline(&hm) <= 800, "{} points in one line", longest_polyline(&hm));
+    assert!(!hm.contains("NaN"));
+}
+
+/// Renders a page with headless Chromium to a PNG and returns (width, height, RGBA pixels).
+fn screenshot(html: &Path, png: &Path) -> Option<(u32, u32, Vec<u8>)> {
+    let chromium = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()));
+    let Some(chromium) = chromium else {
+        if std::env::var("SERVESIM_REQUIRE_CHROMIUM").is_ok_and(|v| v == "1") {
+            panic!("Chromium is required (SERVESIM_REQUIRE_CHROMIUM=1) but not installed: apt-get install chromium");
+        }
+        eprintln!("skipped: Chromium not found (apt-get install chromium to run this check)");
+        return None;
+    };
+    let profile = png.with_extension("profile");
+    let _ = std::fs::remove_dir_all(&profile);
+    let o = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--window-size=1600,2400")
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", html.canonicalize().unwrap().display()))
+        .output()
+        .expect("chromium runs");
+    assert!(png.exists(), "no screenshot: {}", String::from_utf8_lossy(&o.stderr));
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    let rgba: Vec<u8> = buf[..info.buffer_size()].chunks(channels).flat_map(|p| [p[0], p[1], p[2], 255]).collect();
+    Some((info.width, info.height, rgba))
+}
+
+#[test]
+fn report_renders_in_headless_chromium() {
+    let (_, html) = simulate_with_report("report_render", &read(&root().join("scenarios/peak.toml")));
+    let png = html.with_extension("png");
+    let Some((w, h, px)) = screenshot(&html, &png) else { return };
+    assert_eq!((w, h), (1600, 2400));
+    let pixels = px.chunks(4);
+    let n = (w * h) as f64;
+    let non_white = px.chunks(4).filter(|p| p[0] < 240 || p[1] < 240 || p[2] < 240).count() as f64;
+    // Chart lines in the palette's blue (0, 114, 178) and the SLO red (200, 0, 0).
+    let blue = pixels.clone().filter(|p| p[2] > 140 && p[0] < 60 && p[1] > 80 && p[1] < 150).count();
+    let red = pixels.filter(|p| p[0] > 170 && p[1] < 50 && p[2] < 50).count();
+    assert!(non_white / n > 0.03, "page is blank: {:.2}% non-white", non_white / n * 100.0);
+    assert!(blue > 2000 && red > 200, "charts drawn: {blue} blue, {red} red pixels");
+}
