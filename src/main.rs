@@ -5,6 +5,7 @@ mod commands;
 mod error;
 mod output;
 mod scenario_file;
+mod trace_source;
 
 use clap::{Parser, Subcommand};
 
@@ -25,6 +26,8 @@ enum Command {
     Memory(commands::memory::Args),
     /// Measure the simulator's own speed and memory on a fixed scenario.
     Bench(commands::bench::Args),
+    /// Profile, fit or generate workloads: `workload describe`, `workload fit`, `workload generate`.
+    Workload(commands::workload::Args),
 }
 
 fn main() {
@@ -33,6 +36,7 @@ fn main() {
         Command::Simulate(a) => commands::simulate::run(a),
         Command::Memory(a) => commands::memory::run(a),
         Command::Bench(a) => commands::bench::run(a),
+        Command::Workload(a) => commands::workload::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
