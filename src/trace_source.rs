@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Component, Path, PathBuf};
 
-use servesim_sim::workload::trace::{self, TraceSource, TraceSpec, Unsorted};
+use servesim_sim::workload::trace::{self, TraceSource, TraceSpec};
 use servesim_sim::Scenario;
 
 use crate::error::{CliError, Result};
@@ -45,26 +45,21 @@ pub fn file_source(path: PathBuf, label: String) -> TraceSource {
     })
 }
 
-/// Installs the source of `spec`'s file (`path` as given, relative to `base`), checks the trace
-/// and caches its scan. Returns the absolute path, for the resolved scenario.
-pub fn open_checked(spec: &mut TraceSpec, base: &Path) -> Result<PathBuf> {
-    let rel = Path::new(&spec.path);
-    let joined = normalize(&base.join(rel));
-    let label = joined.display().to_string();
-    let abs = std::fs::canonicalize(&joined).map_err(|e| CliError::input(format!("{label}: cannot read: {e}")))?;
-    spec.source = Some(file_source(abs.clone(), label.clone()));
+/// Installs a source that opens `abs` (named `label` in messages), checks the trace and caches
+/// its scan.
+pub fn install(spec: &mut TraceSpec, abs: PathBuf, label: String) -> Result<()> {
+    spec.source = Some(file_source(abs, label.clone()));
     let scan = trace::scan(spec).map_err(CliError::input)?;
     if scan.reordered > 0 {
-        let how = match spec.unsorted {
-            Unsorted::Sort => format!("sorted (reorder window {} requests)", spec.reorder_window),
-            Unsorted::Error => "sorted".to_string(),
-        };
-        eprintln!("warning: {label}: {} requests were out of timestamp order and were {how}", scan.reordered);
+        eprintln!(
+            "warning: {label}: {} requests were out of timestamp order and were sorted (reorder window {} requests)",
+            scan.reordered, spec.reorder_window
+        );
     }
     if let Some(src) = spec.source.as_mut() {
         src.scan = Some(scan);
     }
-    Ok(abs)
+    Ok(())
 }
 
 /// For a scenario that replays a trace: resolves the path relative to the scenario file,
@@ -73,7 +68,11 @@ pub fn open_checked(spec: &mut TraceSpec, base: &Path) -> Result<PathBuf> {
 pub fn attach(s: &mut Scenario, scenario_path: &Path) -> Result<()> {
     let Some(spec) = s.workload.trace.as_mut() else { return Ok(()) };
     let base = scenario_path.parent().unwrap_or(Path::new(""));
-    let abs = open_checked(spec, base)?;
+    let label = normalize(&base.join(&spec.path)).display().to_string();
+    let abs = std::fs::canonicalize(&label).map_err(|e| {
+        CliError::input(format!("{}: workload.trace.path: cannot read {label}: {e}", scenario_path.display()))
+    })?;
+    install(spec, abs.clone(), label)?;
     if let Some(t) = s.resolved.workload.trace.as_mut() {
         t.path = abs.display().to_string();
         t.source = spec.source.clone();

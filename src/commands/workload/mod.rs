@@ -194,8 +194,10 @@ impl Input {
         if self.sort {
             spec.unsorted = Unsorted::Sort;
         }
-        trace_source::open_checked(&mut spec, Path::new(""))?;
-        let label = format!("{} ({})", trace_source::normalize(path).display(), format.name());
+        let name = trace_source::normalize(path).display().to_string();
+        let abs = std::fs::canonicalize(path).map_err(|e| CliError::input(format!("{name}: cannot read: {e}")))?;
+        trace_source::install(&mut spec, abs, name.clone())?;
+        let label = format!("{name} ({})", format.name());
         Ok(Loaded {
             workload: WorkloadSpec {
                 duration_s: None,

@@ -269,7 +269,11 @@ impl Reader {
         let obj: serde_json::Map<String, Value> = match serde_json::from_str(buf.trim()) {
             Ok(o) => o,
             Err(e) => {
-                return Some(Err(TraceError::line(f, line, format!("not a JSON object: {e}"))));
+                // serde's message ends with "at line 1 column N" of the record; keep the column.
+                let msg = e.to_string();
+                let msg = msg.split(" at line ").next().unwrap_or("").to_string();
+                let col = e.column();
+                return Some(Err(TraceError::line(f, line, format!("not a JSON object (column {col}): {msg}"))));
             }
         };
         let r = (|| {

@@ -109,7 +109,7 @@ fn errors_name_file_line_and_field() {
         )),
         "t:2: input_length: missing"
     );
-    assert!(err(&spec(TraceFormat::Mooncake, "{\"timestamp\": 0,\n")).starts_with("t:1: not a JSON object"));
+    assert!(err(&spec(TraceFormat::Mooncake, "{\"timestamp\": 0,\n")).starts_with("t:1: not a JSON object (column "));
     assert_eq!(
         err(&spec(
             TraceFormat::Mooncake,
