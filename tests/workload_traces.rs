@@ -412,6 +412,26 @@ fn shipped_replay_scenarios_replay_every_request_at_its_time() {
         assert_eq!(row[6], raw.output[i].to_string(), "request {i}: output");
     }
 
+    // The same scenario, seed and build give byte-identical outputs.
+    let again = out_dir("azure-conv-replay-again");
+    let o = servesim(&[
+        "simulate",
+        "--scenario",
+        "scenarios/azure-conv-replay.toml",
+        "--out",
+        again.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    for f in ["summary.json", "requests.csv", "timeseries.csv", "scenario.toml"] {
+        assert!(std::fs::read(dir.join(f)).unwrap() == std::fs::read(again.join(f)).unwrap(), "{f} differs");
+    }
+    // describe --scenario profiles the replay as the scenario transforms it.
+    let p = describe(&["--scenario", "scenarios/azure-conv-replay.toml"]);
+    assert_eq!(p["requests"].as_u64().unwrap(), 19_366);
+    assert_eq!(p["prompt_tokens"]["max"].as_u64().unwrap(), 7168);
+    close(p["rate_mean_rps"].as_f64().unwrap(), expected(&raw).rate, 1e-9, "replayed rate");
+
     let mc = read_mooncake(MOONCAKE);
     let dir = out_dir("mooncake-replay");
     let o =

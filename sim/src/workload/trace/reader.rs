@@ -118,7 +118,7 @@ pub struct Reader {
 }
 
 enum Kind {
-    Csv { rdr: csv::Reader<Box<dyn BufRead + Send>>, rec: csv::StringRecord, idx: CsvIdx },
+    Csv { rdr: Box<csv::Reader<Box<dyn BufRead + Send>>>, rec: csv::StringRecord, idx: CsvIdx },
     Jsonl { src: Box<dyn BufRead + Send>, buf: String, line: u64 },
 }
 
@@ -194,7 +194,7 @@ impl Reader {
                         ),
                     ));
                 }
-                Kind::Csv { rdr, rec: csv::StringRecord::new(), idx }
+                Kind::Csv { rdr: Box::new(rdr), rec: csv::StringRecord::new(), idx }
             }
             TraceFormat::Mooncake | TraceFormat::Jsonl => Kind::Jsonl { src, buf: String::new(), line: 0 },
         };
