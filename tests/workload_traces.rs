@@ -300,7 +300,7 @@ fn fit_then_describe_reproduces_rate_cv_and_percentiles() {
 
 /// Writes `text` as a trace file under target/ and returns its path relative to the root.
 fn trace_file(name: &str, text: &str) -> String {
-    let dir = out_dir("malformed-traces").join(name);
+    let dir = out_dir(&format!("trace-{name}"));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
@@ -348,6 +348,34 @@ fn malformed_traces_get_one_clear_line_and_exit_code_2() {
         assert_eq!(err, format!("error: {path}{msg}\n"), "{name}");
         assert!(seen.insert(err), "{name}: its own message");
     }
+    // Inputs a command cannot use.
+    let one = trace_file("one.csv", "arrival_s,prompt_tokens,output_tokens\n1,2,3\n");
+    let o = servesim(&["workload", "fit", "--trace", &one]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("a fit needs at least two requests over a positive duration; got 1 over 0 s"));
+    let o = servesim(&["workload", "describe", "--trace", &one, "--column", "prompt=x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--column: unknown key \"prompt\""), "{}", stderr(&o));
+    let o = servesim(&["workload", "describe", "--trace", CONV, "--column", "arrival=t"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--column and --arrival-unit are for csv and jsonl traces"));
+    // A mapped CSV: columns named on the command line.
+    let mapped = trace_file("mapped.csv", "t_ms,in,out\n1000,5,6\n3000,7,8\n");
+    let p = describe(&[
+        "--trace",
+        &mapped,
+        "--column",
+        "arrival=t_ms",
+        "--column",
+        "prompt_tokens=in",
+        "--column",
+        "output_tokens=out",
+        "--arrival-unit",
+        "ms",
+    ]);
+    assert_eq!(p["duration_s"].as_f64().unwrap(), 2.0);
+    assert_eq!(p["prompt_tokens"]["max"].as_u64().unwrap(), 7);
+
     // Out-of-order timestamps are sorted when asked, with a warning.
     let path = trace_file("sortable.csv", &format!("{AZ_HEAD}{AZ_ROWS}2023-11-16 18:15:48.0000000,12,5\n"));
     let o = servesim(&["workload", "describe", "--trace", &path, "--sort", "--format", "json"]);

@@ -24,12 +24,14 @@ pub enum ArrivalFit {
     Phases,
 }
 
-/// Fits a synthetic workload. `seed` is the seed the phases' CV is calibrated with.
+/// Fits a synthetic workload to a profile of at least two requests over a positive duration.
+/// `seed` is the seed the phases' CV is calibrated with.
 pub fn fit(d: &ProfileData, arrival: ArrivalFit, seed: u64) -> WorkloadSpec {
     let p = &d.profile;
     let arrival = match arrival {
+        // The CV is kept within what a gamma arrival accepts.
         ArrivalFit::Gamma => {
-            ArrivalSpec::Gamma(GammaArrival { rate: p.rate_mean_rps, cv: p.interarrival_cv.max(0.01) })
+            ArrivalSpec::Gamma(GammaArrival { rate: p.rate_mean_rps, cv: p.interarrival_cv.clamp(0.01, 100.0) })
         }
         ArrivalFit::Phases => ArrivalSpec::Phases(fit_phases(d, seed)),
     };

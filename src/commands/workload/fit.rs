@@ -3,7 +3,7 @@
 use servesim_sim::workload::fit::{fit, to_toml, ArrivalFit};
 
 use super::{profile, Input};
-use crate::error::Result;
+use crate::error::{CliError, Result};
 use crate::output::thousands;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -29,6 +29,12 @@ pub struct Args {
 pub fn run(a: Args) -> Result<()> {
     let loaded = a.input.load()?;
     let data = profile(&loaded.workload, loaded.seed, a.window_s)?;
+    if data.profile.requests < 2 || data.profile.duration_s <= 0.0 {
+        return Err(CliError::input(format!(
+            "{}: a fit needs at least two requests over a positive duration; got {} over {} s",
+            loaded.label, data.profile.requests, data.profile.duration_s
+        )));
+    }
     let how = match a.arrival {
         ArrivalArg::Gamma => ArrivalFit::Gamma,
         ArrivalArg::Phases => ArrivalFit::Phases,
