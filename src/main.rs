@@ -6,6 +6,7 @@ mod error;
 mod output;
 mod report;
 mod scenario_file;
+mod trace_source;
 
 use clap::{Parser, Subcommand};
 
@@ -28,6 +29,8 @@ enum Command {
     Bench(commands::bench::Args),
     /// Write the HTML report of an existing run's output folder.
     Report(commands::report::Args),
+    /// Profile, fit or generate workloads: `workload describe`, `workload fit`, `workload generate`.
+    Workload(commands::workload::Args),
 }
 
 fn main() {
@@ -37,6 +40,7 @@ fn main() {
         Command::Memory(a) => commands::memory::run(a),
         Command::Bench(a) => commands::bench::run(a),
         Command::Report(a) => commands::report::run(a),
+        Command::Workload(a) => commands::workload::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

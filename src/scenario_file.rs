@@ -16,7 +16,9 @@ pub fn load(path: &Path) -> Result<Scenario> {
     let src = std::fs::read_to_string(path)
         .map_err(|e| CliError::input(format!("cannot read scenario {}: {e}", path.display())))?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario");
-    Scenario::from_toml(&src, stem).map_err(|e| CliError::input(format!("{}: {e}", path.display())))
+    let mut s = Scenario::from_toml(&src, stem).map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
+    crate::trace_source::attach(&mut s, path)?;
+    Ok(s)
 }
 
 /// Loads an embedded scenario by name.

@@ -133,3 +133,33 @@ fn same_seed_gives_byte_identical_outputs_and_another_seed_differs() {
     // The resolved scenario records the seed that was used.
     assert!(read(&c.join("scenario.toml")).contains("seed = 12"));
 }
+
+#[test]
+fn trace_replay_conserves_requests_and_blocks_after_every_event() {
+    // Ten minutes of Mooncake's conversation trace played 4× faster, prompts clamped to the
+    // tiny model's context, on a KV budget small enough to preempt.
+    let src = tiny(
+        0.03,
+        "trace = { format = \"mooncake\", path = \"unused\", window_s = [0, 600], speedup = 4, \
+         max_prompt_tokens = 3000, max_output_tokens = 500 }",
+        "[scheduler]\nmax_num_seqs = 64\nmax_num_batched_tokens = 4096",
+    );
+    let mut s = scenario(&src);
+    let bytes = std::fs::read(root().join("data/traces/mooncake_conversation_trace.jsonl")).unwrap();
+    s.workload.trace.as_mut().unwrap().source =
+        Some(servesim_sim::workload::trace::TraceSource::from_bytes("mooncake", bytes));
+    let mut sim = Simulation::new(&s);
+    let mut last = sim.now();
+    while sim.step() {
+        assert!(sim.now() >= last, "time went backwards");
+        last = sim.now();
+        sim.check_invariants();
+    }
+    assert!(sim.workload_error().is_none());
+    let out = sim.finish();
+    let c = &out.summary.requests;
+    assert_eq!(c.arrived, c.finished + c.rejected + c.in_flight, "conservation");
+    assert!(c.arrived > 1000, "{} requests in the window", c.arrived);
+    assert!(out.summary.preemptions > 0, "the scenario must exercise preemption");
+    assert!(out.recorder.records.iter().all(|r| r.prompt_tokens <= 3000 && r.output_tokens <= 500));
+}

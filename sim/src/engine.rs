@@ -20,7 +20,7 @@ use crate::metrics::{summarize, Recorder, Summary};
 use crate::router::{self, Router};
 use crate::scenario::Scenario;
 use crate::time::SimTime;
-use crate::workload::{Request, Workload, NO_CLIENT};
+use crate::workload::{Request, TraceError, Workload, NO_CLIENT};
 
 /// Events, ordered by time, then by the order they were scheduled.
 #[derive(Debug)]
@@ -100,9 +100,14 @@ pub fn cost_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
 /// front: growing a vector by doubling briefly holds both copies, which would dominate peak
 /// memory. Untouched reserved pages cost no physical memory, so over-estimating is cheap.
 fn expected_requests(w: &crate::workload::WorkloadSpec) -> usize {
-    let by_rate = match (w.arrival.mean_rate(), w.end_s()) {
+    let by_rate = match (w.arrival.as_ref().and_then(|a| a.mean_rate()), w.end_s()) {
         (Some(rate), Some(end)) => rate * end * 1.05 + 1000.0,
         _ => f64::INFINITY,
+    };
+    // A trace's scan counts its requests (before sampling, which only removes some).
+    let by_rate = match w.trace.as_ref().and_then(|t| t.source.as_ref()?.scan.as_ref()) {
+        Some(scan) => scan.requests as f64,
+        None => by_rate,
     };
     let n = (w.requests.map(|n| n as f64).unwrap_or(f64::INFINITY)).min(by_rate);
     if n.is_finite() {
@@ -207,6 +212,9 @@ impl Simulation {
     /// Processes the next event (and starts the iterations it makes possible). Returns false
     /// when the run is over.
     pub fn step(&mut self) -> bool {
+        if self.workload.error().is_some() {
+            return false;
+        }
         let Some(t) = self.queue.peek_time() else { return false };
         if t > self.max_time {
             self.now = self.max_time;
@@ -240,6 +248,11 @@ impl Simulation {
 
     pub fn recorder(&self) -> &Recorder {
         &self.rec
+    }
+
+    /// Why the workload's trace stopped the run early (a malformed record), if it did.
+    pub fn workload_error(&self) -> Option<&TraceError> {
+        self.workload.error()
     }
 
     /// Checks every invariant (O(requests + blocks)); for tests. Conservation: each arrived
@@ -329,9 +342,20 @@ impl Simulation {
     }
 }
 
-/// Runs a scenario once with its seed.
+/// Runs a scenario once with its seed. A trace that turns out malformed during the run is a
+/// panic here: programs that replay traces check them first, or call [`try_run`].
 pub fn run(s: &Scenario) -> RunOutput {
-    Simulation::new(s).run()
+    try_run(s).unwrap_or_else(|e| panic!("the workload's trace failed during the run: {e}"))
+}
+
+/// Runs a scenario once with its seed; a malformed trace record stops the run and is returned.
+pub fn try_run(s: &Scenario) -> Result<RunOutput, TraceError> {
+    let mut sim = Simulation::new(s);
+    while sim.step() {}
+    match sim.workload_error() {
+        Some(e) => Err(e.clone()),
+        None => Ok(sim.finish()),
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@ pub mod bench;
 pub mod memory;
 pub mod report;
 pub mod simulate;
+pub mod workload;
 
 /// `--format` of commands that print a report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

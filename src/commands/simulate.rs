@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use servesim_sim::engine;
 
 use super::Format;
-use crate::error::Result;
+use crate::error::{CliError, Result};
 use crate::{output, scenario_file};
 
 #[derive(clap::Args)]
@@ -35,7 +35,7 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(seed) = a.seed {
         s.set_seed(seed);
     }
-    let out = engine::run(&s);
+    let out = engine::try_run(&s).map_err(CliError::input)?;
     let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&s.name));
     output::write_run(&dir, &s, &out.summary, &out.recorder)?;
     if let Some(path) = &a.report {

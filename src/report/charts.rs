@@ -201,6 +201,7 @@ pub fn lines(
     Ok(svg)
 }
 
+#[allow(dead_code)] // used by the compare report
 /// Grouped bars: one group per category (x), one bar per series; `baseline` names the series
 /// drawn with a black outline.
 pub fn grouped_bars(

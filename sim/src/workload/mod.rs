@@ -5,29 +5,42 @@
 //! lengths, think times) has its own random substream.
 
 pub mod arrival;
+pub mod fit;
 pub mod length;
+pub mod profile;
+pub mod trace;
 
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 pub use arrival::ArrivalSpec;
 pub use length::LengthDist;
+pub use trace::{TraceError, TraceSpec};
 
 use crate::rng::{substream, Stream};
 use crate::scenario::{check, ScenarioError};
 use crate::time::SimTime;
 
-/// `[workload]`: arrivals, lengths, and when the workload ends.
+/// `[workload]`: arrivals and lengths (synthetic) or a trace to replay, and when the workload
+/// ends. Exactly one of `arrival` (with both lengths) and `trace` is given.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadSpec {
     /// Stop generating arrivals after this many seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_s: Option<f64>,
     /// Stop after this many requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<u64>,
-    pub arrival: ArrivalSpec,
-    pub prompt_tokens: LengthDist,
-    pub output_tokens: LengthDist,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival: Option<ArrivalSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<LengthDist>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<LengthDist>,
+    /// Replay a trace instead of generating requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceSpec>,
 }
 
 impl WorkloadSpec {
@@ -38,17 +51,46 @@ impl WorkloadSpec {
         if let Some(n) = self.requests {
             check(n >= 1, path, "requests", "must be ≥ 1", n)?;
         }
-        self.arrival.validate(&format!("{path}.arrival"))?;
-        if self.duration_s.is_none() && self.requests.is_none() && self.arrival.natural_duration_s().is_none() {
+        let (arrival, prompt, output) = match (&self.trace, &self.arrival, &self.prompt_tokens, &self.output_tokens) {
+            (Some(t), None, None, None) => return t.validate(&format!("{path}.trace")),
+            (Some(_), ..) => {
+                return Err(ScenarioError::at(
+                    path,
+                    "give either a trace, or arrival with prompt_tokens and output_tokens, not both".into(),
+                ))
+            }
+            (None, Some(a), Some(p), Some(o)) => (a, p, o),
+            (None, a, p, _) => {
+                let key = if a.is_none() {
+                    "arrival"
+                } else if p.is_none() {
+                    "prompt_tokens"
+                } else {
+                    "output_tokens"
+                };
+                return Err(ScenarioError::at(
+                    &format!("{path}.{key}"),
+                    "missing: give arrival, prompt_tokens and output_tokens, or a trace".into(),
+                ));
+            }
+        };
+        arrival.validate(&format!("{path}.arrival"))?;
+        if self.duration_s.is_none() && self.requests.is_none() && arrival.natural_duration_s().is_none() {
             return Err(ScenarioError::at(path, "set duration_s or requests: the workload needs an end".into()));
         }
-        self.prompt_tokens.validate(&format!("{path}.prompt_tokens"))?;
-        self.output_tokens.validate(&format!("{path}.output_tokens"))
+        prompt.validate(&format!("{path}.prompt_tokens"))?;
+        output.validate(&format!("{path}.output_tokens"))
     }
 
-    /// When arrivals stop, in seconds, if the workload ends by time.
+    /// When arrivals stop, in seconds, if the workload ends by time (for a trace: when its
+    /// source's scan says the replay ends).
     pub fn end_s(&self) -> Option<f64> {
-        match (self.duration_s, self.arrival.natural_duration_s()) {
+        let natural = match (&self.arrival, &self.trace) {
+            (Some(a), _) => a.natural_duration_s(),
+            (None, Some(t)) => t.replay_span_s(),
+            (None, None) => None,
+        };
+        match (self.duration_s, natural) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -95,6 +137,10 @@ pub struct Request {
 pub struct Workload {
     spec: WorkloadSpec,
     open: Option<arrival::OpenArrivals>,
+    /// The replay of a trace workload.
+    replay: Option<trace::TraceReplay>,
+    /// Why a trace workload stopped early.
+    error: Option<TraceError>,
     prompt_rng: ChaCha8Rng,
     output_rng: ChaCha8Rng,
     think_rng: ChaCha8Rng,
@@ -105,12 +151,21 @@ pub struct Workload {
 impl Workload {
     pub fn new(spec: WorkloadSpec, seed: u64) -> Workload {
         let open = match &spec.arrival {
-            ArrivalSpec::ClosedLoop(_) => None,
-            s => Some(arrival::OpenArrivals::new(s.clone(), substream(seed, Stream::Arrivals, 0))),
+            Some(ArrivalSpec::ClosedLoop(_)) | None => None,
+            Some(s) => Some(arrival::OpenArrivals::new(s.clone(), substream(seed, Stream::Arrivals, 0))),
         };
-        let end = spec.end_s().map(SimTime::from_secs_f64).unwrap_or(SimTime::MAX);
+        let (replay, error) = match spec.trace.as_ref().map(|t| trace::TraceReplay::new(t, seed)) {
+            Some(Ok(r)) => (Some(r), None),
+            Some(Err(e)) => (None, Some(e)),
+            None => (None, None),
+        };
+        // A replay ends with its trace; only duration_s cuts it short.
+        let end = if spec.trace.is_some() { spec.duration_s } else { spec.end_s() };
+        let end = end.map(SimTime::from_secs_f64).unwrap_or(SimTime::MAX);
         Workload {
             open,
+            replay,
+            error,
             prompt_rng: substream(seed, Stream::PromptTokens, 0),
             output_rng: substream(seed, Stream::OutputTokens, 0),
             think_rng: substream(seed, Stream::ThinkTime, 0),
@@ -122,6 +177,11 @@ impl Workload {
 
     pub fn spec(&self) -> &WorkloadSpec {
         &self.spec
+    }
+
+    /// Why a trace workload stopped early (a malformed record), if it did.
+    pub fn error(&self) -> Option<&TraceError> {
+        self.error.as_ref()
     }
 
     /// Requests issued so far.
@@ -136,8 +196,9 @@ impl Workload {
     fn make(&mut self, arrival: SimTime, client: u32) -> Request {
         let id = self.issued;
         self.issued += 1;
-        let prompt = self.spec.prompt_tokens.sample(&mut self.prompt_rng).min(u32::MAX as u64) as u32;
-        let output = self.spec.output_tokens.sample(&mut self.output_rng).min(u32::MAX as u64) as u32;
+        let prompt = self.spec.prompt_tokens.as_ref().expect("validated").sample(&mut self.prompt_rng);
+        let output = self.spec.output_tokens.as_ref().expect("validated").sample(&mut self.output_rng);
+        let (prompt, output) = (prompt.min(u32::MAX as u64) as u32, output.min(u32::MAX as u64) as u32);
         Request {
             id,
             arrival,
@@ -154,7 +215,7 @@ impl Workload {
     /// client's first request (all at time zero, as a load generator starts its users).
     pub fn initial(&mut self) -> Vec<Request> {
         match &self.spec.arrival {
-            ArrivalSpec::ClosedLoop(c) => {
+            Some(ArrivalSpec::ClosedLoop(c)) => {
                 let clients = c.clients;
                 (0..clients).map_while(|i| (!self.exhausted()).then(|| self.make(SimTime::ZERO, i))).collect()
             }
@@ -167,6 +228,9 @@ impl Workload {
         if self.exhausted() {
             return None;
         }
+        if self.replay.is_some() {
+            return self.next_replayed();
+        }
         let t = self.open.as_mut()?.next_s()?;
         let at = SimTime::from_secs_f64(t);
         if at > self.end {
@@ -177,7 +241,7 @@ impl Workload {
 
     /// A closed-loop client's next request after its previous one ended at `now`.
     pub fn next_for_client(&mut self, client: u32, now: SimTime) -> Option<Request> {
-        let ArrivalSpec::ClosedLoop(c) = &self.spec.arrival else {
+        let Some(ArrivalSpec::ClosedLoop(c)) = &self.spec.arrival else {
             return None;
         };
         if self.exhausted() {
@@ -189,5 +253,23 @@ impl Workload {
             return None;
         }
         Some(self.make(at, client))
+    }
+
+    /// The next request of a trace replay; a malformed record ends the workload and is kept in
+    /// [`Workload::error`].
+    fn next_replayed(&mut self) -> Option<Request> {
+        match self.replay.as_mut()?.next()? {
+            Ok(mut r) if r.arrival <= self.end => {
+                r.id = self.issued;
+                self.issued += 1;
+                Some(r)
+            }
+            Ok(_) => None,
+            Err(e) => {
+                self.error = Some(e);
+                self.replay = None;
+                None
+            }
+        }
     }
 }
