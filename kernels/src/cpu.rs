@@ -281,7 +281,7 @@ pub fn sample(out: &mut [i32], logits: &[f32], uniforms: &[f32], vocab: usize, t
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::{Rng, SeedableRng};
+    use rand::{RngExt, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
     fn random(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
