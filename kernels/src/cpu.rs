@@ -90,13 +90,6 @@ pub fn silu_mul(out: &mut [f32], gate_up: &[f32], d: usize) {
     }
 }
 
-/// out = a + b.
-pub fn residual_add(out: &mut [f32], a: &[f32], b: &[f32]) {
-    for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
-        *o = x + y;
-    }
-}
-
 /// Writes each token's K and V (`[tokens, kv_heads·head_dim]` at the given strides) into the
 /// cache slot `slot_mapping[t]` (negative: skipped).
 #[allow(clippy::too_many_arguments)]
@@ -346,12 +339,10 @@ mod tests {
     }
 
     #[test]
-    fn silu_mul_and_add_by_hand() {
+    fn silu_mul_by_hand() {
         let mut out = vec![0.0; 2];
         silu_mul(&mut out, &[0.0, 2.0, 5.0, 3.0], 2);
         close(&out, &[0.0, 2.0 / (1.0 + (-2.0f32).exp()) * 3.0], 1e-6);
-        residual_add(&mut out, &[1.0, 2.0], &[0.5, -2.0]);
-        assert_eq!(out, vec![1.5, 0.0]);
     }
 
     /// A random paged layout: each sequence's blocks scattered over the cache.

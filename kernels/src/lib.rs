@@ -3,7 +3,7 @@
 //! ```text
 //!   kernels/cuda/*.cu ──NVRTC (run time)──► CUBIN for the device ──cudarc──► launch   (cuda)
 //!   paged decode attention (GQA, split-K) · prefill attention (causal, cached prefix, tiled)
-//!   RMSNorm (+ fused residual add) · RoPE · SiLU·mul · residual add · KV-cache write · sampling
+//!   RMSNorm (fused with the residual add) · RoPE · SiLU·mul · KV-cache write · sampling
 //!   GEMMs through cuBLAS (bf16 in, fp32 accumulate)
 //!   CPU reference of every op (cpu) ── the correctness oracle and the `cpu` timing backend
 //! ```
@@ -21,7 +21,6 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("rms_norm.cu", include_str!("../cuda/rms_norm.cu")),
     ("rope.cu", include_str!("../cuda/rope.cu")),
     ("silu_mul.cu", include_str!("../cuda/silu_mul.cu")),
-    ("residual_add.cu", include_str!("../cuda/residual_add.cu")),
     ("kv_write.cu", include_str!("../cuda/kv_write.cu")),
     ("decode_attention.cu", include_str!("../cuda/decode_attention.cu")),
     ("prefill_attention.cu", include_str!("../cuda/prefill_attention.cu")),
@@ -33,7 +32,6 @@ pub const ENTRY_POINTS: &[(&str, &[&str])] = &[
     ("rms_norm.cu", &["rms_norm"]),
     ("rope.cu", &["rope"]),
     ("silu_mul.cu", &["silu_mul"]),
-    ("residual_add.cu", &["residual_add"]),
     ("kv_write.cu", &["kv_write"]),
     ("decode_attention.cu", &["decode_attention_partial", "decode_attention_reduce"]),
     ("prefill_attention.cu", &["prefill_attention"]),
