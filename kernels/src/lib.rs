@@ -16,6 +16,9 @@ pub mod cpu;
 pub mod cuda;
 pub mod nvrtc;
 
+/// cudarc, re-exported so users of the launchers name the same buffer types.
+pub use cudarc;
+
 /// The CUDA sources, by file name, embedded in the binary.
 pub const SOURCES: &[(&str, &str)] = &[
     ("rms_norm.cu", include_str!("../cuda/rms_norm.cu")),
