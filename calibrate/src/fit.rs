@@ -109,10 +109,12 @@ mod tests {
 
     #[test]
     fn picks_step_for_a_step_function_and_loglog_for_a_power_law() {
-        // A tiled kernel: time jumps after every multiple of 64.
-        let step: Vec<Vec<f64>> = (1..=64).map(|i| vec![i as f64 * 8.0, ((i * 8 + 63) / 64) as f64]).collect();
+        // A tiled kernel whose time steps up at every multiple of 16 tokens; every 4th held-out
+        // point (x = 16, 32, ...) sits on a step, where only `step` reads the next point right.
+        let step: Vec<Vec<f64>> = (1..=128).map(|x| vec![x as f64, (x / 16 + 1) as f64]).collect();
         let t = fit_table("g", Some(1), vec![Axis::Tokens], step);
         assert_eq!(t.interp, Interp::Step, "{:?}", t.heldout);
+        assert_eq!(t.heldout[0].p90_pct, 0.0);
         // t = x^1.5 on a geometric grid: log-log interpolation is exact.
         let pow: Vec<Vec<f64>> = (0..24).map(|i| (1.5f64).powi(i)).map(|x| vec![x, x.powf(1.5)]).collect();
         let t = fit_table("p", Some(1), vec![Axis::Tokens], pow);
