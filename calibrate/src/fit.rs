@@ -116,7 +116,7 @@ mod tests {
         assert_eq!(t.interp, Interp::Step, "{:?}", t.heldout);
         assert_eq!(t.heldout[0].p90_pct, 0.0);
         // t = x^1.5 on a geometric grid: log-log interpolation is exact.
-        let pow: Vec<Vec<f64>> = (0..24).map(|i| (1.5f64).powi(i)).map(|x| vec![x, x.powf(1.5)]).collect();
+        let pow: Vec<Vec<f64>> = (0..25).map(|i| (1.5f64).powi(i)).map(|x| vec![x, x.powf(1.5)]).collect();
         let t = fit_table("p", Some(1), vec![Axis::Tokens], pow);
         assert_eq!(t.interp, Interp::LogLog, "{:?}", t.heldout);
         assert!(t.heldout[0].max_pct < 1e-9);
