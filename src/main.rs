@@ -25,6 +25,10 @@ enum Command {
     Memory(commands::memory::Args),
     /// Measure the simulator's own speed and memory on a fixed scenario.
     Bench(commands::bench::Args),
+    /// Measure kernels on a GPU (or the CPU) and fit a cost profile, or import Vidur's.
+    Calibrate(commands::calibrate::Args),
+    /// Inspect a cost profile: its ops and errors, or one op's predicted time.
+    Profile(commands::profile::Args),
 }
 
 fn main() {
@@ -33,6 +37,8 @@ fn main() {
         Command::Simulate(a) => commands::simulate::run(a),
         Command::Memory(a) => commands::memory::run(a),
         Command::Bench(a) => commands::bench::run(a),
+        Command::Calibrate(a) => commands::calibrate::run(a),
+        Command::Profile(a) => commands::profile::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

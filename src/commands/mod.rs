@@ -1,5 +1,7 @@
 pub mod bench;
+pub mod calibrate;
 pub mod memory;
+pub mod profile;
 pub mod simulate;
 
 /// `--format` of commands that print a report.
