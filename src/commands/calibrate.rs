@@ -156,8 +156,44 @@ fn write_profile(path: &Path, p: &Profile) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    let json = serde_json::to_string_pretty(p).expect("profile serialises");
+    let json = compact_number_arrays(&serde_json::to_string_pretty(p).expect("profile serialises"));
     std::fs::write(path, json + "\n").map_err(|e| CliError::Other(anyhow::anyhow!("cannot write {}: {e}", path.display())))
+}
+
+/// Puts each innermost array of numbers (a table point) on one line: pretty JSON would give
+/// every number its own line.
+fn compact_number_arrays(pretty: &str) -> String {
+    let lines: Vec<&str> = pretty.lines().collect();
+    let mut out = String::with_capacity(pretty.len() / 2);
+    let mut i = 0;
+    while i < lines.len() {
+        let l = lines[i];
+        if l.trim_end().ends_with('[') {
+            let mut j = i + 1;
+            let mut nums = Vec::new();
+            while j < lines.len() {
+                let t = lines[j].trim().trim_end_matches(',');
+                if t.parse::<f64>().is_ok() {
+                    nums.push(t);
+                    j += 1;
+                } else {
+                    break;
+                }
+            }
+            if !nums.is_empty() && j < lines.len() && lines[j].trim().starts_with(']') {
+                out.push_str(l.trim_end());
+                out.push_str(&nums.join(", "));
+                out.push_str(lines[j].trim());
+                out.push('\n');
+                i = j + 1;
+                continue;
+            }
+        }
+        out.push_str(l);
+        out.push('\n');
+        i += 1;
+    }
+    out.trim_end().to_string()
 }
 
 fn calibrate_run(a: RunArgs) -> Result<()> {
@@ -333,6 +369,14 @@ fn import(a: ImportArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn number_arrays_go_on_one_line() {
+        let v = serde_json::json!({"points": [[1.0, 2.5], [3.0, 4.0]], "name": "x", "e": []});
+        let s = compact_number_arrays(&serde_json::to_string_pretty(&v).unwrap());
+        assert!(s.contains("[1.0, 2.5],") && s.contains("[3.0, 4.0]\n"), "{s}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&s).unwrap(), v);
+    }
 
     #[test]
     fn durations_and_dates() {
