@@ -19,7 +19,8 @@ pub fn load(path: &Path) -> Result<Scenario> {
     // `cost.profile` is relative to the scenario file.
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut load_profile = |p: &str| crate::commands::profile::load(&dir.join(p));
-    Scenario::from_toml_with(&src, stem, &mut load_profile).map_err(|e| CliError::input(format!("{}: {e}", path.display())))
+    Scenario::from_toml_with(&src, stem, &mut load_profile)
+        .map_err(|e| CliError::input(format!("{}: {e}", path.display())))
 }
 
 /// Loads an embedded scenario by name.

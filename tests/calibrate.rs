@@ -16,8 +16,18 @@ fn cpu_calibration_of_a_tiny_model_drives_simulate() {
     let dir = out_dir("calibrate-cpu");
     let profile_path = dir.join("profile.json");
     let o = servesim(&[
-        "calibrate", "run", "--backend", "cpu", "--model", "calibrate/models/tiny.toml", "--tp", "1,2",
-        "--out", profile_path.to_str().unwrap(), "--deadline", "90s",
+        "calibrate",
+        "run",
+        "--backend",
+        "cpu",
+        "--model",
+        "calibrate/models/tiny.toml",
+        "--tp",
+        "1,2",
+        "--out",
+        profile_path.to_str().unwrap(),
+        "--deadline",
+        "90s",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
@@ -43,7 +53,18 @@ fn cpu_calibration_of_a_tiny_model_drives_simulate() {
     // A measured point is reproduced by `profile query` (the table passes through its points).
     let t = profile.ops.iter().find(|t| t.name == "mlp_up_proj" && t.tp == Some(1)).unwrap();
     let p = &t.points[5];
-    let q = servesim(&["profile", "query", "--profile", profile_path.to_str().unwrap(), "--op", "mlp_up_proj", "--tp", "1", "--tokens", &p[0].to_string()]);
+    let q = servesim(&[
+        "profile",
+        "query",
+        "--profile",
+        profile_path.to_str().unwrap(),
+        "--op",
+        "mlp_up_proj",
+        "--tp",
+        "1",
+        "--tokens",
+        &p[0].to_string(),
+    ]);
     assert!(q.status.success(), "{}", stderr(&q));
     let got: f64 = stdout(&q).trim().parse().unwrap();
     assert!((got - p[1]).abs() <= 5e-7, "{got} vs {}", p[1]);
@@ -61,7 +82,15 @@ fn cpu_calibration_of_a_tiny_model_drives_simulate() {
     )
     .unwrap();
     let sim_out = dir.join("sim");
-    let o = servesim(&["simulate", "--scenario", scenario.to_str().unwrap(), "--out", sim_out.to_str().unwrap(), "--format", "json"]);
+    let o = servesim(&[
+        "simulate",
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--out",
+        sim_out.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let summary: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let s = scenario_with_profile(&read(&scenario), &profile);
@@ -95,7 +124,16 @@ fn cuda_backend_without_a_gpu_says_what_is_missing_and_what_to_do() {
         return;
     }
     let dir = out_dir("calibrate-cuda");
-    let o = servesim(&["calibrate", "run", "--backend", "cuda", "--model", "llama-3-8b", "--out", dir.join("p.json").to_str().unwrap()]);
+    let o = servesim(&[
+        "calibrate",
+        "run",
+        "--backend",
+        "cuda",
+        "--model",
+        "llama-3-8b",
+        "--out",
+        dir.join("p.json").to_str().unwrap(),
+    ]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.starts_with("error: --backend cuda: no CUDA"), "{err}");
@@ -116,11 +154,35 @@ fn profile_commands_show_query_and_reject_bad_input() {
     assert!(show.contains("Meta-Llama-3-8B") && show.contains("a100 (Vidur)"), "{show}");
     assert!(show.lines().any(|l| l.starts_with("mlp_up_proj") && l.contains("1..32768")), "{show}");
     // 4096 tokens at TP 1 is a measured point of Vidur's CSV: 3.8485 ms (median) for mlp_up_proj.
-    let q = servesim(&["profile", "query", "--profile", p.to_str().unwrap(), "--op", "mlp_up_proj", "--tokens", "4096", "--tp", "1"]);
+    let q = servesim(&[
+        "profile",
+        "query",
+        "--profile",
+        p.to_str().unwrap(),
+        "--op",
+        "mlp_up_proj",
+        "--tokens",
+        "4096",
+        "--tp",
+        "1",
+    ]);
     let raw = measured(&mlp, "mlp_up_proj", 4096, 1);
     let got: f64 = stdout(&q).trim().parse().unwrap();
     assert!((got - raw).abs() < 5e-7, "{got} vs {raw}");
-    let j = servesim(&["profile", "query", "--profile", p.to_str().unwrap(), "--op", "mlp_up_proj", "--tokens", "4096", "--tp", "1", "--format", "json"]);
+    let j = servesim(&[
+        "profile",
+        "query",
+        "--profile",
+        p.to_str().unwrap(),
+        "--op",
+        "mlp_up_proj",
+        "--tokens",
+        "4096",
+        "--tp",
+        "1",
+        "--format",
+        "json",
+    ]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&j)).unwrap();
     assert!((v["ms"].as_f64().unwrap() - raw).abs() < 1e-12 && v["tp"] == 1, "{v}");
     for (args, msg) in [
@@ -137,10 +199,21 @@ fn profile_commands_show_query_and_reject_bad_input() {
     // A scenario whose model does not match the profile: one line naming cost.profile, exit 2.
     let scen = dir.join("mismatch.toml");
     std::fs::write(&scen, "[model]\npreset = \"llama-2-7b\"\n[gpu]\npreset = \"a100-80g\"\n[cost]\nprofile = \"llama3.json\"\n[workload]\nrequests = 1\narrival = { kind = \"constant\", rate = 1 }\nprompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 2 }\n").unwrap();
-    let o = servesim(&["simulate", "--scenario", scen.to_str().unwrap(), "--quiet", "--out", dir.join("o").to_str().unwrap()]);
+    let o = servesim(&[
+        "simulate",
+        "--scenario",
+        scen.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        dir.join("o").to_str().unwrap(),
+    ]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("cost.profile: llama3.json: the profile was measured for Meta-Llama-3-8B") && err.contains("intermediate 11008"), "{err}");
+    assert!(
+        err.contains("cost.profile: llama3.json: the profile was measured for Meta-Llama-3-8B")
+            && err.contains("intermediate 11008"),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 1);
 }
 
@@ -152,7 +225,9 @@ fn measured(path: &std::path::Path, op: &str, tokens: u64, tp: u32) -> f64 {
     let (mut sum, mut n) = (0.0, 0.0);
     for rec in r.records() {
         let rec = rec.unwrap();
-        if rec[col("num_tokens")].parse::<u64>().unwrap() == tokens && rec[col("num_tensor_parallel_workers")].parse::<u32>().unwrap() == tp {
+        if rec[col("num_tokens")].parse::<u64>().unwrap() == tokens
+            && rec[col("num_tensor_parallel_workers")].parse::<u32>().unwrap() == tp
+        {
             sum += rec[col(&format!("time_stats.{op}.median"))].parse::<f64>().unwrap();
             n += 1.0;
         }

@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{out_dir, root, servesim, stderr};
-use servesim_sim::cost::profile::{nearest_rank, median_sorted, Curve1, Profile};
+use servesim_sim::cost::profile::{median_sorted, nearest_rank, Curve1, Profile};
 
 const FILES: [&str; 7] = [
     "compute/a100/meta-llama/Meta-Llama-3-8B/mlp.csv",
@@ -48,11 +48,22 @@ fn heldout_error_of_every_imported_op_is_within_5_percent_median_and_10_percent_
     for file in FILES {
         let csv_path = root().join("data/vidur-profiles").join(file);
         let out = out_dir(&format!("vidur-import-{}", file.replace('/', "-"))).join("p.json");
-        let o = servesim(&["calibrate", "import-vidur", "--mlp", csv_path.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        let o = servesim(&[
+            "calibrate",
+            "import-vidur",
+            "--mlp",
+            csv_path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
         assert!(o.status.success(), "{}", stderr(&o));
         let profile: Profile = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
         for ((op, tp), pts) in raw(&csv_path) {
-            let t = profile.ops.iter().find(|t| t.name == op && t.tp == Some(tp)).unwrap_or_else(|| panic!("{file}: no {op} tp {tp}"));
+            let t = profile
+                .ops
+                .iter()
+                .find(|t| t.name == op && t.tp == Some(tp))
+                .unwrap_or_else(|| panic!("{file}: no {op} tp {tp}"));
             // Every 4th point (the 4th, 8th, ...) held out; the rest fitted with the chosen rule.
             let fit: Vec<(f64, f64)> = pts.iter().enumerate().filter(|(i, _)| i % 4 != 3).map(|(_, p)| *p).collect();
             let held: Vec<(f64, f64)> = pts.iter().enumerate().filter(|(i, _)| i % 4 == 3).map(|(_, p)| *p).collect();
@@ -61,7 +72,10 @@ fn heldout_error_of_every_imported_op_is_within_5_percent_median_and_10_percent_
             errs.sort_by(f64::total_cmp);
             let (median, p90) = (median_sorted(&errs), nearest_rank(&errs, 0.9));
             let recorded = t.chosen_heldout().unwrap();
-            assert!((recorded.median_pct - median).abs() < 1e-9 && (recorded.p90_pct - p90).abs() < 1e-9, "{file} {op} tp {tp}: recorded {recorded:?}, recomputed {median} {p90}");
+            assert!(
+                (recorded.median_pct - median).abs() < 1e-9 && (recorded.p90_pct - p90).abs() < 1e-9,
+                "{file} {op} tp {tp}: recorded {recorded:?}, recomputed {median} {p90}"
+            );
             assert!(median <= 5.0, "{file} {op} tp {tp} ({:?}): held-out median error {median:.2}%", t.interp);
             assert!(p90 <= 10.0, "{file} {op} tp {tp} ({:?}): held-out P90 error {p90:.2}%", t.interp);
             worst_median = worst_median.max(median);

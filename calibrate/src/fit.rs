@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use servesim_sim::cost::profile::{heldout_error, Axis, Curve, HeldOut, Interp, OpTable, Profile, ProfileMeta, PROFILE_FORMAT_VERSION};
+use servesim_sim::cost::profile::{
+    heldout_error, Axis, Curve, HeldOut, Interp, OpTable, Profile, ProfileMeta, PROFILE_FORMAT_VERSION,
+};
 
 use crate::sweep::Measurement;
 
@@ -23,7 +25,9 @@ fn dedupe(points: Vec<Vec<f64>>, axes: usize) -> Vec<Vec<f64>> {
             x
         })
         .collect();
-    out.sort_by(|a, b| a.iter().zip(b.iter()).map(|(x, y)| x.total_cmp(y)).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal));
+    out.sort_by(|a, b| {
+        a.iter().zip(b.iter()).map(|(x, y)| x.total_cmp(y)).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
+    });
     out
 }
 
@@ -37,7 +41,9 @@ pub fn fit_table(name: &str, tp: Option<u32>, axes: Vec<Axis>, points: Vec<Vec<f
     let best = scores
         .iter()
         .enumerate()
-        .min_by(|(ia, a), (ib, b)| a.median_pct.total_cmp(&b.median_pct).then(a.p90_pct.total_cmp(&b.p90_pct)).then(ia.cmp(ib)))
+        .min_by(|(ia, a), (ib, b)| {
+            a.median_pct.total_cmp(&b.median_pct).then(a.p90_pct.total_cmp(&b.p90_pct)).then(ia.cmp(ib))
+        })
         .map(|(i, _)| i);
     let interp = match best {
         Some(i) => {
@@ -53,11 +59,13 @@ pub fn fit_table(name: &str, tp: Option<u32>, axes: Vec<Axis>, points: Vec<Vec<f
 
 /// The axes of each op a sweep measures.
 pub fn axes_of(op: &str) -> Vec<Axis> {
-    servesim_sim::cost::KNOWN_OPS
-        .iter()
-        .find(|(n, _)| *n == op)
-        .map(|(_, a)| a.to_vec())
-        .unwrap_or_else(|| if op == "attn_decode_mixed" { vec![Axis::Batch, Axis::Context] } else { vec![Axis::Tokens] })
+    servesim_sim::cost::KNOWN_OPS.iter().find(|(n, _)| *n == op).map(|(_, a)| a.to_vec()).unwrap_or_else(|| {
+        if op == "attn_decode_mixed" {
+            vec![Axis::Batch, Axis::Context]
+        } else {
+            vec![Axis::Tokens]
+        }
+    })
 }
 
 /// A profile from a sweep's measurements. Mixed-length decode batches are not tabulated: they
@@ -94,7 +102,8 @@ pub fn profile(mut meta: ProfileMeta, measurements: &[Measurement]) -> Profile {
 }
 
 /// Says what the interpolation names mean, for a reader of the file.
-pub const INTERP_NOTE: &str = "interp: step = time of the next measured point; loglog = linear in log-log; linear = linear; \
+pub const INTERP_NOTE: &str =
+    "interp: step = time of the next measured point; loglog = linear in log-log; linear = linear; \
 beyond the last point times grow in proportion, below the first they stay flat";
 
 pub fn add_interp_note(meta: &mut ProfileMeta) {

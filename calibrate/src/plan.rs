@@ -11,18 +11,51 @@ use servesim_sim::spec::ModelSpec;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Shape {
     /// c[m×n] = a[m×k] · w[k×n].
-    Gemm { m: u64, k: u64, n: u64 },
+    Gemm {
+        m: u64,
+        k: u64,
+        n: u64,
+    },
     /// Fused residual add + RMSNorm of `tokens` rows.
-    RmsNorm { tokens: u64, hidden: u64 },
-    Rope { tokens: u64, q_heads: u64, kv_heads: u64, head_dim: u64 },
-    KvWrite { tokens: u64, kv_heads: u64, head_dim: u64 },
-    SiluMul { tokens: u64, d: u64 },
+    RmsNorm {
+        tokens: u64,
+        hidden: u64,
+    },
+    Rope {
+        tokens: u64,
+        q_heads: u64,
+        kv_heads: u64,
+        head_dim: u64,
+    },
+    KvWrite {
+        tokens: u64,
+        kv_heads: u64,
+        head_dim: u64,
+    },
+    SiluMul {
+        tokens: u64,
+        d: u64,
+    },
     /// One decode token per sequence over the given contexts.
-    Decode { contexts: Vec<u64>, q_heads: u64, kv_heads: u64, head_dim: u64 },
+    Decode {
+        contexts: Vec<u64>,
+        q_heads: u64,
+        kv_heads: u64,
+        head_dim: u64,
+    },
     /// One prefill chunk over a cached prefix.
-    Prefill { chunk: u64, cached: u64, q_heads: u64, kv_heads: u64, head_dim: u64 },
+    Prefill {
+        chunk: u64,
+        cached: u64,
+        q_heads: u64,
+        kv_heads: u64,
+        head_dim: u64,
+    },
     /// Top-p sampling of `batch` rows of `vocab` logits.
-    Sample { batch: u64, vocab: u64 },
+    Sample {
+        batch: u64,
+        vocab: u64,
+    },
 }
 
 impl Shape {
@@ -31,14 +64,22 @@ impl Shape {
         match self {
             Shape::Gemm { m, k, n } => format!("gemm {m}×{k}×{n}"),
             Shape::RmsNorm { tokens, hidden } => format!("rms_norm {tokens}×{hidden}"),
-            Shape::Rope { tokens, q_heads, kv_heads, head_dim } => format!("rope {tokens} tokens {q_heads}+{kv_heads}×{head_dim}"),
+            Shape::Rope { tokens, q_heads, kv_heads, head_dim } => {
+                format!("rope {tokens} tokens {q_heads}+{kv_heads}×{head_dim}")
+            }
             Shape::KvWrite { tokens, kv_heads, head_dim } => format!("kv_write {tokens} tokens {kv_heads}×{head_dim}"),
             Shape::SiluMul { tokens, d } => format!("silu_mul {tokens}×{d}"),
             Shape::Decode { contexts, q_heads, kv_heads, .. } => {
                 let sum: u64 = contexts.iter().sum();
-                format!("decode batch {} mean context {} ({q_heads}/{kv_heads} heads)", contexts.len(), sum / contexts.len().max(1) as u64)
+                format!(
+                    "decode batch {} mean context {} ({q_heads}/{kv_heads} heads)",
+                    contexts.len(),
+                    sum / contexts.len().max(1) as u64
+                )
             }
-            Shape::Prefill { chunk, cached, q_heads, kv_heads, .. } => format!("prefill chunk {chunk} cached {cached} ({q_heads}/{kv_heads} heads)"),
+            Shape::Prefill { chunk, cached, q_heads, kv_heads, .. } => {
+                format!("prefill chunk {chunk} cached {cached} ({q_heads}/{kv_heads} heads)")
+            }
             Shape::Sample { batch, vocab } => format!("sample {batch}×{vocab}"),
         }
     }
@@ -84,7 +125,13 @@ impl Limits {
 
     /// A CPU sweep: the same structure, shrunk to finish in seconds on a laptop.
     pub fn cpu(model: &ModelSpec) -> Limits {
-        Limits { max_tokens: 1024, max_context: model.max_context.min(1024), max_batch: 32, max_chunk: 256, max_kv_tokens: 16384 }
+        Limits {
+            max_tokens: 1024,
+            max_context: model.max_context.min(1024),
+            max_batch: 32,
+            max_chunk: 256,
+            max_kv_tokens: 16384,
+        }
     }
 }
 
@@ -154,9 +201,21 @@ pub fn plan(model: &ModelSpec, tps: &[u32], limits: &Limits) -> Vec<Point> {
         let batches: Vec<u64> = token_grid(limits.max_batch).into_iter().map(|(b, _)| b).collect();
         for (i, &b) in batches.iter().enumerate() {
             let level = if b.is_power_of_two() { 0 } else { 1 };
-            out.push(Point { op: "lm_head", tp, x: vec![b as f64], shape: Shape::Gemm { m: b, k: h, n: vocab / t }, level });
+            out.push(Point {
+                op: "lm_head",
+                tp,
+                x: vec![b as f64],
+                shape: Shape::Gemm { m: b, k: h, n: vocab / t },
+                level,
+            });
             if i % 2 == 0 || b.is_power_of_two() {
-                out.push(Point { op: "sample", tp, x: vec![b as f64], shape: Shape::Sample { batch: b, vocab }, level });
+                out.push(Point {
+                    op: "sample",
+                    tp,
+                    x: vec![b as f64],
+                    shape: Shape::Sample { batch: b, vocab },
+                    level,
+                });
             }
         }
         let contexts: Vec<u64> = {
@@ -200,7 +259,11 @@ pub fn plan(model: &ModelSpec, tps: &[u32], limits: &Limits) -> Vec<Point> {
                 if chunk + cached > limits.max_context {
                     continue;
                 }
-                let level = if chunk.trailing_zeros() % 2 == 0 && (cached == 0 || cached.trailing_zeros() % 2 == 1) { 0 } else { 1 };
+                let level = if chunk.trailing_zeros() % 2 == 0 && (cached == 0 || cached.trailing_zeros() % 2 == 1) {
+                    0
+                } else {
+                    1
+                };
                 let shape = Shape::Prefill { chunk, cached, q_heads: qh, kv_heads: kvh, head_dim: hd };
                 out.push(Point { op: "attn_prefill", tp, x: vec![chunk as f64, cached as f64], shape, level });
             }

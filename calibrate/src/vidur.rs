@@ -17,6 +17,9 @@ use servesim_sim::cost::profile::{Axis, ModelDims, OpTable, Profile, ProfileMeta
 
 use crate::fit::{add_interp_note, fit_table};
 
+/// (op, TP, hidden, query heads, KV heads) of an attention table.
+type AttnKey = (&'static str, u32, u64, u64, u64);
+
 /// One CSV: where it came from (for messages and notes) and its text.
 pub struct Csv<'a> {
     pub name: &'a str,
@@ -63,7 +66,9 @@ impl Table {
         if s.is_empty() {
             return Ok(None);
         }
-        s.parse::<f64>().map(Some).map_err(|_| format!("{}: line {}: column {}: not a number: {s:?}", self.name, i + 2, self.headers[c]))
+        s.parse::<f64>()
+            .map(Some)
+            .map_err(|_| format!("{}: line {}: column {}: not a number: {s:?}", self.name, i + 2, self.headers[c]))
     }
 
     fn req(&self, i: usize, c: usize) -> Result<f64, String> {
@@ -76,7 +81,12 @@ impl Table {
         let v = self.req(0, c)?;
         for i in 1..self.rows.len() {
             if self.req(i, c)? != v {
-                return Err(format!("{}: column {h} differs between rows (line 2 has {v}, line {} has {})", self.name, i + 2, self.req(i, c)?));
+                return Err(format!(
+                    "{}: column {h} differs between rows (line 2 has {v}, line {} has {})",
+                    self.name,
+                    i + 2,
+                    self.req(i, c)?
+                ));
             }
         }
         Ok(v as u64)
@@ -85,7 +95,10 @@ impl Table {
 
 /// The op names of `time_stats.<op>.median` columns, in file order.
 fn ops_of(t: &Table) -> Vec<String> {
-    t.headers.iter().filter_map(|h| h.strip_prefix("time_stats.")?.strip_suffix(".median").map(str::to_string)).collect()
+    t.headers
+        .iter()
+        .filter_map(|h| h.strip_prefix("time_stats.")?.strip_suffix(".median").map(str::to_string))
+        .collect()
 }
 
 /// Imports the CSVs; the error names the file, line and column.
@@ -120,17 +133,24 @@ pub fn import(inp: Inputs) -> Result<Profile, String> {
 
     if let Some(a) = &inp.attention {
         let t = Table::parse(a)?;
-        let (c_pre, c_b, c_chunk, c_kv, c_tp) =
-            (t.col("is_prefill")?, t.col("batch_size")?, t.col("prefill_chunk_size")?, t.col("kv_cache_size")?, t.col("num_tensor_parallel_workers")?);
+        let (c_pre, c_b, c_chunk, c_kv, c_tp) = (
+            t.col("is_prefill")?,
+            t.col("batch_size")?,
+            t.col("prefill_chunk_size")?,
+            t.col("kv_cache_size")?,
+            t.col("num_tensor_parallel_workers")?,
+        );
         let (c_h, c_q, c_k) = (t.col("n_embd")?, t.col("n_q_head")?, t.col("n_kv_head")?);
         let (c_pf, c_dec) = (t.col("time_stats.attn_prefill.median")?, t.col("time_stats.attn_decode.median")?);
         // Keyed by (op, tp, hidden, q heads, kv heads).
-        let mut groups: BTreeMap<(&str, u32, u64, u64, u64), Vec<Vec<f64>>> = BTreeMap::new();
+        let mut groups: BTreeMap<AttnKey, Vec<Vec<f64>>> = BTreeMap::new();
         for i in 0..t.rows.len() {
             let prefill = match t.rows[i].get(c_pre).unwrap_or("").trim() {
                 "True" | "true" | "1" => true,
                 "False" | "false" | "0" => false,
-                other => return Err(format!("{}: line {}: is_prefill must be True or False, got {other:?}", t.name, i + 2)),
+                other => {
+                    return Err(format!("{}: line {}: is_prefill must be True or False, got {other:?}", t.name, i + 2))
+                }
             };
             let key = |op| -> Result<_, String> {
                 Ok((op, t.req(i, c_tp)? as u32, t.req(i, c_h)? as u64, t.req(i, c_q)? as u64, t.req(i, c_k)? as u64))
@@ -147,7 +167,8 @@ pub fn import(inp: Inputs) -> Result<Profile, String> {
             }
         }
         for ((op, tp, hidden, q, k), pts) in groups {
-            let axes = if op == "attn_prefill" { vec![Axis::Chunk, Axis::Cached] } else { vec![Axis::Batch, Axis::Context] };
+            let axes =
+                if op == "attn_prefill" { vec![Axis::Chunk, Axis::Cached] } else { vec![Axis::Batch, Axis::Context] };
             let mut table = fit_table(op, Some(tp), axes, pts);
             if (hidden, q, k) != (dims.hidden, dims.heads, dims.kv_heads) {
                 table.dims = Some(ModelDims {
@@ -162,7 +183,10 @@ pub fn import(inp: Inputs) -> Result<Profile, String> {
             }
             ops.push(table);
         }
-        notes.push(format!("attention from Vidur's {} (FlashAttention; decode by uniform batch × context per sequence)", a.name));
+        notes.push(format!(
+            "attention from Vidur's {} (FlashAttention; decode by uniform batch × context per sequence)",
+            a.name
+        ));
     }
 
     if let Some(a) = &inp.all_reduce {

@@ -67,7 +67,11 @@ pub fn rope(
     let half = head_dim / 2;
     for (t, &pos) in positions.iter().enumerate() {
         for head in 0..q_heads + kv_heads {
-            let base = if head < q_heads { t * q_stride + head * head_dim } else { t * k_stride + (head - q_heads) * head_dim };
+            let base = if head < q_heads {
+                t * q_stride + head * head_dim
+            } else {
+                t * k_stride + (head - q_heads) * head_dim
+            };
             let buf: &mut [f32] = if head < q_heads { &mut *q } else { &mut *k };
             for i in 0..half {
                 let freq = theta.powf(-2.0 * i as f32 / head_dim as f32);
@@ -138,7 +142,15 @@ impl Paged<'_> {
 /// Paged decode attention with split-K: each slice of `split_tokens` context tokens gives an
 /// unnormalised partial sum with its max and denominator; the slices are then merged, as
 /// `decode_attention.cu` does. `q` and `out` are `[seqs, q_heads, head_dim]`.
-pub fn decode_attention(out: &mut [f32], q: &[f32], k_cache: &[f32], v_cache: &[f32], g: &Paged, split_tokens: usize, scale: f32) {
+pub fn decode_attention(
+    out: &mut [f32],
+    q: &[f32],
+    k_cache: &[f32],
+    v_cache: &[f32],
+    g: &Paged,
+    split_tokens: usize,
+    scale: f32,
+) {
     let hd = g.head_dim;
     let group = g.q_heads / g.kv_heads;
     for (s, &ctx) in g.context_lens.iter().enumerate() {
@@ -179,7 +191,15 @@ pub fn decode_attention(out: &mut [f32], q: &[f32], k_cache: &[f32], v_cache: &[
 /// Causal prefill attention over the paged cache (new tokens' K/V already written), tiled with
 /// an online softmax over key tiles of 32, as `prefill_attention.cu` does. Sequence `s` owns
 /// query rows `cu_seqlens_q[s]..cu_seqlens_q[s+1]`; row i sits at position cached + i.
-pub fn prefill_attention(out: &mut [f32], q: &[f32], k_cache: &[f32], v_cache: &[f32], cu_seqlens_q: &[i32], g: &Paged, scale: f32) {
+pub fn prefill_attention(
+    out: &mut [f32],
+    q: &[f32],
+    k_cache: &[f32],
+    v_cache: &[f32],
+    cu_seqlens_q: &[i32],
+    g: &Paged,
+    scale: f32,
+) {
     const BLOCK_N: usize = 32;
     let hd = g.head_dim;
     let group = g.q_heads / g.kv_heads;
@@ -198,7 +218,9 @@ pub fn prefill_attention(out: &mut [f32], q: &[f32], k_cache: &[f32], v_cache: &
                     let keys = k0..(k0 + BLOCK_N).min(pos + 1);
                     let sc: Vec<f32> = keys
                         .clone()
-                        .map(|t| qv.iter().zip(&k_cache[g.at(s, t, h)..][..hd]).map(|(a, b)| a * b).sum::<f32>() * scale)
+                        .map(|t| {
+                            qv.iter().zip(&k_cache[g.at(s, t, h)..][..hd]).map(|(a, b)| a * b).sum::<f32>() * scale
+                        })
                         .collect();
                     let m_new = sc.iter().copied().fold(m, f32::max);
                     let corr = (m - m_new).exp();
@@ -364,7 +386,8 @@ mod tests {
 
     /// Plain softmax(q·K^T·scale)·V over a sequence's keys 0..=last (gathered contiguously).
     fn naive_attention(q: &[f32], keys: &[Vec<f32>], values: &[Vec<f32>], scale: f32) -> Vec<f32> {
-        let s: Vec<f64> = keys.iter().map(|k| q.iter().zip(k).map(|(a, b)| (a * b) as f64).sum::<f64>() * scale as f64).collect();
+        let s: Vec<f64> =
+            keys.iter().map(|k| q.iter().zip(k).map(|(a, b)| (a * b) as f64).sum::<f64>() * scale as f64).collect();
         let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
         let z: f64 = e.iter().sum();
@@ -380,7 +403,15 @@ mod tests {
         let w = kv_heads * hd;
         let (kc, vc) = (random(&mut rng, l.blocks * bs * w), random(&mut rng, l.blocks * bs * w));
         let q = random(&mut rng, ctx.len() * q_heads * hd);
-        let g = Paged { block_tables: &l.tables, max_blocks: l.max_blocks, context_lens: &ctx, q_heads, kv_heads, head_dim: hd, block_size: bs };
+        let g = Paged {
+            block_tables: &l.tables,
+            max_blocks: l.max_blocks,
+            context_lens: &ctx,
+            q_heads,
+            kv_heads,
+            head_dim: hd,
+            block_size: bs,
+        };
         let scale = 1.0 / (hd as f32).sqrt();
         for split in [16usize, 1000] {
             let mut out = vec![0.0; q.len()];
@@ -409,7 +440,15 @@ mod tests {
         let w = kv_heads * hd;
         let (kc, vc) = (random(&mut rng, l.blocks * bs * w), random(&mut rng, l.blocks * bs * w));
         let q = random(&mut rng, 49 * q_heads * hd);
-        let g = Paged { block_tables: &l.tables, max_blocks: l.max_blocks, context_lens: &ctx, q_heads, kv_heads, head_dim: hd, block_size: bs };
+        let g = Paged {
+            block_tables: &l.tables,
+            max_blocks: l.max_blocks,
+            context_lens: &ctx,
+            q_heads,
+            kv_heads,
+            head_dim: hd,
+            block_size: bs,
+        };
         let scale = 0.3;
         let mut out = vec![0.0; q.len()];
         prefill_attention(&mut out, &q, &kc, &vc, &cu, &g, scale);

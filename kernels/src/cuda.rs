@@ -15,7 +15,9 @@ use std::sync::Arc;
 
 use cudarc::cublas::{result as blas_result, sys as blas_sys, CudaBlas};
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUevent_flags};
-use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
 
 use crate::nvrtc;
 
@@ -154,7 +156,10 @@ impl Gpu {
         self.stream.clone_htod(v).map_err(|e| format!("upload: {e:?}"))
     }
 
-    pub fn zeros<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(&self, n: usize) -> Result<CudaSlice<T>, String> {
+    pub fn zeros<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+        &self,
+        n: usize,
+    ) -> Result<CudaSlice<T>, String> {
         self.stream.alloc_zeros(n).map_err(|e| format!("alloc of {n} elements: {e:?}"))
     }
 
@@ -175,7 +180,15 @@ impl Gpu {
     }
 
     /// c[m×n] = a[m×k] · w[k×n], row-major bf16, fp32 accumulation.
-    pub fn gemm(&self, a: &CudaSlice<u16>, w: &CudaSlice<u16>, c: &mut CudaSlice<u16>, m: usize, k: usize, n: usize) -> Result<(), String> {
+    pub fn gemm(
+        &self,
+        a: &CudaSlice<u16>,
+        w: &CudaSlice<u16>,
+        c: &mut CudaSlice<u16>,
+        m: usize,
+        k: usize,
+        n: usize,
+    ) -> Result<(), String> {
         let (alpha, beta) = (1.0f32, 0.0f32);
         let (ap, _ga) = a.device_ptr(&self.stream);
         let (wp, _gw) = w.device_ptr(&self.stream);
@@ -249,7 +262,13 @@ impl Gpu {
         unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| format!("rope: {e:?}"))
     }
 
-    pub fn silu_mul(&self, out: &mut CudaSlice<u16>, gate_up: &CudaSlice<u16>, tokens: usize, d: usize) -> Result<(), String> {
+    pub fn silu_mul(
+        &self,
+        out: &mut CudaSlice<u16>,
+        gate_up: &CudaSlice<u16>,
+        tokens: usize,
+        d: usize,
+    ) -> Result<(), String> {
         let d = d as i32;
         let mut b = self.stream.launch_builder(self.f("silu_mul"));
         b.arg(out).arg(gate_up).arg(&d);
@@ -294,7 +313,8 @@ impl Gpu {
         g: &AttnGeometry,
     ) -> Result<(), String> {
         let group = g.q_heads / g.kv_heads;
-        let (mb, qh, kh, hd, bs) = (g.max_blocks as i32, g.q_heads as i32, g.kv_heads as i32, g.head_dim as i32, g.block_size as i32);
+        let (mb, qh, kh, hd, bs) =
+            (g.max_blocks as i32, g.q_heads as i32, g.kv_heads as i32, g.head_dim as i32, g.block_size as i32);
         let (split, splits) = (DECODE_SPLIT_TOKENS as i32, ws.max_splits as i32);
         let scale = 1.0 / (g.head_dim as f32).sqrt();
         let shared = ((group * g.head_dim + group * DECODE_SPLIT_TOKENS) * 4) as u32;
@@ -311,7 +331,11 @@ impl Gpu {
         unsafe { b.launch(cfg) }.map_err(|e| format!("decode_attention_partial: {e:?}"))?;
         let mut b = self.stream.launch_builder(self.f("decode_attention_reduce"));
         b.arg(out).arg(&ws.acc).arg(&ws.ml).arg(ctx_lens).arg(&qh).arg(&hd).arg(&split).arg(&splits);
-        let cfg = LaunchConfig { grid_dim: (g.q_heads as u32, g.seqs as u32, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig {
+            grid_dim: (g.q_heads as u32, g.seqs as u32, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
         // SAFETY: as above.
         unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| format!("decode_attention_reduce: {e:?}"))
     }
@@ -388,7 +412,13 @@ pub struct DecodeWorkspace {
 }
 
 impl DecodeWorkspace {
-    pub fn new(gpu: &Gpu, seqs: usize, q_heads: usize, head_dim: usize, max_context: usize) -> Result<DecodeWorkspace, String> {
+    pub fn new(
+        gpu: &Gpu,
+        seqs: usize,
+        q_heads: usize,
+        head_dim: usize,
+        max_context: usize,
+    ) -> Result<DecodeWorkspace, String> {
         let max_splits = max_context.div_ceil(DECODE_SPLIT_TOKENS).max(1);
         Ok(DecodeWorkspace {
             acc: gpu.zeros(seqs * q_heads * max_splits * head_dim)?,
@@ -433,7 +463,14 @@ pub const TOL_SAMPLE_MISMATCH: f64 = 0.05;
 
 /// Runs every kernel on random inputs (fresh per check) of the given geometry and compares it
 /// with the CPU reference on the same bf16-rounded inputs.
-pub fn check_all(gpu: &Gpu, q_heads: usize, kv_heads: usize, head_dim: usize, hidden: usize, seed: u64) -> Result<Vec<Check>, String> {
+pub fn check_all(
+    gpu: &Gpu,
+    q_heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    hidden: usize,
+    seed: u64,
+) -> Result<Vec<Check>, String> {
     use rand::{RngExt, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut rand_vec = |n: usize, scale: f32| -> Vec<f32> {
@@ -451,7 +488,12 @@ pub fn check_all(gpu: &Gpu, q_heads: usize, kv_heads: usize, head_dim: usize, hi
     gpu.gemm(&da, &dw, &mut dc, m, k, n)?;
     let mut want = vec![0.0; m * n];
     crate::cpu::gemm(&a, &w, &mut want, m, k, n);
-    checks.push(Check { op: "gemm", shape: format!("{m}×{k}×{n}"), error: rel_l2(&gpu.download_bf16(&dc)?, &want), tolerance: TOL_GEMM });
+    checks.push(Check {
+        op: "gemm",
+        shape: format!("{m}×{k}×{n}"),
+        error: rel_l2(&gpu.download_bf16(&dc)?, &want),
+        tolerance: TOL_GEMM,
+    });
 
     // Fused add + RMSNorm.
     let t = 33;
@@ -461,7 +503,12 @@ pub fn check_all(gpu: &Gpu, q_heads: usize, kv_heads: usize, head_dim: usize, hi
     gpu.rms_norm(&mut dout, &mut dx, &dw, &mut dres, t, hidden)?;
     let (mut want, mut res_cpu) = (vec![0.0; t * hidden], res.clone());
     crate::cpu::rms_norm(&mut want, &x, &wt, Some(&mut res_cpu), hidden, 1e-5);
-    checks.push(Check { op: "rms_norm", shape: format!("{t}×{hidden}"), error: rel_l2(&gpu.download_bf16(&dout)?, &want), tolerance: TOL_ELEMENTWISE });
+    checks.push(Check {
+        op: "rms_norm",
+        shape: format!("{t}×{hidden}"),
+        error: rel_l2(&gpu.download_bf16(&dout)?, &want),
+        tolerance: TOL_ELEMENTWISE,
+    });
 
     // RoPE.
     let (q, kk) = (rand_vec(t * q_heads * head_dim, 1.0), rand_vec(t * kv_heads * head_dim, 1.0));
@@ -469,11 +516,26 @@ pub fn check_all(gpu: &Gpu, q_heads: usize, kv_heads: usize, head_dim: usize, hi
     let (mut dq, mut dk, dpos) = (gpu.upload_bf16(&q)?, gpu.upload_bf16(&kk)?, gpu.upload(&pos)?);
     gpu.rope(&mut dq, &mut dk, &dpos, t, q_heads, kv_heads, head_dim)?;
     let (mut qc, mut kc) = (q.clone(), kk.clone());
-    crate::cpu::rope(&mut qc, &mut kc, &pos, q_heads, kv_heads, head_dim, q_heads * head_dim, kv_heads * head_dim, 500000.0);
+    crate::cpu::rope(
+        &mut qc,
+        &mut kc,
+        &pos,
+        q_heads,
+        kv_heads,
+        head_dim,
+        q_heads * head_dim,
+        kv_heads * head_dim,
+        500000.0,
+    );
     let mut got = gpu.download_bf16(&dq)?;
     got.extend(gpu.download_bf16(&dk)?);
     qc.extend(kc);
-    checks.push(Check { op: "rope", shape: format!("{t} tokens, {q_heads}+{kv_heads} heads"), error: rel_l2(&got, &qc), tolerance: TOL_ELEMENTWISE });
+    checks.push(Check {
+        op: "rope",
+        shape: format!("{t} tokens, {q_heads}+{kv_heads} heads"),
+        error: rel_l2(&got, &qc),
+        tolerance: TOL_ELEMENTWISE,
+    });
 
     // SiLU·mul.
     let d = 3 * hidden / 2;
@@ -483,7 +545,12 @@ pub fn check_all(gpu: &Gpu, q_heads: usize, kv_heads: usize, head_dim: usize, hi
     gpu.silu_mul(&mut dout, &dgu, t, d)?;
     let mut want = vec![0.0; t * d];
     crate::cpu::silu_mul(&mut want, &gu, d);
-    checks.push(Check { op: "silu_mul", shape: format!("{t}×{d}"), error: rel_l2(&gpu.download_bf16(&dout)?, &want), tolerance: TOL_ELEMENTWISE });
+    checks.push(Check {
+        op: "silu_mul",
+        shape: format!("{t}×{d}"),
+        error: rel_l2(&gpu.download_bf16(&dout)?, &want),
+        tolerance: TOL_ELEMENTWISE,
+    });
 
     // Paged attention: mixed context lengths over scattered blocks.
     let bs = 16;
@@ -548,7 +615,8 @@ pub fn check_all(gpu: &Gpu, q_heads: usize, kv_heads: usize, head_dim: usize, hi
     // KV write into scattered slots (some skipped).
     let toks = 50;
     let (kn, vn) = (rand_vec(toks * width, 1.0), rand_vec(toks * width, 1.0));
-    let slots: Vec<i64> = (0..toks as i64).map(|i| if i % 7 == 3 { -1 } else { (i * 37 + 5) % (blocks * bs) as i64 }).collect();
+    let slots: Vec<i64> =
+        (0..toks as i64).map(|i| if i % 7 == 3 { -1 } else { (i * 37 + 5) % (blocks * bs) as i64 }).collect();
     let (dkn, dvn, dslots) = (gpu.upload_bf16(&kn)?, gpu.upload_bf16(&vn)?, gpu.upload(&slots)?);
     let (mut dkc2, mut dvc2) = (gpu.upload_bf16(&kcache)?, gpu.upload_bf16(&vcache)?);
     gpu.kv_write(&dkn, &dvn, &mut dkc2, &mut dvc2, &dslots, toks, kv_heads, head_dim)?;
@@ -565,13 +633,20 @@ pub fn check_all(gpu: &Gpu, q_heads: usize, kv_heads: usize, head_dim: usize, hi
     let uniforms: Vec<f32> = (0..seqs).map(|i| ((i as f32 * 0.618_034) % 1.0).min(0.999)).collect();
     let (dl, du) = (gpu.upload(&logits)?, gpu.upload(&uniforms)?);
     let mut dout = gpu.zeros::<i32>(seqs)?;
-    for (temp, top_p, op, tol) in [(0.0f32, 1.0f32, "sample_greedy", 0.0), (0.8, 0.9, "sample_top_p", TOL_SAMPLE_MISMATCH)] {
+    for (temp, top_p, op, tol) in
+        [(0.0f32, 1.0f32, "sample_greedy", 0.0), (0.8, 0.9, "sample_top_p", TOL_SAMPLE_MISMATCH)]
+    {
         gpu.sample(&mut dout, &dl, &du, seqs, vocab, temp, top_p)?;
         let got = gpu.download(&dout)?;
         let mut want = vec![0i32; seqs];
         crate::cpu::sample(&mut want, &logits, &uniforms, vocab, temp, top_p);
         let mismatched = got.iter().zip(&want).filter(|(a, b)| a != b).count();
-        checks.push(Check { op, shape: format!("{seqs}×{vocab}"), error: mismatched as f64 / seqs as f64, tolerance: tol });
+        checks.push(Check {
+            op,
+            shape: format!("{seqs}×{vocab}"),
+            error: mismatched as f64 / seqs as f64,
+            tolerance: tol,
+        });
     }
     gpu.sync()?;
     Ok(checks)

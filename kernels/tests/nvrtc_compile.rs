@@ -67,6 +67,7 @@ fn a_broken_source_reports_the_compiler_log() {
     if !nvrtc_or_skip() {
         return;
     }
-    let e = nvrtc::compile("bad.cu", "extern \"C\" __global__ void k() { undeclared_thing(); }", "sm_90", &[]).unwrap_err();
+    let e =
+        nvrtc::compile("bad.cu", "extern \"C\" __global__ void k() { undeclared_thing(); }", "sm_90", &[]).unwrap_err();
     assert!(e.contains("bad.cu") && e.contains("undeclared_thing"), "{e}");
 }

@@ -127,7 +127,8 @@ fn load_model(spec: &str) -> Result<ModelSpec> {
         struct File {
             model: ModelSection,
         }
-        let src = std::fs::read_to_string(spec).map_err(|e| CliError::input(format!("--model: cannot read {spec}: {e}")))?;
+        let src =
+            std::fs::read_to_string(spec).map_err(|e| CliError::input(format!("--model: cannot read {spec}: {e}")))?;
         let f: File = toml::from_str(&src).map_err(|e| CliError::input(format!("--model {spec}: {}", e.message())))?;
         f.model
     } else {
@@ -157,7 +158,8 @@ fn write_profile(path: &Path, p: &Profile) -> Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     let json = compact_number_arrays(&serde_json::to_string_pretty(p).expect("profile serialises"));
-    std::fs::write(path, json + "\n").map_err(|e| CliError::Other(anyhow::anyhow!("cannot write {}: {e}", path.display())))
+    std::fs::write(path, json + "\n")
+        .map_err(|e| CliError::Other(anyhow::anyhow!("cannot write {}: {e}", path.display())))
 }
 
 /// Puts each innermost array of numbers (a table point) on one line: pretty JSON would give
@@ -199,7 +201,10 @@ fn compact_number_arrays(pretty: &str) -> String {
 fn calibrate_run(a: RunArgs) -> Result<()> {
     let model = load_model(&a.model)?;
     if a.tp.is_empty() || a.tp.iter().any(|&t| t == 0 || model.heads % t as u64 != 0) {
-        return Err(CliError::input(format!("--tp: every degree must divide the model's {} heads, got {:?}", model.heads, a.tp)));
+        return Err(CliError::input(format!(
+            "--tp: every degree must divide the model's {} heads, got {:?}",
+            model.heads, a.tp
+        )));
     }
     let deadline = a.deadline.as_deref().map(parse_duration).transpose()?;
     let mut limits = match a.backend {
@@ -230,7 +235,8 @@ fn calibrate_run(a: RunArgs) -> Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     let mut csv = std::io::BufWriter::new(
-        std::fs::File::create(&csv_path).map_err(|e| CliError::Other(anyhow::anyhow!("cannot write {}: {e}", csv_path.display())))?,
+        std::fs::File::create(&csv_path)
+            .map_err(|e| CliError::Other(anyhow::anyhow!("cannot write {}: {e}", csv_path.display())))?,
     );
     writeln!(csv, "op,tp,x1,x2,time_ms,samples")?;
     let bar = !a.quiet && std::io::stderr().is_terminal();
@@ -238,7 +244,9 @@ fn calibrate_run(a: RunArgs) -> Result<()> {
     let outcome = sweep::run(backend.as_mut(), &points, deadline, &mut |m, done, total| {
         let x2 = m.x.get(1).map_or(String::new(), |v| v.to_string());
         // Flushed per point, so an interrupted run keeps every measurement so far.
-        if let Err(e) = writeln!(csv, "{},{},{},{},{:.6},{}", m.op, m.tp, m.x[0], x2, m.ms, m.samples).and_then(|_| csv.flush()) {
+        if let Err(e) =
+            writeln!(csv, "{},{},{},{},{:.6},{}", m.op, m.tp, m.x[0], x2, m.ms, m.samples).and_then(|_| csv.flush())
+        {
             io_err.get_or_insert(e);
         }
         if bar {
@@ -254,7 +262,10 @@ fn calibrate_run(a: RunArgs) -> Result<()> {
         return Err(CliError::Other(anyhow::anyhow!("writing {}: {e}", csv_path.display())));
     }
     if outcome.measurements.is_empty() {
-        return Err(CliError::Other(anyhow::anyhow!("no point was measured: {}", outcome.failed.first().cloned().unwrap_or_default())));
+        return Err(CliError::Other(anyhow::anyhow!(
+            "no point was measured: {}",
+            outcome.failed.first().cloned().unwrap_or_default()
+        )));
     }
     let mut notes = vec![format!(
         "{} of {} planned points measured ({} distinct shapes) in {:.1} s: {:.2} points/s{}",
@@ -267,7 +278,10 @@ fn calibrate_run(a: RunArgs) -> Result<()> {
     )];
     notes.extend(outcome.failed.iter().take(20).map(|f| format!("not measured: {f}")));
     notes.push("all_reduce not measured (one device): the simulator uses the roofline estimate for TP > 1".into());
-    notes.push("CPU overheads not measured (they belong to the serving engine): the simulator uses [cost] cpu_overhead_*".into());
+    notes.push(
+        "CPU overheads not measured (they belong to the serving engine): the simulator uses [cost] cpu_overhead_*"
+            .into(),
+    );
     let meta = ProfileMeta {
         source: format!("servesim calibrate run --backend {} --model {} --tp {:?}", device.backend, a.model, a.tp),
         backend: device.backend.clone(),
@@ -306,8 +320,9 @@ fn check_kernels(b: &CudaBackend, model: &ModelSpec, tps: &[u32], log: &Path, se
     let mut failed = 0;
     for &tp in tps {
         let (q, kv) = ((model.heads / tp as u64) as usize, (model.kv_heads.div_ceil(tp as u64)) as usize);
-        let checks = servesim_kernels::cuda::check_all(&b.gpu, q, kv, model.head_dim as usize, model.hidden as usize, seed)
-            .map_err(|e| CliError::Other(anyhow::anyhow!("kernel check at tp {tp}: {e}")))?;
+        let checks =
+            servesim_kernels::cuda::check_all(&b.gpu, q, kv, model.head_dim as usize, model.hidden as usize, seed)
+                .map_err(|e| CliError::Other(anyhow::anyhow!("kernel check at tp {tp}: {e}")))?;
         for c in checks {
             let ok = c.passed();
             failed += !ok as usize;
@@ -338,7 +353,8 @@ fn read(p: &Path) -> Result<String> {
 
 fn import(a: ImportArgs) -> Result<()> {
     let name = |p: &Path| p.display().to_string();
-    let texts = [Some(&a.mlp), a.attention.as_ref(), a.all_reduce.as_ref(), a.cpu_overheads.as_ref()].map(|p| p.map(|p| read(p)));
+    let texts = [Some(&a.mlp), a.attention.as_ref(), a.all_reduce.as_ref(), a.cpu_overheads.as_ref()]
+        .map(|p| p.map(|p| read(p)));
     let [mlp, attention, all_reduce, cpu] = texts.map(|t| t.transpose());
     let (mlp, attention, all_reduce, cpu) = (mlp?.expect("mlp is required"), attention?, all_reduce?, cpu?);
     // Vidur's layout: .../compute/<gpu>/<org>/<model>/mlp.csv.
@@ -347,9 +363,14 @@ fn import(a: ImportArgs) -> Result<()> {
         Some(i) if i + 1 < parts.len() => format!("{} (Vidur)", parts[i + 1]),
         _ => "unknown GPU (Vidur)".into(),
     });
-    let model_name = a.mlp.parent().and_then(|p| p.file_name()).map_or("vidur model".into(), |n| n.to_string_lossy().into_owned());
-    let (mlp_name, att_name, ar_name, cpu_name) =
-        (name(&a.mlp), a.attention.as_deref().map(name), a.all_reduce.as_deref().map(name), a.cpu_overheads.as_deref().map(name));
+    let model_name =
+        a.mlp.parent().and_then(|p| p.file_name()).map_or("vidur model".into(), |n| n.to_string_lossy().into_owned());
+    let (mlp_name, att_name, ar_name, cpu_name) = (
+        name(&a.mlp),
+        a.attention.as_deref().map(name),
+        a.all_reduce.as_deref().map(name),
+        a.cpu_overheads.as_deref().map(name),
+    );
     let inputs = vidur::Inputs {
         mlp: vidur::Csv { name: &mlp_name, text: &mlp },
         attention: attention.as_deref().map(|t| vidur::Csv { name: att_name.as_deref().unwrap_or(""), text: t }),

@@ -50,7 +50,8 @@ struct QueryArgs {
 /// Reads and parses a profile; errors name the file.
 pub fn load(path: &Path) -> std::result::Result<Profile, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read profile {}: {e}", path.display()))?;
-    let p: Profile = serde_json::from_str(&text).map_err(|e| format!("{}: not a servesim profile: {e}", path.display()))?;
+    let p: Profile =
+        serde_json::from_str(&text).map_err(|e| format!("{}: not a servesim profile: {e}", path.display()))?;
     for t in &p.ops {
         t.check().map_err(|e| format!("{}: {e}", path.display()))?;
     }
@@ -125,15 +126,24 @@ fn query(q: QueryArgs) -> Result<()> {
     if tables.is_empty() {
         let mut names: Vec<&str> = p.ops.iter().map(|t| t.name.as_str()).collect();
         names.dedup();
-        return Err(CliError::input(format!("--op: no op {:?} in {}; it has {}", q.op, q.profile.display(), names.join(", "))));
+        return Err(CliError::input(format!(
+            "--op: no op {:?} in {}; it has {}",
+            q.op,
+            q.profile.display(),
+            names.join(", ")
+        )));
     }
     let tps: Vec<String> = tables.iter().map(|t| t.tp.map_or("any".into(), |v| v.to_string())).collect();
     let t = match q.tp {
-        Some(tp) => tables.iter().find(|t| t.tp == Some(tp)).or_else(|| tables.iter().find(|t| t.tp.is_none())).ok_or_else(|| {
-            CliError::input(format!("--tp: op {} was measured at TP {}, not {tp}", q.op, tps.join(", ")))
-        })?,
+        Some(tp) => {
+            tables.iter().find(|t| t.tp == Some(tp)).or_else(|| tables.iter().find(|t| t.tp.is_none())).ok_or_else(
+                || CliError::input(format!("--tp: op {} was measured at TP {}, not {tp}", q.op, tps.join(", "))),
+            )?
+        }
         None if tables.len() == 1 => &tables[0],
-        None => return Err(CliError::input(format!("--tp: op {} was measured at TP {}; say which", q.op, tps.join(", ")))),
+        None => {
+            return Err(CliError::input(format!("--tp: op {} was measured at TP {}; say which", q.op, tps.join(", "))))
+        }
     };
     if !(q.tokens.is_finite() && q.tokens >= 0.0) {
         return Err(CliError::input(format!("--tokens: must be ≥ 0, got {}", q.tokens)));
@@ -141,7 +151,12 @@ fn query(q: QueryArgs) -> Result<()> {
     let mut x = vec![q.tokens];
     if t.axes.len() == 2 {
         let c = q.context.ok_or_else(|| {
-            CliError::input(format!("--context: op {} has two axes ({} × {}); give the second", q.op, t.axes[0].name(), t.axes[1].name()))
+            CliError::input(format!(
+                "--context: op {} has two axes ({} × {}); give the second",
+                q.op,
+                t.axes[0].name(),
+                t.axes[1].name()
+            ))
         })?;
         x.push(c);
     }

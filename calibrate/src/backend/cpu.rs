@@ -36,7 +36,11 @@ type Run = Box<dyn FnMut()>;
 fn cpu_name() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 
@@ -90,7 +94,15 @@ impl CpuBackend {
                 let q = self.data(ctx.len() * qh * hd);
                 let mut out = vec![0.0; q.len()];
                 Box::new(move || {
-                    let g = cpu::Paged { block_tables: &tables, max_blocks, context_lens: &ctx, q_heads: qh, kv_heads: kh, head_dim: hd, block_size: bs };
+                    let g = cpu::Paged {
+                        block_tables: &tables,
+                        max_blocks,
+                        context_lens: &ctx,
+                        q_heads: qh,
+                        kv_heads: kh,
+                        head_dim: hd,
+                        block_size: bs,
+                    };
                     cpu::decode_attention(&mut out, &q, &kc, &vc, &g, 256, 1.0 / (hd as f32).sqrt());
                 })
             }
@@ -105,7 +117,15 @@ impl CpuBackend {
                 let cu = vec![0, chunk as i32];
                 let mut out = vec![0.0; q.len()];
                 Box::new(move || {
-                    let g = cpu::Paged { block_tables: &tables, max_blocks, context_lens: &ctx, q_heads: qh, kv_heads: kh, head_dim: hd, block_size: bs };
+                    let g = cpu::Paged {
+                        block_tables: &tables,
+                        max_blocks,
+                        context_lens: &ctx,
+                        q_heads: qh,
+                        kv_heads: kh,
+                        head_dim: hd,
+                        block_size: bs,
+                    };
                     cpu::prefill_attention(&mut out, &q, &kc, &vc, &cu, &g, 1.0 / (hd as f32).sqrt());
                 })
             }
@@ -124,7 +144,11 @@ impl Backend for CpuBackend {
     fn device(&self) -> Device {
         Device {
             backend: "cpu".into(),
-            name: format!("CPU: {} ({} threads)", cpu_name(), std::thread::available_parallelism().map_or(1, |n| n.get())),
+            name: format!(
+                "CPU: {} ({} threads)",
+                cpu_name(),
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            ),
             driver: None,
             clocks: None,
             dtype: "f32".into(),

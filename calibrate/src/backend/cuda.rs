@@ -6,10 +6,10 @@
 //! each `inner` back-to-back launches between two events (enough for about 0.2 ms, so event
 //! resolution and launch gaps matter little), and the median per launch.
 
-use servesim_kernels::cudarc::driver::CudaSlice;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use servesim_kernels::cuda::{AttnGeometry, CudaUnavailable, DecodeWorkspace, Gpu};
+use servesim_kernels::cudarc::driver::CudaSlice;
 
 use super::{median, rotation, Backend, Device, Timing};
 use crate::plan::Shape;
@@ -154,7 +154,12 @@ impl Backend for CudaBackend {
                 let r = rotation(8 * tokens * kv_heads * head_dim, l2, 8);
                 let mut sets = Vec::new();
                 for _ in 0..r {
-                    sets.push((self.bf16(t * kh * hd)?, self.bf16(t * kh * hd)?, self.gpu.zeros::<u16>(t * kh * hd)?, self.gpu.zeros::<u16>(t * kh * hd)?));
+                    sets.push((
+                        self.bf16(t * kh * hd)?,
+                        self.bf16(t * kh * hd)?,
+                        self.gpu.zeros::<u16>(t * kh * hd)?,
+                        self.gpu.zeros::<u16>(t * kh * hd)?,
+                    ));
                 }
                 let slots = self.gpu.upload(&(0..t as i64).collect::<Vec<_>>())?;
                 let gpu = &self.gpu;
@@ -218,7 +223,11 @@ impl Backend for CudaBackend {
                 too_big(set * r as u64)?;
                 let mut sets = Vec::new();
                 for _ in 0..r {
-                    sets.push((self.bf16(max_blocks * bs * kh * hd)?, self.bf16(max_blocks * bs * kh * hd)?, self.bf16(chunk as usize * qh * hd)?));
+                    sets.push((
+                        self.bf16(max_blocks * bs * kh * hd)?,
+                        self.bf16(max_blocks * bs * kh * hd)?,
+                        self.bf16(chunk as usize * qh * hd)?,
+                    ));
                 }
                 let tables = self.gpu.upload(&(0..max_blocks as i32).collect::<Vec<_>>())?;
                 let ctx = self.gpu.upload(&[total as i32])?;

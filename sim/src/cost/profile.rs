@@ -481,12 +481,8 @@ mod tests {
     #[test]
     fn two_axis_table_reads_rows_then_across() {
         // t = batch × (1 + context / 100) on a 2 × 2 grid.
-        let pts: Vec<Vec<f64>> = vec![
-            vec![1.0, 100.0, 2.0],
-            vec![1.0, 300.0, 4.0],
-            vec![3.0, 100.0, 6.0],
-            vec![3.0, 300.0, 12.0],
-        ];
+        let pts: Vec<Vec<f64>> =
+            vec![vec![1.0, 100.0, 2.0], vec![1.0, 300.0, 4.0], vec![3.0, 100.0, 6.0], vec![3.0, 300.0, 12.0]];
         let t = Curve2::new(&pts, Interp::Linear);
         assert_eq!(t.eval(1.0, 200.0), 3.0);
         assert_eq!(t.eval(3.0, 200.0), 9.0);
@@ -501,7 +497,8 @@ mod tests {
         let (fit, out) = holdout_split(&pts);
         assert_eq!(out, vec![vec![3.0, 1.0], vec![7.0, 1.0]]);
         assert_eq!(fit.len(), 6);
-        let rows: Vec<Vec<f64>> = [1.0, 2.0].iter().flat_map(|r| (0..4).map(move |i| vec![*r, i as f64, 1.0])).collect();
+        let rows: Vec<Vec<f64>> =
+            [1.0, 2.0].iter().flat_map(|r| (0..4).map(move |i| vec![*r, i as f64, 1.0])).collect();
         let (_, out) = holdout_split(&rows);
         assert_eq!(out, vec![vec![1.0, 3.0, 1.0], vec![2.0, 3.0, 1.0]]);
     }

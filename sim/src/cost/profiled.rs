@@ -258,7 +258,9 @@ impl Profiled {
         for (i, (vidur, ours)) in LAYER_GEMMS.iter().enumerate() {
             let moe = self.model.experts > 1 && i >= 2;
             match (&self.gemms[i], moe) {
-                (Some(c), false) => out.push(ProfiledOp { name: vidur, seconds: layers * c.eval_at(&[n]) * ms, measured: true }),
+                (Some(c), false) => {
+                    out.push(ProfiledOp { name: vidur, seconds: layers * c.eval_at(&[n]) * ms, measured: true })
+                }
                 _ if moe && i == 3 => {}
                 _ => {
                     let name = if moe { "moe_experts" } else { ours };
@@ -268,7 +270,11 @@ impl Profiled {
             }
         }
         if self.elementwise.is_empty() {
-            out.push(ProfiledOp { name: "elementwise", seconds: roof_s("elementwise") + layers * 5.0 * launch, measured: false });
+            out.push(ProfiledOp {
+                name: "elementwise",
+                seconds: roof_s("elementwise") + layers * 5.0 * launch,
+                measured: false,
+            });
         }
         for (name, c) in &self.elementwise {
             out.push(ProfiledOp { name, seconds: layers * c.eval_at(&[n]) * ms, measured: true });
@@ -475,12 +481,24 @@ mod tests {
     fn attention_from_another_geometry_is_used_only_if_per_gpu_heads_match() {
         let mut p = profile(1);
         // Llama-2-70B at TP 2: 32 query and 4 KV heads per GPU, not llama-3-8b's 32 and 8.
-        let other = ModelDims { name: "70b".into(), hidden: 8192, heads: 64, kv_heads: 8, head_dim: 128, intermediate: 1, vocab: 1 };
+        let other = ModelDims {
+            name: "70b".into(),
+            hidden: 8192,
+            heads: 64,
+            kv_heads: 8,
+            head_dim: 128,
+            intermediate: 1,
+            vocab: 1,
+        };
         for t in p.ops.iter_mut().filter(|t| t.name.starts_with("attn_decode")) {
             t.dims = Some(other.clone());
             t.tp = Some(2);
         }
         let m = build(&p, 1).unwrap();
-        assert!(m.fallbacks().iter().any(|f| f.starts_with("attn_decode (measured for 32 query / 4 KV")), "{:?}", m.fallbacks());
+        assert!(
+            m.fallbacks().iter().any(|f| f.starts_with("attn_decode (measured for 32 query / 4 KV")),
+            "{:?}",
+            m.fallbacks()
+        );
     }
 }
