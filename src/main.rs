@@ -31,6 +31,10 @@ enum Command {
     Report(commands::report::Args),
     /// Profile, fit or generate workloads: `workload describe`, `workload fit`, `workload generate`.
     Workload(commands::workload::Args),
+    /// Measure kernels on a GPU (or the CPU) and fit a cost profile, or import Vidur's.
+    Calibrate(commands::calibrate::Args),
+    /// Inspect a cost profile: its ops and errors, or one op's predicted time.
+    Profile(commands::profile::Args),
 }
 
 fn main() {
@@ -41,6 +45,8 @@ fn main() {
         Command::Bench(a) => commands::bench::run(a),
         Command::Report(a) => commands::report::run(a),
         Command::Workload(a) => commands::workload::run(a),
+        Command::Calibrate(a) => commands::calibrate::run(a),
+        Command::Profile(a) => commands::profile::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

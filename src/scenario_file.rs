@@ -16,7 +16,11 @@ pub fn load(path: &Path) -> Result<Scenario> {
     let src = std::fs::read_to_string(path)
         .map_err(|e| CliError::input(format!("cannot read scenario {}: {e}", path.display())))?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario");
-    let mut s = Scenario::from_toml(&src, stem).map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
+    // `cost.profile` is relative to the scenario file.
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut load_profile = |p: &str| crate::commands::profile::load(&dir.join(p));
+    let mut s = Scenario::from_toml_with(&src, stem, &mut load_profile)
+        .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
     crate::trace_source::attach(&mut s, path)?;
     Ok(s)
 }
@@ -27,7 +31,8 @@ pub fn embedded(name: &str) -> Result<Scenario> {
         .iter()
         .find(|(n, _)| *n == name)
         .ok_or_else(|| CliError::input(format!("no embedded scenario {name}")))?;
-    Scenario::from_toml(src, name).map_err(|e| CliError::input(format!("embedded {name}: {e}")))
+    let mut load_profile = |p: &str| crate::commands::profile::load(Path::new(p));
+    Scenario::from_toml_with(src, name, &mut load_profile).map_err(|e| CliError::input(format!("embedded {name}: {e}")))
 }
 
 /// `--scenario PATH`, or the embedded default when no path is given.

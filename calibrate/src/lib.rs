@@ -1,17 +1,21 @@
 //! servesim-calibrate: turns measured kernel timings into a cost profile the simulator reads.
 //!
 //! ```text
-//!   model spec + TP ─► sweep plan (GEMM token counts, prefill (chunk, cached), decode (batch, ctx))
+//!   model spec + TP ─► plan (GEMM token counts, prefill (chunk, cached), decode (batch, ctx))
 //!                       │
 //!                       ▼ backend: cuda (cudarc, real kernels) │ cpu (reference ops)
-//!                   timings CSV (streamed, survives interruption)
+//!                   sweep: measurements streamed to the caller (→ CSV), deadline
 //!                       │
-//!                       ▼ fit: per-op interpolation, held-out error
-//!                   profile file ─► sim's Profiled cost model (`[cost] profile = "PATH"`)
+//!                       ▼ fit: per-op tables, interpolation chosen by held-out error
+//!                   profile ─► sim's Profiled cost model (`[cost] profile = "PATH"`)
+//!   vidur: Vidur's profiling CSVs ─► the same profile format, Vidur's op names
 //! ```
-//! It will also import others' measurements (Vidur's per-op CSVs) into the same profile format.
-//! Until the calibration issue lands, this crate holds only this plan; the simulator uses the
-//! analytic roofline model (`servesim_sim::cost::Roofline`).
+//! The library measures and fits; the `servesim` binary reads and writes the files.
 
-/// The version of the profile format this crate will write.
-pub const PROFILE_FORMAT_VERSION: u32 = 1;
+pub mod backend;
+pub mod fit;
+pub mod plan;
+pub mod sweep;
+pub mod vidur;
+
+pub use servesim_sim::cost::profile::PROFILE_FORMAT_VERSION;

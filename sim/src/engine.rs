@@ -14,7 +14,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
-use crate::cost::{CostModel, Roofline};
+use crate::cost::{CostModel, Profiled, Roofline};
 use crate::instance::{Departure, Instance, InstanceConfig};
 use crate::metrics::{summarize, Recorder, Summary};
 use crate::router::{self, Router};
@@ -93,6 +93,10 @@ pub struct RunOutput {
 /// Builds the cost model of an instance group.
 pub fn cost_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
     let g = &s.groups[group];
+    if let Some(p) = &g.profile {
+        let m = Profiled::new(s.model.clone(), g.gpu.clone(), g.tp, g.cost.clone(), p);
+        return Arc::new(m.expect("the profile was checked when the scenario was validated"));
+    }
     Arc::new(Roofline::new(s.model.clone(), g.gpu.clone(), g.tp, g.cost.clone()))
 }
 

@@ -404,6 +404,10 @@ pub struct CostSection {
     pub cpu_overhead_base_us: f64,
     /// Extra CPU time per sequence in the batch, µs. Default 37.48.
     pub cpu_overhead_per_seq_us: f64,
+    /// A cost profile (from `servesim calibrate`), relative to the scenario file: iteration
+    /// times come from its measured tables, and the keys above only from ops it lacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 impl Default for CostSection {
@@ -417,6 +421,7 @@ impl Default for CostSection {
             allreduce_latency_us: p.allreduce_latency_us,
             cpu_overhead_base_us: p.cpu_overhead_base_us,
             cpu_overhead_per_seq_us: p.cpu_overhead_per_seq_us,
+            profile: None,
         }
     }
 }
@@ -437,6 +442,9 @@ impl CostSection {
             ("cpu_overhead_per_seq_us", self.cpu_overhead_per_seq_us),
         ] {
             check(v.is_finite() && (0.0..1e9).contains(&v), path, key, "must be ≥ 0", v)?;
+        }
+        if let Some(p) = &self.profile {
+            check(!p.trim().is_empty(), path, "profile", "must be a file path", "\"\"")?;
         }
         Ok(())
     }

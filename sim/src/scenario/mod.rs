@@ -14,8 +14,10 @@ mod file;
 pub use file::*;
 
 use std::fmt;
+use std::sync::Arc;
 
-use crate::cost::RooflineParams;
+use crate::cost::profile::Profile;
+use crate::cost::{Profiled, RooflineParams};
 use crate::memory::{plan_memory, MemoryBudget, MemoryConfig};
 use crate::spec::{GpuSpec, ModelSpec};
 use crate::workload::WorkloadSpec;
@@ -88,6 +90,9 @@ pub struct InstanceGroup {
     pub scheduler: SchedulerSection,
     pub memory: MemoryBudget,
     pub cost: RooflineParams,
+    /// The measured cost profile (`cost.profile`), checked against the model and TP degree;
+    /// without one the roofline model prices iterations.
+    pub profile: Option<Arc<Profile>>,
     /// Longest prompt + output a request may have on this group.
     pub max_model_len: u64,
 }
@@ -116,7 +121,29 @@ impl Scenario {
         Scenario::from_file(file, default_name)
     }
 
-    pub fn from_file(mut file: ScenarioFile, default_name: &str) -> Result<Scenario, ScenarioError> {
+    /// Like [`Scenario::from_toml`], with `load_profile` turning `cost.profile` (the path as
+    /// written) into a parsed profile: the library reads no files, the caller does.
+    pub fn from_toml_with(
+        src: &str,
+        default_name: &str,
+        load_profile: &mut dyn FnMut(&str) -> Result<Profile, String>,
+    ) -> Result<Scenario, ScenarioError> {
+        let file = parse(src)?;
+        Scenario::from_file_with(file, default_name, load_profile)
+    }
+
+    /// Validates a parsed file. A scenario with `cost.profile` needs [`Scenario::from_file_with`].
+    pub fn from_file(file: ScenarioFile, default_name: &str) -> Result<Scenario, ScenarioError> {
+        Scenario::from_file_with(file, default_name, &mut |p| {
+            Err(format!("cannot read {p}: profiles are read by the servesim binary (Scenario::from_file_with)"))
+        })
+    }
+
+    pub fn from_file_with(
+        mut file: ScenarioFile,
+        default_name: &str,
+        load_profile: &mut dyn FnMut(&str) -> Result<Profile, String>,
+    ) -> Result<Scenario, ScenarioError> {
         let name = file.name.clone().unwrap_or_else(|| default_name.to_string());
         check(
             !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
@@ -159,6 +186,15 @@ impl Scenario {
             max_num_seqs: file.scheduler.max_num_seqs as u64,
         };
         let memory = plan_memory(&model, &gpu, &cfg).map_err(|e| ScenarioError::at("memory", e.to_string()))?;
+        let profile = match &file.cost.profile {
+            Some(path) => {
+                let p = load_profile(path).map_err(|e| ScenarioError::at("cost.profile", e))?;
+                Profiled::new(model.clone(), gpu.clone(), tp, file.cost.params(), &p)
+                    .map_err(|e| ScenarioError::at("cost.profile", format!("{path}: {e}")))?;
+                Some(Arc::new(p))
+            }
+            None => None,
+        };
         let group = InstanceGroup {
             name: format!("{}-tp{}", gpu.name, tp),
             count: file.cluster.instances,
@@ -167,6 +203,7 @@ impl Scenario {
             scheduler: file.scheduler.clone(),
             memory,
             cost: file.cost.params(),
+            profile,
             max_model_len,
         };
         Ok(Scenario {

@@ -1,0 +1,528 @@
+//! Cost profiles: measured per-operator times, as tables with an interpolation rule.
+//!
+//! ```text
+//!   profile (JSON, written by `servesim calibrate`)
+//!     meta: GPU, driver, clocks, dtype, model dims, TP degrees, date, version, backend
+//!     ops:  name (Vidur's op names) × TP → table over 1 or 2 axes, interpolation, held-out error
+//!   Curve1 / Curve2: the tables made ready for O(log n) lookups by the Profiled cost model
+//! ```
+//! The binary reads the file and deserialises it into [`Profile`]; this module only checks and
+//! evaluates it. Times are milliseconds, as in Vidur's CSVs; axes are token, byte or sequence
+//! counts.
+
+use serde::{Deserialize, Serialize};
+
+/// The version of the profile format, written in every profile.
+pub const PROFILE_FORMAT_VERSION: u32 = 1;
+
+/// A whole profile file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub format_version: u32,
+    pub meta: ProfileMeta,
+    pub ops: Vec<OpTable>,
+}
+
+/// Where and how a profile was measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileMeta {
+    /// What produced it: `servesim calibrate run --backend cuda`, `vidur import`, ...
+    pub source: String,
+    /// `cuda`, `cpu` or `vidur`.
+    pub backend: String,
+    /// The device's name (`NVIDIA H200`, `A100-80G (Vidur)`, the CPU's model).
+    pub gpu: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clocks: Option<String>,
+    /// Element type of weights and activations (`bf16`; the CPU backend computes in `f32`).
+    pub dtype: String,
+    /// The model geometry the token ops were measured for.
+    pub model: ModelDims,
+    /// Tensor-parallel degrees with shard shapes in the profile.
+    pub tp: Vec<u32>,
+    /// UTC date and time of the measurement (or of the import).
+    pub date: String,
+    pub servesim_version: String,
+    /// Anything else a reader should know (inputs, deadlines, what was left out).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// The dimensions that decide every op's shape (per GPU: heads / TP, intermediate / TP).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelDims {
+    pub name: String,
+    pub hidden: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    pub intermediate: u64,
+    pub vocab: u64,
+}
+
+impl ModelDims {
+    pub fn from_spec(m: &crate::spec::ModelSpec) -> ModelDims {
+        ModelDims {
+            name: m.name.clone(),
+            hidden: m.hidden,
+            heads: m.heads,
+            kv_heads: m.kv_heads,
+            head_dim: m.head_dim,
+            intermediate: m.intermediate,
+            vocab: m.vocab,
+        }
+    }
+
+    /// Whether the GEMM and elementwise shapes are the same as `m`'s.
+    pub fn same_shapes(&self, m: &crate::spec::ModelSpec) -> bool {
+        (self.hidden, self.heads, self.kv_heads, self.head_dim, self.intermediate, self.vocab)
+            == (m.hidden, m.heads, m.kv_heads, m.head_dim, m.intermediate, m.vocab)
+    }
+
+    /// Query heads, KV heads and head size on one GPU at TP `tp`.
+    pub fn attention_per_gpu(&self, tp: u64) -> (u64, u64, u64) {
+        (self.heads / tp, self.kv_heads.div_ceil(tp).max(1), self.head_dim)
+    }
+}
+
+/// What a table's axis counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Axis {
+    /// Tokens through the op (GEMMs, elementwise ops).
+    Tokens,
+    /// Bytes reduced (all-reduce).
+    Bytes,
+    /// Sequences in the batch (decode attention, CPU overheads, sampling).
+    Batch,
+    /// Tokens of context each decoding sequence attends to.
+    Context,
+    /// New tokens of a prefill chunk.
+    Chunk,
+    /// Tokens already in the KV cache that a prefill chunk attends to.
+    Cached,
+}
+
+impl Axis {
+    pub fn name(self) -> &'static str {
+        match self {
+            Axis::Tokens => "tokens",
+            Axis::Bytes => "bytes",
+            Axis::Batch => "batch",
+            Axis::Context => "context",
+            Axis::Chunk => "chunk",
+            Axis::Cached => "cached",
+        }
+    }
+}
+
+/// How a table is read between its points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Interp {
+    /// The time of the next measured point: kernels are tiled, so a shape costs what the next
+    /// tile edge costs (GEMM times are step functions of the token count).
+    Step,
+    /// Piecewise linear in log(x), log(time) (linear where x or the time is 0).
+    LogLog,
+    /// Piecewise linear.
+    Linear,
+}
+
+impl Interp {
+    pub const ALL: [Interp; 3] = [Interp::Step, Interp::LogLog, Interp::Linear];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Interp::Step => "step",
+            Interp::LogLog => "loglog",
+            Interp::Linear => "linear",
+        }
+    }
+}
+
+/// Errors of an interpolation on points left out of its fit, in percent of the measured time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeldOut {
+    pub interp: Interp,
+    /// Held-out points.
+    pub points: u64,
+    pub median_pct: f64,
+    pub p90_pct: f64,
+    pub max_pct: f64,
+}
+
+/// One op's measured times on one TP degree.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpTable {
+    /// Vidur's op name (`attn_pre_proj`, `mlp_up_proj`, `attn_decode`, `all_reduce`, ...).
+    pub name: String,
+    /// TP degree of the shard shapes; absent when the times hold for any degree (CPU overheads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tp: Option<u32>,
+    /// One axis (`[x, ms]` points) or two (`[x1, x2, ms]`: rows keyed by x1, curves over x2).
+    pub axes: Vec<Axis>,
+    pub interp: Interp,
+    pub points: Vec<Vec<f64>>,
+    /// Geometry the op was measured on when it is not the profile's model (Vidur's attention).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dims: Option<ModelDims>,
+    /// Held-out error of the chosen interpolation (first) and of the other candidates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub heldout: Vec<HeldOut>,
+}
+
+impl OpTable {
+    /// The held-out error of the chosen interpolation, when it was measured.
+    pub fn chosen_heldout(&self) -> Option<&HeldOut> {
+        self.heldout.iter().find(|h| h.interp == self.interp)
+    }
+
+    /// Checks the table's shape; the message names the op.
+    pub fn check(&self) -> Result<(), String> {
+        let who = match self.tp {
+            Some(t) => format!("op {} (tp {t})", self.name),
+            None => format!("op {}", self.name),
+        };
+        if self.axes.is_empty() || self.axes.len() > 2 {
+            return Err(format!("{who}: needs 1 or 2 axes, got {}", self.axes.len()));
+        }
+        if self.points.is_empty() {
+            return Err(format!("{who}: has no points"));
+        }
+        let width = self.axes.len() + 1;
+        for p in &self.points {
+            if p.len() != width {
+                return Err(format!("{who}: every point needs {width} numbers, got {p:?}"));
+            }
+            if p.iter().any(|v| !v.is_finite() || *v < 0.0) {
+                return Err(format!("{who}: point {p:?} has a negative or non-finite number"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Splits points into (fit, held out): every 4th point along the last axis of each row is held
+/// out (the 4th, 8th, ...: indices 3, 7, ...). `points` must be sorted.
+pub fn holdout_split(points: &[Vec<f64>]) -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
+    let (mut fit, mut out) = (Vec::new(), Vec::new());
+    let mut i = 0usize;
+    let mut row: Option<f64> = None;
+    for p in points {
+        let key = if p.len() == 3 { Some(p[0]) } else { None };
+        if key != row {
+            row = key;
+            i = 0;
+        }
+        if i % 4 == 3 {
+            out.push(p.clone());
+        } else {
+            fit.push(p.clone());
+        }
+        i += 1;
+    }
+    (fit, out)
+}
+
+/// A one-axis table ready for lookups.
+#[derive(Clone, Debug)]
+pub struct Curve1 {
+    xs: Vec<f64>,
+    ys: Vec<f64>,
+    interp: Interp,
+}
+
+impl Curve1 {
+    /// Builds a curve from `(x, ms)` pairs; equal x values are averaged. Panics on an empty set.
+    pub fn new(mut pts: Vec<(f64, f64)>, interp: Interp) -> Curve1 {
+        assert!(!pts.is_empty(), "a curve needs points");
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (mut xs, mut ys): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
+        let mut n = 0.0;
+        for (x, y) in pts {
+            if xs.last() == Some(&x) {
+                let last = ys.last_mut().expect("same length");
+                *last = (*last * n + y) / (n + 1.0);
+                n += 1.0;
+            } else {
+                xs.push(x);
+                ys.push(y);
+                n = 1.0;
+            }
+        }
+        Curve1 { xs, ys, interp }
+    }
+
+    pub fn min_x(&self) -> f64 {
+        self.xs[0]
+    }
+
+    pub fn max_x(&self) -> f64 {
+        *self.xs.last().expect("non-empty")
+    }
+
+    pub fn len(&self) -> usize {
+        self.xs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.xs.is_empty()
+    }
+
+    /// The time at `x`, in ms. Below the first point it is the first point's time (a kernel
+    /// never gets cheaper than its smallest measured shape); above the last it grows in
+    /// proportion to x (large shapes are throughput-bound).
+    pub fn eval(&self, x: f64) -> f64 {
+        let (xs, ys) = (&self.xs, &self.ys);
+        let n = xs.len();
+        if x <= xs[0] {
+            return ys[0];
+        }
+        if x >= xs[n - 1] {
+            return if xs[n - 1] > 0.0 { ys[n - 1] * x / xs[n - 1] } else { ys[n - 1] };
+        }
+        // The segment (xs[i], xs[i+1]] holding x.
+        let i = xs.partition_point(|&v| v < x) - 1;
+        if xs[i + 1] == x {
+            return ys[i + 1];
+        }
+        segment(self.interp, xs[i], ys[i], xs[i + 1], ys[i + 1], x)
+    }
+}
+
+/// Interpolates between (x0, y0) and (x1, y1) at x0 < x < x1.
+fn segment(interp: Interp, x0: f64, y0: f64, x1: f64, y1: f64, x: f64) -> f64 {
+    match interp {
+        Interp::Step => y1,
+        Interp::LogLog if x0 > 0.0 && y0 > 0.0 && y1 > 0.0 => {
+            let t = (x / x0).ln() / (x1 / x0).ln();
+            (y0.ln() + t * (y1.ln() - y0.ln())).exp()
+        }
+        _ => y0 + (x - x0) / (x1 - x0) * (y1 - y0),
+    }
+}
+
+/// A two-axis table: rows keyed by the first axis, each a curve over the second. Rows may cover
+/// different ranges (prefill attention: cached + chunk ≤ the longest context).
+#[derive(Clone, Debug)]
+pub struct Curve2 {
+    rows: Vec<(f64, Curve1)>,
+    interp: Interp,
+}
+
+impl Curve2 {
+    /// Builds a table from `[x1, x2, ms]` points. Panics on an empty set.
+    pub fn new(points: &[Vec<f64>], interp: Interp) -> Curve2 {
+        assert!(!points.is_empty(), "a table needs points");
+        let mut sorted: Vec<&Vec<f64>> = points.iter().collect();
+        sorted.sort_by(|a, b| a[0].total_cmp(&b[0]).then(a[1].total_cmp(&b[1])));
+        let mut rows: Vec<(f64, Vec<(f64, f64)>)> = Vec::new();
+        for p in sorted {
+            match rows.last_mut() {
+                Some((k, pts)) if *k == p[0] => pts.push((p[1], p[2])),
+                _ => rows.push((p[0], vec![(p[1], p[2])])),
+            }
+        }
+        let rows = rows.into_iter().map(|(k, pts)| (k, Curve1::new(pts, interp))).collect();
+        Curve2 { rows, interp }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// The time at (x1, x2): each neighbouring row is read at x2, then the two are
+    /// interpolated along x1 (proportionally beyond the last row, flat below the first).
+    pub fn eval(&self, x1: f64, x2: f64) -> f64 {
+        let rows = &self.rows;
+        let n = rows.len();
+        if x1 <= rows[0].0 {
+            return rows[0].1.eval(x2);
+        }
+        if x1 >= rows[n - 1].0 {
+            let (k, c) = &rows[n - 1];
+            let y = c.eval(x2);
+            return if *k > 0.0 { y * x1 / k } else { y };
+        }
+        let i = rows.partition_point(|r| r.0 < x1) - 1;
+        let (k1, c1) = &rows[i + 1];
+        if *k1 == x1 {
+            return c1.eval(x2);
+        }
+        let (k0, c0) = &rows[i];
+        segment(self.interp, *k0, c0.eval(x2), *k1, c1.eval(x2), x1)
+    }
+}
+
+/// A table of either shape.
+#[derive(Clone, Debug)]
+pub enum Curve {
+    One(Curve1),
+    Two(Curve2),
+}
+
+impl Curve {
+    /// Builds the lookup structure of a checked table.
+    pub fn from_table(t: &OpTable) -> Curve {
+        if t.axes.len() == 1 {
+            Curve::One(Curve1::new(t.points.iter().map(|p| (p[0], p[1])).collect(), t.interp))
+        } else {
+            Curve::Two(Curve2::new(&t.points, t.interp))
+        }
+    }
+
+    /// Builds a table from a subset of points with another interpolation (for held-out fits).
+    pub fn from_points(points: &[Vec<f64>], axes: usize, interp: Interp) -> Curve {
+        if axes == 1 {
+            Curve::One(Curve1::new(points.iter().map(|p| (p[0], p[1])).collect(), interp))
+        } else {
+            Curve::Two(Curve2::new(points, interp))
+        }
+    }
+
+    /// Evaluates at a point given as its axis values (one or two).
+    pub fn eval_at(&self, x: &[f64]) -> f64 {
+        match self {
+            Curve::One(c) => c.eval(x[0]),
+            Curve::Two(c) => c.eval(x[0], x[1]),
+        }
+    }
+}
+
+/// Held-out error of `interp` on `points` (sorted, every 4th point of each row held out).
+/// Returns None when too few points are left to fit or to test.
+pub fn heldout_error(points: &[Vec<f64>], axes: usize, interp: Interp) -> Option<HeldOut> {
+    let (fit, out) = holdout_split(points);
+    if fit.is_empty() || out.is_empty() {
+        return None;
+    }
+    let curve = Curve::from_points(&fit, axes, interp);
+    let mut errs: Vec<f64> = out
+        .iter()
+        .filter(|p| p[axes] > 0.0)
+        .map(|p| (curve.eval_at(&p[..axes]) - p[axes]).abs() / p[axes] * 100.0)
+        .collect();
+    if errs.is_empty() {
+        return None;
+    }
+    errs.sort_by(f64::total_cmp);
+    Some(HeldOut {
+        interp,
+        points: errs.len() as u64,
+        median_pct: median_sorted(&errs),
+        p90_pct: nearest_rank(&errs, 0.9),
+        max_pct: *errs.last().expect("non-empty"),
+    })
+}
+
+/// The median of sorted values (the mean of the middle two for an even count).
+pub fn median_sorted(v: &[f64]) -> f64 {
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The nearest-rank percentile of sorted values: the smallest value with at least `q` of the
+/// values at or below it.
+pub fn nearest_rank(v: &[f64], q: f64) -> f64 {
+    let k = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[k - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(pts: &[(f64, f64)], i: Interp) -> Curve1 {
+        Curve1::new(pts.to_vec(), i)
+    }
+
+    #[test]
+    fn one_axis_interpolations_by_hand() {
+        let pts = [(1.0, 1.0), (4.0, 2.0), (16.0, 8.0)];
+        // Linear: halfway between 4 and 16 is 10 → 5.
+        assert_eq!(c(&pts, Interp::Linear).eval(10.0), 5.0);
+        // Log-log: 8 is halfway between 4 and 16 in log space → sqrt(2 × 8) = 4.
+        assert!((c(&pts, Interp::LogLog).eval(8.0) - 4.0).abs() < 1e-12);
+        // Step: anything in (4, 16] costs what 16 costs; 4 itself costs what 4 costs.
+        assert_eq!(c(&pts, Interp::Step).eval(5.0), 8.0);
+        assert_eq!(c(&pts, Interp::Step).eval(4.0), 2.0);
+        for i in Interp::ALL {
+            // Below the first point: flat; above the last: proportional.
+            assert_eq!(c(&pts, i).eval(0.5), 1.0);
+            assert_eq!(c(&pts, i).eval(32.0), 16.0);
+            // Every knot is reproduced exactly.
+            for (x, y) in pts {
+                assert_eq!(c(&pts, i).eval(x), y);
+            }
+        }
+    }
+
+    #[test]
+    fn duplicates_are_averaged_and_zero_x_reads_linearly() {
+        let cv = c(&[(0.0, 1.0), (8.0, 3.0), (8.0, 5.0)], Interp::LogLog);
+        assert_eq!(cv.len(), 2);
+        assert_eq!(cv.eval(8.0), 4.0);
+        // A segment starting at x = 0 has no logarithm: linear.
+        assert_eq!(cv.eval(4.0), 2.5);
+    }
+
+    #[test]
+    fn two_axis_table_reads_rows_then_across() {
+        // t = batch × (1 + context / 100) on a 2 × 2 grid.
+        let pts: Vec<Vec<f64>> =
+            vec![vec![1.0, 100.0, 2.0], vec![1.0, 300.0, 4.0], vec![3.0, 100.0, 6.0], vec![3.0, 300.0, 12.0]];
+        let t = Curve2::new(&pts, Interp::Linear);
+        assert_eq!(t.eval(1.0, 200.0), 3.0);
+        assert_eq!(t.eval(3.0, 200.0), 9.0);
+        assert_eq!(t.eval(2.0, 200.0), 6.0);
+        // Beyond the last row: proportional to the batch.
+        assert_eq!(t.eval(6.0, 300.0), 24.0);
+    }
+
+    #[test]
+    fn holdout_takes_every_fourth_point_of_each_row() {
+        let pts: Vec<Vec<f64>> = (0..8).map(|i| vec![i as f64, 1.0]).collect();
+        let (fit, out) = holdout_split(&pts);
+        assert_eq!(out, vec![vec![3.0, 1.0], vec![7.0, 1.0]]);
+        assert_eq!(fit.len(), 6);
+        let rows: Vec<Vec<f64>> =
+            [1.0, 2.0].iter().flat_map(|r| (0..4).map(move |i| vec![*r, i as f64, 1.0])).collect();
+        let (_, out) = holdout_split(&rows);
+        assert_eq!(out, vec![vec![1.0, 3.0, 1.0], vec![2.0, 3.0, 1.0]]);
+    }
+
+    #[test]
+    fn heldout_error_by_hand() {
+        // y = x on 1..=8: linear interpolation is exact inside; the held-out 8 lies beyond the
+        // fitted range (last fitted 7) and is extrapolated proportionally: exact too.
+        let pts: Vec<Vec<f64>> = (1..=8).map(|i| vec![i as f64, i as f64]).collect();
+        let h = heldout_error(&pts, 1, Interp::Linear).unwrap();
+        assert_eq!(h.points, 2);
+        assert!(h.max_pct < 1e-9);
+        // Step reads the held-out 4 as 5 (25% off) and 8 as 8·7/7 = 8 (exact).
+        let h = heldout_error(&pts, 1, Interp::Step).unwrap();
+        assert_eq!(h.max_pct, 25.0);
+        assert_eq!(h.median_pct, 12.5);
+        assert_eq!(h.p90_pct, 25.0);
+    }
+
+    #[test]
+    fn percentiles() {
+        let v: Vec<f64> = (1..=10).map(|i| i as f64).collect();
+        assert_eq!(median_sorted(&v), 5.5);
+        assert_eq!(nearest_rank(&v, 0.9), 9.0);
+        assert_eq!(nearest_rank(&v[..1], 0.9), 1.0);
+    }
+}

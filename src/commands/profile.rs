@@ -1,0 +1,174 @@
+//! `servesim profile show` (what a profile holds) and `servesim profile query` (one op's time).
+
+use std::path::{Path, PathBuf};
+
+use servesim_sim::cost::profile::{Curve, OpTable, Profile};
+
+use super::Format;
+use crate::error::{CliError, Result};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(clap::Subcommand)]
+enum Sub {
+    /// List a profile's metadata and ops: axes, ranges, interpolation, held-out errors.
+    Show {
+        /// Profile file (JSON, from `servesim calibrate`).
+        profile: PathBuf,
+    },
+    /// Print one op's predicted time in ms.
+    Query(QueryArgs),
+}
+
+#[derive(clap::Args)]
+struct QueryArgs {
+    #[arg(long)]
+    profile: PathBuf,
+    /// Op name (Vidur's: attn_pre_proj, mlp_up_proj, attn_decode, all_reduce, ...).
+    #[arg(long)]
+    op: String,
+    /// Tokens, or the op's first axis: bytes (all_reduce), batch (attn_decode, sample, CPU
+    /// ops), chunk (attn_prefill).
+    #[arg(long)]
+    tokens: f64,
+    /// The second axis of two-axis ops: context per sequence (attn_decode), cached tokens
+    /// (attn_prefill).
+    #[arg(long)]
+    context: Option<f64>,
+    /// TP degree; needed when the op was measured at several.
+    #[arg(long)]
+    tp: Option<u32>,
+    /// A bare number (table) or a JSON object.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+/// Reads and parses a profile; errors name the file.
+pub fn load(path: &Path) -> std::result::Result<Profile, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read profile {}: {e}", path.display()))?;
+    let p: Profile =
+        serde_json::from_str(&text).map_err(|e| format!("{}: not a servesim profile: {e}", path.display()))?;
+    for t in &p.ops {
+        t.check().map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(p)
+}
+
+pub fn run(a: Args) -> Result<()> {
+    match a.command {
+        Sub::Show { profile } => show(&profile),
+        Sub::Query(q) => query(q),
+    }
+}
+
+fn range(t: &OpTable, axis: usize) -> String {
+    let lo = t.points.iter().map(|p| p[axis]).fold(f64::INFINITY, f64::min);
+    let hi = t.points.iter().map(|p| p[axis]).fold(f64::NEG_INFINITY, f64::max);
+    format!("{}..{}", lo, hi)
+}
+
+fn show(path: &Path) -> Result<()> {
+    let p = load(path).map_err(CliError::input)?;
+    let m = &p.meta;
+    println!("profile     {}", path.display());
+    println!("source      {} ({}), {}", m.source, m.backend, m.date);
+    println!("device      {}", m.gpu);
+    if let Some(d) = &m.driver {
+        println!("driver      {d}");
+    }
+    if let Some(c) = &m.clocks {
+        println!("clocks      {c}");
+    }
+    let d = &m.model;
+    println!(
+        "model       {}: hidden {}, heads {}/{} kv, head_dim {}, intermediate {}, vocab {}; dtype {}; TP {:?}",
+        d.name, d.hidden, d.heads, d.kv_heads, d.head_dim, d.intermediate, d.vocab, m.dtype, m.tp
+    );
+    println!("servesim    {}", m.servesim_version);
+    for n in &m.notes {
+        println!("note        {n}");
+    }
+    println!();
+    println!(
+        "{:<26} {:>3} {:<16} {:>6} {:<22} {:<7} {:>9} {:>9} {:>9}",
+        "op", "tp", "axes", "points", "range", "interp", "ho med%", "ho p90%", "ho max%"
+    );
+    for t in &p.ops {
+        let axes: Vec<&str> = t.axes.iter().map(|a| a.name()).collect();
+        let ranges: Vec<String> = (0..t.axes.len()).map(|i| range(t, i)).collect();
+        let (med, p90, max) = match t.chosen_heldout() {
+            Some(h) => (format!("{:.1}", h.median_pct), format!("{:.1}", h.p90_pct), format!("{:.1}", h.max_pct)),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        println!(
+            "{:<26} {:>3} {:<16} {:>6} {:<22} {:<7} {:>9} {:>9} {:>9}",
+            t.name,
+            t.tp.map_or("any".to_string(), |v| v.to_string()),
+            axes.join("×"),
+            t.points.len(),
+            ranges.join(" × "),
+            t.interp.name(),
+            med,
+            p90,
+            max
+        );
+    }
+    Ok(())
+}
+
+fn query(q: QueryArgs) -> Result<()> {
+    let p = load(&q.profile).map_err(CliError::input)?;
+    let tables: Vec<&OpTable> = p.ops.iter().filter(|t| t.name == q.op).collect();
+    if tables.is_empty() {
+        let mut names: Vec<&str> = p.ops.iter().map(|t| t.name.as_str()).collect();
+        names.dedup();
+        return Err(CliError::input(format!(
+            "--op: no op {:?} in {}; it has {}",
+            q.op,
+            q.profile.display(),
+            names.join(", ")
+        )));
+    }
+    let tps: Vec<String> = tables.iter().map(|t| t.tp.map_or("any".into(), |v| v.to_string())).collect();
+    let t = match q.tp {
+        Some(tp) => {
+            tables.iter().find(|t| t.tp == Some(tp)).or_else(|| tables.iter().find(|t| t.tp.is_none())).ok_or_else(
+                || CliError::input(format!("--tp: op {} was measured at TP {}, not {tp}", q.op, tps.join(", "))),
+            )?
+        }
+        None if tables.len() == 1 => &tables[0],
+        None => {
+            return Err(CliError::input(format!("--tp: op {} was measured at TP {}; say which", q.op, tps.join(", "))))
+        }
+    };
+    if !(q.tokens.is_finite() && q.tokens >= 0.0) {
+        return Err(CliError::input(format!("--tokens: must be ≥ 0, got {}", q.tokens)));
+    }
+    let mut x = vec![q.tokens];
+    if t.axes.len() == 2 {
+        let c = q.context.ok_or_else(|| {
+            CliError::input(format!(
+                "--context: op {} has two axes ({} × {}); give the second",
+                q.op,
+                t.axes[0].name(),
+                t.axes[1].name()
+            ))
+        })?;
+        x.push(c);
+    }
+    let ms = Curve::from_table(t).eval_at(&x);
+    match q.format {
+        Format::Table => println!("{ms:.6}"),
+        Format::Json => {
+            let v = serde_json::json!({
+                "op": t.name, "tp": t.tp, "axes": t.axes, "at": x, "interp": t.interp, "ms": ms,
+            });
+            println!("{v}");
+        }
+    }
+    Ok(())
+}
