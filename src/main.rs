@@ -4,7 +4,9 @@
 mod commands;
 mod error;
 mod output;
+mod progress;
 mod scenario_file;
+mod shard;
 
 use clap::{Parser, Subcommand};
 
@@ -25,6 +27,12 @@ enum Command {
     Memory(commands::memory::Args),
     /// Measure the simulator's own speed and memory on a fixed scenario.
     Bench(commands::bench::Args),
+    /// Find the fewest instances of each candidate configuration that meet the SLOs, and the cheapest.
+    Plan(commands::plan::Args),
+    /// Compare variants of a scenario (--vary KEY=V1,V2) on the identical request stream.
+    Compare(commands::compare::Args),
+    /// Join the shard files of a plan or compare sweep (--shard I/N) into its report.
+    Merge(commands::merge::Args),
 }
 
 fn main() {
@@ -33,6 +41,9 @@ fn main() {
         Command::Simulate(a) => commands::simulate::run(a),
         Command::Memory(a) => commands::memory::run(a),
         Command::Bench(a) => commands::bench::run(a),
+        Command::Plan(a) => commands::plan::run(a),
+        Command::Compare(a) => commands::compare::run(a),
+        Command::Merge(a) => commands::merge::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

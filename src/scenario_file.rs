@@ -38,3 +38,38 @@ pub fn load_or_default(path: Option<&Path>, default: &str) -> Result<Scenario> {
         }
     }
 }
+
+/// A scenario's text, the name it takes when the file does not give one (the file stem), and
+/// a label naming it in error messages: `--scenario PATH`, or the embedded default.
+pub struct Source {
+    pub text: String,
+    pub stem: String,
+    pub label: String,
+}
+
+/// Reads `--scenario PATH` (or the embedded default) without validating it.
+pub fn read_source(path: Option<&Path>, default: &str) -> Result<Source> {
+    match path {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| CliError::input(format!("cannot read scenario {}: {e}", p.display())))?;
+            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario").to_string();
+            Ok(Source { text, stem, label: p.display().to_string() })
+        }
+        None => {
+            eprintln!("note: no --scenario given; using the embedded scenarios/{default}.toml");
+            let (_, src) = EMBEDDED
+                .iter()
+                .find(|(n, _)| *n == default)
+                .ok_or_else(|| CliError::input(format!("no embedded scenario {default}")))?;
+            Ok(Source { text: src.to_string(), stem: default.to_string(), label: format!("embedded {default}") })
+        }
+    }
+}
+
+impl Source {
+    /// Validates the text as a scenario; errors name the file and the key.
+    pub fn scenario(&self) -> Result<Scenario> {
+        Scenario::from_toml(&self.text, &self.stem).map_err(|e| CliError::input(format!("{}: {e}", self.label)))
+    }
+}

@@ -1,5 +1,8 @@
 pub mod bench;
+pub mod compare;
 pub mod memory;
+pub mod merge;
+pub mod plan;
 pub mod simulate;
 
 /// `--format` of commands that print a report.

@@ -3,8 +3,10 @@
 //! The scheduler describes each iteration as a [`BatchShape`] of aggregates, so the cost of an
 //! iteration is O(1) however many requests it holds. A [`CostModel`] turns it into time.
 
+mod linear;
 mod roofline;
 
+pub use linear::LinearCost;
 pub use roofline::{OpTime, Roofline, RooflineParams};
 
 use crate::time::SimTime;

@@ -8,14 +8,19 @@
 //! simulator runs. Every error names the key path and the value:
 //! `workload.arrival.rate: must be > 0, got -3`.
 
+mod cluster;
+mod cost;
 pub mod de;
+pub mod edit;
 mod file;
 
+pub(crate) use cluster::gpu_or_preset;
+pub use cluster::GroupSection;
+pub use cost::CostSpec;
 pub use file::*;
 
 use std::fmt;
 
-use crate::cost::RooflineParams;
 use crate::memory::{plan_memory, MemoryBudget, MemoryConfig};
 use crate::spec::{GpuSpec, ModelSpec};
 use crate::workload::WorkloadSpec;
@@ -87,7 +92,7 @@ pub struct InstanceGroup {
     pub tp: u64,
     pub scheduler: SchedulerSection,
     pub memory: MemoryBudget,
-    pub cost: RooflineParams,
+    pub cost: CostSpec,
     /// Longest prompt + output a request may have on this group.
     pub max_model_len: u64,
 }
@@ -127,9 +132,21 @@ impl Scenario {
         )?;
         file.name = Some(name.clone());
         let model = file.model.resolve("model")?;
-        let gpu = file.gpu.resolve("gpu")?;
+        let heterogeneous = !file.cluster.groups.is_empty();
+        let top_gpu = if heterogeneous && file.gpu == GpuSection::default() {
+            None
+        } else if file.gpu == GpuSection::default() {
+            return Err(ScenarioError::at(
+                "gpu",
+                "missing section: give [gpu] preset = \"...\" or every number".into(),
+            ));
+        } else {
+            Some(file.gpu.resolve("gpu")?)
+        };
         file.model = ModelSection::from_spec(&model);
-        file.gpu = GpuSection::from_spec(&gpu);
+        if let Some(gpu) = &top_gpu {
+            file.gpu = GpuSection::from_spec(gpu);
+        }
         file.cluster.validate("cluster")?;
         file.memory.validate("memory")?;
         file.cost.validate("cost")?;
@@ -137,7 +154,34 @@ impl Scenario {
         file.slo.validate("slo")?;
         file.metrics.validate("metrics")?;
         file.run.validate("run")?;
+        if let Some(p) = &file.plan {
+            p.validate("plan")?;
+        }
 
+        let max_model_len = file.scheduler.max_model_len.unwrap_or(model.max_context);
+        file.scheduler.max_model_len = Some(max_model_len);
+        file.scheduler.validate("scheduler")?;
+        let groups = if heterogeneous {
+            cluster::resolve_groups(&mut file, &model, top_gpu.as_ref())?
+        } else {
+            vec![Scenario::single_group(&file, &model, top_gpu.expect("checked above"))?]
+        };
+        Ok(Scenario {
+            name,
+            seed: file.seed,
+            model,
+            groups,
+            router: file.cluster.router.clone(),
+            workload: file.workload.clone(),
+            slo: file.slo.clone(),
+            metrics: file.metrics.clone(),
+            run: file.run.clone(),
+            resolved: file,
+        })
+    }
+
+    /// The one group of the `[cluster] instances, tp` form.
+    fn single_group(file: &ScenarioFile, model: &ModelSpec, gpu: GpuSpec) -> Result<InstanceGroup, ScenarioError> {
         let tp = file.cluster.tp as u64;
         check(
             model.heads % tp == 0,
@@ -146,10 +190,7 @@ impl Scenario {
             &format!("must divide the model's {} attention heads", model.heads),
             tp,
         )?;
-        let max_model_len = file.scheduler.max_model_len.unwrap_or(model.max_context);
-        file.scheduler.max_model_len = Some(max_model_len);
-        file.scheduler.validate("scheduler")?;
-
+        let max_model_len = file.scheduler.max_model_len.expect("resolved by from_file");
         let cfg = MemoryConfig {
             tp,
             gpu_memory_utilization: file.memory.gpu_memory_utilization,
@@ -158,28 +199,16 @@ impl Scenario {
             max_num_batched_tokens: file.scheduler.max_num_batched_tokens as u64,
             max_num_seqs: file.scheduler.max_num_seqs as u64,
         };
-        let memory = plan_memory(&model, &gpu, &cfg).map_err(|e| ScenarioError::at("memory", e.to_string()))?;
-        let group = InstanceGroup {
+        let memory = plan_memory(model, &gpu, &cfg).map_err(|e| ScenarioError::at("memory", e.to_string()))?;
+        Ok(InstanceGroup {
             name: format!("{}-tp{}", gpu.name, tp),
             count: file.cluster.instances,
             gpu,
             tp,
             scheduler: file.scheduler.clone(),
             memory,
-            cost: file.cost.params(),
+            cost: file.cost.clone(),
             max_model_len,
-        };
-        Ok(Scenario {
-            name,
-            seed: file.seed,
-            model,
-            groups: vec![group],
-            router: file.cluster.router.clone(),
-            workload: file.workload.clone(),
-            slo: file.slo.clone(),
-            metrics: file.metrics.clone(),
-            run: file.run.clone(),
-            resolved: file,
         })
     }
 

@@ -6,6 +6,7 @@
 
 pub mod arrival;
 pub mod length;
+mod list;
 
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -100,6 +101,8 @@ pub struct Workload {
     think_rng: ChaCha8Rng,
     issued: u64,
     end: SimTime,
+    /// A fixed list of requests replacing the generated open-loop stream.
+    list: Option<list::RequestList>,
 }
 
 impl Workload {
@@ -117,7 +120,15 @@ impl Workload {
             issued: 0,
             end,
             spec,
+            list: None,
         }
+    }
+
+    /// A workload that plays `requests` (sorted by arrival) as its open-loop arrivals.
+    pub fn from_requests(spec: WorkloadSpec, requests: Vec<Request>) -> Workload {
+        let mut w = Workload::new(spec, 0);
+        w.list = Some(list::RequestList::new(requests));
+        w
     }
 
     pub fn spec(&self) -> &WorkloadSpec {
@@ -153,6 +164,9 @@ impl Workload {
     /// The requests that exist at the start: the first open-loop arrival, or each closed-loop
     /// client's first request (all at time zero, as a load generator starts its users).
     pub fn initial(&mut self) -> Vec<Request> {
+        if self.list.is_some() {
+            return self.next_open().into_iter().collect();
+        }
         match &self.spec.arrival {
             ArrivalSpec::ClosedLoop(c) => {
                 let clients = c.clients;
@@ -164,6 +178,11 @@ impl Workload {
 
     /// The next open-loop arrival after the previous one, if the workload has not ended.
     pub fn next_open(&mut self) -> Option<Request> {
+        if let Some(l) = &mut self.list {
+            let r = l.next()?;
+            self.issued += 1;
+            return Some(r);
+        }
         if self.exhausted() {
             return None;
         }
