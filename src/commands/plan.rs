@@ -218,7 +218,7 @@ pub fn table(r: &PlanReport) -> String {
             let fails = match below {
                 Some(p) => format!(
                     "{} fail{} on {} of {} seeds",
-                    p.instances,
+                    plan::instances(p.instances),
                     if p.instances == 1 { "s" } else { "" },
                     p.seeds.len() - p.passed(),
                     p.seeds.len()
@@ -226,7 +226,9 @@ pub fn table(r: &PlanReport) -> String {
                 None => "1 is the least possible".into(),
             };
             o += &format!(
-                "    {n} instances meet the SLO on every seed ({fails}); with headroom {inst} → {gpus} GPUs, {:.0} GiB of GPU memory, {} KV blocks per instance\n",
+                "    {} meet{} the SLO on every seed ({fails}); with headroom {inst} → {gpus} GPUs, {:.0} GiB of GPU memory, {} KV blocks per instance\n",
+                plan::instances(n),
+                if n == 1 { "s" } else { "" },
                 gpus as f64 * c.gpu_memory_gib.unwrap_or(0.0),
                 thousands(c.kv_blocks_per_instance.unwrap_or(0))
             );

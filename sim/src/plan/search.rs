@@ -200,6 +200,12 @@ impl Search<'_> {
         r
     }
 
+    /// Keeps a run made outside the cache (the capacity search's first run is the one-instance
+    /// run at the workload's own load).
+    fn remember(&mut self, n: u32, ix: usize, r: &SeedResult) {
+        self.cache.entry((n, ix)).or_insert_with(|| r.clone());
+    }
+
     /// Whether `n` instances pass on the first seed (exploratory search).
     fn pass(&mut self, n: u32) -> bool {
         let r = self.at(n, 0);
@@ -228,12 +234,20 @@ impl Search<'_> {
     /// The single-instance capacity: the highest rate (this traffic shape, scaled) at which
     /// one instance meets the SLO on every seed; doubled or halved from the workload's own
     /// rate to a bracket, then bisected to `capacity_precision`.
+    ///
+    /// `None` for closed-loop workloads, and when requests are rejected whatever the load (no
+    /// rate is sustainable then; the first run, at the workload's own rate, shows it).
     fn capacity(&mut self) -> Option<f64> {
         let base = self.scenario.workload.arrival.mean_rate().filter(|r| *r > 0.0)?;
         let seeds = self.cfg.seeds.len();
+        let first = self.run(1, 0, 1.0);
+        self.remember(1, 0, &first);
+        if self.hopeless(&first).is_some() {
+            return None;
+        }
         let pass = |s: &mut Self, rate: f64| (0..seeds).all(|ix| s.run(1, ix, rate / base).met);
         let (mut lo, mut hi);
-        if pass(self, base) {
+        if first.met && pass(self, base) {
             lo = base;
             loop {
                 if lo >= base * 1024.0 {
@@ -424,6 +438,7 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
         }
         Err(why) => {
             out.infeasible_reason = Some(why);
+            let hopeless = s.cache.get(&(start.clamp(1, cfg.max_instances), 0)).and_then(|r| s.hopeless(r)).is_some();
             // Report the largest count run, as evidence.
             if let Some((&(n, _), _)) = s.cache.iter().filter(|((_, ix), _)| *ix == 0).max_by_key(|((n, _), _)| *n) {
                 let p = s.point(n);
@@ -433,7 +448,10 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
                 out.attainment = Some(w.attainment);
                 out.goodput_rps = Some(w.goodput_rps);
                 out.kv_peak = Some(w.kv_peak);
-                out.binding = Some(classify(&w, &scenario.slo));
+                // Rejections are no capacity constraint: no binding constraint is named then.
+                if !hopeless {
+                    out.binding = Some(classify(&w, &scenario.slo));
+                }
                 out.binding_evidence = Some(describe(n, &w, false));
                 out.points = vec![p];
             }
@@ -445,12 +463,17 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
     out
 }
 
+/// "1 instance", "3 instances".
+pub fn instances(n: u32) -> String {
+    format!("{n} instance{}", if n == 1 { "" } else { "s" })
+}
+
 fn describe(n: u32, r: &SeedResult, passing: bool) -> String {
     let m = &r.misses;
     let head = if passing {
-        format!("at {n} instance{} (seed {}, nothing fails)", if n == 1 { "" } else { "s" }, r.seed)
+        format!("at {} (seed {}, nothing fails)", instances(n), r.seed)
     } else {
-        format!("at {n} instance{} (seed {})", if n == 1 { "" } else { "s" }, r.seed)
+        format!("at {} (seed {})", instances(n), r.seed)
     };
     format!(
         "{head}: {} of {} requests missed — {} on decode speed, {} on start (TTFT {}, TPOT {}, E2E {}, rejected {}, unfinished {}); TTFT p99 {:.0} ms, TPOT p99 {:.1} ms; KV peak {:.0}%, {} preemptions",

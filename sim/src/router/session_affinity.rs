@@ -80,7 +80,8 @@ impl SessionAffinity {
         SessionAffinity { spec, ring: Vec::new(), next: 0 }
     }
 
-    fn build_ring(&mut self, instances: &[Instance]) {
+    /// Places `instances` on the ring (done on the first request; public for tests).
+    pub fn build_ring(&mut self, instances: &[Instance]) {
         let mean = instances.iter().map(Instance::capacity).sum::<f64>() / instances.len() as f64;
         self.ring.clear();
         for (i, inst) in instances.iter().enumerate() {

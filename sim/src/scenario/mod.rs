@@ -166,7 +166,7 @@ impl Scenario {
         } else {
             vec![Scenario::single_group(&file, &model, top_gpu.expect("checked above"))?]
         };
-        Ok(Scenario {
+        let scenario = Scenario {
             name,
             seed: file.seed,
             model,
@@ -177,7 +177,12 @@ impl Scenario {
             metrics: file.metrics.clone(),
             run: file.run.clone(),
             resolved: file,
-        })
+        };
+        // Plan candidates are checked here too, so that every command reports a bad candidate.
+        if scenario.resolved.plan.is_some() {
+            crate::plan::candidates(&scenario)?;
+        }
+        Ok(scenario)
     }
 
     /// The one group of the `[cluster] instances, tp` form.
