@@ -26,7 +26,16 @@ fn plan_json(args: &[&str]) -> serde_json::Value {
 #[test]
 fn known_answer_capacity_and_count() {
     let out = out_dir("plan_known");
-    let v = plan_json(&["plan", "--scenario", "tests/plan/known-answer.toml", "--format", "json", "--quiet", "--out", out.to_str().unwrap()]);
+    let v = plan_json(&[
+        "plan",
+        "--scenario",
+        "tests/plan/known-answer.toml",
+        "--format",
+        "json",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     let c = &v["candidates"][0];
     let r_star = 50.0;
     let cap = c["single_instance_capacity_rps"].as_f64().unwrap();
@@ -49,7 +58,16 @@ fn known_answer_capacity_and_count() {
     let path = out.join("base.toml");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(&path, src).unwrap();
-    let v1 = plan_json(&["plan", "--scenario", path.to_str().unwrap(), "--format", "json", "--quiet", "--out", out.to_str().unwrap()]);
+    let v1 = plan_json(&[
+        "plan",
+        "--scenario",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(v1["candidates"][0]["instances_min"], 1);
     let k = 4.0;
     assert_eq!(c["instances_min"].as_u64().unwrap(), (k * 45.0 / cap).ceil() as u64);
@@ -60,7 +78,16 @@ fn known_answer_capacity_and_count() {
 #[test]
 fn minimum_count_meets_the_slo_and_one_fewer_does_not() {
     let out = out_dir("plan_small_json");
-    let v = plan_json(&["plan", "--scenario", "tests/plan/small.toml", "--format", "json", "--quiet", "--out", out.to_str().unwrap()]);
+    let v = plan_json(&[
+        "plan",
+        "--scenario",
+        "tests/plan/small.toml",
+        "--format",
+        "json",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     let s = scenario(&read(&root().join("tests/plan/small.toml")));
     let cands = plan::candidates(&s).unwrap();
     let seeds: Vec<u64> = (0..3).map(|i| 11 + i).collect();
@@ -165,10 +192,18 @@ fn bad_candidates_are_named() {
     };
     check("gpu = \"a100-80g\"", "gpu = \"a100\"", "plan.candidates[1] (a100): gpu.preset: unknown preset \"a100\"");
     check("l40s = 1.2\n", "", "plan.price_per_gpu_hour: no price for GPU \"l40s\" (candidate l40s)");
-    check("max_num_batched_tokens = 2048", "max_num_batched_tokens = 0", "plan.candidates[3] (h100-small-batch): scheduler.max_num_batched_tokens: must be ≥ 1, got 0");
+    check(
+        "max_num_batched_tokens = 2048",
+        "max_num_batched_tokens = 0",
+        "plan.candidates[3] (h100-small-batch): scheduler.max_num_batched_tokens: must be ≥ 1, got 0",
+    );
     check("name = \"l40s\"", "name = \"h100\"", "plan.candidates[2].name: is used by another candidate");
     check("seeds = 3", "seeds = 0", "plan.seeds: must be in [1, 100], got 0");
-    check("name = \"a100\"\ngpu = \"a100-80g\"", "name = \"a100\"\ngpu = \"a100-80g\"\nset = { \"scheduler.max_num_seqs.x\" = 1 }", "plan.candidates[1] (a100).set.\"scheduler.max_num_seqs.x\": scheduler.max_num_seqs: is a integer, not a table");
+    check(
+        "name = \"a100\"\ngpu = \"a100-80g\"",
+        "name = \"a100\"\ngpu = \"a100-80g\"\nset = { \"scheduler.max_num_seqs.x\" = 1 }",
+        "plan.candidates[1] (a100).set.\"scheduler.max_num_seqs.x\": scheduler.max_num_seqs: is a integer, not a table",
+    );
     // A model that does not fit a candidate's GPUs is a result (infeasible), not an error.
     let src = llama8b("duration_s = 10\narrival = { kind = \"poisson\", rate = 1 }\nprompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 10 }", "[cluster]\ntp = 4\n[[plan.candidates]]\nname = \"h100-tp4\"\n[[plan.candidates]]\nname = \"l40s-tp1\"\ngpu = \"l40s\"\ntp = 1")
         .replace("llama-3-8b", "llama-3-70b");

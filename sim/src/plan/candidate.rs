@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::PlanSection;
-use crate::scenario::edit::{from_table, merge, set_path, to_table};
+use crate::scenario::edit::{from_table, merge, overlay, set_path, to_table};
 use crate::scenario::{gpu_or_preset, GpuSection, Scenario, ScenarioError, ScenarioFile};
 
 /// `[[plan.candidates]]`: one configuration to size. Unset keys keep the scenario's values.
@@ -116,7 +116,8 @@ fn materialise(
     }
     for (key, over) in [("scheduler", &c.scheduler), ("memory", &c.memory), ("cost", &c.cost)] {
         if let Some(o) = over {
-            merge(table(&mut doc, key), o);
+            let t = overlay(table(&mut doc, key), o);
+            doc.insert(key.into(), toml::Value::Table(t));
         }
     }
     if let Some(set) = &c.set {

@@ -26,7 +26,10 @@ use serde::{Deserialize, Serialize};
 
 pub use candidate::{candidates, Candidate, CandidateSection};
 pub use evidence::{classify, Binding, Misses, Point, SeedResult};
-pub use search::{assemble, header, instances, plan_candidate, Borderline, Step, CandidateResult, PlanHeader, PlanReport, SearchConfig};
+pub use search::{
+    assemble, header, instances, plan_candidate, Borderline, CandidateResult, PlanHeader, PlanReport, SearchConfig,
+    Step,
+};
 
 use crate::scenario::{check, ScenarioError};
 

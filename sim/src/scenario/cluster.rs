@@ -14,7 +14,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::cost::CostSpec;
-use super::edit::{from_table, merge, to_table};
+use super::edit::{from_table, overlay, to_table};
 use super::file::{GpuSection, MemorySection, SchedulerSection};
 use super::{check, de, InstanceGroup, ScenarioError, ScenarioFile};
 use crate::memory::{plan_memory, MemoryConfig};
@@ -84,12 +84,9 @@ pub(crate) fn resolve_groups(
                 ))
             }
         };
-        let section = |base: &toml::Table, over: &Option<toml::Table>| {
-            let mut t = base.clone();
-            if let Some(o) = over {
-                merge(&mut t, o);
-            }
-            t
+        let section = |base: &toml::Table, over: &Option<toml::Table>| match over {
+            Some(o) => overlay(base, o),
+            None => base.clone(),
         };
         let mut scheduler: SchedulerSection =
             from_table(section(&base_scheduler, &g.scheduler), &format!("{path}.scheduler"))?;

@@ -96,6 +96,19 @@ pub fn merge(base: &mut toml::Table, over: &toml::Table) {
     }
 }
 
+/// `over` laid over `base` by the same rule as [`merge`], for a whole section: a section whose
+/// `kind` changes is replaced.
+pub fn overlay(base: &toml::Table, over: &toml::Table) -> toml::Table {
+    match over.get("kind") {
+        Some(kind) if base.get("kind") != Some(kind) => over.clone(),
+        _ => {
+            let mut t = base.clone();
+            merge(&mut t, over);
+            t
+        }
+    }
+}
+
 /// Deserialises `table` as a `T`, naming the key under `path` in any error.
 pub fn from_table<T: DeserializeOwned>(table: toml::Table, path: &str) -> Result<T, ScenarioError> {
     serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
