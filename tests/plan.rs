@@ -181,6 +181,23 @@ fn peak_has_a_plan_with_at_least_six_candidates() {
     assert!(cands.iter().all(|c| c.scenario.is_some() && c.price_per_gpu_hour.is_some()));
     let gpus: std::collections::BTreeSet<&str> = cands.iter().map(|c| c.gpu.as_str()).collect();
     assert!(gpus.len() >= 4, "several GPU kinds: {gpus:?}");
+    // The resolved scenario (written next to simulate's outputs) keeps the plan.
+    let again = servesim_sim::Scenario::from_toml(&s.resolved_toml(), "peak").unwrap();
+    assert_eq!(again.resolved.plan, s.resolved.plan);
+    assert_eq!(plan::candidates(&again).unwrap().len(), cands.len());
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    for (args, expect) in [
+        (vec!["plan", "--scenario", "tests/plan/small.toml", "--shard", "3/2"], "expected I/N with 1 ≤ I ≤ N, got \"3/2\""),
+        (vec!["plan", "--scenario", "tests/plan/small.toml", "--seeds", "0"], "--seeds"),
+        (vec!["merge", "target/test-outputs/no-such-dir"], "no such file or folder"),
+    ] {
+        let o = servesim(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(expect), "{args:?}: {}", stderr(&o));
+    }
 }
 
 #[test]
