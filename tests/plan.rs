@@ -190,7 +190,10 @@ fn peak_has_a_plan_with_at_least_six_candidates() {
 #[test]
 fn bad_flags_exit_2() {
     for (args, expect) in [
-        (vec!["plan", "--scenario", "tests/plan/small.toml", "--shard", "3/2"], "expected I/N with 1 ≤ I ≤ N, got \"3/2\""),
+        (
+            vec!["plan", "--scenario", "tests/plan/small.toml", "--shard", "3/2"],
+            "expected I/N with 1 ≤ I ≤ N, got \"3/2\"",
+        ),
         (vec!["plan", "--scenario", "tests/plan/small.toml", "--seeds", "0"], "--seeds"),
         (vec!["merge", "target/test-outputs/no-such-dir"], "no such file or folder"),
     ] {

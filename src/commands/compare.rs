@@ -80,8 +80,11 @@ pub struct Metrics {
     pub rejected: u64,
 }
 
-/// Metrics whose change against the baseline is shown, by name.
-const CHANGED: [(&str, fn(&Metrics) -> f64); 7] = [
+/// A metric of a row, by name.
+type Field = (&'static str, fn(&Metrics) -> f64);
+
+/// Metrics whose change against the baseline is shown.
+const CHANGED: [Field; 7] = [
     ("ttft_ms_p99", |m| m.ttft_ms_p99),
     ("tpot_ms_p99", |m| m.tpot_ms_p99),
     ("e2e_ms_p99", |m| m.e2e_ms_p99),
@@ -95,9 +98,12 @@ fn change_pct(v: f64, base: f64) -> Option<f64> {
     (base != 0.0).then(|| (v - base) / base * 100.0)
 }
 
-/// Parses `KEY=V1,V2` flags into (key, [(value text, value)]).
-fn parse_varies(varies: &[String]) -> Result<Vec<(String, Vec<(String, toml::Value)>)>> {
-    let mut out: Vec<(String, Vec<(String, toml::Value)>)> = Vec::new();
+/// A varied key and its values (as typed, and parsed).
+type Vary = (String, Vec<(String, toml::Value)>);
+
+/// Parses `KEY=V1,V2` flags.
+fn parse_varies(varies: &[String]) -> Result<Vec<Vary>> {
+    let mut out: Vec<Vary> = Vec::new();
     for v in varies {
         let (key, values) =
             v.split_once('=').ok_or_else(|| CliError::input(format!("--vary {v}: expected KEY=V1,V2,...")))?;
