@@ -247,7 +247,7 @@ impl Search<'_> {
         }
         let pass = |s: &mut Self, rate: f64| (0..seeds).all(|ix| s.run(1, ix, rate / base).met);
         let (mut lo, mut hi);
-        if first.met && pass(self, base) {
+        if first.met && (1..seeds).all(|ix| self.run(1, ix, 1.0).met) {
             lo = base;
             loop {
                 if lo >= base * 1024.0 {
