@@ -269,6 +269,7 @@ impl Simulation {
         assert_eq!(g.waiting + g.running, held, "recorder gauges out of step with the instances");
         for inst in &self.instances {
             inst.check_kv_ownership();
+            inst.check_load_signals();
         }
     }
 

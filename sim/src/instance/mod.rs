@@ -349,11 +349,16 @@ impl Instance {
             assert_eq!(owned, self.kv.used() as usize, "KV blocks not conserved on instance {}", self.id);
             assert!(self.waiting.iter().all(|s| s.blocks.is_empty()), "a waiting request holds blocks");
             assert!(self.running.len() <= self.cfg.max_num_seqs as usize);
-            let prefill: u64 = self.waiting.iter().map(Seq::context).sum();
-            assert_eq!(prefill, self.pending_prefill, "pending prefill tokens out of step");
-            let decode: u64 = self.waiting.iter().chain(&self.running).map(|s| (s.output - s.generated) as u64).sum();
-            assert_eq!(decode, self.pending_decode, "pending decode tokens out of step");
+            self.check_load_signals();
         }
+    }
+
+    /// The load signals routers read agree with the queues (O(requests here)).
+    pub fn check_load_signals(&self) {
+        let prefill: u64 = self.waiting.iter().map(Seq::context).sum();
+        assert_eq!(prefill, self.pending_prefill, "pending prefill tokens out of step on instance {}", self.id);
+        let decode: u64 = self.waiting.iter().chain(&self.running).map(|s| (s.output - s.generated) as u64).sum();
+        assert_eq!(decode, self.pending_decode, "pending decode tokens out of step on instance {}", self.id);
     }
 
     /// Full ownership check of every block (O(blocks)); used by tests.
