@@ -118,7 +118,6 @@ fn dist_row(name: &str, d: &Dist) -> String {
 /// The human-readable report of one run.
 pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
     let mut o = String::new();
-    let g = &s.groups[0];
     let groups: Vec<String> = s.groups.iter().map(|g| format!("{} × {} (tp {})", g.count, g.gpu.name, g.tp)).collect();
     o += &format!("servesim simulate: {} (seed {})\n", s.name, s.seed);
     o += &format!(
@@ -128,13 +127,17 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
         s.model.kv_dtype.name(),
         groups.join(" + ")
     );
-    o += &format!(
-        "  KV per instance: {} blocks × {} tokens = {} tokens ({:.1} GiB per GPU)\n\n",
-        thousands(g.memory.kv_blocks),
-        g.memory.block_tokens,
-        thousands(g.memory.kv_tokens()),
-        g.memory.kv_bytes as f64 / servesim_sim::memory::GIB
-    );
+    for g in &s.groups {
+        let label = if s.groups.len() > 1 { format!(" ({})", g.name) } else { String::new() };
+        o += &format!(
+            "  KV per instance{label}: {} blocks × {} tokens = {} tokens ({:.1} GiB per GPU)\n",
+            thousands(g.memory.kv_blocks),
+            g.memory.block_tokens,
+            thousands(g.memory.kv_tokens()),
+            g.memory.kv_bytes as f64 / servesim_sim::memory::GIB
+        );
+    }
+    o += "\n";
     let r = &sum.requests;
     o += &format!(
         "requests  arrived {}  finished {}  rejected {}  in flight {}  (measured {})\n",

@@ -18,7 +18,7 @@ use crate::cost::{CostModel, Profiled, Roofline};
 use crate::instance::{Departure, Instance, InstanceConfig};
 use crate::metrics::{summarize, Recorder, Summary};
 use crate::router::{self, Router};
-use crate::scenario::Scenario;
+use crate::scenario::{CostSpec, Scenario};
 use crate::time::SimTime;
 use crate::workload::{Request, TraceError, Workload, NO_CLIENT};
 
@@ -93,11 +93,16 @@ pub struct RunOutput {
 /// Builds the cost model of an instance group.
 pub fn cost_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
     let g = &s.groups[group];
-    if let Some(p) = &g.profile {
-        let m = Profiled::new(s.model.clone(), g.gpu.clone(), g.tp, g.cost.clone(), p);
-        return Arc::new(m.expect("the profile was checked when the scenario was validated"));
+    match &g.cost {
+        CostSpec::Roofline(c) => match &g.profile {
+            Some(p) => Arc::new(
+                Profiled::new(s.model.clone(), g.gpu.clone(), g.tp, c.params(), p)
+                    .expect("the profile was checked when the scenario was validated"),
+            ),
+            None => Arc::new(Roofline::new(s.model.clone(), g.gpu.clone(), g.tp, c.params())),
+        },
+        CostSpec::Linear(l) => Arc::new(l.clone()),
     }
-    Arc::new(Roofline::new(s.model.clone(), g.gpu.clone(), g.tp, g.cost.clone()))
 }
 
 /// A generous estimate of how many requests a workload issues, for reserving the records up
@@ -143,6 +148,18 @@ pub struct Simulation {
 impl Simulation {
     pub fn new(s: &Scenario) -> Simulation {
         let mut sim = Simulation::build(s);
+        for r in sim.workload.initial() {
+            sim.queue.push(r.arrival, Event::Arrival(r));
+        }
+        sim
+    }
+
+    /// A run whose open-loop arrivals are exactly `requests` (sorted by arrival) instead of
+    /// the scenario's generated stream; the scenario's `[workload]` still sets the measurement
+    /// window. For tests and for callers that build request streams themselves.
+    pub fn with_requests(s: &Scenario, requests: Vec<Request>) -> Simulation {
+        let mut sim = Simulation::build(s);
+        sim.workload = Workload::from_requests(s.workload.clone(), requests);
         for r in sim.workload.initial() {
             sim.queue.push(r.arrival, Event::Arrival(r));
         }
@@ -271,6 +288,7 @@ impl Simulation {
         assert_eq!(g.waiting + g.running, held, "recorder gauges out of step with the instances");
         for inst in &self.instances {
             inst.check_kv_ownership();
+            inst.check_load_signals();
         }
     }
 

@@ -24,6 +24,7 @@ pub mod engine;
 pub mod instance;
 pub mod memory;
 pub mod metrics;
+pub mod plan;
 pub mod rng;
 pub mod router;
 pub mod scenario;

@@ -1,8 +1,11 @@
 pub mod bench;
 pub mod calibrate;
+pub mod compare;
 pub mod memory;
-pub mod report;
+pub mod merge;
+pub mod plan;
 pub mod profile;
+pub mod report;
 pub mod simulate;
 pub mod workload;
 

@@ -3,10 +3,12 @@
 //! The scheduler describes each iteration as a [`BatchShape`] of aggregates, so the cost of an
 //! iteration is O(1) however many requests it holds. A [`CostModel`] turns it into time.
 
+mod linear;
 pub mod profile;
 mod profiled;
 mod roofline;
 
+pub use linear::LinearCost;
 pub use profiled::{Profiled, ProfiledOp, KNOWN_OPS};
 pub use roofline::{OpTime, Roofline, RooflineParams};
 

@@ -92,10 +92,19 @@ pub struct Instance {
     pub iterations: u64,
     /// Decode token-steps run so far (one per decoding request per iteration).
     pub decode_token_steps: u64,
+    /// Tokens the waiting requests still have to prefill (prompt, plus generated tokens for
+    /// preempted ones), kept up to date for routers.
+    pending_prefill: u64,
+    /// Output tokens every request here has yet to produce.
+    pending_decode: u64,
+    /// Relative serving capacity, for routers that weigh instances (see
+    /// [`crate::router::capacity_weight`]).
+    capacity: f64,
 }
 
 impl Instance {
     pub fn new(id: u32, cfg: InstanceConfig, cost: Arc<dyn CostModel>) -> Instance {
+        let capacity = crate::router::capacity_weight(&cfg, cost.as_ref());
         Instance {
             id,
             kv: BlockAllocator::new(cfg.kv_blocks),
@@ -107,7 +116,41 @@ impl Instance {
             iteration_start: None,
             iterations: 0,
             decode_token_steps: 0,
+            pending_prefill: 0,
+            pending_decode: 0,
+            capacity,
         }
+    }
+
+    /// Requests waiting or running here (what a router counts as outstanding).
+    pub fn outstanding(&self) -> u64 {
+        (self.waiting.len() + self.running.len()) as u64
+    }
+
+    pub fn kv_blocks_used(&self) -> u32 {
+        self.kv.used()
+    }
+
+    /// Fraction of KV blocks in use.
+    pub fn kv_usage(&self) -> f64 {
+        self.kv.used() as f64 / self.kv.total().max(1) as f64
+    }
+
+    /// Tokens the waiting requests still have to prefill.
+    pub fn pending_prefill_tokens(&self) -> u64 {
+        self.pending_prefill
+    }
+
+    /// Output tokens the requests here have yet to produce. A real router cannot know this
+    /// (it does not know output lengths in advance); the simulator can.
+    pub fn pending_decode_tokens(&self) -> u64 {
+        self.pending_decode
+    }
+
+    /// Relative serving capacity (decode tokens per second at a reference batch); equal for
+    /// instances of one group.
+    pub fn capacity(&self) -> f64 {
+        self.capacity
     }
 
     pub fn config(&self) -> &InstanceConfig {
@@ -157,6 +200,8 @@ impl Instance {
 
     /// Queues a request that passed [`Instance::check_fits`].
     pub fn enqueue(&mut self, req: &Request, counted: bool) {
+        self.pending_prefill += req.prompt_tokens as u64;
+        self.pending_decode += req.output_tokens as u64;
         self.waiting.push_back(Seq {
             id: req.id,
             prompt: req.prompt_tokens,
@@ -209,6 +254,7 @@ impl Instance {
                 let mut victim = self.running.pop().expect("running is not empty");
                 self.kv.release(&mut victim.blocks);
                 rec.preempted(victim.id);
+                self.pending_prefill += victim.context();
                 self.waiting.push_front(victim);
                 preempted = true;
                 if i == self.running.len() {
@@ -245,6 +291,7 @@ impl Instance {
             let mut seq = self.waiting.pop_front().expect("front exists");
             assert!(self.kv.alloc_n(need as u32, &mut seq.blocks));
             rec.scheduled(seq.id, now);
+            self.pending_prefill -= tokens;
             shape.add_prefill(tokens, 0, true);
             budget = budget.saturating_sub(tokens);
             self.running.push(seq);
@@ -259,6 +306,7 @@ impl Instance {
         let first_prefill = self.running.len() - self.n_prefill;
         self.n_prefill = 0;
         let mut steady = 0u32;
+        self.pending_decode -= self.running.len() as u64;
         let kv = &mut self.kv;
         let mut idx = 0usize;
         self.running.retain_mut(|s| {
@@ -301,7 +349,16 @@ impl Instance {
             assert_eq!(owned, self.kv.used() as usize, "KV blocks not conserved on instance {}", self.id);
             assert!(self.waiting.iter().all(|s| s.blocks.is_empty()), "a waiting request holds blocks");
             assert!(self.running.len() <= self.cfg.max_num_seqs as usize);
+            self.check_load_signals();
         }
+    }
+
+    /// The load signals routers read agree with the queues (O(requests here)).
+    pub fn check_load_signals(&self) {
+        let prefill: u64 = self.waiting.iter().map(Seq::context).sum();
+        assert_eq!(prefill, self.pending_prefill, "pending prefill tokens out of step on instance {}", self.id);
+        let decode: u64 = self.waiting.iter().chain(&self.running).map(|s| (s.output - s.generated) as u64).sum();
+        assert_eq!(decode, self.pending_decode, "pending decode tokens out of step on instance {}", self.id);
     }
 
     /// Full ownership check of every block (O(blocks)); used by tests.

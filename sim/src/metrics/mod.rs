@@ -10,7 +10,7 @@ pub mod stats;
 mod summary;
 
 pub use stats::Dist;
-pub use summary::{summarize, KvSummary, RequestCounts, SloSummary, Summary, Throughput};
+pub use summary::{meets_slo, summarize, KvSummary, RequestCounts, SloSummary, Summary, Throughput};
 
 use crate::cost::BatchShape;
 use crate::instance::Gauges;

@@ -2,8 +2,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::cluster::GroupSection;
+use super::cost::CostSpec;
 use super::{check, ScenarioError};
 use crate::cost::RooflineParams;
+use crate::plan::PlanSection;
+use crate::router::{LeastPendingTokensSpec, SessionAffinitySpec};
 use crate::spec::{Dtype, GpuSpec, ModelSpec};
 use crate::spec::{GPU_PRESETS, MODEL_PRESETS};
 use crate::tagged_enum;
@@ -19,6 +23,8 @@ pub struct ScenarioFile {
     #[serde(default)]
     pub seed: u64,
     pub model: ModelSection,
+    /// Required unless every `[[cluster.groups]]` names its own GPU.
+    #[serde(default)]
     pub gpu: GpuSection,
     #[serde(default)]
     pub cluster: ClusterSection,
@@ -27,7 +33,7 @@ pub struct ScenarioFile {
     #[serde(default)]
     pub memory: MemorySection,
     #[serde(default)]
-    pub cost: CostSection,
+    pub cost: CostSpec,
     pub workload: WorkloadSpec,
     #[serde(default)]
     pub slo: SloSection,
@@ -35,6 +41,9 @@ pub struct ScenarioFile {
     pub metrics: MetricsSection,
     #[serde(default)]
     pub run: RunSection,
+    /// `[plan]`: the candidates `servesim plan` searches (ignored by `simulate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanSection>,
 }
 
 /// `[model]`: a preset, optionally with dimensions overridden, or every dimension given.
@@ -261,11 +270,15 @@ pub struct ClusterSection {
     pub tp: u32,
     /// How arrivals are spread over instances. Default round-robin.
     pub router: RouterSpec,
+    /// Heterogeneous cluster: groups of instances, each with its own GPU, TP degree and
+    /// overrides (replaces `instances` and `tp`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupSection>,
 }
 
 impl Default for ClusterSection {
     fn default() -> Self {
-        ClusterSection { instances: 1, tp: 1, router: RouterSpec::RoundRobin(Empty {}) }
+        ClusterSection { instances: 1, tp: 1, router: RouterSpec::RoundRobin(Empty {}), groups: Vec::new() }
     }
 }
 
@@ -278,7 +291,18 @@ impl ClusterSection {
             "must be in [1, 100000]",
             self.instances,
         )?;
-        check(self.tp >= 1 && self.tp <= 64, path, "tp", "must be in [1, 64]", self.tp)
+        check(self.tp >= 1 && self.tp <= 64, path, "tp", "must be in [1, 64]", self.tp)?;
+        if !self.groups.is_empty() {
+            check(
+                self.instances == 1,
+                path,
+                "instances",
+                "must not be set with cluster.groups (give each group a count)",
+                self.instances,
+            )?;
+            check(self.tp == 1, path, "tp", "must not be set with cluster.groups (give each group its tp)", self.tp)?;
+        }
+        self.router.validate(&format!("{path}.router"))
     }
 }
 
@@ -287,10 +311,22 @@ impl ClusterSection {
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum RouterSpec {
     RoundRobin(Empty),
+    Random(Empty),
+    LeastOutstanding(Empty),
+    LeastKvUsage(Empty),
+    LeastPendingTokens(LeastPendingTokensSpec),
+    PowerOfTwo(Empty),
+    SessionAffinity(SessionAffinitySpec),
 }
 
 tagged_enum!(RouterSpec {
     "round-robin" => RoundRobin(Empty),
+    "random" => Random(Empty),
+    "least-outstanding" => LeastOutstanding(Empty),
+    "least-kv-usage" => LeastKvUsage(Empty),
+    "least-pending-tokens" => LeastPendingTokens(LeastPendingTokensSpec),
+    "power-of-two" => PowerOfTwo(Empty),
+    "session-affinity" => SessionAffinity(SessionAffinitySpec),
 });
 
 /// A policy with no settings.

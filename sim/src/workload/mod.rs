@@ -7,6 +7,7 @@
 pub mod arrival;
 pub mod fit;
 pub mod length;
+mod list;
 pub mod profile;
 pub mod trace;
 
@@ -95,6 +96,43 @@ impl WorkloadSpec {
             (a, b) => a.or(b),
         }
     }
+
+    /// Long-run mean offered rate in requests per second: the arrival process's, or the
+    /// replayed trace's (when its scan is known). `None` for closed loops.
+    pub fn mean_rate(&self) -> Option<f64> {
+        match (&self.arrival, &self.trace) {
+            (Some(a), _) => a.mean_rate(),
+            (None, Some(t)) => {
+                if let Some(r) = t.target_rate {
+                    return Some(r);
+                }
+                let scan = t.source.as_ref()?.scan.as_ref()?;
+                let span = t.replay_span_s()?;
+                (span > 0.0).then(|| scan.requests as f64 * t.sample.unwrap_or(1.0) / span)
+            }
+            (None, None) => None,
+        }
+    }
+
+    /// The highest scheduled rate (of a phase schedule), else the mean rate.
+    pub fn peak_rate(&self) -> Option<f64> {
+        match &self.arrival {
+            Some(ArrivalSpec::Phases(p)) => p.phases.iter().map(|ph| ph.rate).reduce(f64::max),
+            _ => self.mean_rate(),
+        }
+    }
+
+    /// Multiplies the offered load by `k`: every arrival rate, or the trace's replay speed.
+    pub fn scale_rate(&mut self, k: f64) {
+        if let Some(a) = self.arrival.as_mut() {
+            a.scale_rate(k);
+        } else if let Some(t) = self.trace.as_mut() {
+            match t.target_rate.as_mut() {
+                Some(r) => *r *= k,
+                None => t.speedup = Some(t.speedup.unwrap_or(1.0) * k),
+            }
+        }
+    }
 }
 
 /// Marks a request that belongs to no closed-loop client.
@@ -146,6 +184,8 @@ pub struct Workload {
     think_rng: ChaCha8Rng,
     issued: u64,
     end: SimTime,
+    /// A fixed list of requests replacing the generated open-loop stream.
+    list: Option<list::RequestList>,
 }
 
 impl Workload {
@@ -172,7 +212,15 @@ impl Workload {
             issued: 0,
             end,
             spec,
+            list: None,
         }
+    }
+
+    /// A workload that plays `requests` (sorted by arrival) as its open-loop arrivals.
+    pub fn from_requests(spec: WorkloadSpec, requests: Vec<Request>) -> Workload {
+        let mut w = Workload::new(spec, 0);
+        w.list = Some(list::RequestList::new(requests));
+        w
     }
 
     pub fn spec(&self) -> &WorkloadSpec {
@@ -214,6 +262,9 @@ impl Workload {
     /// The requests that exist at the start: the first open-loop arrival, or each closed-loop
     /// client's first request (all at time zero, as a load generator starts its users).
     pub fn initial(&mut self) -> Vec<Request> {
+        if self.list.is_some() {
+            return self.next_open().into_iter().collect();
+        }
         match &self.spec.arrival {
             Some(ArrivalSpec::ClosedLoop(c)) => {
                 let clients = c.clients;
@@ -225,6 +276,11 @@ impl Workload {
 
     /// The next open-loop arrival after the previous one, if the workload has not ended.
     pub fn next_open(&mut self) -> Option<Request> {
+        if let Some(l) = &mut self.list {
+            let r = l.next()?;
+            self.issued += 1;
+            return Some(r);
+        }
         if self.exhausted() {
             return None;
         }
