@@ -36,6 +36,9 @@ pub struct Args {
     /// Output folder for compare.csv (or the shard file). Default: outputs/<scenario name>/.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Also write a self-contained HTML report (charts and the table) to this path.
+    #[arg(long)]
+    report: Option<PathBuf>,
     /// What to print on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
@@ -196,7 +199,12 @@ pub fn run(a: Args) -> Result<()> {
         }
         return Ok(());
     }
-    finish(&header, &results.into_iter().map(|(_, m)| m).collect::<Vec<_>>(), &dir, a.format)
+    finish(&header, &results.into_iter().map(|(_, m)| m).collect::<Vec<_>>(), &dir, a.format)?;
+    if let Some(path) = &a.report {
+        let html = crate::report::compare_report(&dir)?;
+        super::report::write(path, &html)?;
+    }
+    Ok(())
 }
 
 fn metrics(s: &servesim_sim::metrics::Summary) -> Metrics {

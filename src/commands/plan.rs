@@ -28,6 +28,9 @@ pub struct Args {
     /// Output folder for plan.json (or the shard file). Default: outputs/<scenario name>/.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Also write a self-contained HTML report (charts and the table) to this path.
+    #[arg(long)]
+    report: Option<PathBuf>,
     /// What to print on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
@@ -89,7 +92,12 @@ pub fn run(a: Args) -> Result<()> {
         return Ok(());
     }
     let report = plan::assemble(header, results.into_iter().map(|(_, r)| r).collect());
-    finish(&report, &dir, a.format)
+    finish(&report, &dir, a.format)?;
+    if let Some(path) = &a.report {
+        let html = crate::report::plan_report(&dir)?;
+        super::report::write(path, &html)?;
+    }
+    Ok(())
 }
 
 /// Writes `plan.json` into `dir` and prints the report: shared by `plan` and `merge`, so that
