@@ -158,7 +158,15 @@ impl Scenario {
             max_num_batched_tokens: file.scheduler.max_num_batched_tokens as u64,
             max_num_seqs: file.scheduler.max_num_seqs as u64,
         };
-        let memory = plan_memory(&model, &gpu, &cfg).map_err(|e| ScenarioError::at("memory", e.to_string()))?;
+        // The group may store its KV in another dtype, and a draft model (speculative
+        // decoding) takes its weights and KV out of the same memory.
+        let kv_model = file.scheduler.kv_cache.model(&model);
+        let mut memory = plan_memory(&kv_model, &gpu, &cfg).map_err(|e| ScenarioError::at("memory", e.to_string()))?;
+        if let Some(d) = file.scheduler.speculative.as_ref().and_then(|s| s.draft.as_ref()) {
+            let draft = file.scheduler.kv_cache.model(&d.resolve("scheduler.speculative.draft")?);
+            crate::instance::speculative::plan_draft_memory(&mut memory, &draft, tp)
+                .map_err(|e| ScenarioError::at("scheduler.speculative.draft", e))?;
+        }
         let group = InstanceGroup {
             name: format!("{}-tp{}", gpu.name, tp),
             count: file.cluster.instances,
