@@ -31,6 +31,8 @@ pub struct Summary {
     pub requests_in_system_mean: f64,
     pub iterations: u64,
     pub decode_token_steps: u64,
+    /// Prompt (and recomputed) tokens run through prefill.
+    pub prefill_tokens: u64,
     /// Prefix-cache hits, savings and evictions over the whole run.
     pub prefix_cache: super::policy::PrefixCacheSummary,
     /// Swap preemption traffic.
@@ -192,6 +194,7 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
         requests_in_system_mean: waiting + running,
         iterations: rec.iterations,
         decode_token_steps: rec.decode_token_steps,
+        prefill_tokens: rec.prefill_tokens,
         prefix_cache: rec.policy.prefix_summary(),
         swap: rec.policy.swap_summary(),
         speculative: rec.policy.speculative_summary(),
