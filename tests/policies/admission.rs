@@ -11,11 +11,9 @@ const BURST: &str = "arrival = { kind = \"phases\", phases = [ { duration_s = 60
 #[test]
 fn circuit_breaker_bounds_accepted_ttft_under_a_3x_burst_and_rejects_the_excess() {
     let open = run(&h100("", BURST)).summary;
-    let guarded = run(&h100(
-        "[scheduler.admission]\ncircuit_breaker = { open_delay_s = 1.0, close_delay_s = 0.5 }",
-        BURST,
-    ))
-    .summary;
+    let guarded =
+        run(&h100("[scheduler.admission]\ncircuit_breaker = { open_delay_s = 1.0, close_delay_s = 0.5 }", BURST))
+            .summary;
     let rejected = guarded.requests.rejected_by_reason["circuit_open"];
     // The excess of the burst over capacity: (60 − capacity) req/s for 30 s, with capacity the
     // throughput the unguarded run sustains while saturated (it serves everything eventually).

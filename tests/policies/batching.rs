@@ -18,7 +18,12 @@ fn static_batching_has_worse_ttft_than_continuous_at_equal_load() {
     assert_eq!(cont.requests.finished, stat.requests.finished, "same requests served");
     // A static batch runs until its longest request is done (hundreds of decode steps) while
     // arrivals wait for it: the tail TTFT is a batch's lifetime, not one prefill.
-    assert!(stat.ttft_ms.p99 > 5.0 * cont.ttft_ms.p99, "static {} vs continuous {}", stat.ttft_ms.p99, cont.ttft_ms.p99);
+    assert!(
+        stat.ttft_ms.p99 > 5.0 * cont.ttft_ms.p99,
+        "static {} vs continuous {}",
+        stat.ttft_ms.p99,
+        cont.ttft_ms.p99
+    );
     assert!(stat.ttft_ms.mean > 3.0 * cont.ttft_ms.mean);
 }
 
@@ -32,7 +37,8 @@ const LONG_PROMPTS: &str = "duration_s = 120\narrival = { kind = \"poisson\", ra
 #[test]
 fn chunked_prefill_cuts_the_tpot_tail_on_long_prompts() {
     let whole = run(&h100("", LONG_PROMPTS)).summary;
-    let chunked = run(&h100("max_num_batched_tokens = 512\n[scheduler.batching]\nkind = \"chunked\"", LONG_PROMPTS)).summary;
+    let chunked =
+        run(&h100("max_num_batched_tokens = 512\n[scheduler.batching]\nkind = \"chunked\"", LONG_PROMPTS)).summary;
     eprintln!(
         "TPOT p99: whole prompts {:.1} ms, chunked {:.1} ms; TTFT p50 {:.0} vs {:.0} ms",
         whole.tpot_ms.p99, chunked.tpot_ms.p99, whole.ttft_ms.p50, chunked.ttft_ms.p50
@@ -40,7 +46,12 @@ fn chunked_prefill_cuts_the_tpot_tail_on_long_prompts() {
     assert_eq!(whole.requests.finished, chunked.requests.finished);
     // A 7,000-token prefill stalls every running decode for one whole prefill (~200 ms);
     // in 512-token chunks each decode waits at most one chunk's iteration.
-    assert!(chunked.tpot_ms.p99 < 0.8 * whole.tpot_ms.p99, "chunked {} vs whole {}", chunked.tpot_ms.p99, whole.tpot_ms.p99);
+    assert!(
+        chunked.tpot_ms.p99 < 0.8 * whole.tpot_ms.p99,
+        "chunked {} vs whole {}",
+        chunked.tpot_ms.p99,
+        whole.tpot_ms.p99
+    );
     assert!(chunked.itl_ms.max < 0.5 * whole.itl_ms.max, "worst stall {} vs {}", chunked.itl_ms.max, whole.itl_ms.max);
     // The cost: a long prompt now takes ~14 iterations to prefill.
     assert!(chunked.ttft_ms.max > whole.ttft_ms.max, "chunking delays the longest prompts' first token");
@@ -58,8 +69,11 @@ fn prefill_priority_trades_tpot_for_ttft() {
     assert!(prefill.ttft_ms.p50 < mixed.ttft_ms.p50, "prompts do not share their iteration with decodes");
 
     let chunked = |p: &str| {
-        run(&h100(&format!("max_num_batched_tokens = 512\n[scheduler.batching]\nkind = \"chunked\"\npriority = \"{p}\""), LONG_PROMPTS))
-            .summary
+        run(&h100(
+            &format!("max_num_batched_tokens = 512\n[scheduler.batching]\nkind = \"chunked\"\npriority = \"{p}\""),
+            LONG_PROMPTS,
+        ))
+        .summary
     };
     let (dec, pre) = (chunked("decode"), chunked("prefill"));
     eprintln!(

@@ -25,7 +25,8 @@ fn max_length_reservation_fits_fewer_requests_and_serves_less() {
     assert_eq!(paged.batch.max, 200);
     assert!(reserve.throughput.output_tokens_per_s < 0.8 * paged.throughput.output_tokens_per_s);
     // A smaller reservation (prompt + 512 output tokens) fits more.
-    let r512 = run(&h100("[scheduler.kv_cache]\nallocation = \"reserve-max\"\nreserve_output_tokens = 512", SATURATED)).summary;
+    let r512 = run(&h100("[scheduler.kv_cache]\nallocation = \"reserve-max\"\nreserve_output_tokens = 512", SATURATED))
+        .summary;
     assert!(r512.batch.max > 54 && r512.throughput.output_tokens_per_s > reserve.throughput.output_tokens_per_s);
 }
 
@@ -51,7 +52,12 @@ fn fp8_kv_halves_bytes_per_token_and_doubles_the_blocks() {
     let (x, y) = (tight("bf16"), tight("fp8"));
     eprintln!(
         "batch mean: bf16 {:.1}, fp8 {:.1}; preemptions {} vs {}; output tok/s {:.0} vs {:.0}",
-        x.batch.mean, y.batch.mean, x.preemptions, y.preemptions, x.throughput.output_tokens_per_s, y.throughput.output_tokens_per_s
+        x.batch.mean,
+        y.batch.mean,
+        x.preemptions,
+        y.preemptions,
+        x.throughput.output_tokens_per_s,
+        y.throughput.output_tokens_per_s
     );
     assert!(y.batch.mean > 1.6 * x.batch.mean);
     assert!(y.throughput.output_tokens_per_s > x.throughput.output_tokens_per_s);

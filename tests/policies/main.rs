@@ -10,8 +10,8 @@ mod batching;
 mod cpu;
 mod invariants;
 mod kv;
-mod prefix;
 mod preemption;
+mod prefix;
 mod queue;
 mod speculative;
 

@@ -20,7 +20,13 @@ fn shared_prefixes_cut_prefill_tokens_and_ttft_by_about_the_hit_fraction() {
     let ttft_drop = 1.0 - on.ttft_ms.mean / off.ttft_ms.mean;
     eprintln!(
         "hit rate {:.4} by tokens, {:.4} by requests; prefill tokens {} → {}; TTFT mean {:.1} → {:.1} ms (drop {:.3})",
-        h, on.prefix_cache.hit_rate_requests, off.prefill_tokens, on.prefill_tokens, off.ttft_ms.mean, on.ttft_ms.mean, ttft_drop
+        h,
+        on.prefix_cache.hit_rate_requests,
+        off.prefill_tokens,
+        on.prefill_tokens,
+        off.ttft_ms.mean,
+        on.ttft_ms.mean,
+        ttft_drop
     );
     // Every request but the first of each group finds its 2,000-token system prompt cached.
     let n = on.requests.arrived as f64;
@@ -135,9 +141,8 @@ const ZIPF: &str = "duration_s = 120\narrival = { kind = \"poisson\", rate = 20 
 fn a_small_cache_evicts_and_a_cpu_tier_recovers_the_hits() {
     // About 30,000 tokens of KV: the running requests need ~10,000, so the cache holds a part
     // of the 400 prompts (~400,000 tokens).
-    let small = |extra: &str| {
-        run(&llama8b(ZIPF, &format!("[memory]\ngpu_memory_utilization = 0.27\n{ON}\n{extra}"))).summary
-    };
+    let small =
+        |extra: &str| run(&llama8b(ZIPF, &format!("[memory]\ngpu_memory_utilization = 0.27\n{ON}\n{extra}"))).summary;
     let big = run(&h100(ON, ZIPF)).summary;
     let gpu_only = small("");
     let tiered = small("cpu_gib = 64");
@@ -168,7 +173,10 @@ fn ttl_and_minimum_prefix_limit_reuse() {
     let ttl = run(&h100(&format!("{ON}\nttl_s = 0.1"), SHARED)).summary;
     // Prefixes shorter than 4,000 tokens are recomputed: no 2,000-token prefix qualifies.
     let min = run(&h100(&format!("{ON}\nmin_prefix_tokens = 4000"), SHARED)).summary;
-    eprintln!("hit rate: {base:.3}, TTL 0.1 s {:.3} ({} expired), min prefix 4000 {:.3}", ttl.prefix_cache.hit_rate_tokens, ttl.prefix_cache.evictions, min.prefix_cache.hit_rate_tokens);
+    eprintln!(
+        "hit rate: {base:.3}, TTL 0.1 s {:.3} ({} expired), min prefix 4000 {:.3}",
+        ttl.prefix_cache.hit_rate_tokens, ttl.prefix_cache.evictions, min.prefix_cache.hit_rate_tokens
+    );
     assert!(ttl.prefix_cache.hit_rate_tokens < 0.5 * base && ttl.prefix_cache.evictions > 0);
     assert_eq!(min.prefix_cache.hit_rate_tokens, 0.0);
 }
@@ -196,8 +204,9 @@ fn multi_turn_sessions_hit_their_own_history() {
     // Every later turn finds its whole history but the last partial block: of turn k's
     // 100 + 200 (k − 1) tokens, ⌊(200 (k − 1) − 1) / 16⌋ × 16 are cached (the answer's last
     // token is never written to the cache).
-    let expected: f64 = turns.iter().map(|&t| if t == 1 { 0.0 } else { ((200 * (t - 1) - 1) / 16 * 16) as f64 }).sum::<f64>()
-        / recs.iter().map(|r| r.prompt_tokens as f64).sum::<f64>();
+    let expected: f64 =
+        turns.iter().map(|&t| if t == 1 { 0.0 } else { ((200 * (t - 1) - 1) / 16 * 16) as f64 }).sum::<f64>()
+            / recs.iter().map(|r| r.prompt_tokens as f64).sum::<f64>();
     assert!((out.summary.prefix_cache.hit_rate_tokens - expected).abs() < 1e-9, "expected {expected}");
     // Each turn arrives a think time after the previous one's last token.
     assert!(out.summary.requests.finished as usize == recs.len());

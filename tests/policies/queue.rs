@@ -48,7 +48,8 @@ fn shortest_first_orders_cut_mean_latency_under_load() {
     let fcfs = run(&h100("max_num_seqs = 16", SPREAD)).summary;
     let spf = run(&h100("max_num_seqs = 16\n[scheduler.queue]\nkind = \"shortest-prompt\"", SPREAD)).summary;
     let sjf = run(&h100("max_num_seqs = 16\n[scheduler.queue]\nkind = \"shortest-job\"", SPREAD)).summary;
-    let noisy = run(&h100("max_num_seqs = 16\n[scheduler.queue]\nkind = \"shortest-job\"\noutput_error = 1.5", SPREAD)).summary;
+    let noisy =
+        run(&h100("max_num_seqs = 16\n[scheduler.queue]\nkind = \"shortest-job\"\noutput_error = 1.5", SPREAD)).summary;
     eprintln!(
         "E2E mean: fcfs {:.0} ms, shortest-prompt {:.0}, shortest-job {:.0}, shortest-job σ=1.5 {:.0}; TTFT mean {:.0} {:.0} {:.0} {:.0}",
         fcfs.e2e_ms.mean, spf.e2e_ms.mean, sjf.e2e_ms.mean, noisy.e2e_ms.mean,
@@ -71,10 +72,8 @@ fn length_tiers_cap_concurrent_long_requests() {
     // At no time do more than two requests with prompts over 3,000 tokens run: sweep their
     // [admitted, finished] intervals (no preemption happens here).
     assert_eq!(out.summary.preemptions, 0);
-    let mut edges: Vec<(SimTime, i32)> = finished(&out)
-        .filter(|r| r.prompt_tokens > 3000)
-        .flat_map(|r| [(r.scheduled, 1), (r.finish, -1)])
-        .collect();
+    let mut edges: Vec<(SimTime, i32)> =
+        finished(&out).filter(|r| r.prompt_tokens > 3000).flat_map(|r| [(r.scheduled, 1), (r.finish, -1)]).collect();
     assert!(edges.len() > 40, "the workload has long prompts");
     edges.sort();
     let (mut now, mut most) = (0, 0);
@@ -85,7 +84,9 @@ fn length_tiers_cap_concurrent_long_requests() {
     eprintln!("long requests running at once: at most {most}");
     assert_eq!(most, 2, "cap of 2 reached, never exceeded");
     let fcfs = run(&h100("max_num_seqs = 16", SPREAD)).summary;
-    let short_ttft = |o: &RunOutput| mean(finished(o).filter(|r| r.prompt_tokens <= 1000).map(|r| r.ttft().unwrap().as_millis_f64()));
+    let short_ttft = |o: &RunOutput| {
+        mean(finished(o).filter(|r| r.prompt_tokens <= 1000).map(|r| r.ttft().unwrap().as_millis_f64()))
+    };
     let fcfs_out = run(&h100("max_num_seqs = 16", SPREAD));
     eprintln!("short prompts' mean TTFT: fcfs {:.1} ms, tiers {:.1} ms", short_ttft(&fcfs_out), short_ttft(&out));
     assert!(short_ttft(&out) < short_ttft(&fcfs_out));
@@ -98,12 +99,20 @@ fn short_requests_jump_ahead_only_past_the_threshold() {
     // Never more than a million waiting: exactly FCFS.
     let never = run(&h100("max_num_seqs = 16\n[scheduler.queue]\nkind = \"short-jump\"\nshort_max_tokens = 500\nqueue_threshold = 1000000", SPREAD));
     assert_eq!(fcfs.recorder.records, never.recorder.records);
-    let jump = run(&h100("max_num_seqs = 16\n[scheduler.queue]\nkind = \"short-jump\"\nshort_max_tokens = 500\nqueue_threshold = 4", SPREAD));
-    let short_ttft = |o: &RunOutput| mean(finished(o).filter(|r| r.prompt_tokens <= 500).map(|r| r.ttft().unwrap().as_millis_f64()));
-    let long_ttft = |o: &RunOutput| mean(finished(o).filter(|r| r.prompt_tokens > 500).map(|r| r.ttft().unwrap().as_millis_f64()));
+    let jump = run(&h100(
+        "max_num_seqs = 16\n[scheduler.queue]\nkind = \"short-jump\"\nshort_max_tokens = 500\nqueue_threshold = 4",
+        SPREAD,
+    ));
+    let short_ttft =
+        |o: &RunOutput| mean(finished(o).filter(|r| r.prompt_tokens <= 500).map(|r| r.ttft().unwrap().as_millis_f64()));
+    let long_ttft =
+        |o: &RunOutput| mean(finished(o).filter(|r| r.prompt_tokens > 500).map(|r| r.ttft().unwrap().as_millis_f64()));
     eprintln!(
         "short TTFT mean: fcfs {:.0} ms, jump {:.0} ms; long: {:.0} vs {:.0}",
-        short_ttft(&fcfs), short_ttft(&jump), long_ttft(&fcfs), long_ttft(&jump)
+        short_ttft(&fcfs),
+        short_ttft(&jump),
+        long_ttft(&fcfs),
+        long_ttft(&jump)
     );
     assert!(short_ttft(&jump) < 0.7 * short_ttft(&fcfs));
     assert!(long_ttft(&jump) > long_ttft(&fcfs), "the cost falls on the long ones");

@@ -285,9 +285,16 @@ impl Instance {
             rec.policy.prefix_evictions += self.kv.expire(before);
         }
         batching::form(self, now, rec);
-        let (shape, drafts) = self.shape();
+        let (mut shape, mut drafts) = self.shape();
+        if shape.is_empty() && self.preempted_now {
+            // Everyone with a step this time was preempted (their blocks are free now): try
+            // again rather than leave the instance idle with work.
+            self.preempted_now = false;
+            batching::form(self, now, rec);
+            (shape, drafts) = self.shape();
+        }
         if shape.is_empty() {
-            debug_assert!(!self.has_work() || self.preempted_now, "instance {} idle with work", self.id);
+            debug_assert!(!self.has_work(), "instance {} idle with work", self.id);
             return None;
         }
         let total = self.cost.iteration_time(&shape);
@@ -367,6 +374,11 @@ impl Instance {
         t
     }
 
+    /// Tokens the running requests process in this iteration so far.
+    fn budget_used(&self) -> u64 {
+        self.running.iter().map(|s| s.step).sum()
+    }
+
     /// The decode step of a running request: 1 token, or 1 + k with speculation (fewer near
     /// the end of its output), and the drafts it verifies.
     fn decode_step(&self, s: &Seq) -> (u64, u32) {
@@ -381,8 +393,7 @@ impl Instance {
 
     /// Gives each running decode without a step yet its decode step while `budget` lasts, and
     /// the blocks for it (preempting the most recently admitted requests when none are free).
-    /// Returns the tokens given.
-    fn step_running_decodes(&mut self, budget: u64, rec: &mut Recorder) -> u64 {
+    fn step_running_decodes(&mut self, budget: u64, rec: &mut Recorder) {
         let mut used = 0;
         let mut i = 0;
         while i < self.running.len() {
@@ -398,12 +409,27 @@ impl Instance {
             }
             i += 1;
         }
-        used
+    }
+
+    /// Keeps the decode steps of running requests, in order, while their tokens fit in `keep`;
+    /// the rest skip this iteration (their blocks stay).
+    fn trim_decodes(&mut self, keep: u64) {
+        let mut used = 0;
+        for s in &mut self.running {
+            if s.step > 0 && s.is_decode() {
+                if used + s.step <= keep {
+                    used += s.step;
+                } else {
+                    s.step = 0;
+                    s.draft = 0;
+                }
+            }
+        }
     }
 
     /// Gives each running request in the middle of a prefill its next chunk while `budget`
-    /// lasts, and the blocks for it. Returns the tokens given.
-    fn step_running_prefills(&mut self, budget: u64, rec: &mut Recorder) -> u64 {
+    /// lasts, and the blocks for it.
+    fn step_running_prefills(&mut self, budget: u64, rec: &mut Recorder) {
         let mut used = 0;
         let mut i = 0;
         while i < self.running.len() {
@@ -416,7 +442,6 @@ impl Instance {
             }
             i += 1;
         }
-        used
     }
 
     /// Gives running request `i` the blocks its step needs, preempting the most recently

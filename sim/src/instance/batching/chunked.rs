@@ -30,12 +30,15 @@ pub struct Chunked {
 }
 
 pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Chunked, rec: &mut Recorder) {
-    let mut budget = inst.cfg.max_num_batched_tokens;
+    let max = inst.cfg.max_num_batched_tokens;
+    // The budget left is recounted after each phase: a preempted request gives its tokens back.
+    let left = |inst: &Instance| max.saturating_sub(inst.budget_used());
     match c.priority {
         ChunkedPriority::Decode => {
-            budget -= inst.step_running_decodes(budget, rec);
-            budget -= inst.step_running_prefills(budget, rec);
+            inst.step_running_decodes(left(inst), rec);
+            inst.step_running_prefills(left(inst), rec);
             if !inst.preempted_now {
+                let mut budget = left(inst);
                 inst.swap_in(&mut budget, true);
                 if inst.swapped.is_empty() {
                     inst.admit(now, &mut budget, true, rec);
@@ -43,13 +46,18 @@ pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Chunked, 
             }
         }
         ChunkedPriority::Prefill => {
-            budget -= inst.step_running_prefills(budget, rec);
-            if !inst.preempted_now && inst.swapped.is_empty() {
-                inst.admit(now, &mut budget, true, rec);
-            }
-            budget -= inst.step_running_decodes(budget, rec);
+            inst.step_running_prefills(left(inst), rec);
+            // Decodes get their blocks first (so admissions do not take what a running request
+            // needs to grow, only to be preempted for it), then lend their budget to prompts.
+            let prefill_tokens = inst.budget_used();
+            inst.step_running_decodes(u64::MAX, rec);
             if !inst.preempted_now {
-                inst.swap_in(&mut budget, true);
+                let mut budget = max.saturating_sub(prefill_tokens);
+                if inst.swapped.is_empty() {
+                    inst.admit(now, &mut budget, true, rec);
+                }
+                inst.trim_decodes(budget);
+                inst.swap_in(&mut left(inst), true);
             }
         }
     }

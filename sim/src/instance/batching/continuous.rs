@@ -33,9 +33,9 @@ pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Continuou
     let max = inst.cfg.max_num_batched_tokens;
     match c.priority {
         ContinuousPriority::Mixed => {
-            let used = inst.step_running_decodes(u64::MAX, rec);
-            let mut budget = max.saturating_sub(used);
+            inst.step_running_decodes(u64::MAX, rec);
             if !inst.preempted_now {
+                let mut budget = max.saturating_sub(inst.budget_used());
                 inst.swap_in(&mut budget, false);
                 if inst.swapped.is_empty() {
                     inst.admit(now, &mut budget, false, rec);
@@ -46,9 +46,9 @@ pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Continuou
             let mut budget = max;
             let admitted = if inst.swapped.is_empty() { inst.admit(now, &mut budget, false, rec) } else { 0 };
             if admitted == 0 {
-                let used = inst.step_running_decodes(u64::MAX, rec);
-                let mut budget = max.saturating_sub(used);
+                inst.step_running_decodes(u64::MAX, rec);
                 if !inst.preempted_now {
+                    let mut budget = max.saturating_sub(inst.budget_used());
                     inst.swap_in(&mut budget, false);
                 }
             }
