@@ -13,6 +13,7 @@ mod kv;
 mod preemption;
 mod prefix;
 mod queue;
+mod scenarios;
 mod speculative;
 
 use servesim_sim::engine::{RunOutput, Simulation};

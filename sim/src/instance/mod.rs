@@ -80,7 +80,7 @@ pub struct Gauges {
 /// The cost of draft passes (speculative decoding).
 enum Draft {
     Fraction(f64),
-    Model(Roofline),
+    Model(Box<Roofline>),
 }
 
 pub struct Instance {
@@ -127,8 +127,8 @@ impl Instance {
         };
         let draft = p.draft.as_ref().map(|d| match d {
             DraftCost::Fraction(f) => Draft::Fraction(*f),
-            DraftCost::Model { model, gpu, tp, params } => {
-                Draft::Model(Roofline::new(model.clone(), gpu.clone(), *tp, params.clone()))
+            DraftCost::Model(d) => {
+                Draft::Model(Box::new(Roofline::new(d.model.clone(), d.gpu.clone(), d.tp, d.params.clone())))
             }
         });
         Instance {

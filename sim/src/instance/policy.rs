@@ -8,7 +8,7 @@ use super::kv_policy::KvCacheSection;
 use super::preemption::PreemptionSpec;
 use super::prefix::PrefixCacheSection;
 use super::queue::QueueSpec;
-use super::speculative::{DraftCost, SpeculativeSection};
+use super::speculative::{DraftCost, DraftModel, SpeculativeSection};
 use crate::scenario::Scenario;
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -40,8 +40,8 @@ impl PolicyConfig {
         let sch = &g.scheduler;
         let block_bytes = g.memory.block_bytes.max(1);
         let draft = sch.speculative.as_ref().map(|sp| match (&sp.draft, sp.draft_cost_fraction) {
-            (Some(d), _) => DraftCost::Model {
-                model: d.resolve("scheduler.speculative.draft").expect("validated"),
+            (Some(d), _) => DraftCost::Model(Box::new(DraftModel {
+                model: sch.kv_cache.model(&d.resolve("scheduler.speculative.draft").expect("validated")),
                 gpu: g.gpu.clone(),
                 tp: g.tp,
                 params: crate::cost::RooflineParams {
@@ -49,7 +49,7 @@ impl PolicyConfig {
                     cpu_overhead_per_seq_us: 0.0,
                     ..g.cost.clone()
                 },
-            },
+            })),
             (None, f) => DraftCost::Fraction(f.expect("validated")),
         });
         PolicyConfig {

@@ -71,7 +71,16 @@ pub enum DraftCost {
     Fraction(f64),
     /// A roofline of the draft model on the same GPUs (without the per-iteration CPU overhead,
     /// which the target's iteration already pays).
-    Model { model: ModelSpec, gpu: GpuSpec, tp: u64, params: RooflineParams },
+    Model(Box<DraftModel>),
+}
+
+/// A draft model on the target's GPUs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DraftModel {
+    pub model: ModelSpec,
+    pub gpu: GpuSpec,
+    pub tp: u64,
+    pub params: RooflineParams,
 }
 
 /// Takes a draft model's weights (per GPU) and KV bytes per token out of the KV budget: the

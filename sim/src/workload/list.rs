@@ -20,7 +20,7 @@ impl RequestList {
         RequestList { requests: requests.into_iter() }
     }
 
-    pub fn next(&mut self) -> Option<Request> {
+    pub fn pop(&mut self) -> Option<Request> {
         self.requests.next()
     }
 

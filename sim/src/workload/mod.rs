@@ -243,7 +243,7 @@ impl Workload {
             return None;
         }
         if let Some(list) = &mut self.list {
-            let r = list.next()?;
+            let r = list.pop()?;
             if r.arrival > self.end {
                 return None;
             }
