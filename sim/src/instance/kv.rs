@@ -144,6 +144,15 @@ impl BlockAllocator {
         Some((b, Some(h)))
     }
 
+    /// Takes one block from the free list (never evicting a cached one).
+    #[inline]
+    pub fn alloc_free(&mut self) -> Option<u32> {
+        let b = self.free.pop()?;
+        debug_assert_eq!(self.refs[b as usize], 0, "block {b} on the free list but owned");
+        self.refs[b as usize] = 1;
+        Some(b)
+    }
+
     /// Takes `n` blocks into `table`, all or nothing.
     pub fn alloc_n(&mut self, n: u32, table: &mut Vec<u32>) -> bool {
         if n > self.free() {

@@ -17,6 +17,7 @@
 //! `preemption/`, plus `kv_policy.rs`, `prefix.rs`, `speculative.rs` and `cpu.rs`.
 
 pub mod admission;
+mod batch;
 pub mod batching;
 pub mod cpu;
 pub mod kv;
@@ -39,12 +40,13 @@ use crate::rng::{substream, Stream};
 use crate::time::SimTime;
 use crate::workload::Request;
 use admission::Breaker;
+use batch::Batch;
 use kv::BlockAllocator;
 pub use policy::PolicyConfig;
 use preemption::PreemptionSpec;
 use prefix::{CpuTier, Hit};
 use queue::{QPos, Queue, QueueCtx};
-use seq::Seq;
+use seq::{Cold, Seq};
 use speculative::DraftCost;
 
 /// The scheduler limits of one instance.
@@ -91,11 +93,11 @@ pub struct Instance {
     /// Never-admitted requests, in the queue policy's order.
     queue: Queue,
     /// Requests preempted for recomputation: first in line.
-    preempted: VecDeque<Seq>,
+    preempted: VecDeque<Box<Seq>>,
     /// Requests swapped out to CPU memory: resumed before any admission.
-    swapped: VecDeque<Seq>,
+    swapped: VecDeque<Box<Seq>>,
     /// Running requests in admission order.
-    running: Vec<Seq>,
+    running: Vec<Box<Seq>>,
     /// (deadline, id, position) of queued requests, in arrival order, when a queue timeout is set.
     timeouts: VecDeque<(SimTime, u64, QPos)>,
     breaker: Option<Breaker>,
@@ -109,6 +111,8 @@ pub struct Instance {
     admitted_now: u32,
     preempted_now: bool,
     hits: Vec<Hit>,
+    /// The iteration being formed.
+    batch: Batch,
     /// When the in-flight iteration started, if one is in flight.
     iteration_start: Option<SimTime>,
     /// Iterations run so far.
@@ -149,6 +153,7 @@ impl Instance {
             admitted_now: 0,
             preempted_now: false,
             hits: Vec::new(),
+            batch: Batch::default(),
             iteration_start: None,
             iterations: 0,
             decode_token_steps: 0,
@@ -238,32 +243,29 @@ impl Instance {
 
     /// Queues a request that passed [`Instance::check_fits`] (or [`Instance::accept`]).
     pub fn enqueue(&mut self, req: &Request, counted: bool) {
-        let mut s = Seq {
+        let mut s = Box::new(Seq {
             id: req.id,
-            arrival: req.arrival,
+            computed: 0,
+            step: 0,
+            blocks: Vec::new(),
+            last_token: req.arrival,
             prompt: req.prompt_tokens,
             output: req.output_tokens,
-            class: req.class,
-            client: req.client,
             generated: 0,
-            computed: 0,
-            blocks: Vec::new(),
-            step: 0,
+            client: req.client,
             draft: 0,
-            swapped_blocks: 0,
-            hashes: Vec::new(),
-            last_token: req.arrival,
             counted,
             admitted: false,
-            qpos: QPos::default(),
-        };
+            class: req.class,
+            cold: Cold { arrival: req.arrival, ..Cold::default() },
+        });
         if self.cfg.policy.prefix.enabled {
             prefix::block_hashes(
                 &req.content,
                 req.prompt_tokens,
                 req.output_tokens,
                 self.cfg.block_tokens,
-                &mut s.hashes,
+                &mut s.cold.hashes,
             );
         }
         let pos = self.queue.push(s);
@@ -284,19 +286,23 @@ impl Instance {
             let before = now.saturating_sub(SimTime::from_secs_f64(ttl));
             rec.policy.prefix_evictions += self.kv.expire(before);
         }
+        self.batch.clear();
         batching::form(self, now, rec);
-        let (mut shape, mut drafts) = self.shape();
-        if shape.is_empty() && self.preempted_now {
+        if self.batch.shape.is_empty() && self.preempted_now {
             // Everyone with a step this time was preempted (their blocks are free now): try
             // again rather than leave the instance idle with work.
             self.preempted_now = false;
+            self.batch.clear();
             batching::form(self, now, rec);
-            (shape, drafts) = self.shape();
         }
+        let Batch { shape, drafts } = std::mem::take(&mut self.batch);
         if shape.is_empty() {
             debug_assert!(!self.has_work(), "instance {} idle with work", self.id);
+            self.batch.drafts = drafts;
             return None;
         }
+        #[cfg(debug_assertions)]
+        self.check_batch(&shape);
         let total = self.cost.iteration_time(&shape);
         debug_assert!(total > SimTime::ZERO, "an iteration must take time");
         let cpu = self.cost.cpu_time(&shape).min(total);
@@ -307,6 +313,7 @@ impl Instance {
         }
         if let Some(d) = &self.draft {
             let t = self.draft_time(d, &drafts);
+            self.batch.drafts = drafts;
             gpu += t;
             dur += t;
         }
@@ -332,34 +339,18 @@ impl Instance {
         Some(now + dur)
     }
 
-    /// The batch of the running requests' steps, and the decode sets of each draft pass.
-    fn shape(&self) -> (BatchShape, Vec<(u64, u64)>) {
-        let mut shape = BatchShape::default();
-        // Per draft depth j (1-based): requests drafting ≥ j tokens and their contexts.
-        let mut drafts: Vec<(u64, u64)> = Vec::new();
+    /// Checks the incrementally kept batch against one built from scratch (debug builds).
+    #[cfg(debug_assertions)]
+    fn check_batch(&self, shape: &BatchShape) {
+        let mut b = Batch::default();
         for s in &self.running {
-            if s.step == 0 {
-                continue;
-            }
-            if s.draft > 0 {
-                // Verification: the newest token and the drafts, over the computed context, with
-                // logits for every position.
-                shape.add_prefill(s.step, s.computed, true);
-                shape.sampled_seqs += s.draft as u64;
-                if drafts.len() < s.draft as usize {
-                    drafts.resize(s.draft as usize, (0, 0));
-                }
-                for (j, d) in drafts.iter_mut().enumerate().take(s.draft as usize) {
-                    d.0 += 1;
-                    d.1 += s.context() + j as u64;
-                }
-            } else if s.is_decode() {
-                shape.add_decode(s.context());
-            } else {
-                shape.add_prefill(s.step, s.computed, s.step == s.pending());
-            }
+            b.add(s);
         }
-        (shape, drafts)
+        let mut a = *shape;
+        let pairs = (a.prefill_attn_pairs - b.shape.prefill_attn_pairs).abs();
+        assert!(pairs <= 1e-9 * b.shape.prefill_attn_pairs.max(1.0), "attention pairs out of step");
+        a.prefill_attn_pairs = b.shape.prefill_attn_pairs;
+        assert_eq!(a, b.shape, "batch shape out of step with the running requests");
     }
 
     fn draft_time(&self, d: &Draft, drafts: &[(u64, u64)]) -> SimTime {
@@ -376,7 +367,7 @@ impl Instance {
 
     /// Tokens the running requests process in this iteration so far.
     fn budget_used(&self) -> u64 {
-        self.running.iter().map(|s| s.step).sum()
+        self.batch.shape.tokens()
     }
 
     /// The decode step of a running request: 1 token, or 1 + k with speculation (fewer near
@@ -394,17 +385,63 @@ impl Instance {
     /// Gives each running decode without a step yet its decode step while `budget` lasts, and
     /// the blocks for it (preempting the most recently admitted requests when none are free).
     fn step_running_decodes(&mut self, budget: u64, rec: &mut Recorder) {
+        let bt = self.cfg.block_tokens;
+        let k = self.cfg.policy.speculative.as_ref().map_or(0, |sp| sp.k);
         let mut used = 0;
         let mut i = 0;
+        // Fast pass, for as long as free blocks suffice (no eviction, no preemption): this runs
+        // for every request, every iteration.
+        {
+            let Instance { running, kv, batch, .. } = self;
+            for s in running.iter_mut() {
+                if s.step == 0 && s.is_decode() {
+                    let draft = k.min(s.output - s.generated - 1);
+                    let step = 1 + draft as u64;
+                    if used + step <= budget {
+                        // Multiplying rather than dividing.
+                        if (s.blocks.len() as u64) * bt < s.computed + step {
+                            let need = (s.computed + step).div_ceil(bt) as usize;
+                            while s.blocks.len() < need {
+                                match kv.alloc_free() {
+                                    Some(b) => s.blocks.push(b),
+                                    None => break,
+                                }
+                            }
+                            if s.blocks.len() < need {
+                                break;
+                            }
+                        }
+                        s.step = step;
+                        s.draft = draft;
+                        used += step;
+                        if draft == 0 {
+                            let b = &mut batch.shape;
+                            b.decode_seqs += 1;
+                            b.decode_context_tokens += s.context();
+                            b.sampled_seqs += 1;
+                        } else {
+                            batch.add(s);
+                        }
+                    }
+                }
+                i += 1;
+            }
+        }
+        // The rest, evicting cached blocks and preempting when the free ones run out.
         while i < self.running.len() {
-            let s = &self.running[i];
+            let s = &mut self.running[i];
             if s.step == 0 && s.is_decode() {
-                let (step, draft) = self.decode_step(s);
+                let draft = k.min(s.output - s.generated - 1);
+                let step = 1 + draft as u64;
                 if used + step <= budget {
-                    self.running[i].step = step;
-                    self.running[i].draft = draft;
+                    s.step = step;
+                    s.draft = draft;
                     used += step;
-                    self.grow(i, rec);
+                    self.batch.add(s);
+                    let need = (s.computed + step).div_ceil(bt) as usize;
+                    if s.blocks.len() < need {
+                        self.grow_slow(i, need, rec);
+                    }
                 }
             }
             i += 1;
@@ -420,6 +457,7 @@ impl Instance {
                 if used + s.step <= keep {
                     used += s.step;
                 } else {
+                    self.batch.remove(s);
                     s.step = 0;
                     s.draft = 0;
                 }
@@ -437,6 +475,7 @@ impl Instance {
             if s.step == 0 && !s.is_decode() && used < budget {
                 let chunk = s.pending().min(budget - used);
                 self.running[i].step = chunk;
+                self.batch.add(&self.running[i]);
                 used += chunk;
                 self.grow(i, rec);
             }
@@ -446,8 +485,17 @@ impl Instance {
 
     /// Gives running request `i` the blocks its step needs, preempting the most recently
     /// admitted requests while none are free. Returns false if `i` itself was preempted.
+    #[inline]
     fn grow(&mut self, i: usize, rec: &mut Recorder) -> bool {
-        let need = self.blocks_for(self.running[i].computed + self.running[i].step) as usize;
+        let s = &self.running[i];
+        let need = self.blocks_for(s.computed + s.step) as usize;
+        if s.blocks.len() >= need {
+            return true;
+        }
+        self.grow_slow(i, need, rec)
+    }
+
+    fn grow_slow(&mut self, i: usize, need: usize, rec: &mut Recorder) -> bool {
         while self.running[i].blocks.len() < need {
             if let Some(b) = self.alloc_block(rec) {
                 self.running[i].blocks.push(b);
@@ -484,6 +532,7 @@ impl Instance {
         self.queue.left(&v);
         rec.preempted(v.id);
         self.preempted_now = true;
+        self.batch.remove(&v);
         v.step = 0;
         v.draft = 0;
         let blocks = self.blocks_for(v.computed);
@@ -491,7 +540,7 @@ impl Instance {
         if swap && blocks > 0 && self.swap_used + blocks <= self.cfg.policy.swap_blocks {
             self.kv.release_at(&mut v.blocks, v.last_token);
             self.swap_used += blocks;
-            v.swapped_blocks = blocks;
+            v.cold.swapped_blocks = blocks;
             self.bytes_out += blocks * self.cfg.policy.block_bytes;
             rec.policy.swap_out_blocks += blocks;
             self.swapped.push_front(v);
@@ -534,12 +583,13 @@ impl Instance {
                 let (b, _) = self.kv.alloc_evicting().expect("checked free blocks");
                 s.blocks.push(b);
             }
-            self.bytes_in += s.swapped_blocks * self.cfg.policy.block_bytes;
-            self.swap_used -= s.swapped_blocks;
-            s.swapped_blocks = 0;
+            self.bytes_in += s.cold.swapped_blocks * self.cfg.policy.block_bytes;
+            self.swap_used -= s.cold.swapped_blocks;
+            s.cold.swapped_blocks = 0;
             self.register_computed(&s, 0);
             s.step = step;
             s.draft = draft;
+            self.batch.add(&s);
             *budget -= step;
             self.admitted_now += 1;
             self.queue.admitted(&s);
@@ -549,12 +599,13 @@ impl Instance {
 
     /// Registers the full computed blocks of `s` from block `from` on (prefix caching).
     fn register_computed(&mut self, s: &Seq, from: u64) {
-        if s.hashes.is_empty() {
+        let hashes = &s.cold.hashes;
+        if hashes.is_empty() {
             return;
         }
-        let to = (s.computed / self.cfg.block_tokens).min(s.hashes.len() as u64).min(s.blocks.len() as u64);
+        let to = (s.computed / self.cfg.block_tokens).min(hashes.len() as u64).min(s.blocks.len() as u64);
         for i in from..to {
-            self.kv.register(s.blocks[i as usize], s.hashes[i as usize]);
+            self.kv.register(s.blocks[i as usize], hashes[i as usize]);
         }
     }
 
@@ -586,7 +637,7 @@ impl Instance {
             if self.cfg.policy.prefix.enabled {
                 let max_blocks = (context - 1) / bt;
                 (gpu_hits, evictable_hits) =
-                    prefix::lookup(&self.kv, self.cpu_tier.as_ref(), &cand.hashes, max_blocks, &mut self.hits);
+                    prefix::lookup(&self.kv, self.cpu_tier.as_ref(), &cand.cold.hashes, max_blocks, &mut self.hits);
                 if (self.hits.len() as u64 * bt) < self.cfg.policy.prefix.min_prefix_tokens {
                     self.hits.clear();
                     (gpu_hits, evictable_hits) = (0, 0);
@@ -650,6 +701,7 @@ impl Instance {
             self.bytes_in += cpu_hits * self.cfg.policy.block_bytes;
             seq.computed = hit_tokens;
             seq.step = step;
+            self.batch.add(&seq);
             if self.cfg.policy.prefix.enabled {
                 let p = &mut rec.policy;
                 p.prefix_saved_tokens += hit_tokens;
@@ -679,62 +731,11 @@ impl Instance {
         let start = self.iteration_start.take().expect("an iteration is in flight");
         let bt = self.cfg.block_tokens;
         let alpha = self.cfg.policy.speculative.as_ref().map_or(0.0, |s| s.acceptance);
-        let mut steady = 0u32;
+        let prefix_on = self.cfg.policy.prefix.enabled;
         let Instance { running, kv, queue, spec_rng, .. } = self;
-        running.retain_mut(|s| {
-            let step = std::mem::take(&mut s.step);
-            if step == 0 {
-                return true;
-            }
-            let draft = std::mem::take(&mut s.draft);
-            let before = s.computed;
-            let gained = if step < s.pending() {
-                // A prefill chunk short of the end: nothing sampled yet.
-                s.computed += step;
-                0
-            } else if draft > 0 {
-                let a = speculative::accepted(spec_rng, draft, alpha);
-                rec.policy.spec_steps += 1;
-                rec.policy.spec_proposed += draft as u64;
-                rec.policy.spec_accepted += a as u64;
-                s.computed += 1 + a as u64;
-                1 + a
-            } else {
-                s.computed += step;
-                1
-            };
-            if !s.hashes.is_empty() {
-                let to = (s.computed / bt).min(s.hashes.len() as u64).min(s.blocks.len() as u64);
-                for i in before / bt..to {
-                    kv.register(s.blocks[i as usize], s.hashes[i as usize]);
-                }
-            }
-            if gained == 0 {
-                return true;
-            }
-            s.generated += gained;
-            if s.generated == 1 {
-                rec.first_token(s.id, now);
-            } else if s.counted {
-                // A request that decoded in the previous iteration too had its last token at
-                // this iteration's start: all of them share one gap, recorded once.
-                if s.last_token == start {
-                    steady += 1;
-                } else {
-                    rec.itl(now - s.last_token, 1);
-                }
-            }
-            s.last_token = now;
-            if s.generated >= s.output {
-                queue.left(s);
-                kv.release_at(&mut s.blocks, now);
-                rec.finished(s.id, now);
-                departed.push(Departure { id: s.id, client: s.client });
-                false
-            } else {
-                true
-            }
-        });
+        let mut ctx = Finish { now, start, alpha, bt, prefix_on, steady: 0 };
+        running.retain_mut(|s| finish_one(s, &mut ctx, kv, queue, spec_rng, rec, departed));
+        let steady = ctx.steady;
         if steady > 0 {
             rec.itl(now - start, steady);
         }
@@ -778,11 +779,14 @@ impl Instance {
         let tables: Vec<&[u32]> = self.running.iter().map(|s| s.blocks.as_slice()).collect();
         self.kv.check(&tables);
         assert!(self.queue.iter().all(|s| s.blocks.is_empty() && s.computed == 0), "a queued request holds KV");
-        assert!(self.preempted.iter().all(|s| s.blocks.is_empty() && s.computed == 0 && s.swapped_blocks == 0));
-        let swapped: u64 = self.swapped.iter().map(|s| s.swapped_blocks).sum();
+        assert!(self.preempted.iter().all(|s| s.blocks.is_empty() && s.computed == 0 && s.cold.swapped_blocks == 0));
+        let swapped: u64 = self.swapped.iter().map(|s| s.cold.swapped_blocks).sum();
         assert_eq!(swapped, self.swap_used, "swap space not conserved on instance {}", self.id);
         assert!(self.swap_used <= self.cfg.policy.swap_blocks, "swap space over capacity");
-        assert!(self.swapped.iter().all(|s| s.blocks.is_empty() && s.swapped_blocks == self.blocks_for(s.computed)));
+        assert!(self
+            .swapped
+            .iter()
+            .all(|s| s.blocks.is_empty() && s.cold.swapped_blocks == self.blocks_for(s.computed)));
         for s in &self.running {
             assert!(s.computed <= s.context(), "request {} computed past its context", s.id);
             assert!(s.blocks.len() as u64 >= self.blocks_for(s.computed), "request {} lacks blocks", s.id);
@@ -791,5 +795,108 @@ impl Instance {
             t.check();
         }
         assert!(self.running.len() <= self.cfg.max_num_seqs as usize);
+    }
+}
+
+/// Applies an iteration's `step` to a request other than a plain decode: a prefill chunk
+/// (nothing sampled until the last), a whole prefill, or a speculative step (1 + accepted
+/// drafts); registers the blocks it completed with the prefix cache. Returns the tokens it
+/// gained.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn advance(
+    s: &mut Seq,
+    step: u64,
+    kv: &mut BlockAllocator,
+    rng: &mut ChaCha8Rng,
+    alpha: f64,
+    bt: u64,
+    prefix_on: bool,
+    rec: &mut Recorder,
+) -> u32 {
+    let draft = std::mem::take(&mut s.draft);
+    let before = s.computed;
+    let gained = if step < s.pending() {
+        s.computed += step;
+        0
+    } else if draft > 0 {
+        let a = speculative::accepted(rng, draft, alpha);
+        rec.policy.spec_steps += 1;
+        rec.policy.spec_proposed += draft as u64;
+        rec.policy.spec_accepted += a as u64;
+        s.computed += 1 + a as u64;
+        1 + a
+    } else {
+        s.computed += step;
+        1
+    };
+    if prefix_on && !s.cold.hashes.is_empty() {
+        let hashes = &s.cold.hashes;
+        let to = (s.computed / bt).min(hashes.len() as u64).min(s.blocks.len() as u64);
+        for i in before / bt..to {
+            kv.register(s.blocks[i as usize], hashes[i as usize]);
+        }
+    }
+    gained
+}
+
+/// What [`finish_one`] needs to know about the iteration that ended.
+struct Finish {
+    now: SimTime,
+    start: SimTime,
+    alpha: f64,
+    bt: u64,
+    prefix_on: bool,
+    /// Requests whose token gap was exactly the iteration (recorded once, together).
+    steady: u32,
+}
+
+/// Ends the iteration for one running request: it gains its tokens; returns whether it stays.
+#[inline(always)]
+fn finish_one(
+    s: &mut Seq,
+    f: &mut Finish,
+    kv: &mut BlockAllocator,
+    queue: &mut Queue,
+    rng: &mut ChaCha8Rng,
+    rec: &mut Recorder,
+    departed: &mut Vec<Departure>,
+) -> bool {
+    let step = std::mem::take(&mut s.step);
+    if step == 0 {
+        return true;
+    }
+    // Plain decodes (one token, nothing to register) are nearly all of the work: their path
+    // stays short; everything else goes through `advance`.
+    let gained = if step == 1 && s.computed + 1 == s.context() && !f.prefix_on {
+        s.computed += 1;
+        1
+    } else {
+        advance(s, step, kv, rng, f.alpha, f.bt, f.prefix_on, rec)
+    };
+    if gained == 0 {
+        return true;
+    }
+    s.generated += gained;
+    if s.generated == 1 {
+        rec.first_token(s.id, f.now);
+    } else if s.counted {
+        // A request that decoded in the previous iteration too had its last token at this
+        // iteration's start: all of them share one gap, recorded once.
+        if s.last_token == f.start {
+            f.steady += 1;
+        } else {
+            rec.itl(f.now - s.last_token, 1);
+        }
+    }
+    s.last_token = f.now;
+    if s.generated >= s.output {
+        queue.left(s);
+        kv.release_at(&mut s.blocks, f.now);
+        rec.finished(s.id, f.now);
+        departed.push(Departure { id: s.id, client: s.client });
+        false
+    } else {
+        true
     }
 }

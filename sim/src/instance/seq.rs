@@ -1,4 +1,8 @@
 //! A request inside an instance.
+//!
+//! Requests move between the queue, the running batch and the preempted and swapped lists
+//! boxed, so the batch — a vector the scheduler walks and compacts every iteration — moves
+//! pointers, not requests. The fields every iteration touches come first.
 
 use super::queue::QPos;
 use crate::time::SimTime;
@@ -6,31 +10,37 @@ use crate::time::SimTime;
 #[derive(Debug)]
 pub struct Seq {
     pub id: u64,
-    pub arrival: SimTime,
-    pub prompt: u32,
-    pub output: u32,
-    pub class: u8,
-    pub client: u32,
-    /// Output tokens produced so far.
-    pub generated: u32,
     /// Tokens whose K and V are in the cache (prefix hits included).
     pub computed: u64,
-    /// KV block table.
-    pub blocks: Vec<u32>,
     /// Tokens this request processes in the in-flight iteration (0: not in it).
     pub step: u64,
-    /// Draft tokens it verifies in the in-flight iteration (speculative decoding).
-    pub draft: u32,
-    /// Blocks of its KV held in CPU swap space while swapped out.
-    pub swapped_blocks: u64,
-    /// Names of its full KV blocks (prefix caching; empty without it).
-    pub hashes: Vec<u64>,
+    /// KV block table.
+    pub blocks: Vec<u32>,
     /// When this request's latest token was produced.
     pub last_token: SimTime,
+    pub prompt: u32,
+    pub output: u32,
+    /// Output tokens produced so far.
+    pub generated: u32,
+    pub client: u32,
+    /// Draft tokens it verifies in the in-flight iteration (speculative decoding).
+    pub draft: u32,
     /// Whether this request's inter-token gaps enter the statistics.
     pub counted: bool,
     /// Whether it has been admitted before (preempted requests have).
     pub admitted: bool,
+    pub class: u8,
+    pub cold: Cold,
+}
+
+/// What only some policies, or only queued requests, need.
+#[derive(Debug, Default)]
+pub struct Cold {
+    pub arrival: SimTime,
+    /// Blocks of its KV held in CPU swap space while swapped out.
+    pub swapped_blocks: u64,
+    /// Names of its full KV blocks (prefix caching; empty without it).
+    pub hashes: Vec<u64>,
     pub qpos: QPos,
 }
 

@@ -106,7 +106,7 @@ pub trait QueueOrder: Send {
         heads
             .iter()
             .enumerate()
-            .filter_map(|(i, h)| h.map(|s| (i, (s.qpos.key, s.qpos.order))))
+            .filter_map(|(i, h)| h.map(|s| (i, (s.cold.qpos.key, s.cold.qpos.order))))
             .min_by_key(|x| x.1)
             .map(|x| x.0)
     }
@@ -118,7 +118,7 @@ pub trait QueueOrder: Send {
 
 /// The waiting requests of one instance, in the order of its policy.
 pub struct Queue {
-    lanes: Vec<BTreeMap<(u64, u64), Seq>>,
+    lanes: Vec<BTreeMap<(u64, u64), Box<Seq>>>,
     order: u64,
     len: usize,
     policy: Box<dyn QueueOrder>,
@@ -138,12 +138,12 @@ impl Queue {
     }
 
     /// Adds a request; returns where it sits.
-    pub fn push(&mut self, mut s: Seq) -> QPos {
+    pub fn push(&mut self, mut s: Box<Seq>) -> QPos {
         let (lane, key) = self.policy.place(&s);
         debug_assert!(lane < self.lanes.len());
         let pos = QPos { lane: lane as u8, key, order: self.order };
         self.order += 1;
-        s.qpos = pos;
+        s.cold.qpos = pos;
         self.lanes[lane].insert((key, pos.order), s);
         self.len += 1;
         pos
@@ -156,18 +156,18 @@ impl Queue {
         if self.lanes.len() == 1 {
             return Some(0);
         }
-        let heads: Vec<Option<&Seq>> = self.lanes.iter().map(|l| l.first_key_value().map(|(_, s)| s)).collect();
+        let heads: Vec<Option<&Seq>> = self.lanes.iter().map(|l| l.first_key_value().map(|(_, s)| &**s)).collect();
         self.policy.choose(&heads, ctx)
     }
 
     /// The request the policy would admit next.
     pub fn peek(&self, ctx: &QueueCtx) -> Option<&Seq> {
         let lane = self.chosen(ctx)?;
-        self.lanes[lane].first_key_value().map(|(_, s)| s)
+        self.lanes[lane].first_key_value().map(|(_, s)| &**s)
     }
 
     /// Takes the request [`Queue::peek`] returns under the same context.
-    pub fn pop(&mut self, ctx: &QueueCtx) -> Option<Seq> {
+    pub fn pop(&mut self, ctx: &QueueCtx) -> Option<Box<Seq>> {
         let lane = self.chosen(ctx)?;
         let s = self.lanes[lane].pop_first().map(|(_, s)| s)?;
         self.len -= 1;
@@ -175,14 +175,14 @@ impl Queue {
     }
 
     /// Removes the request at `pos`, if it is still waiting.
-    pub fn remove(&mut self, pos: QPos) -> Option<Seq> {
+    pub fn remove(&mut self, pos: QPos) -> Option<Box<Seq>> {
         let s = self.lanes.get_mut(pos.lane as usize)?.remove(&(pos.key, pos.order))?;
         self.len -= 1;
         Some(s)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Seq> {
-        self.lanes.iter().flat_map(|l| l.values())
+        self.lanes.iter().flat_map(|l| l.values().map(|s| &**s))
     }
 
     pub fn admitted(&mut self, s: &Seq) {

@@ -31,6 +31,6 @@ impl Priority {
 
 impl QueueOrder for Priority {
     fn place(&mut self, s: &Seq) -> (usize, u64) {
-        (0, float_key(s.class as f64 + self.aging_per_s * s.arrival.as_secs_f64()))
+        (0, float_key(s.class as f64 + self.aging_per_s * s.cold.arrival.as_secs_f64()))
     }
 }

@@ -35,7 +35,7 @@ impl QueueOrder for ShortJump {
     fn choose(&self, heads: &[Option<&Seq>], ctx: &QueueCtx) -> Option<usize> {
         match (heads[0], heads[1]) {
             (Some(_), _) if ctx.waiting > self.queue_threshold as usize => Some(0),
-            (Some(a), Some(b)) => Some(if a.qpos.order < b.qpos.order { 0 } else { 1 }),
+            (Some(a), Some(b)) => Some(if a.cold.qpos.order < b.cold.qpos.order { 0 } else { 1 }),
             (Some(_), None) => Some(0),
             (None, Some(_)) => Some(1),
             (None, None) => None,
