@@ -120,7 +120,7 @@ fn an_unbounded_cache_finds_exactly_the_mooncake_trace_s_own_reuse() {
     let out = sim.finish().summary;
     let got = out.prefix_cache.hit_rate_tokens;
     eprintln!(
-        "Mooncake conversation: trace reuse {:.4} ({hit} of {total} tokens); unbounded cache hit rate {got:.4}, by requests {:.4}; evictions {}",
+        "Mooncake conversation: trace reuse {:.6} ({hit} of {total} tokens); unbounded cache hit rate {got:.6}, by requests {:.4}; evictions {}",
         reuse, out.prefix_cache.hit_rate_requests, out.prefix_cache.evictions
     );
     assert_eq!(out.requests.finished, 12_031);
