@@ -58,7 +58,7 @@ pub fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
             if r.status == Status::Finished {
                 ms(r.finish)
             } else {
-                opt_ms(if matches!(r.status, Status::Rejected(_)) { r.finish } else { SimTime::MAX })
+                opt_ms(if matches!(r.status, Status::Rejected(_) | Status::TimedOut) { r.finish } else { SimTime::MAX })
             },
             r.prompt_tokens,
             r.output_tokens,
@@ -152,6 +152,9 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
     if !reasons.is_empty() {
         o += &format!("  rejected: {}\n", reasons.join(", "));
     }
+    if r.timed_out > 0 {
+        o += &format!("  timed out in the queue: {}\n", thousands(r.timed_out));
+    }
     o += &format!("\n  {:<8}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}\n", "ms", "mean", "p50", "p90", "p95", "p99", "max");
     for (name, d) in [
         ("TTFT", &sum.ttft_ms),
@@ -199,6 +202,51 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
         sum.batch.max,
         thousands(sum.iterations),
         sum.requests_in_system_mean
+    );
+    o += &policy_lines(s, sum);
+    o
+}
+
+/// What the serving policies did, for those that are on.
+fn policy_lines(s: &Scenario, sum: &Summary) -> String {
+    let mut o = String::new();
+    let sch = &s.groups[0].scheduler;
+    let p = &sum.prefix_cache;
+    if sch.prefix_cache.enabled {
+        o += &format!(
+            "prefix      hit rate {:.1}% of prompt tokens, {:.1}% of requests; {} prefill tokens saved; {} evictions{}\n",
+            p.hit_rate_tokens * 100.0,
+            p.hit_rate_requests * 100.0,
+            thousands(p.prefill_tokens_saved),
+            thousands(p.evictions),
+            if p.cpu_hit_tokens > 0 { format!("; {} tokens from the CPU tier", thousands(p.cpu_hit_tokens)) } else { String::new() }
+        );
+    }
+    let w = &sum.swap;
+    if w.swapped_out_blocks > 0 || w.recompute_fallbacks > 0 {
+        o += &format!(
+            "swap        {} blocks swapped out, {} preemptions recomputed (swap space full), {:.2} s of PCIe transfers\n",
+            thousands(w.swapped_out_blocks),
+            thousands(w.recompute_fallbacks),
+            w.transfer_s
+        );
+    }
+    let sp = &sum.speculative;
+    if sp.steps > 0 {
+        o += &format!(
+            "speculative {} steps, {:.2} tokens per step, {:.1}% of drafts accepted\n",
+            thousands(sp.steps),
+            sp.tokens_per_step,
+            sp.acceptance_rate * 100.0
+        );
+    }
+    if sum.admission.circuit_breaker_trips > 0 {
+        o += &format!("breaker     opened {} times\n", sum.admission.circuit_breaker_trips);
+    }
+    o += &format!(
+        "CPU         overhead {:.1}% of busy time; GPU idle (waiting for the CPU or the host link) {:.1}%\n",
+        sum.cpu.overhead_fraction * 100.0,
+        sum.cpu.gpu_wait_fraction * 100.0
     );
     o
 }

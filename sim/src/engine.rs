@@ -15,7 +15,7 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use crate::cost::{CostModel, Profiled, Roofline};
-use crate::instance::{Departure, Instance, InstanceConfig};
+use crate::instance::{Departure, Instance, InstanceConfig, PolicyConfig};
 use crate::metrics::{summarize, Recorder, Summary};
 use crate::router::{self, Router};
 use crate::scenario::{CostSpec, Scenario};
@@ -93,14 +93,19 @@ pub struct RunOutput {
 /// Builds the cost model of an instance group.
 pub fn cost_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
     let g = &s.groups[group];
+    // The group's KV dtype and CPU overheads may differ from the scenario-wide ones.
+    let model = g.scheduler.kv_cache.model(&s.model);
     match &g.cost {
-        CostSpec::Roofline(c) => match &g.profile {
-            Some(p) => Arc::new(
-                Profiled::new(s.model.clone(), g.gpu.clone(), g.tp, c.params(), p)
-                    .expect("the profile was checked when the scenario was validated"),
-            ),
-            None => Arc::new(Roofline::new(s.model.clone(), g.gpu.clone(), g.tp, c.params())),
-        },
+        CostSpec::Roofline(c) => {
+            let params = g.scheduler.cpu.apply(&c.params());
+            match &g.profile {
+                Some(p) => Arc::new(
+                    Profiled::new(model, g.gpu.clone(), g.tp, params, p)
+                        .expect("the profile was checked when the scenario was validated"),
+                ),
+                None => Arc::new(Roofline::new(model, g.gpu.clone(), g.tp, params)),
+            }
+        }
         CostSpec::Linear(l) => Arc::new(l.clone()),
     }
 }
@@ -158,8 +163,14 @@ impl Simulation {
     /// the scenario's generated stream; the scenario's `[workload]` still sets the measurement
     /// window. For tests and for callers that build request streams themselves.
     pub fn with_requests(s: &Scenario, requests: Vec<Request>) -> Simulation {
+        Simulation::with_workload(s, Workload::from_requests(s.workload.clone(), s.seed, requests))
+    }
+
+    /// A run of `s` whose requests come from `workload` (for example a list of requests parsed
+    /// from a trace) instead of the scenario's generator.
+    pub fn with_workload(s: &Scenario, workload: Workload) -> Simulation {
         let mut sim = Simulation::build(s);
-        sim.workload = Workload::from_requests(s.workload.clone(), requests);
+        sim.workload = workload;
         for r in sim.workload.initial() {
             sim.queue.push(r.arrival, Event::Arrival(r));
         }
@@ -178,6 +189,7 @@ impl Simulation {
                 watermark_blocks: (g.scheduler.watermark * kv_blocks as f64).floor() as u32,
                 max_model_len: g.max_model_len,
                 kv_blocks,
+                policy: PolicyConfig::from_group(s, gi),
             };
             for _ in 0..g.count {
                 let id = instances.len() as u32;
@@ -277,8 +289,9 @@ impl Simulation {
     }
 
     /// Checks every invariant (O(requests + blocks)); for tests. Conservation: each arrived
-    /// request is finished, rejected, or in exactly one instance's queue or batch; KV: every
-    /// block is free or owned by exactly one running request.
+    /// request is finished, rejected, timed out, or in exactly one instance's queue or batch;
+    /// KV: every block is free, cached-evictable, or owned by as many running requests as its
+    /// owner count says; swap space and the CPU tier hold what their users say.
     pub fn check_invariants(&self) {
         use crate::metrics::Status;
         let in_flight = self.rec.records.iter().filter(|r| r.status == Status::InFlight).count() as u64;
@@ -295,7 +308,7 @@ impl Simulation {
     fn on_arrival(&mut self, mut req: Request) {
         // Schedule the next open-loop arrival first, so that simultaneous arrivals are all
         // queued before any iteration starts.
-        if req.client == NO_CLIENT {
+        if self.workload.is_open(&req) {
             if let Some(next) = self.workload.next_open() {
                 self.queue.push(next.arrival, Event::Arrival(next));
             }
@@ -303,10 +316,13 @@ impl Simulation {
         // Closed-loop clients generate requests out of arrival order; ids are given here so
         // they follow arrival order.
         req.id = self.rec.arrived(self.now, req.prompt_tokens, req.output_tokens);
+        if req.class != 0 {
+            self.rec.set_class(req.id, req.class);
+        }
         let i = self.router.route(&req, &self.instances);
         self.rec.routed(req.id, i as u32);
         let inst = &mut self.instances[i];
-        match inst.check_fits(&req) {
+        match inst.accept(&req, self.now, &mut self.rec) {
             Ok(()) => {
                 let before = inst.gauges();
                 let counted = self.rec.counts(req.arrival);

@@ -75,4 +75,10 @@ impl BatchShape {
 /// for a non-empty batch and be pure: the same shape always costs the same.
 pub trait CostModel: Send + Sync {
     fn iteration_time(&self, batch: &BatchShape) -> SimTime;
+
+    /// The part of [`CostModel::iteration_time`] spent on the CPU (scheduling, input
+    /// preparation, sampling, output processing), during which the GPU waits. Default: none.
+    fn cpu_time(&self, _batch: &BatchShape) -> SimTime {
+        SimTime::ZERO
+    }
 }

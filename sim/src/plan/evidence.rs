@@ -52,7 +52,7 @@ impl SeedResult {
                     m.rejected += 1;
                     m.slow_start += 1;
                 }
-                Status::InFlight => {
+                Status::InFlight | Status::TimedOut => {
                     m.unfinished += 1;
                     m.slow_start += 1;
                 }

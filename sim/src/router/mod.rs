@@ -97,6 +97,7 @@ pub(crate) mod testing {
             watermark_blocks: 0,
             max_model_len: 100_000,
             kv_blocks,
+            policy: Default::default(),
         }
     }
 

@@ -17,7 +17,7 @@ use super::cost::CostSpec;
 use super::edit::{from_table, overlay, to_table};
 use super::file::{GpuSection, MemorySection, SchedulerSection};
 use super::{check, de, InstanceGroup, ScenarioError, ScenarioFile};
-use crate::memory::{plan_memory, MemoryConfig};
+use crate::memory::MemoryConfig;
 use crate::spec::{GpuSpec, ModelSpec};
 
 /// One group of identical instances.
@@ -106,8 +106,15 @@ pub(crate) fn resolve_groups(
             max_num_batched_tokens: scheduler.max_num_batched_tokens as u64,
             max_num_seqs: scheduler.max_num_seqs as u64,
         };
-        let budget =
-            plan_memory(model, &gpu, &cfg).map_err(|e| ScenarioError::at(&format!("{path}.memory"), e.to_string()))?;
+        let budget = super::group_memory(
+            model,
+            &gpu,
+            &cfg,
+            &scheduler,
+            tp as u64,
+            &format!("{path}.memory"),
+            &format!("{path}.scheduler"),
+        )?;
         let name = g.name.clone().unwrap_or_else(|| format!("{}-tp{tp}", gpu.name));
         *g = GroupSection {
             name: Some(name.clone()),

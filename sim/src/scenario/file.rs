@@ -6,6 +6,14 @@ use super::cluster::GroupSection;
 use super::cost::CostSpec;
 use super::{check, ScenarioError};
 use crate::cost::RooflineParams;
+use crate::instance::admission::AdmissionSection;
+use crate::instance::batching::BatchingSpec;
+use crate::instance::cpu::CpuSection;
+use crate::instance::kv_policy::KvCacheSection;
+use crate::instance::preemption::PreemptionSpec;
+use crate::instance::prefix::PrefixCacheSection;
+use crate::instance::queue::QueueSpec;
+use crate::instance::speculative::SpeculativeSection;
 use crate::plan::PlanSection;
 use crate::router::{LeastPendingTokensSpec, SessionAffinitySpec};
 use crate::spec::{Dtype, GpuSpec, ModelSpec};
@@ -349,6 +357,22 @@ pub struct SchedulerSection {
     pub watermark: f64,
     /// Longest prompt + output accepted. Default: the model's max context.
     pub max_model_len: Option<u64>,
+    /// `[scheduler.batching]`: continuous (default), static or chunked.
+    pub batching: BatchingSpec,
+    /// `[scheduler.queue]`: queue order. Default FCFS.
+    pub queue: QueueSpec,
+    /// `[scheduler.admission]`: overload control. Default: none.
+    pub admission: AdmissionSection,
+    /// `[scheduler.preemption]`: recompute (default) or swap.
+    pub preemption: PreemptionSpec,
+    /// `[scheduler.kv_cache]`: paged (default) or max-length reservation; KV dtype override.
+    pub kv_cache: KvCacheSection,
+    /// `[scheduler.prefix_cache]`: automatic prefix caching. Default off.
+    pub prefix_cache: PrefixCacheSection,
+    /// `[scheduler.speculative]`: speculative decoding. Default off.
+    pub speculative: Option<SpeculativeSection>,
+    /// `[scheduler.cpu]`: CPU overhead per iteration and its overlap with the GPU.
+    pub cpu: CpuSection,
 }
 
 impl Default for SchedulerSection {
@@ -359,6 +383,14 @@ impl Default for SchedulerSection {
             block_tokens: 16,
             watermark: 0.01,
             max_model_len: None,
+            batching: BatchingSpec::default(),
+            queue: QueueSpec::default(),
+            admission: AdmissionSection::default(),
+            preemption: PreemptionSpec::default(),
+            kv_cache: KvCacheSection::default(),
+            prefix_cache: PrefixCacheSection::default(),
+            speculative: None,
+            cpu: CpuSection::default(),
         }
     }
 }
@@ -390,7 +422,16 @@ impl SchedulerSection {
         if let Some(m) = self.max_model_len {
             check(m >= 2, path, "max_model_len", "must be ≥ 2", m)?;
         }
-        Ok(())
+        self.batching.validate(&format!("{path}.batching"))?;
+        self.queue.validate(&format!("{path}.queue"))?;
+        self.admission.validate(&format!("{path}.admission"))?;
+        self.preemption.validate(&format!("{path}.preemption"))?;
+        self.kv_cache.validate(&format!("{path}.kv_cache"))?;
+        self.prefix_cache.validate(&format!("{path}.prefix_cache"))?;
+        if let Some(s) = &self.speculative {
+            s.validate(&format!("{path}.speculative"))?;
+        }
+        self.cpu.validate(&format!("{path}.cpu"))
     }
 }
 

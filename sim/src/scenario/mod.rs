@@ -123,6 +123,29 @@ pub struct Scenario {
     pub resources: Arc<dyn Resources>,
 }
 
+/// Plans one GPU's memory for a group: the group may store its KV in another dtype, and a
+/// draft model (speculative decoding) takes its weights and KV out of the same memory.
+/// `memory_key` and `scheduler_key` name the sections in errors.
+pub(crate) fn group_memory(
+    model: &ModelSpec,
+    gpu: &GpuSpec,
+    cfg: &MemoryConfig,
+    scheduler: &SchedulerSection,
+    tp: u64,
+    memory_key: &str,
+    scheduler_key: &str,
+) -> Result<MemoryBudget, ScenarioError> {
+    let kv_model = scheduler.kv_cache.model(model);
+    let mut memory = plan_memory(&kv_model, gpu, cfg).map_err(|e| ScenarioError::at(memory_key, e.to_string()))?;
+    if let Some(d) = scheduler.speculative.as_ref().and_then(|s| s.draft.as_ref()) {
+        let key = format!("{scheduler_key}.speculative.draft");
+        let draft = scheduler.kv_cache.model(&d.resolve(&key)?);
+        crate::instance::speculative::plan_draft_memory(&mut memory, &draft, tp)
+            .map_err(|e| ScenarioError::at(&key, e))?;
+    }
+    Ok(memory)
+}
+
 /// The measured profile of a group whose roofline cost names one, checked against the model,
 /// GPU and TP degree.
 fn group_profile(
@@ -266,7 +289,7 @@ impl Scenario {
             max_num_batched_tokens: file.scheduler.max_num_batched_tokens as u64,
             max_num_seqs: file.scheduler.max_num_seqs as u64,
         };
-        let memory = plan_memory(model, &gpu, &cfg).map_err(|e| ScenarioError::at("memory", e.to_string()))?;
+        let memory = group_memory(model, &gpu, &cfg, &file.scheduler, tp, "memory", "scheduler")?;
         Ok(InstanceGroup {
             name: format!("{}-tp{}", gpu.name, tp),
             count: file.cluster.instances,

@@ -1,27 +1,30 @@
-//! A request stream given as a list: requests built by the caller (tests, or anything that
-//! constructs sessions and content itself) played in arrival order.
-
-use std::collections::VecDeque;
+//! A workload given as a list of requests (already parsed from somewhere): they arrive at their
+//! own times, in order, as open-loop arrivals.
 
 use super::{Request, NO_CLIENT};
 
+/// Requests replayed in arrival order.
 pub struct RequestList {
-    requests: VecDeque<Request>,
+    requests: std::vec::IntoIter<Request>,
 }
 
 impl RequestList {
-    /// `requests` must be sorted by arrival time and belong to no closed-loop client.
-    pub fn new(requests: Vec<Request>) -> RequestList {
-        assert!(requests.windows(2).all(|w| w[0].arrival <= w[1].arrival), "request list not sorted by arrival");
-        assert!(requests.iter().all(|r| r.client == NO_CLIENT), "listed requests are open-loop");
-        RequestList { requests: requests.into() }
+    /// Sorts `requests` by arrival (stable: equal times keep their order) and makes every one
+    /// an open-loop arrival.
+    pub fn new(mut requests: Vec<Request>) -> RequestList {
+        requests.sort_by_key(|r| r.arrival);
+        for (i, r) in requests.iter_mut().enumerate() {
+            r.id = i as u64;
+            r.client = NO_CLIENT;
+        }
+        RequestList { requests: requests.into_iter() }
     }
-}
 
-impl Iterator for RequestList {
-    type Item = Request;
+    pub fn pop(&mut self) -> Option<Request> {
+        self.requests.next()
+    }
 
-    fn next(&mut self) -> Option<Request> {
-        self.requests.pop_front()
+    pub fn remaining(&self) -> usize {
+        self.requests.len()
     }
 }
