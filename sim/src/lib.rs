@@ -21,6 +21,8 @@
 
 pub mod cost;
 pub mod engine;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod instance;
 pub mod memory;
 pub mod metrics;

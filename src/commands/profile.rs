@@ -50,12 +50,7 @@ struct QueryArgs {
 /// Reads and parses a profile; errors name the file.
 pub fn load(path: &Path) -> std::result::Result<Profile, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read profile {}: {e}", path.display()))?;
-    let p: Profile =
-        serde_json::from_str(&text).map_err(|e| format!("{}: not a servesim profile: {e}", path.display()))?;
-    for t in &p.ops {
-        t.check().map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    Ok(p)
+    Profile::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 pub fn run(a: Args) -> Result<()> {

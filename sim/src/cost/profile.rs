@@ -65,6 +65,17 @@ pub struct ModelDims {
     pub vocab: u64,
 }
 
+impl Profile {
+    /// Parses a profile file's text and checks every table; errors say what is wrong.
+    pub fn from_json(text: &str) -> Result<Profile, String> {
+        let p: Profile = serde_json::from_str(text).map_err(|e| format!("not a servesim profile: {e}"))?;
+        for t in &p.ops {
+            t.check()?;
+        }
+        Ok(p)
+    }
+}
+
 impl ModelDims {
     pub fn from_spec(m: &crate::spec::ModelSpec) -> ModelDims {
         ModelDims {
