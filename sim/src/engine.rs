@@ -142,17 +142,23 @@ pub struct Simulation {
 
 impl Simulation {
     pub fn new(s: &Scenario) -> Simulation {
-        let mut sim = Simulation::build(s);
+        Simulation::new_with_cost(s, &|gi| cost_model(s, gi))
+    }
+
+    /// A run whose instances of group `g` price iterations with `cost(g)` instead of the
+    /// scenario's cost model (emulation by really executing batches, tests).
+    pub fn new_with_cost(s: &Scenario, cost: &dyn Fn(usize) -> Arc<dyn CostModel>) -> Simulation {
+        let mut sim = Simulation::build(s, cost);
         for r in sim.workload.initial() {
             sim.queue.push(r.arrival, Event::Arrival(r));
         }
         sim
     }
 
-    fn build(s: &Scenario) -> Simulation {
+    fn build(s: &Scenario, cost_of: &dyn Fn(usize) -> Arc<dyn CostModel>) -> Simulation {
         let mut instances = Vec::new();
         for (gi, g) in s.groups.iter().enumerate() {
-            let cost = cost_model(s, gi);
+            let cost = cost_of(gi);
             let kv_blocks = g.memory.kv_blocks.min(u32::MAX as u64) as u32;
             let cfg = InstanceConfig {
                 max_num_seqs: g.scheduler.max_num_seqs,
@@ -354,7 +360,12 @@ pub fn run(s: &Scenario) -> RunOutput {
 
 /// Runs a scenario once with its seed; a malformed trace record stops the run and is returned.
 pub fn try_run(s: &Scenario) -> Result<RunOutput, TraceError> {
-    let mut sim = Simulation::new(s);
+    try_run_with_cost(s, &|gi| cost_model(s, gi))
+}
+
+/// [`try_run`] with the cost model of each instance group given by `cost(group)`.
+pub fn try_run_with_cost(s: &Scenario, cost: &dyn Fn(usize) -> Arc<dyn CostModel>) -> Result<RunOutput, TraceError> {
+    let mut sim = Simulation::new_with_cost(s, cost);
     while sim.step() {}
     match sim.workload_error() {
         Some(e) => Err(e.clone()),

@@ -18,7 +18,7 @@ pub mod kv;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::cost::{BatchShape, CostModel};
+use crate::cost::{BatchShape, CostModel, SeqWork};
 use crate::metrics::{Recorder, RejectReason};
 use crate::time::SimTime;
 use crate::workload::Request;
@@ -92,10 +92,14 @@ pub struct Instance {
     pub iterations: u64,
     /// Decode token-steps run so far (one per decoding request per iteration).
     pub decode_token_steps: u64,
+    /// Whether the cost model wants each iteration's sequences, and the reused list of them.
+    wants_seqs: bool,
+    seqs: Vec<SeqWork>,
 }
 
 impl Instance {
     pub fn new(id: u32, cfg: InstanceConfig, cost: Arc<dyn CostModel>) -> Instance {
+        let wants_seqs = cost.wants_seqs();
         Instance {
             id,
             kv: BlockAllocator::new(cfg.kv_blocks),
@@ -107,6 +111,8 @@ impl Instance {
             iteration_start: None,
             iterations: 0,
             decode_token_steps: 0,
+            wants_seqs,
+            seqs: Vec::new(),
         }
     }
 
@@ -184,7 +190,17 @@ impl Instance {
         if shape.is_empty() {
             return None;
         }
-        let dur = self.cost.iteration_time(&shape);
+        let dur = if self.wants_seqs {
+            // Decodes first, then this iteration's prefills, as `running` holds them.
+            let first_prefill = self.running.len() - self.n_prefill;
+            self.seqs.clear();
+            for (i, s) in self.running.iter().enumerate() {
+                self.seqs.push(if i < first_prefill { SeqWork::decode(s.context()) } else { SeqWork::prefill(s.context(), 0, true) });
+            }
+            self.cost.iteration_time_of(&shape, &self.seqs)
+        } else {
+            self.cost.iteration_time(&shape)
+        };
         debug_assert!(dur > SimTime::ZERO, "an iteration must take time");
         self.iteration_start = Some(now);
         self.iterations += 1;

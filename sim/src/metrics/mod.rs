@@ -6,6 +6,8 @@
 //! ITL = gaps between consecutive tokens of a request; E2E = finish − arrival; queueing delay =
 //! first admission − arrival.
 
+pub mod compare;
+pub mod measured;
 pub mod stats;
 mod summary;
 
