@@ -13,7 +13,10 @@
 //! The library measures and fits; the `servesim` binary reads and writes the files.
 
 pub mod backend;
+pub mod clock;
+pub mod emulate;
 pub mod fit;
+pub mod iterations;
 pub mod plan;
 pub mod sweep;
 pub mod vidur;
