@@ -35,6 +35,8 @@ enum Command {
     Calibrate(commands::calibrate::Args),
     /// Inspect a cost profile: its ops and errors, or one op's predicted time.
     Profile(commands::profile::Args),
+    /// Predicted vs executed: emulated runs, iteration times, or a measured serving run.
+    Validate(commands::validate::Args),
 }
 
 fn main() {
@@ -47,6 +49,7 @@ fn main() {
         Command::Workload(a) => commands::workload::run(a),
         Command::Calibrate(a) => commands::calibrate::run(a),
         Command::Profile(a) => commands::profile::run(a),
+        Command::Validate(a) => commands::validate::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

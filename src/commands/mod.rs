@@ -4,6 +4,7 @@ pub mod memory;
 pub mod report;
 pub mod profile;
 pub mod simulate;
+pub mod validate;
 pub mod workload;
 
 /// `--format` of commands that print a report.

@@ -1,0 +1,356 @@
+//! `servesim validate`: how far the simulator's predictions are from executed runs.
+//!
+//! ```text
+//!   runs (default)   capacity, then each load: the same scenario emulated (every iteration's
+//!                    batch really executed on --backend, its measured time advancing simulated
+//!                    time) vs predicted (profiled cost model, calibrated here) vs roofline
+//!   --iterations     seeded mixed batches across the batch space: executed vs predicted
+//!   --measured FILE  a real serving run's per-request file vs its requests replayed
+//! ```
+
+mod iterations;
+mod measured;
+mod report;
+mod runs;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use servesim_calibrate::backend::cpu::CpuBackend;
+use servesim_calibrate::backend::cuda::CudaBackend;
+use servesim_calibrate::backend::Backend;
+use servesim_calibrate::clock::Clock;
+use servesim_calibrate::emulate::cpu::CpuExecutor;
+use servesim_calibrate::emulate::cuda::CudaExecutor;
+use servesim_calibrate::emulate::{Emulator, Executor};
+use servesim_calibrate::{fit, plan, sweep};
+use servesim_sim::cost::profile::{ModelDims, Profile, ProfileMeta};
+use servesim_sim::cost::Profiled;
+use servesim_sim::Scenario;
+
+use crate::error::{CliError, Result};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Scenario TOML file: its model, scheduler, workload (with `requests`) and SLOs.
+    #[arg(long)]
+    scenario: PathBuf,
+    /// What executes the emulated side: cpu (the CPU reference ops) or cuda (the CUDA kernels
+    /// on GPU 0). Needed for runs and --iterations; not with --measured.
+    #[arg(long, value_enum)]
+    backend: Option<BackendKind>,
+    /// Loads to validate, as fractions of the measured capacity.
+    #[arg(long, value_delimiter = ',', default_value = "0.5,0.8,0.95")]
+    loads: Vec<f64>,
+    /// Iteration level: predicted vs executed time of seeded mixed batches instead of runs.
+    #[arg(long)]
+    iterations: bool,
+    /// Batches for --iterations.
+    #[arg(long, default_value_t = 90)]
+    batches: usize,
+    /// A measured per-request file of a real serving run (vLLM benchmark_serving JSON, AIPerf
+    /// profile_export.jsonl, or a CSV such as servesim's requests.csv): its requests are
+    /// replayed at their arrival times and the predictions compared with it.
+    #[arg(long)]
+    measured: Option<PathBuf>,
+    /// Format of --measured.
+    #[arg(long, value_enum, default_value_t = MeasuredKind::Auto)]
+    measured_format: MeasuredKind,
+    /// Cost profile to predict with. Default: calibrated now on --backend (written to the
+    /// output folder as profile.json); with --measured, the scenario's own cost model.
+    #[arg(long)]
+    profile: Option<PathBuf>,
+    /// Requests per second that load 1.0 stands for, instead of measuring the capacity.
+    #[arg(long)]
+    capacity: Option<f64>,
+    /// Executions of each emulated iteration (and --iterations batch); the median is its time.
+    #[arg(long, default_value_t = 3)]
+    repeat: u32,
+    /// Clock of the cpu backend: thread (the emulating thread's CPU time, immune to other
+    /// processes on a shared machine) or wall.
+    #[arg(long, value_enum, default_value_t = ClockKind::Thread)]
+    clock: ClockKind,
+    /// Stop calibrating after this long (e.g. 120s, 5m); what was measured is fitted.
+    #[arg(long, default_value = "300s")]
+    calibration_deadline: String,
+    /// Seed (overrides the scenario's): the workload, the random weights and batches.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Output folder. Default: outputs/<scenario name>-validate/.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// What to print on stdout (validate.json and validate.csv are written either way).
+    #[arg(long, value_enum, default_value_t = OutFormat::Table)]
+    format: OutFormat,
+    /// No progress on stderr and nothing on stdout.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    Cpu,
+    Cuda,
+}
+
+impl BackendKind {
+    fn name(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ClockKind {
+    Thread,
+    Wall,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum MeasuredKind {
+    Auto,
+    Vllm,
+    Aiperf,
+    Csv,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutFormat {
+    Table,
+    Json,
+    Csv,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if a.iterations && a.measured.is_some() {
+        return Err(CliError::input("--iterations and --measured are different validations: give one"));
+    }
+    if a.repeat == 0 {
+        return Err(CliError::input("--repeat: must be ≥ 1, got 0"));
+    }
+    if let Some(c) = a.capacity {
+        if !(c.is_finite() && c > 0.0) {
+            return Err(CliError::input(format!("--capacity: must be > 0 requests/s, got {c}")));
+        }
+    }
+    let mut s = crate::scenario_file::load(&a.scenario)?;
+    if let Some(seed) = a.seed {
+        s.set_seed(seed);
+    }
+    if s.groups.len() != 1 || s.groups[0].count != 1 {
+        return Err(CliError::input(format!(
+            "{}: cluster.instances: validate emulates one instance, got {}",
+            a.scenario.display(),
+            s.instances()
+        )));
+    }
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from("outputs").join(format!("{}-validate", s.name)));
+    if a.measured.is_some() {
+        if a.backend.is_some() {
+            return Err(CliError::input(
+                "--backend: --measured compares the prediction with the file; nothing is executed",
+            ));
+        }
+        return measured::run(&a, s, &out);
+    }
+    let Some(backend) = a.backend else {
+        return Err(CliError::input("--backend: give cpu or cuda (what executes the batches)"));
+    };
+    if a.iterations {
+        iterations::run(&a, backend, s, &out)
+    } else {
+        runs::run(&a, backend, s, &out)
+    }
+}
+
+impl Args {
+    fn clock(&self) -> Clock {
+        match self.clock {
+            ClockKind::Thread => Clock::Thread,
+            ClockKind::Wall => Clock::Wall,
+        }
+    }
+
+    fn progress(&self, msg: &str) {
+        if !self.quiet {
+            eprintln!("{msg}");
+        }
+    }
+}
+
+/// The executor of `backend` for the scenario's model, and what it is, for the report.
+fn executor(a: &Args, backend: BackendKind, s: &Scenario) -> Result<Box<dyn Executor>> {
+    let g = &s.groups[0];
+    match backend {
+        BackendKind::Cpu => {
+            // The thread clock sees only this thread: the GEMM must not spread to others. Set
+            // before the first GEMM, which reads it once.
+            std::env::set_var("MATMUL_NUM_THREADS", "1");
+            let dims = servesim_calibrate::emulate::Dims::of(&s.model, g.tp);
+            let weights = 4 * dims.layers as u64 * dims.layer_weights() as u64;
+            // Above 4 GiB of f32 weights one layer's weights serve every layer.
+            let share = weights > 4 << 30;
+            Ok(Box::new(CpuExecutor::new(&s.model, g.tp, share, a.clock(), s.seed)))
+        }
+        BackendKind::Cuda => {
+            let e = CudaExecutor::open(&s.model, g.tp, s.seed)
+                .map_err(|e| CliError::Other(anyhow::anyhow!("--backend cuda: {e}")))?;
+            Ok(Box::new(e))
+        }
+    }
+}
+
+/// The emulator, warmed up on the scenario's largest batches.
+fn emulator(a: &Args, backend: BackendKind, s: &Scenario) -> Result<Arc<Emulator>> {
+    let exec = executor(a, backend, s)?;
+    let emu = Arc::new(Emulator::new(exec, a.repeat));
+    let g = &s.groups[0];
+    a.progress(&format!("emulator   {}", emu.describe()));
+    emu.warm_up(g.scheduler.max_num_batched_tokens as u64, g.scheduler.max_num_seqs as u64, g.max_model_len.min(4096))
+        .map_err(|e| CliError::Other(anyhow::anyhow!("emulator warm-up: {e}")))?;
+    Ok(emu)
+}
+
+/// The calibration limits that cover the scenario's batches.
+fn limits(s: &Scenario) -> plan::Limits {
+    let g = &s.groups[0];
+    let tokens = g.scheduler.max_num_batched_tokens as u64;
+    let seqs = g.scheduler.max_num_seqs as u64;
+    plan::Limits {
+        max_tokens: tokens,
+        max_context: g.max_model_len,
+        max_batch: seqs,
+        max_chunk: tokens.min(g.max_model_len),
+        max_kv_tokens: seqs * g.max_model_len,
+    }
+}
+
+/// Passes over the calibration plan (see [`profile`]).
+const CALIBRATION_PASSES: usize = 3;
+
+/// Where a prediction's profile came from.
+pub struct ProfileSource {
+    pub path: PathBuf,
+    /// Seconds spent calibrating here, when it was.
+    pub calibrated_s: Option<f64>,
+}
+
+/// The profile to predict with: `--profile`, or a calibration on `backend` now (written to
+/// `out/profile.json`, its measurements to `out/calibration.csv`).
+fn profile(a: &Args, backend: BackendKind, s: &Scenario, out: &Path) -> Result<(Profile, ProfileSource)> {
+    if let Some(p) = &a.profile {
+        let profile = super::profile::load(p).map_err(CliError::input)?;
+        return Ok((profile, ProfileSource { path: p.clone(), calibrated_s: None }));
+    }
+    let g = &s.groups[0];
+    let tp = g.tp as u32;
+    let mut b: Box<dyn Backend> = match backend {
+        BackendKind::Cpu => {
+            let mut b = CpuBackend::new(s.seed);
+            b.clock = a.clock();
+            b.reps = 3;
+            Box::new(b)
+        }
+        BackendKind::Cuda => Box::new(
+            CudaBackend::open(s.model.head_dim as usize, s.seed)
+                .map_err(|e| CliError::Other(anyhow::anyhow!("--backend cuda: {e}")))?,
+        ),
+    };
+    let device = b.device();
+    let deadline = super::calibrate::parse_duration(&a.calibration_deadline)
+        .map_err(|_| CliError::input(format!("--calibration-deadline: expected a duration like 300s, got {:?}", a.calibration_deadline)))?;
+    let points = plan::plan(&s.model, &[tp], &limits(s));
+    a.progress(&format!(
+        "calibrate  {} points × {CALIBRATION_PASSES} passes on {} (deadline {})",
+        points.len(),
+        device.name,
+        a.calibration_deadline
+    ));
+    // Several passes over the plan, each point's time the median over the passes: a burst of
+    // load from other processes (memory bandwidth, caches) then spoils one pass of a point,
+    // not all its samples.
+    let start = std::time::Instant::now();
+    let mut by_point: BTreeMap<(String, u32, Vec<u64>), (Vec<f64>, Vec<f64>, u32)> = BTreeMap::new();
+    let (mut planned, mut timed, mut hit_deadline, mut failed) = (0, 0, false, Vec::new());
+    for _ in 0..CALIBRATION_PASSES {
+        let left = deadline.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            hit_deadline = true;
+            break;
+        }
+        let o = sweep::run(b.as_mut(), &points, Some(left), &mut |_, _, _| {});
+        planned = o.planned;
+        timed += o.timed;
+        hit_deadline |= o.hit_deadline;
+        failed = o.failed;
+        for m in o.measurements {
+            let key = (m.op.clone(), m.tp, m.x.iter().map(|v| v.to_bits()).collect());
+            let e = by_point.entry(key).or_insert_with(|| (m.x.clone(), Vec::new(), 0));
+            e.1.push(m.ms);
+            e.2 += m.samples;
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let measurements: Vec<sweep::Measurement> = by_point
+        .into_iter()
+        .map(|((op, tp, _), (x, ms, samples))| sweep::Measurement { op, tp, x, ms: servesim_calibrate::backend::median(ms), samples })
+        .collect();
+    if measurements.is_empty() {
+        return Err(CliError::Other(anyhow::anyhow!(
+            "calibration measured nothing: {}",
+            failed.first().cloned().unwrap_or_default()
+        )));
+    }
+    let mut csv = String::from("op,tp,x1,x2,time_ms,samples\n");
+    for m in &measurements {
+        let x2 = m.x.get(1).map_or(String::new(), |v| v.to_string());
+        csv += &format!("{},{},{},{},{:.6},{}\n", m.op, m.tp, m.x[0], x2, m.ms, m.samples);
+    }
+    let meta = ProfileMeta {
+        source: format!(
+            "servesim validate --backend {} (clock {}, one thread) for scenario {}",
+            backend.name(),
+            if backend == BackendKind::Cpu { a.clock().name() } else { "cuda" },
+            s.name
+        ),
+        backend: device.backend.clone(),
+        gpu: device.name.clone(),
+        driver: device.driver.clone(),
+        clocks: device.clocks.clone(),
+        dtype: device.dtype.clone(),
+        model: ModelDims::from_spec(&s.model),
+        tp: vec![tp],
+        date: super::calibrate::utc_now(),
+        servesim_version: env!("CARGO_PKG_VERSION").into(),
+        notes: vec![format!(
+            "{} of {planned} planned points measured ({timed} shape timings over {CALIBRATION_PASSES} passes, the median \
+             of each point's passes) in {seconds:.1} s{}",
+            measurements.len(),
+            if hit_deadline { "; stopped at the deadline" } else { "" }
+        )],
+    };
+    let profile = fit::profile(meta, &measurements);
+    std::fs::create_dir_all(out)?;
+    let path = out.join("profile.json");
+    super::calibrate::write_profile(&path, &profile)?;
+    std::fs::write(out.join("calibration.csv"), csv)?;
+    Ok((profile, ProfileSource { path, calibrated_s: Some(seconds) }))
+}
+
+/// The scenario priced by `profile` (checked against its model), and by the roofline model.
+fn with_profile(s: &Scenario, profile: &Profile, path: &Path) -> Result<(Scenario, Scenario)> {
+    let g = &s.groups[0];
+    Profiled::new(s.model.clone(), g.gpu.clone(), g.tp, g.cost.clone(), profile)
+        .map_err(|e| CliError::input(format!("--profile {}: {e}", path.display())))?;
+    let mut p = s.clone();
+    p.groups[0].profile = Some(Arc::new(profile.clone()));
+    let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    p.resolved.cost.profile = Some(abs.display().to_string());
+    let mut r = s.clone();
+    r.groups[0].profile = None;
+    r.resolved.cost.profile = None;
+    Ok((p, r))
+}
