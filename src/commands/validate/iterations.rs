@@ -70,7 +70,7 @@ pub fn run(a: &Args, backend: BackendKind, s: servesim_sim::Scenario, out_dir: &
         max_context: g.max_model_len,
     };
     let list = batches(space, a.batches, s.seed);
-    a.progress(&format!("iterations {} batches, median of {} executions each", list.len(), a.repeat));
+    a.progress(&format!("iterations {} batches, median of {} executions each", list.len(), a.repeat()));
     let mut rows = Vec::with_capacity(list.len());
     for (i, b) in list.iter().enumerate() {
         let ns = emu.measure(&b.seqs).map_err(|e| CliError::Other(anyhow::anyhow!("executing batch {i}: {e}")))?;
@@ -105,7 +105,7 @@ pub fn run(a: &Args, backend: BackendKind, s: servesim_sim::Scenario, out_dir: &
         seed: s.seed,
         backend: backend.name(),
         executor: emu.describe(),
-        repeat: a.repeat,
+        repeat: a.repeat(),
         profile: source.path.display().to_string(),
         calibrated_s: source.calibrated_s,
         max_num_seqs: space.max_seqs,

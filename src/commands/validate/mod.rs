@@ -64,9 +64,10 @@ pub struct Args {
     /// Requests per second that load 1.0 stands for, instead of measuring the capacity.
     #[arg(long)]
     capacity: Option<f64>,
-    /// Executions of each emulated iteration (and --iterations batch); the median is its time.
-    #[arg(long, default_value_t = 3)]
-    repeat: u32,
+    /// Executions of each emulated iteration; the median is its time. Default 1 for runs (their
+    /// metrics average over hundreds of iterations), 3 for --iterations.
+    #[arg(long)]
+    repeat: Option<u32>,
     /// Clock of the cpu backend: thread (the emulating thread's CPU time, immune to other
     /// processes on a shared machine) or wall.
     #[arg(long, value_enum, default_value_t = ClockKind::Thread)]
@@ -128,7 +129,7 @@ pub fn run(a: Args) -> Result<()> {
     if a.iterations && a.measured.is_some() {
         return Err(CliError::input("--iterations and --measured are different validations: give one"));
     }
-    if a.repeat == 0 {
+    if a.repeat == Some(0) {
         return Err(CliError::input("--repeat: must be ≥ 1, got 0"));
     }
     if let Some(c) = a.capacity {
@@ -167,6 +168,10 @@ pub fn run(a: Args) -> Result<()> {
 }
 
 impl Args {
+    fn repeat(&self) -> u32 {
+        self.repeat.unwrap_or(if self.iterations { 3 } else { 1 })
+    }
+
     fn clock(&self) -> Clock {
         match self.clock {
             ClockKind::Thread => Clock::Thread,
@@ -206,7 +211,7 @@ fn executor(a: &Args, backend: BackendKind, s: &Scenario) -> Result<Box<dyn Exec
 /// The emulator, warmed up on the scenario's largest batches.
 fn emulator(a: &Args, backend: BackendKind, s: &Scenario) -> Result<Arc<Emulator>> {
     let exec = executor(a, backend, s)?;
-    let emu = Arc::new(Emulator::new(exec, a.repeat));
+    let emu = Arc::new(Emulator::new(exec, a.repeat()));
     let g = &s.groups[0];
     a.progress(&format!("emulator   {}", emu.describe()));
     emu.warm_up(g.scheduler.max_num_batched_tokens as u64, g.scheduler.max_num_seqs as u64, g.max_model_len.min(4096))

@@ -194,7 +194,7 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
         backend.name(),
         emu.describe(),
         if backend == BackendKind::Cpu { a.clock().name() } else { "host wall clock, stream synchronised" },
-        a.repeat,
+        a.repeat(),
         &source,
         capacity_report,
         loads,
