@@ -20,11 +20,14 @@ pub struct CpuBackend {
     /// The clock read around each run (wall by default; `servesim validate` reads the thread's
     /// CPU time, with the GEMM pinned to one thread).
     pub clock: Clock,
+    /// Bytes streamed through before each timed run (untimed), evicting the core's private
+    /// caches as the previous op of a forward pass does; 0 (the default) for none.
+    pub evict_bytes: usize,
 }
 
 impl CpuBackend {
     pub fn new(seed: u64) -> CpuBackend {
-        CpuBackend { rng: ChaCha8Rng::seed_from_u64(seed), reps: 5, clock: Clock::Wall }
+        CpuBackend { rng: ChaCha8Rng::seed_from_u64(seed), reps: 5, clock: Clock::Wall, evict_bytes: 0 }
     }
 
     fn data(&mut self, n: usize) -> Vec<f32> {
@@ -172,8 +175,15 @@ impl Backend for CpuBackend {
         run();
         let mut times = Vec::new();
         let clock = self.clock;
+        let mut evict = vec![1u64; self.evict_bytes / 8];
         let start = clock.now_ns();
         while times.len() < self.reps as usize {
+            if !evict.is_empty() {
+                // Read and write every line, so that nothing of the op stays in L1/L2.
+                for x in evict.iter_mut().step_by(8) {
+                    *x = std::hint::black_box(x.wrapping_add(1));
+                }
+            }
             let t = clock.now_ns();
             run();
             times.push((clock.now_ns() - t) as f64 * 1e-6);

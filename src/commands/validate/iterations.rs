@@ -10,7 +10,7 @@ use servesim_sim::engine;
 use servesim_sim::metrics::compare::error_pct;
 
 use super::report::ErrorStats;
-use super::{emulator, profile, with_profile, Args, BackendKind, OutFormat};
+use super::{emulator, with_profile, Args, BackendKind, OutFormat, Predictor};
 use crate::error::{CliError, Result};
 
 #[derive(Clone, Debug, Serialize)]
@@ -59,10 +59,7 @@ pub fn run(a: &Args, backend: BackendKind, s: servesim_sim::Scenario, out_dir: &
     }
     std::fs::create_dir_all(out_dir)?;
     let emu = emulator(a, backend, &s)?;
-    let (prof, source) = profile(a, backend, &s, out_dir)?;
-    let (sp, sr) = with_profile(&s, &prof, &source.path)?;
-    let profiled = engine::cost_model(&sp, 0);
-    let roofline = engine::cost_model(&sr, 0);
+    let mut predictor = Predictor::new(a, backend, &s)?;
     let g = &s.groups[0];
     let space = Space {
         max_seqs: g.scheduler.max_num_seqs as u64,
@@ -70,10 +67,28 @@ pub fn run(a: &Args, backend: BackendKind, s: servesim_sim::Scenario, out_dir: &
         max_context: g.max_model_len,
     };
     let list = batches(space, a.batches, s.seed);
-    a.progress(&format!("iterations {} batches, median of {} executions each", list.len(), a.repeat()));
+    // Calibration passes between thirds of the batches (see `Predictor`).
+    predictor.pass(a);
+    let mut times = Vec::with_capacity(list.len());
+    for (third, part) in list.chunks(list.len().div_ceil(3)).enumerate() {
+        a.progress(&format!(
+            "iterations part {}: {} batches, median of {} executions each",
+            third + 1,
+            part.len(),
+            a.repeat()
+        ));
+        for b in part {
+            let i = times.len();
+            times.push(emu.measure(&b.seqs).map_err(|e| CliError::Other(anyhow::anyhow!("executing batch {i}: {e}")))?);
+        }
+        predictor.pass(a);
+    }
+    let (prof, source) = predictor.finish(a, backend, &s, out_dir)?;
+    let (sp, sr) = with_profile(&s, &prof, &source.path)?;
+    let profiled = engine::cost_model(&sp, 0);
+    let roofline = engine::cost_model(&sr, 0);
     let mut rows = Vec::with_capacity(list.len());
-    for (i, b) in list.iter().enumerate() {
-        let ns = emu.measure(&b.seqs).map_err(|e| CliError::Other(anyhow::anyhow!("executing batch {i}: {e}")))?;
+    for (b, &ns) in list.iter().zip(&times) {
         let shape = SeqWork::shape_of(&b.seqs);
         let measured_ms = ns as f64 * 1e-6;
         let p = profiled.iteration_time(&shape).0 as f64 * 1e-6;

@@ -233,8 +233,10 @@ fn limits(s: &Scenario) -> plan::Limits {
     }
 }
 
-/// Passes over the calibration plan (see [`profile`]).
-const CALIBRATION_PASSES: usize = 3;
+/// Bytes streamed through before each timed calibration run: 8× this machine's private L2, so
+/// an op starts with cold private caches, as it does inside a forward pass (the previous op
+/// streamed its own weights through them).
+const EVICT_BYTES: usize = 4 << 20;
 
 /// Where a prediction's profile came from.
 pub struct ProfileSource {
@@ -243,106 +245,163 @@ pub struct ProfileSource {
     pub calibrated_s: Option<f64>,
 }
 
-/// The profile to predict with: `--profile`, or a calibration on `backend` now (written to
-/// `out/profile.json`, its measurements to `out/calibration.csv`).
-fn profile(a: &Args, backend: BackendKind, s: &Scenario, out: &Path) -> Result<(Profile, ProfileSource)> {
-    if let Some(p) = &a.profile {
-        let profile = super::profile::load(p).map_err(CliError::input)?;
-        return Ok((profile, ProfileSource { path: p.clone(), calibrated_s: None }));
+/// The profile to predict with: `--profile`, or a calibration on the backend made here, in
+/// passes over the plan spread between the emulated runs (each point's time is the median of
+/// its passes). On a shared machine the speed drifts by several percent over minutes; spreading
+/// the passes makes the calibration see the same machine as the emulation.
+pub enum Predictor {
+    Given(Profile, PathBuf),
+    Calibrating(Box<Calibration>),
+}
+
+pub struct Calibration {
+    backend: Box<dyn Backend>,
+    device: servesim_calibrate::backend::Device,
+    points: Vec<plan::Point>,
+    deadline: std::time::Duration,
+    spent: std::time::Duration,
+    by_point: BTreeMap<(String, u32, Vec<u64>), (Vec<f64>, Vec<f64>, u32)>,
+    passes: usize,
+    timed: usize,
+    hit_deadline: bool,
+    failed: Vec<String>,
+}
+
+impl Predictor {
+    pub fn new(a: &Args, backend: BackendKind, s: &Scenario) -> Result<Predictor> {
+        if let Some(p) = &a.profile {
+            let profile = super::profile::load(p).map_err(CliError::input)?;
+            return Ok(Predictor::Given(profile, p.clone()));
+        }
+        let deadline = super::calibrate::parse_duration(&a.calibration_deadline).map_err(|_| {
+            CliError::input(format!(
+                "--calibration-deadline: expected a duration like 300s or 5m, got {:?}",
+                a.calibration_deadline
+            ))
+        })?;
+        let b: Box<dyn Backend> = match backend {
+            BackendKind::Cpu => {
+                let mut b = CpuBackend::new(s.seed);
+                b.clock = a.clock();
+                b.reps = 3;
+                b.evict_bytes = EVICT_BYTES;
+                Box::new(b)
+            }
+            BackendKind::Cuda => Box::new(
+                CudaBackend::open(s.model.head_dim as usize, s.seed)
+                    .map_err(|e| CliError::Other(anyhow::anyhow!("--backend cuda: {e}")))?,
+            ),
+        };
+        let device = b.device();
+        let points = plan::plan(&s.model, &[s.groups[0].tp as u32], &limits(s));
+        Ok(Predictor::Calibrating(Box::new(Calibration {
+            backend: b,
+            device,
+            points,
+            deadline,
+            spent: std::time::Duration::ZERO,
+            by_point: BTreeMap::new(),
+            passes: 0,
+            timed: 0,
+            hit_deadline: false,
+            failed: Vec::new(),
+        })))
     }
-    let g = &s.groups[0];
-    let tp = g.tp as u32;
-    let mut b: Box<dyn Backend> = match backend {
-        BackendKind::Cpu => {
-            let mut b = CpuBackend::new(s.seed);
-            b.clock = a.clock();
-            b.reps = 3;
-            Box::new(b)
-        }
-        BackendKind::Cuda => Box::new(
-            CudaBackend::open(s.model.head_dim as usize, s.seed)
-                .map_err(|e| CliError::Other(anyhow::anyhow!("--backend cuda: {e}")))?,
-        ),
-    };
-    let device = b.device();
-    let deadline = super::calibrate::parse_duration(&a.calibration_deadline)
-        .map_err(|_| CliError::input(format!("--calibration-deadline: expected a duration like 300s, got {:?}", a.calibration_deadline)))?;
-    let points = plan::plan(&s.model, &[tp], &limits(s));
-    a.progress(&format!(
-        "calibrate  {} points × {CALIBRATION_PASSES} passes on {} (deadline {})",
-        points.len(),
-        device.name,
-        a.calibration_deadline
-    ));
-    // Several passes over the plan, each point's time the median over the passes: a burst of
-    // load from other processes (memory bandwidth, caches) then spoils one pass of a point,
-    // not all its samples.
-    let start = std::time::Instant::now();
-    let mut by_point: BTreeMap<(String, u32, Vec<u64>), (Vec<f64>, Vec<f64>, u32)> = BTreeMap::new();
-    let (mut planned, mut timed, mut hit_deadline, mut failed) = (0, 0, false, Vec::new());
-    for _ in 0..CALIBRATION_PASSES {
-        let left = deadline.saturating_sub(start.elapsed());
+
+    /// One more pass over the calibration plan (nothing with a given profile).
+    pub fn pass(&mut self, a: &Args) {
+        let Predictor::Calibrating(c) = self else { return };
+        let left = c.deadline.saturating_sub(c.spent);
         if left.is_zero() {
-            hit_deadline = true;
-            break;
+            c.hit_deadline = true;
+            return;
         }
-        let o = sweep::run(b.as_mut(), &points, Some(left), &mut |_, _, _| {});
-        planned = o.planned;
-        timed += o.timed;
-        hit_deadline |= o.hit_deadline;
-        failed = o.failed;
+        let start = std::time::Instant::now();
+        let o = sweep::run(c.backend.as_mut(), &c.points, Some(left), &mut |_, _, _| {});
+        c.spent += start.elapsed();
+        c.passes += 1;
+        c.timed += o.timed;
+        c.hit_deadline |= o.hit_deadline;
+        c.failed = o.failed;
         for m in o.measurements {
             let key = (m.op.clone(), m.tp, m.x.iter().map(|v| v.to_bits()).collect());
-            let e = by_point.entry(key).or_insert_with(|| (m.x.clone(), Vec::new(), 0));
+            let e = c.by_point.entry(key).or_insert_with(|| (m.x.clone(), Vec::new(), 0));
             e.1.push(m.ms);
             e.2 += m.samples;
         }
+        a.progress(&format!(
+            "calibrate  pass {}: {} points on {} in {:.1} s",
+            c.passes,
+            c.points.len(),
+            c.device.name,
+            start.elapsed().as_secs_f64()
+        ));
     }
-    let seconds = start.elapsed().as_secs_f64();
-    let measurements: Vec<sweep::Measurement> = by_point
-        .into_iter()
-        .map(|((op, tp, _), (x, ms, samples))| sweep::Measurement { op, tp, x, ms: servesim_calibrate::backend::median(ms), samples })
-        .collect();
-    if measurements.is_empty() {
-        return Err(CliError::Other(anyhow::anyhow!(
-            "calibration measured nothing: {}",
-            failed.first().cloned().unwrap_or_default()
-        )));
+
+    /// The profile: the given one, or the calibration fitted (written to `out/profile.json`, its
+    /// points to `out/calibration.csv`).
+    pub fn finish(self, a: &Args, backend: BackendKind, s: &Scenario, out: &Path) -> Result<(Profile, ProfileSource)> {
+        let c = match self {
+            Predictor::Given(p, path) => return Ok((p, ProfileSource { path, calibrated_s: None })),
+            Predictor::Calibrating(c) => c,
+        };
+        let measurements: Vec<sweep::Measurement> = c
+            .by_point
+            .into_iter()
+            .map(|((op, tp, _), (x, ms, samples))| sweep::Measurement {
+                op,
+                tp,
+                x,
+                ms: servesim_calibrate::backend::median(ms),
+                samples,
+            })
+            .collect();
+        if measurements.is_empty() {
+            return Err(CliError::Other(anyhow::anyhow!(
+                "calibration measured nothing: {}",
+                c.failed.first().cloned().unwrap_or_else(|| "the deadline ended it first".into())
+            )));
+        }
+        let seconds = c.spent.as_secs_f64();
+        let mut csv = String::from("op,tp,x1,x2,time_ms,samples\n");
+        for m in &measurements {
+            let x2 = m.x.get(1).map_or(String::new(), |v| v.to_string());
+            csv += &format!("{},{},{},{},{:.6},{}\n", m.op, m.tp, m.x[0], x2, m.ms, m.samples);
+        }
+        let meta = ProfileMeta {
+            source: format!(
+                "servesim validate --backend {} (clock {}, one thread{}) for scenario {}",
+                backend.name(),
+                if backend == BackendKind::Cpu { a.clock().name() } else { "cuda events" },
+                if backend == BackendKind::Cpu { ", private caches evicted before each run" } else { "" },
+                s.name
+            ),
+            backend: c.device.backend.clone(),
+            gpu: c.device.name.clone(),
+            driver: c.device.driver.clone(),
+            clocks: c.device.clocks.clone(),
+            dtype: c.device.dtype.clone(),
+            model: ModelDims::from_spec(&s.model),
+            tp: vec![s.groups[0].tp as u32],
+            date: super::calibrate::utc_now(),
+            servesim_version: env!("CARGO_PKG_VERSION").into(),
+            notes: vec![format!(
+                "{} of {} planned points measured ({} shape timings in {} passes spread over the validation, \
+                 each point the median of its passes) in {seconds:.1} s{}",
+                measurements.len(),
+                c.points.len(),
+                c.timed,
+                c.passes,
+                if c.hit_deadline { "; the deadline cut passes short" } else { "" }
+            )],
+        };
+        let profile = fit::profile(meta, &measurements);
+        std::fs::create_dir_all(out)?;
+        let path = out.join("profile.json");
+        super::calibrate::write_profile(&path, &profile)?;
+        std::fs::write(out.join("calibration.csv"), csv)?;
+        Ok((profile, ProfileSource { path, calibrated_s: Some(seconds) }))
     }
-    let mut csv = String::from("op,tp,x1,x2,time_ms,samples\n");
-    for m in &measurements {
-        let x2 = m.x.get(1).map_or(String::new(), |v| v.to_string());
-        csv += &format!("{},{},{},{},{:.6},{}\n", m.op, m.tp, m.x[0], x2, m.ms, m.samples);
-    }
-    let meta = ProfileMeta {
-        source: format!(
-            "servesim validate --backend {} (clock {}, one thread) for scenario {}",
-            backend.name(),
-            if backend == BackendKind::Cpu { a.clock().name() } else { "cuda" },
-            s.name
-        ),
-        backend: device.backend.clone(),
-        gpu: device.name.clone(),
-        driver: device.driver.clone(),
-        clocks: device.clocks.clone(),
-        dtype: device.dtype.clone(),
-        model: ModelDims::from_spec(&s.model),
-        tp: vec![tp],
-        date: super::calibrate::utc_now(),
-        servesim_version: env!("CARGO_PKG_VERSION").into(),
-        notes: vec![format!(
-            "{} of {planned} planned points measured ({timed} shape timings over {CALIBRATION_PASSES} passes, the median \
-             of each point's passes) in {seconds:.1} s{}",
-            measurements.len(),
-            if hit_deadline { "; stopped at the deadline" } else { "" }
-        )],
-    };
-    let profile = fit::profile(meta, &measurements);
-    std::fs::create_dir_all(out)?;
-    let path = out.join("profile.json");
-    super::calibrate::write_profile(&path, &profile)?;
-    std::fs::write(out.join("calibration.csv"), csv)?;
-    Ok((profile, ProfileSource { path, calibrated_s: Some(seconds) }))
 }
 
 /// The scenario priced by `profile` (checked against its model), and by the roofline model.

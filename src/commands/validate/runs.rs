@@ -16,7 +16,7 @@ use servesim_sim::workload::ArrivalSpec;
 use servesim_sim::{Scenario, SimTime};
 
 use super::report::{self, CapacityReport, IterationErrors, LoadReport, RunsReport};
-use super::{emulator, profile, with_profile, Args, BackendKind, OutFormat};
+use super::{emulator, with_profile, Args, BackendKind, OutFormat, Predictor};
 use crate::error::{CliError, Result};
 use crate::output;
 
@@ -106,6 +106,13 @@ fn metrics(out: &RunOutput, s: &Scenario) -> RunMetrics {
     run_metrics(&outcomes_of(&out.recorder), &s.slo)
 }
 
+/// One emulated run and what it took.
+struct Emulated {
+    out: RunOutput,
+    log: Vec<IterationLog>,
+    wall_s: f64,
+}
+
 pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Result<()> {
     check_workload(&s, &a.scenario)?;
     for &l in &a.loads {
@@ -119,73 +126,86 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
     }
     std::fs::create_dir_all(out_dir)?;
     let emu = emulator(a, backend, &s)?;
-    let (profile, source) = profile(a, backend, &s, out_dir)?;
+    let mut predictor = Predictor::new(a, backend, &s)?;
+    let requests = s.workload.requests.expect("checked");
+    let max_seqs = g.scheduler.max_num_seqs as u64;
+    let sat = |x: &Scenario| with_rate(x, SATURATION_RPS);
+
+    // Emulate first, with calibration passes in between; predict once the profile is fitted.
+    predictor.pass(a);
+    let cap_emulated = match a.capacity {
+        Some(_) => None,
+        None => {
+            a.progress(&format!("capacity   emulating {requests} requests queued at time 0"));
+            let (out, log, wall_s) = emulate(&emu, &sat(&s))?;
+            a.progress(&format!(
+                "           {} iterations in {wall_s:.1} s: {:.3} req/s",
+                log.len(),
+                capacity_of(&out, max_seqs).unwrap_or(f64::NAN)
+            ));
+            predictor.pass(a);
+            Some(Emulated { out, log, wall_s })
+        }
+    };
+    let capacity = match (a.capacity, &cap_emulated) {
+        (Some(c), _) => c,
+        (None, Some(e)) => capacity_of(&e.out, max_seqs).ok_or_else(|| {
+            CliError::input("the capacity run finished fewer than 4 requests: raise workload.requests")
+        })?,
+        (None, None) => unreachable!("emulated when not given"),
+    };
+    let mut emulated = Vec::new();
+    for &load in &a.loads {
+        let rate = load * capacity;
+        a.progress(&format!("load {load:.2}  {rate:.3} req/s: emulating {requests} requests"));
+        let (out, log, wall_s) = emulate(&emu, &with_rate(&s, rate))?;
+        a.progress(&format!("           {} iterations in {wall_s:.1} s", log.len()));
+        emulated.push(Emulated { out, log, wall_s });
+        predictor.pass(a);
+    }
+    let (profile, source) = predictor.finish(a, backend, &s, out_dir)?;
     if let Some(t) = source.calibrated_s {
         a.progress(&format!("profile    {} (calibrated in {t:.1} s)", source.path.display()));
     }
     let (sp, sr) = with_profile(&s, &profile, &source.path)?;
     let profiled = engine::cost_model(&sp, 0);
     let roofline = engine::cost_model(&sr, 0);
-    let requests = s.workload.requests.expect("checked");
-    let max_seqs = g.scheduler.max_num_seqs as u64;
 
-    // Capacity on the emulated system (or given).
     let cap_dir = out_dir.join("capacity");
-    let (capacity, capacity_report) = {
-        let sat = |x: &Scenario| with_rate(x, SATURATION_RPS);
-        let p = predict(&sat(&sp))?;
-        let r = predict(&sat(&sr))?;
-        let (predicted, roof) = (capacity_of(&p, max_seqs), capacity_of(&r, max_seqs));
-        output::write_run(&cap_dir.join("predicted"), &sat(&sp), &p.summary, &p.recorder)?;
-        output::write_run(&cap_dir.join("roofline"), &sat(&sr), &r.summary, &r.recorder)?;
-        let measured = match a.capacity {
-            Some(c) => Some(c),
-            None => {
-                a.progress(&format!("capacity   emulating {requests} requests queued at time 0"));
-                let (e, log, wall) = emulate(&emu, &sat(&s))?;
-                output::write_run(&cap_dir.join("emulated"), &sat(&s), &e.summary, &e.recorder)?;
-                let c = capacity_of(&e, max_seqs);
-                a.progress(&format!(
-                    "           {} iterations in {wall:.1} s: {:.3} req/s",
-                    log.len(),
-                    c.unwrap_or(f64::NAN)
-                ));
-                c
-            }
-        };
-        let measured = measured.ok_or_else(|| {
-            CliError::input("the capacity run finished fewer than 4 requests: raise workload.requests")
-        })?;
-        (measured, CapacityReport::new(measured, a.capacity.is_some(), predicted, roof, requests))
-    };
+    let p = predict(&sat(&sp))?;
+    let r = predict(&sat(&sr))?;
+    output::write_run(&cap_dir.join("predicted"), &sat(&sp), &p.summary, &p.recorder)?;
+    output::write_run(&cap_dir.join("roofline"), &sat(&sr), &r.summary, &r.recorder)?;
+    if let Some(e) = &cap_emulated {
+        output::write_run(&cap_dir.join("emulated"), &sat(&s), &e.out.summary, &e.out.recorder)?;
+    }
+    let capacity_report = CapacityReport::new(
+        capacity,
+        a.capacity.is_some(),
+        capacity_of(&p, max_seqs),
+        capacity_of(&r, max_seqs),
+        requests,
+    );
 
     let mut loads = Vec::new();
-    for &load in &a.loads {
+    for (&load, e) in a.loads.iter().zip(&emulated) {
         let rate = load * capacity;
         let dir = out_dir.join(format!("load-{load:.2}"));
         let (se, spl, srl) = (with_rate(&s, rate), with_rate(&sp, rate), with_rate(&sr, rate));
-        a.progress(&format!("load {load:.2}  {rate:.3} req/s: emulating {requests} requests"));
-        let (e, log, wall) = emulate(&emu, &se)?;
         let (p, r) = (predict(&spl)?, predict(&srl)?);
-        output::write_run(&dir.join("emulated"), &se, &e.summary, &e.recorder)?;
+        output::write_run(&dir.join("emulated"), &se, &e.out.summary, &e.out.recorder)?;
         output::write_run(&dir.join("predicted"), &spl, &p.summary, &p.recorder)?;
         output::write_run(&dir.join("roofline"), &srl, &r.summary, &r.recorder)?;
-        write_iterations(&dir.join("emulated").join("iterations.csv"), &log, profiled.as_ref(), roofline.as_ref())?;
-        let iters = iteration_errors(&log, profiled.as_ref(), roofline.as_ref());
-        a.progress(&format!(
-            "           {} iterations in {wall:.1} s; per-iteration error of the profiled model: median {:.1}%",
-            log.len(),
-            iters.profiled.median_abs_pct.unwrap_or(f64::NAN)
-        ));
+        write_iterations(&dir.join("emulated").join("iterations.csv"), &e.log, profiled.as_ref(), roofline.as_ref())?;
         loads.push(LoadReport::new(
             load,
             rate,
-            metrics(&e, &s),
+            metrics(&e.out, &s),
             metrics(&p, &s),
             metrics(&r, &s),
-            iters,
-            e.summary.preemptions,
-            wall,
+            iteration_errors(&e.log, profiled.as_ref(), roofline.as_ref()),
+            e.out.summary.preemptions,
+            e.wall_s,
         ));
     }
 
