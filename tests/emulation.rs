@@ -18,7 +18,10 @@ const WORKLOAD: &str = "requests = 300\narrival = { kind = \"poisson\", rate = 4
 
 /// A time that depends on every aggregate, so that any disagreement between views shows.
 fn cost_of(b: &BatchShape) -> u64 {
-    1_000_000 + 3_000 * b.prefill_tokens + 7 * b.prefill_attn_pairs as u64 + 50_000 * b.decode_seqs
+    1_000_000
+        + 3_000 * b.prefill_tokens
+        + 7 * b.prefill_attn_pairs as u64
+        + 50_000 * b.decode_seqs
         + 20 * b.decode_context_tokens
         + 11_000 * b.sampled_seqs
 }

@@ -65,14 +65,31 @@ fn cpu_validation_end_to_end() {
 
     // 1. Iteration level: calibrate here, then 24 batches (8 of each kind).
     ok(&[
-        "validate", "--iterations", "--scenario", &scen, "--backend", "cpu", "--batches", "24", "--repeat", "1",
-        "--calibration-deadline", "40s", "--out", &d("it"), "--quiet",
+        "validate",
+        "--iterations",
+        "--scenario",
+        &scen,
+        "--backend",
+        "cpu",
+        "--batches",
+        "24",
+        "--repeat",
+        "1",
+        "--calibration-deadline",
+        "40s",
+        "--out",
+        &d("it"),
+        "--quiet",
     ]);
     let it = json(&dir.join("it/iterations.json"));
     let batches = it["batches"].as_array().unwrap();
     assert_eq!(batches.len(), 24);
-    let kinds: Vec<(String, u64)> =
-        it["by_kind"].as_array().unwrap().iter().map(|k| (k["kind"].as_str().unwrap().into(), k["batches"].as_u64().unwrap())).collect();
+    let kinds: Vec<(String, u64)> = it["by_kind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["kind"].as_str().unwrap().into(), k["batches"].as_u64().unwrap()))
+        .collect();
     assert_eq!(kinds, vec![("decode".into(), 8), ("prefill".into(), 8), ("mixed".into(), 8), ("all".into(), 24)]);
     let mut errs = Vec::new();
     for b in batches {
@@ -93,8 +110,21 @@ fn cpu_validation_end_to_end() {
     let profile = dir.join("it/profile.json");
     scaled_profile(&profile, &dir.join("wrong.json"), 2.0);
     ok(&[
-        "validate", "--iterations", "--scenario", &scen, "--backend", "cpu", "--batches", "24", "--repeat", "1",
-        "--profile", &d("wrong.json"), "--out", &d("it-wrong"), "--quiet",
+        "validate",
+        "--iterations",
+        "--scenario",
+        &scen,
+        "--backend",
+        "cpu",
+        "--batches",
+        "24",
+        "--repeat",
+        "1",
+        "--profile",
+        &d("wrong.json"),
+        "--out",
+        &d("it-wrong"),
+        "--quiet",
     ]);
     let wrong = json(&dir.join("it-wrong/iterations.json"));
     let signed = f(&wrong["by_kind"][3]["profiled"]["median_pct"]);
@@ -102,8 +132,19 @@ fn cpu_validation_end_to_end() {
 
     // 2. Runs: capacity, then load 0.5, predicted with the calibrated profile.
     let out = ok(&[
-        "validate", "--scenario", &scen, "--backend", "cpu", "--loads", "0.5", "--profile", &profile.display().to_string(),
-        "--out", &d("runs"), "--format", "json",
+        "validate",
+        "--scenario",
+        &scen,
+        "--backend",
+        "cpu",
+        "--loads",
+        "0.5",
+        "--profile",
+        &profile.display().to_string(),
+        "--out",
+        &d("runs"),
+        "--format",
+        "json",
     ]);
     let r: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(r, json(&dir.join("runs/validate.json")));
@@ -136,7 +177,13 @@ fn cpu_validation_end_to_end() {
     assert_eq!(m.requests, 60);
     // The predicted side is reproduced by `simulate` on the scenario written next to it.
     let sim = ok(&[
-        "simulate", "--scenario", &d("runs/load-0.50/predicted/scenario.toml"), "--out", &d("resim"), "--format", "json",
+        "simulate",
+        "--scenario",
+        &d("runs/load-0.50/predicted/scenario.toml"),
+        "--out",
+        &d("resim"),
+        "--format",
+        "json",
     ]);
     let sim: Value = serde_json::from_str(&sim).unwrap();
     assert_eq!(f(&sim["ttft_ms"]["mean"]), f(&rows[0]["predicted"]));
@@ -148,8 +195,17 @@ fn cpu_validation_end_to_end() {
     // 3. The round trip: the emulated requests.csv as "measured" gives the emulation's numbers
     // exactly, and the replay (same requests, same arrival times) the same predictions.
     let rt = ok(&[
-        "validate", "--measured", &emulated.display().to_string(), "--scenario", &scen, "--profile",
-        &profile.display().to_string(), "--out", &d("roundtrip"), "--format", "json",
+        "validate",
+        "--measured",
+        &emulated.display().to_string(),
+        "--scenario",
+        &scen,
+        "--profile",
+        &profile.display().to_string(),
+        "--out",
+        &d("roundtrip"),
+        "--format",
+        "json",
     ]);
     let rt: Value = serde_json::from_str(&rt).unwrap();
     assert_eq!(rt["format"], "csv");
@@ -164,8 +220,21 @@ fn cpu_validation_end_to_end() {
 
     // 4. The wrong profile at the run level (capacity given: no second capacity run).
     let w = ok(&[
-        "validate", "--scenario", &scen, "--backend", "cpu", "--loads", "0.5", "--profile", &d("wrong.json"),
-        "--capacity", &cap.to_string(), "--out", &d("runs-wrong"), "--format", "json",
+        "validate",
+        "--scenario",
+        &scen,
+        "--backend",
+        "cpu",
+        "--loads",
+        "0.5",
+        "--profile",
+        &d("wrong.json"),
+        "--capacity",
+        &cap.to_string(),
+        "--out",
+        &d("runs-wrong"),
+        "--format",
+        "json",
     ]);
     let w: Value = serde_json::from_str(&w).unwrap();
     assert_eq!(w["capacity"]["given"], true);
@@ -183,8 +252,17 @@ fn external_vllm_and_aiperf_files_are_replayed() {
         "ttfts": [0.020, 0.0, 0.030], "itls": [[0.005, 0.005, 0.005, 0.005], [], [0.010, 0.010]],
         "start_times": [10.0, 10.1, 10.2], "errors": ["", "boom", ""]}"#;
     std::fs::write(dir.join("vllm.json"), vllm).unwrap();
-    let o = ok(&["validate", "--measured", &dir.join("vllm.json").display().to_string(), "--scenario", &scen, "--out",
-        &dir.join("v").display().to_string(), "--format", "json"]);
+    let o = ok(&[
+        "validate",
+        "--measured",
+        &dir.join("vllm.json").display().to_string(),
+        "--scenario",
+        &scen,
+        "--out",
+        &dir.join("v").display().to_string(),
+        "--format",
+        "json",
+    ]);
     let v: Value = serde_json::from_str(&o).unwrap();
     assert_eq!((v["format"].as_str(), v["replayed"].as_u64(), v["failed"].as_u64()), (Some("vllm"), Some(2), Some(1)));
     assert!(v["predicted_by"].as_str().unwrap().starts_with("roofline"));
@@ -203,8 +281,17 @@ fn external_vllm_and_aiperf_files_are_replayed() {
     };
     let jsonl = format!("{}\n{}\n", rec(10_000_000_000, 100, 5, 20.0, 40.0), rec(10_200_000_000, 80, 3, 30.0, 50.0));
     std::fs::write(dir.join("a.jsonl"), jsonl).unwrap();
-    let o = ok(&["validate", "--measured", &dir.join("a.jsonl").display().to_string(), "--scenario", &scen, "--out",
-        &dir.join("a").display().to_string(), "--format", "json"]);
+    let o = ok(&[
+        "validate",
+        "--measured",
+        &dir.join("a.jsonl").display().to_string(),
+        "--scenario",
+        &scen,
+        "--out",
+        &dir.join("a").display().to_string(),
+        "--format",
+        "json",
+    ]);
     let a: Value = serde_json::from_str(&o).unwrap();
     assert_eq!(a["format"], "aiperf");
     for key in ["measured", "predicted"] {
@@ -216,7 +303,15 @@ fn external_vllm_and_aiperf_files_are_replayed() {
 fn cuda_without_a_gpu_fails_cleanly() {
     let dir = out_dir("validate-cuda");
     let scen = tiny_scenario(&dir, WORKLOAD);
-    let o = servesim(&["validate", "--scenario", &scen, "--backend", "cuda", "--out", &dir.join("o").display().to_string()]);
+    let o = servesim(&[
+        "validate",
+        "--scenario",
+        &scen,
+        "--backend",
+        "cuda",
+        "--out",
+        &dir.join("o").display().to_string(),
+    ]);
     if o.status.success() {
         // A machine with a GPU ran it; nothing to check here.
         return;

@@ -1,8 +1,8 @@
 pub mod bench;
 pub mod calibrate;
 pub mod memory;
-pub mod report;
 pub mod profile;
+pub mod report;
 pub mod simulate;
 pub mod validate;
 pub mod workload;

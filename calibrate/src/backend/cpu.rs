@@ -98,7 +98,18 @@ impl CpuBackend {
                 let ctx: Vec<i32> = contexts.iter().map(|&c| c as i32).collect();
                 let max_blocks = contexts.iter().map(|&c| (c as usize).div_ceil(bs)).max().unwrap_or(1);
                 let blocks = max_blocks * ctx.len();
-                let tables: Vec<i32> = (0..blocks as i32).collect();
+                // Block b of every sequence, then b + 1, ...: a sequence's blocks are scattered
+                // through the cache as in a running server (and as the cuda backend lays them).
+                let mut tables = vec![0i32; blocks];
+                let mut next = 0i32;
+                for b in 0..max_blocks {
+                    for (s, &c) in contexts.iter().enumerate() {
+                        if b < (c as usize).div_ceil(bs) {
+                            tables[s * max_blocks + b] = next;
+                            next += 1;
+                        }
+                    }
+                }
                 // Each layer's KV cache is read once per forward pass: cold, as the weights.
                 let kv = self.data(blocks * bs * kh * hd);
                 let r = rotation(8 * kv.len() as u64, CACHE_BYTES, 16);

@@ -191,7 +191,14 @@ impl CpuExecutor {
         let n_distinct = self.layers.len();
         for li in 0..d.layers {
             let l = &mut self.layers[li % n_distinct];
-            cpu::rms_norm(&mut self.normed[..t * h], &self.delta[..t * h], &l.ln1, Some(&mut self.residual[..t * h]), h, 1e-5);
+            cpu::rms_norm(
+                &mut self.normed[..t * h],
+                &self.delta[..t * h],
+                &l.ln1,
+                Some(&mut self.residual[..t * h]),
+                h,
+                1e-5,
+            );
             cpu::gemm(&self.normed, &l.w_qkv, &mut self.qkv, t, h, w);
             // RoPE on the query heads, then the key heads, in place in the fused output.
             cpu::rope(&mut self.qkv[..t * w], &mut [], &inp.positions, qh, 0, hd, w, 0, 500000.0);
@@ -222,7 +229,15 @@ impl CpuExecutor {
                     head_dim: hd,
                     block_size: BLOCK_TOKENS,
                 };
-                cpu::decode_attention(&mut self.attn[..dec * qw], &self.q[..dec * qw], &l.k_cache, &l.v_cache, &g, 256, scale);
+                cpu::decode_attention(
+                    &mut self.attn[..dec * qw],
+                    &self.q[..dec * qw],
+                    &l.k_cache,
+                    &l.v_cache,
+                    &g,
+                    256,
+                    scale,
+                );
             }
             if t > dec {
                 let g = cpu::Paged {
@@ -245,7 +260,14 @@ impl CpuExecutor {
                 );
             }
             cpu::gemm(&self.attn, &l.w_o, &mut self.delta, t, qw, h);
-            cpu::rms_norm(&mut self.normed[..t * h], &self.delta[..t * h], &l.ln2, Some(&mut self.residual[..t * h]), h, 1e-5);
+            cpu::rms_norm(
+                &mut self.normed[..t * h],
+                &self.delta[..t * h],
+                &l.ln2,
+                Some(&mut self.residual[..t * h]),
+                h,
+                1e-5,
+            );
             cpu::gemm(&self.normed, &l.w_gate_up, &mut self.gate_up, t, h, 2 * d.intermediate);
             cpu::silu_mul(&mut self.act[..t * d.intermediate], &self.gate_up[..t * 2 * d.intermediate], d.intermediate);
             cpu::gemm(&self.act, &l.w_down, &mut self.delta, t, d.intermediate, h);
@@ -262,7 +284,14 @@ impl CpuExecutor {
         }
         cpu::rms_norm(&mut self.rows_normed[..s * h], &self.rows[..s * h], &self.ln_final, None, h, 1e-5);
         cpu::gemm(&self.rows_normed, &self.lm_head, &mut self.logits, s, h, d.vocab_shard);
-        cpu::sample(&mut self.sampled[..s], &self.logits[..s * d.vocab_shard], &self.uniforms[..s], d.vocab_shard, 0.8, 0.9);
+        cpu::sample(
+            &mut self.sampled[..s],
+            &self.logits[..s * d.vocab_shard],
+            &self.uniforms[..s],
+            d.vocab_shard,
+            0.8,
+            0.9,
+        );
     }
 }
 
@@ -293,7 +322,8 @@ mod tests {
     #[test]
     fn forward_runs_mixed_batches_and_keeps_activations_finite() {
         let mut e = CpuExecutor::new(&tiny(), 1, false, Clock::Thread, 1);
-        let seqs = [SeqWork::decode(40), SeqWork::decode(7), SeqWork::prefill(30, 0, true), SeqWork::prefill(9, 20, false)];
+        let seqs =
+            [SeqWork::decode(40), SeqWork::decode(7), SeqWork::prefill(30, 0, true), SeqWork::prefill(9, 20, false)];
         e.prepare(&seqs).unwrap();
         let ns = e.run(&seqs).unwrap();
         assert!(ns > 0);

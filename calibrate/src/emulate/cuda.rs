@@ -194,9 +194,10 @@ impl Executor for CudaExecutor {
         }
         let max_blocks = seqs.iter().map(|s| (s.context_tokens as usize).div_ceil(BLOCK_TOKENS)).max().unwrap_or(1);
         let table_len = seqs.len() * max_blocks;
-        let small = self.buf.as_ref().is_none_or(|b| {
-            b.tokens < tokens || b.rows < seqs.len() || b.table_len < table_len || b.seqs < seqs.len()
-        });
+        let small = self
+            .buf
+            .as_ref()
+            .is_none_or(|b| b.tokens < tokens || b.rows < seqs.len() || b.table_len < table_len || b.seqs < seqs.len());
         if small {
             let grow = |x: usize| x + x / 4 + 1;
             let b = self.buffers(grow(tokens), grow(seqs.len()), grow(table_len), grow(seqs.len()))?;

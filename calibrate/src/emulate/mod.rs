@@ -58,12 +58,7 @@ pub struct Emulator {
 
 impl Emulator {
     pub fn new(exec: Box<dyn Executor>, repeat: u32) -> Emulator {
-        Emulator {
-            exec: Mutex::new(exec),
-            repeat: repeat.max(1),
-            log: Mutex::new(Vec::new()),
-            error: Mutex::new(None),
-        }
+        Emulator { exec: Mutex::new(exec), repeat: repeat.max(1), log: Mutex::new(Vec::new()), error: Mutex::new(None) }
     }
 
     pub fn describe(&self) -> String {
@@ -308,7 +303,8 @@ mod tests {
 
     #[test]
     fn seqs_of_reproduces_the_aggregates() {
-        let seqs = [SeqWork::decode(20), SeqWork::decode(3), SeqWork::prefill(5, 0, true), SeqWork::prefill(4, 0, false)];
+        let seqs =
+            [SeqWork::decode(20), SeqWork::decode(3), SeqWork::prefill(5, 0, true), SeqWork::prefill(4, 0, false)];
         let b = SeqWork::shape_of(&seqs);
         let s = seqs_of(&b);
         let again = SeqWork::shape_of(&s);

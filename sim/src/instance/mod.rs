@@ -195,7 +195,11 @@ impl Instance {
             let first_prefill = self.running.len() - self.n_prefill;
             self.seqs.clear();
             for (i, s) in self.running.iter().enumerate() {
-                self.seqs.push(if i < first_prefill { SeqWork::decode(s.context()) } else { SeqWork::prefill(s.context(), 0, true) });
+                self.seqs.push(if i < first_prefill {
+                    SeqWork::decode(s.context())
+                } else {
+                    SeqWork::prefill(s.context(), 0, true)
+                });
             }
             self.cost.iteration_time_of(&shape, &self.seqs)
         } else {

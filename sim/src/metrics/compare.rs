@@ -164,7 +164,8 @@ pub fn rows(measured: &RunMetrics, predicted: &RunMetrics) -> Vec<Row> {
         ("tpot_ms", &measured.tpot_ms, &predicted.tpot_ms),
         ("e2e_ms", &measured.e2e_ms, &predicted.e2e_ms),
     ] {
-        for (stat, a, b) in [("mean", m.mean, p.mean), ("p50", m.p50, p.p50), ("p90", m.p90, p.p90), ("p99", m.p99, p.p99)]
+        for (stat, a, b) in
+            [("mean", m.mean, p.mean), ("p50", m.p50, p.p50), ("p90", m.p90, p.p90), ("p99", m.p99, p.p99)]
         {
             out.push(Row { metric, stat, measured: a, predicted: b, error_pct: error_pct(b, a) });
         }

@@ -267,7 +267,9 @@ fn vllm(text: &str, label: &str) -> Result<MeasuredRun, String> {
 fn aiperf_time(m: &serde_json::Map<String, Value>, key: &str, at: &str) -> Result<Option<i64>, String> {
     let Some(v) = m.get(key) else { return Ok(None) };
     let (x, unit) = match v {
-        Value::Object(o) => (o.get("value").and_then(Value::as_f64), o.get("unit").and_then(Value::as_str).unwrap_or("ms")),
+        Value::Object(o) => {
+            (o.get("value").and_then(Value::as_f64), o.get("unit").and_then(Value::as_str).unwrap_or("ms"))
+        }
         Value::Number(n) => (n.as_f64(), "ms"),
         Value::Null => return Ok(None),
         _ => (None, "ms"),
@@ -450,15 +452,11 @@ fn csv_file(text: &str, label: &str) -> Result<MeasuredRun, String> {
                 ))
             }
         };
-        let arrival = time(c_arrival, u_arrival)?
-            .ok_or_else(|| format!("{label}:{line}: {}: missing", name_of(c_arrival)))?;
+        let arrival =
+            time(c_arrival, u_arrival)?.ok_or_else(|| format!("{label}:{line}: {}: missing", name_of(c_arrival)))?;
         let (ttft, e2e) = (time(c_ttft, u_ttft)?, time(c_e2e, u_e2e)?);
         if finished && (ttft.is_none() || e2e.is_none()) {
-            return Err(format!(
-                "{label}:{line}: a finished request needs {} and {}",
-                name_of(c_ttft),
-                name_of(c_e2e)
-            ));
+            return Err(format!("{label}:{line}: a finished request needs {} and {}", name_of(c_ttft), name_of(c_e2e)));
         }
         if let (Some(t), Some(e)) = (ttft, e2e) {
             if e < t {

@@ -108,7 +108,7 @@ pub fn run(a: &Args, s: Scenario, out_dir: &Path) -> Result<()> {
         None => match &s.resolved.cost.profile {
             Some(p) => {
                 let mut sr = s.clone();
-                sr.groups[0].profile = None;
+                sr.groups.iter_mut().for_each(|g| g.profile = None);
                 sr.resolved.cost.profile = None;
                 (s.clone(), Some(sr), format!("profiled ({p}, the scenario's)"))
             }
@@ -122,7 +122,12 @@ pub fn run(a: &Args, s: Scenario, out_dir: &Path) -> Result<()> {
         None => None,
     };
     let dir = out_dir.join("measured");
-    output::write_run(&dir.join("predicted"), &replay_scenario(&predictor, &run, &label)?, &out.summary, &out.recorder)?;
+    output::write_run(
+        &dir.join("predicted"),
+        &replay_scenario(&predictor, &run, &label)?,
+        &out.summary,
+        &out.recorder,
+    )?;
     let rows = report_rows(&measured, &predicted, roof.as_ref());
     let rep = MeasuredReport {
         scenario: s.name.clone(),
@@ -150,7 +155,10 @@ pub fn run(a: &Args, s: Scenario, out_dir: &Path) -> Result<()> {
             OutFormat::Json => println!("{json}"),
             OutFormat::Csv => print!("{csv}"),
             OutFormat::Table => {
-                println!("servesim validate --measured: {} ({} format) vs scenario {}", rep.measured_file, rep.format, rep.scenario);
+                println!(
+                    "servesim validate --measured: {} ({} format) vs scenario {}",
+                    rep.measured_file, rep.format, rep.scenario
+                );
                 println!(
                     "  {} requests replayed at their arrival times; {} failed in the file (left out); {} rejected by the simulation",
                     rep.replayed, rep.failed, rep.rejected_by_simulation

@@ -72,8 +72,9 @@ pub struct Args {
     /// processes on a shared machine) or wall.
     #[arg(long, value_enum, default_value_t = ClockKind::Thread)]
     clock: ClockKind,
-    /// Stop calibrating after this long (e.g. 120s, 5m); what was measured is fitted.
-    #[arg(long, default_value = "300s")]
+    /// Stop calibrating after this much calibration time in all (e.g. 300s, 10m); what was
+    /// measured is fitted.
+    #[arg(long, default_value = "600s")]
     calibration_deadline: String,
     /// Seed (overrides the scenario's): the workload, the random weights and batches.
     #[arg(long)]
@@ -141,13 +142,6 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(seed) = a.seed {
         s.set_seed(seed);
     }
-    if s.groups.len() != 1 || s.groups[0].count != 1 {
-        return Err(CliError::input(format!(
-            "{}: cluster.instances: validate emulates one instance, got {}",
-            a.scenario.display(),
-            s.instances()
-        )));
-    }
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("outputs").join(format!("{}-validate", s.name)));
     if a.measured.is_some() {
         if a.backend.is_some() {
@@ -156,6 +150,13 @@ pub fn run(a: Args) -> Result<()> {
             ));
         }
         return measured::run(&a, s, &out);
+    }
+    if s.groups.len() != 1 || s.groups[0].count != 1 {
+        return Err(CliError::input(format!(
+            "{}: cluster.instances: validate emulates one instance, got {}",
+            a.scenario.display(),
+            s.instances()
+        )));
     }
     let Some(backend) = a.backend else {
         return Err(CliError::input("--backend: give cpu or cuda (what executes the batches)"));
@@ -406,15 +407,16 @@ impl Predictor {
 
 /// The scenario priced by `profile` (checked against its model), and by the roofline model.
 fn with_profile(s: &Scenario, profile: &Profile, path: &Path) -> Result<(Scenario, Scenario)> {
-    let g = &s.groups[0];
-    Profiled::new(s.model.clone(), g.gpu.clone(), g.tp, g.cost.clone(), profile)
-        .map_err(|e| CliError::input(format!("--profile {}: {e}", path.display())))?;
-    let mut p = s.clone();
-    p.groups[0].profile = Some(Arc::new(profile.clone()));
+    let (mut p, mut r) = (s.clone(), s.clone());
+    let shared = Arc::new(profile.clone());
+    for (gp, gr) in p.groups.iter_mut().zip(r.groups.iter_mut()) {
+        Profiled::new(s.model.clone(), gp.gpu.clone(), gp.tp, gp.cost.clone(), profile)
+            .map_err(|e| CliError::input(format!("--profile {}: {e}", path.display())))?;
+        gp.profile = Some(shared.clone());
+        gr.profile = None;
+    }
     let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     p.resolved.cost.profile = Some(abs.display().to_string());
-    let mut r = s.clone();
-    r.groups[0].profile = None;
     r.resolved.cost.profile = None;
     Ok((p, r))
 }

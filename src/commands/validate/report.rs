@@ -51,7 +51,8 @@ pub fn report_rows(measured: &RunMetrics, predicted: &RunMetrics, roofline: Opti
 
 /// Median absolute error of the headline rows (TTFT, TPOT, E2E; mean and p99).
 pub fn headline(rows: &[ReportRow], roofline: bool) -> Option<f64> {
-    let e = rows.iter().filter(|r| r.headline()).filter_map(|r| if roofline { r.roofline_error_pct } else { r.error_pct });
+    let e =
+        rows.iter().filter(|r| r.headline()).filter_map(|r| if roofline { r.roofline_error_pct } else { r.error_pct });
     abs_error_stats(e).map(|(m, _)| m)
 }
 
@@ -281,7 +282,13 @@ pub fn rows_table(rows: &[ReportRow]) -> String {
     }
     o += "\n";
     for r in rows {
-        o += &format!("  {:<22}{:>12}{:>12}{:>9}", label(r.metric, r.stat), num(r.measured), num(r.predicted), pct(r.error_pct));
+        o += &format!(
+            "  {:<22}{:>12}{:>12}{:>9}",
+            label(r.metric, r.stat),
+            num(r.measured),
+            num(r.predicted),
+            pct(r.error_pct)
+        );
         if let Some(x) = r.roofline {
             o += &format!("{:>12}{:>9}", num(x), pct(r.roofline_error_pct));
         }

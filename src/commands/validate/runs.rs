@@ -36,11 +36,11 @@ fn check_workload(s: &Scenario, path: &Path) -> Result<()> {
         return bad("workload.requests: validate needs a request count (each load replays that many requests)");
     }
     match (&w.arrival, &w.trace) {
-        (Some(ArrivalSpec::Poisson(_) | ArrivalSpec::Gamma(_) | ArrivalSpec::Constant(_)), _) | (None, Some(_)) => Ok(()),
-        _ => bad(
-            "workload.arrival: validate sets the arrival rate to fractions of capacity; use a poisson, gamma or \
-             constant arrival (or a trace)",
-        ),
+        (Some(ArrivalSpec::Poisson(_) | ArrivalSpec::Gamma(_) | ArrivalSpec::Constant(_)), _) | (None, Some(_)) => {
+            Ok(())
+        }
+        _ => bad("workload.arrival: validate sets the arrival rate to fractions of capacity; use a poisson, gamma or \
+             constant arrival (or a trace)"),
     }
 }
 
@@ -237,7 +237,12 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
 }
 
 /// Each emulated iteration: its shape, measured time and both models' predictions.
-fn write_iterations(path: &Path, log: &[IterationLog], profiled: &dyn CostModel, roofline: &dyn CostModel) -> Result<()> {
+fn write_iterations(
+    path: &Path,
+    log: &[IterationLog],
+    profiled: &dyn CostModel,
+    roofline: &dyn CostModel,
+) -> Result<()> {
     let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
     writeln!(
         w,
@@ -277,7 +282,10 @@ mod tests {
     #[test]
     fn rates_are_set_and_the_request_count_ends_the_run() {
         let s = with_rate(&scenario("{ kind = \"gamma\", rate = 1, cv = 2 }"), 7.5);
-        assert_eq!(s.workload.arrival, Some(ArrivalSpec::Gamma(servesim_sim::workload::arrival::GammaArrival { rate: 7.5, cv: 2.0 })));
+        assert_eq!(
+            s.workload.arrival,
+            Some(ArrivalSpec::Gamma(servesim_sim::workload::arrival::GammaArrival { rate: 7.5, cv: 2.0 }))
+        );
         assert_eq!(s.workload.duration_s, None);
         assert_eq!(s.resolved.workload, s.workload);
         assert!(check_workload(&scenario("{ kind = \"closed-loop\", clients = 2 }"), Path::new("x.toml")).is_err());
@@ -290,7 +298,8 @@ mod tests {
         let mut s = with_rate(&scenario("{ kind = \"poisson\", rate = 1 }"), SATURATION_RPS);
         s.workload.requests = Some(100);
         s.groups[0].scheduler.max_num_seqs = 10;
-        s.workload.output_tokens = Some(servesim_sim::workload::LengthDist::Fixed(servesim_sim::workload::length::Fixed { value: 1 }));
+        s.workload.output_tokens =
+            Some(servesim_sim::workload::LengthDist::Fixed(servesim_sim::workload::length::Fixed { value: 1 }));
         let out = engine::run(&s);
         let mut t: Vec<SimTime> = out.recorder.records.iter().map(|r| r.finish).collect();
         t.sort_unstable();
