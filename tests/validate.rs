@@ -163,15 +163,21 @@ fn cpu_validation_end_to_end() {
     // The CSV holds the same numbers.
     let csv = read(&dir.join("runs/validate.csv"));
     assert_eq!(csv.lines().count(), 1 + 1 + 15);
-    let ttft_line = csv.lines().find(|l| l.contains(",ttft_ms,mean,")).unwrap();
-    assert!(ttft_line.contains(&format!(",{},{},", rows[0]["measured"], rows[0]["predicted"])), "{ttft_line}");
+    // serde_json's default float parser may be one ulp off: numbers parsed from JSON are
+    // compared within 1e-12.
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
+    for (line, row) in csv.lines().skip(2).zip(rows) {
+        let c: Vec<&str> = line.split(',').collect();
+        assert_eq!((c[0], c[2], c[3]), ("0.5", row["metric"].as_str().unwrap(), row["stat"].as_str().unwrap()));
+        assert!(
+            close(c[4].parse().unwrap(), f(&row["measured"])) && close(c[5].parse().unwrap(), f(&row["predicted"])),
+            "{line}"
+        );
+    }
     // The measured side is the emulated run's per-request file.
     let emulated = dir.join("runs/load-0.50/emulated/requests.csv");
     let slo = servesim_sim::scenario::SloSection { ttft_ms: Some(20.0), tpot_ms: Some(5.0), ..Default::default() };
     let m = run_metrics(&measured::parse(&read(&emulated), "e", None).unwrap().outcomes(), &slo);
-    // serde_json's default float parser may be one ulp off; the JSON texts are compared
-    // exactly below.
-    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
     assert!(close(f(&rows[0]["measured"]), m.ttft_ms.mean));
     assert!(close(f(&rows[11]["measured"]), m.e2e_ms.p99));
     assert_eq!(m.requests, 60);

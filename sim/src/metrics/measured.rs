@@ -220,7 +220,7 @@ fn vllm(text: &str, label: &str) -> Result<MeasuredRun, String> {
     let mut failed = 0;
     for i in 0..n {
         let err = errors.and_then(|e| e[i].as_str()).is_some_and(|s| !s.is_empty());
-        let ok = successes.map_or(true, |s| s[i].as_bool().unwrap_or(true));
+        let ok = successes.is_none_or(|s| s[i].as_bool().unwrap_or(true));
         let output = tokens(num(outputs, i, "output_lens")?, &format!("{label}: output_lens[{i}]"))?;
         if err || !ok || output == 0 {
             failed += 1;
@@ -283,7 +283,7 @@ fn aiperf_time(m: &serde_json::Map<String, Value>, key: &str, at: &str) -> Resul
         u => return Err(format!("{at}: metrics.{key}: unit {u:?} is not a time unit (ns, us, ms, s)")),
     };
     let ns = (x * scale).round();
-    if !(ns.is_finite() && ns >= 0.0 && ns < 9.0e18) {
+    if !(0.0..9.0e18).contains(&ns) {
         return Err(format!("{at}: metrics.{key}: {x} {unit} is not a duration"));
     }
     Ok(Some(ns as i64))

@@ -251,9 +251,14 @@ pub struct ProfileSource {
 /// its passes). On a shared machine the speed drifts by several percent over minutes; spreading
 /// the passes makes the calibration see the same machine as the emulation.
 pub enum Predictor {
-    Given(Profile, PathBuf),
+    Given(Box<Profile>, PathBuf),
     Calibrating(Box<Calibration>),
 }
+
+/// A calibration point: op, TP degree, the bits of its axis values.
+type PointKey = (String, u32, Vec<u64>);
+/// Its axis values, its time in each pass (ms), and the samples behind them.
+type PointTimes = (Vec<f64>, Vec<f64>, u32);
 
 pub struct Calibration {
     backend: Box<dyn Backend>,
@@ -261,7 +266,7 @@ pub struct Calibration {
     points: Vec<plan::Point>,
     deadline: std::time::Duration,
     spent: std::time::Duration,
-    by_point: BTreeMap<(String, u32, Vec<u64>), (Vec<f64>, Vec<f64>, u32)>,
+    by_point: BTreeMap<PointKey, PointTimes>,
     passes: usize,
     timed: usize,
     hit_deadline: bool,
@@ -272,7 +277,7 @@ impl Predictor {
     pub fn new(a: &Args, backend: BackendKind, s: &Scenario) -> Result<Predictor> {
         if let Some(p) = &a.profile {
             let profile = super::profile::load(p).map_err(CliError::input)?;
-            return Ok(Predictor::Given(profile, p.clone()));
+            return Ok(Predictor::Given(Box::new(profile), p.clone()));
         }
         let deadline = super::calibrate::parse_duration(&a.calibration_deadline).map_err(|_| {
             CliError::input(format!(
@@ -343,7 +348,7 @@ impl Predictor {
     /// points to `out/calibration.csv`).
     pub fn finish(self, a: &Args, backend: BackendKind, s: &Scenario, out: &Path) -> Result<(Profile, ProfileSource)> {
         let c = match self {
-            Predictor::Given(p, path) => return Ok((p, ProfileSource { path, calibrated_s: None })),
+            Predictor::Given(p, path) => return Ok((*p, ProfileSource { path, calibrated_s: None })),
             Predictor::Calibrating(c) => c,
         };
         let measurements: Vec<sweep::Measurement> = c
