@@ -18,6 +18,7 @@
 pub mod cpu;
 pub mod cuda;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use servesim_sim::cost::{BatchShape, CostModel, SeqWork};
@@ -47,6 +48,9 @@ pub struct IterationLog {
     pub ns: u64,
 }
 
+/// Called after each measurement (untimed) with the executions' total time so far, ns.
+pub type Hook = Box<dyn FnMut(u64) + Send>;
+
 /// A [`CostModel`] that times real executions: each iteration runs `repeat` times and the
 /// median duration is the iteration's time.
 pub struct Emulator {
@@ -54,11 +58,32 @@ pub struct Emulator {
     repeat: u32,
     log: Mutex<Vec<IterationLog>>,
     error: Mutex<Option<String>>,
+    executed_ns: AtomicU64,
+    hook: Mutex<Option<Hook>>,
 }
 
 impl Emulator {
     pub fn new(exec: Box<dyn Executor>, repeat: u32) -> Emulator {
-        Emulator { exec: Mutex::new(exec), repeat: repeat.max(1), log: Mutex::new(Vec::new()), error: Mutex::new(None) }
+        Emulator {
+            exec: Mutex::new(exec),
+            repeat: repeat.max(1),
+            log: Mutex::new(Vec::new()),
+            error: Mutex::new(None),
+            executed_ns: AtomicU64::new(0),
+            hook: Mutex::new(None),
+        }
+    }
+
+    /// Installs (or removes) a function run after each measurement, outside the timed runs:
+    /// `servesim validate` calibrates a few points there, so that the calibration sees the
+    /// machine in the same states as the emulation.
+    pub fn set_hook(&self, hook: Option<Hook>) {
+        *self.hook.lock().expect("hook lock") = hook;
+    }
+
+    /// Total time of every timed execution so far, ns.
+    pub fn executed_ns(&self) -> u64 {
+        self.executed_ns.load(Ordering::Relaxed)
     }
 
     pub fn describe(&self) -> String {
@@ -67,11 +92,17 @@ impl Emulator {
 
     /// The median duration (ns) of `repeat` executions of `seqs`.
     pub fn measure(&self, seqs: &[SeqWork]) -> Result<u64, String> {
-        let mut exec = self.exec.lock().expect("executor lock");
-        exec.prepare(seqs)?;
         let mut v = Vec::with_capacity(self.repeat as usize);
-        for _ in 0..self.repeat {
-            v.push(exec.run(seqs)?);
+        {
+            let mut exec = self.exec.lock().expect("executor lock");
+            exec.prepare(seqs)?;
+            for _ in 0..self.repeat {
+                v.push(exec.run(seqs)?);
+            }
+        }
+        let total = self.executed_ns.fetch_add(v.iter().sum(), Ordering::Relaxed) + v.iter().sum::<u64>();
+        if let Some(h) = self.hook.lock().expect("hook lock").as_mut() {
+            h(total);
         }
         v.sort_unstable();
         // The lower middle for an even count: interference only ever adds time.

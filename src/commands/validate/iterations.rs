@@ -10,7 +10,7 @@ use servesim_sim::engine;
 use servesim_sim::metrics::compare::error_pct;
 
 use super::report::ErrorStats;
-use super::{emulator, with_profile, Args, BackendKind, OutFormat, Predictor};
+use super::{emulator, interleave, take_back, with_profile, Args, BackendKind, OutFormat, Predictor};
 use crate::error::{CliError, Result};
 
 #[derive(Clone, Debug, Serialize)]
@@ -59,7 +59,7 @@ pub fn run(a: &Args, backend: BackendKind, s: servesim_sim::Scenario, out_dir: &
     }
     std::fs::create_dir_all(out_dir)?;
     let emu = emulator(a, backend, &s)?;
-    let mut predictor = Predictor::new(a, backend, &s)?;
+    let predictor = interleave(&emu, Predictor::new(a, backend, &s)?);
     let g = &s.groups[0];
     let space = Space {
         max_seqs: g.scheduler.max_num_seqs as u64,
@@ -67,23 +67,13 @@ pub fn run(a: &Args, backend: BackendKind, s: servesim_sim::Scenario, out_dir: &
         max_context: g.max_model_len,
     };
     let list = batches(space, a.batches, s.seed);
-    // Calibration passes between thirds of the batches (see `Predictor`).
-    predictor.pass(a);
+    // The calibration runs between the batches (see `Predictor`).
+    a.progress(&format!("iterations {} batches, median of {} executions each", list.len(), a.repeat()));
     let mut times = Vec::with_capacity(list.len());
-    for (third, part) in list.chunks(list.len().div_ceil(3)).enumerate() {
-        a.progress(&format!(
-            "iterations part {}: {} batches, median of {} executions each",
-            third + 1,
-            part.len(),
-            a.repeat()
-        ));
-        for b in part {
-            let i = times.len();
-            times.push(emu.measure(&b.seqs).map_err(|e| CliError::Other(anyhow::anyhow!("executing batch {i}: {e}")))?);
-        }
-        predictor.pass(a);
+    for (i, b) in list.iter().enumerate() {
+        times.push(emu.measure(&b.seqs).map_err(|e| CliError::Other(anyhow::anyhow!("executing batch {i}: {e}")))?);
     }
-    let (prof, source) = predictor.finish(a, backend, &s, out_dir)?;
+    let (prof, source) = take_back(&emu, predictor).finish(a, backend, &s, out_dir)?;
     let (sp, sr) = with_profile(&s, &prof, &source.path)?;
     let profiled = engine::cost_model(&sp, 0);
     let roofline = engine::cost_model(&sr, 0);

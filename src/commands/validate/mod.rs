@@ -15,7 +15,7 @@ mod runs;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use servesim_calibrate::backend::cpu::CpuBackend;
 use servesim_calibrate::backend::cuda::CudaBackend;
@@ -246,14 +246,23 @@ pub struct ProfileSource {
     pub calibrated_s: Option<f64>,
 }
 
-/// The profile to predict with: `--profile`, or a calibration on the backend made here, in
-/// passes over the plan spread between the emulated runs (each point's time is the median of
-/// its passes). On a shared machine the speed drifts by several percent over minutes; spreading
-/// the passes makes the calibration see the same machine as the emulation.
+/// The profile to predict with: `--profile`, or a calibration on the backend made here while
+/// the emulation runs. On a shared machine the speed of the same code drifts by 5–15% over
+/// minutes with the other processes' memory traffic, which the thread clock does not remove; so
+/// the calibration walks its plan a few points at a time between emulated iterations, keeping
+/// its time at [`CALIBRATION_SHARE`] of the emulation's, and each point's time is the median of
+/// the passes (at least [`MIN_PASSES`]). Both sides then see the machine in the same states.
 pub enum Predictor {
     Given(Box<Profile>, PathBuf),
     Calibrating(Box<Calibration>),
 }
+
+/// Calibration time per unit of emulated execution time while they interleave.
+const CALIBRATION_SHARE: f64 = 0.6;
+/// Passes over the plan a calibration makes at least (completed at the end if need be).
+const MIN_PASSES: usize = 3;
+/// Points measured per step between emulated iterations.
+const STEP_POINTS: usize = 4;
 
 /// A calibration point: op, TP degree, the bits of its axis values.
 type PointKey = (String, u32, Vec<u64>);
@@ -261,16 +270,63 @@ type PointKey = (String, u32, Vec<u64>);
 type PointTimes = (Vec<f64>, Vec<f64>, u32);
 
 pub struct Calibration {
-    backend: Box<dyn Backend>,
+    backend: Box<dyn Backend + Send>,
     device: servesim_calibrate::backend::Device,
     points: Vec<plan::Point>,
-    deadline: std::time::Duration,
-    spent: std::time::Duration,
+    /// The clock the deadline and the share are counted on (the emulation's).
+    clock: Clock,
+    deadline_ns: u64,
+    spent_ns: u64,
     by_point: BTreeMap<PointKey, PointTimes>,
+    /// Next point of the plan, and complete passes so far.
+    cursor: usize,
     passes: usize,
     timed: usize,
     hit_deadline: bool,
     failed: Vec<String>,
+    quiet: bool,
+}
+
+impl Calibration {
+    /// Measures the next `n` points of the plan (at most to the end of the pass).
+    fn step(&mut self, n: usize) {
+        if self.spent_ns >= self.deadline_ns {
+            self.hit_deadline = true;
+            return;
+        }
+        let (i, j) = (self.cursor, (self.cursor + n).min(self.points.len()));
+        let t0 = self.clock.now_ns();
+        let o = sweep::run(self.backend.as_mut(), &self.points[i..j], None, &mut |_, _, _| {});
+        self.spent_ns += self.clock.now_ns() - t0;
+        self.timed += o.timed;
+        self.failed.extend(o.failed);
+        for m in o.measurements {
+            let key = (m.op.clone(), m.tp, m.x.iter().map(|v| v.to_bits()).collect());
+            let e = self.by_point.entry(key).or_insert_with(|| (m.x.clone(), Vec::new(), 0));
+            e.1.push(m.ms);
+            e.2 += m.samples;
+        }
+        self.cursor = j % self.points.len();
+        if self.cursor == 0 {
+            self.passes += 1;
+            if !self.quiet {
+                eprintln!(
+                    "calibrate  pass {} of the {}-point plan done ({:.1} s of calibration so far)",
+                    self.passes,
+                    self.points.len(),
+                    self.spent_ns as f64 * 1e-9
+                );
+            }
+        }
+    }
+
+    /// Measures points until the calibration's time reaches its share of `emulated_ns`.
+    fn keep_up(&mut self, emulated_ns: u64) {
+        let target = (emulated_ns as f64 * CALIBRATION_SHARE) as u64;
+        while self.spent_ns < target && !self.hit_deadline {
+            self.step(STEP_POINTS);
+        }
+    }
 }
 
 impl Predictor {
@@ -285,72 +341,65 @@ impl Predictor {
                 a.calibration_deadline
             ))
         })?;
-        let b: Box<dyn Backend> = match backend {
+        let (b, clock): (Box<dyn Backend + Send>, Clock) = match backend {
             BackendKind::Cpu => {
                 let mut b = CpuBackend::new(s.seed);
                 b.clock = a.clock();
                 b.reps = 3;
                 b.evict_bytes = EVICT_BYTES;
-                Box::new(b)
+                (Box::new(b), a.clock())
             }
-            BackendKind::Cuda => Box::new(
-                CudaBackend::open(s.model.head_dim as usize, s.seed)
-                    .map_err(|e| CliError::Other(anyhow::anyhow!("--backend cuda: {e}")))?,
+            BackendKind::Cuda => (
+                Box::new(
+                    CudaBackend::open(s.model.head_dim as usize, s.seed)
+                        .map_err(|e| CliError::Other(anyhow::anyhow!("--backend cuda: {e}")))?,
+                ),
+                Clock::Wall,
             ),
         };
         let device = b.device();
         let points = plan::plan(&s.model, &[s.groups[0].tp as u32], &limits(s));
+        a.progress(&format!(
+            "calibrate  {} points per pass on {}, between the emulated iterations",
+            points.len(),
+            device.name
+        ));
         Ok(Predictor::Calibrating(Box::new(Calibration {
             backend: b,
             device,
             points,
-            deadline,
-            spent: std::time::Duration::ZERO,
+            clock,
+            deadline_ns: deadline.as_nanos() as u64,
+            spent_ns: 0,
             by_point: BTreeMap::new(),
+            cursor: 0,
             passes: 0,
             timed: 0,
             hit_deadline: false,
             failed: Vec::new(),
+            quiet: a.quiet,
         })))
     }
 
-    /// One more pass over the calibration plan (nothing with a given profile).
-    pub fn pass(&mut self, a: &Args) {
-        let Predictor::Calibrating(c) = self else { return };
-        let left = c.deadline.saturating_sub(c.spent);
-        if left.is_zero() {
-            c.hit_deadline = true;
-            return;
+    /// Calibrates until its time is its share of `emulated_ns` of emulation (nothing with a
+    /// given profile).
+    pub fn keep_up(&mut self, emulated_ns: u64) {
+        if let Predictor::Calibrating(c) = self {
+            c.keep_up(emulated_ns);
         }
-        let start = std::time::Instant::now();
-        let o = sweep::run(c.backend.as_mut(), &c.points, Some(left), &mut |_, _, _| {});
-        c.spent += start.elapsed();
-        c.passes += 1;
-        c.timed += o.timed;
-        c.hit_deadline |= o.hit_deadline;
-        c.failed = o.failed;
-        for m in o.measurements {
-            let key = (m.op.clone(), m.tp, m.x.iter().map(|v| v.to_bits()).collect());
-            let e = c.by_point.entry(key).or_insert_with(|| (m.x.clone(), Vec::new(), 0));
-            e.1.push(m.ms);
-            e.2 += m.samples;
-        }
-        a.progress(&format!(
-            "calibrate  pass {}: {} points on {} in {:.1} s",
-            c.passes,
-            c.points.len(),
-            c.device.name,
-            start.elapsed().as_secs_f64()
-        ));
     }
 
     /// The profile: the given one, or the calibration fitted (written to `out/profile.json`, its
     /// points to `out/calibration.csv`).
     pub fn finish(self, a: &Args, backend: BackendKind, s: &Scenario, out: &Path) -> Result<(Profile, ProfileSource)> {
-        let c = match self {
+        let mut c = match self {
             Predictor::Given(p, path) => return Ok((*p, ProfileSource { path, calibrated_s: None })),
             Predictor::Calibrating(c) => c,
         };
+        while c.passes < MIN_PASSES && !c.hit_deadline {
+            let left = c.points.len() - c.cursor;
+            c.step(left);
+        }
         let measurements: Vec<sweep::Measurement> = c
             .by_point
             .into_iter()
@@ -368,7 +417,7 @@ impl Predictor {
                 c.failed.first().cloned().unwrap_or_else(|| "the deadline ended it first".into())
             )));
         }
-        let seconds = c.spent.as_secs_f64();
+        let seconds = c.spent_ns as f64 * 1e-9;
         let mut csv = String::from("op,tp,x1,x2,time_ms,samples\n");
         for m in &measurements {
             let x2 = m.x.get(1).map_or(String::new(), |v| v.to_string());
@@ -392,13 +441,13 @@ impl Predictor {
             date: super::calibrate::utc_now(),
             servesim_version: env!("CARGO_PKG_VERSION").into(),
             notes: vec![format!(
-                "{} of {} planned points measured ({} shape timings in {} passes spread over the validation, \
-                 each point the median of its passes) in {seconds:.1} s{}",
+                "{} of {} planned points measured ({} shape timings in {} passes interleaved with the emulated \
+                 iterations, each point the median of its passes) in {seconds:.1} s{}",
                 measurements.len(),
                 c.points.len(),
                 c.timed,
                 c.passes,
-                if c.hit_deadline { "; the deadline cut passes short" } else { "" }
+                if c.hit_deadline { "; the deadline stopped it" } else { "" }
             )],
         };
         let profile = fit::profile(meta, &measurements);
@@ -407,6 +456,23 @@ impl Predictor {
         super::calibrate::write_profile(&path, &profile)?;
         std::fs::write(out.join("calibration.csv"), csv)?;
         Ok((profile, ProfileSource { path, calibrated_s: Some(seconds) }))
+    }
+}
+
+/// Installs `predictor` in the emulator: it calibrates between the emulated iterations.
+fn interleave(emu: &Emulator, predictor: Predictor) -> Arc<Mutex<Predictor>> {
+    let shared = Arc::new(Mutex::new(predictor));
+    let p = shared.clone();
+    emu.set_hook(Some(Box::new(move |ns| p.lock().expect("predictor lock").keep_up(ns))));
+    shared
+}
+
+/// Takes the predictor back from the emulator.
+fn take_back(emu: &Emulator, shared: Arc<Mutex<Predictor>>) -> Predictor {
+    emu.set_hook(None);
+    match Arc::try_unwrap(shared) {
+        Ok(m) => m.into_inner().expect("predictor lock"),
+        Err(_) => unreachable!("the emulator's hook held the only other reference"),
     }
 }
 

@@ -16,7 +16,7 @@ use servesim_sim::workload::ArrivalSpec;
 use servesim_sim::{Scenario, SimTime};
 
 use super::report::{self, CapacityReport, IterationErrors, LoadReport, RunsReport};
-use super::{emulator, with_profile, Args, BackendKind, OutFormat, Predictor};
+use super::{emulator, interleave, take_back, with_profile, Args, BackendKind, OutFormat, Predictor};
 use crate::error::{CliError, Result};
 use crate::output;
 
@@ -126,13 +126,12 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
     }
     std::fs::create_dir_all(out_dir)?;
     let emu = emulator(a, backend, &s)?;
-    let mut predictor = Predictor::new(a, backend, &s)?;
+    let predictor = interleave(&emu, Predictor::new(a, backend, &s)?);
     let requests = s.workload.requests.expect("checked");
     let max_seqs = g.scheduler.max_num_seqs as u64;
     let sat = |x: &Scenario| with_rate(x, SATURATION_RPS);
 
-    // Emulate first, with calibration passes in between; predict once the profile is fitted.
-    predictor.pass(a);
+    // Emulate first (calibrating between the iterations); predict once the profile is fitted.
     let cap_emulated = match a.capacity {
         Some(_) => None,
         None => {
@@ -143,7 +142,6 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
                 log.len(),
                 capacity_of(&out, max_seqs).unwrap_or(f64::NAN)
             ));
-            predictor.pass(a);
             Some(Emulated { out, log, wall_s })
         }
     };
@@ -161,9 +159,8 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
         let (out, log, wall_s) = emulate(&emu, &with_rate(&s, rate))?;
         a.progress(&format!("           {} iterations in {wall_s:.1} s", log.len()));
         emulated.push(Emulated { out, log, wall_s });
-        predictor.pass(a);
     }
-    let (profile, source) = predictor.finish(a, backend, &s, out_dir)?;
+    let (profile, source) = take_back(&emu, predictor).finish(a, backend, &s, out_dir)?;
     if let Some(t) = source.calibrated_s {
         a.progress(&format!("profile    {} (calibrated in {t:.1} s)", source.path.display()));
     }
