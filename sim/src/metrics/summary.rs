@@ -43,6 +43,9 @@ pub struct Summary {
     pub cpu: super::policy::CpuSummary,
     /// Overload control.
     pub admission: super::policy::AdmissionSummary,
+    /// Prefill and decode pools and their KV transfers (disaggregated clusters only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disaggregation: Option<crate::disagg::DisaggSummary>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -200,5 +203,6 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
         speculative: rec.policy.speculative_summary(),
         cpu: rec.policy.cpu_summary(),
         admission: rec.policy.admission_summary(),
+        disaggregation: None,
     }
 }

@@ -103,6 +103,8 @@ pub struct InstanceGroup {
     pub profile: Option<Arc<Profile>>,
     /// Longest prompt + output a request may have on this group.
     pub max_model_len: u64,
+    /// Its pool in a disaggregated cluster; mixed otherwise.
+    pub role: crate::disagg::Role,
 }
 
 /// A validated scenario: everything the simulator needs, resolved.
@@ -117,6 +119,8 @@ pub struct Scenario {
     pub slo: SloSection,
     pub metrics: MetricsSection,
     pub run: RunSection,
+    /// Prefill and decode pools: the KV link and the decode router (`None`: colocated).
+    pub disaggregation: Option<crate::disagg::Disaggregation>,
     /// The file with every default and preset filled in, for writing next to the outputs.
     pub resolved: ScenarioFile,
     /// Where the files the scenario names come from (see [`Resources`]).
@@ -239,6 +243,8 @@ impl Scenario {
             let path = if heterogeneous { format!("cluster.groups[{i}].cost.profile") } else { "cost.profile".into() };
             g.profile = group_profile(g, &model, resources.as_ref(), &path)?;
         }
+        let disaggregation = crate::disagg::resolve(file.cluster.disaggregation.as_ref(), &groups, heterogeneous)?;
+        file.cluster.disaggregation = disaggregation.clone();
         if let Some(t) = file.workload.trace.as_mut() {
             if t.source.is_none() {
                 resources.trace(t).map_err(|e| ScenarioError::at("", e))?;
@@ -254,6 +260,7 @@ impl Scenario {
             slo: file.slo.clone(),
             metrics: file.metrics.clone(),
             run: file.run.clone(),
+            disaggregation: disaggregation.as_ref().map(Into::into),
             resolved: file,
             resources,
         };
@@ -300,6 +307,7 @@ impl Scenario {
             cost: file.cost.clone(),
             profile: None,
             max_model_len,
+            role: crate::disagg::Role::Mixed,
         })
     }
 
