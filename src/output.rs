@@ -118,7 +118,14 @@ fn dist_row(name: &str, d: &Dist) -> String {
 /// The human-readable report of one run.
 pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
     let mut o = String::new();
-    let groups: Vec<String> = s.groups.iter().map(|g| format!("{} × {} (tp {})", g.count, g.gpu.name, g.tp)).collect();
+    let groups: Vec<String> = s
+        .groups
+        .iter()
+        .map(|g| match g.role {
+            servesim_sim::disagg::Role::Mixed => format!("{} × {} (tp {})", g.count, g.gpu.name, g.tp),
+            role => format!("{} × {} (tp {}, {})", g.count, g.gpu.name, g.tp, role.as_str()),
+        })
+        .collect();
     o += &format!("servesim simulate: {} (seed {})\n", s.name, s.seed);
     o += &format!(
         "  model {} ({} weights, {} KV) on {}\n",
@@ -204,6 +211,39 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
         sum.requests_in_system_mean
     );
     o += &policy_lines(s, sum);
+    if let Some(d) = &sum.disaggregation {
+        o += &disagg_lines(d);
+    }
+    o
+}
+
+/// The pools of a disaggregated cluster and their KV transfers.
+fn disagg_lines(d: &servesim_sim::disagg::DisaggSummary) -> String {
+    let pool = |name: &str, p: &servesim_sim::disagg::PoolSummary| {
+        format!(
+            "{name:<12}{} instances ({} GPUs): batch mean {:.1}, max {}; {} iterations; busy {:.1}%\n",
+            p.instances,
+            p.gpus,
+            p.batch_mean,
+            p.batch_max,
+            thousands(p.iterations),
+            p.busy_fraction * 100.0
+        )
+    };
+    let mut o = pool("prefill", &d.prefill);
+    o += &pool("decode", &d.decode);
+    o += &format!(
+        "KV transfer {} transfers, {:.1} GB; link time mean {:.2} ms, p99 {:.2} ms; wait for decode KV p99 {:.1} ms\n",
+        thousands(d.transfers),
+        d.transfer_bytes as f64 * 1e-9,
+        d.transfer_ms.mean,
+        d.transfer_ms.p99,
+        d.transfer_wait_ms.p99
+    );
+    o += &format!(
+        "            decode-pool TPOT (KV arrival to last token) mean {:.1} ms, p99 {:.1} ms\n",
+        d.decode_tpot_ms.mean, d.decode_tpot_ms.p99
+    );
     o
 }
 

@@ -128,6 +128,9 @@ pub struct CandidateResult {
     /// Simulation runs and simulated requests this candidate took.
     pub runs: u64,
     pub simulated_requests: u64,
+    /// A disaggregated candidate: both pools' counts (the fields above then sum the pools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pools: Option<super::PoolsResult>,
 }
 
 /// The whole plan: what `--format json` prints.
@@ -361,7 +364,12 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
         trail: Vec::new(),
         runs: 0,
         simulated_requests: 0,
+        pools: None,
     };
+    if let Some(p) = &c.pools {
+        super::pools::plan_pools(c, p, cfg, progress, &mut out);
+        return out;
+    }
     let Some(scenario) = &c.scenario else { return out };
     let g = &scenario.groups[0];
     out.kv_blocks_per_instance = Some(g.memory.kv_blocks);
