@@ -63,6 +63,11 @@ impl Transfers {
         self.receiving.len()
     }
 
+    /// Whether requests in a KV transfer hold blocks here (work may wait for them).
+    pub(super) fn pins_blocks(&self) -> bool {
+        !self.outgoing.is_empty() || !self.receiving.is_empty()
+    }
+
     /// Block tables of the requests holding blocks here (outgoing and receiving).
     pub(super) fn tables(&self) -> impl Iterator<Item = &[u32]> {
         self.outgoing.iter().chain(&self.receiving).map(|s| s.blocks.as_slice())
