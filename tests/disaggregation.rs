@@ -118,7 +118,12 @@ fn disaggregation_removes_prefill_interference_from_tpot() {
             coloc.tpot_ms.p99
         );
         assert!(disagg.tpot_ms.p99 < 0.85 * coloc.tpot_ms.p99, "even with the transfer in it");
-        assert!(disagg.itl_ms.max < 0.5 * coloc.itl_ms.max, "worst stall {} vs {}", disagg.itl_ms.max, coloc.itl_ms.max);
+        assert!(
+            disagg.itl_ms.max < 0.5 * coloc.itl_ms.max,
+            "worst stall {} vs {}",
+            disagg.itl_ms.max,
+            coloc.itl_ms.max
+        );
         // The worst gap is a transfer (the longest prompt's KV) plus a decode step, not a prefill.
         let longest = 7500.0 * 131_072.0 / 50e9 * 1e3 + 0.01;
         assert!(d.transfer_ms.max <= longest + 1e-9, "{} > {longest}", d.transfer_ms.max);
@@ -231,7 +236,8 @@ fn invariants_hold_after_every_event_under_kv_pressure_in_both_pools() {
         );
         assert_eq!(s.requests.in_flight, 0, "{name}: everything ends");
         assert!(s.requests.finished > 300, "{name}");
-        let one_token = out.recorder.records.iter().filter(|r| r.status == Status::Finished && r.output_tokens == 1).count();
+        let one_token =
+            out.recorder.records.iter().filter(|r| r.status == Status::Finished && r.output_tokens == 1).count();
         assert_eq!(x.transfers as usize + one_token, s.requests.finished as usize, "{name}: one transfer per decode");
         match name {
             "decode KV short" => {
@@ -276,7 +282,10 @@ fn the_binary_reports_the_pools_and_is_deterministic() {
     for f in ["requests.csv", "summary.json", "timeseries.csv", "scenario.toml"] {
         assert_eq!(std::fs::read(a.join(f)).unwrap(), std::fs::read(b.join(f)).unwrap(), "{f} differs");
     }
-    assert!(table.contains("(tp 1, prefill)") && table.contains("KV transfer") && table.contains("decode-pool TPOT"), "{table}");
+    assert!(
+        table.contains("(tp 1, prefill)") && table.contains("KV transfer") && table.contains("decode-pool TPOT"),
+        "{table}"
+    );
     let j: serde_json::Value = serde_json::from_str(&read(&a.join("summary.json"))).unwrap();
     let d = &j["disaggregation"];
     assert_eq!(d["prefill"]["instances"], 3);
@@ -317,7 +326,8 @@ fn plan_sizes_both_pools_and_one_fewer_of_either_fails() {
     let c = &v["candidates"][0];
     assert_eq!(c["feasible"], true, "{c}");
     let p = &c["pools"];
-    let (np, nd) = (p["prefill_instances_min"].as_u64().unwrap() as u32, p["decode_instances_min"].as_u64().unwrap() as u32);
+    let (np, nd) =
+        (p["prefill_instances_min"].as_u64().unwrap() as u32, p["decode_instances_min"].as_u64().unwrap() as u32);
     eprintln!("plan: {np} prefill + {nd} decode; trail {}", p["trail"]);
     assert!(np >= 2 && nd >= 2, "the load needs more than one instance in each pool: {np} + {nd}");
     assert_eq!(c["instances_min"].as_u64().unwrap() as u32, np + nd);
@@ -350,7 +360,8 @@ fn plan_sizes_both_pools_and_one_fewer_of_either_fails() {
     assert_eq!(p["decode"]["gpu"], "a100-80g");
 
     // The table says it in words.
-    let t = servesim(&["plan", "--scenario", "tests/plan/disaggregated.toml", "--quiet", "--out", out.to_str().unwrap()]);
+    let t =
+        servesim(&["plan", "--scenario", "tests/plan/disaggregated.toml", "--quiet", "--out", out.to_str().unwrap()]);
     let text = stdout(&t);
     assert!(text.contains(&format!("{np} prefill + {nd} decode instances meet the SLO on every seed")), "{text}");
 }

@@ -30,7 +30,11 @@ pub enum Event {
     Arrival(Request),
     IterationEnd(u32),
     /// The KV of request `id` moved from prefill instance `from` to decode instance `to`.
-    KvTransferDone { id: u64, from: u32, to: u32 },
+    KvTransferDone {
+        id: u64,
+        from: u32,
+        to: u32,
+    },
 }
 
 struct Entry {

@@ -127,7 +127,10 @@ pub(crate) fn resolve(
         return Ok(None);
     }
     let role_err = |i: usize, msg: &str| {
-        Err(ScenarioError::at(&format!("cluster.groups[{i}].role"), format!("{msg}, got \"{}\"", groups[i].role.as_str())))
+        Err(ScenarioError::at(
+            &format!("cluster.groups[{i}].role"),
+            format!("{msg}, got \"{}\"", groups[i].role.as_str()),
+        ))
     };
     if let Some(i) = mixed {
         return role_err(i, "must be \"prefill\" or \"decode\" in a disaggregated cluster (every group has a role)");

@@ -168,7 +168,14 @@ impl Pools {
     }
 
     /// Starts the transfers decode instance `d` has blocks for.
-    fn start(&mut self, d: usize, now: SimTime, instances: &mut [Instance], rec: &mut Recorder, queue: &mut EventQueue) {
+    fn start(
+        &mut self,
+        d: usize,
+        now: SimTime,
+        instances: &mut [Instance],
+        rec: &mut Recorder,
+        queue: &mut EventQueue,
+    ) {
         let inst = &mut instances[d];
         let before = inst.gauges();
         let mut started = std::mem::take(&mut self.started);

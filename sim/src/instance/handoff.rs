@@ -39,7 +39,9 @@ pub struct Handoff {
     pub from: u32,
 }
 
-/// The requests an instance is handing off or taking in.
+/// The requests an instance is handing off or taking in. Boxed like the running batch, since
+/// requests move between these lists and the batch.
+#[allow(clippy::vec_box)]
 #[derive(Debug, Default)]
 pub(super) struct Transfers {
     /// Prefill side: handed off, blocks held until the transfer is done.
@@ -183,10 +185,7 @@ impl Instance {
     /// receiving), for the cluster-wide invariant check.
     pub fn transfer_ids(&self) -> (Vec<u64>, Vec<u64>) {
         let x = &self.xfer;
-        (
-            x.outgoing.iter().map(|s| s.id).collect(),
-            x.incoming.iter().chain(&x.receiving).map(|s| s.id).collect(),
-        )
+        (x.outgoing.iter().map(|s| s.id).collect(), x.incoming.iter().chain(&x.receiving).map(|s| s.id).collect())
     }
 
     /// Requests receiving their KV now.

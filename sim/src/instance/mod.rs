@@ -43,8 +43,8 @@ use crate::time::SimTime;
 use crate::workload::Request;
 use admission::Breaker;
 use batch::Batch;
-use kv::BlockAllocator;
 pub use handoff::Handoff;
+use kv::BlockAllocator;
 pub use policy::PolicyConfig;
 use preemption::PreemptionSpec;
 use prefix::{CpuTier, Hit};
@@ -880,8 +880,7 @@ impl Instance {
     /// prefix cache's shared and evictable blocks, swap space, the CPU tier, the queue; used
     /// by tests.
     pub fn check_kv_ownership(&self) {
-        let tables: Vec<&[u32]> =
-            self.running.iter().map(|s| s.blocks.as_slice()).chain(self.xfer.tables()).collect();
+        let tables: Vec<&[u32]> = self.running.iter().map(|s| s.blocks.as_slice()).chain(self.xfer.tables()).collect();
         self.kv.check(&tables);
         self.check_transfers();
         assert!(self.queue.iter().all(|s| s.blocks.is_empty() && s.computed == 0), "a queued request holds KV");

@@ -173,7 +173,11 @@ fn materialise(
                 let (p, d) = pool_groups(sc, &path).map_err(err)?;
                 let spec = |g: usize| -> Result<super::PoolSpec, ScenarioError> {
                     let g = &sc.groups[g];
-                    Ok(super::PoolSpec { gpu: g.gpu.name.clone(), tp: g.tp, price_per_gpu_hour: price_of(&g.gpu.name)? })
+                    Ok(super::PoolSpec {
+                        gpu: g.gpu.name.clone(),
+                        tp: g.tp,
+                        price_per_gpu_hour: price_of(&g.gpu.name)?,
+                    })
                 };
                 Some(super::PoolCandidate { prefill_group: p, decode_group: d, prefill: spec(p)?, decode: spec(d)? })
             }

@@ -251,7 +251,9 @@ impl PairSearch<'_> {
                 nd += 1;
             }
             if np > max || nd > max {
-                return Err(format!("no pair up to {max} instances per pool (plan.max_instances) meets the SLO on every seed"));
+                return Err(format!(
+                    "no pair up to {max} instances per pool (plan.max_instances) meets the SLO on every seed"
+                ));
             }
             self.pass(np, nd, "slo");
         }
