@@ -176,7 +176,7 @@ fn tiny(p_gib: f64, d_gib: f64, extra: &str, groups: &str, workload: &str) -> St
     )
 }
 
-const LOAD: &str = "duration_s = 30\narrival = { kind = \"poisson\", rate = 40 }\n\
+const LOAD: &str = "duration_s = 20\narrival = { kind = \"poisson\", rate = 40 }\n\
     prompt_tokens = { kind = \"uniform\", min = 16, max = 1500 }\noutput_tokens = { kind = \"uniform\", min = 1, max = 600 }";
 
 #[test]
@@ -201,7 +201,7 @@ fn invariants_hold_after_every_event_under_kv_pressure_in_both_pools() {
             LOAD,
         ),
         (
-            "prefix cache on the prefill pool, power-of-two",
+            "prefix cache on the prefill pool, session affinity, power-of-two decode router",
             0.03,
             0.026,
             "[scheduler.prefix_cache]\nenabled = true\n[cluster]\nrouter = { kind = \"session-affinity\" }\n\
