@@ -4,8 +4,10 @@
 mod commands;
 mod error;
 mod output;
+mod progress;
 mod report;
 mod scenario_file;
+mod shard;
 mod trace_source;
 
 use clap::{Parser, Subcommand};
@@ -35,6 +37,12 @@ enum Command {
     Calibrate(commands::calibrate::Args),
     /// Inspect a cost profile: its ops and errors, or one op's predicted time.
     Profile(commands::profile::Args),
+    /// Find the fewest instances of each candidate configuration that meet the SLOs, and the cheapest.
+    Plan(commands::plan::Args),
+    /// Compare variants of a scenario (--vary KEY=V1,V2) on the identical request stream.
+    Compare(commands::compare::Args),
+    /// Join the shard files of a plan or compare sweep (--shard I/N) into its report.
+    Merge(commands::merge::Args),
     /// Predicted vs executed: emulated runs, iteration times, or a measured serving run.
     Validate(commands::validate::Args),
 }
@@ -49,6 +57,9 @@ fn main() {
         Command::Workload(a) => commands::workload::run(a),
         Command::Calibrate(a) => commands::calibrate::run(a),
         Command::Profile(a) => commands::profile::run(a),
+        Command::Plan(a) => commands::plan::run(a),
+        Command::Compare(a) => commands::compare::run(a),
+        Command::Merge(a) => commands::merge::run(a),
         Command::Validate(a) => commands::validate::run(a),
     };
     if let Err(e) = result {

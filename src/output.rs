@@ -58,7 +58,7 @@ pub fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
             if r.status == Status::Finished {
                 ms(r.finish)
             } else {
-                opt_ms(if matches!(r.status, Status::Rejected(_)) { r.finish } else { SimTime::MAX })
+                opt_ms(if matches!(r.status, Status::Rejected(_) | Status::TimedOut) { r.finish } else { SimTime::MAX })
             },
             r.prompt_tokens,
             r.output_tokens,
@@ -118,8 +118,14 @@ fn dist_row(name: &str, d: &Dist) -> String {
 /// The human-readable report of one run.
 pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
     let mut o = String::new();
-    let g = &s.groups[0];
-    let groups: Vec<String> = s.groups.iter().map(|g| format!("{} × {} (tp {})", g.count, g.gpu.name, g.tp)).collect();
+    let groups: Vec<String> = s
+        .groups
+        .iter()
+        .map(|g| match g.role {
+            servesim_sim::disagg::Role::Mixed => format!("{} × {} (tp {})", g.count, g.gpu.name, g.tp),
+            role => format!("{} × {} (tp {}, {})", g.count, g.gpu.name, g.tp, role.as_str()),
+        })
+        .collect();
     o += &format!("servesim simulate: {} (seed {})\n", s.name, s.seed);
     o += &format!(
         "  model {} ({} weights, {} KV) on {}\n",
@@ -128,13 +134,17 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
         s.model.kv_dtype.name(),
         groups.join(" + ")
     );
-    o += &format!(
-        "  KV per instance: {} blocks × {} tokens = {} tokens ({:.1} GiB per GPU)\n\n",
-        thousands(g.memory.kv_blocks),
-        g.memory.block_tokens,
-        thousands(g.memory.kv_tokens()),
-        g.memory.kv_bytes as f64 / servesim_sim::memory::GIB
-    );
+    for g in &s.groups {
+        let label = if s.groups.len() > 1 { format!(" ({})", g.name) } else { String::new() };
+        o += &format!(
+            "  KV per instance{label}: {} blocks × {} tokens = {} tokens ({:.1} GiB per GPU)\n",
+            thousands(g.memory.kv_blocks),
+            g.memory.block_tokens,
+            thousands(g.memory.kv_tokens()),
+            g.memory.kv_bytes as f64 / servesim_sim::memory::GIB
+        );
+    }
+    o += "\n";
     let r = &sum.requests;
     o += &format!(
         "requests  arrived {}  finished {}  rejected {}  in flight {}  (measured {})\n",
@@ -148,6 +158,9 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
         r.rejected_by_reason.iter().filter(|(_, &n)| n > 0).map(|(k, n)| format!("{k} {n}")).collect();
     if !reasons.is_empty() {
         o += &format!("  rejected: {}\n", reasons.join(", "));
+    }
+    if r.timed_out > 0 {
+        o += &format!("  timed out in the queue: {}\n", thousands(r.timed_out));
     }
     o += &format!("\n  {:<8}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}\n", "ms", "mean", "p50", "p90", "p95", "p99", "max");
     for (name, d) in [
@@ -196,6 +209,84 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
         sum.batch.max,
         thousands(sum.iterations),
         sum.requests_in_system_mean
+    );
+    o += &policy_lines(s, sum);
+    if let Some(d) = &sum.disaggregation {
+        o += &disagg_lines(d);
+    }
+    o
+}
+
+/// The pools of a disaggregated cluster and their KV transfers.
+fn disagg_lines(d: &servesim_sim::disagg::DisaggSummary) -> String {
+    let pool = |name: &str, p: &servesim_sim::disagg::PoolSummary| {
+        format!(
+            "{name:<12}{} instances ({} GPUs): batch mean {:.1}, max {}; {} iterations; busy {:.1}%\n",
+            p.instances,
+            p.gpus,
+            p.batch_mean,
+            p.batch_max,
+            thousands(p.iterations),
+            p.busy_fraction * 100.0
+        )
+    };
+    let mut o = pool("prefill", &d.prefill);
+    o += &pool("decode", &d.decode);
+    o += &format!(
+        "KV transfer {} transfers, {:.1} GB; link time mean {:.2} ms, p99 {:.2} ms; wait for decode KV p99 {:.1} ms\n",
+        thousands(d.transfers),
+        d.transfer_bytes as f64 * 1e-9,
+        d.transfer_ms.mean,
+        d.transfer_ms.p99,
+        d.transfer_wait_ms.p99
+    );
+    o += &format!(
+        "            decode-pool TPOT (KV arrival to last token) mean {:.1} ms, p99 {:.1} ms\n",
+        d.decode_tpot_ms.mean, d.decode_tpot_ms.p99
+    );
+    o
+}
+
+/// What the serving policies did, for those that are on.
+fn policy_lines(s: &Scenario, sum: &Summary) -> String {
+    let mut o = String::new();
+    let sch = &s.groups[0].scheduler;
+    let p = &sum.prefix_cache;
+    if sch.prefix_cache.enabled {
+        o += &format!(
+            "prefix      hit rate {:.1}% of prompt tokens, {:.1}% of requests; {} prefill tokens saved; {} evictions{}\n",
+            p.hit_rate_tokens * 100.0,
+            p.hit_rate_requests * 100.0,
+            thousands(p.prefill_tokens_saved),
+            thousands(p.evictions),
+            if p.cpu_hit_tokens > 0 { format!("; {} tokens from the CPU tier", thousands(p.cpu_hit_tokens)) } else { String::new() }
+        );
+    }
+    let w = &sum.swap;
+    if w.swapped_out_blocks > 0 || w.recompute_fallbacks > 0 {
+        o += &format!(
+            "swap        {} blocks swapped out, {} preemptions recomputed (swap space full), {:.2} s of PCIe transfers\n",
+            thousands(w.swapped_out_blocks),
+            thousands(w.recompute_fallbacks),
+            w.transfer_s
+        );
+    }
+    let sp = &sum.speculative;
+    if sp.steps > 0 {
+        o += &format!(
+            "speculative {} steps, {:.2} tokens per step, {:.1}% of drafts accepted\n",
+            thousands(sp.steps),
+            sp.tokens_per_step,
+            sp.acceptance_rate * 100.0
+        );
+    }
+    if sum.admission.circuit_breaker_trips > 0 {
+        o += &format!("breaker     opened {} times\n", sum.admission.circuit_breaker_trips);
+    }
+    o += &format!(
+        "CPU         overhead {:.1}% of busy time; GPU idle (waiting for the CPU or the host link) {:.1}%\n",
+        sum.cpu.overhead_fraction * 100.0,
+        sum.cpu.gpu_wait_fraction * 100.0
     );
     o
 }

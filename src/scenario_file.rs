@@ -1,10 +1,60 @@
 //! Reading scenario files (or the scenarios embedded in the binary).
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
+use servesim_sim::cost::profile::Profile;
+use servesim_sim::scenario::Resources;
+use servesim_sim::workload::trace::{TraceSource, TraceSpec};
 use servesim_sim::Scenario;
 
 use crate::error::{CliError, Result};
+
+/// The files a scenario names (cost profiles, traces), read relative to the scenario's folder
+/// and cached: scenarios derived from it (plan candidates, compare variants) share them without
+/// reading or checking them again.
+#[derive(Debug)]
+pub struct FileResources {
+    base: PathBuf,
+    profiles: Mutex<HashMap<PathBuf, Arc<Profile>>>,
+    traces: Mutex<HashMap<String, TraceSource>>,
+}
+
+impl FileResources {
+    pub fn new(base: &Path) -> Arc<FileResources> {
+        Arc::new(FileResources { base: base.to_path_buf(), profiles: Mutex::default(), traces: Mutex::default() })
+    }
+}
+
+impl Resources for FileResources {
+    fn profile(&self, path: &str) -> std::result::Result<Arc<Profile>, String> {
+        let abs = self.base.join(path);
+        if let Some(p) = self.profiles.lock().expect("not poisoned").get(&abs) {
+            return Ok(p.clone());
+        }
+        let p = Arc::new(crate::commands::profile::load(&abs)?);
+        self.profiles.lock().expect("not poisoned").insert(abs, p.clone());
+        Ok(p)
+    }
+
+    fn trace(&self, spec: &mut TraceSpec) -> std::result::Result<(), String> {
+        let label = crate::trace_source::normalize(&self.base.join(&spec.path)).display().to_string();
+        let abs =
+            std::fs::canonicalize(&label).map_err(|e| format!("workload.trace.path: cannot read {label}: {e}"))?;
+        // The resolved scenario names the absolute path, so it runs from anywhere.
+        spec.path = abs.display().to_string();
+        let key = toml::to_string(spec).expect("a trace spec serialises");
+        if let Some(src) = self.traces.lock().expect("not poisoned").get(&key) {
+            spec.source = Some(src.clone());
+            return Ok(());
+        }
+        crate::trace_source::install(spec, abs, label).map_err(|e| e.to_string())?;
+        let src = spec.source.clone().expect("installed");
+        self.traces.lock().expect("not poisoned").insert(key, src);
+        Ok(())
+    }
+}
 
 /// Scenarios shipped in `scenarios/` and embedded in the binary, so that a command run without
 /// `--scenario` has a default that works anywhere.
@@ -16,13 +66,10 @@ pub fn load(path: &Path) -> Result<Scenario> {
     let src = std::fs::read_to_string(path)
         .map_err(|e| CliError::input(format!("cannot read scenario {}: {e}", path.display())))?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario");
-    // `cost.profile` is relative to the scenario file.
+    // Files a scenario names are relative to the scenario file.
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let mut load_profile = |p: &str| crate::commands::profile::load(&dir.join(p));
-    let mut s = Scenario::from_toml_with(&src, stem, &mut load_profile)
-        .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
-    crate::trace_source::attach(&mut s, path)?;
-    Ok(s)
+    Scenario::from_toml_in(&src, stem, FileResources::new(&dir))
+        .map_err(|e| CliError::input(format!("{}: {e}", path.display())))
 }
 
 /// Loads an embedded scenario by name.
@@ -31,8 +78,8 @@ pub fn embedded(name: &str) -> Result<Scenario> {
         .iter()
         .find(|(n, _)| *n == name)
         .ok_or_else(|| CliError::input(format!("no embedded scenario {name}")))?;
-    let mut load_profile = |p: &str| crate::commands::profile::load(Path::new(p));
-    Scenario::from_toml_with(src, name, &mut load_profile).map_err(|e| CliError::input(format!("embedded {name}: {e}")))
+    Scenario::from_toml_in(src, name, FileResources::new(Path::new("")))
+        .map_err(|e| CliError::input(format!("embedded {name}: {e}")))
 }
 
 /// `--scenario PATH`, or the embedded default when no path is given.
@@ -43,5 +90,49 @@ pub fn load_or_default(path: Option<&Path>, default: &str) -> Result<Scenario> {
             eprintln!("note: no --scenario given; using the embedded scenarios/{default}.toml");
             embedded(default)
         }
+    }
+}
+
+/// A scenario's text, the name it takes when the file does not give one (the file stem), and
+/// a label naming it in error messages: `--scenario PATH`, or the embedded default.
+pub struct Source {
+    pub text: String,
+    pub stem: String,
+    pub label: String,
+    /// The folder the scenario's file paths are relative to.
+    pub base: PathBuf,
+}
+
+/// Reads `--scenario PATH` (or the embedded default) without validating it.
+pub fn read_source(path: Option<&Path>, default: &str) -> Result<Source> {
+    match path {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| CliError::input(format!("cannot read scenario {}: {e}", p.display())))?;
+            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario").to_string();
+            let base = p.parent().map(Path::to_path_buf).unwrap_or_default();
+            Ok(Source { text, stem, label: p.display().to_string(), base })
+        }
+        None => {
+            eprintln!("note: no --scenario given; using the embedded scenarios/{default}.toml");
+            let (_, src) = EMBEDDED
+                .iter()
+                .find(|(n, _)| *n == default)
+                .ok_or_else(|| CliError::input(format!("no embedded scenario {default}")))?;
+            Ok(Source {
+                text: src.to_string(),
+                stem: default.to_string(),
+                label: format!("embedded {default}"),
+                base: PathBuf::new(),
+            })
+        }
+    }
+}
+
+impl Source {
+    /// Validates the text as a scenario; errors name the file and the key.
+    pub fn scenario(&self) -> Result<Scenario> {
+        Scenario::from_toml_in(&self.text, &self.stem, FileResources::new(&self.base))
+            .map_err(|e| CliError::input(format!("{}: {e}", self.label)))
     }
 }

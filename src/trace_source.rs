@@ -1,6 +1,6 @@
 //! Opening trace files for the simulator, which does no file IO itself.
 //!
-//! A scenario's `[workload] trace` names a file relative to the scenario file. [`attach`]
+//! A scenario's `[workload] trace` names a file relative to the scenario file. `scenario_file::FileResources`
 //! resolves it, gives the workload a [`TraceSource`] that opens it (streamed through a buffered
 //! reader), and reads it once to check every record before anything runs: a malformed trace is
 //! one clear error (exit code 2) instead of a run that stops half way. The same pass counts the
@@ -11,7 +11,6 @@ use std::io::{BufRead, BufReader};
 use std::path::{Component, Path, PathBuf};
 
 use servesim_sim::workload::trace::{self, TraceSource, TraceSpec};
-use servesim_sim::Scenario;
 
 use crate::error::{CliError, Result};
 
@@ -58,24 +57,6 @@ pub fn install(spec: &mut TraceSpec, abs: PathBuf, label: String) -> Result<()> 
     }
     if let Some(src) = spec.source.as_mut() {
         src.scan = Some(scan);
-    }
-    Ok(())
-}
-
-/// For a scenario that replays a trace: resolves the path relative to the scenario file,
-/// installs the source and checks the trace. The resolved scenario names the absolute path, so
-/// it runs from anywhere.
-pub fn attach(s: &mut Scenario, scenario_path: &Path) -> Result<()> {
-    let Some(spec) = s.workload.trace.as_mut() else { return Ok(()) };
-    let base = scenario_path.parent().unwrap_or(Path::new(""));
-    let label = normalize(&base.join(&spec.path)).display().to_string();
-    let abs = std::fs::canonicalize(&label).map_err(|e| {
-        CliError::input(format!("{}: workload.trace.path: cannot read {label}: {e}", scenario_path.display()))
-    })?;
-    install(spec, abs.clone(), label)?;
-    if let Some(t) = s.resolved.workload.trace.as_mut() {
-        t.path = abs.display().to_string();
-        t.source = spec.source.clone();
     }
     Ok(())
 }

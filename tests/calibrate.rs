@@ -112,9 +112,23 @@ fn cpu_calibration_of_a_tiny_model_drives_simulate() {
     assert!(read(&sim_out.join("scenario.toml")).contains("profile = \"profile.json\""));
 }
 
+/// Resources whose every profile is one already parsed profile.
+#[derive(Debug)]
+struct OneProfile(std::sync::Arc<Profile>);
+
+impl servesim_sim::scenario::Resources for OneProfile {
+    fn profile(&self, _path: &str) -> Result<std::sync::Arc<Profile>, String> {
+        Ok(self.0.clone())
+    }
+    fn trace(&self, _spec: &mut servesim_sim::workload::trace::TraceSpec) -> Result<(), String> {
+        Ok(())
+    }
+}
+
 /// Validates scenario text whose `cost.profile` is the given, already parsed profile.
 fn scenario_with_profile(src: &str, p: &Profile) -> servesim_sim::Scenario {
-    servesim_sim::Scenario::from_toml_with(src, "t", &mut |_| Ok(p.clone())).unwrap()
+    let res = std::sync::Arc::new(OneProfile(std::sync::Arc::new(p.clone())));
+    servesim_sim::Scenario::from_toml_in(src, "t", res).unwrap()
 }
 
 #[test]

@@ -163,3 +163,29 @@ fn trace_replay_conserves_requests_and_blocks_after_every_event() {
     assert!(out.summary.preemptions > 0, "the scenario must exercise preemption");
     assert!(out.recorder.records.iter().all(|r| r.prompt_tokens <= 3000 && r.output_tokens <= 500));
 }
+
+#[test]
+fn every_router_on_a_heterogeneous_cluster_under_kv_pressure() {
+    // Two small instances on the tiny GPU and one bigger, faster one with its own batch limit;
+    // KV runs out, so requests are preempted and recomputed while routers read the load.
+    for router in servesim_sim::scenario::RouterSpec::KINDS {
+        let src = tiny(
+            0.02,
+            "duration_s = 40\narrival = { kind = \"poisson\", rate = 60 }\n\
+             prompt_tokens = { kind = \"uniform\", min = 16, max = 900 }\n\
+             output_tokens = { kind = \"uniform\", min = 1, max = 600 }",
+            &format!(
+                "[scheduler]\nmax_num_seqs = 64\nmax_num_batched_tokens = 2048\n\
+                 [cluster]\nrouter = {{ kind = \"{router}\" }}\n\
+                 [[cluster.groups]]\ncount = 2\n\
+                 [[cluster.groups]]\ncount = 1\ngpu = {{ name = \"big\", bf16_tflops = 100, hbm_gb_per_s = 400, memory_gib = 0.04, interconnect_gb_per_s = 50, pcie_gb_per_s = 16 }}\n\
+                 scheduler = {{ max_num_seqs = 32 }}"
+            ),
+        );
+        let out = check_every_event(&src);
+        assert!(out.summary.preemptions > 0, "{router}: the scenario must exercise preemption");
+        assert_eq!(out.summary.requests.in_flight, 0, "{router}");
+        let used: std::collections::BTreeSet<u32> = out.recorder.records.iter().map(|r| r.instance).collect();
+        assert_eq!(used.len(), 3, "{router} uses every instance");
+    }
+}

@@ -24,7 +24,10 @@ fn cells(html: &str) -> Vec<(String, String, i32, f64)> {
 }
 
 fn json_at<'a>(v: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
-    key.split('.').fold(v, |v, k| &v[k])
+    key.split('.').fold(v, |v, k| match k.parse::<usize>() {
+        Ok(i) if v.is_array() => &v[i],
+        _ => &v[k],
+    })
 }
 
 fn simulate_with_report(name: &str, scenario_text: &str) -> (PathBuf, PathBuf) {
@@ -49,9 +52,13 @@ fn simulate_with_report(name: &str, scenario_text: &str) -> (PathBuf, PathBuf) {
 }
 
 fn check_tables_match_summary(html: &str, summary_path: &Path) {
+    check_tables_match_json(html, summary_path, 40);
+}
+
+fn check_tables_match_json(html: &str, summary_path: &Path, min_cells: usize) {
     let summary: serde_json::Value = serde_json::from_str(&read(summary_path)).unwrap();
     let cells = cells(html);
-    assert!(cells.len() >= 40, "the report shows the summary's numbers ({} cells)", cells.len());
+    assert!(cells.len() >= min_cells, "the report shows the summary's numbers ({} cells)", cells.len());
     for (key, text, decimals, scale) in cells {
         let shown: f64 = text.trim_end_matches('%').parse().unwrap_or_else(|_| panic!("{key}: {text:?}"));
         let want = json_at(&summary, &key).as_f64().unwrap_or_else(|| panic!("{key} not in summary.json"));
@@ -185,4 +192,94 @@ fn report_renders_in_headless_chromium() {
     let red = pixels.filter(|p| p[0] > 170 && p[1] < 50 && p[2] < 50).count();
     assert!(non_white / n > 0.03, "page is blank: {:.2}% non-white", non_white / n * 100.0);
     assert!(blue > 2000 && red > 200, "charts drawn: {blue} blue, {red} red pixels");
+}
+
+#[test]
+fn plan_and_compare_reports_show_their_files_numbers() {
+    let dir = out_dir("report_plan");
+    let html = dir.join("plan.html");
+    let o = servesim(&[
+        "plan",
+        "--scenario",
+        "tests/plan/small.toml",
+        "--out",
+        dir.to_str().unwrap(),
+        "--report",
+        html.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = read(&html);
+    let plan: serde_json::Value = serde_json::from_str(&read(&dir.join("plan.json"))).unwrap();
+    let n = plan["candidates"].as_array().unwrap().len();
+    check_tables_match_json(&page, &dir.join("plan.json"), 4 * n);
+    check_self_contained(&page);
+    assert!(page.contains("SLO attainment vs instance count"));
+    // The chosen point is marked, and every candidate has a series in the legend.
+    if let Some(rec) = plan["recommended"].as_str() {
+        assert!(page.contains(&format!("{rec}: ")), "the chosen count is marked");
+        assert!(page.contains("★ recommended"));
+    }
+    for c in plan["candidates"].as_array().unwrap() {
+        assert!(page.contains(c["name"].as_str().unwrap()));
+    }
+    // `servesim report DIR --kind plan` gives the same page.
+    let again = dir.join("again.html");
+    let o = servesim(&["report", dir.to_str().unwrap(), "--kind", "plan", "--out", again.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read(&again), page);
+
+    let cdir = out_dir("report_compare");
+    let chtml = cdir.join("compare.html");
+    let o = servesim(&[
+        "compare",
+        "--scenario",
+        "scenarios/chat.toml",
+        "--vary",
+        "workload.arrival.rate=3,9",
+        "--out",
+        cdir.to_str().unwrap(),
+        "--report",
+        chtml.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = read(&chtml);
+    check_self_contained(&page);
+    let csv = read(&cdir.join("compare.csv"));
+    let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    let mut seen = 0;
+    for part in page.split("<td data-csv=\"").skip(1) {
+        let at = part.split('"').next().unwrap();
+        let (r, c) = at.split_once(',').unwrap();
+        let text = part.split('>').nth(1).unwrap().split('<').next().unwrap();
+        assert_eq!(text, rows[r.parse::<usize>().unwrap()][c.parse::<usize>().unwrap()], "cell {at}");
+        seen += 1;
+    }
+    assert!(seen >= 3 * 20, "{seen} numeric cells");
+    for title in ["TTFT p99 per variant", "Throughput per variant", "SLO attainment per variant", "(marked)"] {
+        assert!(page.contains(title), "missing «{title}»");
+    }
+}
+
+#[test]
+fn plan_report_renders_in_headless_chromium() {
+    let dir = out_dir("report_plan_render");
+    let html = dir.join("plan.html");
+    let o = servesim(&[
+        "plan",
+        "--scenario",
+        "tests/plan/small.toml",
+        "--out",
+        dir.to_str().unwrap(),
+        "--report",
+        html.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let Some((w, h, px)) = screenshot(&html, &html.with_extension("png")) else { return };
+    let non_white = px.chunks(4).filter(|p| p[0] < 240 || p[1] < 240 || p[2] < 240).count() as f64;
+    let red = px.chunks(4).filter(|p| p[0] > 170 && p[1] < 50 && p[2] < 50).count();
+    assert!(non_white / (w * h) as f64 > 0.02, "page is blank");
+    assert!(red > 100, "the attainment target line is drawn ({red} red pixels)");
 }

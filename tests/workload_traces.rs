@@ -400,7 +400,11 @@ fn a_scenario_with_a_malformed_trace_stops_before_running() {
         .unwrap();
     let o = servesim(&["simulate", "--scenario", s.to_str().unwrap(), "--out", dir.join("out").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    assert_eq!(stderr(&o), format!("error: {}:4: ContextTokens: \"12a\" is not a number\n", abs.display()));
+    // The scenario that names the trace, then the trace's own line and field.
+    assert_eq!(
+        stderr(&o),
+        format!("error: {}: {}:4: ContextTokens: \"12a\" is not a number\n", s.display(), abs.display())
+    );
     assert!(!dir.join("out").exists(), "nothing written");
 }
 

@@ -2,7 +2,9 @@
 //!
 //! ```text
 //!   pop (time, seq) ─► Arrival ─► router ─► instance.enqueue (or reject)
-//!                   └► IterationEnd(i) ─► instance.finish_iteration ─► closed-loop clients
+//!                   ├► IterationEnd(i) ─► instance.finish_iteration ─► closed-loop clients
+//!                   │                      (disaggregated: hand-offs, transfers that can start)
+//!                   └► KvTransferDone ─► prefill frees the KV, the request decodes (`disagg`)
 //!   when the clock is about to move on: every idle instance with work starts an iteration,
 //!   which pushes exactly one IterationEnd event.
 //! ```
@@ -15,10 +17,10 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use crate::cost::{CostModel, Profiled, Roofline};
-use crate::instance::{Departure, Instance, InstanceConfig};
+use crate::instance::{Departure, Instance, InstanceConfig, PolicyConfig};
 use crate::metrics::{summarize, Recorder, Summary};
 use crate::router::{self, Router};
-use crate::scenario::Scenario;
+use crate::scenario::{CostSpec, Scenario};
 use crate::time::SimTime;
 use crate::workload::{Request, TraceError, Workload, NO_CLIENT};
 
@@ -27,6 +29,12 @@ use crate::workload::{Request, TraceError, Workload, NO_CLIENT};
 pub enum Event {
     Arrival(Request),
     IterationEnd(u32),
+    /// The KV of request `id` moved from prefill instance `from` to decode instance `to`.
+    KvTransferDone {
+        id: u64,
+        from: u32,
+        to: u32,
+    },
 }
 
 struct Entry {
@@ -93,11 +101,21 @@ pub struct RunOutput {
 /// Builds the cost model of an instance group.
 pub fn cost_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
     let g = &s.groups[group];
-    if let Some(p) = &g.profile {
-        let m = Profiled::new(s.model.clone(), g.gpu.clone(), g.tp, g.cost.clone(), p);
-        return Arc::new(m.expect("the profile was checked when the scenario was validated"));
+    // The group's KV dtype and CPU overheads may differ from the scenario-wide ones.
+    let model = g.scheduler.kv_cache.model(&s.model);
+    match &g.cost {
+        CostSpec::Roofline(c) => {
+            let params = g.scheduler.cpu.apply(&c.params());
+            match &g.profile {
+                Some(p) => Arc::new(
+                    Profiled::new(model, g.gpu.clone(), g.tp, params, p)
+                        .expect("the profile was checked when the scenario was validated"),
+                ),
+                None => Arc::new(Roofline::new(model, g.gpu.clone(), g.tp, params)),
+            }
+        }
+        CostSpec::Linear(l) => Arc::new(l.clone()),
     }
-    Arc::new(Roofline::new(s.model.clone(), g.gpu.clone(), g.tp, g.cost.clone()))
 }
 
 /// A generous estimate of how many requests a workload issues, for reserving the records up
@@ -138,6 +156,8 @@ pub struct Simulation {
     scenario_name: String,
     seed: u64,
     slo: crate::scenario::SloSection,
+    /// Prefill and decode pools (a disaggregated cluster).
+    disagg: Option<Box<crate::disagg::Pools>>,
 }
 
 impl Simulation {
@@ -155,9 +175,31 @@ impl Simulation {
         sim
     }
 
+    /// A run whose open-loop arrivals are exactly `requests` (sorted by arrival) instead of
+    /// the scenario's generated stream; the scenario's `[workload]` still sets the measurement
+    /// window. For tests and for callers that build request streams themselves.
+    pub fn with_requests(s: &Scenario, requests: Vec<Request>) -> Simulation {
+        Simulation::with_workload(s, Workload::from_requests(s.workload.clone(), s.seed, requests))
+    }
+
+    /// A run of `s` whose requests come from `workload` (for example a list of requests parsed
+    /// from a trace) instead of the scenario's generator.
+    pub fn with_workload(s: &Scenario, workload: Workload) -> Simulation {
+        let mut sim = Simulation::build(s, &|gi| cost_model(s, gi));
+        sim.workload = workload;
+        for r in sim.workload.initial() {
+            sim.queue.push(r.arrival, Event::Arrival(r));
+        }
+        sim
+    }
+
     fn build(s: &Scenario, cost_of: &dyn Fn(usize) -> Arc<dyn CostModel>) -> Simulation {
         let mut instances = Vec::new();
-        for (gi, g) in s.groups.iter().enumerate() {
+        // A disaggregated cluster numbers its prefill pool first, then its decode pool.
+        let mut order: Vec<usize> = (0..s.groups.len()).collect();
+        order.sort_by_key(|&gi| s.groups[gi].role == crate::disagg::Role::Decode);
+        for &gi in &order {
+            let g = &s.groups[gi];
             let cost = cost_of(gi);
             let kv_blocks = g.memory.kv_blocks.min(u32::MAX as u64) as u32;
             let cfg = InstanceConfig {
@@ -167,6 +209,7 @@ impl Simulation {
                 watermark_blocks: (g.scheduler.watermark * kv_blocks as f64).floor() as u32,
                 max_model_len: g.max_model_len,
                 kv_blocks,
+                policy: PolicyConfig::from_group(s, gi),
             };
             for _ in 0..g.count {
                 let id = instances.len() as u32;
@@ -199,6 +242,7 @@ impl Simulation {
             scenario_name: s.name.clone(),
             seed: s.seed,
             slo: s.slo.clone(),
+            disagg: s.disaggregation.as_ref().map(|d| Box::new(crate::disagg::Pools::new(s, d, &order))),
         }
     }
 
@@ -238,6 +282,7 @@ impl Simulation {
         match ev {
             Event::Arrival(req) => self.on_arrival(req),
             Event::IterationEnd(i) => self.on_iteration_end(i),
+            Event::KvTransferDone { id, from, to } => self.on_transfer_done(id, from, to),
         }
         if self.queue.peek_time() != Some(self.now) {
             self.start_iterations();
@@ -248,7 +293,8 @@ impl Simulation {
     /// Ends the run at the current time and summarises it.
     pub fn finish(mut self) -> RunOutput {
         self.rec.finish(self.now);
-        let summary = summarize(&self.rec, &self.slo, &self.scenario_name, self.seed);
+        let mut summary = summarize(&self.rec, &self.slo, &self.scenario_name, self.seed);
+        summary.disaggregation = self.disagg.as_ref().map(|p| p.summary(&self.instances, &self.rec));
         RunOutput { summary, recorder: self.rec, events: self.events }
     }
 
@@ -266,8 +312,9 @@ impl Simulation {
     }
 
     /// Checks every invariant (O(requests + blocks)); for tests. Conservation: each arrived
-    /// request is finished, rejected, or in exactly one instance's queue or batch; KV: every
-    /// block is free or owned by exactly one running request.
+    /// request is finished, rejected, timed out, or in exactly one instance's queue or batch;
+    /// KV: every block is free, cached-evictable, or owned by as many running requests as its
+    /// owner count says; swap space and the CPU tier hold what their users say.
     pub fn check_invariants(&self) {
         use crate::metrics::Status;
         let in_flight = self.rec.records.iter().filter(|r| r.status == Status::InFlight).count() as u64;
@@ -277,13 +324,17 @@ impl Simulation {
         assert_eq!(g.waiting + g.running, held, "recorder gauges out of step with the instances");
         for inst in &self.instances {
             inst.check_kv_ownership();
+            inst.check_load_signals();
+        }
+        if let Some(p) = &self.disagg {
+            p.check(&self.instances);
         }
     }
 
     fn on_arrival(&mut self, mut req: Request) {
         // Schedule the next open-loop arrival first, so that simultaneous arrivals are all
         // queued before any iteration starts.
-        if req.client == NO_CLIENT {
+        if self.workload.is_open(&req) {
             if let Some(next) = self.workload.next_open() {
                 self.queue.push(next.arrival, Event::Arrival(next));
             }
@@ -291,10 +342,18 @@ impl Simulation {
         // Closed-loop clients generate requests out of arrival order; ids are given here so
         // they follow arrival order.
         req.id = self.rec.arrived(self.now, req.prompt_tokens, req.output_tokens);
-        let i = self.router.route(&req, &self.instances);
+        if req.class != 0 {
+            self.rec.set_class(req.id, req.class);
+        }
+        // Arrivals go to the prefill pool of a disaggregated cluster, which comes first.
+        let (front, fits) = match &self.disagg {
+            Some(p) => (p.prefill, p.decode_fits(&req, &self.instances)),
+            None => (self.instances.len(), Ok(())),
+        };
+        let i = self.router.route(&req, &self.instances[..front]);
         self.rec.routed(req.id, i as u32);
         let inst = &mut self.instances[i];
-        match inst.check_fits(&req) {
+        match fits.and_then(|()| inst.accept(&req, self.now, &mut self.rec)) {
             Ok(()) => {
                 let before = inst.gauges();
                 let counted = self.rec.counts(req.arrival);
@@ -322,6 +381,18 @@ impl Simulation {
         }
         self.departed = departed;
         self.mark(i);
+        if let Some(p) = self.disagg.as_mut() {
+            p.after_iteration(i as usize, self.now, &mut self.instances, &mut self.rec, &mut self.queue);
+        }
+    }
+
+    /// A KV transfer finished: the prefill instance may admit into the freed blocks and the
+    /// decode instance has a new request to decode.
+    fn on_transfer_done(&mut self, id: u64, from: u32, to: u32) {
+        let p = self.disagg.as_mut().expect("transfers happen only in disaggregated runs");
+        p.transfer_done(id, from, to, self.now, &mut self.instances, &mut self.rec);
+        self.mark(from);
+        self.mark(to);
     }
 
     /// A closed-loop client's request ended: it thinks, then sends the next.

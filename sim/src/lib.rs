@@ -2,8 +2,8 @@
 //!
 //! ```text
 //!   Scenario ──► Workload ─(arrivals)─► Router ─► Instance[i]
-//!                                                 │ scheduler: FCFS queue, continuous batching
-//!                                                 │ KV cache:  paged blocks, preemption
+//!                                                 │ scheduler: queue order, admission, batching
+//!                                                 │ KV cache:  paged blocks, prefix cache, preemption
 //!                                                 │ cost:      roofline time of each iteration
 //!                                                 ▼
 //!                                  Recorder (per request, per window) ──► Summary
@@ -16,14 +16,16 @@
 //! let scenario = servesim_sim::Scenario::from_toml(src, "chat").unwrap();
 //! let out = servesim_sim::engine::run(&scenario);
 //! let s = &out.summary.requests;
-//! assert_eq!(s.arrived, s.finished + s.rejected + s.in_flight);
+//! assert_eq!(s.arrived, s.finished + s.rejected + s.timed_out + s.in_flight);
 //! ```
 
 pub mod cost;
+pub mod disagg;
 pub mod engine;
 pub mod instance;
 pub mod memory;
 pub mod metrics;
+pub mod plan;
 pub mod rng;
 pub mod router;
 pub mod scenario;

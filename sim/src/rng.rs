@@ -21,6 +21,10 @@ pub enum Stream {
     Sampling = 7,
     Failures = 8,
     Speculation = 9,
+    /// Priority class of each request.
+    Class = 10,
+    /// Noise of the output-length predictor (shortest-predicted-job-first).
+    Predictor = 11,
 }
 
 /// Returns the generator for `stream` under `seed`. `index` separates several instances of the

@@ -1,6 +1,9 @@
 pub mod bench;
 pub mod calibrate;
+pub mod compare;
 pub mod memory;
+pub mod merge;
+pub mod plan;
 pub mod profile;
 pub mod report;
 pub mod simulate;

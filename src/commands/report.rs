@@ -12,13 +12,16 @@ pub struct Args {
     /// Where to write the report. Default: DIR/report.html.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Which outputs to report when the folder holds several (default: the newest).
+    #[arg(long, value_enum)]
+    kind: Option<report::Kind>,
 }
 
 pub fn run(a: Args) -> Result<()> {
     if !a.dir.is_dir() {
         return Err(CliError::input(format!("{}: no such output folder", a.dir.display())));
     }
-    let html = report::report_for_dir(&a.dir).map_err(CliError::Input)?;
+    let html = report::report_for_dir(&a.dir, a.kind).map_err(CliError::Input)?;
     let out = a.out.unwrap_or_else(|| a.dir.join("report.html"));
     write(&out, &html)?;
     eprintln!("report written to {}", out.display());

@@ -4,7 +4,7 @@
 use plotters::prelude::*;
 
 /// Colours of successive series (colour-blind-safe Okabe–Ito palette).
-pub const PALETTE: [RGBColor; 7] = [
+pub const PALETTE: [RGBColor; 9] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),
@@ -12,6 +12,8 @@ pub const PALETTE: [RGBColor; 7] = [
     RGBColor(230, 159, 0),
     RGBColor(86, 180, 233),
     RGBColor(120, 120, 120),
+    RGBColor(0, 0, 0),
+    RGBColor(140, 86, 75),
 ];
 
 const W: u32 = 760;
@@ -191,7 +193,7 @@ pub fn lines(
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(if series.len() > 3 { SeriesLabelPosition::LowerRight } else { SeriesLabelPosition::UpperLeft })
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .draw()
@@ -201,7 +203,83 @@ pub fn lines(
     Ok(svg)
 }
 
-#[allow(dead_code)] // used by the compare report
+/// One bar per category; the `highlight` bar (the baseline, the recommended candidate) is
+/// outlined in black.
+pub fn bars(
+    title: &str,
+    y_desc: &str,
+    categories: &[String],
+    values: &[f64],
+    highlight: Option<usize>,
+) -> anyhow::Result<String> {
+    let y_hi = values.iter().copied().filter(|v| v.is_finite()).fold(0.0, f64::max);
+    let y1 = if y_hi > 0.0 { y_hi * 1.15 } else { 1.0 };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(60)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0.0..categories.len().max(1) as f64, 0.0..y1)
+            .map_err(err)?;
+        let cats = categories.to_vec();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(categories.len().max(1) * 2 + 1)
+            .x_label_formatter(&move |v| {
+                let i = v.floor() as usize;
+                if (v - i as f64 - 0.5).abs() < 0.01 {
+                    cats.get(i).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .x_label_style(("sans-serif", 11))
+            .y_desc(y_desc)
+            .y_label_formatter(&|v| short(*v))
+            .draw()
+            .map_err(err)?;
+        let c = PALETTE[0];
+        chart
+            .draw_series(values.iter().enumerate().map(|(i, &v)| {
+                let col = if Some(i) == highlight { PALETTE[1] } else { c };
+                Rectangle::new(
+                    [(i as f64 + 0.15, 0.0), (i as f64 + 0.85, if v.is_finite() { v } else { 0.0 })],
+                    col.filled(),
+                )
+            }))
+            .map_err(err)?
+            .label(title.split(" per ").next().unwrap_or(title).to_string())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()));
+        if let Some(h) = highlight {
+            let v = values.get(h).copied().filter(|v| v.is_finite()).unwrap_or(0.0);
+            let name = categories.get(h).cloned().unwrap_or_default();
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(h as f64 + 0.15, 0.0), (h as f64 + 0.85, v)],
+                    BLACK.stroke_width(2),
+                )))
+                .map_err(err)?
+                .label(format!("{name} (marked)"))
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], PALETTE[1].filled()));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+#[allow(dead_code)] // kept for multi-series comparisons
 /// Grouped bars: one group per category (x), one bar per series; `baseline` names the series
 /// drawn with a black outline.
 pub fn grouped_bars(

@@ -7,7 +7,7 @@ const CSS: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:
 h1{font-size:22px}h2{font-size:18px;margin-top:28px}\
 table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}\
 th{background:#f3f3f3}td.l,th.l{text-align:left}.charts{display:flex;flex-wrap:wrap;gap:12px}\
-.chart{border:1px solid #ddd}.meta{color:#555}.miss{color:#b00;font-weight:bold}.ok{color:#070;font-weight:bold}";
+.chart{border:1px solid #ddd}table.wide{font-size:12px}.meta{color:#555}.miss{color:#b00;font-weight:bold}.ok{color:#070;font-weight:bold}";
 
 pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
@@ -15,7 +15,10 @@ pub fn escape(s: &str) -> String {
 
 /// The value at a dotted path of a JSON document.
 pub fn at<'a>(v: &'a Value, key: &str) -> &'a Value {
-    key.split('.').fold(v, |v, k| &v[k])
+    key.split('.').fold(v, |v, k| match (v, k.parse::<usize>()) {
+        (Value::Array(a), Ok(i)) => a.get(i).unwrap_or(&Value::Null),
+        _ => &v[k],
+    })
 }
 
 /// A table cell showing the JSON number at `key`, times `scale`, with `decimals` decimals.
@@ -114,5 +117,73 @@ pub fn summary_tables(v: &Value) -> String {
     o += &cell(v, "batch.max", 0, 1.0, "");
     o += &cell(v, "iterations", 0, 1.0, "");
     o += "</tr></table>\n";
+    o
+}
+
+/// One line about a plan: load, SLO, seeds, headroom.
+pub fn plan_header(plan: &Value) -> String {
+    let f = |k: &str| at(plan, k).as_f64().map(|x| format!("{x:.1}")).unwrap_or_else(|| "–".into());
+    format!(
+        "<p class=\"meta\">model <b>{}</b> · load {} req/s mean, {} at peak · SLO attainment target {}% · {} seed(s) from {} · headroom {} + {} spare · recommended <b>{}</b></p>",
+        escape(plan["model"].as_str().unwrap_or("?")),
+        f("load_rps_mean"),
+        f("load_rps_peak"),
+        at(plan, "slo.attainment").as_f64().map(|x| format!("{:.1}", x * 100.0)).unwrap_or_default(),
+        plan["seeds"],
+        plan["seed"],
+        plan["headroom"],
+        plan["spare_instances"],
+        escape(plan["recommended"].as_str().unwrap_or("none feasible")),
+    )
+}
+
+/// The cost table of a plan, one row per candidate; cells carry their plan.json key.
+pub fn plan_table(plan: &Value) -> String {
+    let mut o = String::from(
+        "<h2>Candidates</h2><table><tr><th class=\"l\">candidate</th><th>instances (min)</th><th>instances</th><th>GPUs</th><th>$/h</th>\
+         <th>TTFT p99 ms</th><th>TPOT p99 ms</th><th>attainment</th><th>goodput req/s</th><th>KV peak</th><th>capacity req/s</th><th class=\"l\">binding</th></tr>",
+    );
+    let recommended = plan["recommended"].as_str().unwrap_or("");
+    for (i, c) in plan["candidates"].as_array().into_iter().flatten().enumerate() {
+        let name = c["name"].as_str().unwrap_or("?");
+        let star = if name == recommended { " ★ recommended" } else { "" };
+        o += &format!("<tr><td class=\"l\">{}{star}</td>", escape(name));
+        let k = |f: &str| format!("candidates.{i}.{f}");
+        o += &cell(plan, &k("instances_min"), 0, 1.0, "");
+        o += &cell(plan, &k("instances"), 0, 1.0, "");
+        o += &cell(plan, &k("gpus"), 0, 1.0, "");
+        o += &cell(plan, &k("cost_per_hour"), 2, 1.0, "");
+        o += &cell(plan, &k("ttft_ms_p99"), 1, 1.0, "");
+        o += &cell(plan, &k("tpot_ms_p99"), 2, 1.0, "");
+        o += &cell(plan, &k("attainment"), 2, 100.0, "%");
+        o += &cell(plan, &k("goodput_rps"), 2, 1.0, "");
+        o += &cell(plan, &k("kv_peak"), 1, 100.0, "%");
+        o += &cell(plan, &k("single_instance_capacity_rps"), 2, 1.0, "");
+        let binding = c["binding"].as_str().or(c["infeasible_reason"].as_str()).unwrap_or("–");
+        o += &format!("<td class=\"l\">{}</td></tr>", escape(binding));
+    }
+    o += "</table>\n";
+    o
+}
+
+/// A CSV file as a table; numeric cells carry their column and row (`data-csv`).
+pub fn csv_table(headers: &[String], rows: &[Vec<String>], labels: &[String]) -> String {
+    let mut o = String::from("<h2>Variants</h2><table class=\"wide\"><tr><th class=\"l\">bar</th>");
+    for h in headers {
+        o += &format!("<th>{}</th>", escape(h));
+    }
+    o += "</tr>";
+    for (ri, r) in rows.iter().enumerate() {
+        o += &format!("<tr><td class=\"l\">{}</td>", escape(labels.get(ri).map(String::as_str).unwrap_or("")));
+        for (ci, v) in r.iter().enumerate() {
+            if v.parse::<f64>().is_ok() {
+                o += &format!("<td data-csv=\"{ri},{ci}\">{}</td>", escape(v));
+            } else {
+                o += &format!("<td class=\"l\">{}</td>", escape(v));
+            }
+        }
+        o += "</tr>";
+    }
+    o += "</table>\n";
     o
 }

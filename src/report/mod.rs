@@ -12,6 +12,7 @@ mod html;
 use std::path::Path;
 
 use anyhow::{bail, Context};
+
 use charts::{Marker, Series};
 use serde_json::Value;
 
@@ -20,13 +21,135 @@ pub const CDF_POINTS: usize = 400;
 /// Most buckets drawn per time series.
 pub const SERIES_BUCKETS: usize = 800;
 
-/// Builds the report of the run whose outputs are in `dir`.
-pub fn report_for_dir(dir: &Path) -> anyhow::Result<String> {
-    let summary_path = dir.join("summary.json");
-    if !summary_path.exists() {
-        bail!("{} has no summary.json: not a servesim output folder", dir.display());
+/// Which command's outputs a report shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    Simulate,
+    Plan,
+    Compare,
+}
+
+impl Kind {
+    fn file(self) -> &'static str {
+        match self {
+            Kind::Simulate => "summary.json",
+            Kind::Plan => "plan.json",
+            Kind::Compare => "compare.csv",
+        }
     }
-    simulate_report(dir)
+}
+
+/// Builds the report of the outputs in `dir`: of `kind`, or of whichever of `simulate`
+/// (summary.json), `plan` (plan.json) and `compare` (compare.csv) wrote there last.
+pub fn report_for_dir(dir: &Path, kind: Option<Kind>) -> anyhow::Result<String> {
+    let kind = match kind {
+        Some(k) => k,
+        None => {
+            let mtime = |k: Kind| std::fs::metadata(dir.join(k.file())).and_then(|m| m.modified()).ok();
+            [Kind::Simulate, Kind::Plan, Kind::Compare]
+                .into_iter()
+                .filter_map(|k| mtime(k).map(|t| (t, k)))
+                .max_by_key(|(t, _)| *t)
+                .map(|(_, k)| k)
+                .with_context(|| {
+                    format!(
+                        "{} has no summary.json, plan.json or compare.csv: not a servesim output folder",
+                        dir.display()
+                    )
+                })?
+        }
+    };
+    if !dir.join(kind.file()).exists() {
+        bail!("{} has no {}", dir.display(), kind.file());
+    }
+    match kind {
+        Kind::Simulate => simulate_report(dir),
+        Kind::Plan => plan_report(dir),
+        Kind::Compare => compare_report(dir),
+    }
+}
+
+/// The report of a `plan`: attainment against instance count per candidate (the chosen count
+/// marked), and the cost table.
+pub fn plan_report(dir: &Path) -> anyhow::Result<String> {
+    let plan = read_json(&dir.join("plan.json"))?;
+    let candidates = plan["candidates"].as_array().context("plan.json: no candidates")?;
+    let target = plan["slo"]["attainment"].as_f64().unwrap_or(0.99);
+    let recommended = plan["recommended"].as_str().unwrap_or("");
+    let series: Vec<Series> = candidates
+        .iter()
+        .map(|c| {
+            let mut points: Vec<(f64, f64)> = c["points"]
+                .as_array()
+                .map(|pts| {
+                    pts.iter()
+                        .filter_map(|p| {
+                            let n = p["instances"].as_f64()?;
+                            // The worst seed's attainment: a count passes only if every seed does.
+                            let worst = p["seeds"]
+                                .as_array()?
+                                .iter()
+                                .filter_map(|s| s["attainment"].as_f64())
+                                .reduce(f64::min)?;
+                            Some((n, worst * 100.0))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Series { name: c["name"].as_str().unwrap_or("?").to_string(), points }
+        })
+        .collect();
+    let chosen = candidates.iter().find(|c| c["name"] == recommended).and_then(|c| c["instances_min"].as_f64());
+    let vmark = chosen.map(|n| Marker { label: format!("{recommended}: {n} instances"), value: n });
+    let mut charts = vec![charts::lines(
+        "SLO attainment vs instance count (worst seed)",
+        "instances",
+        "attainment (%)",
+        &series,
+        &[Marker { label: format!("target {:.1}%", target * 100.0), value: target * 100.0 }],
+        vmark.as_ref(),
+        true,
+    )?];
+    let names: Vec<String> = candidates.iter().map(|c| c["name"].as_str().unwrap_or("?").to_string()).collect();
+    let costs: Vec<f64> = candidates.iter().map(|c| c["cost_per_hour"].as_f64().unwrap_or(f64::NAN)).collect();
+    if costs.iter().any(|c| c.is_finite()) {
+        let best = names.iter().position(|n| n == recommended);
+        charts.push(charts::bars("Cost of each candidate (with headroom)", "$ per hour", &names, &costs, best)?);
+    }
+    let title = format!("servesim plan — {}", plan["scenario"].as_str().unwrap_or("plan"));
+    Ok(html::page(&title, &html::plan_header(&plan), &html::plan_table(&plan), &charts))
+}
+
+/// The report of a `compare`: bars per variant for the key metrics, the baseline outlined, and
+/// the table of compare.csv.
+pub fn compare_report(dir: &Path) -> anyhow::Result<String> {
+    let path = dir.join("compare.csv");
+    let mut rdr = csv::Reader::from_path(&path).with_context(|| format!("reading {}", path.display()))?;
+    let headers: Vec<String> = rdr.headers()?.iter().map(str::to_string).collect();
+    let rows: Vec<Vec<String>> =
+        rdr.records().map(|r| r.map(|r| r.iter().map(str::to_string).collect())).collect::<Result<_, _>>()?;
+    let col = |name: &str| headers.iter().position(|h| h == name);
+    let variants: Vec<String> = rows.iter().map(|r| r[0].clone()).collect();
+    let baseline = variants.iter().position(|v| v == "baseline");
+    // Short bar labels (#1, #2, ...) keyed to the table's first column: variant names are long.
+    let labels: Vec<String> =
+        variants.iter().enumerate().map(|(i, v)| if v == "baseline" { v.clone() } else { format!("#{i}") }).collect();
+    let mut charts = vec![];
+    for (metric, title, unit, scale) in [
+        ("ttft_ms_p99", "TTFT p99", "ms", 1.0),
+        ("tpot_ms_p99", "TPOT p99", "ms", 1.0),
+        ("e2e_ms_p99", "E2E p99", "ms", 1.0),
+        ("throughput_rps", "Throughput", "requests / s", 1.0),
+        ("goodput_rps", "Goodput", "requests / s within SLO", 1.0),
+        ("attainment", "SLO attainment", "% of requests", 100.0),
+    ] {
+        let Some(c) = col(metric) else { continue };
+        let values: Vec<f64> = rows.iter().map(|r| r[c].parse::<f64>().unwrap_or(f64::NAN) * scale).collect();
+        charts.push(charts::bars(&format!("{title} per variant"), unit, &labels, &values, baseline)?);
+    }
+    let title = format!("servesim compare — {}", dir.file_name().and_then(|n| n.to_str()).unwrap_or("compare"));
+    Ok(html::page(&title, "<p class=\"meta\">Variants on the identical request stream; the baseline is the scenario as written (outlined).</p>", &html::csv_table(&headers, &rows, &labels), &charts))
 }
 
 fn read_json(path: &Path) -> anyhow::Result<Value> {

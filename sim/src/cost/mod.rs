@@ -3,10 +3,12 @@
 //! The scheduler describes each iteration as a [`BatchShape`] of aggregates, so the cost of an
 //! iteration is O(1) however many requests it holds. A [`CostModel`] turns it into time.
 
+mod linear;
 pub mod profile;
 mod profiled;
 mod roofline;
 
+pub use linear::LinearCost;
 pub use profiled::{Profiled, ProfiledOp, KNOWN_OPS};
 pub use roofline::{OpTime, Roofline, RooflineParams};
 
@@ -126,5 +128,11 @@ pub trait CostModel: Send + Sync {
     fn iteration_time_of(&self, batch: &BatchShape, seqs: &[SeqWork]) -> SimTime {
         let _ = seqs;
         self.iteration_time(batch)
+    }
+
+    /// The part of [`CostModel::iteration_time`] spent on the CPU (scheduling, input
+    /// preparation, sampling, output processing), during which the GPU waits. Default: none.
+    fn cpu_time(&self, _batch: &BatchShape) -> SimTime {
+        SimTime::ZERO
     }
 }

@@ -206,6 +206,13 @@ impl CostModel for Roofline {
         let ns = if ns.is_finite() { ns.min(u64::MAX as f64 / 4.0) } else { u64::MAX as f64 / 4.0 };
         SimTime((ns as u64).max(1))
     }
+
+    fn cpu_time(&self, b: &BatchShape) -> SimTime {
+        if b.is_empty() {
+            return SimTime::ZERO;
+        }
+        SimTime((self.cpu_overhead_s(b) * 1e9).round() as u64)
+    }
 }
 
 #[cfg(test)]

@@ -1,38 +1,152 @@
 //! The paged KV cache: a fixed pool of blocks, each holding `block_tokens` tokens of K and V.
 //!
-//! Blocks are handed out from a free list and returned whole; a request's block table is the
-//! list of blocks it owns. Block identities are real (not just counts) so that prefix sharing
-//! and ownership checks have something to stand on.
+//! ```text
+//!   free (no content) ──alloc──► owned (refs ≥ 1) ──release, refs → 0──► free
+//!                                  ▲      │ registered (hash)                 (uncached)
+//!                        hit: refs+1│      └──release, refs → 0──► evictable (LRU) ──alloc when
+//!                                  └───────────────────────────────┘          free is empty──► owned
+//! ```
+//! Blocks are handed out from a free list; a request's block table is the list of blocks it
+//! owns. With prefix caching, a block whose tokens are computed can be registered under the hash
+//! of its content (and of everything before it); other requests with the same prefix then share
+//! it (reference counts), and when no request uses it, it stays cached but evictable, in least
+//! recently used order, until an allocation needs the space. Without prefix caching nothing is
+//! registered and this is a plain free list.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::time::SimTime;
+
+/// A hasher for keys that are already well-mixed 64-bit hashes.
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x;
+    }
+}
+
+pub type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+
+const NIL: u32 = u32::MAX;
 
 /// A pool of KV blocks.
 #[derive(Clone, Debug)]
 pub struct BlockAllocator {
     total: u32,
     free: Vec<u32>,
-    /// Owner count per block: 0 free, 1 owned.
-    refs: Vec<u8>,
+    /// Owner count per block.
+    refs: Vec<u32>,
+    /// Prefix-caching state, allocated only when caching is on.
+    cache: Option<Box<Cache>>,
+}
+
+/// Cached (registered) blocks and the evictable LRU list.
+#[derive(Clone, Debug)]
+struct Cache {
+    /// The hash a block is registered under, if any.
+    hash: Vec<Option<u64>>,
+    by_hash: IdMap<u32>,
+    /// Intrusive doubly linked LRU list of evictable blocks (refs 0, registered); head = least
+    /// recently used.
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    head: u32,
+    tail: u32,
+    evictable: u32,
+    /// When each evictable block was last released.
+    released: Vec<SimTime>,
 }
 
 impl BlockAllocator {
     pub fn new(total: u32) -> BlockAllocator {
         // Hand out low block numbers first (purely cosmetic; any order is correct).
-        BlockAllocator { total, free: (0..total).rev().collect(), refs: vec![0; total as usize] }
+        BlockAllocator { total, free: (0..total).rev().collect(), refs: vec![0; total as usize], cache: None }
+    }
+
+    /// A pool whose blocks can be registered, shared and kept cached (prefix caching).
+    pub fn with_prefix_cache(total: u32) -> BlockAllocator {
+        let n = total as usize;
+        let mut a = BlockAllocator::new(total);
+        a.cache = Some(Box::new(Cache {
+            hash: vec![None; n],
+            by_hash: IdMap::default(),
+            prev: vec![NIL; n],
+            next: vec![NIL; n],
+            head: NIL,
+            tail: NIL,
+            evictable: 0,
+            released: vec![SimTime::ZERO; n],
+        }));
+        a
     }
 
     pub fn total(&self) -> u32 {
         self.total
     }
 
+    /// Blocks an allocation can take: free ones and evictable cached ones.
     pub fn free(&self) -> u32 {
-        self.free.len() as u32
+        self.free.len() as u32 + self.evictable()
     }
 
+    /// Blocks owned by at least one request.
     pub fn used(&self) -> u32 {
         self.total - self.free()
     }
 
+    /// Cached blocks no request uses (reclaimable).
+    pub fn evictable(&self) -> u32 {
+        self.cache.as_ref().map_or(0, |c| c.evictable)
+    }
+
+    /// Registered (cached) blocks, in use or not.
+    pub fn cached(&self) -> u32 {
+        self.cache.as_ref().map_or(0, |c| c.by_hash.len() as u32)
+    }
+
+    pub fn refs(&self, b: u32) -> u32 {
+        self.refs[b as usize]
+    }
+
     /// Takes one block, or `None` when the pool is empty.
     pub fn alloc(&mut self) -> Option<u32> {
+        self.alloc_evicting().map(|(b, _)| b)
+    }
+
+    /// Takes one block, evicting the least recently used cached block when no free one is
+    /// left; returns the block and the hash it was evicted from, if any.
+    pub fn alloc_evicting(&mut self) -> Option<(u32, Option<u64>)> {
+        if let Some(b) = self.free.pop() {
+            debug_assert_eq!(self.refs[b as usize], 0, "block {b} on the free list but owned");
+            self.refs[b as usize] = 1;
+            return Some((b, None));
+        }
+        let c = self.cache.as_mut()?;
+        let b = c.head;
+        if b == NIL {
+            return None;
+        }
+        c.unlink(b);
+        let h = c.hash[b as usize].take().expect("evictable blocks are registered");
+        c.by_hash.remove(&h);
+        self.refs[b as usize] = 1;
+        Some((b, Some(h)))
+    }
+
+    /// Takes one block from the free list (never evicting a cached one).
+    #[inline]
+    pub fn alloc_free(&mut self) -> Option<u32> {
         let b = self.free.pop()?;
         debug_assert_eq!(self.refs[b as usize], 0, "block {b} on the free list but owned");
         self.refs[b as usize] = 1;
@@ -51,33 +165,156 @@ impl BlockAllocator {
         true
     }
 
-    /// Returns every block of `table` to the pool and empties it.
-    pub fn release(&mut self, table: &mut Vec<u32>) {
-        for &b in table.iter() {
-            assert_eq!(self.refs[b as usize], 1, "block {b} released but not owned");
-            self.refs[b as usize] = 0;
-            self.free.push(b);
+    /// The cached block registered under `hash`, if any.
+    pub fn lookup(&self, hash: u64) -> Option<u32> {
+        self.cache.as_ref()?.by_hash.get(&hash).copied()
+    }
+
+    /// One more owner for a cached block (a prefix hit); an evictable block stops being one.
+    pub fn acquire(&mut self, b: u32) {
+        let r = &mut self.refs[b as usize];
+        if *r == 0 {
+            self.cache.as_mut().expect("only cached blocks are acquired").unlink(b);
+        }
+        *r += 1;
+    }
+
+    /// Registers an owned block under `hash`, unless the hash is already cached elsewhere (two
+    /// requests computed the same prefix at once: the first keeps it) or the block already has
+    /// one. Returns whether it was registered.
+    pub fn register(&mut self, b: u32, hash: u64) -> bool {
+        let Some(c) = self.cache.as_mut() else { return false };
+        debug_assert!(self.refs[b as usize] > 0, "only owned blocks are registered");
+        if c.hash[b as usize].is_some() || c.by_hash.contains_key(&hash) {
+            return false;
+        }
+        c.hash[b as usize] = Some(hash);
+        c.by_hash.insert(hash, b);
+        true
+    }
+
+    /// Drops one owner of every block of `table` (at `now`) and empties it. Blocks nobody owns
+    /// any more become free, or evictable if they are cached; the table's last blocks are
+    /// released first, so they are evicted first (they are the least likely to be shared).
+    pub fn release_at(&mut self, table: &mut Vec<u32>, now: SimTime) {
+        for &b in table.iter().rev() {
+            let r = &mut self.refs[b as usize];
+            assert!(*r >= 1, "block {b} released but not owned");
+            *r -= 1;
+            if *r > 0 {
+                continue;
+            }
+            match self.cache.as_mut() {
+                Some(c) if c.hash[b as usize].is_some() => {
+                    c.push_back(b);
+                    c.released[b as usize] = now;
+                }
+                _ => self.free.push(b),
+            }
         }
         table.clear();
     }
 
-    /// Checks that the free list and the owner counts agree and that `tables` (every block
-    /// table in use) own each used block exactly once. O(total); for tests and debug checks.
-    pub fn check(&self, tables: &[&[u32]]) {
-        let mut seen = vec![0u8; self.total as usize];
-        for &b in &self.free {
-            assert_eq!(self.refs[b as usize], 0, "free block {b} has owners");
-            seen[b as usize] += 1;
+    /// [`BlockAllocator::release_at`] without a time (no prefix caching).
+    pub fn release(&mut self, table: &mut Vec<u32>) {
+        self.release_at(table, SimTime::ZERO);
+    }
+
+    /// Evicts cached blocks nobody has used since `before` (a time-to-live); returns how many.
+    pub fn expire(&mut self, before: SimTime) -> u64 {
+        let Some(c) = self.cache.as_mut() else { return 0 };
+        let mut n = 0;
+        while c.head != NIL && c.released[c.head as usize] < before {
+            let b = c.head;
+            c.unlink(b);
+            let h = c.hash[b as usize].take().expect("evictable blocks are registered");
+            c.by_hash.remove(&h);
+            self.free.push(b);
+            n += 1;
         }
+        n
+    }
+
+    /// Checks that the free list, the LRU list, the hash map and the owner counts agree, and
+    /// that `tables` (every block table in use) hold each owned block exactly as many times as
+    /// its owner count, never twice in one table. O(total); for tests and debug checks.
+    pub fn check(&self, tables: &[&[u32]]) {
+        let n = self.total as usize;
+        let mut held = vec![0u32; n];
         for t in tables {
+            let mut mine = std::collections::HashSet::new();
             for &b in *t {
-                assert_eq!(self.refs[b as usize], 1, "block {b} in a table but not marked owned");
-                seen[b as usize] += 1;
+                assert!(mine.insert(b), "block {b} twice in one table");
+                held[b as usize] += 1;
             }
         }
-        for (b, &n) in seen.iter().enumerate() {
-            assert_eq!(n, 1, "block {b} appears {n} times among free list and tables");
+        let mut free_seen = vec![false; n];
+        for &b in &self.free {
+            assert_eq!(self.refs[b as usize], 0, "free block {b} has owners");
+            assert!(!free_seen[b as usize], "block {b} twice on the free list");
+            free_seen[b as usize] = true;
         }
+        let mut lru_seen = vec![false; n];
+        if let Some(c) = &self.cache {
+            let mut count = 0;
+            let mut b = c.head;
+            let mut prev = NIL;
+            while b != NIL {
+                assert_eq!(c.prev[b as usize], prev, "LRU list broken at block {b}");
+                assert_eq!(self.refs[b as usize], 0, "evictable block {b} has owners");
+                assert!(c.hash[b as usize].is_some(), "evictable block {b} is not cached");
+                assert!(!free_seen[b as usize] && !lru_seen[b as usize], "block {b} both free and evictable");
+                lru_seen[b as usize] = true;
+                count += 1;
+                prev = b;
+                b = c.next[b as usize];
+            }
+            assert_eq!(prev, c.tail);
+            assert_eq!(count, c.evictable, "evictable count");
+            for (b, h) in c.hash.iter().enumerate() {
+                if let Some(h) = h {
+                    assert_eq!(c.by_hash.get(h), Some(&(b as u32)), "hash of block {b} not mapped to it");
+                    assert!(!free_seen[b], "free block {b} is cached");
+                }
+            }
+            assert_eq!(c.by_hash.len(), c.hash.iter().filter(|h| h.is_some()).count());
+        }
+        for b in 0..n {
+            assert_eq!(held[b], self.refs[b], "block {b}: {} table entries, {} owners", held[b], self.refs[b]);
+            let places = free_seen[b] as u32 + lru_seen[b] as u32 + (self.refs[b] > 0) as u32;
+            assert_eq!(places, 1, "block {b} is in {places} of free / evictable / owned");
+        }
+    }
+}
+
+impl Cache {
+    fn unlink(&mut self, b: u32) {
+        let (p, nx) = (self.prev[b as usize], self.next[b as usize]);
+        if p == NIL {
+            self.head = nx;
+        } else {
+            self.next[p as usize] = nx;
+        }
+        if nx == NIL {
+            self.tail = p;
+        } else {
+            self.prev[nx as usize] = p;
+        }
+        self.prev[b as usize] = NIL;
+        self.next[b as usize] = NIL;
+        self.evictable -= 1;
+    }
+
+    fn push_back(&mut self, b: u32) {
+        self.prev[b as usize] = self.tail;
+        self.next[b as usize] = NIL;
+        if self.tail == NIL {
+            self.head = b;
+        } else {
+            self.next[self.tail as usize] = b;
+        }
+        self.tail = b;
+        self.evictable += 1;
     }
 }
 
@@ -125,6 +362,104 @@ mod tests {
                 a.check(&refs);
             }
         }
+    }
+
+    /// Model-based test of the prefix cache: requests over a small universe of prefix chains
+    /// look up, share, register, release and evict, against a model that keeps, per cached
+    /// hash, its owners and when it was last released (LRU order), compared after every step.
+    #[test]
+    fn prefix_cache_matches_a_simple_model() {
+        #[derive(Clone, Default)]
+        struct Entry {
+            owners: u32,
+            released: u64,
+        }
+        for seed in 0..20 {
+            let mut rng = substream(seed, Stream::Sampling, 1);
+            let total = rng.random_range(4..64u32);
+            let mut a = BlockAllocator::with_prefix_cache(total);
+            // Per request: its block table and, per block, the hash it is registered under.
+            let mut tables: Vec<Vec<u32>> = vec![Vec::new(); 6];
+            let mut names: Vec<Vec<Option<u64>>> = vec![Vec::new(); 6];
+            let chains: Vec<Vec<u64>> = (0..4).map(|c| (0..12).map(|i| 1000 * c + i).collect()).collect();
+            let mut model: std::collections::BTreeMap<u64, Entry> = Default::default();
+            let mut clock = 0u64;
+            for _ in 0..3000 {
+                let who = rng.random_range(0..6usize);
+                if tables[who].is_empty() && rng.random_range(0..3) > 0 {
+                    // Admit: hit the cached prefix of a chain, allocate the rest, register it.
+                    let chain = &chains[rng.random_range(0..4usize)];
+                    let len = rng.random_range(1..=chain.len());
+                    let hits: Vec<u32> = chain[..len].iter().map_while(|&h| a.lookup(h)).collect();
+                    let k = hits.len();
+                    for h in &chain[..k] {
+                        assert!(model.contains_key(h), "seed {seed}: hit on a hash the model lacks");
+                    }
+                    if k < len {
+                        assert!(!model.contains_key(&chain[k]), "seed {seed}: missed a cached hash");
+                    }
+                    let evictable_hits = hits.iter().filter(|&&b| a.refs(b) == 0).count() as u32;
+                    if a.free() - evictable_hits < (len - k) as u32 {
+                        continue;
+                    }
+                    for (&b, &h) in hits.iter().zip(&chain[..k]) {
+                        a.acquire(b);
+                        tables[who].push(b);
+                        names[who].push(Some(h));
+                        model.get_mut(&h).unwrap().owners += 1;
+                    }
+                    for &h in &chain[k..len] {
+                        let (b, evicted) = a.alloc_evicting().expect("checked");
+                        if let Some(e) = evicted {
+                            let lru = model.values().filter(|e| e.owners == 0).map(|e| e.released).min().unwrap();
+                            assert_eq!(model[&e].owners, 0, "seed {seed}: evicted an owned block");
+                            assert_eq!(model[&e].released, lru, "seed {seed}: evicted not the LRU");
+                            model.remove(&e);
+                        }
+                        tables[who].push(b);
+                        if a.register(b, h) {
+                            model.insert(h, Entry { owners: 1, released: 0 });
+                            names[who].push(Some(h));
+                        } else {
+                            // A later block of the chain is still cached elsewhere.
+                            assert!(model.contains_key(&h));
+                            names[who].push(None);
+                        }
+                    }
+                } else if !tables[who].is_empty() {
+                    // Release, last block first: each gets its own release time in the model.
+                    clock += 1;
+                    for h in names[who].iter().rev().flatten() {
+                        let e = model.get_mut(h).unwrap();
+                        e.owners -= 1;
+                        if e.owners == 0 {
+                            e.released = clock;
+                        }
+                    }
+                    a.release_at(&mut tables[who], SimTime(clock));
+                    names[who].clear();
+                }
+                let refs: Vec<&[u32]> = tables.iter().map(|t| t.as_slice()).collect();
+                a.check(&refs);
+                assert_eq!(a.cached() as usize, model.len(), "seed {seed}");
+                let unowned = model.values().filter(|e| e.owners == 0).count() as u32;
+                assert_eq!(a.evictable(), unowned, "seed {seed}");
+            }
+        }
+    }
+
+    #[test]
+    fn expired_blocks_become_free() {
+        let mut a = BlockAllocator::with_prefix_cache(4);
+        let mut t = vec![];
+        assert!(a.alloc_n(2, &mut t));
+        assert!(a.register(t[0], 7) && a.register(t[1], 8));
+        a.release_at(&mut t, SimTime(100));
+        assert_eq!((a.evictable(), a.free()), (2, 4));
+        assert_eq!(a.expire(SimTime(100)), 0, "released at 100, not before it");
+        assert_eq!(a.expire(SimTime(101)), 2);
+        assert_eq!((a.evictable(), a.cached(), a.free()), (0, 0, 4));
+        assert_eq!(a.lookup(7), None);
     }
 
     #[test]

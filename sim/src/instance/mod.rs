@@ -1,28 +1,56 @@
-//! One serving instance: a vLLM-style continuous-batching scheduler over a paged KV cache.
+//! One serving instance: a batch scheduler over a paged KV cache, with pluggable policies.
 //!
 //! ```text
-//!   arrival ─► waiting (FCFS; preempted requests go back to the front)
-//!                 │  admitted while max_num_seqs, max_num_batched_tokens and free blocks allow
+//!   arrival ─► admission (max prompt, fits?, queue cap, circuit breaker) ─► queue (policy order)
+//!                 │   swapped (resume first) · preempted (recompute, next) · queue
+//!                 │   admitted while max_num_seqs, the token budget and free KV blocks allow
+//!                 ▼   (a prefix-cache hit shares cached blocks and skips their prefill)
+//!              running ── one iteration: the batching policy gives each request its tokens —
+//!                 │        a decode, a prefill chunk, a whole prompt, a speculative step
 //!                 ▼
-//!              running ── one iteration: every running request decodes one token, newly
-//!                 │        admitted ones prefill their whole prompt and sample their first token
-//!                 ▼
-//!              finished (blocks freed)
+//!              finished (blocks released; cached ones stay, evictable)
 //! ```
-//! When a running request needs a new block and none is free, the most recently admitted
-//! request is preempted: its blocks are freed and it is recomputed later (prompt and the tokens
-//! generated so far prefilled again), as vLLM does by default.
+//! The defaults are vLLM's: continuous batching with whole-prompt prefill, FCFS, paged blocks,
+//! and preemption of the most recently admitted request by recomputation (its blocks are freed
+//! and its prompt and generated tokens prefilled again later) when a running request needs a
+//! block and none is free. Each policy is one file under `batching/`, `queue/`, `admission/`,
+//! `preemption/`, plus `kv_policy.rs`, `prefix.rs`, `speculative.rs` and `cpu.rs`.
 
+pub mod admission;
+mod batch;
+pub mod batching;
+pub mod cpu;
+pub mod handoff;
 pub mod kv;
+pub mod kv_policy;
+pub mod policy;
+pub mod preemption;
+pub mod prefix;
+pub mod queue;
+mod seq;
+pub mod speculative;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::cost::{BatchShape, CostModel, SeqWork};
+use rand_chacha::ChaCha8Rng;
+
+use crate::cost::{BatchShape, CostModel, Roofline, SeqWork};
+use crate::disagg::Role;
 use crate::metrics::{Recorder, RejectReason};
+use crate::rng::{substream, Stream};
 use crate::time::SimTime;
 use crate::workload::Request;
+use admission::Breaker;
+use batch::Batch;
+pub use handoff::Handoff;
 use kv::BlockAllocator;
+pub use policy::PolicyConfig;
+use preemption::PreemptionSpec;
+use prefix::{CpuTier, Hit};
+use queue::{QPos, Queue, QueueCtx};
+use seq::{Cold, Seq};
+use speculative::DraftCost;
 
 /// The scheduler limits of one instance.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,31 +62,9 @@ pub struct InstanceConfig {
     pub watermark_blocks: u32,
     pub max_model_len: u64,
     pub kv_blocks: u32,
-}
-
-/// A request inside an instance.
-#[derive(Debug)]
-struct Seq {
-    id: u64,
-    prompt: u32,
-    output: u32,
-    /// Output tokens produced so far.
-    generated: u32,
-    /// KV block table.
-    blocks: Vec<u32>,
-    /// When this request's latest token was produced.
-    last_token: SimTime,
-    /// Whether this request's inter-token gaps enter the statistics.
-    counted: bool,
-    client: u32,
-}
-
-impl Seq {
-    /// Tokens whose K and V the next step needs in the cache: the prompt and every generated
-    /// token (the newest one is written by the step itself).
-    fn context(&self) -> u64 {
-        self.prompt as u64 + self.generated as u64
-    }
+    /// Serving policies: batching, queue order, admission, preemption, KV allocation, prefix
+    /// cache, speculative decoding, CPU overhead.
+    pub policy: PolicyConfig,
 }
 
 /// A request that left the instance during an iteration.
@@ -76,22 +82,63 @@ pub struct Gauges {
     pub kv_used: u64,
 }
 
+/// The cost of draft passes (speculative decoding).
+enum Draft {
+    Fraction(f64),
+    Model(Box<Roofline>),
+}
+
 pub struct Instance {
     pub id: u32,
     cfg: InstanceConfig,
     cost: Arc<dyn CostModel>,
     kv: BlockAllocator,
-    waiting: VecDeque<Seq>,
-    /// Running requests in admission order; the last `n_prefill` prefill in the current
-    /// iteration.
-    running: Vec<Seq>,
-    n_prefill: usize,
+    /// Never-admitted requests, in the queue policy's order.
+    queue: Queue,
+    /// Requests preempted for recomputation: first in line.
+    preempted: VecDeque<Box<Seq>>,
+    /// Requests swapped out to CPU memory: resumed before any admission.
+    swapped: VecDeque<Box<Seq>>,
+    /// Running requests in admission order. Boxed on purpose: the batch is compacted every
+    /// iteration a request finishes, and moving pointers is cheaper than moving requests.
+    #[allow(clippy::vec_box)]
+    running: Vec<Box<Seq>>,
+    /// (deadline, id, position) of queued requests, in arrival order, when a queue timeout is set.
+    timeouts: VecDeque<(SimTime, u64, QPos)>,
+    breaker: Option<Breaker>,
+    cpu_tier: Option<CpuTier>,
+    draft: Option<Draft>,
+    spec_rng: ChaCha8Rng,
+    swap_used: u64,
+    /// Per-iteration scratch: host-link bytes each way, admissions, whether anyone was preempted.
+    bytes_in: u64,
+    bytes_out: u64,
+    admitted_now: u32,
+    preempted_now: bool,
+    hits: Vec<Hit>,
+    /// The iteration being formed.
+    batch: Batch,
     /// When the in-flight iteration started, if one is in flight.
     iteration_start: Option<SimTime>,
     /// Iterations run so far.
     pub iterations: u64,
     /// Decode token-steps run so far (one per decoding request per iteration).
     pub decode_token_steps: u64,
+    /// Tokens the queued and preempted requests have to (re)compute before they run, kept up
+    /// to date for routers.
+    pending_prefill: u64,
+    /// Output tokens every request here has yet to produce.
+    pending_decode: u64,
+    /// Relative serving capacity, for routers that weigh instances (see
+    /// [`crate::router::capacity_weight`]).
+    capacity: f64,
+    /// Sequences over all iterations so far, the most in one, and the time spent in
+    /// iterations (pool statistics of a disaggregated cluster).
+    pub batch_seqs: u64,
+    pub batch_seqs_max: u64,
+    pub busy_ns: u128,
+    /// Requests handed off to, or taken in from, the other pool (disaggregation).
+    xfer: handoff::Transfers,
     /// Whether the cost model wants each iteration's sequences, and the reused list of them.
     wants_seqs: bool,
     seqs: Vec<SeqWork>,
@@ -100,20 +147,84 @@ pub struct Instance {
 impl Instance {
     pub fn new(id: u32, cfg: InstanceConfig, cost: Arc<dyn CostModel>) -> Instance {
         let wants_seqs = cost.wants_seqs();
+        let capacity = crate::router::capacity_weight(&cfg, cost.as_ref());
+        let p = &cfg.policy;
+        let kv = if p.prefix.enabled {
+            BlockAllocator::with_prefix_cache(cfg.kv_blocks)
+        } else {
+            BlockAllocator::new(cfg.kv_blocks)
+        };
+        let draft = p.draft.as_ref().map(|d| match d {
+            DraftCost::Fraction(f) => Draft::Fraction(*f),
+            DraftCost::Model(d) => {
+                Draft::Model(Box::new(Roofline::new(d.model.clone(), d.gpu.clone(), d.tp, d.params.clone())))
+            }
+        });
         Instance {
             id,
-            kv: BlockAllocator::new(cfg.kv_blocks),
-            cfg,
-            cost,
-            waiting: VecDeque::new(),
+            kv,
+            queue: Queue::new(p.queue.build(p.seed, id)),
+            preempted: VecDeque::new(),
+            swapped: VecDeque::new(),
             running: Vec::new(),
-            n_prefill: 0,
+            timeouts: VecDeque::new(),
+            breaker: p.admission.circuit_breaker.as_ref().map(Breaker::new),
+            cpu_tier: (p.prefix.enabled && p.cpu_tier_blocks > 0).then(|| CpuTier::new(p.cpu_tier_blocks)),
+            draft,
+            spec_rng: substream(p.seed, Stream::Speculation, id as u64),
+            swap_used: 0,
+            bytes_in: 0,
+            bytes_out: 0,
+            admitted_now: 0,
+            preempted_now: false,
+            hits: Vec::new(),
+            batch: Batch::default(),
             iteration_start: None,
             iterations: 0,
             decode_token_steps: 0,
+            pending_prefill: 0,
+            pending_decode: 0,
+            capacity,
+            batch_seqs: 0,
+            batch_seqs_max: 0,
+            busy_ns: 0,
+            xfer: handoff::Transfers::default(),
+            cfg,
+            cost,
             wants_seqs,
             seqs: Vec::new(),
         }
+    }
+
+    /// Requests waiting or running here (what a router counts as outstanding).
+    pub fn outstanding(&self) -> u64 {
+        (self.waiting_len() + self.running.len() + self.xfer.held()) as u64
+    }
+
+    pub fn kv_blocks_used(&self) -> u32 {
+        self.kv.used()
+    }
+
+    /// Fraction of KV blocks in use.
+    pub fn kv_usage(&self) -> f64 {
+        self.kv.used() as f64 / self.kv.total().max(1) as f64
+    }
+
+    /// Tokens the queued and preempted requests still have to prefill.
+    pub fn pending_prefill_tokens(&self) -> u64 {
+        self.pending_prefill
+    }
+
+    /// Output tokens the requests here have yet to produce. A real router cannot know this
+    /// (it does not know output lengths in advance); the simulator can.
+    pub fn pending_decode_tokens(&self) -> u64 {
+        self.pending_decode
+    }
+
+    /// Relative serving capacity (decode tokens per second at a reference batch); equal for
+    /// instances of one group.
+    pub fn capacity(&self) -> f64 {
+        self.capacity
     }
 
     pub fn config(&self) -> &InstanceConfig {
@@ -125,12 +236,17 @@ impl Instance {
     }
 
     pub fn has_work(&self) -> bool {
-        !self.waiting.is_empty() || !self.running.is_empty()
+        self.waiting_len() > 0 || !self.running.is_empty()
+    }
+
+    /// Requests waiting: queued, preempted and swapped out.
+    pub fn waiting_len(&self) -> usize {
+        self.queue.len() + self.preempted.len() + self.swapped.len()
     }
 
     pub fn gauges(&self) -> Gauges {
         Gauges {
-            waiting: self.waiting.len() as u64,
+            waiting: (self.waiting_len() + self.xfer.held()) as u64,
             running: self.running.len() as u64,
             kv_used: self.kv.used() as u64,
         }
@@ -144,6 +260,11 @@ impl Instance {
         tokens.div_ceil(self.cfg.block_tokens)
     }
 
+    /// Blocks reserved up front for a request (`reserve-max`), 0 when paged.
+    fn reserved_blocks(&self, s: &Seq) -> u64 {
+        self.blocks_for(self.cfg.policy.kv.reservation(s.prompt as u64, self.cfg.max_model_len))
+    }
+
     /// Whether this instance could ever serve `req`; the reason if not.
     pub fn check_fits(&self, req: &Request) -> Result<(), RejectReason> {
         let p = req.prompt_tokens as u64;
@@ -151,182 +272,753 @@ impl Instance {
         if p + o > self.cfg.max_model_len {
             return Err(RejectReason::ContextTooLong);
         }
-        if p > self.cfg.max_num_batched_tokens {
+        // A decode instance prefills only to recompute, which may exceed the token budget.
+        let role = self.cfg.policy.role;
+        if p > self.cfg.max_num_batched_tokens && !self.cfg.policy.batching.is_chunked() && role != Role::Decode {
             return Err(RejectReason::PromptExceedsBatchTokens);
         }
-        // The last output token is sampled, never written to the cache.
-        if self.blocks_for(p + o - 1) > self.kv.total() as u64 {
+        // The last output token is sampled, never written to the cache; a prefill instance
+        // holds only the prompt's KV.
+        let kept = if role == Role::Prefill { 1 } else { o };
+        let tokens = (p + kept - 1).max(self.cfg.policy.kv.reservation(p, self.cfg.max_model_len));
+        if self.blocks_for(tokens) > self.kv.total() as u64 {
             return Err(RejectReason::ExceedsKvCapacity);
         }
         Ok(())
     }
 
-    /// Queues a request that passed [`Instance::check_fits`].
+    /// Decides whether an arrival at `now` is accepted: [`Instance::check_fits`] and the
+    /// admission policy (max prompt, queue cap, circuit breaker).
+    pub fn accept(&mut self, req: &Request, _now: SimTime, rec: &mut Recorder) -> Result<(), RejectReason> {
+        let adm = &self.cfg.policy.admission;
+        if adm.max_prompt_tokens.is_some_and(|m| req.prompt_tokens > m) {
+            return Err(RejectReason::PromptTooLong);
+        }
+        self.check_fits(req)?;
+        let waiting = self.waiting_len();
+        if adm.max_queue.is_some_and(|m| waiting >= m as usize) {
+            return Err(RejectReason::QueueFull);
+        }
+        if let Some(b) = &mut self.breaker {
+            let trips = b.trips;
+            let ok = b.allows(waiting);
+            rec.policy.breaker_trips += b.trips - trips;
+            if !ok {
+                return Err(RejectReason::CircuitOpen);
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues a request that passed [`Instance::check_fits`] (or [`Instance::accept`]).
     pub fn enqueue(&mut self, req: &Request, counted: bool) {
-        self.waiting.push_back(Seq {
+        self.pending_prefill += req.prompt_tokens as u64;
+        self.pending_decode += req.output_tokens as u64;
+        let mut s = Box::new(Seq {
             id: req.id,
+            computed: 0,
+            step: 0,
+            blocks: Vec::new(),
+            last_token: req.arrival,
             prompt: req.prompt_tokens,
             output: req.output_tokens,
             generated: 0,
-            blocks: Vec::new(),
-            last_token: req.arrival,
-            counted,
             client: req.client,
+            draft: 0,
+            counted,
+            admitted: false,
+            class: req.class,
+            cold: Cold { arrival: req.arrival, ..Cold::default() },
         });
+        if self.cfg.policy.prefix.enabled {
+            prefix::block_hashes(
+                &req.content,
+                req.prompt_tokens,
+                req.output_tokens,
+                self.cfg.block_tokens,
+                &mut s.cold.hashes,
+            );
+        }
+        let pos = self.queue.push(s);
+        if let Some(t) = self.cfg.policy.admission.queue_timeout_s {
+            self.timeouts.push_back((req.arrival + SimTime::from_secs_f64(t), req.id, pos));
+        }
     }
 
     /// Forms the next batch and starts it at `now`; returns when it ends, or `None` when there
     /// is nothing to run.
     pub fn start_iteration(&mut self, now: SimTime, rec: &mut Recorder) -> Option<SimTime> {
         debug_assert!(!self.is_busy());
-        let mut shape = BatchShape::default();
-        let preempted = self.grow_running(rec);
-        for s in &self.running {
-            shape.add_decode(s.context());
+        self.bytes_in = 0;
+        self.bytes_out = 0;
+        self.admitted_now = 0;
+        self.preempted_now = false;
+        if let Some(ttl) = self.cfg.policy.prefix.ttl_s {
+            let before = now.saturating_sub(SimTime::from_secs_f64(ttl));
+            rec.policy.prefix_evictions += self.kv.expire(before);
         }
-        if !preempted {
-            self.admit(now, &mut shape, rec);
+        self.batch.clear();
+        batching::form(self, now, rec);
+        if self.batch.shape.is_empty() && self.preempted_now {
+            // Everyone with a step this time was preempted (their blocks are free now): try
+            // again rather than leave the instance idle with work.
+            self.preempted_now = false;
+            self.batch.clear();
+            batching::form(self, now, rec);
         }
+        let Batch { shape, drafts } = std::mem::take(&mut self.batch);
         if shape.is_empty() {
+            // Work may wait for blocks a KV transfer holds (disaggregation): its end restarts us.
+            debug_assert!(!self.has_work() || self.xfer.pins_blocks(), "instance {} idle with work", self.id);
+            self.batch.drafts = drafts;
             return None;
         }
-        let dur = if self.wants_seqs {
-            // Decodes first, then this iteration's prefills, as `running` holds them.
-            let first_prefill = self.running.len() - self.n_prefill;
+        #[cfg(debug_assertions)]
+        self.check_batch(&shape);
+        let total = if self.wants_seqs {
+            // Decodes first, then this iteration's prefills (and speculative verifications).
             self.seqs.clear();
-            for (i, s) in self.running.iter().enumerate() {
-                self.seqs.push(if i < first_prefill {
-                    SeqWork::decode(s.context())
-                } else {
-                    SeqWork::prefill(s.context(), 0, true)
-                });
-            }
+            self.seqs.extend(self.running.iter().filter_map(|s| s.work()).filter(|w| !w.prefill));
+            self.seqs.extend(self.running.iter().filter_map(|s| s.work()).filter(|w| w.prefill));
             self.cost.iteration_time_of(&shape, &self.seqs)
         } else {
             self.cost.iteration_time(&shape)
         };
-        debug_assert!(dur > SimTime::ZERO, "an iteration must take time");
+        debug_assert!(total > SimTime::ZERO, "an iteration must take time");
+        let cpu = self.cost.cpu_time(&shape).min(total);
+        let mut gpu = total - cpu;
+        let mut dur = total;
+        if self.cfg.policy.cpu.overlap {
+            dur = gpu.max(cpu);
+        }
+        if let Some(d) = &self.draft {
+            let t = self.draft_time(d, &drafts);
+            self.batch.drafts = drafts;
+            gpu += t;
+            dur += t;
+        }
+        let bytes = self.bytes_in.max(self.bytes_out);
+        if bytes > 0 {
+            let t = SimTime((bytes as f64 / self.cfg.policy.pcie_bytes_per_s * 1e9).ceil() as u64);
+            rec.policy.transfer_ns += t.0 as u128;
+            dur += t;
+        }
         self.iteration_start = Some(now);
         self.iterations += 1;
         self.decode_token_steps += shape.decode_seqs;
+        self.batch_seqs += shape.seqs();
+        self.batch_seqs_max = self.batch_seqs_max.max(shape.seqs());
+        self.busy_ns += dur.0 as u128;
         rec.iteration(&shape, dur);
+        let p = &mut rec.policy;
+        p.busy_ns += dur.0 as u128;
+        p.cpu_ns += cpu.0 as u128;
+        p.gpu_wait_ns += dur.saturating_sub(gpu).0 as u128;
+        let backlogged = self.waiting_len() > 0;
+        if let Some(b) = &mut self.breaker {
+            b.observe(self.admitted_now, backlogged, dur);
+        }
         self.debug_check();
         Some(now + dur)
     }
 
-    /// Gives every running request the block its next token needs, preempting the most
-    /// recently admitted requests when the pool runs dry. Returns whether any was preempted.
-    fn grow_running(&mut self, rec: &mut Recorder) -> bool {
-        let mut preempted = false;
+    /// Checks the incrementally kept batch against one built from scratch (debug builds).
+    #[cfg(debug_assertions)]
+    fn check_batch(&self, shape: &BatchShape) {
+        let mut b = Batch::default();
+        for s in &self.running {
+            b.add(s);
+        }
+        let mut a = *shape;
+        let pairs = (a.prefill_attn_pairs - b.shape.prefill_attn_pairs).abs();
+        assert!(pairs <= 1e-9 * b.shape.prefill_attn_pairs.max(1.0), "attention pairs out of step");
+        a.prefill_attn_pairs = b.shape.prefill_attn_pairs;
+        assert_eq!(a, b.shape, "batch shape out of step with the running requests");
+    }
+
+    fn draft_time(&self, d: &Draft, drafts: &[(u64, u64)]) -> SimTime {
+        let mut t = SimTime::ZERO;
+        for &(n, ctx) in drafts {
+            let b = BatchShape { decode_seqs: n, decode_context_tokens: ctx, sampled_seqs: n, ..BatchShape::default() };
+            t += match d {
+                Draft::Fraction(f) => SimTime((self.cost.iteration_time(&b).0 as f64 * f).ceil() as u64),
+                Draft::Model(r) => r.iteration_time(&b),
+            };
+        }
+        t
+    }
+
+    /// Tokens the running requests process in this iteration so far.
+    fn budget_used(&self) -> u64 {
+        self.batch.shape.tokens()
+    }
+
+    /// The decode step of a running request: 1 token, or 1 + k with speculation (fewer near
+    /// the end of its output), and the drafts it verifies.
+    fn decode_step(&self, s: &Seq) -> (u64, u32) {
+        match &self.cfg.policy.speculative {
+            Some(sp) => {
+                let k = sp.k.min(s.output - s.generated - 1);
+                (1 + k as u64, k)
+            }
+            None => (1, 0),
+        }
+    }
+
+    /// Gives each running decode without a step yet its decode step while `budget` lasts, and
+    /// the blocks for it (preempting the most recently admitted requests when none are free).
+    fn step_running_decodes(&mut self, budget: u64, rec: &mut Recorder) {
+        let bt = self.cfg.block_tokens;
+        let k = self.cfg.policy.speculative.as_ref().map_or(0, |sp| sp.k);
+        let mut used = 0;
         let mut i = 0;
-        while i < self.running.len() {
-            let need = self.blocks_for(self.running[i].context());
-            while (self.running[i].blocks.len() as u64) < need {
-                if let Some(b) = self.kv.alloc() {
-                    self.running[i].blocks.push(b);
-                    continue;
+        // Fast pass, for as long as free blocks suffice (no eviction, no preemption): this runs
+        // for every request, every iteration.
+        {
+            let Instance { running, kv, batch, .. } = self;
+            for s in running.iter_mut() {
+                if s.step == 0 && s.is_decode() {
+                    let draft = k.min(s.output - s.generated - 1);
+                    let step = 1 + draft as u64;
+                    if used + step <= budget {
+                        // Multiplying rather than dividing.
+                        if (s.blocks.len() as u64) * bt < s.computed + step {
+                            let need = (s.computed + step).div_ceil(bt) as usize;
+                            while s.blocks.len() < need {
+                                match kv.alloc_free() {
+                                    Some(b) => s.blocks.push(b),
+                                    None => break,
+                                }
+                            }
+                            if s.blocks.len() < need {
+                                break;
+                            }
+                        }
+                        s.step = step;
+                        s.draft = draft;
+                        used += step;
+                        if draft == 0 {
+                            let b = &mut batch.shape;
+                            b.decode_seqs += 1;
+                            b.decode_context_tokens += s.context();
+                            b.sampled_seqs += 1;
+                        } else {
+                            batch.add(s);
+                        }
+                    }
                 }
-                let mut victim = self.running.pop().expect("running is not empty");
-                self.kv.release(&mut victim.blocks);
-                rec.preempted(victim.id);
-                self.waiting.push_front(victim);
-                preempted = true;
-                if i == self.running.len() {
-                    // The request itself was the most recent: it waits for recomputation.
-                    break;
+                i += 1;
+            }
+        }
+        // The rest, evicting cached blocks and preempting when the free ones run out.
+        while i < self.running.len() {
+            let s = &mut self.running[i];
+            if s.step == 0 && s.is_decode() {
+                let draft = k.min(s.output - s.generated - 1);
+                let step = 1 + draft as u64;
+                if used + step <= budget {
+                    s.step = step;
+                    s.draft = draft;
+                    used += step;
+                    self.batch.add(s);
+                    let need = (s.computed + step).div_ceil(bt) as usize;
+                    if s.blocks.len() < need {
+                        self.grow_slow(i, need, rec);
+                    }
                 }
             }
             i += 1;
         }
-        preempted
     }
 
-    /// Admits waiting requests in FCFS order while the limits allow.
-    fn admit(&mut self, now: SimTime, shape: &mut BatchShape, rec: &mut Recorder) {
-        let mut budget = self.cfg.max_num_batched_tokens.saturating_sub(self.running.len() as u64);
-        while let Some(front) = self.waiting.front() {
-            if self.running.len() >= self.cfg.max_num_seqs as usize {
+    /// Keeps the decode steps of running requests, in order, while their tokens fit in `keep`;
+    /// the rest skip this iteration (their blocks stay).
+    fn trim_decodes(&mut self, keep: u64) {
+        let mut used = 0;
+        for s in &mut self.running {
+            if s.step > 0 && s.is_decode() {
+                if used + s.step <= keep {
+                    used += s.step;
+                } else {
+                    self.batch.remove(s);
+                    s.step = 0;
+                    s.draft = 0;
+                }
+            }
+        }
+    }
+
+    /// Gives each running request in the middle of a prefill its next chunk while `budget`
+    /// lasts, and the blocks for it.
+    fn step_running_prefills(&mut self, budget: u64, rec: &mut Recorder) {
+        let mut used = 0;
+        let mut i = 0;
+        while i < self.running.len() {
+            let s = &self.running[i];
+            if s.step == 0 && !s.is_decode() && used < budget {
+                let chunk = s.pending().min(budget - used);
+                self.running[i].step = chunk;
+                self.batch.add(&self.running[i]);
+                used += chunk;
+                self.grow(i, rec);
+            }
+            i += 1;
+        }
+    }
+
+    /// Gives running request `i` the blocks its step needs, preempting the most recently
+    /// admitted requests while none are free. Returns false if `i` itself was preempted.
+    #[inline]
+    fn grow(&mut self, i: usize, rec: &mut Recorder) -> bool {
+        let s = &self.running[i];
+        let need = self.blocks_for(s.computed + s.step) as usize;
+        if s.blocks.len() >= need {
+            return true;
+        }
+        self.grow_slow(i, need, rec)
+    }
+
+    fn grow_slow(&mut self, i: usize, need: usize, rec: &mut Recorder) -> bool {
+        while self.running[i].blocks.len() < need {
+            if let Some(b) = self.alloc_block(rec) {
+                self.running[i].blocks.push(b);
+                continue;
+            }
+            self.preempt_last(rec);
+            if i == self.running.len() {
+                // The request itself was the most recent: it waits.
+                return false;
+            }
+        }
+        true
+    }
+
+    /// One block, evicting a cached one if need be (and keeping it in the CPU tier, if any).
+    fn alloc_block(&mut self, rec: &mut Recorder) -> Option<u32> {
+        let (b, evicted) = self.kv.alloc_evicting()?;
+        if let Some(h) = evicted {
+            rec.policy.prefix_evictions += 1;
+            if let Some(t) = &mut self.cpu_tier {
+                if t.put(h) {
+                    self.bytes_out += self.cfg.policy.block_bytes;
+                    rec.policy.prefix_cpu_offloads += 1;
+                }
+            }
+        }
+        Some(b)
+    }
+
+    /// Preempts the most recently admitted running request: swaps it out when the policy says
+    /// so and the swap space has room, otherwise frees its blocks for recomputation.
+    fn preempt_last(&mut self, rec: &mut Recorder) {
+        let mut v = self.running.pop().expect("running is not empty");
+        self.queue.left(&v);
+        rec.preempted(v.id);
+        self.preempted_now = true;
+        self.batch.remove(&v);
+        v.step = 0;
+        v.draft = 0;
+        let blocks = self.blocks_for(v.computed);
+        let swap = matches!(self.cfg.policy.preemption, PreemptionSpec::Swap(_));
+        if swap && blocks > 0 && self.swap_used + blocks <= self.cfg.policy.swap_blocks {
+            self.kv.release_at(&mut v.blocks, v.last_token);
+            self.swap_used += blocks;
+            v.cold.swapped_blocks = blocks;
+            self.bytes_out += blocks * self.cfg.policy.block_bytes;
+            rec.policy.swap_out_blocks += blocks;
+            self.swapped.push_front(v);
+        } else {
+            if swap {
+                rec.policy.swap_fallbacks += 1;
+            }
+            self.kv.release_at(&mut v.blocks, v.last_token);
+            v.computed = 0;
+            self.pending_prefill += v.context();
+            self.preempted.push_front(v);
+        }
+    }
+
+    /// Swaps requests back in, oldest preemption first, while the limits allow; each takes its
+    /// step in this iteration.
+    fn swap_in(&mut self, budget: &mut u64, chunked: bool) {
+        while let Some(s) = self.swapped.front() {
+            if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
                 break;
             }
-            // A recomputation can exceed the token budget (prompt + generated tokens); it then
-            // runs as the only prefill of its iteration rather than never.
-            let tokens = front.context();
-            let oversized = tokens > self.cfg.max_num_batched_tokens && self.n_prefill == 0;
-            if tokens > budget && !oversized {
+            let (step, draft) = if s.is_decode() {
+                self.decode_step(s)
+            } else if chunked {
+                (s.pending().min(*budget), 0)
+            } else {
+                (s.pending(), 0)
+            };
+            if step == 0 || step > *budget {
                 break;
             }
-            let need = self.blocks_for(tokens);
-            // The watermark keeps room for running requests to grow; with none running it
-            // would only stall the queue.
+            let need = self.blocks_for(s.computed + step).max(self.reserved_blocks(s));
             let reserve = if self.running.is_empty() { 0 } else { self.cfg.watermark_blocks as u64 };
             if (self.kv.free() as u64) < need + reserve {
                 break;
             }
-            let mut seq = self.waiting.pop_front().expect("front exists");
-            assert!(self.kv.alloc_n(need as u32, &mut seq.blocks));
-            rec.scheduled(seq.id, now);
-            shape.add_prefill(tokens, 0, true);
-            budget = budget.saturating_sub(tokens);
-            self.running.push(seq);
-            self.n_prefill += 1;
+            let mut s = self.swapped.pop_front().expect("front exists");
+            for _ in 0..need {
+                // Evictions here cannot reach the CPU tier's accounting of this iteration's
+                // bytes wrongly: they are ordinary evictions.
+                let (b, _) = self.kv.alloc_evicting().expect("checked free blocks");
+                s.blocks.push(b);
+            }
+            self.bytes_in += s.cold.swapped_blocks * self.cfg.policy.block_bytes;
+            self.swap_used -= s.cold.swapped_blocks;
+            s.cold.swapped_blocks = 0;
+            self.register_computed(&s, 0);
+            s.step = step;
+            s.draft = draft;
+            self.batch.add(&s);
+            *budget -= step;
+            self.admitted_now += 1;
+            self.queue.admitted(&s);
+            self.running.push(s);
         }
     }
 
-    /// Ends the in-flight iteration at `now`: every request in the batch gains a token;
-    /// finished ones leave (pushed to `departed`).
-    pub fn finish_iteration(&mut self, now: SimTime, rec: &mut Recorder, departed: &mut Vec<Departure>) {
-        let start = self.iteration_start.take().expect("an iteration is in flight");
-        let first_prefill = self.running.len() - self.n_prefill;
-        self.n_prefill = 0;
-        let mut steady = 0u32;
-        let kv = &mut self.kv;
-        let mut idx = 0usize;
-        self.running.retain_mut(|s| {
-            let prefilled = idx >= first_prefill;
-            idx += 1;
-            s.generated += 1;
-            if s.generated == 1 {
-                rec.first_token(s.id, now);
-            } else if s.counted {
-                // A request that decoded in the previous iteration too had its last token at
-                // this iteration's start: all of them share one gap, recorded once.
-                if !prefilled && s.last_token == start {
-                    steady += 1;
-                } else {
-                    rec.itl(now - s.last_token, 1);
+    /// Registers the full computed blocks of `s` from block `from` on (prefix caching).
+    fn register_computed(&mut self, s: &Seq, from: u64) {
+        let hashes = &s.cold.hashes;
+        if hashes.is_empty() {
+            return;
+        }
+        let to = (s.computed / self.cfg.block_tokens).min(hashes.len() as u64).min(s.blocks.len() as u64);
+        for i in from..to {
+            self.kv.register(s.blocks[i as usize], hashes[i as usize]);
+        }
+    }
+
+    /// Admits waiting requests (preempted ones first, then the queue in policy order) while
+    /// `max_num_seqs`, `budget` and the free blocks allow; whole prompts, or with `chunked` the
+    /// first chunk that fits the budget. Returns how many were admitted.
+    fn admit(&mut self, now: SimTime, budget: &mut u64, chunked: bool, rec: &mut Recorder) -> u32 {
+        let bt = self.cfg.block_tokens;
+        let mut n = 0u32;
+        loop {
+            if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
+                break;
+            }
+            let ctx = QueueCtx { waiting: self.waiting_len() };
+            let from_preempted = !self.preempted.is_empty();
+            let cand = if from_preempted {
+                self.preempted.front().expect("not empty")
+            } else {
+                match self.queue.peek(&ctx) {
+                    Some(s) => s,
+                    None => break,
+                }
+            };
+            let context = cand.context();
+            // The longest cached prefix, leaving at least one token to compute (its logits
+            // give the next token).
+            let (mut gpu_hits, mut evictable_hits) = (0, 0);
+            self.hits.clear();
+            if self.cfg.policy.prefix.enabled {
+                let max_blocks = (context - 1) / bt;
+                (gpu_hits, evictable_hits) =
+                    prefix::lookup(&self.kv, self.cpu_tier.as_ref(), &cand.cold.hashes, max_blocks, &mut self.hits);
+                if (self.hits.len() as u64 * bt) < self.cfg.policy.prefix.min_prefix_tokens {
+                    self.hits.clear();
+                    (gpu_hits, evictable_hits) = (0, 0);
                 }
             }
-            s.last_token = now;
-            if s.generated >= s.output {
-                kv.release(&mut s.blocks);
-                rec.finished(s.id, now);
-                departed.push(Departure { id: s.id, client: s.client });
-                false
+            let hit_tokens = self.hits.len() as u64 * bt;
+            let pending = context - hit_tokens;
+            let step = if chunked {
+                pending.min(*budget)
             } else {
-                true
+                // A recomputation can exceed the token budget (prompt + generated tokens); it
+                // then runs as the only prefill of its iteration rather than never.
+                let oversized = pending > self.cfg.max_num_batched_tokens && n == 0;
+                if pending > *budget && !oversized {
+                    break;
+                }
+                pending
+            };
+            if step == 0 {
+                break;
             }
-        });
+            let need = self.blocks_for(hit_tokens + step).max(self.reserved_blocks(cand));
+            let new = need - gpu_hits;
+            // The watermark keeps room for running requests to grow; with none running it
+            // would only stall the queue.
+            let reserve = if self.running.is_empty() { 0 } else { self.cfg.watermark_blocks as u64 };
+            if (self.kv.free() as u64 - evictable_hits) < new + reserve {
+                break;
+            }
+            let mut seq = if from_preempted {
+                self.preempted.pop_front().expect("front exists")
+            } else {
+                self.queue.pop(&ctx).expect("peeked")
+            };
+            self.pending_prefill -= seq.context();
+            let hits = std::mem::take(&mut self.hits);
+            for h in &hits {
+                if let Hit::Gpu(b) = h {
+                    self.kv.acquire(*b);
+                }
+            }
+            let mut cpu_hits = 0u64;
+            for h in &hits {
+                match *h {
+                    Hit::Gpu(b) => seq.blocks.push(b),
+                    Hit::Cpu(hash) => {
+                        let b = self.alloc_block(rec).expect("checked free blocks");
+                        self.kv.register(b, hash);
+                        if let Some(t) = &mut self.cpu_tier {
+                            t.put(hash);
+                        }
+                        seq.blocks.push(b);
+                        cpu_hits += 1;
+                    }
+                }
+            }
+            while (seq.blocks.len() as u64) < need {
+                let b = self.alloc_block(rec).expect("checked free blocks");
+                seq.blocks.push(b);
+            }
+            self.hits = hits;
+            self.bytes_in += cpu_hits * self.cfg.policy.block_bytes;
+            seq.computed = hit_tokens;
+            seq.step = step;
+            self.batch.add(&seq);
+            if self.cfg.policy.prefix.enabled {
+                let p = &mut rec.policy;
+                p.prefix_saved_tokens += hit_tokens;
+                p.prefix_cpu_hit_tokens += cpu_hits * bt;
+                if !seq.admitted {
+                    p.prefix_lookups += 1;
+                    p.prefix_lookup_tokens += seq.prompt as u64;
+                    p.prefix_hit_tokens += hit_tokens;
+                    p.prefix_hit_requests += (hit_tokens > 0) as u64;
+                }
+            }
+            seq.admitted = true;
+            rec.scheduled(seq.id, now);
+            *budget = budget.saturating_sub(step);
+            self.queue.admitted(&seq);
+            self.running.push(seq);
+            self.admitted_now += 1;
+            n += 1;
+        }
+        n
+    }
+
+    /// Ends the in-flight iteration at `now`: every request in the batch gains its tokens;
+    /// finished ones leave (pushed to `departed`), and so do queued requests whose queue
+    /// timeout has passed.
+    pub fn finish_iteration(&mut self, now: SimTime, rec: &mut Recorder, departed: &mut Vec<Departure>) {
+        let start = self.iteration_start.take().expect("an iteration is in flight");
+        let bt = self.cfg.block_tokens;
+        let alpha = self.cfg.policy.speculative.as_ref().map_or(0.0, |s| s.acceptance);
+        let prefix_on = self.cfg.policy.prefix.enabled;
+        let Instance { running, kv, queue, spec_rng, .. } = self;
+        let mut ctx = Finish { now, start, alpha, bt, prefix_on, steady: 0, gained: 0 };
+        // What `retain_mut` does, written out so that `finish_one` is inlined into the loop;
+        // the batch holds boxes, so keeping order costs pointer moves.
+        let mut kept = 0;
+        for i in 0..running.len() {
+            if finish_one(&mut running[i], &mut ctx, kv, queue, spec_rng, rec, departed) {
+                running.swap(kept, i);
+                kept += 1;
+            }
+        }
+        running.truncate(kept);
+        self.pending_decode -= ctx.gained;
+        if self.cfg.policy.role == Role::Prefill {
+            self.hand_off_prefilled(now);
+        }
+        let steady = ctx.steady;
         if steady > 0 {
             rec.itl(now - start, steady);
+        }
+        while let Some(&(deadline, id, pos)) = self.timeouts.front() {
+            if deadline > now {
+                break;
+            }
+            self.timeouts.pop_front();
+            if let Some(s) = self.queue.remove(pos) {
+                debug_assert_eq!(s.id, id);
+                self.pending_prefill -= s.context();
+                self.pending_decode -= (s.output - s.generated) as u64;
+                rec.timed_out(id, deadline);
+                departed.push(Departure { id, client: s.client });
+            }
         }
         self.debug_check();
     }
 
-    /// KV conservation: blocks in use are exactly those in running block tables, and waiting
-    /// requests hold none. O(running) per call, debug builds only.
+    /// KV conservation: blocks in use are exactly those in running block tables (counted once
+    /// each, shared or not), and waiting requests hold none. O(running) per call, debug builds
+    /// only.
     fn debug_check(&self) {
         #[cfg(debug_assertions)]
         {
-            let owned: usize = self.running.iter().map(|s| s.blocks.len()).sum();
-            assert_eq!(owned, self.kv.used() as usize, "KV blocks not conserved on instance {}", self.id);
-            assert!(self.waiting.iter().all(|s| s.blocks.is_empty()), "a waiting request holds blocks");
+            if !self.cfg.policy.prefix.enabled {
+                let owned: usize = self.running.iter().map(|s| s.blocks.len()).sum::<usize>()
+                    + self.xfer.tables().map(<[u32]>::len).sum::<usize>();
+                assert_eq!(owned, self.kv.used() as usize, "KV blocks not conserved on instance {}", self.id);
+            }
+            assert!(
+                self.preempted.iter().chain(&self.swapped).all(|s| s.blocks.is_empty()),
+                "a waiting request holds blocks"
+            );
             assert!(self.running.len() <= self.cfg.max_num_seqs as usize);
+            assert!(self.swap_used <= self.cfg.policy.swap_blocks);
+            self.check_load_signals();
         }
     }
 
-    /// Full ownership check of every block (O(blocks)); used by tests.
+    /// The load signals routers read agree with the queues (O(requests here)).
+    pub fn check_load_signals(&self) {
+        let prefill: u64 = self.queue.iter().chain(self.preempted.iter().map(|b| &**b)).map(|s| s.context()).sum();
+        assert_eq!(prefill, self.pending_prefill, "pending prefill tokens out of step on instance {}", self.id);
+        let decode: u64 = self
+            .queue
+            .iter()
+            .chain(self.preempted.iter().map(|b| &**b))
+            .chain(self.swapped.iter().map(|b| &**b))
+            .chain(self.running.iter().map(|b| &**b))
+            .map(|s| (s.output - s.generated) as u64)
+            .sum::<u64>()
+            + self.xfer.pending_decode();
+        assert_eq!(decode, self.pending_decode, "pending decode tokens out of step on instance {}", self.id);
+    }
+
+    /// Full check of every block's ownership (O(blocks)) and of the policies' state: the
+    /// prefix cache's shared and evictable blocks, swap space, the CPU tier, the queue; used
+    /// by tests.
     pub fn check_kv_ownership(&self) {
-        let tables: Vec<&[u32]> = self.running.iter().map(|s| s.blocks.as_slice()).collect();
+        let tables: Vec<&[u32]> = self.running.iter().map(|s| s.blocks.as_slice()).chain(self.xfer.tables()).collect();
         self.kv.check(&tables);
+        self.check_transfers();
+        assert!(self.queue.iter().all(|s| s.blocks.is_empty() && s.computed == 0), "a queued request holds KV");
+        assert!(self.preempted.iter().all(|s| s.blocks.is_empty() && s.computed == 0 && s.cold.swapped_blocks == 0));
+        let swapped: u64 = self.swapped.iter().map(|s| s.cold.swapped_blocks).sum();
+        assert_eq!(swapped, self.swap_used, "swap space not conserved on instance {}", self.id);
+        assert!(self.swap_used <= self.cfg.policy.swap_blocks, "swap space over capacity");
+        assert!(self
+            .swapped
+            .iter()
+            .all(|s| s.blocks.is_empty() && s.cold.swapped_blocks == self.blocks_for(s.computed)));
+        for s in &self.running {
+            assert!(s.computed <= s.context(), "request {} computed past its context", s.id);
+            assert!(s.blocks.len() as u64 >= self.blocks_for(s.computed), "request {} lacks blocks", s.id);
+        }
+        if let Some(t) = &self.cpu_tier {
+            t.check();
+        }
+        assert!(self.running.len() <= self.cfg.max_num_seqs as usize);
+    }
+}
+
+/// Applies an iteration's `step` to a request other than a plain decode: a prefill chunk
+/// (nothing sampled until the last), a whole prefill, or a speculative step (1 + accepted
+/// drafts); registers the blocks it completed with the prefix cache. Returns the tokens it
+/// gained.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn advance(
+    s: &mut Seq,
+    step: u64,
+    kv: &mut BlockAllocator,
+    rng: &mut ChaCha8Rng,
+    alpha: f64,
+    bt: u64,
+    prefix_on: bool,
+    rec: &mut Recorder,
+) -> u32 {
+    let draft = std::mem::take(&mut s.draft);
+    let before = s.computed;
+    let gained = if step < s.pending() {
+        s.computed += step;
+        0
+    } else if draft > 0 {
+        let a = speculative::accepted(rng, draft, alpha);
+        rec.policy.spec_steps += 1;
+        rec.policy.spec_proposed += draft as u64;
+        rec.policy.spec_accepted += a as u64;
+        s.computed += 1 + a as u64;
+        1 + a
+    } else {
+        s.computed += step;
+        1
+    };
+    if prefix_on && !s.cold.hashes.is_empty() {
+        let hashes = &s.cold.hashes;
+        let to = (s.computed / bt).min(hashes.len() as u64).min(s.blocks.len() as u64);
+        for i in before / bt..to {
+            kv.register(s.blocks[i as usize], hashes[i as usize]);
+        }
+    }
+    gained
+}
+
+/// What [`finish_one`] needs to know about the iteration that ended.
+struct Finish {
+    now: SimTime,
+    start: SimTime,
+    alpha: f64,
+    bt: u64,
+    prefix_on: bool,
+    /// Requests whose token gap was exactly the iteration (recorded once, together).
+    steady: u32,
+    /// Output tokens gained by the whole batch.
+    gained: u64,
+}
+
+/// Ends the iteration for one running request: it gains its tokens; returns whether it stays.
+#[inline(always)]
+fn finish_one(
+    s: &mut Seq,
+    f: &mut Finish,
+    kv: &mut BlockAllocator,
+    queue: &mut Queue,
+    rng: &mut ChaCha8Rng,
+    rec: &mut Recorder,
+    departed: &mut Vec<Departure>,
+) -> bool {
+    let step = std::mem::take(&mut s.step);
+    if step == 0 {
+        return true;
+    }
+    // Plain decodes (one token, nothing to register) are nearly all of the work: their path
+    // stays short; everything else goes through `advance`.
+    let gained = if step == 1 && s.computed + 1 == s.context() && !f.prefix_on {
+        s.computed += 1;
+        1
+    } else {
+        advance(s, step, kv, rng, f.alpha, f.bt, f.prefix_on, rec)
+    };
+    if gained == 0 {
+        return true;
+    }
+    s.generated += gained;
+    f.gained += gained as u64;
+    if s.generated == 1 {
+        rec.first_token(s.id, f.now);
+    } else if s.counted {
+        // A request that decoded in the previous iteration too had its last token at this
+        // iteration's start: all of them share one gap, recorded once.
+        if s.last_token == f.start {
+            f.steady += 1;
+        } else {
+            rec.itl(f.now - s.last_token, 1);
+        }
+    }
+    s.last_token = f.now;
+    if s.generated >= s.output {
+        queue.left(s);
+        kv.release_at(&mut s.blocks, f.now);
+        rec.finished(s.id, f.now);
+        departed.push(Departure { id: s.id, client: s.client });
+        false
+    } else {
+        true
     }
 }

@@ -8,11 +8,13 @@
 
 pub mod compare;
 pub mod measured;
+pub mod policy;
 pub mod stats;
 mod summary;
 
+pub use policy::PolicyStats;
 pub use stats::Dist;
-pub use summary::{summarize, KvSummary, RequestCounts, SloSummary, Summary, Throughput};
+pub use summary::{meets_slo, summarize, KvSummary, RequestCounts, SloSummary, Summary, Throughput};
 
 use crate::cost::BatchShape;
 use crate::instance::Gauges;
@@ -27,17 +29,32 @@ pub enum RejectReason {
     PromptExceedsBatchTokens,
     /// Even alone, the request's KV would not fit in the instance's blocks.
     ExceedsKvCapacity,
+    /// The queue held `scheduler.admission.max_queue` requests.
+    QueueFull,
+    /// Prompt longer than `scheduler.admission.max_prompt_tokens`.
+    PromptTooLong,
+    /// The circuit breaker was open (estimated queueing delay too long).
+    CircuitOpen,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 3] =
-        [RejectReason::ContextTooLong, RejectReason::PromptExceedsBatchTokens, RejectReason::ExceedsKvCapacity];
+    pub const ALL: [RejectReason; 6] = [
+        RejectReason::ContextTooLong,
+        RejectReason::PromptExceedsBatchTokens,
+        RejectReason::ExceedsKvCapacity,
+        RejectReason::QueueFull,
+        RejectReason::PromptTooLong,
+        RejectReason::CircuitOpen,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             RejectReason::ContextTooLong => "context_too_long",
             RejectReason::PromptExceedsBatchTokens => "prompt_exceeds_batch_tokens",
             RejectReason::ExceedsKvCapacity => "exceeds_kv_capacity",
+            RejectReason::QueueFull => "queue_full",
+            RejectReason::PromptTooLong => "prompt_too_long",
+            RejectReason::CircuitOpen => "circuit_open",
         }
     }
 }
@@ -48,6 +65,8 @@ pub enum Status {
     InFlight,
     Finished,
     Rejected(RejectReason),
+    /// Dropped after waiting longer than `scheduler.admission.queue_timeout_s` unadmitted.
+    TimedOut,
 }
 
 impl Status {
@@ -56,11 +75,12 @@ impl Status {
             Status::InFlight => "in_flight",
             Status::Finished => "finished",
             Status::Rejected(_) => "rejected",
+            Status::TimedOut => "timed_out",
         }
     }
 }
 
-/// Everything recorded about one request; 56 bytes. `SimTime::MAX` marks "not yet".
+/// Everything recorded about one request; 56 bytes (checked by a test). `SimTime::MAX` marks "not yet".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RequestRecord {
     pub arrival: SimTime,
@@ -72,6 +92,8 @@ pub struct RequestRecord {
     pub preemptions: u32,
     pub instance: u32,
     pub status: Status,
+    /// Priority class (0 = most important).
+    pub class: u8,
 }
 
 impl RequestRecord {
@@ -143,6 +165,8 @@ pub struct Recorder {
     pub decode_token_steps: u64,
     pub prefill_tokens: u64,
     pub preemptions: u64,
+    /// Counters of the serving policies (prefix cache, swap, speculation, CPU overhead).
+    pub policy: PolicyStats,
     window: SimTime,
     window_start: SimTime,
     acc: WindowAcc,
@@ -171,6 +195,7 @@ impl Recorder {
             decode_token_steps: 0,
             prefill_tokens: 0,
             preemptions: 0,
+            policy: PolicyStats::default(),
             window: window.max(SimTime(1)),
             window_start: SimTime::ZERO,
             acc: WindowAcc::default(),
@@ -270,9 +295,22 @@ impl Recorder {
             preemptions: 0,
             instance: u32::MAX,
             status: Status::InFlight,
+            class: 0,
         });
         self.acc.arrivals += 1;
         id
+    }
+
+    pub fn set_class(&mut self, id: u64, class: u8) {
+        self.records[id as usize].class = class;
+    }
+
+    /// A queued request was dropped at `at` for waiting too long.
+    pub fn timed_out(&mut self, id: u64, at: SimTime) {
+        let r = &mut self.records[id as usize];
+        debug_assert_eq!(r.status, Status::InFlight);
+        r.status = Status::TimedOut;
+        r.finish = at;
     }
 
     pub fn routed(&mut self, id: u64, instance: u32) {
@@ -346,5 +384,14 @@ impl Recorder {
 
     pub fn end(&self) -> SimTime {
         self.last
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_request_record_stays_56_bytes() {
+        // One per request, kept for the whole run: its size is the simulator's memory per request.
+        assert_eq!(std::mem::size_of::<super::RequestRecord>(), 56);
     }
 }

@@ -31,6 +31,21 @@ pub struct Summary {
     pub requests_in_system_mean: f64,
     pub iterations: u64,
     pub decode_token_steps: u64,
+    /// Prompt (and recomputed) tokens run through prefill.
+    pub prefill_tokens: u64,
+    /// Prefix-cache hits, savings and evictions over the whole run.
+    pub prefix_cache: super::policy::PrefixCacheSummary,
+    /// Swap preemption traffic.
+    pub swap: super::policy::SwapSummary,
+    /// Speculative decoding steps and acceptance.
+    pub speculative: super::policy::SpeculativeSummary,
+    /// CPU overhead and GPU waiting, as shares of busy time.
+    pub cpu: super::policy::CpuSummary,
+    /// Overload control.
+    pub admission: super::policy::AdmissionSummary,
+    /// Prefill and decode pools and their KV transfers (disaggregated clusters only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disaggregation: Option<crate::disagg::DisaggSummary>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -39,6 +54,8 @@ pub struct RequestCounts {
     pub finished: u64,
     pub rejected: u64,
     pub in_flight: u64,
+    /// Dropped after waiting longer than the queue timeout.
+    pub timed_out: u64,
     /// Requests inside the measurement window (after warm-up, before cool-down).
     pub measured: u64,
     pub rejected_by_reason: BTreeMap<&'static str, u64>,
@@ -96,7 +113,7 @@ pub fn meets_slo(r: &super::RequestRecord, slo: &SloSection) -> bool {
 
 pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) -> Summary {
     let mut by_reason: BTreeMap<&'static str, u64> = RejectReason::ALL.iter().map(|r| (r.as_str(), 0)).collect();
-    let (mut finished, mut rejected, mut in_flight) = (0, 0, 0);
+    let (mut finished, mut rejected, mut in_flight, mut timed_out) = (0, 0, 0, 0);
     for r in &rec.records {
         match r.status {
             Status::Finished => finished += 1,
@@ -105,6 +122,7 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
                 *by_reason.get_mut(why.as_str()).expect("every reason listed") += 1;
             }
             Status::InFlight => in_flight += 1,
+            Status::TimedOut => timed_out += 1,
         }
     }
 
@@ -141,6 +159,7 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
             finished,
             rejected,
             in_flight,
+            timed_out,
             measured: n_measured as u64,
             rejected_by_reason: by_reason,
         },
@@ -178,5 +197,12 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
         requests_in_system_mean: waiting + running,
         iterations: rec.iterations,
         decode_token_steps: rec.decode_token_steps,
+        prefill_tokens: rec.prefill_tokens,
+        prefix_cache: rec.policy.prefix_summary(),
+        swap: rec.policy.swap_summary(),
+        speculative: rec.policy.speculative_summary(),
+        cpu: rec.policy.cpu_summary(),
+        admission: rec.policy.admission_summary(),
+        disaggregation: None,
     }
 }

@@ -1,11 +1,33 @@
 //! Routers: which instance an arriving request goes to. One policy per file.
+//!
+//! Routers that compare instances compare load per unit of capacity, so that in a
+//! heterogeneous cluster a faster instance takes proportionally more. An instance's capacity
+//! weight ([`capacity_weight`]) is the decode throughput of a reference batch under its own cost
+//! model and limits; instances of one group have equal weights, so in a homogeneous cluster the
+//! weighting changes nothing. Ties go to the next instance in turn after the last one chosen,
+//! so an idle cluster is filled round-robin rather than from instance 0.
 
+mod capacity;
+mod least_kv_usage;
+mod least_outstanding;
+mod least_pending_tokens;
+mod power_of_two;
+mod random;
 mod round_robin;
+mod session_affinity;
 
+pub use capacity::{capacity_weight, REFERENCE_BATCH, REFERENCE_CONTEXT};
+pub use least_kv_usage::LeastKvUsage;
+pub use least_outstanding::LeastOutstanding;
+pub use least_pending_tokens::{LeastPendingTokens, LeastPendingTokensSpec};
+pub use power_of_two::PowerOfTwo;
+pub use random::Random;
 pub use round_robin::RoundRobin;
+pub use session_affinity::{AffinityKey, SessionAffinity, SessionAffinitySpec};
 
 use crate::instance::Instance;
-use crate::scenario::RouterSpec;
+use crate::rng::{substream, Stream};
+use crate::scenario::{RouterSpec, ScenarioError};
 use crate::workload::Request;
 
 /// Picks an instance for each arriving request.
@@ -14,8 +36,100 @@ pub trait Router: Send {
 }
 
 /// Builds the router a scenario asks for.
-pub fn build(spec: &RouterSpec, _seed: u64) -> Box<dyn Router> {
+pub fn build(spec: &RouterSpec, seed: u64) -> Box<dyn Router> {
+    build_indexed(spec, seed, 0)
+}
+
+/// Builds a router drawing from random substream `index` (0: the cluster's router; 1: the
+/// decode router of a disaggregated cluster).
+pub fn build_indexed(spec: &RouterSpec, seed: u64, index: u64) -> Box<dyn Router> {
     match spec {
         RouterSpec::RoundRobin(_) => Box::new(RoundRobin::default()),
+        RouterSpec::Random(_) => Box::new(Random::new(substream(seed, Stream::Router, index))),
+        RouterSpec::LeastOutstanding(_) => Box::new(LeastOutstanding::default()),
+        RouterSpec::LeastKvUsage(_) => Box::new(LeastKvUsage::default()),
+        RouterSpec::LeastPendingTokens(s) => Box::new(LeastPendingTokens::new(s.clone())),
+        RouterSpec::PowerOfTwo(_) => Box::new(PowerOfTwo::new(substream(seed, Stream::Router, index))),
+        RouterSpec::SessionAffinity(s) => Box::new(SessionAffinity::new(s.clone())),
+    }
+}
+
+impl RouterSpec {
+    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+        match self {
+            RouterSpec::SessionAffinity(s) => s.validate(path),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The instance with the lowest `load` per unit of capacity, scanning from `start` so that
+/// ties go to the first instance at or after `start`.
+pub(crate) fn least_weighted(instances: &[Instance], start: usize, load: impl Fn(&Instance) -> f64) -> usize {
+    least_by(instances, start, |x| load(x) / x.capacity())
+}
+
+/// The instance with the lowest `score`, ties to the first at or after `start`.
+pub(crate) fn least_by(instances: &[Instance], start: usize, score: impl Fn(&Instance) -> f64) -> usize {
+    let n = instances.len();
+    let mut best = start % n;
+    let mut best_score = score(&instances[best]);
+    for k in 1..n {
+        let i = (start + k) % n;
+        let score = score(&instances[i]);
+        if score < best_score {
+            best = i;
+            best_score = score;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Instances with controlled loads, for router tests.
+    use std::sync::Arc;
+
+    use crate::cost::LinearCost;
+    use crate::instance::{Instance, InstanceConfig};
+    use crate::workload::{Request, NO_CLIENT, NO_SESSION};
+    use crate::SimTime;
+
+    pub fn config(kv_blocks: u32) -> InstanceConfig {
+        InstanceConfig {
+            max_num_seqs: 256,
+            max_num_batched_tokens: 8192,
+            block_tokens: 16,
+            watermark_blocks: 0,
+            max_model_len: 100_000,
+            kv_blocks,
+            policy: Default::default(),
+        }
+    }
+
+    /// `n` identical instances (linear cost: 5 ms + 50 µs per token).
+    pub fn instances(n: usize) -> Vec<Instance> {
+        let cost = Arc::new(LinearCost::default());
+        (0..n).map(|i| Instance::new(i as u32, config(10_000), cost.clone())).collect()
+    }
+
+    pub fn request(prompt: u32, output: u32, session: u64) -> Request {
+        Request {
+            id: 0,
+            arrival: SimTime::ZERO,
+            prompt_tokens: prompt,
+            output_tokens: output,
+            client: NO_CLIENT,
+            session,
+            class: 0,
+            content: Vec::new(),
+        }
+    }
+
+    /// Queues `k` requests of `prompt` tokens on instance `i`.
+    pub fn load(instances: &mut [Instance], i: usize, k: usize, prompt: u32) {
+        for _ in 0..k {
+            instances[i].enqueue(&request(prompt, 10, NO_SESSION), true);
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! Round-robin: instance 0, 1, 2, ... in turn, whatever their load.
+//! Round-robin: instance 0, 1, 2, ... in turn, whatever their load or capacity.
 
 use super::Router;
 use crate::instance::Instance;

@@ -2,8 +2,20 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::cluster::GroupSection;
+use super::cost::CostSpec;
 use super::{check, ScenarioError};
 use crate::cost::RooflineParams;
+use crate::instance::admission::AdmissionSection;
+use crate::instance::batching::BatchingSpec;
+use crate::instance::cpu::CpuSection;
+use crate::instance::kv_policy::KvCacheSection;
+use crate::instance::preemption::PreemptionSpec;
+use crate::instance::prefix::PrefixCacheSection;
+use crate::instance::queue::QueueSpec;
+use crate::instance::speculative::SpeculativeSection;
+use crate::plan::PlanSection;
+use crate::router::{LeastPendingTokensSpec, SessionAffinitySpec};
 use crate::spec::{Dtype, GpuSpec, ModelSpec};
 use crate::spec::{GPU_PRESETS, MODEL_PRESETS};
 use crate::tagged_enum;
@@ -19,6 +31,8 @@ pub struct ScenarioFile {
     #[serde(default)]
     pub seed: u64,
     pub model: ModelSection,
+    /// Required unless every `[[cluster.groups]]` names its own GPU.
+    #[serde(default)]
     pub gpu: GpuSection,
     #[serde(default)]
     pub cluster: ClusterSection,
@@ -27,7 +41,7 @@ pub struct ScenarioFile {
     #[serde(default)]
     pub memory: MemorySection,
     #[serde(default)]
-    pub cost: CostSection,
+    pub cost: CostSpec,
     pub workload: WorkloadSpec,
     #[serde(default)]
     pub slo: SloSection,
@@ -35,6 +49,9 @@ pub struct ScenarioFile {
     pub metrics: MetricsSection,
     #[serde(default)]
     pub run: RunSection,
+    /// `[plan]`: the candidates `servesim plan` searches (ignored by `simulate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanSection>,
 }
 
 /// `[model]`: a preset, optionally with dimensions overridden, or every dimension given.
@@ -261,11 +278,25 @@ pub struct ClusterSection {
     pub tp: u32,
     /// How arrivals are spread over instances. Default round-robin.
     pub router: RouterSpec,
+    /// Heterogeneous cluster: groups of instances, each with its own GPU, TP degree and
+    /// overrides (replaces `instances` and `tp`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupSection>,
+    /// `[cluster.disaggregation]`: the KV link and decode router of a cluster whose groups
+    /// have `role = "prefill"` and `"decode"`. Default: written in full when there are roles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disaggregation: Option<crate::disagg::DisaggregationSection>,
 }
 
 impl Default for ClusterSection {
     fn default() -> Self {
-        ClusterSection { instances: 1, tp: 1, router: RouterSpec::RoundRobin(Empty {}) }
+        ClusterSection {
+            instances: 1,
+            tp: 1,
+            router: RouterSpec::RoundRobin(Empty {}),
+            groups: Vec::new(),
+            disaggregation: None,
+        }
     }
 }
 
@@ -278,7 +309,18 @@ impl ClusterSection {
             "must be in [1, 100000]",
             self.instances,
         )?;
-        check(self.tp >= 1 && self.tp <= 64, path, "tp", "must be in [1, 64]", self.tp)
+        check(self.tp >= 1 && self.tp <= 64, path, "tp", "must be in [1, 64]", self.tp)?;
+        if !self.groups.is_empty() {
+            check(
+                self.instances == 1,
+                path,
+                "instances",
+                "must not be set with cluster.groups (give each group a count)",
+                self.instances,
+            )?;
+            check(self.tp == 1, path, "tp", "must not be set with cluster.groups (give each group its tp)", self.tp)?;
+        }
+        self.router.validate(&format!("{path}.router"))
     }
 }
 
@@ -287,10 +329,22 @@ impl ClusterSection {
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum RouterSpec {
     RoundRobin(Empty),
+    Random(Empty),
+    LeastOutstanding(Empty),
+    LeastKvUsage(Empty),
+    LeastPendingTokens(LeastPendingTokensSpec),
+    PowerOfTwo(Empty),
+    SessionAffinity(SessionAffinitySpec),
 }
 
 tagged_enum!(RouterSpec {
     "round-robin" => RoundRobin(Empty),
+    "random" => Random(Empty),
+    "least-outstanding" => LeastOutstanding(Empty),
+    "least-kv-usage" => LeastKvUsage(Empty),
+    "least-pending-tokens" => LeastPendingTokens(LeastPendingTokensSpec),
+    "power-of-two" => PowerOfTwo(Empty),
+    "session-affinity" => SessionAffinity(SessionAffinitySpec),
 });
 
 /// A policy with no settings.
@@ -313,6 +367,22 @@ pub struct SchedulerSection {
     pub watermark: f64,
     /// Longest prompt + output accepted. Default: the model's max context.
     pub max_model_len: Option<u64>,
+    /// `[scheduler.batching]`: continuous (default), static or chunked.
+    pub batching: BatchingSpec,
+    /// `[scheduler.queue]`: queue order. Default FCFS.
+    pub queue: QueueSpec,
+    /// `[scheduler.admission]`: overload control. Default: none.
+    pub admission: AdmissionSection,
+    /// `[scheduler.preemption]`: recompute (default) or swap.
+    pub preemption: PreemptionSpec,
+    /// `[scheduler.kv_cache]`: paged (default) or max-length reservation; KV dtype override.
+    pub kv_cache: KvCacheSection,
+    /// `[scheduler.prefix_cache]`: automatic prefix caching. Default off.
+    pub prefix_cache: PrefixCacheSection,
+    /// `[scheduler.speculative]`: speculative decoding. Default off.
+    pub speculative: Option<SpeculativeSection>,
+    /// `[scheduler.cpu]`: CPU overhead per iteration and its overlap with the GPU.
+    pub cpu: CpuSection,
 }
 
 impl Default for SchedulerSection {
@@ -323,6 +393,14 @@ impl Default for SchedulerSection {
             block_tokens: 16,
             watermark: 0.01,
             max_model_len: None,
+            batching: BatchingSpec::default(),
+            queue: QueueSpec::default(),
+            admission: AdmissionSection::default(),
+            preemption: PreemptionSpec::default(),
+            kv_cache: KvCacheSection::default(),
+            prefix_cache: PrefixCacheSection::default(),
+            speculative: None,
+            cpu: CpuSection::default(),
         }
     }
 }
@@ -354,7 +432,16 @@ impl SchedulerSection {
         if let Some(m) = self.max_model_len {
             check(m >= 2, path, "max_model_len", "must be ≥ 2", m)?;
         }
-        Ok(())
+        self.batching.validate(&format!("{path}.batching"))?;
+        self.queue.validate(&format!("{path}.queue"))?;
+        self.admission.validate(&format!("{path}.admission"))?;
+        self.preemption.validate(&format!("{path}.preemption"))?;
+        self.kv_cache.validate(&format!("{path}.kv_cache"))?;
+        self.prefix_cache.validate(&format!("{path}.prefix_cache"))?;
+        if let Some(s) = &self.speculative {
+            s.validate(&format!("{path}.speculative"))?;
+        }
+        self.cpu.validate(&format!("{path}.cpu"))
     }
 }
 

@@ -8,16 +8,24 @@
 //! simulator runs. Every error names the key path and the value:
 //! `workload.arrival.rate: must be > 0, got -3`.
 
+mod cluster;
+mod cost;
 pub mod de;
+pub mod edit;
 mod file;
+mod resources;
 
+pub(crate) use cluster::gpu_or_preset;
+pub use cluster::GroupSection;
+pub use cost::CostSpec;
 pub use file::*;
+pub use resources::{NoFiles, Resources};
 
 use std::fmt;
 use std::sync::Arc;
 
 use crate::cost::profile::Profile;
-use crate::cost::{Profiled, RooflineParams};
+use crate::cost::Profiled;
 use crate::memory::{plan_memory, MemoryBudget, MemoryConfig};
 use crate::spec::{GpuSpec, ModelSpec};
 use crate::workload::WorkloadSpec;
@@ -89,12 +97,14 @@ pub struct InstanceGroup {
     pub tp: u64,
     pub scheduler: SchedulerSection,
     pub memory: MemoryBudget,
-    pub cost: RooflineParams,
+    pub cost: CostSpec,
     /// The measured cost profile (`cost.profile`), checked against the model and TP degree;
     /// without one the roofline model prices iterations.
     pub profile: Option<Arc<Profile>>,
     /// Longest prompt + output a request may have on this group.
     pub max_model_len: u64,
+    /// Its pool in a disaggregated cluster; mixed otherwise.
+    pub role: crate::disagg::Role,
 }
 
 /// A validated scenario: everything the simulator needs, resolved.
@@ -109,40 +119,81 @@ pub struct Scenario {
     pub slo: SloSection,
     pub metrics: MetricsSection,
     pub run: RunSection,
+    /// Prefill and decode pools: the KV link and the decode router (`None`: colocated).
+    pub disaggregation: Option<crate::disagg::Disaggregation>,
     /// The file with every default and preset filled in, for writing next to the outputs.
     pub resolved: ScenarioFile,
+    /// Where the files the scenario names come from (see [`Resources`]).
+    pub resources: Arc<dyn Resources>,
+}
+
+/// Plans one GPU's memory for a group: the group may store its KV in another dtype, and a
+/// draft model (speculative decoding) takes its weights and KV out of the same memory.
+/// `memory_key` and `scheduler_key` name the sections in errors.
+pub(crate) fn group_memory(
+    model: &ModelSpec,
+    gpu: &GpuSpec,
+    cfg: &MemoryConfig,
+    scheduler: &SchedulerSection,
+    tp: u64,
+    memory_key: &str,
+    scheduler_key: &str,
+) -> Result<MemoryBudget, ScenarioError> {
+    let kv_model = scheduler.kv_cache.model(model);
+    let mut memory = plan_memory(&kv_model, gpu, cfg).map_err(|e| ScenarioError::at(memory_key, e.to_string()))?;
+    if let Some(d) = scheduler.speculative.as_ref().and_then(|s| s.draft.as_ref()) {
+        let key = format!("{scheduler_key}.speculative.draft");
+        let draft = scheduler.kv_cache.model(&d.resolve(&key)?);
+        crate::instance::speculative::plan_draft_memory(&mut memory, &draft, tp)
+            .map_err(|e| ScenarioError::at(&key, e))?;
+    }
+    Ok(memory)
+}
+
+/// The measured profile of a group whose roofline cost names one, checked against the model,
+/// GPU and TP degree.
+fn group_profile(
+    g: &InstanceGroup,
+    model: &ModelSpec,
+    resources: &dyn Resources,
+    path_key: &str,
+) -> Result<Option<Arc<Profile>>, ScenarioError> {
+    let CostSpec::Roofline(c) = &g.cost else { return Ok(None) };
+    let Some(path) = &c.profile else { return Ok(None) };
+    let p = resources.profile(path).map_err(|e| ScenarioError::at(path_key, e))?;
+    Profiled::new(model.clone(), g.gpu.clone(), g.tp, c.params(), &p)
+        .map_err(|e| ScenarioError::at(path_key, format!("{path}: {e}")))?;
+    Ok(Some(p))
 }
 
 impl Scenario {
     /// Parses and validates scenario text. `default_name` names the scenario when the file
-    /// does not (the CLI passes the file stem).
+    /// does not (the CLI passes the file stem). Named files (profiles, traces) are not read:
+    /// see [`Scenario::from_toml_in`].
     pub fn from_toml(src: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
-        let file = parse(src)?;
-        Scenario::from_file(file, default_name)
+        Scenario::from_toml_in(src, default_name, Arc::new(NoFiles))
     }
 
-    /// Like [`Scenario::from_toml`], with `load_profile` turning `cost.profile` (the path as
-    /// written) into a parsed profile: the library reads no files, the caller does.
-    pub fn from_toml_with(
+    /// Like [`Scenario::from_toml`], with `resources` providing the files the scenario names.
+    pub fn from_toml_in(
         src: &str,
         default_name: &str,
-        load_profile: &mut dyn FnMut(&str) -> Result<Profile, String>,
+        resources: Arc<dyn Resources>,
     ) -> Result<Scenario, ScenarioError> {
         let file = parse(src)?;
-        Scenario::from_file_with(file, default_name, load_profile)
+        Scenario::from_file_in(file, default_name, resources)
     }
 
-    /// Validates a parsed file. A scenario with `cost.profile` needs [`Scenario::from_file_with`].
+    /// Validates a parsed file, without files (a `cost.profile` is an error).
     pub fn from_file(file: ScenarioFile, default_name: &str) -> Result<Scenario, ScenarioError> {
-        Scenario::from_file_with(file, default_name, &mut |p| {
-            Err(format!("cannot read {p}: profiles are read by the servesim binary (Scenario::from_file_with)"))
-        })
+        Scenario::from_file_in(file, default_name, Arc::new(NoFiles))
     }
 
-    pub fn from_file_with(
+    /// Validates a parsed file, with `resources` providing the files it names.
+    pub fn from_file_in(
         mut file: ScenarioFile,
         default_name: &str,
-        load_profile: &mut dyn FnMut(&str) -> Result<Profile, String>,
+        resources: Arc<dyn Resources>,
     ) -> Result<Scenario, ScenarioError> {
         let name = file.name.clone().unwrap_or_else(|| default_name.to_string());
         check(
@@ -154,9 +205,21 @@ impl Scenario {
         )?;
         file.name = Some(name.clone());
         let model = file.model.resolve("model")?;
-        let gpu = file.gpu.resolve("gpu")?;
+        let heterogeneous = !file.cluster.groups.is_empty();
+        let top_gpu = if heterogeneous && file.gpu == GpuSection::default() {
+            None
+        } else if file.gpu == GpuSection::default() {
+            return Err(ScenarioError::at(
+                "gpu",
+                "missing section: give [gpu] preset = \"...\" or every number".into(),
+            ));
+        } else {
+            Some(file.gpu.resolve("gpu")?)
+        };
         file.model = ModelSection::from_spec(&model);
-        file.gpu = GpuSection::from_spec(&gpu);
+        if let Some(gpu) = &top_gpu {
+            file.gpu = GpuSection::from_spec(gpu);
+        }
         file.cluster.validate("cluster")?;
         file.memory.validate("memory")?;
         file.cost.validate("cost")?;
@@ -164,7 +227,58 @@ impl Scenario {
         file.slo.validate("slo")?;
         file.metrics.validate("metrics")?;
         file.run.validate("run")?;
+        if let Some(p) = &file.plan {
+            p.validate("plan")?;
+        }
 
+        let max_model_len = file.scheduler.max_model_len.unwrap_or(model.max_context);
+        file.scheduler.max_model_len = Some(max_model_len);
+        file.scheduler.validate("scheduler")?;
+        let mut groups = if heterogeneous {
+            cluster::resolve_groups(&mut file, &model, top_gpu.as_ref())?
+        } else {
+            vec![Scenario::single_group(&file, &model, top_gpu.expect("checked above"))?]
+        };
+        for (i, g) in groups.iter_mut().enumerate() {
+            let path = if heterogeneous { format!("cluster.groups[{i}].cost.profile") } else { "cost.profile".into() };
+            g.profile = group_profile(g, &model, resources.as_ref(), &path)?;
+        }
+        let disaggregation = crate::disagg::resolve(file.cluster.disaggregation.as_ref(), &groups, heterogeneous)?;
+        file.cluster.disaggregation = disaggregation.clone();
+        if let Some(t) = file.workload.trace.as_mut() {
+            if t.source.is_none() {
+                resources.trace(t).map_err(|e| ScenarioError::at("", e))?;
+            }
+        }
+        let scenario = Scenario {
+            name,
+            seed: file.seed,
+            model,
+            groups,
+            router: file.cluster.router.clone(),
+            workload: file.workload.clone(),
+            slo: file.slo.clone(),
+            metrics: file.metrics.clone(),
+            run: file.run.clone(),
+            disaggregation: disaggregation.as_ref().map(Into::into),
+            resolved: file,
+            resources,
+        };
+        // Plan candidates are checked here too, so that every command reports a bad candidate.
+        if scenario.resolved.plan.is_some() {
+            crate::plan::candidates(&scenario)?;
+        }
+        Ok(scenario)
+    }
+
+    /// Validates a file derived from this scenario (a plan candidate, a compare variant) with
+    /// the same resources.
+    pub fn derive(&self, file: ScenarioFile) -> Result<Scenario, ScenarioError> {
+        Scenario::from_file_in(file, &self.name, self.resources.clone())
+    }
+
+    /// The one group of the `[cluster] instances, tp` form.
+    fn single_group(file: &ScenarioFile, model: &ModelSpec, gpu: GpuSpec) -> Result<InstanceGroup, ScenarioError> {
         let tp = file.cluster.tp as u64;
         check(
             model.heads % tp == 0,
@@ -173,10 +287,7 @@ impl Scenario {
             &format!("must divide the model's {} attention heads", model.heads),
             tp,
         )?;
-        let max_model_len = file.scheduler.max_model_len.unwrap_or(model.max_context);
-        file.scheduler.max_model_len = Some(max_model_len);
-        file.scheduler.validate("scheduler")?;
-
+        let max_model_len = file.scheduler.max_model_len.expect("resolved by from_file");
         let cfg = MemoryConfig {
             tp,
             gpu_memory_utilization: file.memory.gpu_memory_utilization,
@@ -185,38 +296,18 @@ impl Scenario {
             max_num_batched_tokens: file.scheduler.max_num_batched_tokens as u64,
             max_num_seqs: file.scheduler.max_num_seqs as u64,
         };
-        let memory = plan_memory(&model, &gpu, &cfg).map_err(|e| ScenarioError::at("memory", e.to_string()))?;
-        let profile = match &file.cost.profile {
-            Some(path) => {
-                let p = load_profile(path).map_err(|e| ScenarioError::at("cost.profile", e))?;
-                Profiled::new(model.clone(), gpu.clone(), tp, file.cost.params(), &p)
-                    .map_err(|e| ScenarioError::at("cost.profile", format!("{path}: {e}")))?;
-                Some(Arc::new(p))
-            }
-            None => None,
-        };
-        let group = InstanceGroup {
+        let memory = group_memory(model, &gpu, &cfg, &file.scheduler, tp, "memory", "scheduler")?;
+        Ok(InstanceGroup {
             name: format!("{}-tp{}", gpu.name, tp),
             count: file.cluster.instances,
             gpu,
             tp,
             scheduler: file.scheduler.clone(),
             memory,
-            cost: file.cost.params(),
-            profile,
+            cost: file.cost.clone(),
+            profile: None,
             max_model_len,
-        };
-        Ok(Scenario {
-            name,
-            seed: file.seed,
-            model,
-            groups: vec![group],
-            router: file.cluster.router.clone(),
-            workload: file.workload.clone(),
-            slo: file.slo.clone(),
-            metrics: file.metrics.clone(),
-            run: file.run.clone(),
-            resolved: file,
+            role: crate::disagg::Role::Mixed,
         })
     }
 

@@ -42,6 +42,8 @@ pub fn fit(d: &ProfileData, arrival: ArrivalFit, seed: u64) -> WorkloadSpec {
         prompt_tokens: Some(fit_lengths(&d.prompt_sorted)),
         output_tokens: Some(fit_lengths(&d.output_sorted)),
         trace: None,
+        prefix: None,
+        class_weights: None,
     }
 }
 

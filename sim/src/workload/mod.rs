@@ -7,14 +7,18 @@
 pub mod arrival;
 pub mod fit;
 pub mod length;
+pub mod list;
+pub mod prefix;
 pub mod profile;
 pub mod trace;
 
+use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 pub use arrival::ArrivalSpec;
 pub use length::LengthDist;
+pub use prefix::PrefixSpec;
 pub use trace::{TraceError, TraceSpec};
 
 use crate::rng::{substream, Stream};
@@ -41,6 +45,14 @@ pub struct WorkloadSpec {
     /// Replay a trace instead of generating requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceSpec>,
+    /// `[workload.prefix]`: shared system prompts, RAG documents, multi-turn sessions. With it,
+    /// `prompt_tokens` is the length of each request's new user tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<PrefixSpec>,
+    /// Weights of priority classes 0, 1, 2, ... (0 is the most important); each request draws
+    /// its class. Default: every request in class 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class_weights: Option<Vec<f64>>,
 }
 
 impl WorkloadSpec {
@@ -50,6 +62,16 @@ impl WorkloadSpec {
         }
         if let Some(n) = self.requests {
             check(n >= 1, path, "requests", "must be ≥ 1", n)?;
+        }
+        if self.trace.is_some() {
+            for (key, given) in [("prefix", self.prefix.is_some()), ("class_weights", self.class_weights.is_some())] {
+                if given {
+                    return Err(ScenarioError::at(
+                        &format!("{path}.{key}"),
+                        "not used with a trace (a trace carries its own prefixes and classes)".into(),
+                    ));
+                }
+            }
         }
         let (arrival, prompt, output) = match (&self.trace, &self.arrival, &self.prompt_tokens, &self.output_tokens) {
             (Some(t), None, None, None) => return t.validate(&format!("{path}.trace")),
@@ -79,7 +101,19 @@ impl WorkloadSpec {
             return Err(ScenarioError::at(path, "set duration_s or requests: the workload needs an end".into()));
         }
         prompt.validate(&format!("{path}.prompt_tokens"))?;
-        output.validate(&format!("{path}.output_tokens"))
+        output.validate(&format!("{path}.output_tokens"))?;
+        if let Some(p) = &self.prefix {
+            p.validate(&format!("{path}.prefix"))?;
+        }
+        if let Some(w) = &self.class_weights {
+            check(!w.is_empty() && w.len() <= 256, path, "class_weights", "must list 1 to 256 weights", w.len())?;
+            for (i, &x) in w.iter().enumerate() {
+                check(x.is_finite() && x >= 0.0, path, &format!("class_weights[{i}]"), "must be ≥ 0", x)?;
+            }
+            let total: f64 = w.iter().sum();
+            check(total > 0.0, path, "class_weights", "must not all be 0, sum", total)?;
+        }
+        Ok(())
     }
 
     /// When arrivals stop, in seconds, if the workload ends by time (for a trace: when its
@@ -93,6 +127,43 @@ impl WorkloadSpec {
         match (self.duration_s, natural) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
+        }
+    }
+
+    /// Long-run mean offered rate in requests per second: the arrival process's, or the
+    /// replayed trace's (when its scan is known). `None` for closed loops.
+    pub fn mean_rate(&self) -> Option<f64> {
+        match (&self.arrival, &self.trace) {
+            (Some(a), _) => a.mean_rate(),
+            (None, Some(t)) => {
+                if let Some(r) = t.target_rate {
+                    return Some(r);
+                }
+                let scan = t.source.as_ref()?.scan.as_ref()?;
+                let span = t.replay_span_s()?;
+                (span > 0.0).then(|| scan.requests as f64 * t.sample.unwrap_or(1.0) / span)
+            }
+            (None, None) => None,
+        }
+    }
+
+    /// The highest scheduled rate (of a phase schedule), else the mean rate.
+    pub fn peak_rate(&self) -> Option<f64> {
+        match &self.arrival {
+            Some(ArrivalSpec::Phases(p)) => p.phases.iter().map(|ph| ph.rate).reduce(f64::max),
+            _ => self.mean_rate(),
+        }
+    }
+
+    /// Multiplies the offered load by `k`: every arrival rate, or the trace's replay speed.
+    pub fn scale_rate(&mut self, k: f64) {
+        if let Some(a) = self.arrival.as_mut() {
+            a.scale_rate(k);
+        } else if let Some(t) = self.trace.as_mut() {
+            match t.target_rate.as_mut() {
+                Some(r) => *r *= k,
+                None => t.speedup = Some(t.speedup.unwrap_or(1.0) * k),
+            }
         }
     }
 }
@@ -146,6 +217,11 @@ pub struct Workload {
     think_rng: ChaCha8Rng,
     issued: u64,
     end: SimTime,
+    /// Prefix structure (system prompts, documents, sessions), when the spec has one.
+    prefix: Option<prefix::PrefixGen>,
+    class_rng: ChaCha8Rng,
+    /// A fixed list of requests replacing the generated open-loop arrivals.
+    list: Option<list::RequestList>,
 }
 
 impl Workload {
@@ -171,8 +247,27 @@ impl Workload {
             think_rng: substream(seed, Stream::ThinkTime, 0),
             issued: 0,
             end,
+            prefix: spec.prefix.clone().map(|p| prefix::PrefixGen::new(p, seed)),
+            class_rng: substream(seed, Stream::Class, 0),
+            list: None,
             spec,
         }
+    }
+
+    /// A workload that replays `requests` (open-loop, at their own arrival times) instead of
+    /// generating them; `spec` still bounds it (`requests`, `duration_s`).
+    pub fn from_requests(spec: WorkloadSpec, seed: u64, requests: Vec<Request>) -> Workload {
+        let mut w = Workload::new(spec, seed);
+        w.list = Some(list::RequestList::new(requests));
+        w
+    }
+
+    /// Whether `req` arrived on the open-loop schedule (so its arrival schedules the next one):
+    /// requests of no client, and the first turn of an open-loop session.
+    pub fn is_open(&self, req: &Request) -> bool {
+        req.client == NO_CLIENT
+            || (req.client >= prefix::SESSION_CLIENT_BASE
+                && self.prefix.as_ref().is_some_and(|p| p.first_turn(req.client)))
     }
 
     pub fn spec(&self) -> &WorkloadSpec {
@@ -199,7 +294,7 @@ impl Workload {
         let prompt = self.spec.prompt_tokens.as_ref().expect("validated").sample(&mut self.prompt_rng);
         let output = self.spec.output_tokens.as_ref().expect("validated").sample(&mut self.output_rng);
         let (prompt, output) = (prompt.min(u32::MAX as u64) as u32, output.min(u32::MAX as u64) as u32);
-        Request {
+        let mut req = Request {
             id,
             arrival,
             prompt_tokens: prompt,
@@ -208,12 +303,41 @@ impl Workload {
             session: NO_SESSION,
             class: 0,
             content: Vec::new(),
+        };
+        if let Some(p) = &mut self.prefix {
+            // Open-loop sessions each get a client slot, so that their next turn follows the
+            // answer to this one.
+            if p.has_sessions() && client == NO_CLIENT {
+                req.client = p.new_slot();
+            }
+            let c = p.compose(id, req.client, prompt as u64, output as u64);
+            req.prompt_tokens = c.prompt_tokens.min(u32::MAX as u64) as u32;
+            req.content = c.content;
+            if let Some(s) = c.session {
+                req.session = s;
+            }
         }
+        if let Some(w) = &self.spec.class_weights {
+            let total: f64 = w.iter().sum();
+            let mut u = self.class_rng.random::<f64>() * total;
+            req.class = (w.len() - 1) as u8;
+            for (i, &x) in w.iter().enumerate() {
+                if u < x {
+                    req.class = i as u8;
+                    break;
+                }
+                u -= x;
+            }
+        }
+        req
     }
 
     /// The requests that exist at the start: the first open-loop arrival, or each closed-loop
     /// client's first request (all at time zero, as a load generator starts its users).
     pub fn initial(&mut self) -> Vec<Request> {
+        if self.list.is_some() {
+            return self.next_open().into_iter().collect();
+        }
         match &self.spec.arrival {
             Some(ArrivalSpec::ClosedLoop(c)) => {
                 let clients = c.clients;
@@ -228,6 +352,14 @@ impl Workload {
         if self.exhausted() {
             return None;
         }
+        if let Some(list) = &mut self.list {
+            let r = list.pop()?;
+            if r.arrival > self.end {
+                return None;
+            }
+            self.issued += 1;
+            return Some(r);
+        }
         if self.replay.is_some() {
             return self.next_replayed();
         }
@@ -241,6 +373,18 @@ impl Workload {
 
     /// A closed-loop client's next request after its previous one ended at `now`.
     pub fn next_for_client(&mut self, client: u32, now: SimTime) -> Option<Request> {
+        // A session continues with its next turn after the user's think time.
+        let exhausted = self.exhausted();
+        if let Some(p) = &mut self.prefix {
+            if p.continues(client) {
+                let at = now + SimTime::from_secs_f64(p.think_s());
+                if exhausted || at > self.end {
+                    p.end(client);
+                    return None;
+                }
+                return Some(self.make(at, client));
+            }
+        }
         let Some(ArrivalSpec::ClosedLoop(c)) = &self.spec.arrival else {
             return None;
         };

@@ -63,6 +63,8 @@ pub fn replay_scenario(s: &Scenario, run: &MeasuredRun, label: &str) -> Result<S
         prompt_tokens: None,
         output_tokens: None,
         trace: Some(spec),
+        prefix: None,
+        class_weights: None,
     };
     s.resolved.workload = s.workload.clone();
     Ok(s)
@@ -105,11 +107,11 @@ pub fn run(a: &Args, s: Scenario, out_dir: &Path) -> Result<()> {
             let (sp, sr) = with_profile(&s, &profile, p)?;
             (sp, Some(sr), format!("profiled ({})", p.display()))
         }
-        None => match &s.resolved.cost.profile {
+        None => match super::profile_path(&s.resolved.cost) {
             Some(p) => {
                 let mut sr = s.clone();
                 sr.groups.iter_mut().for_each(|g| g.profile = None);
-                sr.resolved.cost.profile = None;
+                super::set_profile_path(&mut sr.resolved.cost, None);
                 (s.clone(), Some(sr), format!("profiled ({p}, the scenario's)"))
             }
             None => (s.clone(), None, "roofline (the scenario has no cost.profile)".into()),

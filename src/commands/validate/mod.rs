@@ -27,6 +27,7 @@ use servesim_calibrate::emulate::{Emulator, Executor};
 use servesim_calibrate::{fit, plan, sweep};
 use servesim_sim::cost::profile::{ModelDims, Profile, ProfileMeta};
 use servesim_sim::cost::Profiled;
+use servesim_sim::scenario::CostSpec;
 use servesim_sim::Scenario;
 
 use crate::error::{CliError, Result};
@@ -481,13 +482,38 @@ fn with_profile(s: &Scenario, profile: &Profile, path: &Path) -> Result<(Scenari
     let (mut p, mut r) = (s.clone(), s.clone());
     let shared = Arc::new(profile.clone());
     for (gp, gr) in p.groups.iter_mut().zip(r.groups.iter_mut()) {
-        Profiled::new(s.model.clone(), gp.gpu.clone(), gp.tp, gp.cost.clone(), profile)
+        let params = match &gp.cost {
+            CostSpec::Roofline(c) => gp.scheduler.cpu.apply(&c.params()),
+            CostSpec::Linear(_) => {
+                return Err(CliError::input(format!(
+                    "--profile {}: group {} uses cost.kind = \"linear\"; a profile replaces the roofline model",
+                    path.display(),
+                    gp.name
+                )))
+            }
+        };
+        Profiled::new(gp.scheduler.kv_cache.model(&s.model), gp.gpu.clone(), gp.tp, params, profile)
             .map_err(|e| CliError::input(format!("--profile {}: {e}", path.display())))?;
         gp.profile = Some(shared.clone());
         gr.profile = None;
     }
     let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    p.resolved.cost.profile = Some(abs.display().to_string());
-    r.resolved.cost.profile = None;
+    set_profile_path(&mut p.resolved.cost, Some(abs.display().to_string()));
+    set_profile_path(&mut r.resolved.cost, None);
     Ok((p, r))
+}
+
+/// The `[cost] profile` path of a resolved scenario (`None` for the linear model).
+pub(super) fn profile_path(cost: &CostSpec) -> Option<&String> {
+    match cost {
+        CostSpec::Roofline(c) => c.profile.as_ref(),
+        CostSpec::Linear(_) => None,
+    }
+}
+
+/// Sets or clears the `[cost] profile` path of a resolved scenario's roofline model.
+pub(super) fn set_profile_path(cost: &mut CostSpec, path: Option<String>) {
+    if let CostSpec::Roofline(c) = cost {
+        c.profile = path;
+    }
 }

@@ -206,6 +206,8 @@ impl Input {
                 prompt_tokens: None,
                 output_tokens: None,
                 trace: Some(spec),
+                prefix: None,
+                class_weights: None,
             },
             seed: self.seed.unwrap_or(0),
             label,

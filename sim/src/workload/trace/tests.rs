@@ -193,6 +193,8 @@ fn a_workload_replays_through_the_engine_interface() {
         prompt_tokens: None,
         output_tokens: None,
         trace: Some(s),
+        prefix: None,
+        class_weights: None,
     };
     let mut wl = Workload::new(w, 0);
     let mut got: Vec<Request> = wl.initial();

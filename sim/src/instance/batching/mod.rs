@@ -1,0 +1,60 @@
+//! Batch forming: which requests run in the next iteration and how many tokens each processes.
+//!
+//! A policy assigns each running request its tokens for the iteration (`Seq::step`: one decode
+//! token, a prefill chunk, a whole prompt, or a speculative step), grows its KV blocks (which
+//! may preempt the most recently admitted requests), and admits waiting ones, using the
+//! instance's helpers. The instance then turns the running set into a [`crate::cost::BatchShape`]
+//! of aggregates, so an iteration costs O(1) in the cost model.
+
+pub mod chunked;
+pub mod continuous;
+pub mod static_batch;
+
+use serde::Serialize;
+
+use super::Instance;
+use crate::metrics::Recorder;
+use crate::scenario::{Empty, ScenarioError};
+use crate::tagged_enum;
+use crate::time::SimTime;
+
+/// `[scheduler.batching]` (`kind = "..."`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum BatchingSpec {
+    Continuous(continuous::Continuous),
+    Static(Empty),
+    Chunked(chunked::Chunked),
+}
+
+tagged_enum!(BatchingSpec {
+    "continuous" => Continuous(continuous::Continuous),
+    "static" => Static(Empty),
+    "chunked" => Chunked(chunked::Chunked),
+});
+
+impl Default for BatchingSpec {
+    fn default() -> Self {
+        BatchingSpec::Continuous(continuous::Continuous::default())
+    }
+}
+
+impl BatchingSpec {
+    pub fn validate(&self, _path: &str) -> Result<(), ScenarioError> {
+        Ok(())
+    }
+
+    /// Whether prompts are split into chunks (so a prompt may exceed the token budget).
+    pub fn is_chunked(&self) -> bool {
+        matches!(self, BatchingSpec::Chunked(_))
+    }
+}
+
+/// Forms the next iteration's batch on `inst`.
+pub(super) fn form(inst: &mut Instance, now: SimTime, rec: &mut Recorder) {
+    match inst.cfg.policy.batching.clone() {
+        BatchingSpec::Continuous(c) => continuous::form(inst, now, &c, rec),
+        BatchingSpec::Static(_) => static_batch::form(inst, now, rec),
+        BatchingSpec::Chunked(c) => chunked::form(inst, now, &c, rec),
+    }
+}

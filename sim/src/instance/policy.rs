@@ -1,0 +1,78 @@
+//! The serving policies of one instance group, resolved from its `[scheduler]` section and the
+//! hardware (block size in bytes, host link bandwidth).
+
+use super::admission::AdmissionSection;
+use super::batching::BatchingSpec;
+use super::cpu::CpuSection;
+use super::kv_policy::KvCacheSection;
+use super::preemption::PreemptionSpec;
+use super::prefix::PrefixCacheSection;
+use super::queue::QueueSpec;
+use super::speculative::{DraftCost, DraftModel, SpeculativeSection};
+use crate::scenario::Scenario;
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PolicyConfig {
+    pub batching: BatchingSpec,
+    pub queue: QueueSpec,
+    pub admission: AdmissionSection,
+    pub preemption: PreemptionSpec,
+    pub kv: KvCacheSection,
+    pub prefix: PrefixCacheSection,
+    pub speculative: Option<SpeculativeSection>,
+    pub draft: Option<DraftCost>,
+    pub cpu: CpuSection,
+    /// Bytes of one KV block on one GPU (what crosses one GPU's host link per block).
+    pub block_bytes: u64,
+    /// Host link bandwidth of one GPU, bytes/s.
+    pub pcie_bytes_per_s: f64,
+    /// Blocks the CPU swap space holds.
+    pub swap_blocks: u64,
+    /// Blocks the CPU tier of the prefix cache holds.
+    pub cpu_tier_blocks: u64,
+    /// Seed of the policies' randomness (predictor noise, speculative acceptance).
+    pub seed: u64,
+    /// Which pool of a disaggregated cluster the instance is in (mixed: not disaggregated).
+    pub role: crate::disagg::Role,
+}
+
+impl PolicyConfig {
+    pub fn from_group(s: &Scenario, group: usize) -> PolicyConfig {
+        let g = &s.groups[group];
+        let sch = &g.scheduler;
+        let block_bytes = g.memory.block_bytes.max(1);
+        let draft = sch.speculative.as_ref().map(|sp| match (&sp.draft, sp.draft_cost_fraction) {
+            (Some(d), _) => DraftCost::Model(Box::new(DraftModel {
+                model: sch.kv_cache.model(&d.resolve("scheduler.speculative.draft").expect("validated")),
+                gpu: g.gpu.clone(),
+                tp: g.tp,
+                params: crate::cost::RooflineParams {
+                    cpu_overhead_base_us: 0.0,
+                    cpu_overhead_per_seq_us: 0.0,
+                    ..match &g.cost {
+                        crate::scenario::CostSpec::Roofline(c) => c.params(),
+                        crate::scenario::CostSpec::Linear(_) => crate::cost::RooflineParams::default(),
+                    }
+                },
+            })),
+            (None, f) => DraftCost::Fraction(f.expect("validated")),
+        });
+        PolicyConfig {
+            batching: sch.batching.clone(),
+            queue: sch.queue.clone(),
+            admission: sch.admission.clone(),
+            preemption: sch.preemption.clone(),
+            kv: sch.kv_cache.clone(),
+            prefix: sch.prefix_cache.clone(),
+            speculative: sch.speculative.clone(),
+            draft,
+            cpu: sch.cpu.clone(),
+            block_bytes,
+            pcie_bytes_per_s: g.gpu.pcie_bytes_per_s,
+            swap_blocks: sch.preemption.swap_bytes() / block_bytes,
+            cpu_tier_blocks: (sch.prefix_cache.cpu_gib * crate::memory::GIB) as u64 / block_bytes,
+            seed: s.seed,
+            role: g.role,
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! Priority classes with aging: a request's effective priority is its class minus
+//! `aging_per_s` × the seconds it has waited (lower goes first). Between two requests the
+//! difference of effective priorities does not change while both wait, so the order is fixed
+//! at arrival by the key class + aging_per_s × arrival time: a class-c request waits at most
+//! about c / aging_per_s seconds longer than a class-0 request that arrived with it.
+
+use serde::{Deserialize, Serialize};
+
+use super::{float_key, QueueOrder, Seq};
+use crate::scenario::{check, ScenarioError};
+
+/// `kind = "priority"`
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Priority {
+    /// Classes gained per second of waiting. Default 0 (strict priority, FCFS within a class).
+    pub aging_per_s: f64,
+}
+
+impl Priority {
+    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+        check(
+            self.aging_per_s.is_finite() && self.aging_per_s >= 0.0,
+            path,
+            "aging_per_s",
+            "must be ≥ 0",
+            self.aging_per_s,
+        )
+    }
+}
+
+impl QueueOrder for Priority {
+    fn place(&mut self, s: &Seq) -> (usize, u64) {
+        (0, float_key(s.class as f64 + self.aging_per_s * s.cold.arrival.as_secs_f64()))
+    }
+}

@@ -1,0 +1,55 @@
+//! Shortest predicted job first: orders by prompt tokens plus the predicted output tokens, where
+//! the predictor sees the true output length times lognormal noise (`output_error` is its σ;
+//! 0 is an oracle). Output length dominates a request's time on the GPU, so this approximates
+//! SRPT as far as the predictor is good.
+
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, LogNormal};
+use serde::{Deserialize, Serialize};
+
+use super::{QueueOrder, Seq};
+use crate::rng::{substream, Stream};
+use crate::scenario::{check, ScenarioError};
+
+/// `kind = "shortest-job"`
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShortestJob {
+    /// σ of the lognormal error of the output-length prediction. Default 0 (exact).
+    pub output_error: f64,
+}
+
+impl ShortestJob {
+    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+        check(
+            self.output_error.is_finite() && (0.0..=5.0).contains(&self.output_error),
+            path,
+            "output_error",
+            "must be in [0, 5]",
+            self.output_error,
+        )
+    }
+
+    pub fn build(&self, seed: u64, instance: u32) -> Predicted {
+        Predicted {
+            noise: (self.output_error > 0.0).then(|| LogNormal::new(0.0, self.output_error).expect("validated")),
+            rng: substream(seed, Stream::Predictor, instance as u64),
+        }
+    }
+}
+
+pub struct Predicted {
+    noise: Option<LogNormal<f64>>,
+    rng: ChaCha8Rng,
+}
+
+impl QueueOrder for Predicted {
+    fn place(&mut self, s: &Seq) -> (usize, u64) {
+        let factor = match &self.noise {
+            Some(n) => n.sample(&mut self.rng),
+            None => 1.0,
+        };
+        let predicted = (s.output as f64 * factor).round() as u64;
+        (0, s.prompt as u64 + predicted)
+    }
+}

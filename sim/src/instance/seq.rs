@@ -1,0 +1,79 @@
+//! A request inside an instance.
+//!
+//! Requests move between the queue, the running batch and the preempted and swapped lists
+//! boxed, so the batch — a vector the scheduler walks and compacts every iteration — moves
+//! pointers, not requests. The fields every iteration touches come first.
+
+use super::queue::QPos;
+use crate::time::SimTime;
+
+#[derive(Debug)]
+pub struct Seq {
+    pub id: u64,
+    /// Tokens whose K and V are in the cache (prefix hits included).
+    pub computed: u64,
+    /// Tokens this request processes in the in-flight iteration (0: not in it).
+    pub step: u64,
+    /// KV block table.
+    pub blocks: Vec<u32>,
+    /// When this request's latest token was produced.
+    pub last_token: SimTime,
+    pub prompt: u32,
+    pub output: u32,
+    /// Output tokens produced so far.
+    pub generated: u32,
+    pub client: u32,
+    /// Draft tokens it verifies in the in-flight iteration (speculative decoding).
+    pub draft: u32,
+    /// Whether this request's inter-token gaps enter the statistics.
+    pub counted: bool,
+    /// Whether it has been admitted before (preempted requests have).
+    pub admitted: bool,
+    pub class: u8,
+    pub cold: Cold,
+}
+
+/// What only some policies, or only queued requests, need.
+#[derive(Debug, Default)]
+pub struct Cold {
+    pub arrival: SimTime,
+    /// Blocks of its KV held in CPU swap space while swapped out.
+    pub swapped_blocks: u64,
+    /// Names of its full KV blocks (prefix caching; empty without it).
+    pub hashes: Vec<u64>,
+    pub qpos: QPos,
+}
+
+impl Seq {
+    /// Tokens whose K and V the next step needs in the cache: the prompt and every generated
+    /// token (the newest one is written by the step itself).
+    pub fn context(&self) -> u64 {
+        self.prompt as u64 + self.generated as u64
+    }
+
+    /// Tokens still to process before the next token can be sampled.
+    pub fn pending(&self) -> u64 {
+        self.context() - self.computed
+    }
+
+    /// Whether the next step is a decode (one new token on a computed context).
+    pub fn is_decode(&self) -> bool {
+        self.generated >= 1 && self.pending() == 1
+    }
+
+    /// Its part of the in-flight iteration, for cost models that execute batches, as
+    /// `Batch::add` prices it (`None`: not in this iteration).
+    pub fn work(&self) -> Option<crate::cost::SeqWork> {
+        use crate::cost::SeqWork;
+        Some(if self.step == 0 {
+            return None;
+        } else if self.draft > 0 {
+            // Speculative verification: the newest token and the drafts, logits for each.
+            SeqWork::prefill(self.step, self.computed, true)
+        } else if self.is_decode() {
+            SeqWork::decode(self.context())
+        } else {
+            SeqWork::prefill(self.step, self.computed, self.step == self.pending())
+        })
+    }
+}

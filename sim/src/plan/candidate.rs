@@ -1,0 +1,220 @@
+//! Plan candidates: each one is the scenario with a few keys changed, built by editing the
+//! scenario document so that any key — today's and tomorrow's — can be part of a candidate.
+
+use serde::{Deserialize, Serialize};
+
+use super::PlanSection;
+use crate::scenario::edit::{from_table, merge, overlay, set_path, to_table};
+use crate::scenario::{gpu_or_preset, GpuSection, Scenario, ScenarioError, ScenarioFile};
+
+/// `[[plan.candidates]]`: one configuration to size. Unset keys keep the scenario's values.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CandidateSection {
+    /// Label in the report (letters, digits, `-`, `_`, `.`; unique).
+    pub name: String,
+    /// A GPU preset name or a `[gpu]`-like table; replaces `[gpu]`.
+    #[serde(default, deserialize_with = "gpu_or_preset")]
+    pub gpu: Option<GpuSection>,
+    /// Tensor-parallel degree; replaces `cluster.tp`.
+    pub tp: Option<u32>,
+    /// Keys merged over `[scheduler]`.
+    pub scheduler: Option<toml::Table>,
+    /// Keys merged over `[memory]`.
+    pub memory: Option<toml::Table>,
+    /// Keys merged over `[cost]` (a different `kind` replaces it).
+    pub cost: Option<toml::Table>,
+    /// Keys merged over `cluster.router` (a different `kind` replaces it).
+    pub router: Option<toml::Table>,
+    /// Any other key by dotted path, e.g. `set = { "model.weight_dtype" = "fp8" }`.
+    pub set: Option<toml::Table>,
+}
+
+/// A candidate ready to run: its scenario has one homogeneous group of one instance (the search
+/// sets the count), or it cannot run at all (`infeasible`, e.g. the model does not fit).
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub name: String,
+    pub scenario: Option<Scenario>,
+    /// Why it cannot run, when it cannot.
+    pub infeasible: Option<String>,
+    pub gpu: String,
+    pub tp: u64,
+    pub price_per_gpu_hour: Option<f64>,
+    /// A disaggregated candidate: its prefill and decode pools, both sized by the search
+    /// (`gpu`, `tp` and the price above are the prefill pool's).
+    pub pools: Option<super::PoolCandidate>,
+}
+
+/// The candidates of a scenario's `[plan]` (or the scenario's own cluster when there are none).
+/// Bad keys are errors naming `plan.candidates[i]`; a candidate whose model does not fit in
+/// memory is returned as infeasible, with the reason.
+pub fn candidates(s: &Scenario) -> Result<Vec<Candidate>, ScenarioError> {
+    let plan = s.resolved.plan.clone().unwrap_or_default();
+    let mut base = to_table(&s.resolved);
+    base.remove("plan");
+    let sections: Vec<CandidateSection> = if plan.candidates.is_empty() {
+        if s.disaggregation.is_some() {
+            pool_groups(s, "plan")?;
+            vec![CandidateSection {
+                name: "disaggregated".into(),
+                gpu: None,
+                tp: None,
+                scheduler: None,
+                memory: None,
+                cost: None,
+                router: None,
+                set: None,
+            }]
+        } else if s.groups.len() > 1 {
+            return Err(ScenarioError::at(
+                "plan.candidates",
+                "required for a heterogeneous cluster: list the configurations to size".into(),
+            ));
+        } else {
+            let g = &s.groups[0];
+            vec![CandidateSection {
+                name: g.name.clone(),
+                gpu: None,
+                tp: None,
+                scheduler: None,
+                memory: None,
+                cost: None,
+                router: None,
+                set: None,
+            }]
+        }
+    } else {
+        plan.candidates.clone()
+    };
+    sections.iter().enumerate().map(|(i, c)| materialise(s, &plan, &base, i, c)).collect()
+}
+
+fn table<'a>(doc: &'a mut toml::Table, key: &str) -> &'a mut toml::Table {
+    let v = doc.entry(key.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if !v.is_table() {
+        *v = toml::Value::Table(toml::Table::new());
+    }
+    v.as_table_mut().expect("made a table")
+}
+
+fn materialise(
+    s: &Scenario,
+    plan: &PlanSection,
+    base: &toml::Table,
+    i: usize,
+    c: &CandidateSection,
+) -> Result<Candidate, ScenarioError> {
+    let path = format!("plan.candidates[{i}]");
+    let err = |e: ScenarioError| ScenarioError { path: format!("{path} ({}): {}", c.name, e.path), ..e };
+    let mut doc = base.clone();
+    // A heterogeneous scenario's groups give way to one homogeneous group; its GPU then comes
+    // from the candidate (or the top-level [gpu]). A disaggregated one keeps its pools.
+    let pooled = s.disaggregation.is_some();
+    let single_gpu = (s.groups.len() == 1).then(|| (s.groups[0].gpu.clone(), s.groups[0].tp));
+    {
+        let cluster = table(&mut doc, "cluster");
+        if !pooled {
+            cluster.remove("groups");
+            cluster.insert("instances".into(), toml::Value::Integer(1));
+        }
+        if let Some((_, tp)) = &single_gpu {
+            cluster.insert("tp".into(), toml::Value::Integer(*tp as i64));
+        }
+        if let Some(tp) = c.tp {
+            cluster.insert("tp".into(), toml::Value::Integer(tp as i64));
+        }
+        if let Some(r) = &c.router {
+            let mut over = toml::Table::new();
+            over.insert("router".into(), toml::Value::Table(r.clone()));
+            merge(cluster, &over);
+        }
+    }
+    if let Some(g) = &c.gpu {
+        doc.insert("gpu".into(), toml::Value::Table(to_table(g)));
+    }
+    for (key, over) in [("scheduler", &c.scheduler), ("memory", &c.memory), ("cost", &c.cost)] {
+        if let Some(o) = over {
+            let t = overlay(table(&mut doc, key), o);
+            doc.insert(key.into(), toml::Value::Table(t));
+        }
+    }
+    if let Some(set) = &c.set {
+        for (k, v) in set {
+            set_path(&mut doc, k, v.clone())
+                .map_err(|m| ScenarioError::at(&format!("{path} ({}).set.\"{k}\"", c.name), m))?;
+        }
+    }
+    let file: ScenarioFile = from_table(doc, "").map_err(err)?;
+    let (scenario, infeasible) = match s.derive(file) {
+        Ok(sc) => (Some(sc), None),
+        // The model does not fit this GPU at this TP: a result, not a mistake.
+        Err(e) if e.path == "memory" => (None, Some(e.message)),
+        Err(e) if pooled && e.path.starts_with("cluster.groups[") && e.path.ends_with("].memory") => {
+            (None, Some(format!("{}: {}", e.path, e.message)))
+        }
+        Err(e) => return Err(err(e)),
+    };
+    let price_of = |gpu: &str| -> Result<Option<f64>, ScenarioError> {
+        if plan.price_per_gpu_hour.is_empty() {
+            return Ok(None);
+        }
+        plan.price_per_gpu_hour.get(gpu).copied().map(Some).ok_or_else(|| {
+            let known: Vec<&str> = plan.price_per_gpu_hour.keys().map(String::as_str).collect();
+            ScenarioError::at(
+                "plan.price_per_gpu_hour",
+                format!("no price for GPU \"{gpu}\" (candidate {}); priced: {}", c.name, known.join(", ")),
+            )
+        })
+    };
+    if pooled {
+        let pools = match &scenario {
+            Some(sc) => {
+                let (p, d) = pool_groups(sc, &path).map_err(err)?;
+                let spec = |g: usize| -> Result<super::PoolSpec, ScenarioError> {
+                    let g = &sc.groups[g];
+                    Ok(super::PoolSpec {
+                        gpu: g.gpu.name.clone(),
+                        tp: g.tp,
+                        price_per_gpu_hour: price_of(&g.gpu.name)?,
+                    })
+                };
+                Some(super::PoolCandidate { prefill_group: p, decode_group: d, prefill: spec(p)?, decode: spec(d)? })
+            }
+            None => None,
+        };
+        let (gpu, tp, price) = match &pools {
+            Some(p) => (p.prefill.gpu.clone(), p.prefill.tp, p.prefill.price_per_gpu_hour),
+            None => (String::new(), 1, None),
+        };
+        return Ok(Candidate { name: c.name.clone(), scenario, infeasible, gpu, tp, price_per_gpu_hour: price, pools });
+    }
+    let (gpu, tp) = match &scenario {
+        Some(sc) => (sc.groups[0].gpu.name.clone(), sc.groups[0].tp),
+        None => {
+            let g = c.gpu.as_ref().and_then(|g| g.preset.clone().or(g.name.clone()));
+            let g = g.or_else(|| single_gpu.as_ref().map(|(g, _)| g.name.clone())).unwrap_or_default();
+            (g, c.tp.map(|t| t as u64).or(single_gpu.as_ref().map(|(_, t)| *t)).unwrap_or(1))
+        }
+    };
+    let price = price_of(&gpu)?;
+    Ok(Candidate { name: c.name.clone(), scenario, infeasible, gpu, tp, price_per_gpu_hour: price, pools: None })
+}
+
+/// The prefill and decode groups of a disaggregated scenario, which `plan` sizes: exactly one
+/// of each.
+fn pool_groups(s: &Scenario, path: &str) -> Result<(usize, usize), ScenarioError> {
+    use crate::disagg::Role;
+    let of = |r: Role| s.groups.iter().enumerate().filter(|(_, g)| g.role == r).map(|(i, _)| i).collect::<Vec<_>>();
+    match (of(Role::Prefill).as_slice(), of(Role::Decode).as_slice()) {
+        ([p], [d]) => Ok((*p, *d)),
+        (p, d) => Err(ScenarioError::at(
+            path,
+            format!(
+                "sizing a disaggregated cluster needs exactly one prefill and one decode group, got {} and {}",
+                p.len(),
+                d.len()
+            ),
+        )),
+    }
+}

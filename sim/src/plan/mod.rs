@@ -1,0 +1,131 @@
+//! Capacity planning: for each candidate configuration, the fewest instances that meet the SLO.
+//!
+//! ```text
+//!   [plan] candidates ──materialise (edit the scenario document)──► Candidate (a Scenario, 1 instance)
+//!        │
+//!        ├─ single-instance capacity: highest rate of this traffic shape one instance serves
+//!        │     within the SLO (rate doubled/halved, then bisected to 1%)
+//!        ├─ instance search on the scenario's load, seed 0: exponential from ⌈rate / capacity⌉,
+//!        │     then binary, down to N₀ (passes) and N₀ − 1 (fails)
+//!        ├─ decisive points on every seed: N = the first count from N₀ up that passes on all
+//!        │     seeds; N − 1 must fail on at least one; a count passing on some seeds only is
+//!        │     reported as borderline with its spread, never as passing
+//!        └─ headroom, GPUs, $/h, binding constraint (from the failing run at N − 1)
+//! ```
+//! The search assumes attainment does not fall when instances are added (true of every router
+//! here up to noise, which the seeds measure). Everything is deterministic: a candidate's result
+//! depends only on the scenario, so candidates can run in any order, on any thread or machine.
+
+mod candidate;
+mod evidence;
+mod pools;
+mod search;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use candidate::{candidates, Candidate, CandidateSection};
+pub use evidence::{classify, Binding, Misses, Point, SeedResult};
+pub use pools::{PairPoint, PairStep, PoolCandidate, PoolSpec, PoolsResult};
+pub use search::{
+    assemble, header, instances, plan_candidate, Borderline, CandidateResult, PlanHeader, PlanReport, SearchConfig,
+    Step,
+};
+
+use crate::scenario::{check, ScenarioError};
+
+/// `[plan]`: what `servesim plan` searches and how it reports.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanSection {
+    /// Seeds run at each decisive point (the scenario's seed, then seed + 1, ...). Default 3.
+    #[serde(default = "default_seeds")]
+    pub seeds: u32,
+    /// Extra instances as a fraction of the minimum: ⌈N × (1 + headroom)⌉. Default 0.
+    #[serde(default)]
+    pub headroom: f64,
+    /// Spare instances added on top (N + k), e.g. for a failure or a rolling update. Default 0.
+    #[serde(default)]
+    pub spare_instances: u32,
+    /// Most instances tried per candidate; more needed = infeasible. Default 512.
+    #[serde(default = "default_max_instances")]
+    pub max_instances: u32,
+    /// Relative precision of the single-instance capacity search. Default 0.01.
+    #[serde(default = "default_capacity_precision")]
+    pub capacity_precision: f64,
+    /// $ per GPU-hour by GPU name (a preset name such as "h100-sxm", or a custom GPU's `name`).
+    /// When given, every candidate's GPU needs a price; without it the cheapest is the one with
+    /// the fewest GPUs.
+    #[serde(default)]
+    pub price_per_gpu_hour: BTreeMap<String, f64>,
+    /// The configurations to size. Default: the scenario's own cluster, as one candidate.
+    #[serde(default)]
+    pub candidates: Vec<CandidateSection>,
+}
+
+fn default_seeds() -> u32 {
+    3
+}
+
+fn default_max_instances() -> u32 {
+    512
+}
+
+fn default_capacity_precision() -> f64 {
+    0.01
+}
+
+impl Default for PlanSection {
+    fn default() -> Self {
+        PlanSection {
+            seeds: default_seeds(),
+            headroom: 0.0,
+            spare_instances: 0,
+            max_instances: default_max_instances(),
+            capacity_precision: default_capacity_precision(),
+            price_per_gpu_hour: BTreeMap::new(),
+            candidates: Vec::new(),
+        }
+    }
+}
+
+impl PlanSection {
+    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+        check((1..=100).contains(&self.seeds), path, "seeds", "must be in [1, 100]", self.seeds)?;
+        let h = self.headroom;
+        check(h.is_finite() && (0.0..=10.0).contains(&h), path, "headroom", "must be in [0, 10]", h)?;
+        check(self.spare_instances <= 100_000, path, "spare_instances", "must be ≤ 100000", self.spare_instances)?;
+        check(
+            (1..=100_000).contains(&self.max_instances),
+            path,
+            "max_instances",
+            "must be in [1, 100000]",
+            self.max_instances,
+        )?;
+        let p = self.capacity_precision;
+        check(p.is_finite() && (0.0001..=0.5).contains(&p), path, "capacity_precision", "must be in [0.0001, 0.5]", p)?;
+        for (gpu, price) in &self.price_per_gpu_hour {
+            check(
+                price.is_finite() && *price >= 0.0,
+                &format!("{path}.price_per_gpu_hour"),
+                &format!("\"{gpu}\""),
+                "must be ≥ 0",
+                price,
+            )?;
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, c) in self.candidates.iter().enumerate() {
+            let cp = format!("{path}.candidates[{i}]");
+            check(
+                !c.name.is_empty() && c.name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch)),
+                &cp,
+                "name",
+                "must be letters, digits, '-', '_' or '.'",
+                format!("{:?}", c.name),
+            )?;
+            check(names.insert(c.name.clone()), &cp, "name", "is used by another candidate", format!("{:?}", c.name))?;
+        }
+        Ok(())
+    }
+}

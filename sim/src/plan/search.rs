@@ -1,0 +1,497 @@
+//! The search for the fewest instances of one candidate, and the single-instance capacity.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::evidence::{classify, Binding, Point, SeedResult};
+use super::{Candidate, PlanSection};
+use crate::engine;
+use crate::scenario::{Scenario, SloSection};
+
+/// How the search runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchConfig {
+    /// Seeds of the decisive points; the first drives the exploratory search.
+    pub seeds: Vec<u64>,
+    pub max_instances: u32,
+    pub headroom: f64,
+    pub spare_instances: u32,
+    pub capacity_precision: f64,
+}
+
+impl SearchConfig {
+    /// From `[plan]`, with the scenario's seed first and `seeds` (or `[plan] seeds`) seeds in all.
+    pub fn new(plan: &PlanSection, seed: u64, seeds: Option<u32>) -> SearchConfig {
+        let k = seeds.unwrap_or(plan.seeds).max(1) as u64;
+        SearchConfig {
+            seeds: (0..k).map(|i| seed.wrapping_add(i)).collect(),
+            max_instances: plan.max_instances,
+            headroom: plan.headroom,
+            spare_instances: plan.spare_instances,
+            capacity_precision: plan.capacity_precision,
+        }
+    }
+}
+
+/// Everything about a plan that does not depend on running candidates.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanHeader {
+    pub scenario: String,
+    pub model: String,
+    pub seed: u64,
+    pub seeds: u32,
+    /// Mean offered load of the workload, requests/s (open-loop workloads).
+    pub load_rps_mean: Option<f64>,
+    /// Highest rate of its schedule (the burst), requests/s.
+    pub load_rps_peak: Option<f64>,
+    pub slo: SloSection,
+    pub headroom: f64,
+    pub spare_instances: u32,
+    pub max_instances: u32,
+    /// Candidate names in order (so that merged shards can be checked for completeness).
+    pub candidate_names: Vec<String>,
+}
+
+/// The header of a plan over `candidates`.
+pub fn header(s: &Scenario, candidates: &[Candidate], cfg: &SearchConfig) -> PlanHeader {
+    let w = &s.workload;
+    PlanHeader {
+        scenario: s.name.clone(),
+        model: s.model.name.clone(),
+        seed: cfg.seeds[0],
+        seeds: cfg.seeds.len() as u32,
+        load_rps_mean: w.mean_rate(),
+        load_rps_peak: w.peak_rate(),
+        slo: s.slo.clone(),
+        headroom: cfg.headroom,
+        spare_instances: cfg.spare_instances,
+        max_instances: cfg.max_instances,
+        candidate_names: candidates.iter().map(|c| c.name.clone()).collect(),
+    }
+}
+
+/// A count that passed on some seeds and failed on others.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Borderline {
+    pub instances: u32,
+    pub passed: u32,
+    pub seeds: u32,
+    pub attainment_min: f64,
+    pub attainment_max: f64,
+}
+
+/// One step of the exploratory search (first seed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub instances: u32,
+    pub met: bool,
+    pub attainment: f64,
+}
+
+/// The plan's answer for one candidate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CandidateResult {
+    pub name: String,
+    pub gpu: String,
+    pub tp: u64,
+    pub feasible: bool,
+    /// Why no count up to `max_instances` meets the SLO, when none does.
+    pub infeasible_reason: Option<String>,
+    /// The fewest instances meeting the SLO on every seed.
+    pub instances_min: Option<u32>,
+    /// With headroom: ⌈N × (1 + headroom)⌉ + spare instances.
+    pub instances: Option<u32>,
+    pub gpus: Option<u64>,
+    pub price_per_gpu_hour: Option<f64>,
+    pub cost_per_hour: Option<f64>,
+    /// At `instances_min`, the worst over the seeds (highest p99s, lowest attainment and
+    /// goodput, highest KV peak); for an infeasible candidate, at the largest count run.
+    pub ttft_ms_p99: Option<f64>,
+    pub tpot_ms_p99: Option<f64>,
+    pub attainment: Option<f64>,
+    pub goodput_rps: Option<f64>,
+    pub kv_peak: Option<f64>,
+    pub binding: Option<Binding>,
+    /// The run the binding constraint was read from, in words.
+    pub binding_evidence: Option<String>,
+    /// Counts that passed on some seeds only.
+    pub borderline: Vec<Borderline>,
+    /// Highest rate of this traffic shape one instance serves within the SLO (open loop only).
+    pub single_instance_capacity_rps: Option<f64>,
+    pub kv_blocks_per_instance: Option<u64>,
+    pub gpu_memory_gib: Option<f64>,
+    /// N − 1 and N on every seed.
+    pub points: Vec<Point>,
+    /// The exploratory search on the first seed, in order.
+    pub trail: Vec<Step>,
+    /// Simulation runs and simulated requests this candidate took.
+    pub runs: u64,
+    pub simulated_requests: u64,
+    /// A disaggregated candidate: both pools' counts (the fields above then sum the pools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pools: Option<super::PoolsResult>,
+}
+
+/// The whole plan: what `--format json` prints.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanReport {
+    #[serde(flatten)]
+    pub header: PlanHeader,
+    pub candidates: Vec<CandidateResult>,
+    /// The cheapest feasible candidate ($/h when priced, else fewest GPUs; first on a tie).
+    pub recommended: Option<String>,
+}
+
+/// Joins a header and its candidates' results (in header order) into the report.
+pub fn assemble(header: PlanHeader, candidates: Vec<CandidateResult>) -> PlanReport {
+    let feasible = || candidates.iter().filter(|c| c.feasible);
+    let priced = feasible().all(|c| c.cost_per_hour.is_some());
+    let mut best: Option<&CandidateResult> = None;
+    for c in feasible() {
+        let key = |x: &CandidateResult| {
+            let cost = if priced { x.cost_per_hour.unwrap_or(f64::INFINITY) } else { 0.0 };
+            (cost, x.gpus.unwrap_or(u64::MAX))
+        };
+        if best.is_none_or(|b| key(c) < key(b)) {
+            best = Some(c);
+        }
+    }
+    let recommended = best.map(|c| c.name.clone());
+    PlanReport { header, candidates, recommended }
+}
+
+struct Search<'a> {
+    scenario: &'a Scenario,
+    cfg: &'a SearchConfig,
+    progress: &'a (dyn Fn(u64) + Sync),
+    cache: BTreeMap<(u32, usize), SeedResult>,
+    trail: Vec<Step>,
+    runs: u64,
+    requests: u64,
+}
+
+impl Search<'_> {
+    /// One run: `instances` instances, seed number `ix`, arrival rates times `scale`.
+    fn run(&mut self, instances: u32, ix: usize, scale: f64) -> SeedResult {
+        let mut s = self.scenario.clone();
+        s.groups[0].count = instances;
+        let seed = self.cfg.seeds[ix];
+        s.set_seed(seed);
+        if scale != 1.0 {
+            s.workload.scale_rate(scale);
+        }
+        let out = engine::run(&s);
+        let r = SeedResult::from_run(seed, &out, &s.slo);
+        self.runs += 1;
+        self.requests += r.requests;
+        (self.progress)(r.requests);
+        r
+    }
+
+    fn at(&mut self, n: u32, ix: usize) -> SeedResult {
+        if let Some(r) = self.cache.get(&(n, ix)) {
+            return r.clone();
+        }
+        let r = self.run(n, ix, 1.0);
+        self.cache.insert((n, ix), r.clone());
+        r
+    }
+
+    /// Keeps a run made outside the cache (the capacity search's first run is the one-instance
+    /// run at the workload's own load).
+    fn remember(&mut self, n: u32, ix: usize, r: &SeedResult) {
+        self.cache.entry((n, ix)).or_insert_with(|| r.clone());
+    }
+
+    /// Whether `n` instances pass on the first seed (exploratory search).
+    fn pass(&mut self, n: u32) -> bool {
+        let r = self.at(n, 0);
+        if !self.trail.iter().any(|s| s.instances == n) {
+            self.trail.push(Step { instances: n, met: r.met, attainment: r.attainment });
+        }
+        r.met
+    }
+
+    fn point(&mut self, n: u32) -> Point {
+        Point { instances: n, seeds: (0..self.cfg.seeds.len()).map(|ix| self.at(n, ix)).collect() }
+    }
+
+    /// Misses no count of instances can fix: rejected requests (too long for the context, the
+    /// token budget or the KV cache of an instance) beyond what the attainment target allows.
+    fn hopeless(&self, r: &SeedResult) -> Option<String> {
+        let allowed = (1.0 - self.scenario.slo.attainment) * r.measured as f64;
+        (r.misses.rejected as f64 > allowed).then(|| {
+            format!(
+                "{} of {} measured requests are rejected whatever the instance count (they cannot fit one instance)",
+                r.misses.rejected, r.measured
+            )
+        })
+    }
+
+    /// The single-instance capacity: the highest rate (this traffic shape, scaled) at which
+    /// one instance meets the SLO on every seed; doubled or halved from the workload's own
+    /// rate to a bracket, then bisected to `capacity_precision`.
+    ///
+    /// `None` for closed-loop workloads, and when requests are rejected whatever the load (no
+    /// rate is sustainable then; the first run, at the workload's own rate, shows it).
+    fn capacity(&mut self) -> Option<f64> {
+        let base = self.scenario.workload.mean_rate().filter(|r| *r > 0.0)?;
+        let seeds = self.cfg.seeds.len();
+        let first = self.run(1, 0, 1.0);
+        self.remember(1, 0, &first);
+        if self.hopeless(&first).is_some() {
+            return None;
+        }
+        let pass = |s: &mut Self, rate: f64| (0..seeds).all(|ix| s.run(1, ix, rate / base).met);
+        let (mut lo, mut hi);
+        if first.met && (1..seeds).all(|ix| self.run(1, ix, 1.0).met) {
+            lo = base;
+            loop {
+                if lo >= base * 1024.0 {
+                    return Some(lo);
+                }
+                if pass(self, lo * 2.0) {
+                    lo *= 2.0;
+                } else {
+                    hi = lo * 2.0;
+                    break;
+                }
+            }
+        } else {
+            hi = base;
+            loop {
+                if hi <= base / 4096.0 {
+                    return Some(0.0);
+                }
+                if pass(self, hi / 2.0) {
+                    lo = hi / 2.0;
+                    break;
+                }
+                hi /= 2.0;
+            }
+        }
+        while hi > lo * (1.0 + self.cfg.capacity_precision) {
+            let mid = (lo + hi) / 2.0;
+            if pass(self, mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(lo)
+    }
+
+    /// The fewest instances passing on the first seed, assuming more never hurts: exponential
+    /// steps from `start` to a bracket, then bisection. `Err` when none up to the maximum does.
+    fn first_seed_minimum(&mut self, start: u32) -> Result<u32, String> {
+        let max = self.cfg.max_instances;
+        let start = start.clamp(1, max);
+        // lo fails (0: no instances, trivially), hi passes.
+        let (mut lo, mut hi);
+        if self.pass(start) {
+            hi = start;
+            lo = 0;
+            let mut step = 1;
+            while hi > 1 {
+                let m = hi.saturating_sub(step).max(1);
+                if self.pass(m) {
+                    hi = m;
+                    step *= 2;
+                } else {
+                    lo = m;
+                    break;
+                }
+            }
+        } else {
+            let r = self.at(start, 0);
+            if let Some(why) = self.hopeless(&r) {
+                return Err(why);
+            }
+            lo = start;
+            let mut step = 1u32;
+            loop {
+                if lo >= max {
+                    return Err(format!("{max} instances (plan.max_instances) do not meet the SLO"));
+                }
+                let m = lo.saturating_add(step).min(max);
+                if self.pass(m) {
+                    hi = m;
+                    break;
+                }
+                lo = m;
+                step = step.saturating_mul(2);
+            }
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.pass(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        Ok(hi)
+    }
+}
+
+/// Sizes one candidate. `progress` is called after every simulation run with the number of
+/// requests it simulated.
+pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64) + Sync)) -> CandidateResult {
+    let mut out = CandidateResult {
+        name: c.name.clone(),
+        gpu: c.gpu.clone(),
+        tp: c.tp,
+        feasible: false,
+        infeasible_reason: c.infeasible.clone(),
+        instances_min: None,
+        instances: None,
+        gpus: None,
+        price_per_gpu_hour: c.price_per_gpu_hour,
+        cost_per_hour: None,
+        ttft_ms_p99: None,
+        tpot_ms_p99: None,
+        attainment: None,
+        goodput_rps: None,
+        kv_peak: None,
+        binding: None,
+        binding_evidence: None,
+        borderline: Vec::new(),
+        single_instance_capacity_rps: None,
+        kv_blocks_per_instance: None,
+        gpu_memory_gib: None,
+        points: Vec::new(),
+        trail: Vec::new(),
+        runs: 0,
+        simulated_requests: 0,
+        pools: None,
+    };
+    if let Some(p) = &c.pools {
+        super::pools::plan_pools(c, p, cfg, progress, &mut out);
+        return out;
+    }
+    let Some(scenario) = &c.scenario else { return out };
+    let g = &scenario.groups[0];
+    out.kv_blocks_per_instance = Some(g.memory.kv_blocks);
+    out.gpu_memory_gib = Some(g.gpu.memory_bytes as f64 / crate::memory::GIB);
+
+    let mut s = Search { scenario, cfg, progress, cache: BTreeMap::new(), trail: Vec::new(), runs: 0, requests: 0 };
+    let capacity = s.capacity();
+    out.single_instance_capacity_rps = capacity;
+    let start = match (capacity, scenario.workload.mean_rate()) {
+        (Some(cap), Some(rate)) if cap > 0.0 => (rate / cap).ceil().min(u32::MAX as f64) as u32,
+        _ => 1,
+    };
+
+    let result = s.first_seed_minimum(start).and_then(|n0| {
+        // Decisive points: from N₀ up, the first count passing on every seed.
+        let mut n = n0;
+        loop {
+            if s.point(n).all_pass() {
+                return Ok((n0, n));
+            }
+            if n >= cfg.max_instances {
+                return Err(format!(
+                    "no count up to {} (plan.max_instances) meets the SLO on every seed",
+                    cfg.max_instances
+                ));
+            }
+            n += 1;
+        }
+    });
+    match result {
+        Ok((n0, n)) => {
+            let top = s.point(n);
+            let below = (n > 1).then(|| s.point(n - 1));
+            let worst = |f: fn(&SeedResult) -> f64, max: bool| {
+                top.seeds.iter().map(f).reduce(|a, b| if (b > a) == max { b } else { a })
+            };
+            out.feasible = true;
+            out.instances_min = Some(n);
+            let with_headroom = (n as f64 * (1.0 + cfg.headroom) - 1e-9).ceil().max(n as f64) as u32;
+            let provisioned = with_headroom.saturating_add(cfg.spare_instances);
+            out.instances = Some(provisioned);
+            let gpus = provisioned as u64 * c.tp;
+            out.gpus = Some(gpus);
+            out.cost_per_hour = c.price_per_gpu_hour.map(|p| p * gpus as f64);
+            out.ttft_ms_p99 = worst(|r| r.ttft_ms_p99, true);
+            out.tpot_ms_p99 = worst(|r| r.tpot_ms_p99, true);
+            out.attainment = worst(|r| r.attainment, false);
+            out.goodput_rps = worst(|r| r.goodput_rps, false);
+            out.kv_peak = worst(|r| r.kv_peak, true);
+            // Every count between N₀ − 1 and N − 1 that passed on some seeds is borderline.
+            for m in n0.saturating_sub(1).max(1)..n {
+                let p = s.point(m);
+                if p.mixed() {
+                    let att = p.seeds.iter().map(|r| r.attainment);
+                    out.borderline.push(Borderline {
+                        instances: m,
+                        passed: p.passed() as u32,
+                        seeds: p.seeds.len() as u32,
+                        attainment_min: att.clone().fold(f64::INFINITY, f64::min),
+                        attainment_max: att.fold(f64::NEG_INFINITY, f64::max),
+                    });
+                }
+            }
+            let evidence = below.as_ref().unwrap_or(&top);
+            let w = evidence.worst();
+            out.binding = Some(classify(w, &scenario.slo));
+            out.binding_evidence = Some(describe(evidence.instances, w, below.is_none()));
+            out.points = below.into_iter().chain(std::iter::once(top)).collect();
+        }
+        Err(why) => {
+            out.infeasible_reason = Some(why);
+            let hopeless = s.cache.get(&(start.clamp(1, cfg.max_instances), 0)).and_then(|r| s.hopeless(r)).is_some();
+            // Report the largest count run, as evidence.
+            if let Some((&(n, _), _)) = s.cache.iter().filter(|((_, ix), _)| *ix == 0).max_by_key(|((n, _), _)| *n) {
+                let p = s.point(n);
+                let w = p.worst().clone();
+                out.ttft_ms_p99 = Some(w.ttft_ms_p99);
+                out.tpot_ms_p99 = Some(w.tpot_ms_p99);
+                out.attainment = Some(w.attainment);
+                out.goodput_rps = Some(w.goodput_rps);
+                out.kv_peak = Some(w.kv_peak);
+                // Rejections are no capacity constraint: no binding constraint is named then.
+                if !hopeless {
+                    out.binding = Some(classify(&w, &scenario.slo));
+                }
+                out.binding_evidence = Some(describe(n, &w, false));
+                out.points = vec![p];
+            }
+        }
+    }
+    out.trail = std::mem::take(&mut s.trail);
+    out.runs = s.runs;
+    out.simulated_requests = s.requests;
+    out
+}
+
+/// "1 instance", "3 instances".
+pub fn instances(n: u32) -> String {
+    format!("{n} instance{}", if n == 1 { "" } else { "s" })
+}
+
+fn describe(n: u32, r: &SeedResult, passing: bool) -> String {
+    let m = &r.misses;
+    let head = if passing {
+        format!("at {} (seed {}, nothing fails)", instances(n), r.seed)
+    } else {
+        format!("at {} (seed {})", instances(n), r.seed)
+    };
+    format!(
+        "{head}: {} of {} requests missed — {} on decode speed, {} on start (TTFT {}, TPOT {}, E2E {}, rejected {}, unfinished {}); TTFT p99 {:.0} ms, TPOT p99 {:.1} ms; KV peak {:.0}%, {} preemptions",
+        m.slow_decode + m.slow_start,
+        r.measured,
+        m.slow_decode,
+        m.slow_start,
+        m.ttft,
+        m.tpot,
+        m.e2e,
+        m.rejected,
+        m.unfinished,
+        r.ttft_ms_p99,
+        r.tpot_ms_p99,
+        r.kv_peak * 100.0,
+        r.preemptions
+    )
+}

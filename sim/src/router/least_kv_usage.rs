@@ -1,0 +1,44 @@
+//! Least KV usage: to the instance whose KV cache is least committed — blocks in use plus the
+//! blocks its waiting requests' prompts will need — as a fraction of its blocks. Counting the
+//! queued demand keeps every request that arrives during one iteration (before any KV is
+//! allocated) from herding onto the same instance.
+
+use super::{least_by, Router};
+use crate::instance::Instance;
+use crate::workload::Request;
+
+#[derive(Debug, Default)]
+pub struct LeastKvUsage {
+    next: usize,
+}
+
+/// Committed fraction of an instance's KV blocks. A fraction is already relative to the
+/// instance's own capacity, so it is compared as it is.
+fn committed(x: &Instance) -> f64 {
+    let c = x.config();
+    let blocks = x.kv_blocks_used() as f64 + x.pending_prefill_tokens() as f64 / c.block_tokens as f64;
+    blocks / x.kv_blocks_total().max(1) as f64
+}
+
+impl Router for LeastKvUsage {
+    fn route(&mut self, _req: &Request, instances: &[Instance]) -> usize {
+        let i = least_by(instances, self.next, committed);
+        self.next = (i + 1) % instances.len();
+        i
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::router::testing::*;
+
+    #[test]
+    fn counts_queued_prompt_blocks() {
+        let mut inst = instances(2);
+        load(&mut inst, 0, 1, 1600); // 100 blocks committed
+        load(&mut inst, 1, 4, 160); // 40 blocks committed, more requests
+        let mut r = LeastKvUsage::default();
+        assert_eq!(r.route(&request(1, 1, 0), &inst), 1);
+    }
+}

@@ -1,0 +1,36 @@
+//! Power of two choices: draw two different instances at random, send to the one with fewer
+//! outstanding requests per unit of capacity (the first drawn on a tie).
+
+use rand::RngExt;
+use rand_chacha::ChaCha8Rng;
+
+use super::Router;
+use crate::instance::Instance;
+use crate::workload::Request;
+
+pub struct PowerOfTwo {
+    rng: ChaCha8Rng,
+}
+
+impl PowerOfTwo {
+    pub fn new(rng: ChaCha8Rng) -> PowerOfTwo {
+        PowerOfTwo { rng }
+    }
+}
+
+impl Router for PowerOfTwo {
+    fn route(&mut self, _req: &Request, instances: &[Instance]) -> usize {
+        let n = instances.len();
+        if n == 1 {
+            return 0;
+        }
+        let a = self.rng.random_range(0..n);
+        let b = (a + 1 + self.rng.random_range(0..n - 1)) % n;
+        let score = |i: usize| instances[i].outstanding() as f64 / instances[i].capacity();
+        if score(b) < score(a) {
+            b
+        } else {
+            a
+        }
+    }
+}

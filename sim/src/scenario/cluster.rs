@@ -1,0 +1,149 @@
+//! `[[cluster.groups]]`: heterogeneous clusters, one group per kind of instance.
+//!
+//! ```text
+//!   [[cluster.groups]]                 [[cluster.groups]]
+//!   name = "h100", count = 4            name = "a100", count = 2
+//!   gpu = "h100-sxm", tp = 1            gpu = "a100-80g", tp = 2
+//!                                       scheduler = { max_num_seqs = 128 }   ← merged over [scheduler]
+//! ```
+//! The model is shared. Each group's `scheduler`, `memory` and `cost` tables are overrides:
+//! their keys replace those of the top-level sections (see [`super::edit::merge`]), so a group
+//! says only what differs. The resolved scenario writes every group out in full.
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::cost::CostSpec;
+use super::edit::{from_table, overlay, to_table};
+use super::file::{GpuSection, MemorySection, SchedulerSection};
+use super::{check, de, InstanceGroup, ScenarioError, ScenarioFile};
+use crate::disagg::Role;
+use crate::memory::MemoryConfig;
+use crate::spec::{GpuSpec, ModelSpec};
+
+/// One group of identical instances.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSection {
+    /// Label in reports. Default: `<gpu name>-tp<tp>`.
+    pub name: Option<String>,
+    /// Instances in the group (1–100000).
+    pub count: u32,
+    /// A GPU preset name (`"a100-80g"`) or a table like `[gpu]`. Default: the top-level `[gpu]`.
+    #[serde(default, deserialize_with = "gpu_or_preset")]
+    pub gpu: Option<GpuSection>,
+    /// Tensor-parallel degree of each instance. Default 1.
+    pub tp: Option<u32>,
+    /// Keys overriding `[scheduler]` for this group.
+    pub scheduler: Option<toml::Table>,
+    /// Keys overriding `[memory]` for this group.
+    pub memory: Option<toml::Table>,
+    /// Keys overriding `[cost]` for this group (a different `kind` replaces it whole).
+    pub cost: Option<toml::Table>,
+    /// `"prefill"` or `"decode"`: the group's pool in a disaggregated cluster (see
+    /// [`crate::disagg`]). Default `"mixed"`: whole requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+}
+
+/// Accepts a GPU as a preset name or as a `[gpu]`-like table, keeping key paths in errors.
+pub(crate) fn gpu_or_preset<'de, D: Deserializer<'de>>(d: D) -> Result<Option<GpuSection>, D::Error> {
+    match toml::Value::deserialize(d)? {
+        toml::Value::String(s) => Ok(Some(GpuSection { preset: Some(s), ..GpuSection::default() })),
+        toml::Value::Table(t) => de::variant::<GpuSection, D::Error>(t).map(Some),
+        other => {
+            Err(D::Error::custom(format!("expected a GPU preset name or a table, got {} {other}", other.type_str())))
+        }
+    }
+}
+
+/// Resolves `[[cluster.groups]]` into instance groups, writing each group back in full.
+pub(crate) fn resolve_groups(
+    file: &mut ScenarioFile,
+    model: &ModelSpec,
+    top_gpu: Option<&GpuSpec>,
+) -> Result<Vec<InstanceGroup>, ScenarioError> {
+    let mut out = Vec::with_capacity(file.cluster.groups.len());
+    let base_scheduler = to_table(&file.scheduler);
+    let base_memory = to_table(&file.memory);
+    let base_cost = to_table(&file.cost);
+    for (i, g) in file.cluster.groups.iter_mut().enumerate() {
+        let path = format!("cluster.groups[{i}]");
+        check((1..=100_000).contains(&g.count), &path, "count", "must be in [1, 100000]", g.count)?;
+        let tp = g.tp.unwrap_or(1);
+        check((1..=64).contains(&tp), &path, "tp", "must be in [1, 64]", tp)?;
+        check(
+            model.heads % tp as u64 == 0,
+            &path,
+            "tp",
+            &format!("must divide the model's {} attention heads", model.heads),
+            tp,
+        )?;
+        let gpu = match (&g.gpu, top_gpu) {
+            (Some(s), _) => s.resolve(&format!("{path}.gpu"))?,
+            (None, Some(top)) => top.clone(),
+            (None, None) => {
+                return Err(ScenarioError::at(
+                    &format!("{path}.gpu"),
+                    "required when there is no top-level [gpu]".into(),
+                ))
+            }
+        };
+        let section = |base: &toml::Table, over: &Option<toml::Table>| match over {
+            Some(o) => overlay(base, o),
+            None => base.clone(),
+        };
+        let mut scheduler: SchedulerSection =
+            from_table(section(&base_scheduler, &g.scheduler), &format!("{path}.scheduler"))?;
+        let max_model_len = scheduler.max_model_len.unwrap_or(model.max_context);
+        scheduler.max_model_len = Some(max_model_len);
+        scheduler.validate(&format!("{path}.scheduler"))?;
+        let memory: MemorySection = from_table(section(&base_memory, &g.memory), &format!("{path}.memory"))?;
+        memory.validate(&format!("{path}.memory"))?;
+        let cost: CostSpec = from_table(section(&base_cost, &g.cost), &format!("{path}.cost"))?;
+        cost.validate(&format!("{path}.cost"))?;
+
+        let cfg = MemoryConfig {
+            tp: tp as u64,
+            gpu_memory_utilization: memory.gpu_memory_utilization,
+            block_tokens: scheduler.block_tokens as u64,
+            reserve_bytes: memory.reserve_gib.map(|x| (x * crate::memory::GIB) as u64),
+            max_num_batched_tokens: scheduler.max_num_batched_tokens as u64,
+            max_num_seqs: scheduler.max_num_seqs as u64,
+        };
+        let budget = super::group_memory(
+            model,
+            &gpu,
+            &cfg,
+            &scheduler,
+            tp as u64,
+            &format!("{path}.memory"),
+            &format!("{path}.scheduler"),
+        )?;
+        let name = g.name.clone().unwrap_or_else(|| format!("{}-tp{tp}", gpu.name));
+        let role = g.role.unwrap_or_default();
+        *g = GroupSection {
+            name: Some(name.clone()),
+            count: g.count,
+            gpu: Some(GpuSection::from_spec(&gpu)),
+            tp: Some(tp),
+            scheduler: Some(to_table(&scheduler)),
+            memory: Some(to_table(&memory)),
+            cost: Some(to_table(&cost)),
+            role: (role != Role::Mixed).then_some(role),
+        };
+        out.push(InstanceGroup {
+            name,
+            count: g.count,
+            gpu,
+            tp: tp as u64,
+            scheduler,
+            memory: budget,
+            cost,
+            profile: None,
+            max_model_len,
+            role,
+        });
+    }
+    Ok(out)
+}

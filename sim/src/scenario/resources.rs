@@ -1,0 +1,44 @@
+//! How the library gets the files a scenario names without reading files itself.
+//!
+//! A scenario may name a cost profile (`cost.profile`) and a trace (`workload.trace.path`). The
+//! simulator is pure, so the program that loads the scenario hands [`Scenario::from_file_in`]
+//! a [`Resources`] that turns those paths into a parsed profile and a trace source. The
+//! scenario keeps it, so scenarios derived from it (plan candidates, compare variants) find the
+//! same files — through the caller's caches, without reading them again.
+//!
+//! [`Scenario::from_file_in`]: super::Scenario::from_file_in
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::cost::profile::Profile;
+use crate::workload::trace::TraceSpec;
+
+/// Files a scenario names, as the caller provides them.
+pub trait Resources: Send + Sync + fmt::Debug {
+    /// The profile at `path`, as written in the scenario.
+    fn profile(&self, path: &str) -> Result<Arc<Profile>, String>;
+
+    /// Gives `spec` a source for its trace (`spec.path` as written), checked and scanned. It
+    /// may rewrite `spec.path` (for example to an absolute path, so the resolved scenario runs
+    /// from anywhere). Leaving `spec.source` empty is allowed: the run then fails with a clear
+    /// message unless someone installs a source first.
+    fn trace(&self, spec: &mut TraceSpec) -> Result<(), String>;
+}
+
+/// No files at all: the resources of a scenario built from text alone. Profiles are an error;
+/// traces are left without a source (a test or library user may install one).
+#[derive(Debug, Default)]
+pub struct NoFiles;
+
+impl Resources for NoFiles {
+    fn profile(&self, path: &str) -> Result<Arc<Profile>, String> {
+        Err(format!(
+            "cannot read {path}: profiles are read by the program that loads the scenario (Scenario::from_file_in)"
+        ))
+    }
+
+    fn trace(&self, _spec: &mut TraceSpec) -> Result<(), String> {
+        Ok(())
+    }
+}

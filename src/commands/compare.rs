@@ -1,0 +1,382 @@
+//! `servesim compare`: what-if tables. Every combination of `--vary KEY=V1,V2` values runs on
+//! the identical request stream (same seed), next to the scenario as written (the baseline);
+//! each row shows its change against the baseline in %.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use servesim_sim::engine;
+use servesim_sim::scenario::edit::{from_table, parse_value, set_path, split_values};
+use servesim_sim::scenario::ScenarioFile;
+use servesim_sim::Scenario;
+
+use super::Format;
+use crate::error::{CliError, Result};
+use crate::output::thousands;
+use crate::progress::Progress;
+use crate::scenario_file;
+use crate::shard::{self, Shard};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Scenario TOML file. Default: the embedded scenarios/chat.toml.
+    #[arg(long)]
+    scenario: Option<PathBuf>,
+    /// A dotted key of the scenario and the values to try: `scheduler.max_num_seqs=64,128`,
+    /// `gpu.preset=h100-sxm,a100-80g`, `cluster.router={kind="least-outstanding"}`. Repeat for
+    /// a cartesian product.
+    #[arg(long, value_name = "KEY=V1,V2,...")]
+    vary: Vec<String>,
+    /// Seed of every run (overrides the scenario's `seed`).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Output folder for compare.csv (or the shard file). Default: outputs/<scenario name>/.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Also write a self-contained HTML report (charts and the table) to this path.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// What to print on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Run only shard I of N of the variants (1-based) and write its results for `servesim merge`.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<Shard>,
+    /// No progress bar and no timing line on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// What is compared: identical in every shard of one sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompareHeader {
+    pub scenario: String,
+    pub seed: u64,
+    /// The varied keys, in `--vary` order.
+    pub keys: Vec<String>,
+    /// Row labels; row 0 is the baseline.
+    pub rows: Vec<String>,
+    /// Each row's value of each key, as typed (empty for the baseline).
+    pub values: Vec<Vec<String>>,
+}
+
+/// One row's numbers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    pub ttft_ms_p50: f64,
+    pub ttft_ms_p99: f64,
+    pub tpot_ms_p50: f64,
+    pub tpot_ms_p99: f64,
+    pub itl_ms_p99: f64,
+    pub e2e_ms_p99: f64,
+    pub queue_ms_p99: f64,
+    pub throughput_rps: f64,
+    pub output_tokens_per_s: f64,
+    pub attainment: f64,
+    pub goodput_rps: f64,
+    pub kv_peak: f64,
+    pub preemptions: u64,
+    pub finished: u64,
+    pub rejected: u64,
+}
+
+/// A metric of a row, by name.
+type Field = (&'static str, fn(&Metrics) -> f64);
+
+/// Metrics whose change against the baseline is shown.
+const CHANGED: [Field; 7] = [
+    ("ttft_ms_p99", |m| m.ttft_ms_p99),
+    ("tpot_ms_p99", |m| m.tpot_ms_p99),
+    ("e2e_ms_p99", |m| m.e2e_ms_p99),
+    ("throughput_rps", |m| m.throughput_rps),
+    ("goodput_rps", |m| m.goodput_rps),
+    ("attainment", |m| m.attainment),
+    ("kv_peak", |m| m.kv_peak),
+];
+
+fn change_pct(v: f64, base: f64) -> Option<f64> {
+    (base != 0.0).then(|| (v - base) / base * 100.0)
+}
+
+/// A varied key and its values (as typed, and parsed).
+type Vary = (String, Vec<(String, toml::Value)>);
+
+/// Parses `KEY=V1,V2` flags.
+fn parse_varies(varies: &[String]) -> Result<Vec<Vary>> {
+    let mut out: Vec<Vary> = Vec::new();
+    for v in varies {
+        let (key, values) =
+            v.split_once('=').ok_or_else(|| CliError::input(format!("--vary {v}: expected KEY=V1,V2,...")))?;
+        let key = key.trim().to_string();
+        if key.is_empty() {
+            return Err(CliError::input(format!("--vary {v}: empty key")));
+        }
+        if out.iter().any(|(k, _)| *k == key) {
+            return Err(CliError::input(format!("--vary {key}: given twice; list every value in one --vary")));
+        }
+        let vals: Vec<(String, toml::Value)> =
+            split_values(values).into_iter().filter(|t| !t.is_empty()).map(|t| (t.clone(), parse_value(&t))).collect();
+        if vals.is_empty() {
+            return Err(CliError::input(format!("--vary {v}: no values")));
+        }
+        out.push((key, vals));
+    }
+    Ok(out)
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let src = scenario_file::read_source(a.scenario.as_deref(), "chat")?;
+    let mut base = src.scenario()?;
+    if let Some(seed) = a.seed {
+        base.set_seed(seed);
+    }
+    let varies = parse_varies(&a.vary)?;
+    let doc: toml::Table = src.text.parse().expect("validated scenario text parses");
+
+    // Row 0 is the baseline; then the cartesian product, the first --vary slowest.
+    let mut rows: Vec<(String, Vec<String>, Scenario)> =
+        vec![("baseline".into(), vec![String::new(); varies.len()], base.clone())];
+    let mut combos: Vec<Vec<usize>> = vec![vec![]];
+    for (_, vals) in &varies {
+        combos = combos.into_iter().flat_map(|c| (0..vals.len()).map(move |j| [c.clone(), vec![j]].concat())).collect();
+    }
+    if varies.is_empty() {
+        combos.clear();
+    }
+    for combo in combos {
+        let mut d = doc.clone();
+        let mut label = Vec::new();
+        let mut values = Vec::new();
+        for ((key, vals), &j) in varies.iter().zip(&combo) {
+            let (text, value) = &vals[j];
+            let flag = format!("--vary {key}={text}");
+            set_path(&mut d, key, value.clone()).map_err(|m| CliError::input(format!("{flag}: {m}")))?;
+            label.push(format!("{key}={text}"));
+            values.push(text.clone());
+        }
+        let label = label.join(" ");
+        let bad = |e: servesim_sim::ScenarioError| CliError::input(format!("--vary {label}: {e}"));
+        let file: ScenarioFile = from_table(d, "").map_err(bad)?;
+        let mut s = base.derive(file).map_err(bad)?;
+        s.set_seed(base.seed);
+        rows.push((label, values, s));
+    }
+
+    let header = CompareHeader {
+        scenario: base.name.clone(),
+        seed: base.seed,
+        keys: varies.iter().map(|(k, _)| k.clone()).collect(),
+        rows: rows.iter().map(|r| r.0.clone()).collect(),
+        values: rows.iter().map(|r| r.1.clone()).collect(),
+    };
+    let picked = match a.shard {
+        Some(sh) => sh.select(rows.len()),
+        None => (0..rows.len()).collect(),
+    };
+    let progress = Progress::new(a.quiet, "compare", picked.len());
+    let results: Vec<(usize, Metrics)> = picked
+        .par_iter()
+        .map(|&i| {
+            let out = engine::run(&rows[i].2);
+            progress.run_done(out.summary.requests.arrived);
+            progress.item_done();
+            (i, metrics(&out.summary))
+        })
+        .collect();
+    progress.finish();
+    let (runs, requests, wall) = progress.totals();
+    if !a.quiet {
+        eprintln!("compare: {runs} runs, {} simulated requests in {wall:.2} s", thousands(requests));
+    }
+    let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&base.name));
+    if let Some(sh) = a.shard {
+        let path = shard::write(&dir, sh, "compare", header, results)?;
+        if !a.quiet {
+            eprintln!("wrote shard {}/{} ({} of the variants) to {}", sh.index, sh.count, picked.len(), path.display());
+        }
+        return Ok(());
+    }
+    finish(&header, &results.into_iter().map(|(_, m)| m).collect::<Vec<_>>(), &dir, a.format)?;
+    if let Some(path) = &a.report {
+        let html = crate::report::compare_report(&dir)?;
+        super::report::write(path, &html)?;
+    }
+    Ok(())
+}
+
+fn metrics(s: &servesim_sim::metrics::Summary) -> Metrics {
+    Metrics {
+        ttft_ms_p50: s.ttft_ms.p50,
+        ttft_ms_p99: s.ttft_ms.p99,
+        tpot_ms_p50: s.tpot_ms.p50,
+        tpot_ms_p99: s.tpot_ms.p99,
+        itl_ms_p99: s.itl_ms.p99,
+        e2e_ms_p99: s.e2e_ms.p99,
+        queue_ms_p99: s.queue_ms.p99,
+        throughput_rps: s.throughput.requests_per_s,
+        output_tokens_per_s: s.throughput.output_tokens_per_s,
+        attainment: s.slo.attainment,
+        goodput_rps: s.slo.goodput_rps,
+        kv_peak: s.kv.utilization_max,
+        preemptions: s.preemptions,
+        finished: s.requests.finished,
+        rejected: s.requests.rejected,
+    }
+}
+
+/// Writes compare.csv into `dir` and prints the table (or JSON); shared with `merge`.
+pub fn finish(h: &CompareHeader, rows: &[Metrics], dir: &Path, format: Format) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("compare.csv");
+    std::fs::write(&path, csv(h, rows)).with_context(|| format!("writing {}", path.display()))?;
+    match format {
+        Format::Table => {
+            print!("{}", table(h, rows));
+            println!("csv         {}", path.display());
+        }
+        Format::Json => {
+            let base = &rows[0];
+            let v: Vec<serde_json::Value> = rows
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let change: serde_json::Map<String, serde_json::Value> = CHANGED
+                        .iter()
+                        .map(|(name, f)| (format!("{name}_change_pct"), serde_json::json!(change_pct(f(m), f(base)))))
+                        .collect();
+                    serde_json::json!({ "variant": h.rows[i], "values": h.values[i], "metrics": m, "change": change })
+                })
+                .collect();
+            let doc = serde_json::json!({ "scenario": h.scenario, "seed": h.seed, "keys": h.keys, "rows": v });
+            println!("{}", serde_json::to_string_pretty(&doc).expect("serialises"));
+        }
+    }
+    Ok(())
+}
+
+fn pct(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.abs() < 0.05 => "±0%".into(),
+        Some(x) => format!("{x:+.1}%"),
+        None => "n/a".into(),
+    }
+}
+
+fn table(h: &CompareHeader, rows: &[Metrics]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "servesim compare: {} (seed {}), {} variants against the baseline\n",
+        h.scenario,
+        h.seed,
+        rows.len() - 1
+    );
+    let width = h.rows.iter().map(|r| r.chars().count()).max().unwrap_or(8).max(8);
+    let _ = writeln!(
+        o,
+        "  {:<width$}  {:>17}  {:>17}  {:>19}  {:>17}  {:>17}  {:>8}  {:>6}  {:>7}",
+        "variant",
+        "TTFT p99 ms",
+        "TPOT p99 ms",
+        "E2E p99 ms",
+        "throughput req/s",
+        "goodput req/s",
+        "attain%",
+        "KV pk%",
+        "preempt"
+    );
+    let base = &rows[0];
+    for (i, m) in rows.iter().enumerate() {
+        let cell = |v: f64, b: f64, d: usize| {
+            if i == 0 {
+                format!("{v:.d$}")
+            } else {
+                format!("{v:.d$} ({})", pct(change_pct(v, b)))
+            }
+        };
+        let _ = writeln!(
+            o,
+            "  {:<width$}  {:>17}  {:>17}  {:>19}  {:>17}  {:>17}  {:>8.2}  {:>6.1}  {:>7}",
+            h.rows[i],
+            cell(m.ttft_ms_p99, base.ttft_ms_p99, 1),
+            cell(m.tpot_ms_p99, base.tpot_ms_p99, 1),
+            cell(m.e2e_ms_p99, base.e2e_ms_p99, 0),
+            cell(m.throughput_rps, base.throughput_rps, 2),
+            cell(m.goodput_rps, base.goodput_rps, 2),
+            m.attainment * 100.0,
+            m.kv_peak * 100.0,
+            thousands(m.preemptions),
+        );
+    }
+    o
+}
+
+fn csv(h: &CompareHeader, rows: &[Metrics]) -> String {
+    let mut o = String::new();
+    let mut head = vec!["variant".to_string()];
+    head.extend(h.keys.iter().cloned());
+    head.extend(
+        [
+            "ttft_ms_p50",
+            "ttft_ms_p99",
+            "tpot_ms_p50",
+            "tpot_ms_p99",
+            "itl_ms_p99",
+            "e2e_ms_p99",
+            "queue_ms_p99",
+            "throughput_rps",
+            "output_tokens_per_s",
+            "attainment",
+            "goodput_rps",
+            "kv_peak",
+            "preemptions",
+            "finished",
+            "rejected",
+        ]
+        .map(String::from),
+    );
+    head.extend(CHANGED.iter().map(|(n, _)| format!("{n}_change_pct")));
+    o += &head.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",");
+    o += "\n";
+    let base = &rows[0];
+    for (i, m) in rows.iter().enumerate() {
+        let mut cells = vec![quote(&h.rows[i])];
+        cells.extend(h.values[i].iter().map(|v| quote(v)));
+        cells.extend(
+            [
+                m.ttft_ms_p50,
+                m.ttft_ms_p99,
+                m.tpot_ms_p50,
+                m.tpot_ms_p99,
+                m.itl_ms_p99,
+                m.e2e_ms_p99,
+                m.queue_ms_p99,
+                m.throughput_rps,
+                m.output_tokens_per_s,
+            ]
+            .map(|x| format!("{x:.3}")),
+        );
+        cells.push(format!("{:.6}", m.attainment));
+        cells.push(format!("{:.3}", m.goodput_rps));
+        cells.push(format!("{:.6}", m.kv_peak));
+        cells.extend([m.preemptions, m.finished, m.rejected].map(|x| x.to_string()));
+        cells.extend(
+            CHANGED.iter().map(|(_, f)| change_pct(f(m), f(base)).map(|x| format!("{x:.3}")).unwrap_or_default()),
+        );
+        o += &cells.join(",");
+        o += "\n";
+    }
+    o
+}
+
+/// CSV quoting for labels that hold commas or quotes (inline-table values).
+fn quote(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}

@@ -1,0 +1,46 @@
+//! `servesim merge DIR...`: joins the shard files of a `plan` or `compare` sweep (written with
+//! `--shard I/N`) into the report the unsharded run prints, and writes its output file.
+
+use std::path::PathBuf;
+
+use servesim_sim::plan::{self, CandidateResult, PlanHeader};
+
+use super::compare::{CompareHeader, Metrics};
+use super::Format;
+use crate::error::{CliError, Result};
+use crate::shard;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Folders holding shard files (`plan-shard-I-of-N.json`, `compare-shard-I-of-N.json`),
+    /// or the files themselves.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Output folder for plan.json / compare.csv. Default: outputs/<scenario name>/.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// What to print on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let files = shard::find(&a.paths)?;
+    let kind = shard::kind_of(&files[0])?;
+    match kind.as_str() {
+        "plan" => {
+            let (header, results): (PlanHeader, Vec<CandidateResult>) =
+                shard::join(&files, "plan", |h: &PlanHeader| h.candidate_names.len())?;
+            let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&header.scenario));
+            let report = plan::assemble(header, results);
+            super::plan::finish(&report, &dir, a.format)
+        }
+        "compare" => {
+            let (header, rows): (CompareHeader, Vec<Metrics>) =
+                shard::join(&files, "compare", |h: &CompareHeader| h.rows.len())?;
+            let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&header.scenario));
+            super::compare::finish(&header, &rows, &dir, a.format)
+        }
+        other => Err(CliError::input(format!("{}: unknown shard kind \"{other}\"", files[0].display()))),
+    }
+}

@@ -1,0 +1,300 @@
+//! `servesim plan`: the fewest instances of each candidate configuration that meet the SLOs,
+//! with headroom, GPUs and cost, and the cheapest feasible candidate.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use rayon::prelude::*;
+use servesim_sim::plan::{self, CandidateResult, PlanHeader, PlanReport, SearchConfig};
+
+use super::Format;
+use crate::error::{CliError, Result};
+use crate::output::thousands;
+use crate::progress::Progress;
+use crate::scenario_file;
+use crate::shard::{self, Shard};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Scenario TOML file with a [plan] section. Default: the embedded scenarios/peak.toml.
+    #[arg(long)]
+    scenario: Option<PathBuf>,
+    /// Seeds at each decisive point (overrides [plan] seeds; default 3).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    seeds: Option<u32>,
+    /// First seed (overrides the scenario's `seed`); the others follow it.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Output folder for plan.json (or the shard file). Default: outputs/<scenario name>/.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Also write a self-contained HTML report (charts and the table) to this path.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// What to print on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Run only shard I of N of the candidates (1-based) and write its results for `servesim merge`.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<Shard>,
+    /// No progress bar and no timing line on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let src = scenario_file::read_source(a.scenario.as_deref(), "peak")?;
+    let mut s = src.scenario()?;
+    if let Some(seed) = a.seed {
+        s.set_seed(seed);
+    }
+    let candidates = plan::candidates(&s).map_err(|e| CliError::input(format!("{}: {e}", src.label)))?;
+    let section = s.resolved.plan.clone().unwrap_or_default();
+    let cfg = SearchConfig::new(&section, s.seed, a.seeds);
+    let header = plan::header(&s, &candidates, &cfg);
+    let picked = match a.shard {
+        Some(sh) => sh.select(candidates.len()),
+        None => (0..candidates.len()).collect(),
+    };
+
+    let progress = Progress::new(a.quiet, "plan", picked.len());
+    let results: Vec<(usize, CandidateResult)> = picked
+        .par_iter()
+        .map(|&i| {
+            let r = plan::plan_candidate(&candidates[i], &cfg, &|n| progress.run_done(n));
+            progress.item_done();
+            (i, r)
+        })
+        .collect();
+    progress.finish();
+    let (runs, requests, wall) = progress.totals();
+    let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&s.name));
+    if !a.quiet {
+        eprintln!(
+            "plan: {} candidate(s), {} runs, {} simulated requests in {wall:.2} s ({} requests/s)",
+            picked.len(),
+            thousands(runs),
+            thousands(requests),
+            thousands((requests as f64 / wall.max(1e-9)) as u64)
+        );
+    }
+    if let Some(sh) = a.shard {
+        let path = shard::write(&dir, sh, "plan", header, results)?;
+        if !a.quiet {
+            eprintln!(
+                "wrote shard {}/{} ({} of the candidates) to {}",
+                sh.index,
+                sh.count,
+                picked.len(),
+                path.display()
+            );
+        }
+        return Ok(());
+    }
+    let report = plan::assemble(header, results.into_iter().map(|(_, r)| r).collect());
+    finish(&report, &dir, a.format)?;
+    if let Some(path) = &a.report {
+        let html = crate::report::plan_report(&dir)?;
+        super::report::write(path, &html)?;
+    }
+    Ok(())
+}
+
+/// Writes `plan.json` into `dir` and prints the report: shared by `plan` and `merge`, so that
+/// merged shards print exactly what the unsharded run prints.
+pub fn finish(report: &PlanReport, dir: &Path, format: Format) -> Result<()> {
+    let json = serde_json::to_string_pretty(report).expect("report serialises");
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::write(dir.join("plan.json"), json.clone() + "\n")
+        .with_context(|| format!("writing {}/plan.json", dir.display()))?;
+    match format {
+        Format::Json => println!("{json}"),
+        Format::Table => print!("{}", table(report)),
+    }
+    Ok(())
+}
+
+fn opt(v: Option<f64>, decimals: usize) -> String {
+    v.map(|x| format!("{x:.decimals$}")).unwrap_or_else(|| "-".into())
+}
+
+fn slo_words(h: &PlanHeader) -> String {
+    let mut limits = vec![];
+    if let Some(v) = h.slo.ttft_ms {
+        limits.push(format!("TTFT ≤ {v} ms"));
+    }
+    if let Some(v) = h.slo.tpot_ms {
+        limits.push(format!("TPOT ≤ {v} ms"));
+    }
+    if let Some(v) = h.slo.e2e_ms {
+        limits.push(format!("E2E ≤ {v} ms"));
+    }
+    if limits.is_empty() {
+        limits.push("no latency limits".into());
+    }
+    format!("{} for {}% of requests", limits.join(", "), h.slo.attainment * 100.0)
+}
+
+/// The human-readable plan.
+pub fn table(r: &PlanReport) -> String {
+    let h = &r.header;
+    let mut o = String::new();
+    let load = match (h.load_rps_mean, h.load_rps_peak) {
+        (Some(m), Some(p)) if p > m * 1.0001 => format!("{m:.1} req/s mean, {p:.1} at peak"),
+        (Some(m), _) => format!("{m:.1} req/s"),
+        _ => "closed-loop load".into(),
+    };
+    o += &format!("servesim plan: {} — {}, {load}; SLO {}\n", h.scenario, h.model, slo_words(h));
+    let seeds: Vec<String> = (0..h.seeds as u64).map(|i| h.seed.wrapping_add(i).to_string()).collect();
+    let mut headroom = vec![];
+    if h.headroom > 0.0 {
+        headroom.push(format!("+{}%", h.headroom * 100.0));
+    }
+    if h.spare_instances > 0 {
+        headroom.push(format!("+{} spare", h.spare_instances));
+    }
+    let headroom = if headroom.is_empty() { "none".to_string() } else { headroom.join(" ") };
+    o += &format!(
+        "  seeds {} at decisive points; headroom {headroom}; up to {} instances per candidate\n\n",
+        seeds.join(", "),
+        h.max_instances
+    );
+    o += &format!(
+        "  {:<18}{:>5}{:>6}{:>6}{:>10}{:>10}{:>10}{:>9}{:>9}{:>8}  {:<18}{:>11}\n",
+        "candidate",
+        "min",
+        "inst",
+        "GPUs",
+        "$/h",
+        "TTFT p99",
+        "TPOT p99",
+        "attain",
+        "goodput",
+        "KV pk",
+        "binding",
+        "1-inst cap"
+    );
+    o += &format!(
+        "  {:<18}{:>5}{:>6}{:>6}{:>10}{:>10}{:>10}{:>9}{:>9}{:>8}  {:<18}{:>11}\n",
+        "", "", "", "", "", "ms", "ms", "%", "req/s", "%", "", "req/s"
+    );
+    for c in &r.candidates {
+        let mark = if r.recommended.as_deref() == Some(c.name.as_str()) { "*" } else { " " };
+        let u = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
+        o += &format!(
+            "{mark} {:<18}{:>5}{:>6}{:>6}{:>10}{:>10}{:>10}{:>9}{:>9}{:>8}  {:<18}{:>11}\n",
+            c.name,
+            u(c.instances_min),
+            u(c.instances),
+            c.gpus.map(|g| g.to_string()).unwrap_or_else(|| "-".into()),
+            opt(c.cost_per_hour, 2),
+            opt(c.ttft_ms_p99, 1),
+            opt(c.tpot_ms_p99, 1),
+            opt(c.attainment.map(|a| a * 100.0), 2),
+            opt(c.goodput_rps, 2),
+            opt(c.kv_peak.map(|k| k * 100.0), 1),
+            if c.feasible { c.binding.map(|b| b.as_str()).unwrap_or("-") } else { "infeasible" },
+            opt(c.single_instance_capacity_rps, 2),
+        );
+    }
+    o += "\n";
+    match &r.recommended {
+        Some(name) => {
+            let c = r.candidates.iter().find(|c| &c.name == name).expect("recommended is a candidate");
+            let cost = c.cost_per_hour.map(|x| format!("${x:.2}/h, ")).unwrap_or_default();
+            o += &format!(
+                "* recommended: {name} — {} instances ({}{} GPUs), the cheapest feasible candidate\n",
+                c.instances.unwrap_or(0),
+                cost,
+                c.gpus.unwrap_or(0)
+            );
+        }
+        None => o += "no candidate meets the SLO\n",
+    }
+    o += "\nmethod: capacity of one instance → instances for the load → GPUs and memory; evidence:\n";
+    for c in &r.candidates {
+        if let Some(p) = &c.pools {
+            o += &pool_lines(c, p);
+            continue;
+        }
+        o += &format!("  {}: {} × tp {}", c.name, c.gpu, c.tp);
+        if let Some(cap) = c.single_instance_capacity_rps {
+            o += &format!("; one instance sustains {cap:.2} req/s");
+            if let (Some(m), true) = (h.load_rps_mean, cap > 0.0) {
+                o += &format!(" → {:.2} instances' worth of the mean load", m / cap);
+            }
+        }
+        o += "\n";
+        if let (Some(n), Some(inst), Some(gpus)) = (c.instances_min, c.instances, c.gpus) {
+            let below = c.points.iter().find(|p| p.instances + 1 == n);
+            let fails = match below {
+                Some(p) => format!(
+                    "{} fail{} on {} of {} seeds",
+                    plan::instances(p.instances),
+                    if p.instances == 1 { "s" } else { "" },
+                    p.seeds.len() - p.passed(),
+                    p.seeds.len()
+                ),
+                None => "1 is the least possible".into(),
+            };
+            o += &format!(
+                "    {} meet{} the SLO on every seed ({fails}); with headroom {inst} → {gpus} GPUs, {:.0} GiB of GPU memory, {} KV blocks per instance\n",
+                plan::instances(n),
+                if n == 1 { "s" } else { "" },
+                gpus as f64 * c.gpu_memory_gib.unwrap_or(0.0),
+                thousands(c.kv_blocks_per_instance.unwrap_or(0))
+            );
+        }
+        if let Some(why) = &c.infeasible_reason {
+            o += &format!("    infeasible: {why}\n");
+        }
+        for b in &c.borderline {
+            o += &format!(
+                "    borderline: {} instances pass on {} of {} seeds (attainment {:.2}–{:.2}%), so not counted as passing\n",
+                b.instances,
+                b.passed,
+                b.seeds,
+                b.attainment_min * 100.0,
+                b.attainment_max * 100.0
+            );
+        }
+        if let (Some(b), Some(ev)) = (c.binding, &c.binding_evidence) {
+            o += &format!("    binding {}: {ev}\n", b.as_str());
+        }
+    }
+    o
+}
+
+/// The method lines of a disaggregated candidate: both pools' counts and the pairs that fail.
+fn pool_lines(c: &CandidateResult, p: &plan::PoolsResult) -> String {
+    let mut o = format!(
+        "  {}: prefill pool {} × tp {}, decode pool {} × tp {} (each pool sized for its part of the SLO: TTFT on prefill, TPOT and E2E on decode; then jointly)\n",
+        c.name, p.prefill.gpu, p.prefill.tp, p.decode.gpu, p.decode.tp
+    );
+    if let (Some(np), Some(nd)) = (p.prefill_instances_min, p.decode_instances_min) {
+        let fails: Vec<String> = p
+            .points
+            .iter()
+            .filter(|x| (x.prefill, x.decode) != (np, nd))
+            .map(|x| {
+                let failed = x.seeds.iter().filter(|s| !s.met).count();
+                format!("{} + {} fails on {} of {} seeds", x.prefill, x.decode, failed, x.seeds.len())
+            })
+            .collect();
+        let fails = if fails.is_empty() { "1 + 1 is the least possible".to_string() } else { fails.join("; ") };
+        o += &format!(
+            "    {np} prefill + {nd} decode instances meet the SLO on every seed ({fails}); with headroom {} + {} → {} + {} GPUs\n",
+            p.prefill_instances.unwrap_or(0),
+            p.decode_instances.unwrap_or(0),
+            p.prefill_gpus.unwrap_or(0),
+            p.decode_gpus.unwrap_or(0)
+        );
+    }
+    if let Some(why) = &c.infeasible_reason {
+        o += &format!("    infeasible: {why}\n");
+    }
+    if let (Some(b), Some(ev)) = (c.binding, &c.binding_evidence) {
+        o += &format!("    binding {}: {ev}\n", b.as_str());
+    }
+    o
+}

@@ -1,0 +1,146 @@
+//! `servesim compare`: variants on the identical request stream, against the scenario as
+//! written, and errors that name the key.
+
+mod common;
+
+use common::*;
+
+const SRC: &str = "name = \"cmp\"\nseed = 5\n[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"h100-sxm\"\n\
+    [cluster]\ninstances = 2\n[scheduler]\nmax_num_seqs = 64\n\
+    [workload]\nduration_s = 60\narrival = { kind = \"poisson\", rate = 20 }\n\
+    prompt_tokens = { kind = \"lognormal\", median = 700, p99 = 6000, max = 7000 }\n\
+    output_tokens = { kind = \"lognormal\", median = 150, p99 = 900, max = 1024 }\n\
+    [slo]\nttft_ms = 2000\ntpot_ms = 100\n";
+
+fn setup(name: &str) -> (std::path::PathBuf, String) {
+    let dir = out_dir(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cmp.toml");
+    std::fs::write(&path, SRC).unwrap();
+    (dir.clone(), path.to_str().unwrap().to_string())
+}
+
+fn rows(csv: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut r = csv::ReaderBuilder::new().from_reader(csv.as_bytes());
+    let head = r.headers().unwrap().iter().map(String::from).collect();
+    (head, r.records().map(|x| x.unwrap().iter().map(String::from).collect()).collect())
+}
+
+#[test]
+fn variants_match_independent_runs_and_show_their_change() {
+    let (dir, path) = setup("compare_basic");
+    let o = servesim(&[
+        "compare",
+        "--scenario",
+        &path,
+        "--vary",
+        "scheduler.max_num_seqs=16,256",
+        "--vary",
+        "cluster.instances=1,2",
+        "--quiet",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (head, rows) = rows(&read(&dir.join("compare.csv")));
+    let col = |name: &str| head.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
+    assert_eq!(rows.len(), 5, "baseline + 2 × 2");
+    assert_eq!(rows[0][0], "baseline");
+    assert_eq!(rows[1][0], "scheduler.max_num_seqs=16 cluster.instances=1");
+    assert_eq!(rows[4][0], "scheduler.max_num_seqs=256 cluster.instances=2");
+    assert_eq!(
+        (rows[2][col("scheduler.max_num_seqs")].as_str(), rows[2][col("cluster.instances")].as_str()),
+        ("16", "2")
+    );
+
+    // Each row is what `simulate` gives for the scenario edited by hand.
+    let expect = |src: &str| run(src).summary;
+    let base = expect(SRC);
+    let v4 = expect(&SRC.replace("max_num_seqs = 64", "max_num_seqs = 256"));
+    let v1 = expect(&SRC.replace("max_num_seqs = 64", "max_num_seqs = 16").replace("instances = 2", "instances = 1"));
+    let f = |row: &Vec<String>, c: &str| row[col(c)].parse::<f64>().unwrap();
+    for (row, s) in [(&rows[0], &base), (&rows[4], &v4), (&rows[1], &v1)] {
+        assert_eq!(row[col("ttft_ms_p99")], format!("{:.3}", s.ttft_ms.p99));
+        assert_eq!(row[col("tpot_ms_p99")], format!("{:.3}", s.tpot_ms.p99));
+        assert_eq!(row[col("goodput_rps")], format!("{:.3}", s.slo.goodput_rps));
+        // The identical request stream: every variant serves the same requests.
+        assert_eq!(f(row, "finished") + f(row, "rejected"), base.requests.arrived as f64);
+    }
+    // One instance with 16 sequences is far slower than the baseline: the change is exact.
+    let change = f(&rows[1], "ttft_ms_p99_change_pct");
+    let want = (v1.ttft_ms.p99 - base.ttft_ms.p99) / base.ttft_ms.p99 * 100.0;
+    assert!((change - want).abs() < 1e-3 && want > 100.0, "{change} vs {want}");
+    assert_eq!(rows[0][col("ttft_ms_p99_change_pct")], "0.000");
+}
+
+#[test]
+fn bad_keys_and_values_name_the_key() {
+    let (dir, path) = setup("compare_errors");
+    let out = dir.to_str().unwrap();
+    for (vary, expect) in [
+        (
+            "scheduler.max_num_seq=1,2",
+            "--vary scheduler.max_num_seq=1: scheduler.max_num_seq: unknown field `max_num_seq`",
+        ),
+        ("scheduler.max_num_seqs=0", "--vary scheduler.max_num_seqs=0: scheduler.max_num_seqs: must be ≥ 1, got 0"),
+        (
+            "workload.arrival.rate=fast",
+            "--vary workload.arrival.rate=fast: workload.arrival.rate: invalid type: string \"fast\", expected f64",
+        ),
+        ("seed.x=1", "--vary seed.x=1: seed: is a integer, not a table"),
+        ("gpu.preset=h900", "--vary gpu.preset=h900: gpu.preset: unknown preset \"h900\""),
+        ("novalue", "--vary novalue: expected KEY=V1,V2,..."),
+    ] {
+        let o = servesim(&["compare", "--scenario", &path, "--vary", vary, "--out", out]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{vary}: {e}");
+        assert!(e.contains(expect), "{vary}: expected «{expect}» in «{e}»");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}
+
+#[test]
+fn compare_is_thread_count_independent_and_shards_merge() {
+    let (dir, path) = setup("compare_shards");
+    let args = |extra: &[&str], out: &str| {
+        let mut a = vec![
+            "compare",
+            "--scenario",
+            &path,
+            "--vary",
+            "cluster.router={kind=\"least-outstanding\"},{kind=\"power-of-two\"}",
+            "--vary",
+            "workload.arrival.rate=15,25",
+            "--quiet",
+            "--out",
+        ];
+        a.push(out);
+        a.extend_from_slice(extra);
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let run_with = |threads: &str, a: Vec<String>| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_servesim"))
+            .args(&a)
+            .env("RAYON_NUM_THREADS", threads)
+            .current_dir(root())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let one = dir.join("t1");
+    let two = dir.join("t2");
+    let t1 = run_with("1", args(&[], one.to_str().unwrap()));
+    let t2 = run_with("2", args(&[], two.to_str().unwrap()));
+    assert_eq!(t1.replace(one.to_str().unwrap(), ""), t2.replace(two.to_str().unwrap(), ""));
+    assert_eq!(read(&one.join("compare.csv")), read(&two.join("compare.csv")));
+    let sh = dir.join("shards");
+    for s in ["1/3", "2/3", "3/3"] {
+        run_with("2", args(&["--shard", s], sh.to_str().unwrap()));
+    }
+    let merged = dir.join("merged");
+    let o = servesim(&["merge", sh.to_str().unwrap(), "--out", merged.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read(&merged.join("compare.csv")), read(&one.join("compare.csv")));
+    assert_eq!(stdout(&o).replace(merged.to_str().unwrap(), ""), t1.replace(one.to_str().unwrap(), ""));
+}

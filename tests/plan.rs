@@ -1,0 +1,238 @@
+//! `servesim plan`: a known answer computed by hand, the minimum count against independent
+//! runs, determinism across thread counts, and sharding.
+
+mod common;
+
+use common::*;
+use servesim_sim::engine;
+use servesim_sim::plan;
+
+fn plan_json(args: &[&str]) -> serde_json::Value {
+    let o = servesim(args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).expect("plan --format json prints JSON")
+}
+
+/// The known answer. Each iteration costs B + c·(tokens) with B = 5 ms, c = 50 µs; each request
+/// brings P + O − 1 = 200 tokens of work (a 100-token prefill and 100 one-token decodes). Over a
+/// long stretch at arrival rate r the instance is always busy, so time = iterations × B + work:
+/// 1 = B / T̄ + c·r·200, and the mean iteration time is T̄ = B / (1 − c·r·200). A request's TPOT
+/// is the mean of the ≈100 iterations it decodes through, so ≈ T̄. TPOT ≤ 10 ms ⇔
+/// 1 − 0.01·r ≥ 0.5 ⇔ r ≤ r* = 50 req/s (TTFT ≈ 2 iterations, far under its 1 s limit).
+/// At 180 req/s, round-robin of evenly spaced arrivals gives each of N instances 180/N req/s,
+/// evenly spaced: N must satisfy 180/N ≤ r*, so N = ⌈180 / 50⌉ = 4; with 3 each takes 60 req/s,
+/// T̄ = 5 / (1 − 0.6) = 12.5 ms, which fails. The load k = 4 times 45 req/s (which one instance
+/// serves) needs ⌈4 × 45 / r*⌉ = 4 instances.
+#[test]
+fn known_answer_capacity_and_count() {
+    let out = out_dir("plan_known");
+    let v = plan_json(&[
+        "plan",
+        "--scenario",
+        "tests/plan/known-answer.toml",
+        "--format",
+        "json",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let c = &v["candidates"][0];
+    let r_star = 50.0;
+    let cap = c["single_instance_capacity_rps"].as_f64().unwrap();
+    assert!((cap / r_star - 1.0).abs() < 0.05, "single-instance capacity {cap} req/s, hand value {r_star}");
+    assert_eq!(c["instances_min"], 4, "⌈180 / 50⌉");
+    assert_eq!(c["instances"], 4);
+    assert_eq!(c["feasible"], true);
+    assert_eq!(c["binding"], "per-token-compute");
+    // N − 1 = 3 instances at 60 req/s each: TPOT ≈ T̄ = 12.5 ms, by the same formula.
+    let below = &c["points"][0];
+    assert_eq!(below["instances"], 3);
+    let tpot = below["seeds"][0]["tpot_ms_p99"].as_f64().unwrap();
+    assert!((tpot / 12.5 - 1.0).abs() < 0.03, "TPOT at 3 instances {tpot} ms, hand value 12.5");
+    // And at 4: 45 req/s each, T̄ = 5 / (1 − 0.45) = 9.09 ms.
+    let tpot4 = c["tpot_ms_p99"].as_f64().unwrap();
+    assert!((tpot4 / (5.0 / 0.55) - 1.0).abs() < 0.03, "TPOT at 4 instances {tpot4} ms");
+
+    // The base load, 45 req/s, fits one instance; the load k = 4 times higher needs ⌈k·45 / r*⌉.
+    let src = read(&root().join("tests/plan/known-answer.toml")).replace("rate = 180", "rate = 45");
+    let path = out.join("base.toml");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(&path, src).unwrap();
+    let v1 = plan_json(&[
+        "plan",
+        "--scenario",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(v1["candidates"][0]["instances_min"], 1);
+    let k = 4.0;
+    assert_eq!(c["instances_min"].as_u64().unwrap(), (k * 45.0 / cap).ceil() as u64);
+}
+
+/// Every feasible candidate: N meets the SLO on every seed and N − 1 fails on at least one,
+/// checked by running the engine directly (not by trusting the plan's own records).
+#[test]
+fn minimum_count_meets_the_slo_and_one_fewer_does_not() {
+    let out = out_dir("plan_small_json");
+    let v = plan_json(&[
+        "plan",
+        "--scenario",
+        "tests/plan/small.toml",
+        "--format",
+        "json",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let s = scenario(&read(&root().join("tests/plan/small.toml")));
+    let cands = plan::candidates(&s).unwrap();
+    let seeds: Vec<u64> = (0..3).map(|i| 11 + i).collect();
+    let mut feasible = 0;
+    for (c, j) in cands.iter().zip(v["candidates"].as_array().unwrap()) {
+        assert_eq!(j["name"], c.name.as_str());
+        if j["feasible"] != true {
+            assert!(j["infeasible_reason"].as_str().unwrap().contains("rejected whatever the instance count"), "{j}");
+            assert_eq!(c.name, "h100-small-batch");
+            continue;
+        }
+        feasible += 1;
+        let n = j["instances_min"].as_u64().unwrap() as u32;
+        let run = |count: u32, seed: u64| {
+            let mut sc = c.scenario.clone().unwrap();
+            sc.groups[0].count = count;
+            sc.set_seed(seed);
+            engine::run(&sc).summary.slo.met
+        };
+        assert!(seeds.iter().all(|&sd| run(n, sd)), "{}: {n} instances must pass on every seed", c.name);
+        if n > 1 {
+            assert!(seeds.iter().any(|&sd| !run(n - 1, sd)), "{}: {} instances must fail on some seed", c.name, n - 1);
+        }
+        // Headroom 25% and one spare; GPUs and cost follow.
+        let inst = j["instances"].as_u64().unwrap();
+        assert_eq!(inst, (n as f64 * 1.25).ceil() as u64 + 1);
+        assert_eq!(j["gpus"].as_u64().unwrap(), inst * c.tp);
+        let price = j["price_per_gpu_hour"].as_f64().unwrap();
+        assert!((j["cost_per_hour"].as_f64().unwrap() - price * (inst * c.tp) as f64).abs() < 1e-9);
+    }
+    assert!(feasible >= 3);
+    // The recommendation is the cheapest feasible candidate.
+    let cheapest = v["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["feasible"] == true)
+        .min_by(|a, b| a["cost_per_hour"].as_f64().unwrap().total_cmp(&b["cost_per_hour"].as_f64().unwrap()))
+        .unwrap();
+    assert_eq!(v["recommended"], cheapest["name"]);
+}
+
+#[test]
+fn output_is_identical_for_any_thread_count_and_shards_merge_to_it() {
+    let run = |threads: &str, extra: &[&str], out: &std::path::Path| {
+        let mut args = vec!["plan", "--scenario", "tests/plan/small.toml", "--quiet", "--out", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_servesim"))
+            .args(&args)
+            .env("RAYON_NUM_THREADS", threads)
+            .current_dir(root())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        o.stdout
+    };
+    let one = out_dir("plan_threads_1");
+    let two = out_dir("plan_threads_2");
+    let t1 = run("1", &[], &one);
+    let t2 = run("2", &[], &two);
+    assert!(!t1.is_empty());
+    assert_eq!(String::from_utf8_lossy(&t1), String::from_utf8_lossy(&t2), "stdout differs between 1 and 2 threads");
+    assert_eq!(read(&one.join("plan.json")), read(&two.join("plan.json")));
+
+    let shards = out_dir("plan_shards");
+    for s in ["1/2", "2/2"] {
+        let o = run("2", &["--shard", s], &shards);
+        assert!(o.is_empty(), "a shard prints nothing on stdout");
+    }
+    assert!(shards.join("plan-shard-1-of-2.json").exists() && shards.join("plan-shard-2-of-2.json").exists());
+    let merged = out_dir("plan_merged");
+    let o = servesim(&["merge", shards.to_str().unwrap(), "--out", merged.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), String::from_utf8_lossy(&t1), "merged shards print what the unsharded run prints");
+    assert_eq!(read(&merged.join("plan.json")), read(&one.join("plan.json")));
+
+    // A missing shard is an error that says which.
+    let partial = out_dir("plan_partial");
+    std::fs::create_dir_all(&partial).unwrap();
+    std::fs::copy(shards.join("plan-shard-1-of-2.json"), partial.join("plan-shard-1-of-2.json")).unwrap();
+    let o = servesim(&["merge", partial.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("missing shards: 2/2"), "{}", stderr(&o));
+}
+
+#[test]
+fn peak_has_a_plan_with_at_least_six_candidates() {
+    let s = scenario(&read(&root().join("scenarios/peak.toml")));
+    let cands = plan::candidates(&s).unwrap();
+    assert!(cands.len() >= 6);
+    assert!(cands.iter().all(|c| c.scenario.is_some() && c.price_per_gpu_hour.is_some()));
+    let gpus: std::collections::BTreeSet<&str> = cands.iter().map(|c| c.gpu.as_str()).collect();
+    assert!(gpus.len() >= 4, "several GPU kinds: {gpus:?}");
+    // The resolved scenario (written next to simulate's outputs) keeps the plan.
+    let again = servesim_sim::Scenario::from_toml(&s.resolved_toml(), "peak").unwrap();
+    assert_eq!(again.resolved.plan, s.resolved.plan);
+    assert_eq!(plan::candidates(&again).unwrap().len(), cands.len());
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    for (args, expect) in [
+        (
+            vec!["plan", "--scenario", "tests/plan/small.toml", "--shard", "3/2"],
+            "expected I/N with 1 ≤ I ≤ N, got \"3/2\"",
+        ),
+        (vec!["plan", "--scenario", "tests/plan/small.toml", "--seeds", "0"], "--seeds"),
+        (vec!["merge", "target/test-outputs/no-such-dir"], "no such file or folder"),
+    ] {
+        let o = servesim(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(expect), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn bad_candidates_are_named() {
+    let base = read(&root().join("tests/plan/small.toml"));
+    let check = |from: &str, to: &str, expect: &str| {
+        let e = servesim_sim::Scenario::from_toml(&base.replace(from, to), "t").unwrap_err().to_string();
+        assert!(e.contains(expect), "expected «{expect}» in «{e}»");
+    };
+    check("gpu = \"a100-80g\"", "gpu = \"a100\"", "plan.candidates[1] (a100): gpu.preset: unknown preset \"a100\"");
+    check("l40s = 1.2\n", "", "plan.price_per_gpu_hour: no price for GPU \"l40s\" (candidate l40s)");
+    check(
+        "max_num_batched_tokens = 2048",
+        "max_num_batched_tokens = 0",
+        "plan.candidates[3] (h100-small-batch): scheduler.max_num_batched_tokens: must be ≥ 1, got 0",
+    );
+    check("name = \"l40s\"", "name = \"h100\"", "plan.candidates[2].name: is used by another candidate");
+    check("seeds = 3", "seeds = 0", "plan.seeds: must be in [1, 100], got 0");
+    check(
+        "name = \"a100\"\ngpu = \"a100-80g\"",
+        "name = \"a100\"\ngpu = \"a100-80g\"\nset = { \"scheduler.max_num_seqs.x\" = 1 }",
+        "plan.candidates[1] (a100).set.\"scheduler.max_num_seqs.x\": scheduler.max_num_seqs: is a integer, not a table",
+    );
+    // A model that does not fit a candidate's GPUs is a result (infeasible), not an error.
+    let src = llama8b("duration_s = 10\narrival = { kind = \"poisson\", rate = 1 }\nprompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 10 }", "[cluster]\ntp = 4\n[[plan.candidates]]\nname = \"h100-tp4\"\n[[plan.candidates]]\nname = \"l40s-tp1\"\ngpu = \"l40s\"\ntp = 1")
+        .replace("llama-3-8b", "llama-3-70b");
+    let s = scenario(&src);
+    let cands = plan::candidates(&s).unwrap();
+    assert!(cands[0].scenario.is_some() && cands[0].infeasible.is_none());
+    let why = cands[1].infeasible.as_deref().unwrap();
+    assert!(cands[1].scenario.is_none() && why.starts_with("llama-3-70b does not fit on l40s at tp 1"), "{why}");
+    let cfg = plan::SearchConfig::new(&s.resolved.plan.clone().unwrap(), 0, None);
+    let r = plan::plan_candidate(&cands[1], &cfg, &|_| {});
+    assert!(!r.feasible && r.runs == 0 && r.infeasible_reason.as_deref() == Some(why));
+}

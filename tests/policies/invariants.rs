@@ -1,0 +1,115 @@
+//! Every policy, alone and combined, run through the foundation's invariants after every
+//! event (conservation, KV ownership and sharing, swap space, CPU tier, time), and twice for
+//! determinism.
+
+use super::*;
+
+const LOAD: &str = "duration_s = 20\narrival = { kind = \"poisson\", rate = 30 }\n\
+    prompt_tokens = { kind = \"uniform\", min = 16, max = 900 }\noutput_tokens = { kind = \"uniform\", min = 1, max = 600 }\n\
+    class_weights = [0.5, 0.3, 0.2]";
+
+const PREFIXED: &str = "duration_s = 20\narrival = { kind = \"poisson\", rate = 20 }\n\
+    prompt_tokens = { kind = \"uniform\", min = 16, max = 200 }\noutput_tokens = { kind = \"uniform\", min = 1, max = 300 }\n\
+    [workload.prefix]\nsystem = { groups = 5, tokens = { kind = \"uniform\", min = 100, max = 600 }, skew = 1 }\n\
+    rag = { documents = 50, tokens = { kind = \"uniform\", min = 50, max = 400 } }\n\
+    sessions = { turns = { kind = \"uniform\", min = 1, max = 4 }, think_time_s = 0.5 }";
+
+/// (name, `[scheduler]` body, workload)
+fn cases() -> Vec<(&'static str, &'static str, &'static str)> {
+    vec![
+        ("continuous", "max_num_seqs = 64\nmax_num_batched_tokens = 2048", LOAD),
+        ("continuous prefill-first", "max_num_batched_tokens = 2048\n[scheduler.batching]\nkind = \"continuous\"\npriority = \"prefill\"", LOAD),
+        ("static", "max_num_seqs = 32\nmax_num_batched_tokens = 2048\n[scheduler.batching]\nkind = \"static\"", LOAD),
+        ("chunked", "max_num_batched_tokens = 256\n[scheduler.batching]\nkind = \"chunked\"", LOAD),
+        ("chunked prefill-first", "max_num_batched_tokens = 256\n[scheduler.batching]\nkind = \"chunked\"\npriority = \"prefill\"", LOAD),
+        ("shortest prompt", "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"shortest-prompt\"", LOAD),
+        ("shortest job", "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"shortest-job\"\noutput_error = 0.8", LOAD),
+        ("priority aging", "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"priority\"\naging_per_s = 0.3", LOAD),
+        (
+            "length tiers",
+            "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"length-tiers\"\nshort_max_tokens = 200\nmedium_max_tokens = 600\nlong_max_running = 3",
+            LOAD,
+        ),
+        ("short jump", "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"short-jump\"\nshort_max_tokens = 200\nqueue_threshold = 5", LOAD),
+        (
+            "admission",
+            "max_num_batched_tokens = 2048\n[scheduler.admission]\nmax_queue = 40\nmax_prompt_tokens = 800\nqueue_timeout_s = 1\n\
+             circuit_breaker = { open_delay_s = 2, close_delay_s = 1 }",
+            LOAD,
+        ),
+        ("swap", "max_num_batched_tokens = 2048\n[scheduler.preemption]\nkind = \"swap\"\ncpu_swap_gib = 0.001", LOAD),
+        ("reserve max", "max_num_batched_tokens = 2048\n[scheduler.kv_cache]\nallocation = \"reserve-max\"\nreserve_output_tokens = 300", LOAD),
+        ("fp8 kv", "max_num_batched_tokens = 2048\n[scheduler.kv_cache]\ndtype = \"fp8\"", LOAD),
+        ("prefix cache", "max_num_batched_tokens = 2048\n[scheduler.prefix_cache]\nenabled = true", PREFIXED),
+        (
+            "prefix cache tiers",
+            "max_num_batched_tokens = 2048\n[scheduler.prefix_cache]\nenabled = true\nttl_s = 2\nmin_prefix_tokens = 64\ncpu_gib = 0.002",
+            PREFIXED,
+        ),
+        ("speculative", "max_num_batched_tokens = 2048\n[scheduler.speculative]\nk = 3\nacceptance = 0.7\ndraft_cost_fraction = 0.2", LOAD),
+        ("cpu overlap", "max_num_batched_tokens = 2048\n[scheduler.cpu]\noverlap = true\nper_seq_us = 100", LOAD),
+        (
+            "disaggregated",
+            "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"priority\"\naging_per_s = 0.3\n\
+             [[cluster.groups]]\nrole = \"prefill\"\ncount = 1\n[[cluster.groups]]\nrole = \"decode\"\ncount = 1",
+            LOAD,
+        ),
+        (
+            "everything",
+            "max_num_batched_tokens = 512\n[scheduler.batching]\nkind = \"chunked\"\n[scheduler.queue]\nkind = \"priority\"\naging_per_s = 1\n\
+             [scheduler.admission]\nqueue_timeout_s = 4\n[scheduler.preemption]\nkind = \"swap\"\ncpu_swap_gib = 0.001\n\
+             [scheduler.prefix_cache]\nenabled = true\ncpu_gib = 0.002\n\
+             [scheduler.speculative]\nk = 2\nacceptance = 0.6\ndraft_cost_fraction = 0.3",
+            PREFIXED,
+        ),
+    ]
+}
+
+#[test]
+fn every_policy_keeps_the_invariants_after_every_event_and_is_deterministic() {
+    for (name, sched, w) in cases() {
+        let src = tiny(0.03, sched, w);
+        let a = run_checked(&src);
+        let b = run(&src);
+        assert_eq!(a.recorder.records, b.recorder.records, "{name}: not deterministic");
+        assert_eq!(a.summary, b.summary, "{name}: not deterministic");
+        let s = &a.summary;
+        eprintln!(
+            "{name:<26} finished {:>4} rejected {:>3} timed out {:>3} preemptions {:>4} swapped {:>5} hit rate {:.2} spec steps {}",
+            s.requests.finished,
+            s.requests.rejected,
+            s.requests.timed_out,
+            s.preemptions,
+            s.swap.swapped_out_blocks,
+            s.prefix_cache.hit_rate_tokens,
+            s.speculative.steps
+        );
+        eprintln!("    {:?}", s.requests.rejected_by_reason);
+        assert_eq!(s.requests.in_flight, 0, "{name}: everything ends");
+        assert!(s.requests.finished > 100, "{name}");
+        // Every time is consistent for every finished request.
+        for r in finished(&a) {
+            assert!(
+                r.arrival <= r.scheduled && r.scheduled < r.first_token && r.first_token <= r.finish,
+                "{name}: {r:?}"
+            );
+        }
+        // The mechanisms under test were exercised.
+        match name {
+            "swap" => assert!(s.swap.swapped_out_blocks > 0 && s.swap.recompute_fallbacks > 0),
+            "admission" => assert!(s.requests.timed_out > 0 && s.requests.rejected_by_reason["prompt_too_long"] > 0),
+            "prefix cache" | "prefix cache tiers" => assert!(s.prefix_cache.hit_rate_tokens > 0.2),
+            "speculative" => assert!(s.speculative.steps > 0),
+            "everything" => {
+                assert!(s.swap.swapped_out_blocks > 0 && s.prefix_cache.cpu_hit_tokens > 0 && s.speculative.steps > 0)
+            }
+            _ => {}
+        }
+        if !matches!(name, "continuous prefill-first" | "fp8 kv" | "reserve max") {
+            assert!(
+                s.preemptions > 0 || name.contains("static") || name == "admission",
+                "{name}: KV pressure preempts"
+            );
+        }
+    }
+}
