@@ -21,6 +21,7 @@
 
 pub mod cost;
 pub mod engine;
+pub mod fleet;
 pub mod instance;
 pub mod memory;
 pub mod metrics;

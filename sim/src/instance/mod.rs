@@ -20,6 +20,7 @@ pub mod admission;
 mod batch;
 pub mod batching;
 pub mod cpu;
+mod fleet;
 pub mod kv;
 pub mod kv_policy;
 pub mod policy;
@@ -129,6 +130,10 @@ pub struct Instance {
     /// Relative serving capacity, for routers that weigh instances (see
     /// [`crate::router::capacity_weight`]).
     capacity: f64,
+    /// Whether routers may send here (the router believes it healthy; see `fleet`).
+    routable: bool,
+    /// When the in-flight iteration ends; `None` while a failed instance holds it forever.
+    iteration_end: Option<SimTime>,
 }
 
 impl Instance {
@@ -171,6 +176,8 @@ impl Instance {
             pending_prefill: 0,
             pending_decode: 0,
             capacity,
+            routable: true,
+            iteration_end: None,
             cfg,
             cost,
         }
@@ -317,7 +324,15 @@ impl Instance {
         }
         let pos = self.queue.push(s);
         if let Some(t) = self.cfg.policy.admission.queue_timeout_s {
-            self.timeouts.push_back((req.arrival + SimTime::from_secs_f64(t), req.id, pos));
+            let deadline = req.arrival + SimTime::from_secs_f64(t);
+            // Arrivals come in time order; a retried request (its original arrival kept after
+            // an instance failure) may come earlier and takes its place in deadline order.
+            if self.timeouts.back().is_some_and(|b| b.0 > deadline) {
+                let at = self.timeouts.partition_point(|x| x.0 <= deadline);
+                self.timeouts.insert(at, (deadline, req.id, pos));
+            } else {
+                self.timeouts.push_back((deadline, req.id, pos));
+            }
         }
     }
 
@@ -383,6 +398,7 @@ impl Instance {
             b.observe(self.admitted_now, backlogged, dur);
         }
         self.debug_check();
+        self.iteration_end = Some(now + dur);
         Some(now + dur)
     }
 
@@ -778,6 +794,7 @@ impl Instance {
     /// timeout has passed.
     pub fn finish_iteration(&mut self, now: SimTime, rec: &mut Recorder, departed: &mut Vec<Departure>) {
         let start = self.iteration_start.take().expect("an iteration is in flight");
+        self.iteration_end = None;
         let bt = self.cfg.block_tokens;
         let alpha = self.cfg.policy.speculative.as_ref().map_or(0.0, |s| s.acceptance);
         let prefix_on = self.cfg.policy.prefix.enabled;

@@ -117,6 +117,8 @@ pub struct Scenario {
     pub slo: SloSection,
     pub metrics: MetricsSection,
     pub run: RunSection,
+    /// `[fleet]`: failures, restarts, autoscaling (`None`: a fixed fleet that never fails).
+    pub fleet: Option<crate::fleet::FleetSection>,
     /// The file with every default and preset filled in, for writing next to the outputs.
     pub resolved: ScenarioFile,
     /// Where the files the scenario names come from (see [`Resources`]).
@@ -239,6 +241,9 @@ impl Scenario {
             let path = if heterogeneous { format!("cluster.groups[{i}].cost.profile") } else { "cost.profile".into() };
             g.profile = group_profile(g, &model, resources.as_ref(), &path)?;
         }
+        if let Some(f) = &file.fleet {
+            f.validate("fleet", &groups)?;
+        }
         if let Some(t) = file.workload.trace.as_mut() {
             if t.source.is_none() {
                 resources.trace(t).map_err(|e| ScenarioError::at("", e))?;
@@ -254,6 +259,7 @@ impl Scenario {
             slo: file.slo.clone(),
             metrics: file.metrics.clone(),
             run: file.run.clone(),
+            fleet: file.fleet.clone(),
             resolved: file,
             resources,
         };
