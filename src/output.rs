@@ -94,7 +94,7 @@ pub fn write_timeseries(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
             row.waiting_mean,
             row.running_mean,
             row.kv_used_blocks_mean,
-            row.kv_used_blocks_mean / total,
+            row.kv_used_blocks_mean / if row.kv_blocks_mean > 0.0 { row.kv_blocks_mean } else { total },
             row.ttft_ms_p99.map(|v| format!("{v:.3}")).unwrap_or_default(),
             row.instances_mean,
             row.instances_ready_mean,

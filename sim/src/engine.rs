@@ -292,6 +292,14 @@ impl Simulation {
         crate::fleet::fill_series(&mut self.rec, &self.fleet, &self.slo);
         let mut summary = summarize(&self.rec, &self.slo, &self.scenario_name, self.seed);
         summary.fleet = self.fleet.summary(self.now);
+        if self.fleet.active {
+            // KV use as a share of the blocks provisioned (not of idle autoscaler slots).
+            let (mean, max) = self.fleet.kv_blocks_over(self.now);
+            let used_mean = summary.kv.utilization_mean * self.rec.kv_total().max(1) as f64;
+            summary.kv.blocks_total = max;
+            summary.kv.utilization_mean = if mean > 0.0 { used_mean / mean } else { 0.0 };
+            summary.kv.utilization_max = self.rec.kv_used_max as f64 / max.max(1) as f64;
+        }
         RunOutput { summary, recorder: self.rec, events: self.events }
     }
 

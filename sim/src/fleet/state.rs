@@ -81,6 +81,16 @@ struct Slot {
     repair: Option<SimTime>,
 }
 
+/// The fleet's size from `at` on (until the next change).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Count {
+    pub at: SimTime,
+    /// Instances provisioned (paid for), serving, and the KV blocks of those provisioned.
+    pub provisioned: u32,
+    pub ready: u32,
+    pub kv_blocks: u64,
+}
+
 /// A request whose instance crashed, waiting for its failure to be noticed.
 #[derive(Clone, Debug)]
 pub struct Limbo {
@@ -93,9 +103,10 @@ pub struct Limbo {
 pub struct Fleet {
     pub cfg: FleetSection,
     slots: Vec<Slot>,
-    /// Start-up delay and TP degree of each group.
+    /// Start-up delay, TP degree and KV blocks per instance of each group.
     startup: Vec<SimTime>,
     tp: Vec<u64>,
+    blocks: Vec<u64>,
     rngs: Vec<ChaCha8Rng>,
     /// Whether the scenario has a `[fleet]` section (otherwise nothing here changes).
     pub active: bool,
@@ -117,10 +128,12 @@ pub struct Fleet {
     instance_ns: u128,
     gpu_ns: Vec<u128>,
     ready_ns: u128,
+    kv_ns: u128,
+    kv_max: u64,
     instances_max: u32,
     instances_min: u32,
-    /// (time, provisioned instances, ready instances) after every change, from time zero.
-    log: Vec<(SimTime, u32, u32)>,
+    /// The fleet's size after every change, from time zero.
+    log: Vec<Count>,
     failures_at: Vec<SimTime>,
     restarts_at: Vec<SimTime>,
     crashes: u64,
@@ -156,6 +169,7 @@ impl Fleet {
         let mut f = Fleet {
             startup: s.groups.iter().map(|g| cfg.startup(g)).collect(),
             tp: s.groups.iter().map(|g| g.tp).collect(),
+            blocks: s.groups.iter().map(|g| g.memory.kv_blocks.min(u32::MAX as u64)).collect(),
             rngs: (0..instances.len()).map(|i| substream(s.seed, Stream::Failures, i as u64)).collect(),
             active,
             tracks: active && cfg.can_fail(),
@@ -172,6 +186,8 @@ impl Fleet {
             instance_ns: 0,
             gpu_ns: vec![0; s.groups.len()],
             ready_ns: 0,
+            kv_ns: 0,
+            kv_max: 0,
             instances_max: 0,
             instances_min: u32::MAX,
             log: Vec::new(),
@@ -289,17 +305,26 @@ impl Fleet {
             self.gpu_ns[g] += dt * n as u128 * self.tp[g] as u128;
         }
         self.ready_ns += dt * self.ready as u128;
+        self.kv_ns += dt * self.kv_blocks() as u128;
         self.last = self.last.max(now);
+    }
+
+    /// KV blocks of the instances provisioned now.
+    fn kv_blocks(&self) -> u64 {
+        self.provisioned.iter().zip(&self.blocks).map(|(&n, &b)| n as u64 * b).sum()
     }
 
     fn record(&mut self, now: SimTime) {
         let n: u32 = self.provisioned.iter().sum();
         self.instances_max = self.instances_max.max(n);
         self.instances_min = self.instances_min.min(n);
+        let kv_blocks = self.kv_blocks();
+        self.kv_max = self.kv_max.max(kv_blocks);
+        let c = Count { at: now, provisioned: n, ready: self.ready, kv_blocks };
         match self.log.last_mut() {
-            Some(last) if last.0 == now => *last = (now, n, self.ready),
-            Some(last) if (last.1, last.2) == (n, self.ready) => {}
-            _ => self.log.push((now, n, self.ready)),
+            Some(last) if last.at == now => *last = c,
+            Some(last) if (last.provisioned, last.ready, last.kv_blocks) == (n, c.ready, kv_blocks) => {}
+            _ => self.log.push(c),
         }
     }
 
@@ -509,9 +534,15 @@ impl Fleet {
         self.integrate(end);
     }
 
-    /// (time, provisioned, ready) after every change.
-    pub fn log(&self) -> &[(SimTime, u32, u32)] {
+    /// The fleet's size after every change.
+    pub fn log(&self) -> &[Count] {
         &self.log
+    }
+
+    /// (time-weighted mean, maximum) of the KV blocks provisioned over a run that ended at `end`.
+    pub fn kv_blocks_over(&self, end: SimTime) -> (f64, u64) {
+        let mean = if end > SimTime::ZERO { self.kv_ns as f64 / end.0 as f64 } else { self.kv_blocks() as f64 };
+        (mean, self.kv_max)
     }
 
     pub fn failures_at(&self) -> &[SimTime] {
@@ -529,14 +560,14 @@ impl Fleet {
         let gpu_hours: f64 = self.gpu_ns.iter().map(|&ns| hours(ns)).sum();
         let cost = self.prices.as_ref().map(|p| self.gpu_ns.iter().zip(p).map(|(&ns, &price)| hours(ns) * price).sum());
         let mean = |ns: u128| if span_h > 0.0 { hours(ns) / span_h } else { 0.0 };
-        let first = self.log.first().map_or(0, |l| l.1);
+        let first = self.log.first().map_or(0, |l| l.provisioned);
         FleetSummary {
             instances_initial: first,
             instances_mean: if span_h > 0.0 { mean(self.instance_ns) } else { first as f64 },
             instances_ready_mean: if span_h > 0.0 {
                 mean(self.ready_ns)
             } else {
-                self.log.first().map_or(0, |l| l.2) as f64
+                self.log.first().map_or(0, |l| l.ready) as f64
             },
             instances_min: self.instances_min.min(first),
             instances_max: self.instances_max,

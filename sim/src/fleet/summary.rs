@@ -57,23 +57,25 @@ pub fn fill_series(rec: &mut Recorder, fleet: &Fleet, slo: &SloSection) {
     let mut k = 0; // the log entry in force at the window's start
     for row in rec.series.iter_mut() {
         let (start, end) = (row.start, row.start + width);
-        while k + 1 < log.len() && log[k + 1].0 <= start {
+        while k + 1 < log.len() && log[k + 1].at <= start {
             k += 1;
         }
-        let (mut provisioned, mut ready) = (0u128, 0u128);
+        let (mut provisioned, mut ready, mut kv) = (0u128, 0u128, 0u128);
         for j in k..log.len() {
-            let from = log[j].0.max(start);
-            let to = log.get(j + 1).map_or(end, |l| l.0.min(end));
+            let from = log[j].at.max(start);
+            let to = log.get(j + 1).map_or(end, |l| l.at.min(end));
             if from >= end {
                 break;
             }
             let dt = to.saturating_sub(from).0 as u128;
-            provisioned += dt * log[j].1 as u128;
-            ready += dt * log[j].2 as u128;
+            provisioned += dt * log[j].provisioned as u128;
+            ready += dt * log[j].ready as u128;
+            kv += dt * log[j].kv_blocks as u128;
         }
         let w = width.0.max(1) as f64;
         row.instances_mean = provisioned as f64 / w;
         row.instances_ready_mean = ready as f64 / w;
+        row.kv_blocks_mean = kv as f64 / w;
     }
     let index = |t: SimTime| ((t.0 / width.0.max(1)) as usize).min(n - 1);
     for &t in fleet.failures_at() {

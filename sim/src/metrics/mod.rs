@@ -137,9 +137,11 @@ pub struct WindowRow {
     pub kv_used_blocks_mean: f64,
     /// p99 of TTFT of the requests whose first token came in this window, ms (`None` if none).
     pub ttft_ms_p99: Option<f64>,
-    /// Time-weighted means of instances provisioned and serving (see `fleet`).
+    /// Time-weighted means of instances provisioned and serving (see `fleet`), and of the KV
+    /// blocks of those provisioned.
     pub instances_mean: f64,
     pub instances_ready_mean: f64,
+    pub kv_blocks_mean: f64,
     /// Instance failures and restarts (back in service) in this window.
     pub failures: u64,
     pub restarts: u64,
