@@ -238,10 +238,11 @@ pub fn table(r: &PlanReport) -> String {
                     p.seeds.len() - p.passed(),
                     p.seeds.len()
                 ),
-                None => "1 is the least possible".into(),
+                None => format!("{} is the least possible", h.spare + 1),
             };
+            let down = if h.spare > 0 { format!(" with {} down", h.spare) } else { String::new() };
             o += &format!(
-                "    {} meet{} the SLO on every seed ({fails}); with headroom {inst} → {gpus} GPUs, {:.0} GiB of GPU memory, {} KV blocks per instance\n",
+                "    {} meet{} the SLO{down} on every seed ({fails}); with headroom {inst} → {gpus} GPUs, {:.0} GiB of GPU memory, {} KV blocks per instance\n",
                 plan::instances(n),
                 if n == 1 { "s" } else { "" },
                 gpus as f64 * c.gpu_memory_gib.unwrap_or(0.0),

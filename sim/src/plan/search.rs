@@ -533,7 +533,7 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
             let evidence = below.as_ref().unwrap_or(&top);
             let w = evidence.worst();
             out.binding = Some(classify(w, &scenario.slo));
-            out.binding_evidence = Some(describe(evidence.instances, w, below.is_none()));
+            out.binding_evidence = Some(describe(evidence.instances, s.down, w, below.is_none()));
             out.points = below.into_iter().chain(std::iter::once(top)).collect();
         }
         Err(why) => {
@@ -553,7 +553,7 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
                 if !hopeless {
                     out.binding = Some(classify(&w, &scenario.slo));
                 }
-                out.binding_evidence = Some(describe(n, &w, false));
+                out.binding_evidence = Some(describe(n, s.down, &w, false));
                 out.points = vec![p];
             }
         }
@@ -649,12 +649,13 @@ pub fn instances(n: u32) -> String {
     format!("{n} instance{}", if n == 1 { "" } else { "s" })
 }
 
-fn describe(n: u32, r: &SeedResult, passing: bool) -> String {
+fn describe(n: u32, down: u32, r: &SeedResult, passing: bool) -> String {
     let m = &r.misses;
+    let down = if down > 0 { format!(", {down} down") } else { String::new() };
     let head = if passing {
-        format!("at {} (seed {}, nothing fails)", instances(n), r.seed)
+        format!("at {} (seed {}{down}, nothing fails)", instances(n), r.seed)
     } else {
-        format!("at {} (seed {})", instances(n), r.seed)
+        format!("at {} (seed {}{down})", instances(n), r.seed)
     };
     format!(
         "{head}: {} of {} requests missed — {} on decode speed, {} on start (TTFT {}, TPOT {}, E2E {}, rejected {}, unfinished {}); TTFT p99 {:.0} ms, TPOT p99 {:.1} ms; KV peak {:.0}%, {} preemptions",
