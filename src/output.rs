@@ -127,7 +127,14 @@ fn dist_row(name: &str, d: &Dist) -> String {
 /// The human-readable report of one run.
 pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
     let mut o = String::new();
-    let groups: Vec<String> = s.groups.iter().map(|g| format!("{} × {} (tp {})", g.count, g.gpu.name, g.tp)).collect();
+    let groups: Vec<String> = s
+        .groups
+        .iter()
+        .map(|g| match g.role {
+            servesim_sim::disagg::Role::Mixed => format!("{} × {} (tp {})", g.count, g.gpu.name, g.tp),
+            role => format!("{} × {} (tp {}, {})", g.count, g.gpu.name, g.tp, role.as_str()),
+        })
+        .collect();
     o += &format!("servesim simulate: {} (seed {})\n", s.name, s.seed);
     o += &format!(
         "  model {} ({} weights, {} KV) on {}\n",
@@ -217,6 +224,9 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
     );
     o += &policy_lines(s, sum);
     o += &fleet_lines(s, sum);
+    if let Some(d) = &sum.disaggregation {
+        o += &disagg_lines(d);
+    }
     o
 }
 
@@ -234,16 +244,56 @@ fn fleet_lines(s: &Scenario, sum: &Summary) -> String {
         f.instances_mean, f.instances_ready_mean, f.instances_min, f.instances_max, f.instance_hours, f.gpu_hours
     );
     let startup: Vec<String> = f.startup_s.iter().map(|s| format!("{s:.1} s")).collect();
-    o += &format!("            start-up {} (weights ÷ {} GB/s + {} s init)\n", startup.join(", "), cfg.load_gb_per_s, cfg.init_s);
+    o += &format!(
+        "            start-up {} (weights ÷ {} GB/s + {} s init)\n",
+        startup.join(", "),
+        cfg.load_gb_per_s,
+        cfg.init_s
+    );
     if cfg.failures.is_some() {
         o += &format!(
             "failures    {} ({} crashes, {} hangs), {} restarts; {} requests retried, {} lost\n",
-            f.failures, f.crashes, f.hangs, f.restarts, thousands(f.retries), thousands(f.lost)
+            f.failures,
+            f.crashes,
+            f.hangs,
+            f.restarts,
+            thousands(f.retries),
+            thousands(f.lost)
         );
     }
     if cfg.autoscale.is_some() {
         o += &format!("autoscale   {} instances added, {} removed\n", f.scale_ups, f.scale_downs);
     }
+    o
+}
+
+/// The pools of a disaggregated cluster and their KV transfers.
+fn disagg_lines(d: &servesim_sim::disagg::DisaggSummary) -> String {
+    let pool = |name: &str, p: &servesim_sim::disagg::PoolSummary| {
+        format!(
+            "{name:<12}{} instances ({} GPUs): batch mean {:.1}, max {}; {} iterations; busy {:.1}%\n",
+            p.instances,
+            p.gpus,
+            p.batch_mean,
+            p.batch_max,
+            thousands(p.iterations),
+            p.busy_fraction * 100.0
+        )
+    };
+    let mut o = pool("prefill", &d.prefill);
+    o += &pool("decode", &d.decode);
+    o += &format!(
+        "KV transfer {} transfers, {:.1} GB; link time mean {:.2} ms, p99 {:.2} ms; wait for decode KV p99 {:.1} ms\n",
+        thousands(d.transfers),
+        d.transfer_bytes as f64 * 1e-9,
+        d.transfer_ms.mean,
+        d.transfer_ms.p99,
+        d.transfer_wait_ms.p99
+    );
+    o += &format!(
+        "            decode-pool TPOT (KV arrival to last token) mean {:.1} ms, p99 {:.1} ms\n",
+        d.decode_tpot_ms.mean, d.decode_tpot_ms.p99
+    );
     o
 }
 

@@ -205,12 +205,24 @@ fn n_plus_one_plan_meets_the_slo_with_an_instance_down() {
     let src = read(&root().join("tests/plan/known-answer.toml")) + "spare = 1\n";
     let path = out.join("n-plus-1.toml");
     std::fs::write(&path, src).unwrap();
-    let v = plan_json(&["plan", "--scenario", path.to_str().unwrap(), "--format", "json", "--quiet", "--out", out.to_str().unwrap()]);
+    let v = plan_json(&[
+        "plan",
+        "--scenario",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(v["spare"], 1);
     let c = &v["candidates"][0];
     let sc = &c["spare_check"];
     assert_eq!(sc["instances_min_no_failures"], 4, "N without failures");
-    assert!(sc["no_failures"]["seeds"].as_array().unwrap().iter().all(|s| s["met"] == true), "4 meet it with none down");
+    assert!(
+        sc["no_failures"]["seeds"].as_array().unwrap().iter().all(|s| s["met"] == true),
+        "4 meet it with none down"
+    );
     let down = &sc["with_spare_down"];
     assert_eq!(down["instances"], 4);
     assert!(down["seeds"].as_array().unwrap().iter().all(|s| s["met"] == false), "4 miss it with one down: {down}");
@@ -316,7 +328,16 @@ fn autoscaling_a_diurnal_day_takes_fewer_instance_hours_than_the_fixed_peak_flee
         + "[plan]\nseeds = 1\nprice_per_gpu_hour = { \"h100-sxm\" = 2.5 }\n";
     let path = out.join("diurnal.toml");
     std::fs::write(&path, &src).unwrap();
-    let v = plan_json(&["plan", "--scenario", path.to_str().unwrap(), "--format", "json", "--quiet", "--out", out.to_str().unwrap()]);
+    let v = plan_json(&[
+        "plan",
+        "--scenario",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     let c = &v["candidates"][0];
     let a = &c["autoscaled"];
     let fixed = c["instances_min"].as_u64().unwrap();

@@ -107,7 +107,13 @@ fn a_failing_fleet_gets_its_charts_and_table() {
     let html = read(&html_path);
     check_tables_match_summary(&html, &out.join("summary.json"));
     check_self_contained(&html);
-    for text in ["Instances over time", "Failures and restarts", "SLO attainment of each window's arrivals", "restarts", "serving"] {
+    for text in [
+        "Instances over time",
+        "Failures and restarts",
+        "SLO attainment of each window's arrivals",
+        "restarts",
+        "serving",
+    ] {
         assert!(html.contains(text), "missing «{text}»");
     }
     // The fleet table shows summary.json's fleet numbers (checked above with every cell).

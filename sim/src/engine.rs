@@ -2,7 +2,9 @@
 //!
 //! ```text
 //!   pop (time, seq) ─► Arrival ─► router ─► instance.enqueue (or reject)
-//!                   └► IterationEnd(i) ─► instance.finish_iteration ─► closed-loop clients
+//!                   ├► IterationEnd(i) ─► instance.finish_iteration ─► closed-loop clients
+//!                   │                      (disaggregated: hand-offs, transfers that can start)
+//!                   └► KvTransferDone ─► prefill frees the KV, the request decodes (`disagg`)
 //!   when the clock is about to move on: every idle instance with work starts an iteration,
 //!   which pushes exactly one IterationEnd event.
 //! ```
@@ -34,6 +36,12 @@ pub enum Event {
     IterationEnd(u32),
     /// A failure, detection, restart, stranded requests due, or an autoscaler tick.
     Fleet(FleetEvent),
+    /// The KV of request `id` moved from prefill instance `from` to decode instance `to`.
+    KvTransferDone {
+        id: u64,
+        from: u32,
+        to: u32,
+    },
 }
 
 struct Entry {
@@ -157,6 +165,8 @@ pub struct Simulation {
     slo: crate::scenario::SloSection,
     /// Instance phases, failures, autoscaling (inactive without a `[fleet]` section).
     fleet: Box<Fleet>,
+    /// Prefill and decode pools (a disaggregated cluster).
+    disagg: Option<Box<crate::disagg::Pools>>,
 }
 
 impl Simulation {
@@ -188,7 +198,11 @@ impl Simulation {
 
     fn build(s: &Scenario) -> Simulation {
         let mut instances = Vec::new();
-        for (gi, g) in s.groups.iter().enumerate() {
+        // A disaggregated cluster numbers its prefill pool first, then its decode pool.
+        let mut order: Vec<usize> = (0..s.groups.len()).collect();
+        order.sort_by_key(|&gi| s.groups[gi].role == crate::disagg::Role::Decode);
+        for &gi in &order {
+            let g = &s.groups[gi];
             let cost = cost_model(s, gi);
             let kv_blocks = g.memory.kv_blocks.min(u32::MAX as u64) as u32;
             let cfg = InstanceConfig {
@@ -233,6 +247,7 @@ impl Simulation {
             seed: s.seed,
             slo: s.slo.clone(),
             fleet: Box::new(fleet),
+            disagg: s.disaggregation.as_ref().map(|d| Box::new(crate::disagg::Pools::new(s, d, &order))),
         };
         sim.start_fleet(fleet_events);
         sim
@@ -278,6 +293,7 @@ impl Simulation {
             Event::Arrival(req) => self.on_arrival(req),
             Event::IterationEnd(i) => self.on_iteration_end(i),
             Event::Fleet(f) => self.on_fleet(f),
+            Event::KvTransferDone { id, from, to } => self.on_transfer_done(id, from, to),
         }
         if self.queue.peek_time() != Some(self.now) {
             self.start_iterations();
@@ -292,6 +308,7 @@ impl Simulation {
         crate::fleet::fill_series(&mut self.rec, &self.fleet, &self.slo);
         let mut summary = summarize(&self.rec, &self.slo, &self.scenario_name, self.seed);
         summary.fleet = self.fleet.summary(self.now);
+        summary.disaggregation = self.disagg.as_ref().map(|p| p.summary(&self.instances, &self.rec));
         if self.fleet.active {
             // KV use as a share of the blocks provisioned (not of idle autoscaler slots).
             let (mean, max) = self.fleet.kv_blocks_over(self.now);
@@ -333,6 +350,9 @@ impl Simulation {
             inst.check_kv_ownership();
             inst.check_load_signals();
         }
+        if let Some(p) = &self.disagg {
+            p.check(&self.instances);
+        }
     }
 
     fn on_arrival(&mut self, mut req: Request) {
@@ -354,14 +374,19 @@ impl Simulation {
             self.client_done(req.client);
             return;
         }
-        let i = self.router.route(&req, &self.instances);
+        // Arrivals go to the prefill pool of a disaggregated cluster, which comes first.
+        let (front, fits) = match &self.disagg {
+            Some(p) => (p.prefill, p.decode_fits(&req, &self.instances)),
+            None => (self.instances.len(), Ok(())),
+        };
+        let i = self.router.route(&req, &self.instances[..front]);
         self.rec.routed(req.id, i as u32);
         if self.fleet.active && self.fleet.is_crashed(i) {
             self.strand_sent(req, 0);
             return;
         }
         let inst = &mut self.instances[i];
-        match inst.accept(&req, self.now, &mut self.rec) {
+        match fits.and_then(|()| inst.accept(&req, self.now, &mut self.rec)) {
             Ok(()) => {
                 let before = inst.gauges();
                 let counted = self.rec.counts(req.arrival);
@@ -402,6 +427,18 @@ impl Simulation {
         if self.fleet.active {
             self.drained(i as usize);
         }
+        if let Some(p) = self.disagg.as_mut() {
+            p.after_iteration(i as usize, self.now, &mut self.instances, &mut self.rec, &mut self.queue);
+        }
+    }
+
+    /// A KV transfer finished: the prefill instance may admit into the freed blocks and the
+    /// decode instance has a new request to decode.
+    fn on_transfer_done(&mut self, id: u64, from: u32, to: u32) {
+        let p = self.disagg.as_mut().expect("transfers happen only in disaggregated runs");
+        p.transfer_done(id, from, to, self.now, &mut self.instances, &mut self.rec);
+        self.mark(from);
+        self.mark(to);
     }
 
     /// A closed-loop client's request ended: it thinks, then sends the next.

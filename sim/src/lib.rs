@@ -20,6 +20,7 @@
 //! ```
 
 pub mod cost;
+pub mod disagg;
 pub mod engine;
 pub mod fleet;
 pub mod instance;

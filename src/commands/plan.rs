@@ -220,6 +220,10 @@ pub fn table(r: &PlanReport) -> String {
     }
     o += "\nmethod: capacity of one instance → instances for the load → GPUs and memory; evidence:\n";
     for c in &r.candidates {
+        if let Some(p) = &c.pools {
+            o += &pool_lines(c, p);
+            continue;
+        }
         o += &format!("  {}: {} × tp {}", c.name, c.gpu, c.tp);
         if let Some(cap) = c.single_instance_capacity_rps {
             o += &format!("; one instance sustains {cap:.2} req/s");
@@ -323,4 +327,37 @@ fn autoscale_lines(a: &plan::AutoscaleComparison) -> String {
         a.attainment * 100.0,
         if a.met { "meets the SLO" } else { "misses the SLO" }
     )
+}
+/// The method lines of a disaggregated candidate: both pools' counts and the pairs that fail.
+fn pool_lines(c: &CandidateResult, p: &plan::PoolsResult) -> String {
+    let mut o = format!(
+        "  {}: prefill pool {} × tp {}, decode pool {} × tp {} (each pool sized for its part of the SLO: TTFT on prefill, TPOT and E2E on decode; then jointly)\n",
+        c.name, p.prefill.gpu, p.prefill.tp, p.decode.gpu, p.decode.tp
+    );
+    if let (Some(np), Some(nd)) = (p.prefill_instances_min, p.decode_instances_min) {
+        let fails: Vec<String> = p
+            .points
+            .iter()
+            .filter(|x| (x.prefill, x.decode) != (np, nd))
+            .map(|x| {
+                let failed = x.seeds.iter().filter(|s| !s.met).count();
+                format!("{} + {} fails on {} of {} seeds", x.prefill, x.decode, failed, x.seeds.len())
+            })
+            .collect();
+        let fails = if fails.is_empty() { "1 + 1 is the least possible".to_string() } else { fails.join("; ") };
+        o += &format!(
+            "    {np} prefill + {nd} decode instances meet the SLO on every seed ({fails}); with headroom {} + {} → {} + {} GPUs\n",
+            p.prefill_instances.unwrap_or(0),
+            p.decode_instances.unwrap_or(0),
+            p.prefill_gpus.unwrap_or(0),
+            p.decode_gpus.unwrap_or(0)
+        );
+    }
+    if let Some(why) = &c.infeasible_reason {
+        o += &format!("    infeasible: {why}\n");
+    }
+    if let (Some(b), Some(ev)) = (c.binding, &c.binding_evidence) {
+        o += &format!("    binding {}: {ev}\n", b.as_str());
+    }
+    o
 }

@@ -261,7 +261,9 @@ pub fn downsample(rows: &[Window], window_s: f64) -> Vec<Window> {
                 kv_util: c.iter().map(|w| w.kv_util).sum::<f64>() / n,
                 ttft_p99: c.iter().filter_map(|w| w.ttft_p99).reduce(f64::max),
                 instances: c[0].instances.map(|_| c.iter().filter_map(|w| w.instances).sum::<f64>() / n),
-                instances_ready: c[0].instances_ready.map(|_| c.iter().filter_map(|w| w.instances_ready).sum::<f64>() / n),
+                instances_ready: c[0]
+                    .instances_ready
+                    .map(|_| c.iter().filter_map(|w| w.instances_ready).sum::<f64>() / n),
                 failures: c.iter().map(|w| w.failures).sum(),
                 restarts: c.iter().map(|w| w.restarts).sum(),
                 attainment: c.iter().filter_map(|w| w.attainment).reduce(f64::min),

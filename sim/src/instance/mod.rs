@@ -21,6 +21,7 @@ mod batch;
 pub mod batching;
 pub mod cpu;
 mod fleet;
+pub mod handoff;
 pub mod kv;
 pub mod kv_policy;
 pub mod policy;
@@ -36,12 +37,14 @@ use std::sync::Arc;
 use rand_chacha::ChaCha8Rng;
 
 use crate::cost::{BatchShape, CostModel, Roofline};
+use crate::disagg::Role;
 use crate::metrics::{Recorder, RejectReason};
 use crate::rng::{substream, Stream};
 use crate::time::SimTime;
 use crate::workload::Request;
 use admission::Breaker;
 use batch::Batch;
+pub use handoff::Handoff;
 use kv::BlockAllocator;
 pub use policy::PolicyConfig;
 use preemption::PreemptionSpec;
@@ -134,6 +137,13 @@ pub struct Instance {
     routable: bool,
     /// When the in-flight iteration ends; `None` while a failed instance holds it forever.
     iteration_end: Option<SimTime>,
+    /// Sequences over all iterations so far, the most in one, and the time spent in
+    /// iterations (pool statistics of a disaggregated cluster).
+    pub batch_seqs: u64,
+    pub batch_seqs_max: u64,
+    pub busy_ns: u128,
+    /// Requests handed off to, or taken in from, the other pool (disaggregation).
+    xfer: handoff::Transfers,
 }
 
 impl Instance {
@@ -178,6 +188,10 @@ impl Instance {
             capacity,
             routable: true,
             iteration_end: None,
+            batch_seqs: 0,
+            batch_seqs_max: 0,
+            busy_ns: 0,
+            xfer: handoff::Transfers::default(),
             cfg,
             cost,
         }
@@ -185,7 +199,7 @@ impl Instance {
 
     /// Requests waiting or running here (what a router counts as outstanding).
     pub fn outstanding(&self) -> u64 {
-        (self.waiting_len() + self.running.len()) as u64
+        (self.waiting_len() + self.running.len() + self.xfer.held()) as u64
     }
 
     pub fn kv_blocks_used(&self) -> u32 {
@@ -233,7 +247,7 @@ impl Instance {
 
     pub fn gauges(&self) -> Gauges {
         Gauges {
-            waiting: self.waiting_len() as u64,
+            waiting: (self.waiting_len() + self.xfer.held()) as u64,
             running: self.running.len() as u64,
             kv_used: self.kv.used() as u64,
         }
@@ -259,11 +273,15 @@ impl Instance {
         if p + o > self.cfg.max_model_len {
             return Err(RejectReason::ContextTooLong);
         }
-        if p > self.cfg.max_num_batched_tokens && !self.cfg.policy.batching.is_chunked() {
+        // A decode instance prefills only to recompute, which may exceed the token budget.
+        let role = self.cfg.policy.role;
+        if p > self.cfg.max_num_batched_tokens && !self.cfg.policy.batching.is_chunked() && role != Role::Decode {
             return Err(RejectReason::PromptExceedsBatchTokens);
         }
-        // The last output token is sampled, never written to the cache.
-        let tokens = (p + o - 1).max(self.cfg.policy.kv.reservation(p, self.cfg.max_model_len));
+        // The last output token is sampled, never written to the cache; a prefill instance
+        // holds only the prompt's KV.
+        let kept = if role == Role::Prefill { 1 } else { o };
+        let tokens = (p + kept - 1).max(self.cfg.policy.kv.reservation(p, self.cfg.max_model_len));
         if self.blocks_for(tokens) > self.kv.total() as u64 {
             return Err(RejectReason::ExceedsKvCapacity);
         }
@@ -359,7 +377,8 @@ impl Instance {
         }
         let Batch { shape, drafts } = std::mem::take(&mut self.batch);
         if shape.is_empty() {
-            debug_assert!(!self.has_work(), "instance {} idle with work", self.id);
+            // Work may wait for blocks a KV transfer holds (disaggregation): its end restarts us.
+            debug_assert!(!self.has_work() || self.xfer.pins_blocks(), "instance {} idle with work", self.id);
             self.batch.drafts = drafts;
             return None;
         }
@@ -388,6 +407,9 @@ impl Instance {
         self.iteration_start = Some(now);
         self.iterations += 1;
         self.decode_token_steps += shape.decode_seqs;
+        self.batch_seqs += shape.seqs();
+        self.batch_seqs_max = self.batch_seqs_max.max(shape.seqs());
+        self.busy_ns += dur.0 as u128;
         rec.iteration(&shape, dur);
         let p = &mut rec.policy;
         p.busy_ns += dur.0 as u128;
@@ -622,7 +644,7 @@ impl Instance {
     /// step in this iteration.
     fn swap_in(&mut self, budget: &mut u64, chunked: bool) {
         while let Some(s) = self.swapped.front() {
-            if self.running.len() >= self.cfg.max_num_seqs as usize {
+            if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
                 break;
             }
             let (step, draft) = if s.is_decode() {
@@ -680,7 +702,7 @@ impl Instance {
         let bt = self.cfg.block_tokens;
         let mut n = 0u32;
         loop {
-            if self.running.len() >= self.cfg.max_num_seqs as usize {
+            if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
                 break;
             }
             let ctx = QueueCtx { waiting: self.waiting_len() };
@@ -811,6 +833,9 @@ impl Instance {
         }
         running.truncate(kept);
         self.pending_decode -= ctx.gained;
+        if self.cfg.policy.role == Role::Prefill {
+            self.hand_off_prefilled(now);
+        }
         let steady = ctx.steady;
         if steady > 0 {
             rec.itl(now - start, steady);
@@ -838,7 +863,8 @@ impl Instance {
         #[cfg(debug_assertions)]
         {
             if !self.cfg.policy.prefix.enabled {
-                let owned: usize = self.running.iter().map(|s| s.blocks.len()).sum();
+                let owned: usize = self.running.iter().map(|s| s.blocks.len()).sum::<usize>()
+                    + self.xfer.tables().map(<[u32]>::len).sum::<usize>();
                 assert_eq!(owned, self.kv.used() as usize, "KV blocks not conserved on instance {}", self.id);
             }
             assert!(
@@ -862,7 +888,8 @@ impl Instance {
             .chain(self.swapped.iter().map(|b| &**b))
             .chain(self.running.iter().map(|b| &**b))
             .map(|s| (s.output - s.generated) as u64)
-            .sum();
+            .sum::<u64>()
+            + self.xfer.pending_decode();
         assert_eq!(decode, self.pending_decode, "pending decode tokens out of step on instance {}", self.id);
     }
 
@@ -870,8 +897,9 @@ impl Instance {
     /// prefix cache's shared and evictable blocks, swap space, the CPU tier, the queue; used
     /// by tests.
     pub fn check_kv_ownership(&self) {
-        let tables: Vec<&[u32]> = self.running.iter().map(|s| s.blocks.as_slice()).collect();
+        let tables: Vec<&[u32]> = self.running.iter().map(|s| s.blocks.as_slice()).chain(self.xfer.tables()).collect();
         self.kv.check(&tables);
+        self.check_transfers();
         assert!(self.queue.iter().all(|s| s.blocks.is_empty() && s.computed == 0), "a queued request holds KV");
         assert!(self.preempted.iter().all(|s| s.blocks.is_empty() && s.computed == 0 && s.cold.swapped_blocks == 0));
         let swapped: u64 = self.swapped.iter().map(|s| s.cold.swapped_blocks).sum();

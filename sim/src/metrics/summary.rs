@@ -46,6 +46,9 @@ pub struct Summary {
     /// Instances over time (provisioned, serving, instance-hours, cost), failures, retries,
     /// autoscaling.
     pub fleet: crate::fleet::FleetSummary,
+    /// Prefill and decode pools and their KV transfers (disaggregated clusters only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disaggregation: Option<crate::disagg::DisaggSummary>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -208,5 +211,6 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
         cpu: rec.policy.cpu_summary(),
         admission: rec.policy.admission_summary(),
         fleet: crate::fleet::FleetSummary::default(),
+        disaggregation: None,
     }
 }

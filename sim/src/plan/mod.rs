@@ -18,6 +18,7 @@
 
 mod candidate;
 mod evidence;
+mod pools;
 mod search;
 
 use std::collections::BTreeMap;
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 pub use candidate::{candidates, Candidate, CandidateSection};
 pub use evidence::{classify, Binding, Misses, Point, SeedResult};
+pub use pools::{PairPoint, PairStep, PoolCandidate, PoolSpec, PoolsResult};
 pub use search::{
     assemble, header, instances, plan_candidate, AutoscaleComparison, AutoscaleSeed, Borderline, CandidateResult,
     PlanHeader, PlanReport, SearchConfig, SpareCheck, Step,

@@ -141,6 +141,9 @@ pub struct CandidateResult {
     /// With `[fleet.autoscale]`: the autoscaled fleet against the fixed one on this workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaled: Option<AutoscaleComparison>,
+    /// A disaggregated candidate: both pools' counts (the fields above then sum the pools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pools: Option<super::PoolsResult>,
 }
 
 /// What `[plan] spare = k` showed: the fewest instances meeting the SLO with none down, and
@@ -449,7 +452,12 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
         simulated_requests: 0,
         spare_check: None,
         autoscaled: None,
+        pools: None,
     };
+    if let Some(p) = &c.pools {
+        super::pools::plan_pools(c, p, cfg, progress, &mut out);
+        return out;
+    }
     let Some(scenario) = &c.scenario else { return out };
     let g = &scenario.groups[0];
     out.kv_blocks_per_instance = Some(g.memory.kv_blocks);

@@ -42,13 +42,19 @@ pub trait Router: Send {
 
 /// Builds the router a scenario asks for.
 pub fn build(spec: &RouterSpec, seed: u64) -> Box<dyn Router> {
+    build_indexed(spec, seed, 0)
+}
+
+/// Builds a router drawing from random substream `index` (0: the cluster's router; 1: the
+/// decode router of a disaggregated cluster).
+pub fn build_indexed(spec: &RouterSpec, seed: u64, index: u64) -> Box<dyn Router> {
     match spec {
         RouterSpec::RoundRobin(_) => Box::new(RoundRobin::default()),
-        RouterSpec::Random(_) => Box::new(Random::new(substream(seed, Stream::Router, 0))),
+        RouterSpec::Random(_) => Box::new(Random::new(substream(seed, Stream::Router, index))),
         RouterSpec::LeastOutstanding(_) => Box::new(LeastOutstanding::default()),
         RouterSpec::LeastKvUsage(_) => Box::new(LeastKvUsage::default()),
         RouterSpec::LeastPendingTokens(s) => Box::new(LeastPendingTokens::new(s.clone())),
-        RouterSpec::PowerOfTwo(_) => Box::new(PowerOfTwo::new(substream(seed, Stream::Router, 0))),
+        RouterSpec::PowerOfTwo(_) => Box::new(PowerOfTwo::new(substream(seed, Stream::Router, index))),
         RouterSpec::SessionAffinity(s) => Box::new(SessionAffinity::new(s.clone())),
     }
 }

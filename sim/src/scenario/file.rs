@@ -286,11 +286,21 @@ pub struct ClusterSection {
     /// overrides (replaces `instances` and `tp`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<GroupSection>,
+    /// `[cluster.disaggregation]`: the KV link and decode router of a cluster whose groups
+    /// have `role = "prefill"` and `"decode"`. Default: written in full when there are roles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disaggregation: Option<crate::disagg::DisaggregationSection>,
 }
 
 impl Default for ClusterSection {
     fn default() -> Self {
-        ClusterSection { instances: 1, tp: 1, router: RouterSpec::RoundRobin(Empty {}), groups: Vec::new() }
+        ClusterSection {
+            instances: 1,
+            tp: 1,
+            router: RouterSpec::RoundRobin(Empty {}),
+            groups: Vec::new(),
+            disaggregation: None,
+        }
     }
 }
 

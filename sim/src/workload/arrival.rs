@@ -264,7 +264,9 @@ impl OpenArrivals {
                 }
             },
             ArrivalSpec::Diurnal(d) => next_thinned(&mut self.rng, self.now_s, d.peak_rate, None, |t| d.rate_at(t))?,
-            ArrivalSpec::Curve(c) => next_thinned(&mut self.rng, self.now_s, c.max_rate(), c.end_s(), |t| c.rate_at(t))?,
+            ArrivalSpec::Curve(c) => {
+                next_thinned(&mut self.rng, self.now_s, c.max_rate(), c.end_s(), |t| c.rate_at(t))?
+            }
             ArrivalSpec::ClosedLoop(_) => {
                 unreachable!("closed-loop arrivals are driven by completions")
             }

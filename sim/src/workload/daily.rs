@@ -103,7 +103,13 @@ impl Curve {
             check(p[0].is_finite() && p[0] <= 1e9, &pts, &format!("[{i}][0]"), "must be a time in [0, 1e9] s", p[0])?;
             if i > 0 {
                 let prev = self.points[i - 1][0];
-                check(p[0] > prev, &pts, &format!("[{i}][0]"), &format!("must be after the previous point ({prev})"), p[0])?;
+                check(
+                    p[0] > prev,
+                    &pts,
+                    &format!("[{i}][0]"),
+                    &format!("must be after the previous point ({prev})"),
+                    p[0],
+                )?;
             }
         }
         if self.max_rate() <= 0.0 {
@@ -250,10 +256,14 @@ mod tests {
         let total = times.len() as f64;
         assert!((total / (22.0 * 10_000.0) - 1.0).abs() < 0.02, "{total}");
         // Near the peaks (±50 s around 250 + 1000k) versus near the troughs (750 + 1000k).
-        let near = |c: f64| times.iter().filter(|&&x| ((x - c).rem_euclid(1000.0) + 50.0).rem_euclid(1000.0) < 100.0).count();
+        let near =
+            |c: f64| times.iter().filter(|&&x| ((x - c).rem_euclid(1000.0) + 50.0).rem_euclid(1000.0) < 100.0).count();
         let (peak, trough) = (near(250.0) as f64, near(750.0) as f64);
         // ∫ over ±50 s: 4 × 100 + 36 × (100 + 1000/π × sin(π/10)) / 2 ≈ 3948 per... ×10 cycles.
-        let expect = |sign: f64| 10.0 * (4.0 * 100.0 + 36.0 * (100.0 + sign * 1000.0 / std::f64::consts::PI * (std::f64::consts::PI / 10.0).sin()) / 2.0);
+        let expect = |sign: f64| {
+            10.0 * (4.0 * 100.0
+                + 36.0 * (100.0 + sign * 1000.0 / std::f64::consts::PI * (std::f64::consts::PI / 10.0).sin()) / 2.0)
+        };
         assert!((peak / expect(1.0) - 1.0).abs() < 0.05, "{peak} vs {}", expect(1.0));
         assert!((trough / expect(-1.0) - 1.0).abs() < 0.15, "{trough} vs {}", expect(-1.0));
     }
