@@ -110,7 +110,7 @@ fn a_failing_fleet_gets_its_charts_and_table() {
     for text in [
         "Instances over time",
         "Failures and restarts",
-        "SLO attainment of each window's arrivals",
+        "SLO attainment of each window",
         "restarts",
         "serving",
     ] {
