@@ -10,13 +10,18 @@
 //! ```
 //! Starting iterations only when no other event is due at the same instant lets every request
 //! that arrives at that instant join the batch. There is one event per iteration per instance
-//! and one pending arrival at a time, never one event per token.
+//! and one pending arrival at a time, never one event per token. Fleet events (failures,
+//! detections, restarts, autoscaler ticks) are handled in `engine/fleet.rs`; a run ends when
+//! nothing but fleet events is left and no request is in flight.
+
+mod fleet;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use crate::cost::{CostModel, Profiled, Roofline};
+use crate::fleet::{Fleet, FleetEvent};
 use crate::instance::{Departure, Instance, InstanceConfig, PolicyConfig};
 use crate::metrics::{summarize, Recorder, Summary};
 use crate::router::{self, Router};
@@ -29,6 +34,8 @@ use crate::workload::{Request, TraceError, Workload, NO_CLIENT};
 pub enum Event {
     Arrival(Request),
     IterationEnd(u32),
+    /// A failure, detection, restart, stranded requests due, or an autoscaler tick.
+    Fleet(FleetEvent),
     /// The KV of request `id` moved from prefill instance `from` to decode instance `to`.
     KvTransferDone {
         id: u64,
@@ -156,6 +163,8 @@ pub struct Simulation {
     scenario_name: String,
     seed: u64,
     slo: crate::scenario::SloSection,
+    /// Instance phases, failures, autoscaling (inactive without a `[fleet]` section).
+    fleet: Box<Fleet>,
     /// Prefill and decode pools (a disaggregated cluster).
     disagg: Option<Box<crate::disagg::Pools>>,
 }
@@ -211,7 +220,7 @@ impl Simulation {
                 kv_blocks,
                 policy: PolicyConfig::from_group(s, gi),
             };
-            for _ in 0..g.count {
+            for _ in 0..crate::fleet::instances_built(s, gi) {
                 let id = instances.len() as u32;
                 instances.push(Instance::new(id, cfg.clone(), cost.clone()));
             }
@@ -227,7 +236,8 @@ impl Simulation {
         let mut rec = Recorder::new((from, to), kv_total, SimTime::from_secs_f64(s.metrics.window_s));
         rec.reserve(expected_requests(&s.workload));
         let n = instances.len();
-        Simulation {
+        let (fleet, fleet_events) = Fleet::new(s, &mut instances);
+        let mut sim = Simulation {
             now: SimTime::ZERO,
             queue: EventQueue::default(),
             router: router::build(&s.router, s.seed),
@@ -242,8 +252,11 @@ impl Simulation {
             scenario_name: s.name.clone(),
             seed: s.seed,
             slo: s.slo.clone(),
+            fleet: Box::new(fleet),
             disagg: s.disaggregation.as_ref().map(|d| Box::new(crate::disagg::Pools::new(s, d, &order))),
-        }
+        };
+        sim.start_fleet(fleet_events);
+        sim
     }
 
     pub fn instances(&self) -> &[Instance] {
@@ -270,6 +283,9 @@ impl Simulation {
             return false;
         }
         let Some(t) = self.queue.peek_time() else { return false };
+        if self.fleet.active && self.fleet_idle() {
+            return false;
+        }
         if t > self.max_time {
             self.now = self.max_time;
             return false;
@@ -282,6 +298,7 @@ impl Simulation {
         match ev {
             Event::Arrival(req) => self.on_arrival(req),
             Event::IterationEnd(i) => self.on_iteration_end(i),
+            Event::Fleet(f) => self.on_fleet(f),
             Event::KvTransferDone { id, from, to } => self.on_transfer_done(id, from, to),
         }
         if self.queue.peek_time() != Some(self.now) {
@@ -293,8 +310,19 @@ impl Simulation {
     /// Ends the run at the current time and summarises it.
     pub fn finish(mut self) -> RunOutput {
         self.rec.finish(self.now);
+        self.fleet.finish(self.now);
+        crate::fleet::fill_series(&mut self.rec, &self.fleet, &self.slo);
         let mut summary = summarize(&self.rec, &self.slo, &self.scenario_name, self.seed);
+        summary.fleet = self.fleet.summary(self.now);
         summary.disaggregation = self.disagg.as_ref().map(|p| p.summary(&self.instances, &self.rec));
+        if self.fleet.active {
+            // KV use as a share of the blocks provisioned (not of idle autoscaler slots).
+            let (mean, max) = self.fleet.kv_blocks_over(self.now);
+            let used_mean = summary.kv.utilization_mean * self.rec.kv_total().max(1) as f64;
+            summary.kv.blocks_total = max;
+            summary.kv.utilization_mean = if mean > 0.0 { used_mean / mean } else { 0.0 };
+            summary.kv.utilization_max = self.rec.kv_used_max as f64 / max.max(1) as f64;
+        }
         RunOutput { summary, recorder: self.rec, events: self.events }
     }
 
@@ -319,7 +347,9 @@ impl Simulation {
         use crate::metrics::Status;
         let in_flight = self.rec.records.iter().filter(|r| r.status == Status::InFlight).count() as u64;
         let held: u64 = self.instances.iter().map(|i| i.gauges().waiting + i.gauges().running).sum();
-        assert_eq!(in_flight, held, "in-flight requests not all held by an instance");
+        let stranded = self.fleet.stranded() as u64;
+        assert_eq!(in_flight, held + stranded, "in-flight requests not all held by an instance or stranded");
+        self.check_fleet(held);
         let g = self.rec.gauges();
         assert_eq!(g.waiting + g.running, held, "recorder gauges out of step with the instances");
         for inst in &self.instances {
@@ -345,6 +375,11 @@ impl Simulation {
         if req.class != 0 {
             self.rec.set_class(req.id, req.class);
         }
+        if self.fleet.active && self.fleet.routable() == 0 {
+            self.rec.rejected(req.id, self.now, crate::metrics::RejectReason::NoInstance);
+            self.client_done(req.client);
+            return;
+        }
         // Arrivals go to the prefill pool of a disaggregated cluster, which comes first.
         let (front, fits) = match &self.disagg {
             Some(p) => (p.prefill, p.decode_fits(&req, &self.instances)),
@@ -352,6 +387,10 @@ impl Simulation {
         };
         let i = self.router.route(&req, &self.instances[..front]);
         self.rec.routed(req.id, i as u32);
+        if self.fleet.active && self.fleet.is_crashed(i) {
+            self.strand_sent(req, 0);
+            return;
+        }
         let inst = &mut self.instances[i];
         match fits.and_then(|()| inst.accept(&req, self.now, &mut self.rec)) {
             Ok(()) => {
@@ -361,6 +400,9 @@ impl Simulation {
                 let after = inst.gauges();
                 self.rec.gauge_delta(before, after);
                 self.mark(i as u32);
+                if self.fleet.tracks {
+                    self.fleet.track(&req, 0);
+                }
             }
             Err(why) => {
                 self.rec.rejected(req.id, self.now, why);
@@ -370,6 +412,10 @@ impl Simulation {
     }
 
     fn on_iteration_end(&mut self, i: u32) {
+        if self.fleet.active && self.instances[i as usize].iteration_end() != Some(self.now) {
+            // The iteration of an instance that failed meanwhile: it never ends.
+            return;
+        }
         let inst = &mut self.instances[i as usize];
         let before = inst.gauges();
         let mut departed = std::mem::take(&mut self.departed);
@@ -377,10 +423,16 @@ impl Simulation {
         let after = inst.gauges();
         self.rec.gauge_delta(before, after);
         for d in departed.drain(..) {
+            if self.fleet.tracks {
+                self.fleet.untrack(d.id);
+            }
             self.client_done(d.client);
         }
         self.departed = departed;
         self.mark(i);
+        if self.fleet.active {
+            self.drained(i as usize);
+        }
         if let Some(p) = self.disagg.as_mut() {
             p.after_iteration(i as usize, self.now, &mut self.instances, &mut self.rec, &mut self.queue);
         }

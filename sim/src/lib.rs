@@ -22,6 +22,7 @@
 pub mod cost;
 pub mod disagg;
 pub mod engine;
+pub mod fleet;
 pub mod instance;
 pub mod memory;
 pub mod metrics;

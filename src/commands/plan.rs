@@ -154,6 +154,13 @@ pub fn table(r: &PlanReport) -> String {
         headroom.push(format!("+{} spare", h.spare_instances));
     }
     let headroom = if headroom.is_empty() { "none".to_string() } else { headroom.join(" ") };
+    if h.spare > 0 {
+        o += &format!(
+            "  N+{}: every count is run with {} down for the whole run (the highest-capacity ones)\n",
+            h.spare,
+            plan::instances(h.spare)
+        );
+    }
     o += &format!(
         "  seeds {} at decisive points; headroom {headroom}; up to {} instances per candidate\n\n",
         seeds.join(", "),
@@ -235,10 +242,11 @@ pub fn table(r: &PlanReport) -> String {
                     p.seeds.len() - p.passed(),
                     p.seeds.len()
                 ),
-                None => "1 is the least possible".into(),
+                None => format!("{} is the least possible", h.spare + 1),
             };
+            let down = if h.spare > 0 { format!(" with {} down", h.spare) } else { String::new() };
             o += &format!(
-                "    {} meet{} the SLO on every seed ({fails}); with headroom {inst} → {gpus} GPUs, {:.0} GiB of GPU memory, {} KV blocks per instance\n",
+                "    {} meet{} the SLO{down} on every seed ({fails}); with headroom {inst} → {gpus} GPUs, {:.0} GiB of GPU memory, {} KV blocks per instance\n",
                 plan::instances(n),
                 if n == 1 { "s" } else { "" },
                 gpus as f64 * c.gpu_memory_gib.unwrap_or(0.0),
@@ -261,10 +269,65 @@ pub fn table(r: &PlanReport) -> String {
         if let (Some(b), Some(ev)) = (c.binding, &c.binding_evidence) {
             o += &format!("    binding {}: {ev}\n", b.as_str());
         }
+        if let Some(sc) = &c.spare_check {
+            o += &spare_lines(sc, c.instances_min);
+        }
+        if let Some(a) = &c.autoscaled {
+            o += &autoscale_lines(a);
+        }
     }
     o
 }
 
+/// What N + k showed: the count without failures, and the same count with k down.
+fn spare_lines(sc: &plan::SpareCheck, n_plus_k: Option<u32>) -> String {
+    let worst = |p: &servesim_sim::plan::Point| p.worst().attainment * 100.0;
+    let n = sc.instances_min_no_failures;
+    let mut o = format!(
+        "    N+{}: with none down {} meet the SLO (worst seed {:.2}%)",
+        sc.spare,
+        plan::instances(n),
+        worst(&sc.no_failures)
+    );
+    match &sc.with_spare_down {
+        Some(p) => {
+            o += &format!(
+                "; with {} down they {} ({:.2}%, passing on {} of {} seeds)",
+                sc.spare,
+                if p.all_pass() { "still meet it" } else { "miss it" },
+                worst(p),
+                p.passed(),
+                p.seeds.len()
+            );
+        }
+        None => o += &format!("; {} down leaves none up", sc.spare),
+    }
+    match n_plus_k {
+        Some(m) => o += &format!(" → {} with {} down\n", plan::instances(m), sc.spare),
+        None => o += "\n",
+    }
+    o
+}
+
+/// The autoscaled fleet against the fixed one.
+fn autoscale_lines(a: &plan::AutoscaleComparison) -> String {
+    let cost = |c: Option<f64>| c.map(|x| format!(", ${x:.2}/day")).unwrap_or_default();
+    format!(
+        "    fixed {} instances: {:.1} instance-hours/day{}, attainment {:.2}%\n    autoscaled {}–{}: {:.2} instances on average (max {}), {:.1} instance-hours/day{}, attainment {:.2}% (worst seed; {})\n",
+        a.fixed_instances,
+        a.fixed_instance_hours_per_day,
+        cost(a.fixed_cost_per_day),
+        a.fixed_attainment * 100.0,
+        a.min,
+        a.max,
+        a.instances_mean,
+        a.instances_max,
+        a.instance_hours_per_day,
+        cost(a.cost_per_day),
+        a.attainment * 100.0,
+        if a.met { "meets the SLO" } else { "misses the SLO" }
+    )
+}
 /// The method lines of a disaggregated candidate: both pools' counts and the pairs that fail.
 fn pool_lines(c: &CandidateResult, p: &plan::PoolsResult) -> String {
     let mut o = format!(

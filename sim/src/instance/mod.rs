@@ -20,6 +20,7 @@ pub mod admission;
 mod batch;
 pub mod batching;
 pub mod cpu;
+mod fleet;
 pub mod handoff;
 pub mod kv;
 pub mod kv_policy;
@@ -132,6 +133,10 @@ pub struct Instance {
     /// Relative serving capacity, for routers that weigh instances (see
     /// [`crate::router::capacity_weight`]).
     capacity: f64,
+    /// Whether routers may send here (the router believes it healthy; see `fleet`).
+    routable: bool,
+    /// When the in-flight iteration ends; `None` while a failed instance holds it forever.
+    iteration_end: Option<SimTime>,
     /// Sequences over all iterations so far, the most in one, and the time spent in
     /// iterations (pool statistics of a disaggregated cluster).
     pub batch_seqs: u64,
@@ -185,6 +190,8 @@ impl Instance {
             pending_prefill: 0,
             pending_decode: 0,
             capacity,
+            routable: true,
+            iteration_end: None,
             batch_seqs: 0,
             batch_seqs_max: 0,
             busy_ns: 0,
@@ -341,7 +348,15 @@ impl Instance {
         }
         let pos = self.queue.push(s);
         if let Some(t) = self.cfg.policy.admission.queue_timeout_s {
-            self.timeouts.push_back((req.arrival + SimTime::from_secs_f64(t), req.id, pos));
+            let deadline = req.arrival + SimTime::from_secs_f64(t);
+            // Arrivals come in time order; a retried request (its original arrival kept after
+            // an instance failure) may come earlier and takes its place in deadline order.
+            if self.timeouts.back().is_some_and(|b| b.0 > deadline) {
+                let at = self.timeouts.partition_point(|x| x.0 <= deadline);
+                self.timeouts.insert(at, (deadline, req.id, pos));
+            } else {
+                self.timeouts.push_back((deadline, req.id, pos));
+            }
         }
     }
 
@@ -419,6 +434,7 @@ impl Instance {
             b.observe(self.admitted_now, backlogged, dur);
         }
         self.debug_check();
+        self.iteration_end = Some(now + dur);
         Some(now + dur)
     }
 
@@ -814,6 +830,7 @@ impl Instance {
     /// timeout has passed.
     pub fn finish_iteration(&mut self, now: SimTime, rec: &mut Recorder, departed: &mut Vec<Departure>) {
         let start = self.iteration_start.take().expect("an iteration is in flight");
+        self.iteration_end = None;
         let bt = self.cfg.block_tokens;
         let alpha = self.cfg.policy.speculative.as_ref().map_or(0.0, |s| s.acceptance);
         let prefix_on = self.cfg.policy.prefix.enabled;

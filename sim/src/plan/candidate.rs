@@ -53,6 +53,14 @@ pub fn candidates(s: &Scenario) -> Result<Vec<Candidate>, ScenarioError> {
     let plan = s.resolved.plan.clone().unwrap_or_default();
     let mut base = to_table(&s.resolved);
     base.remove("plan");
+    // A candidate is one group of its own: the autoscaler scales it whatever the scenario's
+    // group was called, and failures are left to `simulate` (plan runs take `[plan] spare`).
+    if let Some(toml::Value::Table(f)) = base.get_mut("fleet") {
+        f.remove("failures");
+        if let Some(toml::Value::Table(a)) = f.get_mut("autoscale") {
+            a.remove("group");
+        }
+    }
     let sections: Vec<CandidateSection> = if plan.candidates.is_empty() {
         if s.disaggregation.is_some() {
             pool_groups(s, "plan")?;

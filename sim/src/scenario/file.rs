@@ -52,6 +52,10 @@ pub struct ScenarioFile {
     /// `[plan]`: the candidates `servesim plan` searches (ignored by `simulate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanSection>,
+    /// `[fleet]`: instance start-up, failures and restarts, autoscaling. Default: a fixed
+    /// fleet that never fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<crate::fleet::FleetSection>,
 }
 
 /// `[model]`: a preset, optionally with dimensions overridden, or every dimension given.
