@@ -152,7 +152,9 @@ pub struct Instance {
 impl Instance {
     pub fn new(id: u32, cfg: InstanceConfig, cost: Arc<dyn CostModel>) -> Instance {
         let wants_seqs = cost.wants_seqs();
-        let capacity = crate::router::capacity_weight(&cfg, cost.as_ref());
+        // A model that executes batches (emulation) would run the reference batch for real:
+        // its instances weigh the same (emulated runs use one group).
+        let capacity = if cost.wants_seqs() { 1.0 } else { crate::router::capacity_weight(&cfg, cost.as_ref()) };
         let p = &cfg.policy;
         let kv = if p.prefix.enabled {
             BlockAllocator::with_prefix_cache(cfg.kv_blocks)
