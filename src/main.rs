@@ -19,6 +19,17 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Wall-clock limit in seconds for the whole command: runs still going then stop, and the
+    /// command exits with code 3 and says so (each run also has an event budget, run.max_events).
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = parse_time_limit)]
+    time_limit: Option<f64>,
+}
+
+fn parse_time_limit(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 && x < 1e9 => Ok(x),
+        _ => Err(format!("{v:?} is not a number of seconds > 0")),
+    }
 }
 
 #[derive(Subcommand)]
@@ -43,10 +54,15 @@ enum Command {
     Compare(commands::compare::Args),
     /// Join the shard files of a plan or compare sweep (--shard I/N) into its report.
     Merge(commands::merge::Args),
+    /// Predicted vs executed: emulated runs, iteration times, or a measured serving run.
+    Validate(commands::validate::Args),
 }
 
 fn main() {
     let cli = Cli::parse();
+    if let Some(t) = cli.time_limit {
+        error::start_time_limit(t);
+    }
     let result = match cli.command {
         Command::Simulate(a) => commands::simulate::run(a),
         Command::Memory(a) => commands::memory::run(a),
@@ -58,7 +74,9 @@ fn main() {
         Command::Plan(a) => commands::plan::run(a),
         Command::Compare(a) => commands::compare::run(a),
         Command::Merge(a) => commands::merge::run(a),
+        Command::Validate(a) => commands::validate::run(a),
     };
+    let result = result.and_then(|()| error::time_limit_passed().map_or(Ok(()), Err));
     if let Err(e) = result {
         eprintln!("error: {e:#}");
         std::process::exit(e.exit_code());

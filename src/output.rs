@@ -58,7 +58,11 @@ pub fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
             if r.status == Status::Finished {
                 ms(r.finish)
             } else {
-                opt_ms(if matches!(r.status, Status::Rejected(_) | Status::TimedOut) { r.finish } else { SimTime::MAX })
+                opt_ms(if matches!(r.status, Status::Rejected(_) | Status::TimedOut | Status::Lost) {
+                    r.finish
+                } else {
+                    SimTime::MAX
+                })
             },
             r.prompt_tokens,
             r.output_tokens,
@@ -76,12 +80,12 @@ pub fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
 
 pub fn write_timeseries(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
     let mut w = BufWriter::new(File::create(path)?);
-    writeln!(w, "t_s,arrivals,rejections,completions,first_tokens,waiting_mean,running_mean,kv_used_blocks_mean,kv_utilization_mean,ttft_ms_p99")?;
+    writeln!(w, "t_s,arrivals,rejections,completions,first_tokens,waiting_mean,running_mean,kv_used_blocks_mean,kv_utilization_mean,ttft_ms_p99,instances_mean,instances_ready_mean,failures,restarts,slo_attainment")?;
     let total = rec.kv_total().max(1) as f64;
     for row in &rec.series {
         writeln!(
             w,
-            "{:.3},{},{},{},{},{:.4},{:.4},{:.2},{:.6},{}",
+            "{:.3},{},{},{},{},{:.4},{:.4},{:.2},{:.6},{},{:.4},{:.4},{},{},{}",
             row.start.as_secs_f64(),
             row.arrivals,
             row.rejections,
@@ -90,8 +94,13 @@ pub fn write_timeseries(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
             row.waiting_mean,
             row.running_mean,
             row.kv_used_blocks_mean,
-            row.kv_used_blocks_mean / total,
+            row.kv_used_blocks_mean / if row.kv_blocks_mean > 0.0 { row.kv_blocks_mean } else { total },
             row.ttft_ms_p99.map(|v| format!("{v:.3}")).unwrap_or_default(),
+            row.instances_mean,
+            row.instances_ready_mean,
+            row.failures,
+            row.restarts,
+            row.slo_attainment.map(|v| format!("{v:.6}")).unwrap_or_default(),
         )?;
     }
     w.flush()?;
@@ -118,7 +127,14 @@ fn dist_row(name: &str, d: &Dist) -> String {
 /// The human-readable report of one run.
 pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
     let mut o = String::new();
-    let groups: Vec<String> = s.groups.iter().map(|g| format!("{} × {} (tp {})", g.count, g.gpu.name, g.tp)).collect();
+    let groups: Vec<String> = s
+        .groups
+        .iter()
+        .map(|g| match g.role {
+            servesim_sim::disagg::Role::Mixed => format!("{} × {} (tp {})", g.count, g.gpu.name, g.tp),
+            role => format!("{} × {} (tp {}, {})", g.count, g.gpu.name, g.tp, role.as_str()),
+        })
+        .collect();
     o += &format!("servesim simulate: {} (seed {})\n", s.name, s.seed);
     o += &format!(
         "  model {} ({} weights, {} KV) on {}\n",
@@ -154,6 +170,9 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
     }
     if r.timed_out > 0 {
         o += &format!("  timed out in the queue: {}\n", thousands(r.timed_out));
+    }
+    if r.lost > 0 {
+        o += &format!("  lost to instance failures: {}\n", thousands(r.lost));
     }
     o += &format!("\n  {:<8}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}\n", "ms", "mean", "p50", "p90", "p95", "p99", "max");
     for (name, d) in [
@@ -204,6 +223,77 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
         sum.requests_in_system_mean
     );
     o += &policy_lines(s, sum);
+    o += &fleet_lines(s, sum);
+    if let Some(d) = &sum.disaggregation {
+        o += &disagg_lines(d);
+    }
+    o
+}
+
+/// Instances over time, failures and autoscaling, for runs with a `[fleet]` section.
+fn fleet_lines(s: &Scenario, sum: &Summary) -> String {
+    let Some(cfg) = &s.fleet else { return String::new() };
+    let f = &sum.fleet;
+    let mut o = String::new();
+    let cost = match (f.cost, f.cost_per_day) {
+        (Some(c), Some(d)) => format!(", ${c:.2} (${d:.2} per day)"),
+        _ => String::new(),
+    };
+    o += &format!(
+        "fleet       instances {:.2} mean ({:.2} serving), {}–{}; {:.2} instance-hours, {:.2} GPU-hours{cost}\n",
+        f.instances_mean, f.instances_ready_mean, f.instances_min, f.instances_max, f.instance_hours, f.gpu_hours
+    );
+    let startup: Vec<String> = f.startup_s.iter().map(|s| format!("{s:.1} s")).collect();
+    o += &format!(
+        "            start-up {} (weights ÷ {} GB/s + {} s init)\n",
+        startup.join(", "),
+        cfg.load_gb_per_s,
+        cfg.init_s
+    );
+    if cfg.failures.is_some() {
+        o += &format!(
+            "failures    {} ({} crashes, {} hangs), {} restarts; {} requests retried, {} lost\n",
+            f.failures,
+            f.crashes,
+            f.hangs,
+            f.restarts,
+            thousands(f.retries),
+            thousands(f.lost)
+        );
+    }
+    if cfg.autoscale.is_some() {
+        o += &format!("autoscale   {} instances added, {} removed\n", f.scale_ups, f.scale_downs);
+    }
+    o
+}
+
+/// The pools of a disaggregated cluster and their KV transfers.
+fn disagg_lines(d: &servesim_sim::disagg::DisaggSummary) -> String {
+    let pool = |name: &str, p: &servesim_sim::disagg::PoolSummary| {
+        format!(
+            "{name:<12}{} instances ({} GPUs): batch mean {:.1}, max {}; {} iterations; busy {:.1}%\n",
+            p.instances,
+            p.gpus,
+            p.batch_mean,
+            p.batch_max,
+            thousands(p.iterations),
+            p.busy_fraction * 100.0
+        )
+    };
+    let mut o = pool("prefill", &d.prefill);
+    o += &pool("decode", &d.decode);
+    o += &format!(
+        "KV transfer {} transfers, {:.1} GB; link time mean {:.2} ms, p99 {:.2} ms; wait for decode KV p99 {:.1} ms\n",
+        thousands(d.transfers),
+        d.transfer_bytes as f64 * 1e-9,
+        d.transfer_ms.mean,
+        d.transfer_ms.p99,
+        d.transfer_wait_ms.p99
+    );
+    o += &format!(
+        "            decode-pool TPOT (KV arrival to last token) mean {:.1} ms, p99 {:.1} ms\n",
+        d.decode_tpot_ms.mean, d.decode_tpot_ms.p99
+    );
     o
 }
 

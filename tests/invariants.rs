@@ -32,7 +32,7 @@ fn check_every_event(src: &str) -> servesim_sim::engine::RunOutput {
     assert!(steps > 0);
     let out = sim.finish();
     let c = &out.summary.requests;
-    assert_eq!(c.arrived, c.finished + c.rejected + c.in_flight, "conservation");
+    assert_eq!(c.arrived, c.finished + c.rejected + c.timed_out + c.lost + c.in_flight, "conservation");
     for r in &out.recorder.records {
         if let Some(e2e) = r.e2e() {
             assert!(r.first_token <= r.finish && r.scheduled <= r.first_token && r.arrival <= r.scheduled);
@@ -100,6 +100,49 @@ fn closed_loop_and_phases_and_a_time_limit() {
     let out = check_every_event(&src);
     assert!(out.summary.requests.in_flight > 0, "the time limit cuts the run short");
     assert!(out.summary.simulated_s <= 12.0 + 1e-9);
+}
+
+#[test]
+fn failures_retries_and_autoscaling_keep_every_invariant() {
+    // Crashes and hangs (random and scheduled), retries and losses, an autoscaler adding and
+    // draining instances, KV pressure and preemption, a queue timeout: after every event, every
+    // request is held once, stranded on a crashed instance, or done; every block is owned
+    // right; the routers' view agrees with the fleet's phases.
+    let workload = "arrival = { kind = \"phases\", phases = [ { duration_s = 20, rate = 20 }, { duration_s = 20, rate = 80 }, { duration_s = 30, rate = 10 } ] }\n\
+         prompt_tokens = { kind = \"uniform\", min = 16, max = 900 }\n\
+         output_tokens = { kind = \"uniform\", min = 1, max = 300 }";
+    for (router, on_failure, timeout) in [
+        ("round-robin", "retry", ""),
+        ("least-outstanding", "lose", ""),
+        ("session-affinity", "retry", "admission = { queue_timeout_s = 4 }\n"),
+        ("power-of-two", "retry", ""),
+        ("random", "retry", ""),
+        ("least-kv-usage", "retry", ""),
+    ] {
+        let src = tiny(
+            0.02,
+            workload,
+            &format!(
+                "[cluster]\ninstances = 3\nrouter = {{ kind = \"{router}\" }}\n\
+                 [scheduler]\nmax_num_seqs = 64\nmax_num_batched_tokens = 2048\n{timeout}\
+                 [fleet]\ninit_s = 2\ndetection_s = 1\nhang_detection_s = 2\non_failure = \"{on_failure}\"\nmax_retries = 1\n\
+                 [fleet.failures]\nmtbf_s = 15\nmttr_s = 2\nhang_fraction = 0.4\n\
+                 [[fleet.failures.events]]\nat_s = 21\ninstance = 0\nkind = \"hang\"\n\
+                 [fleet.autoscale]\nmin = 2\nmax = 6\ninterval_s = 2\nscale_down_cooldown_s = 10\n\
+                 signals = [ {{ kind = \"queue\", target = 2 }}, {{ kind = \"request-rate\", target_rps = 15, window_s = 5 }} ]\n"
+            ),
+        );
+        let out = check_every_event(&src);
+        let (r, f) = (&out.summary.requests, &out.summary.fleet);
+        assert!(f.failures >= 3 && f.restarts >= 1, "{router}: failures happen and heal: {f:?}");
+        assert!(f.scale_ups >= 1 && f.scale_downs >= 1, "{router}: the autoscaler acts both ways: {f:?}");
+        assert!(f.retries + f.lost > 0, "{router}: requests were caught by failures");
+        assert_eq!(r.lost, f.lost, "{router}");
+        if on_failure == "lose" {
+            assert!(r.lost > 0 && f.retries == 0, "{router}: {f:?}");
+        }
+        assert_eq!(r.in_flight, 0, "{router}: every request ends");
+    }
 }
 
 #[test]

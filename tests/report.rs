@@ -101,6 +101,23 @@ fn report_tables_equal_summary_json_and_page_is_self_contained() {
     assert_eq!(read(&again), html);
 }
 
+#[test]
+fn a_failing_fleet_gets_its_charts_and_table() {
+    let (out, html_path) = simulate_with_report("report_failures", &read(&root().join("scenarios/failures.toml")));
+    let html = read(&html_path);
+    check_tables_match_summary(&html, &out.join("summary.json"));
+    check_self_contained(&html);
+    for text in ["Instances over time", "Failures and restarts", "SLO attainment of each window", "restarts", "serving"]
+    {
+        assert!(html.contains(text), "missing «{text}»");
+    }
+    // The fleet table shows summary.json's fleet numbers (checked above with every cell).
+    assert!(html.contains("data-key=\"fleet.instance_hours\"") && html.contains("data-key=\"fleet.cost_per_day\""));
+    // A run whose fleet never changes does not draw them.
+    let (_, plain) = simulate_with_report("report_fixed_fleet", &tiny(100, 50.0));
+    assert!(!read(&plain).contains("Instances over time"));
+}
+
 fn tiny(requests: u64, rate: f64) -> String {
     format!(
         "[model]\nname = \"tiny\"\nlayers = 2\nhidden = 256\nheads = 4\nkv_heads = 2\nhead_dim = 64\nintermediate = 512\n\

@@ -9,11 +9,16 @@
 //!                       ▼ fit: per-op tables, interpolation chosen by held-out error
 //!                   profile ─► sim's Profiled cost model (`[cost] profile = "PATH"`)
 //!   vidur: Vidur's profiling CSVs ─► the same profile format, Vidur's op names
+//!   emulate: the simulator's iterations executed for real (a CostModel returning measured
+//!            times), for `servesim validate`; iterations: the batch space it samples
 //! ```
 //! The library measures and fits; the `servesim` binary reads and writes the files.
 
 pub mod backend;
+pub mod clock;
+pub mod emulate;
 pub mod fit;
+pub mod iterations;
 pub mod plan;
 pub mod sweep;
 pub mod vidur;

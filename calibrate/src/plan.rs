@@ -252,14 +252,27 @@ pub fn plan(model: &ModelSpec, tps: &[u32], limits: &Limits) -> Vec<Point> {
             let shape = Shape::Decode { contexts: ctxs, q_heads: qh, kv_heads: kvh, head_dim: hd };
             out.push(Point { op: "attn_decode_mixed", tp, x: vec![b as f64, mean], shape, level: 1 });
         }
-        let chunks: Vec<u64> = geometric(16, limits.max_chunk.min(limits.max_context));
-        let cached_grid: Vec<u64> = std::iter::once(0).chain(geometric(128, limits.max_context)).collect();
+        // Powers of two, and 1.5× each (level 1): attention grows quadratically with the chunk,
+        // and a grid twice as coarse leaves interpolation errors of tens of percent.
+        let with_halves = |v: Vec<u64>, max: u64| -> Vec<u64> {
+            let mut out: Vec<u64> = v.iter().flat_map(|&x| [x, x * 3 / 2]).filter(|&x| x <= max).collect();
+            out.sort_unstable();
+            out.dedup();
+            out
+        };
+        let max_chunk = limits.max_chunk.min(limits.max_context);
+        let chunks: Vec<u64> = with_halves(geometric(16, max_chunk), max_chunk);
+        let cached_grid: Vec<u64> =
+            std::iter::once(0).chain(with_halves(geometric(128, limits.max_context), limits.max_context)).collect();
         for &chunk in &chunks {
             for &cached in &cached_grid {
                 if chunk + cached > limits.max_context {
                     continue;
                 }
-                let level = if chunk.trailing_zeros() % 2 == 0 && (cached == 0 || cached.trailing_zeros() % 2 == 1) {
+                let level = if chunk.is_power_of_two()
+                    && chunk.trailing_zeros() % 2 == 0
+                    && (cached == 0 || (cached.is_power_of_two() && cached.trailing_zeros() % 2 == 1))
+                {
                     0
                 } else {
                     1

@@ -2,19 +2,26 @@
 //!
 //! ```text
 //!   pop (time, seq) ─► Arrival ─► router ─► instance.enqueue (or reject)
-//!                   └► IterationEnd(i) ─► instance.finish_iteration ─► closed-loop clients
+//!                   ├► IterationEnd(i) ─► instance.finish_iteration ─► closed-loop clients
+//!                   │                      (disaggregated: hand-offs, transfers that can start)
+//!                   └► KvTransferDone ─► prefill frees the KV, the request decodes (`disagg`)
 //!   when the clock is about to move on: every idle instance with work starts an iteration,
 //!   which pushes exactly one IterationEnd event.
 //! ```
 //! Starting iterations only when no other event is due at the same instant lets every request
 //! that arrives at that instant join the batch. There is one event per iteration per instance
-//! and one pending arrival at a time, never one event per token.
+//! and one pending arrival at a time, never one event per token. Fleet events (failures,
+//! detections, restarts, autoscaler ticks) are handled in `engine/fleet.rs`; a run ends when
+//! nothing but fleet events is left and no request is in flight.
+
+mod fleet;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use crate::cost::{CostModel, Profiled, Roofline};
+use crate::fleet::{Fleet, FleetEvent};
 use crate::instance::{Departure, Instance, InstanceConfig, PolicyConfig};
 use crate::metrics::{summarize, Recorder, Summary};
 use crate::router::{self, Router};
@@ -27,6 +34,14 @@ use crate::workload::{Request, TraceError, Workload, NO_CLIENT};
 pub enum Event {
     Arrival(Request),
     IterationEnd(u32),
+    /// A failure, detection, restart, stranded requests due, or an autoscaler tick.
+    Fleet(FleetEvent),
+    /// The KV of request `id` moved from prefill instance `from` to decode instance `to`.
+    KvTransferDone {
+        id: u64,
+        from: u32,
+        to: u32,
+    },
 }
 
 struct Entry {
@@ -79,6 +94,32 @@ impl EventQueue {
 
     pub fn is_empty(&self) -> bool {
         self.heap.is_empty()
+    }
+}
+
+/// Set to make every run in this process stop at its next check (every
+/// [`CANCEL_CHECK_EVENTS`] events), with `summary.stopped` saying so: the CLI's wall-clock
+/// guard sets it from a timer thread. Nothing in the simulator reads a clock.
+pub static CANCEL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// How often (in events) a run looks at [`CANCEL`].
+pub const CANCEL_CHECK_EVENTS: u64 = 4096;
+
+/// Why a run stopped before its workload ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// `run.max_events` events were processed.
+    EventBudget,
+    /// [`CANCEL`] was set.
+    Cancelled,
+}
+
+impl Stopped {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stopped::EventBudget => "event_budget",
+            Stopped::Cancelled => "cancelled",
+        }
     }
 }
 
@@ -144,15 +185,29 @@ pub struct Simulation {
     is_dirty: Vec<bool>,
     max_time: SimTime,
     events: u64,
+    /// `run.max_events`: the event budget.
+    max_events: u64,
+    /// Why the run stopped before its end, if it did.
+    stopped: Option<Stopped>,
     departed: Vec<Departure>,
     scenario_name: String,
     seed: u64,
     slo: crate::scenario::SloSection,
+    /// Instance phases, failures, autoscaling (inactive without a `[fleet]` section).
+    fleet: Box<Fleet>,
+    /// Prefill and decode pools (a disaggregated cluster).
+    disagg: Option<Box<crate::disagg::Pools>>,
 }
 
 impl Simulation {
     pub fn new(s: &Scenario) -> Simulation {
-        let mut sim = Simulation::build(s);
+        Simulation::new_with_cost(s, &|gi| cost_model(s, gi))
+    }
+
+    /// A run whose instances of group `g` price iterations with `cost(g)` instead of the
+    /// scenario's cost model (emulation by really executing batches, tests).
+    pub fn new_with_cost(s: &Scenario, cost: &dyn Fn(usize) -> Arc<dyn CostModel>) -> Simulation {
+        let mut sim = Simulation::build(s, cost);
         for r in sim.workload.initial() {
             sim.queue.push(r.arrival, Event::Arrival(r));
         }
@@ -169,7 +224,7 @@ impl Simulation {
     /// A run of `s` whose requests come from `workload` (for example a list of requests parsed
     /// from a trace) instead of the scenario's generator.
     pub fn with_workload(s: &Scenario, workload: Workload) -> Simulation {
-        let mut sim = Simulation::build(s);
+        let mut sim = Simulation::build(s, &|gi| cost_model(s, gi));
         sim.workload = workload;
         for r in sim.workload.initial() {
             sim.queue.push(r.arrival, Event::Arrival(r));
@@ -177,10 +232,14 @@ impl Simulation {
         sim
     }
 
-    fn build(s: &Scenario) -> Simulation {
+    fn build(s: &Scenario, cost_of: &dyn Fn(usize) -> Arc<dyn CostModel>) -> Simulation {
         let mut instances = Vec::new();
-        for (gi, g) in s.groups.iter().enumerate() {
-            let cost = cost_model(s, gi);
+        // A disaggregated cluster numbers its prefill pool first, then its decode pool.
+        let mut order: Vec<usize> = (0..s.groups.len()).collect();
+        order.sort_by_key(|&gi| s.groups[gi].role == crate::disagg::Role::Decode);
+        for &gi in &order {
+            let g = &s.groups[gi];
+            let cost = cost_of(gi);
             let kv_blocks = g.memory.kv_blocks.min(u32::MAX as u64) as u32;
             let cfg = InstanceConfig {
                 max_num_seqs: g.scheduler.max_num_seqs,
@@ -191,7 +250,7 @@ impl Simulation {
                 kv_blocks,
                 policy: PolicyConfig::from_group(s, gi),
             };
-            for _ in 0..g.count {
+            for _ in 0..crate::fleet::instances_built(s, gi) {
                 let id = instances.len() as u32;
                 instances.push(Instance::new(id, cfg.clone(), cost.clone()));
             }
@@ -207,7 +266,8 @@ impl Simulation {
         let mut rec = Recorder::new((from, to), kv_total, SimTime::from_secs_f64(s.metrics.window_s));
         rec.reserve(expected_requests(&s.workload));
         let n = instances.len();
-        Simulation {
+        let (fleet, fleet_events) = Fleet::new(s, &mut instances);
+        let mut sim = Simulation {
             now: SimTime::ZERO,
             queue: EventQueue::default(),
             router: router::build(&s.router, s.seed),
@@ -218,11 +278,17 @@ impl Simulation {
             is_dirty: vec![false; n],
             max_time: s.run.max_time_s.map(SimTime::from_secs_f64).unwrap_or(SimTime::MAX),
             events: 0,
+            max_events: s.run.max_events,
+            stopped: None,
             departed: Vec::new(),
             scenario_name: s.name.clone(),
             seed: s.seed,
             slo: s.slo.clone(),
-        }
+            fleet: Box::new(fleet),
+            disagg: s.disaggregation.as_ref().map(|d| Box::new(crate::disagg::Pools::new(s, d, &order))),
+        };
+        sim.start_fleet(fleet_events);
+        sim
     }
 
     pub fn instances(&self) -> &[Instance] {
@@ -249,8 +315,19 @@ impl Simulation {
             return false;
         }
         let Some(t) = self.queue.peek_time() else { return false };
+        if self.fleet.active && self.fleet_idle() {
+            return false;
+        }
         if t > self.max_time {
             self.now = self.max_time;
+            return false;
+        }
+        if self.events >= self.max_events {
+            self.stopped = Some(Stopped::EventBudget);
+            return false;
+        }
+        if self.events % CANCEL_CHECK_EVENTS == 0 && CANCEL.load(std::sync::atomic::Ordering::Relaxed) {
+            self.stopped = Some(Stopped::Cancelled);
             return false;
         }
         let (t, ev) = self.queue.pop().expect("peeked");
@@ -261,6 +338,8 @@ impl Simulation {
         match ev {
             Event::Arrival(req) => self.on_arrival(req),
             Event::IterationEnd(i) => self.on_iteration_end(i),
+            Event::Fleet(f) => self.on_fleet(f),
+            Event::KvTransferDone { id, from, to } => self.on_transfer_done(id, from, to),
         }
         if self.queue.peek_time() != Some(self.now) {
             self.start_iterations();
@@ -271,7 +350,24 @@ impl Simulation {
     /// Ends the run at the current time and summarises it.
     pub fn finish(mut self) -> RunOutput {
         self.rec.finish(self.now);
-        let summary = summarize(&self.rec, &self.slo, &self.scenario_name, self.seed);
+        self.fleet.finish(self.now);
+        crate::fleet::fill_series(&mut self.rec, &self.fleet, &self.slo);
+        let mut summary = summarize(&self.rec, &self.slo, &self.scenario_name, self.seed);
+        summary.fleet = self.fleet.summary(self.now);
+        summary.disaggregation = self.disagg.as_ref().map(|p| p.summary(&self.instances, &self.rec));
+        if self.fleet.active {
+            // KV use as a share of the blocks provisioned (not of idle autoscaler slots).
+            let (mean, max) = self.fleet.kv_blocks_over(self.now);
+            let used_mean = summary.kv.utilization_mean * self.rec.kv_total().max(1) as f64;
+            summary.kv.blocks_total = max;
+            summary.kv.utilization_mean = if mean > 0.0 { used_mean / mean } else { 0.0 };
+            summary.kv.utilization_max = self.rec.kv_used_max as f64 / max.max(1) as f64;
+        }
+        summary.stopped = self.stopped.map(|why| crate::metrics::StoppedEarly {
+            reason: why.as_str().into(),
+            events: self.events,
+            at_s: self.now.as_secs_f64(),
+        });
         RunOutput { summary, recorder: self.rec, events: self.events }
     }
 
@@ -296,12 +392,17 @@ impl Simulation {
         use crate::metrics::Status;
         let in_flight = self.rec.records.iter().filter(|r| r.status == Status::InFlight).count() as u64;
         let held: u64 = self.instances.iter().map(|i| i.gauges().waiting + i.gauges().running).sum();
-        assert_eq!(in_flight, held, "in-flight requests not all held by an instance");
+        let stranded = self.fleet.stranded() as u64;
+        assert_eq!(in_flight, held + stranded, "in-flight requests not all held by an instance or stranded");
+        self.check_fleet(held);
         let g = self.rec.gauges();
         assert_eq!(g.waiting + g.running, held, "recorder gauges out of step with the instances");
         for inst in &self.instances {
             inst.check_kv_ownership();
             inst.check_load_signals();
+        }
+        if let Some(p) = &self.disagg {
+            p.check(&self.instances);
         }
     }
 
@@ -319,10 +420,24 @@ impl Simulation {
         if req.class != 0 {
             self.rec.set_class(req.id, req.class);
         }
-        let i = self.router.route(&req, &self.instances);
+        if self.fleet.active && self.fleet.routable() == 0 {
+            self.rec.rejected(req.id, self.now, crate::metrics::RejectReason::NoInstance);
+            self.client_done(req.client);
+            return;
+        }
+        // Arrivals go to the prefill pool of a disaggregated cluster, which comes first.
+        let (front, fits) = match &self.disagg {
+            Some(p) => (p.prefill, p.decode_fits(&req, &self.instances)),
+            None => (self.instances.len(), Ok(())),
+        };
+        let i = self.router.route(&req, &self.instances[..front]);
         self.rec.routed(req.id, i as u32);
+        if self.fleet.active && self.fleet.is_crashed(i) {
+            self.strand_sent(req, 0);
+            return;
+        }
         let inst = &mut self.instances[i];
-        match inst.accept(&req, self.now, &mut self.rec) {
+        match fits.and_then(|()| inst.accept(&req, self.now, &mut self.rec)) {
             Ok(()) => {
                 let before = inst.gauges();
                 let counted = self.rec.counts(req.arrival);
@@ -330,6 +445,9 @@ impl Simulation {
                 let after = inst.gauges();
                 self.rec.gauge_delta(before, after);
                 self.mark(i as u32);
+                if self.fleet.tracks {
+                    self.fleet.track(&req, 0);
+                }
             }
             Err(why) => {
                 self.rec.rejected(req.id, self.now, why);
@@ -339,6 +457,10 @@ impl Simulation {
     }
 
     fn on_iteration_end(&mut self, i: u32) {
+        if self.fleet.active && self.instances[i as usize].iteration_end() != Some(self.now) {
+            // The iteration of an instance that failed meanwhile: it never ends.
+            return;
+        }
         let inst = &mut self.instances[i as usize];
         let before = inst.gauges();
         let mut departed = std::mem::take(&mut self.departed);
@@ -346,10 +468,28 @@ impl Simulation {
         let after = inst.gauges();
         self.rec.gauge_delta(before, after);
         for d in departed.drain(..) {
+            if self.fleet.tracks {
+                self.fleet.untrack(d.id);
+            }
             self.client_done(d.client);
         }
         self.departed = departed;
         self.mark(i);
+        if self.fleet.active {
+            self.drained(i as usize);
+        }
+        if let Some(p) = self.disagg.as_mut() {
+            p.after_iteration(i as usize, self.now, &mut self.instances, &mut self.rec, &mut self.queue);
+        }
+    }
+
+    /// A KV transfer finished: the prefill instance may admit into the freed blocks and the
+    /// decode instance has a new request to decode.
+    fn on_transfer_done(&mut self, id: u64, from: u32, to: u32) {
+        let p = self.disagg.as_mut().expect("transfers happen only in disaggregated runs");
+        p.transfer_done(id, from, to, self.now, &mut self.instances, &mut self.rec);
+        self.mark(from);
+        self.mark(to);
     }
 
     /// A closed-loop client's request ended: it thinks, then sends the next.
@@ -388,7 +528,12 @@ pub fn run(s: &Scenario) -> RunOutput {
 
 /// Runs a scenario once with its seed; a malformed trace record stops the run and is returned.
 pub fn try_run(s: &Scenario) -> Result<RunOutput, TraceError> {
-    let mut sim = Simulation::new(s);
+    try_run_with_cost(s, &|gi| cost_model(s, gi))
+}
+
+/// [`try_run`] with the cost model of each instance group given by `cost(group)`.
+pub fn try_run_with_cost(s: &Scenario, cost: &dyn Fn(usize) -> Arc<dyn CostModel>) -> Result<RunOutput, TraceError> {
+    let mut sim = Simulation::new_with_cost(s, cost);
     while sim.step() {}
     match sim.workload_error() {
         Some(e) => Err(e.clone()),

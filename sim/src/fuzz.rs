@@ -10,10 +10,27 @@ use crate::scenario::Scenario;
 use crate::spec::{Dtype, GpuPreset, ModelPreset, ModelSpec};
 use crate::workload::trace::{self, Columns, TimeUnit, TraceFormat, TraceReplay, TraceSource, TraceSpec, Unsorted};
 
-/// A scenario file: parse and validate.
+/// Events a fuzzed scenario runs for (its own `run.max_events` if lower).
+pub const SCENARIO_EVENTS: u64 = 3_000;
+
+/// A scenario file: parse and validate; then, if it has at most 64 instances, run it for at
+/// most [`SCENARIO_EVENTS`] events with every invariant checked after each event, and check
+/// conservation in its summary.
 pub fn scenario(data: &[u8]) -> bool {
     let Ok(text) = std::str::from_utf8(data) else { return false };
-    Scenario::from_toml(text, "fuzz").is_ok()
+    let Ok(mut s) = Scenario::from_toml(text, "fuzz") else { return false };
+    if s.groups.iter().map(|g| g.count as u64).sum::<u64>() > 64 {
+        return true;
+    }
+    s.run.max_events = s.run.max_events.min(SCENARIO_EVENTS);
+    let mut sim = crate::engine::Simulation::new(&s);
+    while sim.step() {
+        sim.check_invariants();
+    }
+    let out = sim.finish();
+    let c = &out.summary.requests;
+    assert_eq!(c.arrived, c.finished + c.rejected + c.timed_out + c.lost + c.in_flight, "conservation: {c:?}");
+    true
 }
 
 /// A trace file. The first byte picks the format and transforms; the rest is the file. The

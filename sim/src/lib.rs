@@ -20,9 +20,11 @@
 //! ```
 
 pub mod cost;
+pub mod disagg;
 pub mod engine;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod fleet;
 pub mod instance;
 pub mod memory;
 pub mod metrics;

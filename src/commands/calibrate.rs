@@ -100,7 +100,7 @@ pub fn run(a: Args) -> Result<()> {
 }
 
 /// Parses `300s`, `5m`, `1h` or a bare number of seconds.
-fn parse_duration(s: &str) -> Result<Duration> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration> {
     let bad = || CliError::input(format!("--deadline: expected a duration like 300s or 5m, got {s:?}"));
     let (num, unit) = match s.trim().char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
         Some((i, _)) => (&s[..i], &s[i..]),
@@ -153,7 +153,7 @@ pub fn utc_now() -> String {
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
-fn write_profile(path: &Path, p: &Profile) -> Result<()> {
+pub(crate) fn write_profile(path: &Path, p: &Profile) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }

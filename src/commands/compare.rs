@@ -187,6 +187,9 @@ pub fn run(a: Args) -> Result<()> {
         })
         .collect();
     progress.finish();
+    if let Some(e) = crate::error::time_limit_passed() {
+        return Err(e);
+    }
     let (runs, requests, wall) = progress.totals();
     if !a.quiet {
         eprintln!("compare: {runs} runs, {} simulated requests in {wall:.2} s", thousands(requests));

@@ -7,6 +7,7 @@ pub mod plan;
 pub mod profile;
 pub mod report;
 pub mod simulate;
+pub mod validate;
 pub mod workload;
 
 /// `--format` of commands that print a report.

@@ -51,5 +51,8 @@ pub fn run(a: Args) -> Result<()> {
             }
         }
     }
-    Ok(())
+    match &out.summary.stopped {
+        Some(st) => Err(crate::error::stopped_run(&s, st)),
+        None => Ok(()),
+    }
 }

@@ -76,11 +76,13 @@ pub fn scenario_header(scenario: &toml::Value, summary: &Value) -> String {
 /// The summary tables of a run.
 pub fn summary_tables(v: &Value) -> String {
     let mut o = String::new();
-    o += "<h2>Requests</h2><table><tr><th>arrived</th><th>finished</th><th>rejected</th><th>in flight</th><th>measured</th><th>preemptions</th></tr><tr>";
+    o += "<h2>Requests</h2><table><tr><th>arrived</th><th>finished</th><th>rejected</th><th>timed out</th><th>lost</th><th>in flight</th><th>measured</th><th>preemptions</th></tr><tr>";
     for k in [
         "requests.arrived",
         "requests.finished",
         "requests.rejected",
+        "requests.timed_out",
+        "requests.lost",
         "requests.in_flight",
         "requests.measured",
         "preemptions",
@@ -117,6 +119,19 @@ pub fn summary_tables(v: &Value) -> String {
     o += &cell(v, "batch.max", 0, 1.0, "");
     o += &cell(v, "iterations", 0, 1.0, "");
     o += "</tr></table>\n";
+    o += "<h2>Fleet</h2><table><tr><th>instances mean</th><th>serving mean</th><th>min</th><th>max</th><th>instance-hours</th><th>GPU-hours</th><th>cost $</th><th>$ per day</th><th>failures</th><th>restarts</th><th>retries</th><th>lost</th><th>scale-ups</th><th>scale-downs</th></tr><tr>";
+    o += &cell(v, "fleet.instances_mean", 2, 1.0, "");
+    o += &cell(v, "fleet.instances_ready_mean", 2, 1.0, "");
+    o += &cell(v, "fleet.instances_min", 0, 1.0, "");
+    o += &cell(v, "fleet.instances_max", 0, 1.0, "");
+    o += &cell(v, "fleet.instance_hours", 3, 1.0, "");
+    o += &cell(v, "fleet.gpu_hours", 3, 1.0, "");
+    o += &cell(v, "fleet.cost", 2, 1.0, "");
+    o += &cell(v, "fleet.cost_per_day", 2, 1.0, "");
+    for k in ["failures", "restarts", "retries", "lost", "scale_ups", "scale_downs"] {
+        o += &cell(v, &format!("fleet.{k}"), 0, 1.0, "");
+    }
+    o += "</tr></table>\n";
     o
 }
 
@@ -124,7 +139,7 @@ pub fn summary_tables(v: &Value) -> String {
 pub fn plan_header(plan: &Value) -> String {
     let f = |k: &str| at(plan, k).as_f64().map(|x| format!("{x:.1}")).unwrap_or_else(|| "–".into());
     format!(
-        "<p class=\"meta\">model <b>{}</b> · load {} req/s mean, {} at peak · SLO attainment target {}% · {} seed(s) from {} · headroom {} + {} spare · recommended <b>{}</b></p>",
+        "<p class=\"meta\">model <b>{}</b> · load {} req/s mean, {} at peak · SLO attainment target {}% · {} seed(s) from {} · headroom {} + {} spare · SLO with {} down · recommended <b>{}</b></p>",
         escape(plan["model"].as_str().unwrap_or("?")),
         f("load_rps_mean"),
         f("load_rps_peak"),
@@ -133,6 +148,7 @@ pub fn plan_header(plan: &Value) -> String {
         plan["seed"],
         plan["headroom"],
         plan["spare_instances"],
+        plan["spare"].as_u64().unwrap_or(0),
         escape(plan["recommended"].as_str().unwrap_or("none feasible")),
     )
 }
@@ -163,6 +179,59 @@ pub fn plan_table(plan: &Value) -> String {
         o += &format!("<td class=\"l\">{}</td></tr>", escape(binding));
     }
     o += "</table>\n";
+    o += &plan_fleet_table(plan);
+    o
+}
+
+/// N + k and the autoscaled fleet, for plans that have them.
+fn plan_fleet_table(plan: &Value) -> String {
+    let candidates: Vec<&Value> = plan["candidates"].as_array().into_iter().flatten().collect();
+    let mut o = String::new();
+    if candidates.iter().any(|c| c.get("spare_check").is_some()) {
+        o += "<h2>N + k: the SLO with instances down</h2><table><tr><th class=\"l\">candidate</th><th>down</th><th>N with none down</th><th>attainment, none down</th><th>attainment, same N with k down</th><th>N with k down</th></tr>";
+        for (i, c) in candidates.iter().enumerate() {
+            if c.get("spare_check").is_none() {
+                continue;
+            }
+            let k = |f: &str| format!("candidates.{i}.{f}");
+            o += &format!("<tr><td class=\"l\">{}</td>", escape(c["name"].as_str().unwrap_or("?")));
+            o += &cell(plan, &k("spare_check.spare"), 0, 1.0, "");
+            o += &cell(plan, &k("spare_check.instances_min_no_failures"), 0, 1.0, "");
+            let worst = |p: &Value| {
+                p["seeds"].as_array().and_then(|s| s.iter().filter_map(|r| r["attainment"].as_f64()).reduce(f64::min))
+            };
+            for p in [&c["spare_check"]["no_failures"], &c["spare_check"]["with_spare_down"]] {
+                o += &match worst(p) {
+                    Some(a) => format!("<td>{:.2}%</td>", a * 100.0),
+                    None => "<td>–</td>".into(),
+                };
+            }
+            o += &cell(plan, &k("instances_min"), 0, 1.0, "");
+            o += "</tr>";
+        }
+        o += "</table>\n";
+    }
+    if candidates.iter().any(|c| c.get("autoscaled").is_some()) {
+        o += "<h2>Fixed fleet vs autoscaled</h2><table><tr><th class=\"l\">candidate</th><th>fixed instances</th><th>fixed instance-h/day</th><th>fixed $/day</th><th>fixed attainment</th><th>autoscaled mean</th><th>autoscaled max</th><th>autoscaled instance-h/day</th><th>autoscaled $/day</th><th>autoscaled attainment</th></tr>";
+        for (i, c) in candidates.iter().enumerate() {
+            if c.get("autoscaled").is_none() {
+                continue;
+            }
+            let k = |f: &str| format!("candidates.{i}.autoscaled.{f}");
+            o += &format!("<tr><td class=\"l\">{}</td>", escape(c["name"].as_str().unwrap_or("?")));
+            o += &cell(plan, &k("fixed_instances"), 0, 1.0, "");
+            o += &cell(plan, &k("fixed_instance_hours_per_day"), 1, 1.0, "");
+            o += &cell(plan, &k("fixed_cost_per_day"), 2, 1.0, "");
+            o += &cell(plan, &k("fixed_attainment"), 2, 100.0, "%");
+            o += &cell(plan, &k("instances_mean"), 2, 1.0, "");
+            o += &cell(plan, &k("instances_max"), 0, 1.0, "");
+            o += &cell(plan, &k("instance_hours_per_day"), 1, 1.0, "");
+            o += &cell(plan, &k("cost_per_day"), 2, 1.0, "");
+            o += &cell(plan, &k("attainment"), 2, 100.0, "%");
+            o += "</tr>";
+        }
+        o += "</table>\n";
+    }
     o
 }
 

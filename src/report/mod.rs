@@ -183,6 +183,13 @@ pub struct Window {
     pub running: f64,
     pub kv_util: f64,
     pub ttft_p99: Option<f64>,
+    /// Fleet columns (absent from outputs of older builds).
+    pub instances: Option<f64>,
+    pub instances_ready: Option<f64>,
+    pub failures: f64,
+    pub restarts: f64,
+    /// SLO attainment of the window's arrivals.
+    pub attainment: Option<f64>,
 }
 
 /// Reads `timeseries.csv`.
@@ -199,6 +206,14 @@ pub fn read_timeseries(path: &Path) -> anyhow::Result<Vec<Window>> {
         col("kv_utilization_mean")?,
         col("ttft_ms_p99")?,
     );
+    let opt_col = |name: &str| h.iter().position(|x| x == name);
+    let (ci, cy, cf, cs, cat) = (
+        opt_col("instances_mean"),
+        opt_col("instances_ready_mean"),
+        opt_col("failures"),
+        opt_col("restarts"),
+        opt_col("slo_attainment"),
+    );
     let mut out = vec![];
     for (i, rec) in rdr.records().enumerate() {
         let rec = rec?;
@@ -214,13 +229,22 @@ pub fn read_timeseries(path: &Path) -> anyhow::Result<Vec<Window>> {
             running: num(cr)?,
             kv_util: num(ck)?,
             ttft_p99: if rec[cp].is_empty() { None } else { Some(num(cp)?) },
+            instances: ci.map(num).transpose()?,
+            instances_ready: cy.map(num).transpose()?,
+            failures: cf.map(num).transpose()?.unwrap_or(0.0),
+            restarts: cs.map(num).transpose()?.unwrap_or(0.0),
+            attainment: match cat {
+                Some(c) if !rec[c].is_empty() => Some(num(c)?),
+                _ => None,
+            },
         });
     }
     Ok(out)
 }
 
-/// Groups windows into at most `SERIES_BUCKETS` buckets: means for rates and occupancy, the
-/// maximum for p99 TTFT (a bucket's worst window), so a short burst stays visible.
+/// Groups windows into at most `SERIES_BUCKETS` buckets: means for rates, occupancy and
+/// instance counts, sums for failures and restarts, the maximum for p99 TTFT and the minimum
+/// for SLO attainment (a bucket's worst window), so a short burst or dip stays visible.
 pub fn downsample(rows: &[Window], window_s: f64) -> Vec<Window> {
     if rows.is_empty() {
         return vec![];
@@ -236,6 +260,13 @@ pub fn downsample(rows: &[Window], window_s: f64) -> Vec<Window> {
                 running: c.iter().map(|w| w.running).sum::<f64>() / n,
                 kv_util: c.iter().map(|w| w.kv_util).sum::<f64>() / n,
                 ttft_p99: c.iter().filter_map(|w| w.ttft_p99).reduce(f64::max),
+                instances: c[0].instances.map(|_| c.iter().filter_map(|w| w.instances).sum::<f64>() / n),
+                instances_ready: c[0]
+                    .instances_ready
+                    .map(|_| c.iter().filter_map(|w| w.instances_ready).sum::<f64>() / n),
+                failures: c.iter().map(|w| w.failures).sum(),
+                restarts: c.iter().map(|w| w.restarts).sum(),
+                attainment: c.iter().filter_map(|w| w.attainment).reduce(f64::min),
             }
         })
         .collect()
@@ -363,6 +394,49 @@ pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
         None,
         few,
     )?);
+
+    // The fleet over time, when it changed: instances, failures and restarts, and attainment
+    // of each window's arrivals (where a failure or a traffic step shows as a dip).
+    let fleet = &summary["fleet"];
+    let dynamic = fleet["instances_min"] != fleet["instances_max"]
+        || fleet["failures"].as_u64().unwrap_or(0) > 0
+        || fleet["scale_ups"].as_u64().unwrap_or(0) > 0;
+    if dynamic {
+        charts.push(charts::lines(
+            "Instances over time",
+            "time (s)",
+            "instances (mean over window)",
+            &[
+                Series { name: "provisioned".into(), points: pts(&|w| w.instances) },
+                Series { name: "serving".into(), points: pts(&|w| w.instances_ready) },
+            ],
+            &[],
+            None,
+            false,
+        )?);
+        charts.push(charts::lines(
+            "Failures and restarts",
+            "time (s)",
+            "per window",
+            &[
+                Series { name: "failures".into(), points: pts(&|w| Some(w.failures)) },
+                Series { name: "restarts".into(), points: pts(&|w| Some(w.restarts)) },
+            ],
+            &[],
+            None,
+            false,
+        )?);
+        let target = summary["slo"]["target"].as_f64().unwrap_or(0.99) * 100.0;
+        charts.push(charts::lines(
+            "SLO attainment of each window's arrivals",
+            "time (s)",
+            "attainment (%)",
+            &s("attainment", pts(&|w| w.attainment.map(|a| a * 100.0))),
+            &[Marker { label: format!("target {target:.1}%"), value: target }],
+            None,
+            false,
+        )?);
+    }
 
     let title = format!("servesim simulate — {}", summary["scenario"].as_str().unwrap_or("run"));
     Ok(html::page(&title, &html::scenario_header(&scenario, &summary), &html::summary_tables(&summary), &charts))

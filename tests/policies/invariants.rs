@@ -49,6 +49,12 @@ fn cases() -> Vec<(&'static str, &'static str, &'static str)> {
         ("speculative", "max_num_batched_tokens = 2048\n[scheduler.speculative]\nk = 3\nacceptance = 0.7\ndraft_cost_fraction = 0.2", LOAD),
         ("cpu overlap", "max_num_batched_tokens = 2048\n[scheduler.cpu]\noverlap = true\nper_seq_us = 100", LOAD),
         (
+            "disaggregated",
+            "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"priority\"\naging_per_s = 0.3\n\
+             [[cluster.groups]]\nrole = \"prefill\"\ncount = 1\n[[cluster.groups]]\nrole = \"decode\"\ncount = 1",
+            LOAD,
+        ),
+        (
             "everything",
             "max_num_batched_tokens = 512\n[scheduler.batching]\nkind = \"chunked\"\n[scheduler.queue]\nkind = \"priority\"\naging_per_s = 1\n\
              [scheduler.admission]\nqueue_timeout_s = 4\n[scheduler.preemption]\nkind = \"swap\"\ncpu_swap_gib = 0.001\n\

@@ -36,6 +36,10 @@ fn shipped_scenarios_run_and_round_trip() {
             "speculative" => assert!(out.speculative.tokens_per_step > 3.0, "{stem}"),
             "swap" => assert!(out.swap.swapped_out_blocks > 0, "{stem}"),
             "cpu-bound" => assert!(out.cpu.gpu_wait_fraction > 0.0 && out.cpu.overhead_fraction > 0.5, "{stem}"),
+            "disaggregated" => {
+                let d = out.disaggregation.as_ref().expect("pools reported");
+                assert!(d.transfers == c.finished && d.decode_tpot_ms.p99 < out.slo.tpot_ms.unwrap(), "{stem}")
+            }
             _ => {}
         }
     }

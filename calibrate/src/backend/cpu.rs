@@ -2,13 +2,12 @@
 //! whole pipeline (sweep → fit → profile → simulate) runs anywhere, CI included; its times
 //! describe this CPU, not a GPU.
 
-use std::time::Instant;
-
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use servesim_kernels::cpu;
 
 use super::{median, rotation, Backend, Device, Timing};
+use crate::clock::Clock;
 use crate::plan::Shape;
 
 /// Working set that rotation must exceed (a generous last-level cache).
@@ -18,11 +17,17 @@ pub struct CpuBackend {
     rng: ChaCha8Rng,
     /// Timed runs per point (after one warm-up), fewer when a run is slow.
     pub reps: u32,
+    /// The clock read around each run (wall by default; `servesim validate` reads the thread's
+    /// CPU time, with the GEMM pinned to one thread).
+    pub clock: Clock,
+    /// Bytes streamed through before each timed run (untimed), evicting the core's private
+    /// caches as the previous op of a forward pass does; 0 (the default) for none.
+    pub evict_bytes: usize,
 }
 
 impl CpuBackend {
     pub fn new(seed: u64) -> CpuBackend {
-        CpuBackend { rng: ChaCha8Rng::seed_from_u64(seed), reps: 5 }
+        CpuBackend { rng: ChaCha8Rng::seed_from_u64(seed), reps: 5, clock: Clock::Wall, evict_bytes: 0 }
     }
 
     fn data(&mut self, n: usize) -> Vec<f32> {
@@ -48,14 +53,18 @@ impl CpuBackend {
     fn build(&mut self, shape: &Shape) -> Run {
         match shape.clone() {
             Shape::Gemm { m, k, n } => {
+                // In a forward pass the activations were just written (warm) and the weights
+                // come from memory (a model's weights exceed the caches): only the weights
+                // rotate, through enough copies (equal values suffice) to exceed the cache.
                 let (m, k, n) = (m as usize, k as usize, n as usize);
-                let r = rotation(4 * (m * k + k * n) as u64, CACHE_BYTES, 4);
-                let sets: Vec<(Vec<f32>, Vec<f32>)> = (0..r).map(|_| (self.data(m * k), self.data(k * n))).collect();
+                let r = rotation(4 * (k * n) as u64, CACHE_BYTES, 64);
+                let w = self.data(k * n);
+                let weights: Vec<Vec<f32>> = (0..r).map(|_| w.clone()).collect();
+                let a = self.data(m * k);
                 let mut c = vec![0.0f32; m * n];
                 let mut i = 0;
                 Box::new(move || {
-                    let (a, w) = &sets[i % sets.len()];
-                    cpu::gemm(a, w, &mut c, m, k, n);
+                    cpu::gemm(&a, &weights[i % weights.len()], &mut c, m, k, n);
                     i += 1;
                 })
             }
@@ -89,11 +98,28 @@ impl CpuBackend {
                 let ctx: Vec<i32> = contexts.iter().map(|&c| c as i32).collect();
                 let max_blocks = contexts.iter().map(|&c| (c as usize).div_ceil(bs)).max().unwrap_or(1);
                 let blocks = max_blocks * ctx.len();
-                let tables: Vec<i32> = (0..blocks as i32).collect();
-                let (kc, vc) = (self.data(blocks * bs * kh * hd), self.data(blocks * bs * kh * hd));
+                // Block b of every sequence, then b + 1, ...: a sequence's blocks are scattered
+                // through the cache as in a running server (and as the cuda backend lays them).
+                let mut tables = vec![0i32; blocks];
+                let mut next = 0i32;
+                for b in 0..max_blocks {
+                    for (s, &c) in contexts.iter().enumerate() {
+                        if b < (c as usize).div_ceil(bs) {
+                            tables[s * max_blocks + b] = next;
+                            next += 1;
+                        }
+                    }
+                }
+                // Each layer's KV cache is read once per forward pass: cold, as the weights.
+                let kv = self.data(blocks * bs * kh * hd);
+                let r = rotation(8 * kv.len() as u64, CACHE_BYTES, 16);
+                let caches: Vec<(Vec<f32>, Vec<f32>)> = (0..r).map(|_| (kv.clone(), kv.clone())).collect();
                 let q = self.data(ctx.len() * qh * hd);
                 let mut out = vec![0.0; q.len()];
+                let mut i = 0;
                 Box::new(move || {
+                    let (kc, vc) = &caches[i % caches.len()];
+                    i += 1;
                     let g = cpu::Paged {
                         block_tables: &tables,
                         max_blocks,
@@ -103,7 +129,7 @@ impl CpuBackend {
                         head_dim: hd,
                         block_size: bs,
                     };
-                    cpu::decode_attention(&mut out, &q, &kc, &vc, &g, 256, 1.0 / (hd as f32).sqrt());
+                    cpu::decode_attention(&mut out, &q, kc, vc, &g, 256, 1.0 / (hd as f32).sqrt());
                 })
             }
             Shape::Prefill { chunk, cached, q_heads, kv_heads, head_dim } => {
@@ -159,13 +185,21 @@ impl Backend for CpuBackend {
         let mut run = self.build(shape);
         run();
         let mut times = Vec::new();
-        let start = Instant::now();
+        let clock = self.clock;
+        let mut evict = vec![1u64; self.evict_bytes / 8];
+        let start = clock.now_ns();
         while times.len() < self.reps as usize {
-            let t = Instant::now();
+            if !evict.is_empty() {
+                // Read and write every line, so that nothing of the op stays in L1/L2.
+                for x in evict.iter_mut().step_by(8) {
+                    *x = std::hint::black_box(x.wrapping_add(1));
+                }
+            }
+            let t = clock.now_ns();
             run();
-            times.push(t.elapsed().as_secs_f64() * 1e3);
+            times.push((clock.now_ns() - t) as f64 * 1e-6);
             // Slow shapes: three samples are enough once 0.2 s went by.
-            if times.len() >= 3 && start.elapsed().as_secs_f64() > 0.2 {
+            if times.len() >= 3 && clock.now_ns() - start > 200_000_000 {
                 break;
             }
         }

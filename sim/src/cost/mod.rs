@@ -71,10 +71,64 @@ impl BatchShape {
     }
 }
 
+/// One sequence of an iteration, for cost models that execute batches rather than price their
+/// aggregates (emulation, in `servesim-calibrate`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SeqWork {
+    /// Tokens the iteration computes for this sequence: its prefill chunk, or 1 for a decode.
+    pub new_tokens: u64,
+    /// Tokens its attention covers after the iteration: cached tokens plus the new ones.
+    pub context_tokens: u64,
+    /// A prefill chunk (else one decode step).
+    pub prefill: bool,
+    /// Whether it samples a token at the end of the iteration.
+    pub samples: bool,
+}
+
+impl SeqWork {
+    pub fn decode(context: u64) -> SeqWork {
+        SeqWork { new_tokens: 1, context_tokens: context, prefill: false, samples: true }
+    }
+
+    pub fn prefill(new: u64, cached: u64, samples: bool) -> SeqWork {
+        SeqWork { new_tokens: new, context_tokens: cached + new, prefill: true, samples }
+    }
+
+    /// The aggregates of a list of sequences.
+    pub fn shape_of(seqs: &[SeqWork]) -> BatchShape {
+        let mut b = BatchShape::default();
+        for s in seqs {
+            if s.prefill {
+                b.add_prefill(s.new_tokens, s.context_tokens - s.new_tokens, s.samples);
+            } else {
+                b.add_decode(s.context_tokens);
+            }
+        }
+        b
+    }
+}
+
 /// Turns a batch into the time one iteration takes. Implementations must return more than zero
-/// for a non-empty batch and be pure: the same shape always costs the same.
+/// for a non-empty batch. The analytic and profiled models are pure: the same shape always
+/// costs the same. An emulating model (`servesim_calibrate::emulate`) times a real execution of
+/// the batch instead, so a run with it is not reproducible; the simulator itself still reads no
+/// clock.
 pub trait CostModel: Send + Sync {
     fn iteration_time(&self, batch: &BatchShape) -> SimTime;
+
+    /// Whether the model needs each iteration's sequences ([`CostModel::iteration_time_of`]).
+    /// Only models that execute batches do; the scheduler builds the list only for them, so
+    /// pricing by aggregates stays O(1) per iteration.
+    fn wants_seqs(&self) -> bool {
+        false
+    }
+
+    /// The time of an iteration given its sequences as well (decodes first, then prefills, in
+    /// the batch's order). By default the aggregates decide.
+    fn iteration_time_of(&self, batch: &BatchShape, seqs: &[SeqWork]) -> SimTime {
+        let _ = seqs;
+        self.iteration_time(batch)
+    }
 
     /// The part of [`CostModel::iteration_time`] spent on the CPU (scheduling, input
     /// preparation, sampling, output processing), during which the GPU waits. Default: none.

@@ -12,6 +12,12 @@
 //! it (reference counts), and when no request uses it, it stays cached but evictable, in least
 //! recently used order, until an allocation needs the space. Without prefix caching nothing is
 //! registered and this is a plain free list.
+//!
+//! Blocks never used yet take no memory: block numbers are handed out from a high-water mark
+//! once the free list of released blocks is empty (low numbers first, as a full free list
+//! would), and the per-block arrays grow with it. So an instance's memory follows the KV it
+//! uses at its peak, not the pool's size — 10,000 instances of 80 GiB GPUs cost what their
+//! traffic does.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -44,6 +50,9 @@ const NIL: u32 = u32::MAX;
 #[derive(Clone, Debug)]
 pub struct BlockAllocator {
     total: u32,
+    /// Blocks `0..fresh` have been handed out at least once; the rest are free and untouched.
+    fresh: u32,
+    /// Released blocks (below `fresh`) with no content, taken before fresh ones.
     free: Vec<u32>,
     /// Owner count per block.
     refs: Vec<u32>,
@@ -71,22 +80,43 @@ struct Cache {
 impl BlockAllocator {
     pub fn new(total: u32) -> BlockAllocator {
         // Hand out low block numbers first (purely cosmetic; any order is correct).
-        BlockAllocator { total, free: (0..total).rev().collect(), refs: vec![0; total as usize], cache: None }
+        BlockAllocator { total, fresh: 0, free: Vec::new(), refs: Vec::new(), cache: None }
+    }
+
+    /// A free block: the last released one, else the next never-used one (growing the
+    /// per-block arrays), else none.
+    #[inline]
+    fn pop_free(&mut self) -> Option<u32> {
+        if let Some(b) = self.free.pop() {
+            return Some(b);
+        }
+        if self.fresh == self.total {
+            return None;
+        }
+        let b = self.fresh;
+        self.fresh += 1;
+        self.refs.push(0);
+        if let Some(c) = self.cache.as_mut() {
+            c.hash.push(None);
+            c.prev.push(NIL);
+            c.next.push(NIL);
+            c.released.push(SimTime::ZERO);
+        }
+        Some(b)
     }
 
     /// A pool whose blocks can be registered, shared and kept cached (prefix caching).
     pub fn with_prefix_cache(total: u32) -> BlockAllocator {
-        let n = total as usize;
         let mut a = BlockAllocator::new(total);
         a.cache = Some(Box::new(Cache {
-            hash: vec![None; n],
+            hash: Vec::new(),
             by_hash: IdMap::default(),
-            prev: vec![NIL; n],
-            next: vec![NIL; n],
+            prev: Vec::new(),
+            next: Vec::new(),
             head: NIL,
             tail: NIL,
             evictable: 0,
-            released: vec![SimTime::ZERO; n],
+            released: Vec::new(),
         }));
         a
     }
@@ -97,7 +127,7 @@ impl BlockAllocator {
 
     /// Blocks an allocation can take: free ones and evictable cached ones.
     pub fn free(&self) -> u32 {
-        self.free.len() as u32 + self.evictable()
+        self.free.len() as u32 + (self.total - self.fresh) + self.evictable()
     }
 
     /// Blocks owned by at least one request.
@@ -116,7 +146,7 @@ impl BlockAllocator {
     }
 
     pub fn refs(&self, b: u32) -> u32 {
-        self.refs[b as usize]
+        self.refs.get(b as usize).copied().unwrap_or(0)
     }
 
     /// Takes one block, or `None` when the pool is empty.
@@ -127,7 +157,7 @@ impl BlockAllocator {
     /// Takes one block, evicting the least recently used cached block when no free one is
     /// left; returns the block and the hash it was evicted from, if any.
     pub fn alloc_evicting(&mut self) -> Option<(u32, Option<u64>)> {
-        if let Some(b) = self.free.pop() {
+        if let Some(b) = self.pop_free() {
             debug_assert_eq!(self.refs[b as usize], 0, "block {b} on the free list but owned");
             self.refs[b as usize] = 1;
             return Some((b, None));
@@ -147,7 +177,7 @@ impl BlockAllocator {
     /// Takes one block from the free list (never evicting a cached one).
     #[inline]
     pub fn alloc_free(&mut self) -> Option<u32> {
-        let b = self.free.pop()?;
+        let b = self.pop_free()?;
         debug_assert_eq!(self.refs[b as usize], 0, "block {b} on the free list but owned");
         self.refs[b as usize] = 1;
         Some(b)
@@ -239,11 +269,14 @@ impl BlockAllocator {
     /// that `tables` (every block table in use) hold each owned block exactly as many times as
     /// its owner count, never twice in one table. O(total); for tests and debug checks.
     pub fn check(&self, tables: &[&[u32]]) {
-        let n = self.total as usize;
+        // Blocks from `fresh` on were never used: free, and in no table (checked below).
+        let n = self.fresh as usize;
+        assert!(self.fresh <= self.total && self.refs.len() == n, "high-water mark out of step");
         let mut held = vec![0u32; n];
         for t in tables {
             let mut mine = std::collections::HashSet::new();
             for &b in *t {
+                assert!(b < self.fresh, "block {b} in a table but never handed out");
                 assert!(mine.insert(b), "block {b} twice in one table");
                 held[b as usize] += 1;
             }

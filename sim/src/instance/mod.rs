@@ -20,6 +20,8 @@ pub mod admission;
 mod batch;
 pub mod batching;
 pub mod cpu;
+mod fleet;
+pub mod handoff;
 pub mod kv;
 pub mod kv_policy;
 pub mod policy;
@@ -34,13 +36,15 @@ use std::sync::Arc;
 
 use rand_chacha::ChaCha8Rng;
 
-use crate::cost::{BatchShape, CostModel, Roofline};
+use crate::cost::{BatchShape, CostModel, Roofline, SeqWork};
+use crate::disagg::Role;
 use crate::metrics::{Recorder, RejectReason};
 use crate::rng::{substream, Stream};
 use crate::time::SimTime;
 use crate::workload::Request;
 use admission::Breaker;
 use batch::Batch;
+pub use handoff::Handoff;
 use kv::BlockAllocator;
 pub use policy::PolicyConfig;
 use preemption::PreemptionSpec;
@@ -129,11 +133,28 @@ pub struct Instance {
     /// Relative serving capacity, for routers that weigh instances (see
     /// [`crate::router::capacity_weight`]).
     capacity: f64,
+    /// Whether routers may send here (the router believes it healthy; see `fleet`).
+    routable: bool,
+    /// When the in-flight iteration ends; `None` while a failed instance holds it forever.
+    iteration_end: Option<SimTime>,
+    /// Sequences over all iterations so far, the most in one, and the time spent in
+    /// iterations (pool statistics of a disaggregated cluster).
+    pub batch_seqs: u64,
+    pub batch_seqs_max: u64,
+    pub busy_ns: u128,
+    /// Requests handed off to, or taken in from, the other pool (disaggregation).
+    xfer: handoff::Transfers,
+    /// Whether the cost model wants each iteration's sequences, and the reused list of them.
+    wants_seqs: bool,
+    seqs: Vec<SeqWork>,
 }
 
 impl Instance {
     pub fn new(id: u32, cfg: InstanceConfig, cost: Arc<dyn CostModel>) -> Instance {
-        let capacity = crate::router::capacity_weight(&cfg, cost.as_ref());
+        let wants_seqs = cost.wants_seqs();
+        // A model that executes batches (emulation) would run the reference batch for real:
+        // its instances weigh the same (emulated runs use one group).
+        let capacity = if cost.wants_seqs() { 1.0 } else { crate::router::capacity_weight(&cfg, cost.as_ref()) };
         let p = &cfg.policy;
         let kv = if p.prefix.enabled {
             BlockAllocator::with_prefix_cache(cfg.kv_blocks)
@@ -171,14 +192,22 @@ impl Instance {
             pending_prefill: 0,
             pending_decode: 0,
             capacity,
+            routable: true,
+            iteration_end: None,
+            batch_seqs: 0,
+            batch_seqs_max: 0,
+            busy_ns: 0,
+            xfer: handoff::Transfers::default(),
             cfg,
             cost,
+            wants_seqs,
+            seqs: Vec::new(),
         }
     }
 
     /// Requests waiting or running here (what a router counts as outstanding).
     pub fn outstanding(&self) -> u64 {
-        (self.waiting_len() + self.running.len()) as u64
+        (self.waiting_len() + self.running.len() + self.xfer.held()) as u64
     }
 
     pub fn kv_blocks_used(&self) -> u32 {
@@ -226,7 +255,7 @@ impl Instance {
 
     pub fn gauges(&self) -> Gauges {
         Gauges {
-            waiting: self.waiting_len() as u64,
+            waiting: (self.waiting_len() + self.xfer.held()) as u64,
             running: self.running.len() as u64,
             kv_used: self.kv.used() as u64,
         }
@@ -252,11 +281,15 @@ impl Instance {
         if p + o > self.cfg.max_model_len {
             return Err(RejectReason::ContextTooLong);
         }
-        if p > self.cfg.max_num_batched_tokens && !self.cfg.policy.batching.is_chunked() {
+        // A decode instance prefills only to recompute, which may exceed the token budget.
+        let role = self.cfg.policy.role;
+        if p > self.cfg.max_num_batched_tokens && !self.cfg.policy.batching.is_chunked() && role != Role::Decode {
             return Err(RejectReason::PromptExceedsBatchTokens);
         }
-        // The last output token is sampled, never written to the cache.
-        let tokens = (p + o - 1).max(self.cfg.policy.kv.reservation(p, self.cfg.max_model_len));
+        // The last output token is sampled, never written to the cache; a prefill instance
+        // holds only the prompt's KV.
+        let kept = if role == Role::Prefill { 1 } else { o };
+        let tokens = (p + kept - 1).max(self.cfg.policy.kv.reservation(p, self.cfg.max_model_len));
         if self.blocks_for(tokens) > self.kv.total() as u64 {
             return Err(RejectReason::ExceedsKvCapacity);
         }
@@ -317,7 +350,15 @@ impl Instance {
         }
         let pos = self.queue.push(s);
         if let Some(t) = self.cfg.policy.admission.queue_timeout_s {
-            self.timeouts.push_back((req.arrival + SimTime::from_secs_f64(t), req.id, pos));
+            let deadline = req.arrival + SimTime::from_secs_f64(t);
+            // Arrivals come in time order; a retried request (its original arrival kept after
+            // an instance failure) may come earlier and takes its place in deadline order.
+            if self.timeouts.back().is_some_and(|b| b.0 > deadline) {
+                let at = self.timeouts.partition_point(|x| x.0 <= deadline);
+                self.timeouts.insert(at, (deadline, req.id, pos));
+            } else {
+                self.timeouts.push_back((deadline, req.id, pos));
+            }
         }
     }
 
@@ -344,13 +385,22 @@ impl Instance {
         }
         let Batch { shape, drafts } = std::mem::take(&mut self.batch);
         if shape.is_empty() {
-            debug_assert!(!self.has_work(), "instance {} idle with work", self.id);
+            // Work may wait for blocks a KV transfer holds (disaggregation): its end restarts us.
+            debug_assert!(!self.has_work() || self.xfer.pins_blocks(), "instance {} idle with work", self.id);
             self.batch.drafts = drafts;
             return None;
         }
         #[cfg(debug_assertions)]
         self.check_batch(&shape);
-        let total = self.cost.iteration_time(&shape);
+        let total = if self.wants_seqs {
+            // Decodes first, then this iteration's prefills (and speculative verifications).
+            self.seqs.clear();
+            self.seqs.extend(self.running.iter().filter_map(|s| s.work()).filter(|w| !w.prefill));
+            self.seqs.extend(self.running.iter().filter_map(|s| s.work()).filter(|w| w.prefill));
+            self.cost.iteration_time_of(&shape, &self.seqs)
+        } else {
+            self.cost.iteration_time(&shape)
+        };
         debug_assert!(total > SimTime::ZERO, "an iteration must take time");
         let cpu = self.cost.cpu_time(&shape).min(total);
         let mut gpu = total - cpu;
@@ -373,6 +423,9 @@ impl Instance {
         self.iteration_start = Some(now);
         self.iterations += 1;
         self.decode_token_steps += shape.decode_seqs;
+        self.batch_seqs += shape.seqs();
+        self.batch_seqs_max = self.batch_seqs_max.max(shape.seqs());
+        self.busy_ns += dur.0 as u128;
         rec.iteration(&shape, dur);
         let p = &mut rec.policy;
         p.busy_ns += dur.0 as u128;
@@ -383,6 +436,7 @@ impl Instance {
             b.observe(self.admitted_now, backlogged, dur);
         }
         self.debug_check();
+        self.iteration_end = Some(now + dur);
         Some(now + dur)
     }
 
@@ -606,7 +660,7 @@ impl Instance {
     /// step in this iteration.
     fn swap_in(&mut self, budget: &mut u64, chunked: bool) {
         while let Some(s) = self.swapped.front() {
-            if self.running.len() >= self.cfg.max_num_seqs as usize {
+            if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
                 break;
             }
             let (step, draft) = if s.is_decode() {
@@ -664,7 +718,7 @@ impl Instance {
         let bt = self.cfg.block_tokens;
         let mut n = 0u32;
         loop {
-            if self.running.len() >= self.cfg.max_num_seqs as usize {
+            if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
                 break;
             }
             let ctx = QueueCtx { waiting: self.waiting_len() };
@@ -778,6 +832,7 @@ impl Instance {
     /// timeout has passed.
     pub fn finish_iteration(&mut self, now: SimTime, rec: &mut Recorder, departed: &mut Vec<Departure>) {
         let start = self.iteration_start.take().expect("an iteration is in flight");
+        self.iteration_end = None;
         let bt = self.cfg.block_tokens;
         let alpha = self.cfg.policy.speculative.as_ref().map_or(0.0, |s| s.acceptance);
         let prefix_on = self.cfg.policy.prefix.enabled;
@@ -794,6 +849,9 @@ impl Instance {
         }
         running.truncate(kept);
         self.pending_decode -= ctx.gained;
+        if self.cfg.policy.role == Role::Prefill {
+            self.hand_off_prefilled(now);
+        }
         let steady = ctx.steady;
         if steady > 0 {
             rec.itl(now - start, steady);
@@ -821,7 +879,8 @@ impl Instance {
         #[cfg(debug_assertions)]
         {
             if !self.cfg.policy.prefix.enabled {
-                let owned: usize = self.running.iter().map(|s| s.blocks.len()).sum();
+                let owned: usize = self.running.iter().map(|s| s.blocks.len()).sum::<usize>()
+                    + self.xfer.tables().map(<[u32]>::len).sum::<usize>();
                 assert_eq!(owned, self.kv.used() as usize, "KV blocks not conserved on instance {}", self.id);
             }
             assert!(
@@ -845,7 +904,8 @@ impl Instance {
             .chain(self.swapped.iter().map(|b| &**b))
             .chain(self.running.iter().map(|b| &**b))
             .map(|s| (s.output - s.generated) as u64)
-            .sum();
+            .sum::<u64>()
+            + self.xfer.pending_decode();
         assert_eq!(decode, self.pending_decode, "pending decode tokens out of step on instance {}", self.id);
     }
 
@@ -853,8 +913,9 @@ impl Instance {
     /// prefix cache's shared and evictable blocks, swap space, the CPU tier, the queue; used
     /// by tests.
     pub fn check_kv_ownership(&self) {
-        let tables: Vec<&[u32]> = self.running.iter().map(|s| s.blocks.as_slice()).collect();
+        let tables: Vec<&[u32]> = self.running.iter().map(|s| s.blocks.as_slice()).chain(self.xfer.tables()).collect();
         self.kv.check(&tables);
+        self.check_transfers();
         assert!(self.queue.iter().all(|s| s.blocks.is_empty() && s.computed == 0), "a queued request holds KV");
         assert!(self.preempted.iter().all(|s| s.blocks.is_empty() && s.computed == 0 && s.cold.swapped_blocks == 0));
         let swapped: u64 = self.swapped.iter().map(|s| s.cold.swapped_blocks).sum();

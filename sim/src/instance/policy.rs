@@ -32,6 +32,8 @@ pub struct PolicyConfig {
     pub cpu_tier_blocks: u64,
     /// Seed of the policies' randomness (predictor noise, speculative acceptance).
     pub seed: u64,
+    /// Which pool of a disaggregated cluster the instance is in (mixed: not disaggregated).
+    pub role: crate::disagg::Role,
 }
 
 impl PolicyConfig {
@@ -70,6 +72,7 @@ impl PolicyConfig {
             swap_blocks: sch.preemption.swap_bytes() / block_bytes,
             cpu_tier_blocks: (sch.prefix_cache.cpu_gib * crate::memory::GIB) as u64 / block_bytes,
             seed: s.seed,
+            role: g.role,
         }
     }
 }

@@ -60,4 +60,20 @@ impl Seq {
     pub fn is_decode(&self) -> bool {
         self.generated >= 1 && self.pending() == 1
     }
+
+    /// Its part of the in-flight iteration, for cost models that execute batches, as
+    /// `Batch::add` prices it (`None`: not in this iteration).
+    pub fn work(&self) -> Option<crate::cost::SeqWork> {
+        use crate::cost::SeqWork;
+        Some(if self.step == 0 {
+            return None;
+        } else if self.draft > 0 {
+            // Speculative verification: the newest token and the drafts, logits for each.
+            SeqWork::prefill(self.step, self.computed, true)
+        } else if self.is_decode() {
+            SeqWork::decode(self.context())
+        } else {
+            SeqWork::prefill(self.step, self.computed, self.step == self.pending())
+        })
+    }
 }

@@ -6,13 +6,16 @@
 //! ITL = gaps between consecutive tokens of a request; E2E = finish − arrival; queueing delay =
 //! first admission − arrival.
 
+pub mod compare;
+mod fleet;
+pub mod measured;
 pub mod policy;
 pub mod stats;
 mod summary;
 
 pub use policy::PolicyStats;
 pub use stats::Dist;
-pub use summary::{meets_slo, summarize, KvSummary, RequestCounts, SloSummary, Summary, Throughput};
+pub use summary::{meets_slo, summarize, KvSummary, RequestCounts, SloSummary, StoppedEarly, Summary, Throughput};
 
 use crate::cost::BatchShape;
 use crate::instance::Gauges;
@@ -33,16 +36,19 @@ pub enum RejectReason {
     PromptTooLong,
     /// The circuit breaker was open (estimated queueing delay too long).
     CircuitOpen,
+    /// No instance the router believes healthy (every one failed, starting or down).
+    NoInstance,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 6] = [
+    pub const ALL: [RejectReason; 7] = [
         RejectReason::ContextTooLong,
         RejectReason::PromptExceedsBatchTokens,
         RejectReason::ExceedsKvCapacity,
         RejectReason::QueueFull,
         RejectReason::PromptTooLong,
         RejectReason::CircuitOpen,
+        RejectReason::NoInstance,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -53,6 +59,7 @@ impl RejectReason {
             RejectReason::QueueFull => "queue_full",
             RejectReason::PromptTooLong => "prompt_too_long",
             RejectReason::CircuitOpen => "circuit_open",
+            RejectReason::NoInstance => "no_instance",
         }
     }
 }
@@ -65,6 +72,8 @@ pub enum Status {
     Rejected(RejectReason),
     /// Dropped after waiting longer than `scheduler.admission.queue_timeout_s` unadmitted.
     TimedOut,
+    /// Lost to an instance failure (`[fleet] on_failure = "lose"`, or out of retries).
+    Lost,
 }
 
 impl Status {
@@ -74,6 +83,7 @@ impl Status {
             Status::Finished => "finished",
             Status::Rejected(_) => "rejected",
             Status::TimedOut => "timed_out",
+            Status::Lost => "lost",
         }
     }
 }
@@ -129,6 +139,16 @@ pub struct WindowRow {
     pub kv_used_blocks_mean: f64,
     /// p99 of TTFT of the requests whose first token came in this window, ms (`None` if none).
     pub ttft_ms_p99: Option<f64>,
+    /// Time-weighted means of instances provisioned and serving (see `fleet`), and of the KV
+    /// blocks of those provisioned.
+    pub instances_mean: f64,
+    pub instances_ready_mean: f64,
+    pub kv_blocks_mean: f64,
+    /// Instance failures and restarts (back in service) in this window.
+    pub failures: u64,
+    pub restarts: u64,
+    /// SLO attainment of the requests that arrived in this window (`None` if none).
+    pub slo_attainment: Option<f64>,
 }
 
 #[derive(Default)]
@@ -169,6 +189,8 @@ pub struct Recorder {
     window_start: SimTime,
     acc: WindowAcc,
     pub series: Vec<WindowRow>,
+    /// (time, TTFT ms) of recent first tokens, kept only for an autoscaler that reads them.
+    recent_ttft: Option<std::collections::VecDeque<(SimTime, f64)>>,
 }
 
 impl Recorder {
@@ -198,6 +220,7 @@ impl Recorder {
             window_start: SimTime::ZERO,
             acc: WindowAcc::default(),
             series: Vec::new(),
+            recent_ttft: None,
         }
     }
 
@@ -263,6 +286,7 @@ impl Recorder {
             running_mean: acc.running_ns as f64 / width,
             kv_used_blocks_mean: acc.kv_ns as f64 / width,
             ttft_ms_p99,
+            ..WindowRow::default()
         });
     }
 
@@ -336,6 +360,9 @@ impl Recorder {
         self.acc.first_tokens += 1;
         if counted {
             self.acc.ttft_ms.push((now - r.arrival).as_millis_f64());
+        }
+        if let Some(q) = &mut self.recent_ttft {
+            q.push_back((now, (now - r.arrival).as_millis_f64()));
         }
     }
 

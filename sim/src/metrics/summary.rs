@@ -43,6 +43,27 @@ pub struct Summary {
     pub cpu: super::policy::CpuSummary,
     /// Overload control.
     pub admission: super::policy::AdmissionSummary,
+    /// Instances over time (provisioned, serving, instance-hours, cost), failures, retries,
+    /// autoscaling.
+    pub fleet: crate::fleet::FleetSummary,
+    /// Prefill and decode pools and their KV transfers (disaggregated clusters only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disaggregation: Option<crate::disagg::DisaggSummary>,
+    /// Set when the run stopped before its workload ended: the event budget
+    /// (`run.max_events`) ran out, or the caller cancelled it (a wall-clock limit). Requests
+    /// still in the system then count as in flight (SLO misses).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<StoppedEarly>,
+}
+
+/// Why and when a run stopped early.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StoppedEarly {
+    /// `event_budget` or `cancelled`.
+    pub reason: String,
+    /// Events processed, and the simulated time reached, s.
+    pub events: u64,
+    pub at_s: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -53,6 +74,8 @@ pub struct RequestCounts {
     pub in_flight: u64,
     /// Dropped after waiting longer than the queue timeout.
     pub timed_out: u64,
+    /// Lost to instance failures (never retried, or out of retries).
+    pub lost: u64,
     /// Requests inside the measurement window (after warm-up, before cool-down).
     pub measured: u64,
     pub rejected_by_reason: BTreeMap<&'static str, u64>,
@@ -110,7 +133,7 @@ pub fn meets_slo(r: &super::RequestRecord, slo: &SloSection) -> bool {
 
 pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) -> Summary {
     let mut by_reason: BTreeMap<&'static str, u64> = RejectReason::ALL.iter().map(|r| (r.as_str(), 0)).collect();
-    let (mut finished, mut rejected, mut in_flight, mut timed_out) = (0, 0, 0, 0);
+    let (mut finished, mut rejected, mut in_flight, mut timed_out, mut lost) = (0, 0, 0, 0, 0);
     for r in &rec.records {
         match r.status {
             Status::Finished => finished += 1,
@@ -120,6 +143,7 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
             }
             Status::InFlight => in_flight += 1,
             Status::TimedOut => timed_out += 1,
+            Status::Lost => lost += 1,
         }
     }
 
@@ -157,6 +181,7 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
             rejected,
             in_flight,
             timed_out,
+            lost,
             measured: n_measured as u64,
             rejected_by_reason: by_reason,
         },
@@ -200,5 +225,8 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
         speculative: rec.policy.speculative_summary(),
         cpu: rec.policy.cpu_summary(),
         admission: rec.policy.admission_summary(),
+        fleet: crate::fleet::FleetSummary::default(),
+        disaggregation: None,
+        stopped: None,
     }
 }

@@ -41,6 +41,9 @@ pub struct Candidate {
     pub gpu: String,
     pub tp: u64,
     pub price_per_gpu_hour: Option<f64>,
+    /// A disaggregated candidate: its prefill and decode pools, both sized by the search
+    /// (`gpu`, `tp` and the price above are the prefill pool's).
+    pub pools: Option<super::PoolCandidate>,
 }
 
 /// The candidates of a scenario's `[plan]` (or the scenario's own cluster when there are none).
@@ -50,24 +53,45 @@ pub fn candidates(s: &Scenario) -> Result<Vec<Candidate>, ScenarioError> {
     let plan = s.resolved.plan.clone().unwrap_or_default();
     let mut base = to_table(&s.resolved);
     base.remove("plan");
+    // A candidate is one group of its own: the autoscaler scales it whatever the scenario's
+    // group was called, and failures are left to `simulate` (plan runs take `[plan] spare`).
+    if let Some(toml::Value::Table(f)) = base.get_mut("fleet") {
+        f.remove("failures");
+        if let Some(toml::Value::Table(a)) = f.get_mut("autoscale") {
+            a.remove("group");
+        }
+    }
     let sections: Vec<CandidateSection> = if plan.candidates.is_empty() {
-        if s.groups.len() > 1 {
+        if s.disaggregation.is_some() {
+            pool_groups(s, "plan")?;
+            vec![CandidateSection {
+                name: "disaggregated".into(),
+                gpu: None,
+                tp: None,
+                scheduler: None,
+                memory: None,
+                cost: None,
+                router: None,
+                set: None,
+            }]
+        } else if s.groups.len() > 1 {
             return Err(ScenarioError::at(
                 "plan.candidates",
                 "required for a heterogeneous cluster: list the configurations to size".into(),
             ));
+        } else {
+            let g = &s.groups[0];
+            vec![CandidateSection {
+                name: g.name.clone(),
+                gpu: None,
+                tp: None,
+                scheduler: None,
+                memory: None,
+                cost: None,
+                router: None,
+                set: None,
+            }]
         }
-        let g = &s.groups[0];
-        vec![CandidateSection {
-            name: g.name.clone(),
-            gpu: None,
-            tp: None,
-            scheduler: None,
-            memory: None,
-            cost: None,
-            router: None,
-            set: None,
-        }]
     } else {
         plan.candidates.clone()
     };
@@ -93,12 +117,15 @@ fn materialise(
     let err = |e: ScenarioError| ScenarioError { path: format!("{path} ({}): {}", c.name, e.path), ..e };
     let mut doc = base.clone();
     // A heterogeneous scenario's groups give way to one homogeneous group; its GPU then comes
-    // from the candidate (or the top-level [gpu]).
+    // from the candidate (or the top-level [gpu]). A disaggregated one keeps its pools.
+    let pooled = s.disaggregation.is_some();
     let single_gpu = (s.groups.len() == 1).then(|| (s.groups[0].gpu.clone(), s.groups[0].tp));
     {
         let cluster = table(&mut doc, "cluster");
-        cluster.remove("groups");
-        cluster.insert("instances".into(), toml::Value::Integer(1));
+        if !pooled {
+            cluster.remove("groups");
+            cluster.insert("instances".into(), toml::Value::Integer(1));
+        }
         if let Some((_, tp)) = &single_gpu {
             cluster.insert("tp".into(), toml::Value::Integer(*tp as i64));
         }
@@ -131,8 +158,45 @@ fn materialise(
         Ok(sc) => (Some(sc), None),
         // The model does not fit this GPU at this TP: a result, not a mistake.
         Err(e) if e.path == "memory" => (None, Some(e.message)),
+        Err(e) if pooled && e.path.starts_with("cluster.groups[") && e.path.ends_with("].memory") => {
+            (None, Some(format!("{}: {}", e.path, e.message)))
+        }
         Err(e) => return Err(err(e)),
     };
+    let price_of = |gpu: &str| -> Result<Option<f64>, ScenarioError> {
+        if plan.price_per_gpu_hour.is_empty() {
+            return Ok(None);
+        }
+        plan.price_per_gpu_hour.get(gpu).copied().map(Some).ok_or_else(|| {
+            let known: Vec<&str> = plan.price_per_gpu_hour.keys().map(String::as_str).collect();
+            ScenarioError::at(
+                "plan.price_per_gpu_hour",
+                format!("no price for GPU \"{gpu}\" (candidate {}); priced: {}", c.name, known.join(", ")),
+            )
+        })
+    };
+    if pooled {
+        let pools = match &scenario {
+            Some(sc) => {
+                let (p, d) = pool_groups(sc, &path).map_err(err)?;
+                let spec = |g: usize| -> Result<super::PoolSpec, ScenarioError> {
+                    let g = &sc.groups[g];
+                    Ok(super::PoolSpec {
+                        gpu: g.gpu.name.clone(),
+                        tp: g.tp,
+                        price_per_gpu_hour: price_of(&g.gpu.name)?,
+                    })
+                };
+                Some(super::PoolCandidate { prefill_group: p, decode_group: d, prefill: spec(p)?, decode: spec(d)? })
+            }
+            None => None,
+        };
+        let (gpu, tp, price) = match &pools {
+            Some(p) => (p.prefill.gpu.clone(), p.prefill.tp, p.prefill.price_per_gpu_hour),
+            None => (String::new(), 1, None),
+        };
+        return Ok(Candidate { name: c.name.clone(), scenario, infeasible, gpu, tp, price_per_gpu_hour: price, pools });
+    }
     let (gpu, tp) = match &scenario {
         Some(sc) => (sc.groups[0].gpu.name.clone(), sc.groups[0].tp),
         None => {
@@ -141,16 +205,24 @@ fn materialise(
             (g, c.tp.map(|t| t as u64).or(single_gpu.as_ref().map(|(_, t)| *t)).unwrap_or(1))
         }
     };
-    let price = if plan.price_per_gpu_hour.is_empty() {
-        None
-    } else {
-        Some(*plan.price_per_gpu_hour.get(&gpu).ok_or_else(|| {
-            let known: Vec<&str> = plan.price_per_gpu_hour.keys().map(String::as_str).collect();
-            ScenarioError::at(
-                "plan.price_per_gpu_hour",
-                format!("no price for GPU \"{gpu}\" (candidate {}); priced: {}", c.name, known.join(", ")),
-            )
-        })?)
-    };
-    Ok(Candidate { name: c.name.clone(), scenario, infeasible, gpu, tp, price_per_gpu_hour: price })
+    let price = price_of(&gpu)?;
+    Ok(Candidate { name: c.name.clone(), scenario, infeasible, gpu, tp, price_per_gpu_hour: price, pools: None })
+}
+
+/// The prefill and decode groups of a disaggregated scenario, which `plan` sizes: exactly one
+/// of each.
+fn pool_groups(s: &Scenario, path: &str) -> Result<(usize, usize), ScenarioError> {
+    use crate::disagg::Role;
+    let of = |r: Role| s.groups.iter().enumerate().filter(|(_, g)| g.role == r).map(|(i, _)| i).collect::<Vec<_>>();
+    match (of(Role::Prefill).as_slice(), of(Role::Decode).as_slice()) {
+        ([p], [d]) => Ok((*p, *d)),
+        (p, d) => Err(ScenarioError::at(
+            path,
+            format!(
+                "sizing a disaggregated cluster needs exactly one prefill and one decode group, got {} and {}",
+                p.len(),
+                d.len()
+            ),
+        )),
+    }
 }

@@ -15,6 +15,7 @@ pub struct Misses {
     pub tpot: u64,
     pub e2e: u64,
     pub rejected: u64,
+    /// In flight at the end, timed out, or lost to a failure.
     pub unfinished: u64,
     /// Missed because tokens came too slowly: TPOT over its limit, or only E2E over its limit
     /// with more time spent decoding than before the first token.
@@ -52,7 +53,7 @@ impl SeedResult {
                     m.rejected += 1;
                     m.slow_start += 1;
                 }
-                Status::InFlight | Status::TimedOut => {
+                Status::InFlight | Status::TimedOut | Status::Lost => {
                     m.unfinished += 1;
                     m.slow_start += 1;
                 }

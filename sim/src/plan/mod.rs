@@ -18,6 +18,7 @@
 
 mod candidate;
 mod evidence;
+mod pools;
 mod search;
 
 use std::collections::BTreeMap;
@@ -26,9 +27,10 @@ use serde::{Deserialize, Serialize};
 
 pub use candidate::{candidates, Candidate, CandidateSection};
 pub use evidence::{classify, Binding, Misses, Point, SeedResult};
+pub use pools::{PairPoint, PairStep, PoolCandidate, PoolSpec, PoolsResult};
 pub use search::{
-    assemble, header, instances, plan_candidate, Borderline, CandidateResult, PlanHeader, PlanReport, SearchConfig,
-    Step,
+    assemble, header, instances, plan_candidate, AutoscaleComparison, AutoscaleSeed, Borderline, CandidateResult,
+    PlanHeader, PlanReport, SearchConfig, SpareCheck, Step,
 };
 
 use crate::scenario::{check, ScenarioError};
@@ -44,8 +46,13 @@ pub struct PlanSection {
     #[serde(default)]
     pub headroom: f64,
     /// Spare instances added on top (N + k), e.g. for a failure or a rolling update. Default 0.
+    /// Added, not simulated: see `spare`.
     #[serde(default)]
     pub spare_instances: u32,
+    /// Instances that may be down while the SLO still holds: the count is searched with this
+    /// many instances failed for the whole run (N + k verified by simulation). Default 0.
+    #[serde(default)]
+    pub spare: u32,
     /// Most instances tried per candidate; more needed = infeasible. Default 512.
     #[serde(default = "default_max_instances")]
     pub max_instances: u32,
@@ -80,6 +87,7 @@ impl Default for PlanSection {
             seeds: default_seeds(),
             headroom: 0.0,
             spare_instances: 0,
+            spare: 0,
             max_instances: default_max_instances(),
             capacity_precision: default_capacity_precision(),
             price_per_gpu_hour: BTreeMap::new(),
@@ -94,6 +102,7 @@ impl PlanSection {
         let h = self.headroom;
         check(h.is_finite() && (0.0..=10.0).contains(&h), path, "headroom", "must be in [0, 10]", h)?;
         check(self.spare_instances <= 100_000, path, "spare_instances", "must be ≤ 100000", self.spare_instances)?;
+        check(self.spare < self.max_instances, path, "spare", "must be < max_instances", self.spare)?;
         check(
             (1..=100_000).contains(&self.max_instances),
             path,

@@ -17,6 +17,8 @@ pub struct SearchConfig {
     pub max_instances: u32,
     pub headroom: f64,
     pub spare_instances: u32,
+    /// Instances down for the whole run while the SLO must hold (`[plan] spare`).
+    pub spare: u32,
     pub capacity_precision: f64,
 }
 
@@ -29,6 +31,7 @@ impl SearchConfig {
             max_instances: plan.max_instances,
             headroom: plan.headroom,
             spare_instances: plan.spare_instances,
+            spare: plan.spare,
             capacity_precision: plan.capacity_precision,
         }
     }
@@ -48,6 +51,9 @@ pub struct PlanHeader {
     pub slo: SloSection,
     pub headroom: f64,
     pub spare_instances: u32,
+    /// Instances down for the whole run in every count searched (N + k by simulation).
+    #[serde(default)]
+    pub spare: u32,
     pub max_instances: u32,
     /// Candidate names in order (so that merged shards can be checked for completeness).
     pub candidate_names: Vec<String>,
@@ -66,6 +72,7 @@ pub fn header(s: &Scenario, candidates: &[Candidate], cfg: &SearchConfig) -> Pla
         slo: s.slo.clone(),
         headroom: cfg.headroom,
         spare_instances: cfg.spare_instances,
+        spare: cfg.spare,
         max_instances: cfg.max_instances,
         candidate_names: candidates.iter().map(|c| c.name.clone()).collect(),
     }
@@ -128,6 +135,65 @@ pub struct CandidateResult {
     /// Simulation runs and simulated requests this candidate took.
     pub runs: u64,
     pub simulated_requests: u64,
+    /// With `[plan] spare = k`: the count without failures, and what k failures do to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spare_check: Option<SpareCheck>,
+    /// With `[fleet.autoscale]`: the autoscaled fleet against the fixed one on this workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaled: Option<AutoscaleComparison>,
+    /// A disaggregated candidate: both pools' counts (the fields above then sum the pools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pools: Option<super::PoolsResult>,
+}
+
+/// What `[plan] spare = k` showed: the fewest instances meeting the SLO with none down, and
+/// that same count with k down (for the whole run) on every seed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpareCheck {
+    pub spare: u32,
+    /// The fewest instances meeting the SLO on every seed with none down.
+    pub instances_min_no_failures: u32,
+    /// That count with none down, on every seed.
+    pub no_failures: Point,
+    /// That count with `spare` instances down (`None` when that leaves none up).
+    pub with_spare_down: Option<Point>,
+}
+
+/// The autoscaled fleet (`[fleet.autoscale]`, starting at its `min`) against the fixed fleet
+/// the plan chose, on the same workload and seeds: instance-hours and cost per day versus SLO
+/// attainment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AutoscaleComparison {
+    pub fixed_instances: u32,
+    /// Worst seed's attainment of the fixed fleet.
+    pub fixed_attainment: f64,
+    pub fixed_instance_hours_per_day: f64,
+    pub fixed_cost_per_day: Option<f64>,
+    pub min: u32,
+    pub max: u32,
+    /// Mean over the seeds of the autoscaled fleet's time-weighted instance count.
+    pub instances_mean: f64,
+    pub instances_max: u32,
+    pub instance_hours_per_day: f64,
+    pub cost_per_day: Option<f64>,
+    /// Worst seed's attainment.
+    pub attainment: f64,
+    /// Whether it meets the SLO on every seed.
+    pub met: bool,
+    pub seeds: Vec<AutoscaleSeed>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AutoscaleSeed {
+    pub seed: u64,
+    pub attainment: f64,
+    pub met: bool,
+    pub instances_mean: f64,
+    pub instances_max: u32,
+    pub instance_hours: f64,
+    pub simulated_s: f64,
+    pub scale_ups: u64,
+    pub scale_downs: u64,
 }
 
 /// The whole plan: what `--format json` prints.
@@ -160,6 +226,8 @@ pub fn assemble(header: PlanHeader, candidates: Vec<CandidateResult>) -> PlanRep
 
 struct Search<'a> {
     scenario: &'a Scenario,
+    /// Instances down for the whole run in every count tried.
+    down: u32,
     cfg: &'a SearchConfig,
     progress: &'a (dyn Fn(u64) + Sync),
     cache: BTreeMap<(u32, usize), SeedResult>,
@@ -173,6 +241,7 @@ impl Search<'_> {
     fn run(&mut self, instances: u32, ix: usize, scale: f64) -> SeedResult {
         let mut s = self.scenario.clone();
         s.groups[0].count = instances;
+        s.fleet = fixed_fleet(&s, self.down);
         let seed = self.cfg.seeds[ix];
         s.set_seed(seed);
         if scale != 1.0 {
@@ -199,6 +268,25 @@ impl Search<'_> {
     /// run at the workload's own load).
     fn remember(&mut self, n: u32, ix: usize, r: &SeedResult) {
         self.cache.entry((n, ix)).or_insert_with(|| r.clone());
+    }
+
+    /// The first-seed minimum N₀ and the decisive N: from N₀ up, the first count passing on
+    /// every seed.
+    fn minimum(&mut self, start: u32) -> Result<(u32, u32), String> {
+        let n0 = self.first_seed_minimum(start)?;
+        let mut n = n0;
+        loop {
+            if self.point(n).all_pass() {
+                return Ok((n0, n));
+            }
+            if n >= self.cfg.max_instances {
+                return Err(format!(
+                    "no count up to {} (plan.max_instances) meets the SLO on every seed",
+                    self.cfg.max_instances
+                ));
+            }
+            n += 1;
+        }
     }
 
     /// Whether `n` instances pass on the first seed (exploratory search).
@@ -283,15 +371,16 @@ impl Search<'_> {
     /// steps from `start` to a bracket, then bisection. `Err` when none up to the maximum does.
     fn first_seed_minimum(&mut self, start: u32) -> Result<u32, String> {
         let max = self.cfg.max_instances;
-        let start = start.clamp(1, max);
-        // lo fails (0: no instances, trivially), hi passes.
+        let floor = self.down;
+        let start = start.clamp(floor + 1, max);
+        // lo fails (`down` instances, all of them down, trivially), hi passes.
         let (mut lo, mut hi);
         if self.pass(start) {
             hi = start;
-            lo = 0;
+            lo = floor;
             let mut step = 1;
-            while hi > 1 {
-                let m = hi.saturating_sub(step).max(1);
+            while hi > floor + 1 {
+                let m = hi.saturating_sub(step).max(floor + 1);
                 if self.pass(m) {
                     hi = m;
                     step *= 2;
@@ -361,40 +450,64 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
         trail: Vec::new(),
         runs: 0,
         simulated_requests: 0,
+        spare_check: None,
+        autoscaled: None,
+        pools: None,
     };
+    if let Some(p) = &c.pools {
+        super::pools::plan_pools(c, p, cfg, progress, &mut out);
+        return out;
+    }
     let Some(scenario) = &c.scenario else { return out };
     let g = &scenario.groups[0];
     out.kv_blocks_per_instance = Some(g.memory.kv_blocks);
     out.gpu_memory_gib = Some(g.gpu.memory_bytes as f64 / crate::memory::GIB);
 
-    let mut s = Search { scenario, cfg, progress, cache: BTreeMap::new(), trail: Vec::new(), runs: 0, requests: 0 };
+    let search = |down| Search {
+        scenario,
+        down,
+        cfg,
+        progress,
+        cache: BTreeMap::new(),
+        trail: Vec::new(),
+        runs: 0,
+        requests: 0,
+    };
+    let mut s = search(0);
     let capacity = s.capacity();
     out.single_instance_capacity_rps = capacity;
-    let start = match (capacity, scenario.workload.mean_rate()) {
+    let mut start = match (capacity, scenario.workload.mean_rate()) {
         (Some(cap), Some(rate)) if cap > 0.0 => (rate / cap).ceil().min(u32::MAX as f64) as u32,
         _ => 1,
     };
-
-    let result = s.first_seed_minimum(start).and_then(|n0| {
-        // Decisive points: from N₀ up, the first count passing on every seed.
-        let mut n = n0;
-        loop {
-            if s.point(n).all_pass() {
-                return Ok((n0, n));
-            }
-            if n >= cfg.max_instances {
-                return Err(format!(
-                    "no count up to {} (plan.max_instances) meets the SLO on every seed",
-                    cfg.max_instances
-                ));
-            }
-            n += 1;
+    let (mut extra_runs, mut extra_requests) = (0, 0);
+    if cfg.spare > 0 {
+        // N + k: first the count with none down, then the search again with k down for the
+        // whole run, from N + k.
+        let mut plain = s;
+        let plain_min = plain.minimum(start);
+        out.spare_check = plain_min.as_ref().ok().map(|&(_, n)| SpareCheck {
+            spare: cfg.spare,
+            instances_min_no_failures: n,
+            no_failures: plain.point(n),
+            with_spare_down: (n > cfg.spare).then(|| search(cfg.spare).point(n)),
+        });
+        if let Some(sc) = &out.spare_check {
+            let w = sc.with_spare_down.iter().flat_map(|p| &p.seeds);
+            extra_runs += sc.with_spare_down.as_ref().map_or(0, |p| p.seeds.len() as u64);
+            extra_requests += w.map(|r| r.requests).sum::<u64>();
         }
-    });
+        start = plain_min.map(|(_, n)| n).unwrap_or(start).saturating_add(cfg.spare);
+        extra_runs += plain.runs;
+        extra_requests += plain.requests;
+        s = search(cfg.spare);
+    }
+
+    let result = s.minimum(start);
     match result {
         Ok((n0, n)) => {
             let top = s.point(n);
-            let below = (n > 1).then(|| s.point(n - 1));
+            let below = (n > s.down + 1).then(|| s.point(n - 1));
             let worst = |f: fn(&SeedResult) -> f64, max: bool| {
                 top.seeds.iter().map(f).reduce(|a, b| if (b > a) == max { b } else { a })
             };
@@ -412,7 +525,7 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
             out.goodput_rps = worst(|r| r.goodput_rps, false);
             out.kv_peak = worst(|r| r.kv_peak, true);
             // Every count between N₀ − 1 and N − 1 that passed on some seeds is borderline.
-            for m in n0.saturating_sub(1).max(1)..n {
+            for m in n0.saturating_sub(1).max(s.down + 1)..n {
                 let p = s.point(m);
                 if p.mixed() {
                     let att = p.seeds.iter().map(|r| r.attainment);
@@ -428,12 +541,13 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
             let evidence = below.as_ref().unwrap_or(&top);
             let w = evidence.worst();
             out.binding = Some(classify(w, &scenario.slo));
-            out.binding_evidence = Some(describe(evidence.instances, w, below.is_none()));
+            out.binding_evidence = Some(describe(evidence.instances, s.down, w, below.is_none()));
             out.points = below.into_iter().chain(std::iter::once(top)).collect();
         }
         Err(why) => {
             out.infeasible_reason = Some(why);
-            let hopeless = s.cache.get(&(start.clamp(1, cfg.max_instances), 0)).and_then(|r| s.hopeless(r)).is_some();
+            let hopeless =
+                s.cache.get(&(start.clamp(s.down + 1, cfg.max_instances), 0)).and_then(|r| s.hopeless(r)).is_some();
             // Report the largest count run, as evidence.
             if let Some((&(n, _), _)) = s.cache.iter().filter(|((_, ix), _)| *ix == 0).max_by_key(|((n, _), _)| *n) {
                 let p = s.point(n);
@@ -447,15 +561,95 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
                 if !hopeless {
                     out.binding = Some(classify(&w, &scenario.slo));
                 }
-                out.binding_evidence = Some(describe(n, &w, false));
+                out.binding_evidence = Some(describe(n, s.down, &w, false));
                 out.points = vec![p];
             }
         }
     }
     out.trail = std::mem::take(&mut s.trail);
-    out.runs = s.runs;
-    out.simulated_requests = s.requests;
+    if let (Some(n), Some(a)) = (out.instances_min, scenario.fleet.as_ref().and_then(|f| f.autoscale.as_ref())) {
+        let fixed = (n, out.attainment.unwrap_or(0.0));
+        let (cmp, requests) = compare_autoscaled(scenario, cfg, fixed, c.price_per_gpu_hour, a, progress);
+        extra_runs += cmp.seeds.len() as u64;
+        extra_requests += requests;
+        out.autoscaled = Some(cmp);
+    }
+    out.runs = s.runs + extra_runs;
+    out.simulated_requests = s.requests + extra_requests;
     out
+}
+
+/// The fleet of a fixed-count plan run: failures and autoscaling left out (they belong to
+/// `simulate`), `down` instances down for the whole run.
+fn fixed_fleet(s: &Scenario, down: u32) -> Option<crate::fleet::FleetSection> {
+    (down > 0).then(|| crate::fleet::FleetSection {
+        failures: Some(crate::fleet::FailuresSection { down, ..Default::default() }),
+        autoscale: None,
+        ..s.fleet.clone().unwrap_or_default()
+    })
+}
+
+/// Runs the autoscaled fleet (from its `min`, no failures) on every seed and sets it against
+/// the fixed fleet of `fixed` instances.
+fn compare_autoscaled(
+    scenario: &Scenario,
+    cfg: &SearchConfig,
+    (fixed, fixed_attainment): (u32, f64),
+    price_per_gpu_hour: Option<f64>,
+    a: &crate::fleet::AutoscaleSection,
+    progress: &(dyn Fn(u64) + Sync),
+) -> (AutoscaleComparison, u64) {
+    let tp = scenario.groups[0].tp as f64;
+    let mut requests = 0;
+    let seeds: Vec<AutoscaleSeed> = cfg
+        .seeds
+        .iter()
+        .map(|&seed| {
+            let mut s = scenario.clone();
+            s.groups[0].count = a.min;
+            s.fleet = Some(crate::fleet::FleetSection {
+                failures: None,
+                autoscale: Some(crate::fleet::AutoscaleSection { group: None, ..a.clone() }),
+                ..scenario.fleet.clone().unwrap_or_default()
+            });
+            s.set_seed(seed);
+            let out = engine::run(&s);
+            requests += out.summary.requests.arrived;
+            progress(out.summary.requests.arrived);
+            let f = &out.summary.fleet;
+            AutoscaleSeed {
+                seed,
+                attainment: out.summary.slo.attainment,
+                met: out.summary.slo.met,
+                instances_mean: f.instances_mean,
+                instances_max: f.instances_max,
+                instance_hours: f.instance_hours,
+                simulated_s: out.summary.simulated_s,
+                scale_ups: f.scale_ups,
+                scale_downs: f.scale_downs,
+            }
+        })
+        .collect();
+    let k = seeds.len().max(1) as f64;
+    let instances_mean = seeds.iter().map(|r| r.instances_mean).sum::<f64>() / k;
+    let per_day = |instances: f64| instances * 24.0;
+    let cost = |instances: f64| price_per_gpu_hour.map(|p| per_day(instances) * tp * p);
+    let cmp = AutoscaleComparison {
+        fixed_instances: fixed,
+        fixed_attainment,
+        fixed_instance_hours_per_day: per_day(fixed as f64),
+        fixed_cost_per_day: cost(fixed as f64),
+        min: a.min,
+        max: a.max,
+        instances_mean,
+        instances_max: seeds.iter().map(|r| r.instances_max).max().unwrap_or(0),
+        instance_hours_per_day: per_day(instances_mean),
+        cost_per_day: cost(instances_mean),
+        attainment: seeds.iter().map(|r| r.attainment).fold(f64::INFINITY, f64::min),
+        met: seeds.iter().all(|r| r.met),
+        seeds,
+    };
+    (cmp, requests)
 }
 
 /// "1 instance", "3 instances".
@@ -463,12 +657,13 @@ pub fn instances(n: u32) -> String {
     format!("{n} instance{}", if n == 1 { "" } else { "s" })
 }
 
-fn describe(n: u32, r: &SeedResult, passing: bool) -> String {
+fn describe(n: u32, down: u32, r: &SeedResult, passing: bool) -> String {
     let m = &r.misses;
+    let down = if down > 0 { format!(", {down} down") } else { String::new() };
     let head = if passing {
-        format!("at {} (seed {}, nothing fails)", instances(n), r.seed)
+        format!("at {} (seed {}{down}, nothing fails)", instances(n), r.seed)
     } else {
-        format!("at {} (seed {})", instances(n), r.seed)
+        format!("at {} (seed {}{down})", instances(n), r.seed)
     };
     format!(
         "{head}: {} of {} requests missed — {} on decode speed, {} on start (TTFT {}, TPOT {}, E2E {}, rejected {}, unfinished {}); TTFT p99 {:.0} ms, TPOT p99 {:.1} ms; KV peak {:.0}%, {} preemptions",

@@ -6,6 +6,11 @@
 //! model and limits; instances of one group have equal weights, so in a homogeneous cluster the
 //! weighting changes nothing. Ties go to the next instance in turn after the last one chosen,
 //! so an idle cluster is filled round-robin rather than from instance 0.
+//!
+//! Every router sends only to instances it believes healthy ([`Instance::routable`]): not to
+//! ones starting, draining, down, or whose failure has been detected — but still to a failed
+//! one before its failure is detected. The engine calls a router only when at least one
+//! instance is routable.
 
 mod capacity;
 mod least_kv_usage;
@@ -37,13 +42,19 @@ pub trait Router: Send {
 
 /// Builds the router a scenario asks for.
 pub fn build(spec: &RouterSpec, seed: u64) -> Box<dyn Router> {
+    build_indexed(spec, seed, 0)
+}
+
+/// Builds a router drawing from random substream `index` (0: the cluster's router; 1: the
+/// decode router of a disaggregated cluster).
+pub fn build_indexed(spec: &RouterSpec, seed: u64, index: u64) -> Box<dyn Router> {
     match spec {
         RouterSpec::RoundRobin(_) => Box::new(RoundRobin::default()),
-        RouterSpec::Random(_) => Box::new(Random::new(substream(seed, Stream::Router, 0))),
+        RouterSpec::Random(_) => Box::new(Random::new(substream(seed, Stream::Router, index))),
         RouterSpec::LeastOutstanding(_) => Box::new(LeastOutstanding::default()),
         RouterSpec::LeastKvUsage(_) => Box::new(LeastKvUsage::default()),
         RouterSpec::LeastPendingTokens(s) => Box::new(LeastPendingTokens::new(s.clone())),
-        RouterSpec::PowerOfTwo(_) => Box::new(PowerOfTwo::new(substream(seed, Stream::Router, 0))),
+        RouterSpec::PowerOfTwo(_) => Box::new(PowerOfTwo::new(substream(seed, Stream::Router, index))),
         RouterSpec::SessionAffinity(s) => Box::new(SessionAffinity::new(s.clone())),
     }
 }
@@ -63,20 +74,30 @@ pub(crate) fn least_weighted(instances: &[Instance], start: usize, load: impl Fn
     least_by(instances, start, |x| load(x) / x.capacity())
 }
 
-/// The instance with the lowest `score`, ties to the first at or after `start`.
+/// The routable instance with the lowest `score`, ties to the first at or after `start`.
 pub(crate) fn least_by(instances: &[Instance], start: usize, score: impl Fn(&Instance) -> f64) -> usize {
     let n = instances.len();
-    let mut best = start % n;
-    let mut best_score = score(&instances[best]);
-    for k in 1..n {
+    let mut best = usize::MAX;
+    let mut best_score = f64::INFINITY;
+    for k in 0..n {
         let i = (start + k) % n;
+        if !instances[i].routable() {
+            continue;
+        }
         let score = score(&instances[i]);
-        if score < best_score {
+        if best == usize::MAX || score < best_score {
             best = i;
             best_score = score;
         }
     }
+    debug_assert!(best != usize::MAX, "routed with no routable instance");
     best
+}
+
+/// The first routable instance at or after `start` (wrapping).
+pub(crate) fn next_routable(instances: &[Instance], start: usize) -> usize {
+    let n = instances.len();
+    (0..n).map(|k| (start + k) % n).find(|&i| instances[i].routable()).expect("a routable instance")
 }
 
 #[cfg(test)]

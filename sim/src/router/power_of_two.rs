@@ -24,8 +24,18 @@ impl Router for PowerOfTwo {
         if n == 1 {
             return 0;
         }
-        let a = self.rng.random_range(0..n);
-        let b = (a + 1 + self.rng.random_range(0..n - 1)) % n;
+        let mut a = self.rng.random_range(0..n);
+        let mut b = (a + 1 + self.rng.random_range(0..n - 1)) % n;
+        if !instances[a].routable() || !instances[b].routable() {
+            // Two different routable instances, drawn the same way among them.
+            let ok: Vec<usize> = (0..n).filter(|&i| instances[i].routable()).collect();
+            if ok.len() == 1 {
+                return ok[0];
+            }
+            let x = self.rng.random_range(0..ok.len());
+            let y = (x + 1 + self.rng.random_range(0..ok.len() - 1)) % ok.len();
+            (a, b) = (ok[x], ok[y]);
+        }
         let score = |i: usize| instances[i].outstanding() as f64 / instances[i].capacity();
         if score(b) < score(a) {
             b

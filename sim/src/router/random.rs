@@ -22,16 +22,23 @@ impl Router for Random {
     fn route(&mut self, _req: &Request, instances: &[Instance]) -> usize {
         let first = instances[0].capacity();
         if instances.iter().all(|i| i.capacity() == first) {
-            return self.rng.random_range(0..instances.len());
+            // Drawn again while the draw is not routable: uniform over the routable ones.
+            loop {
+                let i = self.rng.random_range(0..instances.len());
+                if instances[i].routable() {
+                    return i;
+                }
+            }
         }
-        let total: f64 = instances.iter().map(Instance::capacity).sum();
+        let weight = |inst: &Instance| if inst.routable() { inst.capacity() } else { 0.0 };
+        let total: f64 = instances.iter().map(weight).sum();
         let mut x = self.rng.random::<f64>() * total;
         for (i, inst) in instances.iter().enumerate() {
-            x -= inst.capacity();
+            x -= weight(inst);
             if x < 0.0 {
                 return i;
             }
         }
-        instances.len() - 1
+        (0..instances.len()).rev().find(|&i| instances[i].routable()).expect("a routable instance")
     }
 }

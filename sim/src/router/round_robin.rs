@@ -1,6 +1,7 @@
-//! Round-robin: instance 0, 1, 2, ... in turn, whatever their load or capacity.
+//! Round-robin: instance 0, 1, 2, ... in turn, whatever their load or capacity (skipping those
+//! not routable).
 
-use super::Router;
+use super::{next_routable, Router};
 use crate::instance::Instance;
 use crate::workload::Request;
 
@@ -11,7 +12,7 @@ pub struct RoundRobin {
 
 impl Router for RoundRobin {
     fn route(&mut self, _req: &Request, instances: &[Instance]) -> usize {
-        let i = self.next % instances.len();
+        let i = next_routable(instances, self.next % instances.len());
         self.next = (i + 1) % instances.len();
         i
     }

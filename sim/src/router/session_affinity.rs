@@ -109,10 +109,24 @@ impl SessionAffinity {
         self.ring[at % self.ring.len()].1 as usize
     }
 
-    /// Whether instance `i` may take one more request under the load bound.
+    /// The routable instance that owns `key`: the owner of the first point at or after it
+    /// whose instance is routable (so an instance leaving moves only its own keys).
+    pub fn routable_owner(&self, key: u64, instances: &[Instance]) -> usize {
+        let h = mix(key);
+        let at = self.ring.partition_point(|&(p, _)| p < h);
+        let n = self.ring.len();
+        (0..n)
+            .map(|k| self.ring[(at + k) % n].1 as usize)
+            .find(|&i| instances[i].routable())
+            .expect("a routable instance")
+    }
+
+    /// Whether instance `i` may take one more request under the load bound (shares among the
+    /// routable instances).
     pub fn under_bound(&self, instances: &[Instance], i: usize) -> bool {
-        let total: u64 = instances.iter().map(Instance::outstanding).sum();
-        let share = instances[i].capacity() / instances.iter().map(Instance::capacity).sum::<f64>();
+        let up = || instances.iter().filter(|x| x.routable());
+        let total: u64 = up().map(Instance::outstanding).sum();
+        let share = instances[i].capacity() / up().map(Instance::capacity).sum::<f64>();
         let limit = (self.spec.load_factor * (total + 1) as f64 * share).ceil() as u64 + self.spec.slack as u64;
         instances[i].outstanding() < limit
     }
@@ -124,7 +138,7 @@ impl Router for SessionAffinity {
             self.build_ring(instances);
         }
         if let Some(key) = self.key(req) {
-            let i = self.owner(key);
+            let i = self.routable_owner(key, instances);
             if self.under_bound(instances, i) {
                 return i;
             }

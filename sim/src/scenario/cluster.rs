@@ -17,6 +17,7 @@ use super::cost::CostSpec;
 use super::edit::{from_table, overlay, to_table};
 use super::file::{GpuSection, MemorySection, SchedulerSection};
 use super::{check, de, InstanceGroup, ScenarioError, ScenarioFile};
+use crate::disagg::Role;
 use crate::memory::MemoryConfig;
 use crate::spec::{GpuSpec, ModelSpec};
 
@@ -39,6 +40,10 @@ pub struct GroupSection {
     pub memory: Option<toml::Table>,
     /// Keys overriding `[cost]` for this group (a different `kind` replaces it whole).
     pub cost: Option<toml::Table>,
+    /// `"prefill"` or `"decode"`: the group's pool in a disaggregated cluster (see
+    /// [`crate::disagg`]). Default `"mixed"`: whole requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
 }
 
 /// Accepts a GPU as a preset name or as a `[gpu]`-like table, keeping key paths in errors.
@@ -116,6 +121,7 @@ pub(crate) fn resolve_groups(
             &format!("{path}.scheduler"),
         )?;
         let name = g.name.clone().unwrap_or_else(|| format!("{}-tp{tp}", gpu.name));
+        let role = g.role.unwrap_or_default();
         *g = GroupSection {
             name: Some(name.clone()),
             count: g.count,
@@ -124,6 +130,7 @@ pub(crate) fn resolve_groups(
             scheduler: Some(to_table(&scheduler)),
             memory: Some(to_table(&memory)),
             cost: Some(to_table(&cost)),
+            role: (role != Role::Mixed).then_some(role),
         };
         out.push(InstanceGroup {
             name,
@@ -135,6 +142,7 @@ pub(crate) fn resolve_groups(
             cost,
             profile: None,
             max_model_len,
+            role,
         });
     }
     Ok(out)

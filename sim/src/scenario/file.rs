@@ -52,6 +52,10 @@ pub struct ScenarioFile {
     /// `[plan]`: the candidates `servesim plan` searches (ignored by `simulate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanSection>,
+    /// `[fleet]`: instance start-up, failures and restarts, autoscaling. Default: a fixed
+    /// fleet that never fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<crate::fleet::FleetSection>,
 }
 
 /// `[model]`: a preset, optionally with dimensions overridden, or every dimension given.
@@ -282,11 +286,21 @@ pub struct ClusterSection {
     /// overrides (replaces `instances` and `tp`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<GroupSection>,
+    /// `[cluster.disaggregation]`: the KV link and decode router of a cluster whose groups
+    /// have `role = "prefill"` and `"decode"`. Default: written in full when there are roles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disaggregation: Option<crate::disagg::DisaggregationSection>,
 }
 
 impl Default for ClusterSection {
     fn default() -> Self {
-        ClusterSection { instances: 1, tp: 1, router: RouterSpec::RoundRobin(Empty {}), groups: Vec::new() }
+        ClusterSection {
+            instances: 1,
+            tp: 1,
+            router: RouterSpec::RoundRobin(Empty {}),
+            groups: Vec::new(),
+            disaggregation: None,
+        }
     }
 }
 
@@ -604,19 +618,32 @@ impl MetricsSection {
 }
 
 /// `[run]`: limits on the run itself.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RunSection {
     /// Stop the clock here; requests not finished count as in flight. Default: run until every
     /// request has finished.
     pub max_time_s: Option<f64>,
+    /// The event budget: a run that has processed this many events stops there (its summary
+    /// says so, `stopped`), so that no scenario, however absurd, runs forever. The default,
+    /// 10⁹, is about ten million requests' worth at a few hundred events each, and a few
+    /// minutes of simulation.
+    pub max_events: u64,
 }
 
 impl RunSection {
+    pub const DEFAULT_MAX_EVENTS: u64 = 1_000_000_000;
+
     pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
         if let Some(t) = self.max_time_s {
             check(t.is_finite() && t > 0.0, path, "max_time_s", "must be > 0", t)?;
         }
-        Ok(())
+        check(self.max_events >= 1, path, "max_events", "must be ≥ 1", self.max_events)
+    }
+}
+
+impl Default for RunSection {
+    fn default() -> Self {
+        RunSection { max_time_s: None, max_events: Self::DEFAULT_MAX_EVENTS }
     }
 }

@@ -103,6 +103,8 @@ pub struct InstanceGroup {
     pub profile: Option<Arc<Profile>>,
     /// Longest prompt + output a request may have on this group.
     pub max_model_len: u64,
+    /// Its pool in a disaggregated cluster; mixed otherwise.
+    pub role: crate::disagg::Role,
 }
 
 /// A validated scenario: everything the simulator needs, resolved.
@@ -117,6 +119,10 @@ pub struct Scenario {
     pub slo: SloSection,
     pub metrics: MetricsSection,
     pub run: RunSection,
+    /// `[fleet]`: failures, restarts, autoscaling (`None`: a fixed fleet that never fails).
+    pub fleet: Option<crate::fleet::FleetSection>,
+    /// Prefill and decode pools: the KV link and the decode router (`None`: colocated).
+    pub disaggregation: Option<crate::disagg::Disaggregation>,
     /// The file with every default and preset filled in, for writing next to the outputs.
     pub resolved: ScenarioFile,
     /// Where the files the scenario names come from (see [`Resources`]).
@@ -239,6 +245,27 @@ impl Scenario {
             let path = if heterogeneous { format!("cluster.groups[{i}].cost.profile") } else { "cost.profile".into() };
             g.profile = group_profile(g, &model, resources.as_ref(), &path)?;
         }
+        if let Some(f) = &file.fleet {
+            f.validate("fleet", &groups)?;
+        }
+        let disaggregation = crate::disagg::resolve(file.cluster.disaggregation.as_ref(), &groups, heterogeneous)?;
+        file.cluster.disaggregation = disaggregation.clone();
+        if let (Some(plan), Some(_)) = (&file.plan, &disaggregation) {
+            if plan.spare > 0 {
+                return Err(ScenarioError::at(
+                    "plan.spare",
+                    format!("{} instances down is not planned for a disaggregated cluster (cluster.disaggregation); use plan.spare_instances to add spares without simulating failures", plan.spare),
+                ));
+            }
+        }
+        if file.fleet.is_some() && disaggregation.is_some() {
+            return Err(ScenarioError::at(
+                "fleet",
+                "failures and autoscaling are not modelled for a disaggregated cluster (cluster.disaggregation); \
+                 remove one of the two sections"
+                    .into(),
+            ));
+        }
         if let Some(t) = file.workload.trace.as_mut() {
             if t.source.is_none() {
                 resources.trace(t).map_err(|e| ScenarioError::at("", e))?;
@@ -254,6 +281,8 @@ impl Scenario {
             slo: file.slo.clone(),
             metrics: file.metrics.clone(),
             run: file.run.clone(),
+            fleet: file.fleet.clone(),
+            disaggregation: disaggregation.as_ref().map(Into::into),
             resolved: file,
             resources,
         };
@@ -300,6 +329,7 @@ impl Scenario {
             cost: file.cost.clone(),
             profile: None,
             max_model_len,
+            role: crate::disagg::Role::Mixed,
         })
     }
 

@@ -4,6 +4,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, Gamma};
 use serde::{Deserialize, Serialize};
 
+use super::daily::{next_thinned, Curve, Diurnal};
 use crate::scenario::{check, ScenarioError};
 use crate::tagged_enum;
 
@@ -18,6 +19,10 @@ pub enum ArrivalSpec {
     Constant(Constant),
     Phases(Phases),
     ClosedLoop(ClosedLoop),
+    /// A daily cycle of the rate (see `workload::daily`).
+    Diurnal(Diurnal),
+    /// The rate through given points, optionally repeating (see `workload::daily`).
+    Curve(Curve),
 }
 
 tagged_enum!(ArrivalSpec {
@@ -26,6 +31,8 @@ tagged_enum!(ArrivalSpec {
     "constant" => Constant(Constant),
     "phases" => Phases(Phases),
     "closed-loop" => ClosedLoop(ClosedLoop),
+    "diurnal" => Diurnal(Diurnal),
+    "curve" => Curve(Curve),
 });
 
 /// Poisson arrivals at `rate` requests per second (exponential gaps, CV 1).
@@ -148,6 +155,8 @@ impl ArrivalSpec {
                     c.think_time_s,
                 )
             }
+            ArrivalSpec::Diurnal(d) => d.validate(path),
+            ArrivalSpec::Curve(c) => c.validate(path),
         }
     }
 
@@ -155,6 +164,7 @@ impl ArrivalSpec {
     pub fn natural_duration_s(&self) -> Option<f64> {
         match self {
             ArrivalSpec::Phases(p) => Some(p.phases.iter().map(|ph| ph.duration_s).sum()),
+            ArrivalSpec::Curve(c) => c.end_s(),
             _ => None,
         }
     }
@@ -170,6 +180,18 @@ impl ArrivalSpec {
                 Some(p.phases.iter().map(|ph| ph.rate * ph.duration_s).sum::<f64>() / d)
             }
             ArrivalSpec::ClosedLoop(_) => None,
+            ArrivalSpec::Diurnal(d) => Some(d.mean_rate()),
+            ArrivalSpec::Curve(c) => Some(c.mean_rate()),
+        }
+    }
+
+    /// The highest rate of a schedule or curve (the mean rate of a steady process).
+    pub fn peak_rate(&self) -> Option<f64> {
+        match self {
+            ArrivalSpec::Phases(p) => p.phases.iter().map(|ph| ph.rate).reduce(f64::max),
+            ArrivalSpec::Diurnal(d) => Some(d.peak_rate),
+            ArrivalSpec::Curve(c) => Some(c.max_rate()),
+            _ => self.mean_rate(),
         }
     }
 
@@ -181,6 +203,8 @@ impl ArrivalSpec {
             ArrivalSpec::Constant(c) => c.rate *= k,
             ArrivalSpec::Phases(p) => p.phases.iter_mut().for_each(|ph| ph.rate *= k),
             ArrivalSpec::ClosedLoop(_) => {}
+            ArrivalSpec::Diurnal(d) => d.scale_rate(k),
+            ArrivalSpec::Curve(c) => c.scale_rate(k),
         }
     }
 }
@@ -239,6 +263,10 @@ impl OpenArrivals {
                     None => return None,
                 }
             },
+            ArrivalSpec::Diurnal(d) => next_thinned(&mut self.rng, self.now_s, d.peak_rate, None, |t| d.rate_at(t))?,
+            ArrivalSpec::Curve(c) => {
+                next_thinned(&mut self.rng, self.now_s, c.max_rate(), c.end_s(), |t| c.rate_at(t))?
+            }
             ArrivalSpec::ClosedLoop(_) => {
                 unreachable!("closed-loop arrivals are driven by completions")
             }

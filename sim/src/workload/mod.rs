@@ -5,6 +5,7 @@
 //! lengths, think times) has its own random substream.
 
 pub mod arrival;
+pub mod daily;
 pub mod fit;
 pub mod length;
 pub mod list;
@@ -147,10 +148,10 @@ impl WorkloadSpec {
         }
     }
 
-    /// The highest scheduled rate (of a phase schedule), else the mean rate.
+    /// The highest scheduled rate (of a phase schedule or a daily curve), else the mean rate.
     pub fn peak_rate(&self) -> Option<f64> {
         match &self.arrival {
-            Some(ArrivalSpec::Phases(p)) => p.phases.iter().map(|ph| ph.rate).reduce(f64::max),
+            Some(a) => a.peak_rate(),
             _ => self.mean_rate(),
         }
     }

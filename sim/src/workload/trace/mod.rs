@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use datetime::parse_datetime_ns;
+pub use datetime::{parse_datetime_ns, parse_decimal_ns};
 pub use replay::{scan, TraceReplay, TraceScan};
 
 use crate::scenario::{check, ScenarioError};

@@ -1,0 +1,46 @@
+//! What an instance does when it fails: it stops (a hang freezes the iteration in flight), or
+//! loses everything (a crash, or a hang once detected) and starts over empty.
+
+use super::Instance;
+use crate::time::SimTime;
+
+impl Instance {
+    /// Whether routers may send requests here.
+    pub fn routable(&self) -> bool {
+        self.routable
+    }
+
+    pub fn set_routable(&mut self, routable: bool) {
+        self.routable = routable;
+    }
+
+    /// When the in-flight iteration ends (`None`: none in flight, or frozen by a hang). An
+    /// iteration-end event for another time is stale: its instance failed meanwhile.
+    pub fn iteration_end(&self) -> Option<SimTime> {
+        self.iteration_end
+    }
+
+    /// Hangs at `now`: the iteration in flight never ends and no other starts; arrivals still
+    /// queue.
+    pub fn freeze(&mut self, now: SimTime) {
+        self.iteration_start.get_or_insert(now);
+        self.iteration_end = None;
+    }
+
+    /// Dies: every request it holds is dropped — running, swapped, preempted, queued, in that
+    /// order, as (id, client) — with its KV cache, swap space and CPU tier; the instance starts
+    /// over empty (same configuration, same counters of work done).
+    pub fn crash(&mut self) -> Vec<(u64, u32)> {
+        let mut held = Vec::with_capacity(self.outstanding() as usize);
+        held.extend(self.running.iter().map(|s| (s.id, s.client)));
+        held.extend(self.swapped.iter().map(|s| (s.id, s.client)));
+        held.extend(self.preempted.iter().map(|s| (s.id, s.client)));
+        held.extend(self.queue.iter().map(|s| (s.id, s.client)));
+        let (iterations, steps, routable) = (self.iterations, self.decode_token_steps, self.routable);
+        *self = Instance::new(self.id, self.cfg.clone(), self.cost.clone());
+        self.iterations = iterations;
+        self.decode_token_steps = steps;
+        self.routable = routable;
+        held
+    }
+}

@@ -1,0 +1,218 @@
+//! Prefill/decode disaggregation on one instance: a prefill instance hands requests off after
+//! their first token and keeps their KV until the transfer is done; a decode instance takes
+//! them in, allocates their blocks (which starts the transfer) and decodes them when it is done.
+//!
+//! ```text
+//!   prefill instance:  running ─(first token)─► outgoing (blocks pinned) ─(transfer done)─► freed
+//!   decode instance:   incoming (no blocks, FIFO) ─(blocks free)─► receiving (blocks, transfer
+//!                      in flight) ─(transfer done)─► running (a decode, context computed)
+//! ```
+//! Receiving requests count against `max_num_seqs` (they will run as soon as their KV lands).
+//! Requests in the incoming and receiving lists count as waiting in the gauges and as
+//! outstanding for routers; outgoing ones count nowhere (the decode instance holds them), but
+//! their blocks are in use.
+
+use std::collections::VecDeque;
+
+use super::seq::{Cold, Seq};
+use super::Instance;
+use crate::disagg::Role;
+use crate::metrics::Recorder;
+use crate::time::SimTime;
+
+/// A prefilled request leaving its prefill instance: what the decode instance needs to know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handoff {
+    pub id: u64,
+    pub arrival: SimTime,
+    pub prompt: u32,
+    pub output: u32,
+    pub client: u32,
+    pub class: u8,
+    /// Whether its latencies enter the statistics.
+    pub counted: bool,
+    /// Tokens of KV that move (its prompt).
+    pub tokens: u64,
+    /// When its first token was produced.
+    pub first_token: SimTime,
+    /// The prefill instance holding its KV.
+    pub from: u32,
+}
+
+/// The requests an instance is handing off or taking in. Boxed like the running batch, since
+/// requests move between these lists and the batch.
+#[allow(clippy::vec_box)]
+#[derive(Debug, Default)]
+pub(super) struct Transfers {
+    /// Prefill side: handed off, blocks held until the transfer is done.
+    outgoing: Vec<Box<Seq>>,
+    /// Prefill side: handed off since the engine last asked.
+    ready: Vec<Handoff>,
+    /// Decode side: waiting for blocks, in arrival order.
+    incoming: VecDeque<Box<Seq>>,
+    /// Decode side: blocks allocated, KV on the way.
+    receiving: Vec<Box<Seq>>,
+}
+
+impl Transfers {
+    /// Requests the decode side holds (incoming and receiving).
+    pub(super) fn held(&self) -> usize {
+        self.incoming.len() + self.receiving.len()
+    }
+
+    /// Requests with a slot reserved (receiving counts against `max_num_seqs`).
+    pub(super) fn slots(&self) -> usize {
+        self.receiving.len()
+    }
+
+    /// Whether requests in a KV transfer hold blocks here (work may wait for them).
+    pub(super) fn pins_blocks(&self) -> bool {
+        !self.outgoing.is_empty() || !self.receiving.is_empty()
+    }
+
+    /// Block tables of the requests holding blocks here (outgoing and receiving).
+    pub(super) fn tables(&self) -> impl Iterator<Item = &[u32]> {
+        self.outgoing.iter().chain(&self.receiving).map(|s| s.blocks.as_slice())
+    }
+
+    /// Output tokens still to produce by the requests the decode side holds.
+    pub(super) fn pending_decode(&self) -> u64 {
+        self.incoming.iter().chain(&self.receiving).map(|s| (s.output - s.generated) as u64).sum()
+    }
+}
+
+impl Instance {
+    pub fn role(&self) -> Role {
+        self.cfg.policy.role
+    }
+
+    /// Prefill side, at the end of an iteration: every running request that has its first
+    /// token leaves the batch (keeping its blocks) and is handed off.
+    pub(super) fn hand_off_prefilled(&mut self, now: SimTime) {
+        let mut i = 0;
+        while i < self.running.len() {
+            if self.running[i].generated == 0 {
+                i += 1;
+                continue;
+            }
+            let s = self.running.remove(i);
+            debug_assert!(s.generated == 1 && s.computed == s.prompt as u64, "request {} handed off mid-way", s.id);
+            self.queue.left(&s);
+            self.pending_decode -= (s.output - s.generated) as u64;
+            self.xfer.ready.push(Handoff {
+                id: s.id,
+                arrival: s.cold.arrival,
+                prompt: s.prompt,
+                output: s.output,
+                client: s.client,
+                class: s.class,
+                counted: s.counted,
+                tokens: s.computed,
+                first_token: now,
+                from: self.id,
+            });
+            self.xfer.outgoing.push(s);
+        }
+    }
+
+    /// Prefill side: the requests handed off since the last call.
+    pub fn take_handoffs(&mut self, out: &mut Vec<Handoff>) {
+        out.append(&mut self.xfer.ready);
+    }
+
+    /// Prefill side: the transfer of `id` is done; its blocks are freed (cached blocks stay
+    /// cached).
+    pub fn release_handoff(&mut self, id: u64, now: SimTime) {
+        let k = self.xfer.outgoing.iter().position(|s| s.id == id).expect("released request is outgoing");
+        let mut s = self.xfer.outgoing.swap_remove(k);
+        self.kv.release_at(&mut s.blocks, now);
+    }
+
+    /// Decode side: takes in a request prefilled elsewhere; it waits for blocks.
+    pub fn offer(&mut self, h: &Handoff) {
+        debug_assert_eq!(self.role(), Role::Decode);
+        self.pending_decode += (h.output - 1) as u64;
+        self.xfer.incoming.push_back(Box::new(Seq {
+            id: h.id,
+            computed: h.tokens,
+            step: 0,
+            blocks: Vec::new(),
+            last_token: h.first_token,
+            prompt: h.prompt,
+            output: h.output,
+            generated: 1,
+            client: h.client,
+            draft: 0,
+            counted: h.counted,
+            admitted: true,
+            class: h.class,
+            cold: Cold { arrival: h.arrival, ..Cold::default() },
+        }));
+    }
+
+    /// Decode side: allocates blocks for incoming requests, first come first served, while
+    /// `max_num_seqs` and the free blocks (less the watermark when others run) allow; pushes
+    /// the ids whose transfer starts now.
+    pub fn start_transfers(&mut self, rec: &mut Recorder, started: &mut Vec<u64>) {
+        while let Some(s) = self.xfer.incoming.front() {
+            if self.running.len() + self.xfer.receiving.len() >= self.cfg.max_num_seqs as usize {
+                break;
+            }
+            let need = self.blocks_for(s.computed);
+            let busy = !self.running.is_empty() || !self.xfer.receiving.is_empty();
+            let reserve = if busy { self.cfg.watermark_blocks as u64 } else { 0 };
+            if (self.kv.free() as u64) < need + reserve {
+                break;
+            }
+            let mut s = self.xfer.incoming.pop_front().expect("front exists");
+            for _ in 0..need {
+                let b = self.alloc_block(rec).expect("checked free blocks");
+                s.blocks.push(b);
+            }
+            started.push(s.id);
+            self.xfer.receiving.push(s);
+        }
+    }
+
+    /// Decode side: the KV of `id` has arrived; it joins the batch as a decode.
+    pub fn transfer_done(&mut self, id: u64) {
+        let k = self.xfer.receiving.iter().position(|s| s.id == id).expect("transferred request is receiving");
+        let s = self.xfer.receiving.remove(k);
+        self.running.push(s);
+    }
+
+    /// Ids of the requests this instance hands off (outgoing) and takes in (incoming and
+    /// receiving), for the cluster-wide invariant check.
+    pub fn transfer_ids(&self) -> (Vec<u64>, Vec<u64>) {
+        let x = &self.xfer;
+        (x.outgoing.iter().map(|s| s.id).collect(), x.incoming.iter().chain(&x.receiving).map(|s| s.id).collect())
+    }
+
+    /// Requests receiving their KV now.
+    pub fn receiving(&self) -> usize {
+        self.xfer.receiving.len()
+    }
+
+    /// Checks the transfer lists: outgoing requests hold the blocks of their prompt, incoming
+    /// ones none, receiving ones the blocks of their transferred KV; only the right roles use
+    /// them.
+    pub(super) fn check_transfers(&self) {
+        let x = &self.xfer;
+        for s in &x.outgoing {
+            assert!(s.blocks.len() as u64 >= self.blocks_for(s.computed), "outgoing request {} lacks blocks", s.id);
+        }
+        for s in &x.incoming {
+            assert!(s.blocks.is_empty() && s.generated == 1, "incoming request {} holds blocks", s.id);
+        }
+        for s in &x.receiving {
+            assert_eq!(s.blocks.len() as u64, self.blocks_for(s.computed), "receiving request {} blocks", s.id);
+        }
+        if self.role() != Role::Prefill {
+            assert!(x.outgoing.is_empty() && x.ready.is_empty(), "instance {} hands off but is not prefill", self.id);
+        }
+        if self.role() != Role::Decode {
+            assert_eq!(x.held(), 0, "instance {} takes requests in but is not decode", self.id);
+        }
+        assert!(self.running.len() + x.slots() <= self.cfg.max_num_seqs as usize);
+    }
+}

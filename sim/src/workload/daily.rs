@@ -1,0 +1,270 @@
+//! Arrival rates that change over the day: a diurnal cycle, or a curve through given points.
+//!
+//! ```text
+//!   diurnal:  rate(t) = trough + (peak − trough) × (1 + cos(2π (t − peak_at_s) / period_s)) / 2
+//!   curve:    rate(t) linear between points [t_s, rate], repeating every period_s if given
+//! ```
+//! Arrivals are a non-homogeneous Poisson process, drawn by thinning (Lewis and Shedler, 1979):
+//! candidates at the highest rate, each kept with probability rate(t) / highest rate. The
+//! process is exact for any rate curve and uses one random stream.
+
+use rand::RngExt;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Exp};
+use serde::{Deserialize, Serialize};
+
+use crate::scenario::{check, ScenarioError};
+
+/// `{ kind = "diurnal", peak_rate, trough_rate, period_s = 86400, peak_at_s = 50400 }`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Diurnal {
+    /// Requests per second at the top of the cycle.
+    pub peak_rate: f64,
+    /// Requests per second at the bottom of the cycle (half a period from the peak).
+    pub trough_rate: f64,
+    /// Length of the cycle, s. Default 86400 (a day).
+    #[serde(default = "day_s")]
+    pub period_s: f64,
+    /// When the peak comes, s from the start of the run. Default 50400 (14:00 when the run
+    /// starts at midnight).
+    #[serde(default = "two_pm_s")]
+    pub peak_at_s: f64,
+}
+
+fn day_s() -> f64 {
+    86_400.0
+}
+
+fn two_pm_s() -> f64 {
+    50_400.0
+}
+
+/// `{ kind = "curve", points = [[0, 5], [21600, 2], [50400, 20], [86400, 5]], period_s = 86400 }`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Curve {
+    /// `[t_s, rate]` pairs, the first at t = 0, times increasing; the rate is linear between
+    /// them.
+    pub points: Vec<[f64; 2]>,
+    /// Repeat the curve every `period_s` (its last point's time at most; from the last point
+    /// back to the first linearly). Default: no repeat, arrivals end at the last point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_s: Option<f64>,
+}
+
+fn check_rate(path: &str, key: &str, r: f64) -> Result<(), ScenarioError> {
+    check(r.is_finite() && (0.0..1e9).contains(&r), path, key, "must be ≥ 0", r)
+}
+
+impl Diurnal {
+    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+        check_rate(path, "peak_rate", self.peak_rate)?;
+        check(self.peak_rate > 0.0, path, "peak_rate", "must be > 0", self.peak_rate)?;
+        check_rate(path, "trough_rate", self.trough_rate)?;
+        check(
+            self.trough_rate <= self.peak_rate,
+            path,
+            "trough_rate",
+            &format!("must be ≤ peak_rate ({})", self.peak_rate),
+            self.trough_rate,
+        )?;
+        let p = self.period_s;
+        check(p.is_finite() && p > 0.0 && p <= 1e9, path, "period_s", "must be in (0, 1e9]", p)?;
+        let a = self.peak_at_s;
+        check(a.is_finite() && a >= 0.0 && a <= 1e9, path, "peak_at_s", "must be in [0, 1e9]", a)
+    }
+
+    pub fn rate_at(&self, t_s: f64) -> f64 {
+        let phase = 2.0 * std::f64::consts::PI * (t_s - self.peak_at_s) / self.period_s;
+        self.trough_rate + (self.peak_rate - self.trough_rate) * (1.0 + phase.cos()) / 2.0
+    }
+
+    /// Mean over whole cycles.
+    pub fn mean_rate(&self) -> f64 {
+        (self.peak_rate + self.trough_rate) / 2.0
+    }
+
+    pub fn scale_rate(&mut self, k: f64) {
+        self.peak_rate *= k;
+        self.trough_rate *= k;
+    }
+}
+
+impl Curve {
+    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+        let pts = format!("{path}.points");
+        if self.points.len() < 2 {
+            return Err(ScenarioError::at(&pts, "must list at least two [t_s, rate] points".into()));
+        }
+        check(self.points[0][0] == 0.0, &pts, "[0][0]", "the first point must be at t = 0", self.points[0][0])?;
+        for (i, p) in self.points.iter().enumerate() {
+            check_rate(&pts, &format!("[{i}][1]"), p[1])?;
+            check(p[0].is_finite() && p[0] <= 1e9, &pts, &format!("[{i}][0]"), "must be a time in [0, 1e9] s", p[0])?;
+            if i > 0 {
+                let prev = self.points[i - 1][0];
+                check(
+                    p[0] > prev,
+                    &pts,
+                    &format!("[{i}][0]"),
+                    &format!("must be after the previous point ({prev})"),
+                    p[0],
+                )?;
+            }
+        }
+        if self.max_rate() <= 0.0 {
+            return Err(ScenarioError::at(&pts, "every rate is 0: no request would arrive".into()));
+        }
+        if let Some(p) = self.period_s {
+            let last = self.points[self.points.len() - 1][0];
+            check(
+                p.is_finite() && p >= last && p > 0.0 && p <= 1e9,
+                path,
+                "period_s",
+                &format!("must be at least the last point's time ({last})"),
+                p,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The last point's time when the curve does not repeat: arrivals end there.
+    pub fn end_s(&self) -> Option<f64> {
+        match self.period_s {
+            Some(_) => None,
+            None => Some(self.points[self.points.len() - 1][0]),
+        }
+    }
+
+    /// The points over one span, with the wrap back to the first point when it repeats.
+    fn knots(&self) -> Vec<[f64; 2]> {
+        let mut k = self.points.clone();
+        if let Some(p) = self.period_s {
+            if p > k[k.len() - 1][0] {
+                k.push([p, self.points[0][1]]);
+            }
+        }
+        k
+    }
+
+    pub fn rate_at(&self, t_s: f64) -> f64 {
+        let pts = &self.points;
+        let last = pts[pts.len() - 1];
+        let t = match self.period_s {
+            Some(p) => {
+                let t = t_s.rem_euclid(p);
+                if t >= last[0] {
+                    // From the last point back to the first, over the rest of the period.
+                    let span = p - last[0];
+                    return if span > 0.0 { last[1] + (pts[0][1] - last[1]) * (t - last[0]) / span } else { last[1] };
+                }
+                t
+            }
+            None => t_s,
+        };
+        let i = pts.partition_point(|p| p[0] <= t);
+        if i == 0 {
+            return pts[0][1];
+        }
+        if i >= pts.len() {
+            return last[1];
+        }
+        let (a, b) = (pts[i - 1], pts[i]);
+        a[1] + (b[1] - a[1]) * (t - a[0]) / (b[0] - a[0])
+    }
+
+    pub fn max_rate(&self) -> f64 {
+        self.points.iter().map(|p| p[1]).fold(0.0, f64::max)
+    }
+
+    /// Mean over one span (trapezoids).
+    pub fn mean_rate(&self) -> f64 {
+        let k = self.knots();
+        let span = k[k.len() - 1][0];
+        let area: f64 = k.windows(2).map(|w| (w[1][0] - w[0][0]) * (w[0][1] + w[1][1]) / 2.0).sum();
+        area / span
+    }
+
+    pub fn scale_rate(&mut self, k: f64) {
+        self.points.iter_mut().for_each(|p| p[1] *= k);
+    }
+}
+
+/// The next arrival after `now_s` of a Poisson process whose rate is `rate(t)` ≤ `max_rate`,
+/// or `None` past `end_s`.
+pub fn next_thinned(
+    rng: &mut ChaCha8Rng,
+    now_s: f64,
+    max_rate: f64,
+    end_s: Option<f64>,
+    rate: impl Fn(f64) -> f64,
+) -> Option<f64> {
+    let exp = Exp::new(max_rate).expect("validated: the highest rate is > 0");
+    let mut t = now_s;
+    loop {
+        t += exp.sample(rng);
+        if end_s.is_some_and(|e| t > e) {
+            return None;
+        }
+        if rng.random::<f64>() * max_rate < rate(t) {
+            return Some(t);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::{substream, Stream};
+
+    #[test]
+    fn diurnal_shape() {
+        let d = Diurnal { peak_rate: 10.0, trough_rate: 2.0, period_s: 100.0, peak_at_s: 30.0 };
+        assert!((d.rate_at(30.0) - 10.0).abs() < 1e-12);
+        assert!((d.rate_at(80.0) - 2.0).abs() < 1e-12);
+        assert!((d.rate_at(130.0) - 10.0).abs() < 1e-9);
+        assert!((d.rate_at(55.0) - 6.0).abs() < 1e-9);
+        assert_eq!(d.mean_rate(), 6.0);
+    }
+
+    #[test]
+    fn curve_interpolates_and_wraps() {
+        let c = Curve { points: vec![[0.0, 4.0], [10.0, 8.0], [20.0, 0.0]], period_s: Some(40.0) };
+        assert_eq!(c.rate_at(5.0), 6.0);
+        assert_eq!(c.rate_at(15.0), 4.0);
+        // From (20, 0) back to (40, 4): at 30 → 2; the next cycle starts again.
+        assert_eq!(c.rate_at(30.0), 2.0);
+        assert_eq!(c.rate_at(45.0), 6.0);
+        // Area: 60 + 40 + 40 = 140 over 40 s.
+        assert!((c.mean_rate() - 3.5).abs() < 1e-12);
+        let once = Curve { points: vec![[0.0, 4.0], [10.0, 8.0]], period_s: None };
+        assert_eq!(once.end_s(), Some(10.0));
+        assert_eq!(once.rate_at(99.0), 8.0);
+    }
+
+    #[test]
+    fn thinning_follows_the_rate() {
+        let d = Diurnal { peak_rate: 40.0, trough_rate: 4.0, period_s: 1000.0, peak_at_s: 250.0 };
+        let mut rng = substream(5, Stream::Arrivals, 0);
+        let mut t = 0.0;
+        let mut times = vec![];
+        while let Some(x) = next_thinned(&mut rng, t, d.peak_rate, Some(10_000.0), |t| d.rate_at(t)) {
+            times.push(x);
+            t = x;
+        }
+        // Expected count in [a, b) = ∫ rate: over whole cycles, mean × length.
+        let total = times.len() as f64;
+        assert!((total / (22.0 * 10_000.0) - 1.0).abs() < 0.02, "{total}");
+        // Near the peaks (±50 s around 250 + 1000k) versus near the troughs (750 + 1000k).
+        let near =
+            |c: f64| times.iter().filter(|&&x| ((x - c).rem_euclid(1000.0) + 50.0).rem_euclid(1000.0) < 100.0).count();
+        let (peak, trough) = (near(250.0) as f64, near(750.0) as f64);
+        // ∫ over ±50 s: 4 × 100 + 36 × (100 + 1000/π × sin(π/10)) / 2 ≈ 3948 per... ×10 cycles.
+        let expect = |sign: f64| {
+            10.0 * (4.0 * 100.0
+                + 36.0 * (100.0 + sign * 1000.0 / std::f64::consts::PI * (std::f64::consts::PI / 10.0).sin()) / 2.0)
+        };
+        assert!((peak / expect(1.0) - 1.0).abs() < 0.05, "{peak} vs {}", expect(1.0));
+        assert!((trough / expect(-1.0) - 1.0).abs() < 0.15, "{trough} vs {}", expect(-1.0));
+    }
+}

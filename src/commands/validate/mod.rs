@@ -1,0 +1,519 @@
+//! `servesim validate`: how far the simulator's predictions are from executed runs.
+//!
+//! ```text
+//!   runs (default)   capacity, then each load: the same scenario emulated (every iteration's
+//!                    batch really executed on --backend, its measured time advancing simulated
+//!                    time) vs predicted (profiled cost model, calibrated here) vs roofline
+//!   --iterations     seeded mixed batches across the batch space: executed vs predicted
+//!   --measured FILE  a real serving run's per-request file vs its requests replayed
+//! ```
+
+mod iterations;
+mod measured;
+mod report;
+mod runs;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use servesim_calibrate::backend::cpu::CpuBackend;
+use servesim_calibrate::backend::cuda::CudaBackend;
+use servesim_calibrate::backend::Backend;
+use servesim_calibrate::clock::Clock;
+use servesim_calibrate::emulate::cpu::CpuExecutor;
+use servesim_calibrate::emulate::cuda::CudaExecutor;
+use servesim_calibrate::emulate::{Emulator, Executor};
+use servesim_calibrate::{fit, plan, sweep};
+use servesim_sim::cost::profile::{ModelDims, Profile, ProfileMeta};
+use servesim_sim::cost::Profiled;
+use servesim_sim::scenario::CostSpec;
+use servesim_sim::Scenario;
+
+use crate::error::{CliError, Result};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Scenario TOML file: its model, scheduler, workload (with `requests`) and SLOs.
+    #[arg(long)]
+    scenario: PathBuf,
+    /// What executes the emulated side: cpu (the CPU reference ops) or cuda (the CUDA kernels
+    /// on GPU 0). Needed for runs and --iterations; not with --measured.
+    #[arg(long, value_enum)]
+    backend: Option<BackendKind>,
+    /// Loads to validate, as fractions of the measured capacity.
+    #[arg(long, value_delimiter = ',', default_value = "0.5,0.8,0.95")]
+    loads: Vec<f64>,
+    /// Iteration level: predicted vs executed time of seeded mixed batches instead of runs.
+    #[arg(long)]
+    iterations: bool,
+    /// Batches for --iterations.
+    #[arg(long, default_value_t = 90)]
+    batches: usize,
+    /// A measured per-request file of a real serving run (vLLM benchmark_serving JSON, AIPerf
+    /// profile_export.jsonl, or a CSV such as servesim's requests.csv): its requests are
+    /// replayed at their arrival times and the predictions compared with it.
+    #[arg(long)]
+    measured: Option<PathBuf>,
+    /// Format of --measured.
+    #[arg(long, value_enum, default_value_t = MeasuredKind::Auto)]
+    measured_format: MeasuredKind,
+    /// Cost profile to predict with. Default: calibrated now on --backend (written to the
+    /// output folder as profile.json); with --measured, the scenario's own cost model.
+    #[arg(long)]
+    profile: Option<PathBuf>,
+    /// Requests per second that load 1.0 stands for, instead of measuring the capacity.
+    #[arg(long)]
+    capacity: Option<f64>,
+    /// Executions of each emulated iteration; the median is its time. Default 1 for runs (their
+    /// metrics average over hundreds of iterations), 3 for --iterations.
+    #[arg(long)]
+    repeat: Option<u32>,
+    /// Clock of the cpu backend: thread (the emulating thread's CPU time, immune to other
+    /// processes on a shared machine) or wall.
+    #[arg(long, value_enum, default_value_t = ClockKind::Thread)]
+    clock: ClockKind,
+    /// Stop calibrating after this much calibration time in all (e.g. 300s, 10m); what was
+    /// measured is fitted.
+    #[arg(long, default_value = "600s")]
+    calibration_deadline: String,
+    /// Seed (overrides the scenario's): the workload, the random weights and batches.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Output folder. Default: outputs/<scenario name>-validate/.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// What to print on stdout (validate.json and validate.csv are written either way).
+    #[arg(long, value_enum, default_value_t = OutFormat::Table)]
+    format: OutFormat,
+    /// No progress on stderr and nothing on stdout.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    Cpu,
+    Cuda,
+}
+
+impl BackendKind {
+    fn name(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ClockKind {
+    Thread,
+    Wall,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum MeasuredKind {
+    Auto,
+    Vllm,
+    Aiperf,
+    Csv,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutFormat {
+    Table,
+    Json,
+    Csv,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if a.iterations && a.measured.is_some() {
+        return Err(CliError::input("--iterations and --measured are different validations: give one"));
+    }
+    if a.repeat == Some(0) {
+        return Err(CliError::input("--repeat: must be ≥ 1, got 0"));
+    }
+    if let Some(c) = a.capacity {
+        if !(c.is_finite() && c > 0.0) {
+            return Err(CliError::input(format!("--capacity: must be > 0 requests/s, got {c}")));
+        }
+    }
+    let mut s = crate::scenario_file::load(&a.scenario)?;
+    if let Some(seed) = a.seed {
+        s.set_seed(seed);
+    }
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from("outputs").join(format!("{}-validate", s.name)));
+    if a.measured.is_some() {
+        if a.backend.is_some() {
+            return Err(CliError::input(
+                "--backend: --measured compares the prediction with the file; nothing is executed",
+            ));
+        }
+        return measured::run(&a, s, &out);
+    }
+    if s.groups.len() != 1 || s.groups[0].count != 1 {
+        return Err(CliError::input(format!(
+            "{}: cluster.instances: validate emulates one instance, got {}",
+            a.scenario.display(),
+            s.instances()
+        )));
+    }
+    let Some(backend) = a.backend else {
+        return Err(CliError::input("--backend: give cpu or cuda (what executes the batches)"));
+    };
+    if a.iterations {
+        iterations::run(&a, backend, s, &out)
+    } else {
+        runs::run(&a, backend, s, &out)
+    }
+}
+
+impl Args {
+    fn repeat(&self) -> u32 {
+        self.repeat.unwrap_or(if self.iterations { 3 } else { 1 })
+    }
+
+    fn clock(&self) -> Clock {
+        match self.clock {
+            ClockKind::Thread => Clock::Thread,
+            ClockKind::Wall => Clock::Wall,
+        }
+    }
+
+    fn progress(&self, msg: &str) {
+        if !self.quiet {
+            eprintln!("{msg}");
+        }
+    }
+}
+
+/// The executor of `backend` for the scenario's model, and what it is, for the report.
+fn executor(a: &Args, backend: BackendKind, s: &Scenario) -> Result<Box<dyn Executor>> {
+    let g = &s.groups[0];
+    match backend {
+        BackendKind::Cpu => {
+            // The thread clock sees only this thread: the GEMM must not spread to others. Set
+            // before the first GEMM, which reads it once.
+            std::env::set_var("MATMUL_NUM_THREADS", "1");
+            let dims = servesim_calibrate::emulate::Dims::of(&s.model, g.tp);
+            let weights = 4 * dims.layers as u64 * dims.layer_weights() as u64;
+            // Above 4 GiB of f32 weights one layer's weights serve every layer.
+            let share = weights > 4 << 30;
+            Ok(Box::new(CpuExecutor::new(&s.model, g.tp, share, a.clock(), s.seed)))
+        }
+        BackendKind::Cuda => {
+            let e = CudaExecutor::open(&s.model, g.tp, s.seed)
+                .map_err(|e| CliError::Other(anyhow::anyhow!("--backend cuda: {e}")))?;
+            Ok(Box::new(e))
+        }
+    }
+}
+
+/// The emulator, warmed up on the scenario's largest batches.
+fn emulator(a: &Args, backend: BackendKind, s: &Scenario) -> Result<Arc<Emulator>> {
+    let exec = executor(a, backend, s)?;
+    let emu = Arc::new(Emulator::new(exec, a.repeat()));
+    let g = &s.groups[0];
+    a.progress(&format!("emulator   {}", emu.describe()));
+    emu.warm_up(g.scheduler.max_num_batched_tokens as u64, g.scheduler.max_num_seqs as u64, g.max_model_len.min(4096))
+        .map_err(|e| CliError::Other(anyhow::anyhow!("emulator warm-up: {e}")))?;
+    Ok(emu)
+}
+
+/// The calibration limits that cover the scenario's batches.
+fn limits(s: &Scenario) -> plan::Limits {
+    let g = &s.groups[0];
+    let tokens = g.scheduler.max_num_batched_tokens as u64;
+    let seqs = g.scheduler.max_num_seqs as u64;
+    plan::Limits {
+        max_tokens: tokens,
+        max_context: g.max_model_len,
+        max_batch: seqs,
+        max_chunk: tokens.min(g.max_model_len),
+        max_kv_tokens: seqs * g.max_model_len,
+    }
+}
+
+/// Bytes streamed through before each timed calibration run: 8× this machine's private L2, so
+/// an op starts with cold private caches, as it does inside a forward pass (the previous op
+/// streamed its own weights through them).
+const EVICT_BYTES: usize = 4 << 20;
+
+/// Where a prediction's profile came from.
+pub struct ProfileSource {
+    pub path: PathBuf,
+    /// Seconds spent calibrating here, when it was.
+    pub calibrated_s: Option<f64>,
+}
+
+/// The profile to predict with: `--profile`, or a calibration on the backend made here while
+/// the emulation runs. On a shared machine the speed of the same code drifts by 5–15% over
+/// minutes with the other processes' memory traffic, which the thread clock does not remove; so
+/// the calibration walks its plan a few points at a time between emulated iterations, keeping
+/// its time at [`CALIBRATION_SHARE`] of the emulation's, and each point's time is the median of
+/// the passes (at least [`MIN_PASSES`]). Both sides then see the machine in the same states.
+pub enum Predictor {
+    Given(Box<Profile>, PathBuf),
+    Calibrating(Box<Calibration>),
+}
+
+/// Calibration time per unit of emulated execution time while they interleave.
+const CALIBRATION_SHARE: f64 = 0.6;
+/// Passes over the plan a calibration makes at least (completed at the end if need be).
+const MIN_PASSES: usize = 3;
+/// Points measured per step between emulated iterations.
+const STEP_POINTS: usize = 4;
+
+/// A calibration point: op, TP degree, the bits of its axis values.
+type PointKey = (String, u32, Vec<u64>);
+/// Its axis values, its time in each pass (ms), and the samples behind them.
+type PointTimes = (Vec<f64>, Vec<f64>, u32);
+
+pub struct Calibration {
+    backend: Box<dyn Backend + Send>,
+    device: servesim_calibrate::backend::Device,
+    points: Vec<plan::Point>,
+    /// The clock the deadline and the share are counted on (the emulation's).
+    clock: Clock,
+    deadline_ns: u64,
+    spent_ns: u64,
+    by_point: BTreeMap<PointKey, PointTimes>,
+    /// Next point of the plan, and complete passes so far.
+    cursor: usize,
+    passes: usize,
+    timed: usize,
+    hit_deadline: bool,
+    failed: Vec<String>,
+    quiet: bool,
+}
+
+impl Calibration {
+    /// Measures the next `n` points of the plan (at most to the end of the pass).
+    fn step(&mut self, n: usize) {
+        if self.spent_ns >= self.deadline_ns {
+            self.hit_deadline = true;
+            return;
+        }
+        let (i, j) = (self.cursor, (self.cursor + n).min(self.points.len()));
+        let t0 = self.clock.now_ns();
+        let o = sweep::run(self.backend.as_mut(), &self.points[i..j], None, &mut |_, _, _| {});
+        self.spent_ns += self.clock.now_ns() - t0;
+        self.timed += o.timed;
+        self.failed.extend(o.failed);
+        for m in o.measurements {
+            let key = (m.op.clone(), m.tp, m.x.iter().map(|v| v.to_bits()).collect());
+            let e = self.by_point.entry(key).or_insert_with(|| (m.x.clone(), Vec::new(), 0));
+            e.1.push(m.ms);
+            e.2 += m.samples;
+        }
+        self.cursor = j % self.points.len();
+        if self.cursor == 0 {
+            self.passes += 1;
+            if !self.quiet {
+                eprintln!(
+                    "calibrate  pass {} of the {}-point plan done ({:.1} s of calibration so far)",
+                    self.passes,
+                    self.points.len(),
+                    self.spent_ns as f64 * 1e-9
+                );
+            }
+        }
+    }
+
+    /// Measures points until the calibration's time reaches its share of `emulated_ns`.
+    fn keep_up(&mut self, emulated_ns: u64) {
+        let target = (emulated_ns as f64 * CALIBRATION_SHARE) as u64;
+        while self.spent_ns < target && !self.hit_deadline {
+            self.step(STEP_POINTS);
+        }
+    }
+}
+
+impl Predictor {
+    pub fn new(a: &Args, backend: BackendKind, s: &Scenario) -> Result<Predictor> {
+        if let Some(p) = &a.profile {
+            let profile = super::profile::load(p).map_err(CliError::input)?;
+            return Ok(Predictor::Given(Box::new(profile), p.clone()));
+        }
+        let deadline = super::calibrate::parse_duration(&a.calibration_deadline).map_err(|_| {
+            CliError::input(format!(
+                "--calibration-deadline: expected a duration like 300s or 5m, got {:?}",
+                a.calibration_deadline
+            ))
+        })?;
+        let (b, clock): (Box<dyn Backend + Send>, Clock) = match backend {
+            BackendKind::Cpu => {
+                let mut b = CpuBackend::new(s.seed);
+                b.clock = a.clock();
+                b.reps = 3;
+                b.evict_bytes = EVICT_BYTES;
+                (Box::new(b), a.clock())
+            }
+            BackendKind::Cuda => (
+                Box::new(
+                    CudaBackend::open(s.model.head_dim as usize, s.seed)
+                        .map_err(|e| CliError::Other(anyhow::anyhow!("--backend cuda: {e}")))?,
+                ),
+                Clock::Wall,
+            ),
+        };
+        let device = b.device();
+        let points = plan::plan(&s.model, &[s.groups[0].tp as u32], &limits(s));
+        a.progress(&format!(
+            "calibrate  {} points per pass on {}, between the emulated iterations",
+            points.len(),
+            device.name
+        ));
+        Ok(Predictor::Calibrating(Box::new(Calibration {
+            backend: b,
+            device,
+            points,
+            clock,
+            deadline_ns: deadline.as_nanos() as u64,
+            spent_ns: 0,
+            by_point: BTreeMap::new(),
+            cursor: 0,
+            passes: 0,
+            timed: 0,
+            hit_deadline: false,
+            failed: Vec::new(),
+            quiet: a.quiet,
+        })))
+    }
+
+    /// Calibrates until its time is its share of `emulated_ns` of emulation (nothing with a
+    /// given profile).
+    pub fn keep_up(&mut self, emulated_ns: u64) {
+        if let Predictor::Calibrating(c) = self {
+            c.keep_up(emulated_ns);
+        }
+    }
+
+    /// The profile: the given one, or the calibration fitted (written to `out/profile.json`, its
+    /// points to `out/calibration.csv`).
+    pub fn finish(self, a: &Args, backend: BackendKind, s: &Scenario, out: &Path) -> Result<(Profile, ProfileSource)> {
+        let mut c = match self {
+            Predictor::Given(p, path) => return Ok((*p, ProfileSource { path, calibrated_s: None })),
+            Predictor::Calibrating(c) => c,
+        };
+        while c.passes < MIN_PASSES && !c.hit_deadline {
+            let left = c.points.len() - c.cursor;
+            c.step(left);
+        }
+        let measurements: Vec<sweep::Measurement> = c
+            .by_point
+            .into_iter()
+            .map(|((op, tp, _), (x, ms, samples))| sweep::Measurement {
+                op,
+                tp,
+                x,
+                ms: servesim_calibrate::backend::median(ms),
+                samples,
+            })
+            .collect();
+        if measurements.is_empty() {
+            return Err(CliError::Other(anyhow::anyhow!(
+                "calibration measured nothing: {}",
+                c.failed.first().cloned().unwrap_or_else(|| "the deadline ended it first".into())
+            )));
+        }
+        let seconds = c.spent_ns as f64 * 1e-9;
+        let mut csv = String::from("op,tp,x1,x2,time_ms,samples\n");
+        for m in &measurements {
+            let x2 = m.x.get(1).map_or(String::new(), |v| v.to_string());
+            csv += &format!("{},{},{},{},{:.6},{}\n", m.op, m.tp, m.x[0], x2, m.ms, m.samples);
+        }
+        let meta = ProfileMeta {
+            source: format!(
+                "servesim validate --backend {} (clock {}, one thread{}) for scenario {}",
+                backend.name(),
+                if backend == BackendKind::Cpu { a.clock().name() } else { "cuda events" },
+                if backend == BackendKind::Cpu { ", private caches evicted before each run" } else { "" },
+                s.name
+            ),
+            backend: c.device.backend.clone(),
+            gpu: c.device.name.clone(),
+            driver: c.device.driver.clone(),
+            clocks: c.device.clocks.clone(),
+            dtype: c.device.dtype.clone(),
+            model: ModelDims::from_spec(&s.model),
+            tp: vec![s.groups[0].tp as u32],
+            date: super::calibrate::utc_now(),
+            servesim_version: env!("CARGO_PKG_VERSION").into(),
+            notes: vec![format!(
+                "{} of {} planned points measured ({} shape timings in {} passes interleaved with the emulated \
+                 iterations, each point the median of its passes) in {seconds:.1} s{}",
+                measurements.len(),
+                c.points.len(),
+                c.timed,
+                c.passes,
+                if c.hit_deadline { "; the deadline stopped it" } else { "" }
+            )],
+        };
+        let profile = fit::profile(meta, &measurements);
+        std::fs::create_dir_all(out)?;
+        let path = out.join("profile.json");
+        super::calibrate::write_profile(&path, &profile)?;
+        std::fs::write(out.join("calibration.csv"), csv)?;
+        Ok((profile, ProfileSource { path, calibrated_s: Some(seconds) }))
+    }
+}
+
+/// Installs `predictor` in the emulator: it calibrates between the emulated iterations.
+fn interleave(emu: &Emulator, predictor: Predictor) -> Arc<Mutex<Predictor>> {
+    let shared = Arc::new(Mutex::new(predictor));
+    let p = shared.clone();
+    emu.set_hook(Some(Box::new(move |ns| p.lock().expect("predictor lock").keep_up(ns))));
+    shared
+}
+
+/// Takes the predictor back from the emulator.
+fn take_back(emu: &Emulator, shared: Arc<Mutex<Predictor>>) -> Predictor {
+    emu.set_hook(None);
+    match Arc::try_unwrap(shared) {
+        Ok(m) => m.into_inner().expect("predictor lock"),
+        Err(_) => unreachable!("the emulator's hook held the only other reference"),
+    }
+}
+
+/// The scenario priced by `profile` (checked against its model), and by the roofline model.
+fn with_profile(s: &Scenario, profile: &Profile, path: &Path) -> Result<(Scenario, Scenario)> {
+    let (mut p, mut r) = (s.clone(), s.clone());
+    let shared = Arc::new(profile.clone());
+    for (gp, gr) in p.groups.iter_mut().zip(r.groups.iter_mut()) {
+        let params = match &gp.cost {
+            CostSpec::Roofline(c) => gp.scheduler.cpu.apply(&c.params()),
+            CostSpec::Linear(_) => {
+                return Err(CliError::input(format!(
+                    "--profile {}: group {} uses cost.kind = \"linear\"; a profile replaces the roofline model",
+                    path.display(),
+                    gp.name
+                )))
+            }
+        };
+        Profiled::new(gp.scheduler.kv_cache.model(&s.model), gp.gpu.clone(), gp.tp, params, profile)
+            .map_err(|e| CliError::input(format!("--profile {}: {e}", path.display())))?;
+        gp.profile = Some(shared.clone());
+        gr.profile = None;
+    }
+    let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    set_profile_path(&mut p.resolved.cost, Some(abs.display().to_string()));
+    set_profile_path(&mut r.resolved.cost, None);
+    Ok((p, r))
+}
+
+/// The `[cost] profile` path of a resolved scenario (`None` for the linear model).
+pub(super) fn profile_path(cost: &CostSpec) -> Option<&String> {
+    match cost {
+        CostSpec::Roofline(c) => c.profile.as_ref(),
+        CostSpec::Linear(_) => None,
+    }
+}
+
+/// Sets or clears the `[cost] profile` path of a resolved scenario's roofline model.
+pub(super) fn set_profile_path(cost: &mut CostSpec, path: Option<String>) {
+    if let CostSpec::Roofline(c) = cost {
+        c.profile = path;
+    }
+}

@@ -1,0 +1,413 @@
+//! What `validate` reports: the JSON structures (`validate.json`, `--format json`), the CSV
+//! (`validate.csv`, `--format csv`) and the tables.
+
+use serde::Serialize;
+use servesim_sim::metrics::compare::{abs_error_stats, error_pct, rows, Row, RunMetrics};
+use servesim_sim::Scenario;
+
+use super::runs::CAPACITY_DEFINITION;
+use super::ProfileSource;
+
+/// The acceptance target: median absolute error of TTFT, TPOT and E2E (mean and p99).
+pub const TARGET_PCT: f64 = 10.0;
+
+/// One compared number with the roofline model's prediction beside it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReportRow {
+    pub metric: &'static str,
+    pub stat: &'static str,
+    pub measured: f64,
+    pub predicted: f64,
+    pub error_pct: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roofline: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roofline_error_pct: Option<f64>,
+}
+
+impl ReportRow {
+    fn headline(&self) -> bool {
+        Row { metric: self.metric, stat: self.stat, measured: 0.0, predicted: 0.0, error_pct: None }.is_headline()
+    }
+}
+
+/// Rows of measured vs predicted (and roofline, when given).
+pub fn report_rows(measured: &RunMetrics, predicted: &RunMetrics, roofline: Option<&RunMetrics>) -> Vec<ReportRow> {
+    let p = rows(measured, predicted);
+    let r = roofline.map(|r| rows(measured, r));
+    p.into_iter()
+        .enumerate()
+        .map(|(i, x)| ReportRow {
+            metric: x.metric,
+            stat: x.stat,
+            measured: x.measured,
+            predicted: x.predicted,
+            error_pct: x.error_pct,
+            roofline: r.as_ref().map(|r| r[i].predicted),
+            roofline_error_pct: r.as_ref().and_then(|r| r[i].error_pct),
+        })
+        .collect()
+}
+
+/// Median absolute error of the headline rows (TTFT, TPOT, E2E; mean and p99).
+pub fn headline(rows: &[ReportRow], roofline: bool) -> Option<f64> {
+    let e =
+        rows.iter().filter(|r| r.headline()).filter_map(|r| if roofline { r.roofline_error_pct } else { r.error_pct });
+    abs_error_stats(e).map(|(m, _)| m)
+}
+
+/// Per-iteration errors of a cost model against measured iteration times, in percent.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ErrorStats {
+    pub median_abs_pct: Option<f64>,
+    pub p90_abs_pct: Option<f64>,
+    /// Median signed error: negative means the model predicts too little time.
+    pub median_pct: Option<f64>,
+}
+
+impl ErrorStats {
+    pub fn of(errors: &[f64]) -> ErrorStats {
+        let stats = abs_error_stats(errors.iter().copied());
+        let mut v: Vec<f64> = errors.iter().copied().filter(|x| x.is_finite()).collect();
+        v.sort_by(f64::total_cmp);
+        ErrorStats {
+            median_abs_pct: stats.map(|s| s.0),
+            p90_abs_pct: stats.map(|s| s.1),
+            median_pct: (!v.is_empty()).then(|| servesim_sim::metrics::stats::percentile_sorted(&v, 50.0)),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct IterationErrors {
+    pub iterations: u64,
+    pub profiled: ErrorStats,
+    pub roofline: ErrorStats,
+}
+
+impl IterationErrors {
+    pub fn new(iterations: u64, profiled: &[f64], roofline: &[f64]) -> IterationErrors {
+        IterationErrors { iterations, profiled: ErrorStats::of(profiled), roofline: ErrorStats::of(roofline) }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CapacityReport {
+    pub definition: &'static str,
+    pub requests: u64,
+    /// Measured on the emulated system (or given with --capacity).
+    pub measured_rps: f64,
+    pub given: bool,
+    pub predicted_rps: Option<f64>,
+    pub error_pct: Option<f64>,
+    pub roofline_rps: Option<f64>,
+    pub roofline_error_pct: Option<f64>,
+}
+
+impl CapacityReport {
+    pub fn new(measured: f64, given: bool, predicted: Option<f64>, roofline: Option<f64>, requests: u64) -> Self {
+        CapacityReport {
+            definition: CAPACITY_DEFINITION,
+            requests,
+            measured_rps: measured,
+            given,
+            predicted_rps: predicted,
+            error_pct: predicted.and_then(|p| error_pct(p, measured)),
+            roofline_rps: roofline,
+            roofline_error_pct: roofline.and_then(|r| error_pct(r, measured)),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadReport {
+    pub load: f64,
+    pub rate_rps: f64,
+    pub rows: Vec<ReportRow>,
+    /// Median |error| of TTFT, TPOT, E2E (mean and p99) at this load.
+    pub headline_median_abs_error_pct: Option<f64>,
+    pub roofline_headline_median_abs_error_pct: Option<f64>,
+    pub measured: RunMetrics,
+    pub predicted: RunMetrics,
+    pub roofline: RunMetrics,
+    /// The cost models' errors on the iterations this run executed.
+    pub iterations: IterationErrors,
+    pub preemptions: u64,
+    /// Wall-clock seconds the emulated run took.
+    pub emulation_s: f64,
+}
+
+impl LoadReport {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        load: f64,
+        rate: f64,
+        measured: RunMetrics,
+        predicted: RunMetrics,
+        roofline: RunMetrics,
+        iterations: IterationErrors,
+        preemptions: u64,
+        emulation_s: f64,
+    ) -> LoadReport {
+        let rows = report_rows(&measured, &predicted, Some(&roofline));
+        LoadReport {
+            load,
+            rate_rps: rate,
+            headline_median_abs_error_pct: headline(&rows, false),
+            roofline_headline_median_abs_error_pct: headline(&rows, true),
+            rows,
+            measured,
+            predicted,
+            roofline,
+            iterations,
+            preemptions,
+            emulation_s,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Acceptance {
+    pub target_pct: f64,
+    /// Median |error| of TTFT, TPOT and E2E (mean and p99) over the loads ≤ 0.8.
+    pub up_to_80_pct: Option<f64>,
+    /// The same over the loads above 0.8.
+    pub above_80_pct: Option<f64>,
+    pub met: Option<bool>,
+    pub roofline_up_to_80_pct: Option<f64>,
+    pub roofline_above_80_pct: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunsReport {
+    pub scenario: String,
+    pub seed: u64,
+    pub backend: &'static str,
+    pub executor: String,
+    pub clock: &'static str,
+    /// Executions per emulated iteration (the median is used).
+    pub repeat: u32,
+    pub profile: String,
+    pub calibrated_s: Option<f64>,
+    pub capacity: CapacityReport,
+    pub loads: Vec<LoadReport>,
+    pub acceptance: Acceptance,
+}
+
+impl RunsReport {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        s: &Scenario,
+        backend: &'static str,
+        executor: String,
+        clock: &'static str,
+        repeat: u32,
+        source: &ProfileSource,
+        capacity: CapacityReport,
+        loads: Vec<LoadReport>,
+    ) -> RunsReport {
+        let pool = |low: bool, roofline: bool| {
+            let e = loads.iter().filter(|l| (l.load <= 0.8 + 1e-9) == low).flat_map(|l| {
+                l.rows.iter().filter(|r| r.headline()).filter_map(move |r| {
+                    if roofline {
+                        r.roofline_error_pct
+                    } else {
+                        r.error_pct
+                    }
+                })
+            });
+            abs_error_stats(e).map(|(m, _)| m)
+        };
+        let up = pool(true, false);
+        RunsReport {
+            scenario: s.name.clone(),
+            seed: s.seed,
+            backend,
+            executor,
+            clock,
+            repeat,
+            profile: source.path.display().to_string(),
+            calibrated_s: source.calibrated_s,
+            capacity,
+            acceptance: Acceptance {
+                target_pct: TARGET_PCT,
+                up_to_80_pct: up,
+                above_80_pct: pool(false, false),
+                met: up.map(|m| m <= TARGET_PCT),
+                roofline_up_to_80_pct: pool(true, true),
+                roofline_above_80_pct: pool(false, true),
+            },
+            loads,
+        }
+    }
+}
+
+fn label(metric: &str, stat: &str) -> String {
+    let m = match metric {
+        "ttft_ms" => "TTFT ms",
+        "tpot_ms" => "TPOT ms",
+        "e2e_ms" => "E2E ms",
+        "throughput_rps" => "throughput req/s",
+        "output_tokens_per_s" => "output tok/s",
+        "slo_attainment" => "SLO attainment",
+        m => m,
+    };
+    if stat == "value" {
+        m.to_string()
+    } else {
+        format!("{m} {stat}")
+    }
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or("n/a".into(), |v| format!("{v:+.1}%"))
+}
+
+fn num(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:.1}")
+    } else if x.abs() >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+/// The rows as an aligned table.
+pub fn rows_table(rows: &[ReportRow]) -> String {
+    let roof = rows.iter().any(|r| r.roofline.is_some());
+    let mut o = format!("  {:<22}{:>12}{:>12}{:>9}", "", "measured", "predicted", "error");
+    if roof {
+        o += &format!("{:>12}{:>9}", "roofline", "error");
+    }
+    o += "\n";
+    for r in rows {
+        o += &format!(
+            "  {:<22}{:>12}{:>12}{:>9}",
+            label(r.metric, r.stat),
+            num(r.measured),
+            num(r.predicted),
+            pct(r.error_pct)
+        );
+        if let Some(x) = r.roofline {
+            o += &format!("{:>12}{:>9}", num(x), pct(r.roofline_error_pct));
+        }
+        o += "\n";
+    }
+    o
+}
+
+pub fn runs_table(r: &RunsReport) -> String {
+    let mut o = format!("servesim validate: {} (seed {}), backend {}\n", r.scenario, r.seed, r.backend);
+    o += &format!("  emulated: {}; median of {} runs per iteration\n", r.executor, r.repeat);
+    o += &format!(
+        "  predicted: profiled cost model ({}{}); reference: roofline\n",
+        r.profile,
+        r.calibrated_s.map_or(String::new(), |t| format!(", calibrated here in {t:.1} s"))
+    );
+    let c = &r.capacity;
+    o += &format!(
+        "\ncapacity    {:.3} req/s {} ({} requests queued at once); predicted {} ({}), roofline {} ({})\n",
+        c.measured_rps,
+        if c.given { "given" } else { "measured" },
+        c.requests,
+        c.predicted_rps.map_or("n/a".into(), |x| format!("{x:.3}")),
+        pct(c.error_pct),
+        c.roofline_rps.map_or("n/a".into(), |x| format!("{x:.3}")),
+        pct(c.roofline_error_pct)
+    );
+    for l in &r.loads {
+        o += &format!(
+            "\nload {:.2}   {:.3} req/s, {} requests ({} finished), {} preemptions; emulated in {:.1} s\n",
+            l.load, l.rate_rps, l.measured.requests, l.measured.finished, l.preemptions, l.emulation_s
+        );
+        o += &rows_table(&l.rows);
+        let it = &l.iterations;
+        o += &format!(
+            "  per iteration ({} executed): profiled median |error| {}, P90 {}, median {}; roofline median |error| {}\n",
+            it.iterations,
+            abs(it.profiled.median_abs_pct),
+            abs(it.profiled.p90_abs_pct),
+            pct(it.profiled.median_pct),
+            abs(it.roofline.median_abs_pct)
+        );
+        o += &format!(
+            "  median |error| of TTFT, TPOT, E2E (mean, p99): {} (roofline {})\n",
+            abs(l.headline_median_abs_error_pct),
+            abs(l.roofline_headline_median_abs_error_pct)
+        );
+    }
+    let a = &r.acceptance;
+    o += &format!(
+        "\nsummary     median |error| of TTFT, TPOT, E2E (mean and p99): {} at loads ≤ 0.8 (target {:.0}%: {}), {} above 0.8; roofline {} / {}\n",
+        abs(a.up_to_80_pct),
+        a.target_pct,
+        match a.met {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "no load ≤ 0.8",
+        },
+        abs(a.above_80_pct),
+        abs(a.roofline_up_to_80_pct),
+        abs(a.roofline_above_80_pct)
+    );
+    o
+}
+
+fn abs(x: Option<f64>) -> String {
+    x.map_or("n/a".into(), |v| format!("{v:.1}%"))
+}
+
+fn opt(x: Option<f64>) -> String {
+    x.map_or(String::new(), |v| v.to_string())
+}
+
+/// `load,rate_rps,metric,stat,measured,predicted,error_pct,roofline,roofline_error_pct`, one
+/// row per compared number, the capacity first (load `capacity`).
+pub fn runs_csv(r: &RunsReport) -> String {
+    let mut o = String::from("load,rate_rps,metric,stat,measured,predicted,error_pct,roofline,roofline_error_pct\n");
+    let c = &r.capacity;
+    o += &format!(
+        "capacity,,capacity_rps,value,{},{},{},{},{}\n",
+        c.measured_rps,
+        opt(c.predicted_rps),
+        opt(c.error_pct),
+        opt(c.roofline_rps),
+        opt(c.roofline_error_pct)
+    );
+    for l in &r.loads {
+        for x in &l.rows {
+            o += &format!(
+                "{},{},{},{},{},{},{},{},{}\n",
+                l.load,
+                l.rate_rps,
+                x.metric,
+                x.stat,
+                x.measured,
+                x.predicted,
+                opt(x.error_pct),
+                opt(x.roofline),
+                opt(x.roofline_error_pct)
+            );
+        }
+    }
+    o
+}
+
+/// The rows of one comparison as CSV (`metric,stat,measured,predicted,error_pct[,roofline,roofline_error_pct]`).
+pub fn rows_csv(rows: &[ReportRow]) -> String {
+    let mut o = String::from("metric,stat,measured,predicted,error_pct,roofline,roofline_error_pct\n");
+    for x in rows {
+        o += &format!(
+            "{},{},{},{},{},{},{}\n",
+            x.metric,
+            x.stat,
+            x.measured,
+            x.predicted,
+            opt(x.error_pct),
+            opt(x.roofline),
+            opt(x.roofline_error_pct)
+        );
+    }
+    o
+}

@@ -1,0 +1,368 @@
+//! `servesim validate` end to end on the CPU backend with a tiny model: the iteration table, the
+//! run comparison, a deliberately wrong cost model caught at both levels, the `--measured`
+//! round trip (the emulation's own per-request output gives its numbers exactly), vLLM and
+//! AIPerf files, and the errors of bad input. Timing-dependent checks are loose (the machine is
+//! shared); the checks of consistency are exact.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+use servesim_sim::metrics::compare::run_metrics;
+use servesim_sim::metrics::measured;
+
+const TINY: &str = "[model]\nname = \"tiny\"\nlayers = 2\nhidden = 256\nheads = 4\nkv_heads = 2\nhead_dim = 64\n\
+    intermediate = 512\nvocab = 2048\nmax_context = 1024\n\
+    [gpu]\nname = \"cpu\"\nbf16_tflops = 0.05\nhbm_gb_per_s = 15\nmemory_gib = 1\ninterconnect_gb_per_s = 10\npcie_gb_per_s = 10\n\
+    [scheduler]\nmax_num_seqs = 8\nmax_num_batched_tokens = 256\nmax_model_len = 512\n\
+    [memory]\nreserve_gib = 0\n[cost]\ncpu_overhead_base_us = 0\ncpu_overhead_per_seq_us = 0\nkernel_launch_us = 0\n\
+    [slo]\nttft_ms = 20\ntpot_ms = 5\n";
+
+fn tiny_scenario(dir: &Path, workload: &str) -> String {
+    std::fs::create_dir_all(dir).unwrap();
+    let p = dir.join("tiny.toml");
+    std::fs::write(&p, format!("{TINY}[workload]\n{workload}\n")).unwrap();
+    p.display().to_string()
+}
+
+const WORKLOAD: &str = "requests = 60\narrival = { kind = \"poisson\", rate = 1 }\n\
+    prompt_tokens = { kind = \"uniform\", min = 16, max = 200 }\noutput_tokens = { kind = \"uniform\", min = 4, max = 24 }";
+
+fn ok(args: &[&str]) -> String {
+    let o = servesim(args);
+    assert!(o.status.success(), "servesim {args:?} failed: {}", stderr(&o));
+    stdout(&o)
+}
+
+fn json(p: &Path) -> Value {
+    serde_json::from_str(&read(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// Every profile time multiplied by `k`.
+fn scaled_profile(src: &Path, dst: &Path, k: f64) {
+    let mut p = json(src);
+    for t in p["ops"].as_array_mut().unwrap() {
+        for pt in t["points"].as_array_mut().unwrap() {
+            let pt = pt.as_array_mut().unwrap();
+            let last = pt.len() - 1;
+            pt[last] = Value::from(f(&pt[last]) * k);
+        }
+    }
+    std::fs::write(dst, serde_json::to_string(&p).unwrap()).unwrap();
+}
+
+#[test]
+fn cpu_validation_end_to_end() {
+    let dir = out_dir("validate-cpu");
+    let scen = tiny_scenario(&dir, WORKLOAD);
+    let d = |s: &str| dir.join(s).display().to_string();
+
+    // 1. Iteration level: calibrate here, then 24 batches (8 of each kind).
+    ok(&[
+        "validate",
+        "--iterations",
+        "--scenario",
+        &scen,
+        "--backend",
+        "cpu",
+        "--batches",
+        "24",
+        "--repeat",
+        "1",
+        "--calibration-deadline",
+        "40s",
+        "--out",
+        &d("it"),
+        "--quiet",
+    ]);
+    let it = json(&dir.join("it/iterations.json"));
+    let batches = it["batches"].as_array().unwrap();
+    assert_eq!(batches.len(), 24);
+    let kinds: Vec<(String, u64)> = it["by_kind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["kind"].as_str().unwrap().into(), k["batches"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(kinds, vec![("decode".into(), 8), ("prefill".into(), 8), ("mixed".into(), 8), ("all".into(), 24)]);
+    let mut errs = Vec::new();
+    for b in batches {
+        let (m, p) = (f(&b["measured_ms"]), f(&b["profiled_ms"]));
+        assert!(m > 0.0 && p > 0.0);
+        let e = f(&b["profiled_error_pct"]);
+        assert!((e - (p - m) / m * 100.0).abs() < 1e-9, "{b}");
+        errs.push(e.abs());
+    }
+    errs.sort_by(f64::total_cmp);
+    let median = (errs[11] + errs[12]) / 2.0;
+    let all = &it["by_kind"][3]["profiled"];
+    assert!((f(&all["median_abs_pct"]) - median).abs() < 1e-9);
+    assert_eq!(read(&dir.join("it/iterations.csv")).lines().count(), 25);
+    // The profile calibrated here predicts the executed batches (loosely: a shared machine).
+    assert!(median < 50.0, "profiled median |error| {median}% on the iteration table");
+    // A profile twice too slow is caught.
+    let profile = dir.join("it/profile.json");
+    scaled_profile(&profile, &dir.join("wrong.json"), 2.0);
+    ok(&[
+        "validate",
+        "--iterations",
+        "--scenario",
+        &scen,
+        "--backend",
+        "cpu",
+        "--batches",
+        "24",
+        "--repeat",
+        "1",
+        "--profile",
+        &d("wrong.json"),
+        "--out",
+        &d("it-wrong"),
+        "--quiet",
+    ]);
+    let wrong = json(&dir.join("it-wrong/iterations.json"));
+    let signed = f(&wrong["by_kind"][3]["profiled"]["median_pct"]);
+    assert!(signed > 60.0, "a ×2 profile should be ≈ +100% off, got {signed}%");
+
+    // 2. Runs: capacity, then load 0.5, predicted with the calibrated profile.
+    let out = ok(&[
+        "validate",
+        "--scenario",
+        &scen,
+        "--backend",
+        "cpu",
+        "--loads",
+        "0.5",
+        "--profile",
+        &profile.display().to_string(),
+        "--out",
+        &d("runs"),
+        "--format",
+        "json",
+    ]);
+    let r: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r, json(&dir.join("runs/validate.json")));
+    let cap = f(&r["capacity"]["measured_rps"]);
+    assert!(cap > 0.0);
+    let load = &r["loads"][0];
+    assert!((f(&load["rate_rps"]) - 0.5 * cap).abs() < 1e-9 * cap);
+    let rows = load["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 15);
+    for row in rows {
+        let (m, p) = (f(&row["measured"]), f(&row["predicted"]));
+        if m != 0.0 {
+            assert!((f(&row["error_pct"]) - (p - m) / m * 100.0).abs() < 1e-9, "{row}");
+        }
+    }
+    // The CSV holds the same numbers.
+    let csv = read(&dir.join("runs/validate.csv"));
+    assert_eq!(csv.lines().count(), 1 + 1 + 15);
+    // serde_json's default float parser may be one ulp off: numbers parsed from JSON are
+    // compared within 1e-12.
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
+    for (line, row) in csv.lines().skip(2).zip(rows) {
+        let c: Vec<&str> = line.split(',').collect();
+        assert_eq!((c[0], c[2], c[3]), ("0.5", row["metric"].as_str().unwrap(), row["stat"].as_str().unwrap()));
+        assert!(
+            close(c[4].parse().unwrap(), f(&row["measured"])) && close(c[5].parse().unwrap(), f(&row["predicted"])),
+            "{line}"
+        );
+    }
+    // The measured side is the emulated run's per-request file.
+    let emulated = dir.join("runs/load-0.50/emulated/requests.csv");
+    let slo = servesim_sim::scenario::SloSection { ttft_ms: Some(20.0), tpot_ms: Some(5.0), ..Default::default() };
+    let m = run_metrics(&measured::parse(&read(&emulated), "e", None).unwrap().outcomes(), &slo);
+    assert!(close(f(&rows[0]["measured"]), m.ttft_ms.mean));
+    assert!(close(f(&rows[11]["measured"]), m.e2e_ms.p99));
+    assert_eq!(m.requests, 60);
+    // The predicted side is reproduced by `simulate` on the scenario written next to it.
+    let sim = ok(&[
+        "simulate",
+        "--scenario",
+        &d("runs/load-0.50/predicted/scenario.toml"),
+        "--out",
+        &d("resim"),
+        "--format",
+        "json",
+    ]);
+    let sim: Value = serde_json::from_str(&sim).unwrap();
+    assert_eq!(f(&sim["ttft_ms"]["mean"]), f(&rows[0]["predicted"]));
+    assert_eq!(f(&sim["e2e_ms"]["p99"]), f(&rows[11]["predicted"]));
+    // Loosely right at half load (the acceptance figure comes from docs/fidelity.md's command).
+    let headline = f(&load["headline_median_abs_error_pct"]);
+    assert!(headline < 40.0, "median |error| {headline}% at load 0.5");
+
+    // 3. The round trip: the emulated requests.csv as "measured" gives the emulation's numbers
+    // exactly, and the replay (same requests, same arrival times) the same predictions.
+    let rt = ok(&[
+        "validate",
+        "--measured",
+        &emulated.display().to_string(),
+        "--scenario",
+        &scen,
+        "--profile",
+        &profile.display().to_string(),
+        "--out",
+        &d("roundtrip"),
+        "--format",
+        "json",
+    ]);
+    let rt: Value = serde_json::from_str(&rt).unwrap();
+    assert_eq!(rt["format"], "csv");
+    assert_eq!(rt["replayed"], 60);
+    let rt_rows = rt["rows"].as_array().unwrap();
+    for (a, b) in rt_rows.iter().zip(rows) {
+        assert_eq!(a["metric"], b["metric"]);
+        assert_eq!(a["measured"], b["measured"], "{}: measured differs", a["metric"]);
+        assert_eq!(a["predicted"], b["predicted"], "{}: predicted differs", a["metric"]);
+        assert_eq!(a["roofline"], b["roofline"], "{}: roofline differs", a["metric"]);
+    }
+
+    // 4. The wrong profile at the run level (capacity given: no second capacity run).
+    let w = ok(&[
+        "validate",
+        "--scenario",
+        &scen,
+        "--backend",
+        "cpu",
+        "--loads",
+        "0.5",
+        "--profile",
+        &d("wrong.json"),
+        "--capacity",
+        &cap.to_string(),
+        "--out",
+        &d("runs-wrong"),
+        "--format",
+        "json",
+    ]);
+    let w: Value = serde_json::from_str(&w).unwrap();
+    assert_eq!(w["capacity"]["given"], true);
+    let e2e_err = f(&w["loads"][0]["rows"][8]["error_pct"]);
+    assert_eq!(w["loads"][0]["rows"][8]["metric"], "e2e_ms");
+    assert!(e2e_err > 60.0, "a ×2 profile should overpredict E2E by far more than 60%, got {e2e_err}%");
+}
+
+#[test]
+fn external_vllm_and_aiperf_files_are_replayed() {
+    let dir = out_dir("validate-external");
+    let scen = tiny_scenario(&dir, WORKLOAD);
+    // vLLM: three requests, one failed; 0.1 s apart; E2E from the ITLs.
+    let vllm = r#"{"request_rate": 10.0, "input_lens": [100, 50, 80], "output_lens": [5, 0, 3],
+        "ttfts": [0.020, 0.0, 0.030], "itls": [[0.005, 0.005, 0.005, 0.005], [], [0.010, 0.010]],
+        "start_times": [10.0, 10.1, 10.2], "errors": ["", "boom", ""]}"#;
+    std::fs::write(dir.join("vllm.json"), vllm).unwrap();
+    let o = ok(&[
+        "validate",
+        "--measured",
+        &dir.join("vllm.json").display().to_string(),
+        "--scenario",
+        &scen,
+        "--out",
+        &dir.join("v").display().to_string(),
+        "--format",
+        "json",
+    ]);
+    let v: Value = serde_json::from_str(&o).unwrap();
+    assert_eq!((v["format"].as_str(), v["replayed"].as_u64(), v["failed"].as_u64()), (Some("vllm"), Some(2), Some(1)));
+    assert!(v["predicted_by"].as_str().unwrap().starts_with("roofline"));
+    assert_eq!(f(&v["measured"]["ttft_ms"]["mean"]), 25.0);
+    assert_eq!(f(&v["measured"]["e2e_ms"]["mean"]), (40.0 + 50.0) / 2.0);
+    // TPOT: (40 − 20) / 4 = 5 and (50 − 30) / 2 = 10 ms.
+    assert_eq!(f(&v["measured"]["tpot_ms"]["mean"]), 7.5);
+    // The replay ran both requests (arrivals 0.2 s apart: each alone).
+    assert_eq!(v["predicted"]["finished"], 2);
+    assert_eq!(read(&dir.join("v/validate.csv")).lines().count(), 16);
+    // AIPerf: the same two requests as per-request JSONL records.
+    let rec = |start: u64, isl: u32, osl: u32, ttft: f64, lat: f64| {
+        format!(
+            r#"{{"metadata": {{"request_start_ns": {start}, "benchmark_phase": "profiling"}}, "metrics": {{"input_sequence_length": {{"value": {isl}, "unit": "tokens"}}, "output_sequence_length": {{"value": {osl}, "unit": "tokens"}}, "time_to_first_token": {{"value": {ttft}, "unit": "ms"}}, "request_latency": {{"value": {lat}, "unit": "ms"}}}}, "error": null}}"#
+        )
+    };
+    let jsonl = format!("{}\n{}\n", rec(10_000_000_000, 100, 5, 20.0, 40.0), rec(10_200_000_000, 80, 3, 30.0, 50.0));
+    std::fs::write(dir.join("a.jsonl"), jsonl).unwrap();
+    let o = ok(&[
+        "validate",
+        "--measured",
+        &dir.join("a.jsonl").display().to_string(),
+        "--scenario",
+        &scen,
+        "--out",
+        &dir.join("a").display().to_string(),
+        "--format",
+        "json",
+    ]);
+    let a: Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(a["format"], "aiperf");
+    for key in ["measured", "predicted"] {
+        assert_eq!(a[key], v[key], "{key}: the same requests give the same numbers");
+    }
+}
+
+#[test]
+fn cuda_without_a_gpu_fails_cleanly() {
+    let dir = out_dir("validate-cuda");
+    let scen = tiny_scenario(&dir, WORKLOAD);
+    let o = servesim(&[
+        "validate",
+        "--scenario",
+        &scen,
+        "--backend",
+        "cuda",
+        "--out",
+        &dir.join("o").display().to_string(),
+    ]);
+    if o.status.success() {
+        // A machine with a GPU ran it; nothing to check here.
+        return;
+    }
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("--backend cuda: no CUDA driver found") || e.contains("--backend cuda: no CUDA device"), "{e}");
+    assert_eq!(e.trim().lines().filter(|l| l.starts_with("error:")).count(), 1, "{e}");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_code_2() {
+    let dir = out_dir("validate-bad");
+    let scen = tiny_scenario(&dir, WORKLOAD);
+    let closed = {
+        let d = dir.join("closed");
+        tiny_scenario(&d, "requests = 5\narrival = { kind = \"closed-loop\", clients = 2 }\nprompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 2 }")
+    };
+    let no_count = {
+        let d = dir.join("nocount");
+        tiny_scenario(&d, "duration_s = 5\narrival = { kind = \"poisson\", rate = 1 }\nprompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 2 }")
+    };
+    std::fs::write(dir.join("bad.csv"), "arrival_ms,prompt_tokens,output_tokens,ttft_ms,e2e_ms\n1,10,x,1,2\n").unwrap();
+    let bad_csv = dir.join("bad.csv").display().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--scenario", &scen], "--backend: give cpu or cuda"),
+        (vec!["--scenario", &scen, "--backend", "cpu", "--loads", "0"], "--loads: every load must be in (0, 2], got 0"),
+        (vec!["--scenario", &scen, "--backend", "cpu", "--repeat", "0"], "--repeat: must be ≥ 1, got 0"),
+        (vec!["--scenario", &scen, "--backend", "cpu", "--capacity", "0"], "--capacity: must be > 0"),
+        (vec!["--scenario", &scen, "--iterations", "--measured", "x.csv"], "give one"),
+        (vec!["--scenario", &scen, "--measured", &bad_csv, "--backend", "cpu"], "nothing is executed"),
+        (vec!["--scenario", &scen, "--measured", &bad_csv], "bad.csv:2: output_tokens: \"x\" is not a token count"),
+        (vec!["--scenario", &scen, "--measured", "missing.json"], "cannot read missing.json"),
+        (vec!["--scenario", &closed, "--backend", "cpu"], "workload.arrival: validate sets the arrival rate"),
+        (vec!["--scenario", &no_count, "--backend", "cpu"], "workload.requests: validate needs a request count"),
+        (vec!["--scenario", &scen, "--backend", "cpu", "--profile", "nope.json"], "nope.json"),
+    ];
+    for (args, want) in cases {
+        let mut all = vec!["validate"];
+        all.extend(args.iter());
+        all.extend(["--out", "target/test-outputs/validate-bad/o"]);
+        let o = servesim(&all);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{all:?}: {e}");
+        assert!(e.contains(want), "{all:?}: expected {want:?} in {e}");
+        assert_eq!(e.lines().filter(|l| l.starts_with("error:")).count(), 1, "{e}");
+    }
+}
