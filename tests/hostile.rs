@@ -8,9 +8,9 @@ mod common;
 use std::time::Instant;
 
 use common::*;
+use servesim_sim::engine::RunOutput;
 use servesim_sim::engine::Simulation;
 use servesim_sim::metrics::Status;
-use servesim_sim::engine::RunOutput;
 
 /// Runs with the invariants checked after every event and conservation at the end.
 fn checked(src: &str) -> RunOutput {
@@ -114,10 +114,11 @@ fn one_kv_block_serves_what_fits_and_rejects_the_rest() {
     assert_eq!(s.kv.blocks_total, 1);
     assert_eq!(s.requests.in_flight, 0);
     assert!(s.stopped.is_none());
-    // A request runs only if prompt + output fits the block's 16 tokens; the rest can never
-    // run and must be rejected, not preempted forever.
+    // A request runs only if its KV fits the block's 16 tokens: the prompt and every output
+    // token but the last (which is sampled, never fed back). The rest can never run and must
+    // be rejected, not preempted forever.
     for r in &out.recorder.records {
-        let fits = r.prompt_tokens + r.output_tokens <= 16;
+        let fits = r.prompt_tokens + r.output_tokens - 1 <= 16;
         match r.status {
             Status::Finished => assert!(fits, "{r:?} finished in one block"),
             _ => assert!(!fits, "{r:?} fits one block but did not finish"),
@@ -161,7 +162,14 @@ fn the_event_budget_stops_a_run_and_says_so() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("budget.toml");
     std::fs::write(&path, &src).unwrap();
-    let o = servesim(&["simulate", "--scenario", path.to_str().unwrap(), "--out", dir.join("out").to_str().unwrap(), "--quiet"]);
+    let o = servesim(&[
+        "simulate",
+        "--scenario",
+        path.to_str().unwrap(),
+        "--out",
+        dir.join("out").to_str().unwrap(),
+        "--quiet",
+    ]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("run.max_events = 700"), "{}", stderr(&o));
     let summary = read(&dir.join("out/summary.json"));
@@ -184,7 +192,16 @@ fn the_wall_clock_limit_stops_a_long_command_with_a_message() {
     )
     .unwrap();
     let start = Instant::now();
-    let o = servesim(&["simulate", "--scenario", path.to_str().unwrap(), "--out", dir.join("out").to_str().unwrap(), "--quiet", "--time-limit", "1"]);
+    let o = servesim(&[
+        "simulate",
+        "--scenario",
+        path.to_str().unwrap(),
+        "--out",
+        dir.join("out").to_str().unwrap(),
+        "--quiet",
+        "--time-limit",
+        "1",
+    ]);
     let took = start.elapsed().as_secs_f64();
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("wall-clock limit (--time-limit 1 s)"), "{}", stderr(&o));

@@ -61,7 +61,10 @@ fn lengths(d: &mut Draw, lo: u64, hi: u64) -> String {
     match d.int(0, 3) {
         0 => format!("{{ kind = \"fixed\", value = {} }}", d.int(lo, hi)),
         1 => format!("{{ kind = \"uniform\", min = {lo}, max = {hi} }}"),
-        2 => format!("{{ kind = \"lognormal\", median = {}, p99 = {hi}, min = {lo}, max = {hi} }}", mid.max(lo + 1).min(hi)),
+        2 => format!(
+            "{{ kind = \"lognormal\", median = {}, p99 = {hi}, min = {lo}, max = {hi} }}",
+            mid.max(lo + 1).min(hi)
+        ),
         _ => format!(
             "{{ kind = \"mixture\", components = [{{ weight = 3, kind = \"uniform\", min = {lo}, max = {mid} }}, \
              {{ weight = 1, kind = \"fixed\", value = {hi} }}], min = {lo}, max = {hi} }}"
@@ -83,10 +86,18 @@ fn scheduler(d: &mut Draw, prefix: &str, disaggregated: bool) -> String {
     let batching = if disaggregated { d.int(0, 1) } else { d.int(0, 2) };
     match batching {
         0 => {
-            let _ = writeln!(o, "[{prefix}scheduler.batching]\nkind = \"continuous\"\npriority = \"{}\"", d.pick(&["mixed", "prefill"]));
+            let _ = writeln!(
+                o,
+                "[{prefix}scheduler.batching]\nkind = \"continuous\"\npriority = \"{}\"",
+                d.pick(&["mixed", "prefill"])
+            );
         }
         1 => {
-            let _ = writeln!(o, "[{prefix}scheduler.batching]\nkind = \"chunked\"\npriority = \"{}\"", d.pick(&["decode", "prefill"]));
+            let _ = writeln!(
+                o,
+                "[{prefix}scheduler.batching]\nkind = \"chunked\"\npriority = \"{}\"",
+                d.pick(&["decode", "prefill"])
+            );
         }
         _ => {
             let _ = writeln!(o, "[{prefix}scheduler.batching]\nkind = \"static\"");
@@ -195,7 +206,7 @@ fn draw(seed: u64) -> String {
         "[gpu]\nname = \"small\"\nbf16_tflops = {}\nhbm_gb_per_s = {}\nmemory_gib = {}\ninterconnect_gb_per_s = 50\npcie_gb_per_s = {}\n",
         d.int(5, 200),
         d.int(100, 3000),
-        d.real(0.02, 0.12),
+        d.real(0.04, 0.15),
         d.int(4, 64)
     );
     o += "[memory]\nreserve_gib = 0\ngpu_memory_utilization = 1.0\n";
@@ -226,14 +237,18 @@ fn draw(seed: u64) -> String {
                 (true, 0) => "prefill",
                 (true, _) => "decode",
             };
-            let _ = write!(groups, "[[cluster.groups]]\nname = \"g{i}\"\ncount = {count}\ntp = {}\nrole = \"{role}\"\n", d.int(1, 2));
+            let _ = write!(
+                groups,
+                "[[cluster.groups]]\nname = \"g{i}\"\ncount = {count}\ntp = {}\nrole = \"{role}\"\n",
+                d.int(1, 2)
+            );
             if d.chance(0.5) {
                 let _ = writeln!(
                     groups,
                     "gpu = {{ name = \"other{i}\", bf16_tflops = {}, hbm_gb_per_s = {}, memory_gib = {}, interconnect_gb_per_s = 50, pcie_gb_per_s = 16 }}",
                     d.int(5, 200),
                     d.int(100, 3000),
-                    d.real(0.02, 0.12)
+                    d.real(0.04, 0.15)
                 );
             }
             if d.chance(0.5) {
@@ -253,7 +268,11 @@ fn draw(seed: u64) -> String {
     let requests = d.int(1, 250);
     let closed = d.chance(0.15);
     if closed {
-        w += &format!("requests = {requests}\narrival = {{ kind = \"closed-loop\", clients = {}, think_time_s = {} }}\n", d.int(1, 20), d.real(0.0, 2.0));
+        w += &format!(
+            "requests = {requests}\narrival = {{ kind = \"closed-loop\", clients = {}, think_time_s = {} }}\n",
+            d.int(1, 20),
+            d.real(0.0, 2.0)
+        );
     } else {
         let rate = d.real(0.5, 60.0);
         if d.chance(0.7) {
@@ -283,11 +302,26 @@ fn draw(seed: u64) -> String {
         w += "class_weights = [3, 2, 1]\n";
     }
     if d.chance(0.35) {
-        w += &match d.int(0, 2) {
-            0 => format!("[workload.prefix]\nkind = \"system\"\ngroups = {}\ntokens = {}\nskew = {}\n", d.int(1, 5), lengths(d, 8, 300), d.real(0.0, 2.0)),
-            1 => format!("[workload.prefix]\nkind = \"rag\"\ndocuments = {}\ntokens = {}\nper_request = {}\n", d.int(1, 30), lengths(d, 16, 400), d.int(1, 3)),
-            _ => format!("[workload.prefix]\nkind = \"sessions\"\nturns = {}\nthink_time_s = {}\n", lengths(d, 1, 5), d.real(0.0, 3.0)),
-        };
+        w += "[workload.prefix]\n";
+        if d.chance(0.6) {
+            w += &format!(
+                "system = {{ groups = {}, tokens = {}, skew = {} }}\n",
+                d.int(1, 5),
+                lengths(d, 8, 300),
+                d.real(0.0, 2.0)
+            );
+        }
+        if d.chance(0.5) {
+            w += &format!(
+                "rag = {{ documents = {}, tokens = {}, per_request = {} }}\n",
+                d.int(1, 30),
+                lengths(d, 16, 400),
+                d.int(1, 3)
+            );
+        }
+        if d.chance(0.4) {
+            w += &format!("sessions = {{ turns = {}, think_time_s = {} }}\n", lengths(d, 1, 5), d.real(0.0, 3.0));
+        }
     }
     o += &w;
     o += &format!("[slo]\nttft_ms = {}\ntpot_ms = {}\n", d.int(50, 5000), d.int(5, 200));
@@ -310,7 +344,13 @@ fn draw(seed: u64) -> String {
         if d.chance(0.7) {
             o += "[fleet.failures]\n";
             if d.chance(0.6) {
-                o += &format!("mtbf_s = {}\nmttr_s = {}\nrepair = \"{}\"\nhang_fraction = {}\n", d.real(1.0, 30.0), d.real(0.0, 5.0), d.pick(&["exponential", "fixed"]), d.real(0.0, 1.0));
+                o += &format!(
+                    "mtbf_s = {}\nmttr_s = {}\nrepair = \"{}\"\nhang_fraction = {}\n",
+                    d.real(1.0, 30.0),
+                    d.real(0.0, 5.0),
+                    d.pick(&["exponential", "fixed"]),
+                    d.real(0.0, 1.0)
+                );
             }
             if instances > 1 && d.chance(0.2) {
                 o += &format!("down = {}\n", d.int(1, instances - 1));
@@ -341,7 +381,11 @@ fn draw(seed: u64) -> String {
                 format!("{{ kind = \"queue\", target = {} }}", d.real(0.5, 10.0)),
                 format!("{{ kind = \"kv-utilization\", target = {} }}", d.real(0.1, 1.0)),
                 format!("{{ kind = \"ttft-p99\", target_ms = {}, window_s = {} }}", d.int(10, 3000), d.real(0.5, 10.0)),
-                format!("{{ kind = \"request-rate\", target_rps = {}, window_s = {} }}", d.real(0.5, 20.0), d.real(0.5, 10.0)),
+                format!(
+                    "{{ kind = \"request-rate\", target_rps = {}, window_s = {} }}",
+                    d.real(0.5, 20.0),
+                    d.real(0.5, 10.0)
+                ),
             ];
             let chosen: Vec<&String> = sigs.iter().filter(|_| d.chance(0.5)).collect();
             let chosen = if chosen.is_empty() { vec![&sigs[0]] } else { chosen };
@@ -370,7 +414,8 @@ fn run_checked(s: &Scenario) -> RunOutput {
 
 /// Everything checked of one seed; `Err` says what broke.
 fn check_seed(seed: u64, src: &str) -> Result<(), String> {
-    let s = Scenario::from_toml(src, &format!("swarm-{seed}")).map_err(|e| format!("the drawn scenario is invalid: {e}"))?;
+    let s = Scenario::from_toml(src, &format!("swarm-{seed}"))
+        .map_err(|e| format!("the drawn scenario is invalid: {e}"))?;
     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_checked(&s))).map_err(|p| panic_text(&p))?;
     let c = &out.summary.requests;
     if c.arrived != c.finished + c.rejected + c.timed_out + c.lost + c.in_flight {
@@ -441,7 +486,9 @@ fn swarm_of_random_scenarios_keeps_every_invariant() {
     for seed in first..first + n {
         let src = draw(seed);
         if let Err(why) = check_seed(seed, &src) {
-            eprintln!("swarm seed {seed} failed: {why}\n--- scenario (save as swarm-{seed}.toml) ---\n{src}--- end ---\n");
+            eprintln!(
+                "swarm seed {seed} failed: {why}\n--- scenario (save as swarm-{seed}.toml) ---\n{src}--- end ---\n"
+            );
             failures.push(seed);
         }
     }
@@ -475,8 +522,9 @@ fn the_swarm_covers_every_policy() {
         "on_failure = \"lose\"",
         "[fleet.autoscale]",
         "kind = \"closed-loop\"",
-        "kind = \"sessions\"",
-        "kind = \"rag\"",
+        "sessions = {",
+        "rag = {",
+        "system = {",
         "kind = \"diurnal\"",
         "session-affinity",
         "[run]",

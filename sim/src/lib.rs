@@ -22,9 +22,9 @@
 pub mod cost;
 pub mod disagg;
 pub mod engine;
+pub mod fleet;
 #[doc(hidden)]
 pub mod fuzz;
-pub mod fleet;
 pub mod instance;
 pub mod memory;
 pub mod metrics;

@@ -178,6 +178,9 @@ impl Instance {
     pub fn transfer_done(&mut self, id: u64) {
         let k = self.xfer.receiving.iter().position(|s| s.id == id).expect("transferred request is receiving");
         let s = self.xfer.receiving.remove(k);
+        // It starts running here: the queue policy counts it (length tiers' long requests)
+        // as it will count it leaving.
+        self.queue.admitted(&s);
         self.running.push(s);
     }
 
