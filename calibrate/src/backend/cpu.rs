@@ -27,6 +27,7 @@ pub struct CpuBackend {
 
 impl CpuBackend {
     pub fn new(seed: u64) -> CpuBackend {
+        crate::clock::keep_heap_mapped();
         CpuBackend { rng: ChaCha8Rng::seed_from_u64(seed), reps: 5, clock: Clock::Wall, evict_bytes: 0 }
     }
 

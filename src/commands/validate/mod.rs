@@ -196,6 +196,7 @@ fn executor(a: &Args, backend: BackendKind, s: &Scenario) -> Result<Box<dyn Exec
             // The thread clock sees only this thread: the GEMM must not spread to others. Set
             // before the first GEMM, which reads it once.
             std::env::set_var("MATMUL_NUM_THREADS", "1");
+            servesim_calibrate::clock::keep_heap_mapped();
             let dims = servesim_calibrate::emulate::Dims::of(&s.model, g.tp);
             let weights = 4 * dims.layers as u64 * dims.layer_weights() as u64;
             // Above 4 GiB of f32 weights one layer's weights serve every layer.
