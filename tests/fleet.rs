@@ -162,7 +162,7 @@ fn no_healthy_instance_means_rejections_with_a_reason() {
 }
 
 fn scenario_err(src: &str) -> String {
-    servesim_sim::Scenario::from_toml(src, "t").err().expect("invalid").to_string()
+    servesim_sim::Scenario::from_toml(src, "t").expect_err("invalid").to_string()
 }
 
 #[test]

@@ -72,7 +72,7 @@ impl Diurnal {
         let p = self.period_s;
         check(p.is_finite() && p > 0.0 && p <= 1e9, path, "period_s", "must be in (0, 1e9]", p)?;
         let a = self.peak_at_s;
-        check(a.is_finite() && a >= 0.0 && a <= 1e9, path, "peak_at_s", "must be in [0, 1e9]", a)
+        check(a.is_finite() && (0.0..=1e9).contains(&a), path, "peak_at_s", "must be in [0, 1e9]", a)
     }
 
     pub fn rate_at(&self, t_s: f64) -> f64 {
