@@ -625,9 +625,9 @@ pub struct RunSection {
     /// request has finished.
     pub max_time_s: Option<f64>,
     /// The event budget: a run that has processed this many events stops there (its summary
-    /// says so, `stopped`), so that no scenario, however absurd, runs forever. The default,
-    /// 10⁹, is about ten million requests' worth at a few hundred events each, and a few
-    /// minutes of simulation.
+    /// says so, `stopped`), so that no scenario, however absurd, runs forever. The default is
+    /// 10⁹: `servesim bench` processes about 0.4 million events a second at about two events
+    /// per request, so it stops a run after roughly 40 minutes and 500 million requests.
     pub max_events: u64,
 }
 
