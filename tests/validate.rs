@@ -104,6 +104,18 @@ fn cpu_validation_end_to_end() {
     let all = &it["by_kind"][3]["profiled"];
     assert!((f(&all["median_abs_pct"]) - median).abs() < 1e-9);
     assert_eq!(read(&dir.join("it/iterations.csv")).lines().count(), 25);
+    // Per op: the thirteen timed ops, `other` and `all`. With one execution per batch, `all`
+    // is the batches' measured total and the model's total, and `other` what the timed ops
+    // leave of the passes.
+    let ops = it["ops"].as_array().unwrap();
+    assert_eq!(ops.len(), 15, "{ops:?}");
+    let row = |name: &str| ops.iter().find(|o| o["op"] == name).unwrap_or_else(|| panic!("no {name} row"));
+    let sum = |key: &str| batches.iter().map(|b| f(&b[key])).sum::<f64>();
+    assert!((f(&row("all")["measured_ms"]) - sum("measured_ms")).abs() < 1e-6 * sum("measured_ms"));
+    assert!((f(&row("all")["profiled_ms"]) - sum("profiled_ms")).abs() < 1e-3, "breakdown sums to the iteration time");
+    let timed: f64 = ops[..13].iter().map(|o| f(&o["measured_ms"])).sum();
+    assert!((timed + f(&row("other")["measured_ms"]) - f(&row("all")["measured_ms"])).abs() < 1e-6);
+    assert!(f(&row("other")["measured_ms"]) >= 0.0 && f(&row("mlp_up_proj")["measured_ms"]) > 0.0);
     // The profile calibrated here predicts the executed batches (loosely: a shared machine).
     assert!(median < 50.0, "profiled median |error| {median}% on the iteration table");
     // A profile twice too slow is caught.

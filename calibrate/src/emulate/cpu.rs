@@ -26,7 +26,44 @@ struct Layer {
     v_cache: Vec<f32>,
 }
 
+/// The ops a forward pass times separately when asked ([`Executor::record_ops`]), named as
+/// the profile names them; everything else in the pass (embedding, copies between ops, input
+/// preparation, the final residual and norm) is `other`.
+pub const OPS: [&str; 13] = [
+    "input_layernorm",
+    "attn_pre_proj",
+    "attn_rope",
+    "attn_kv_cache_save",
+    "attn_decode",
+    "attn_prefill",
+    "attn_post_proj",
+    "post_attention_layernorm",
+    "mlp_up_proj",
+    "mlp_act",
+    "mlp_down_proj",
+    "lm_head",
+    "sample",
+];
+
+/// Times `$body` into `$acc[$i]` when `$on`.
+macro_rules! timed {
+    ($on:expr, $clock:expr, $acc:expr, $i:expr, $body:expr) => {{
+        if $on {
+            let t = $clock.now_ns();
+            $body;
+            $acc[$i] += $clock.now_ns() - t;
+        } else {
+            $body;
+        }
+    }};
+}
+
 pub struct CpuExecutor {
+    /// Whether forward passes time each op, and the last pass's times (ns, [`OPS`] order).
+    record: bool,
+    op_ns: [u64; 13],
+    /// The last pass's whole time, ns.
+    pass_ns: u64,
     d: Dims,
     layers: Vec<Layer>,
     /// Forward passes use layer `i % layers.len()` for layer i.
@@ -85,6 +122,9 @@ impl CpuExecutor {
             d,
             layers,
             clock,
+            record: false,
+            op_ns: [0; 13],
+            pass_ns: 0,
             inputs: Inputs::default(),
             token_ids: Vec::new(),
             residual: Vec::new(),
@@ -168,7 +208,22 @@ impl Executor for CpuExecutor {
     fn run(&mut self, seqs: &[SeqWork]) -> Result<u64, String> {
         let start = self.clock.now_ns();
         self.forward(seqs);
-        Ok(self.clock.now_ns() - start)
+        let ns = self.clock.now_ns() - start;
+        self.pass_ns = ns;
+        Ok(ns)
+    }
+
+    fn record_ops(&mut self, on: bool) {
+        self.record = on;
+    }
+
+    fn op_times(&self) -> Vec<(&'static str, u64)> {
+        if !self.record {
+            return Vec::new();
+        }
+        let mut v: Vec<(&'static str, u64)> = OPS.iter().copied().zip(self.op_ns).collect();
+        v.push(("pass", self.pass_ns));
+        v
     }
 }
 
@@ -189,31 +244,47 @@ impl CpuExecutor {
         self.residual[..t * h].fill(0.0);
         let scale = 1.0 / (hd as f32).sqrt();
         let n_distinct = self.layers.len();
+        let (on, c) = (self.record, self.clock);
+        let mut acc = [0u64; 13];
         for li in 0..d.layers {
             let l = &mut self.layers[li % n_distinct];
-            cpu::rms_norm(
-                &mut self.normed[..t * h],
-                &self.delta[..t * h],
-                &l.ln1,
-                Some(&mut self.residual[..t * h]),
-                h,
-                1e-5,
+            timed!(
+                on,
+                c,
+                acc,
+                0,
+                cpu::rms_norm(
+                    &mut self.normed[..t * h],
+                    &self.delta[..t * h],
+                    &l.ln1,
+                    Some(&mut self.residual[..t * h]),
+                    h,
+                    1e-5,
+                )
             );
-            cpu::gemm(&self.normed, &l.w_qkv, &mut self.qkv, t, h, w);
+            timed!(on, c, acc, 1, cpu::gemm(&self.normed, &l.w_qkv, &mut self.qkv, t, h, w));
             // RoPE on the query heads, then the key heads, in place in the fused output.
-            cpu::rope(&mut self.qkv[..t * w], &mut [], &inp.positions, qh, 0, hd, w, 0, 500000.0);
-            cpu::rope(&mut self.qkv[qw..t * w], &mut [], &inp.positions, kh, 0, hd, w, 0, 500000.0);
+            timed!(on, c, acc, 2, {
+                cpu::rope(&mut self.qkv[..t * w], &mut [], &inp.positions, qh, 0, hd, w, 0, 500000.0);
+                cpu::rope(&mut self.qkv[qw..t * w], &mut [], &inp.positions, kh, 0, hd, w, 0, 500000.0);
+            });
             let kv_w = kh * hd;
-            cpu::kv_write(
-                &self.qkv[qw..t * w],
-                &self.qkv[qw + kv_w..t * w],
-                &mut l.k_cache,
-                &mut l.v_cache,
-                &inp.slots,
-                kh,
-                hd,
-                w,
-                w,
+            timed!(
+                on,
+                c,
+                acc,
+                3,
+                cpu::kv_write(
+                    &self.qkv[qw..t * w],
+                    &self.qkv[qw + kv_w..t * w],
+                    &mut l.k_cache,
+                    &mut l.v_cache,
+                    &inp.slots,
+                    kh,
+                    hd,
+                    w,
+                    w,
+                )
             );
             // Queries to a contiguous [tokens, heads, head_dim] block for the attention ops.
             for i in 0..t {
@@ -229,14 +300,20 @@ impl CpuExecutor {
                     head_dim: hd,
                     block_size: BLOCK_TOKENS,
                 };
-                cpu::decode_attention(
-                    &mut self.attn[..dec * qw],
-                    &self.q[..dec * qw],
-                    &l.k_cache,
-                    &l.v_cache,
-                    &g,
-                    256,
-                    scale,
+                timed!(
+                    on,
+                    c,
+                    acc,
+                    4,
+                    cpu::decode_attention(
+                        &mut self.attn[..dec * qw],
+                        &self.q[..dec * qw],
+                        &l.k_cache,
+                        &l.v_cache,
+                        &g,
+                        256,
+                        scale,
+                    )
                 );
             }
             if t > dec {
@@ -249,29 +326,52 @@ impl CpuExecutor {
                     head_dim: hd,
                     block_size: BLOCK_TOKENS,
                 };
-                cpu::prefill_attention(
-                    &mut self.attn[dec * qw..t * qw],
-                    &self.q[dec * qw..t * qw],
-                    &l.k_cache,
-                    &l.v_cache,
-                    &inp.prefill_cu,
-                    &g,
-                    scale,
+                timed!(
+                    on,
+                    c,
+                    acc,
+                    5,
+                    cpu::prefill_attention(
+                        &mut self.attn[dec * qw..t * qw],
+                        &self.q[dec * qw..t * qw],
+                        &l.k_cache,
+                        &l.v_cache,
+                        &inp.prefill_cu,
+                        &g,
+                        scale,
+                    )
                 );
             }
-            cpu::gemm(&self.attn, &l.w_o, &mut self.delta, t, qw, h);
-            cpu::rms_norm(
-                &mut self.normed[..t * h],
-                &self.delta[..t * h],
-                &l.ln2,
-                Some(&mut self.residual[..t * h]),
-                h,
-                1e-5,
+            timed!(on, c, acc, 6, cpu::gemm(&self.attn, &l.w_o, &mut self.delta, t, qw, h));
+            timed!(
+                on,
+                c,
+                acc,
+                7,
+                cpu::rms_norm(
+                    &mut self.normed[..t * h],
+                    &self.delta[..t * h],
+                    &l.ln2,
+                    Some(&mut self.residual[..t * h]),
+                    h,
+                    1e-5,
+                )
             );
-            cpu::gemm(&self.normed, &l.w_gate_up, &mut self.gate_up, t, h, 2 * d.intermediate);
-            cpu::silu_mul(&mut self.act[..t * d.intermediate], &self.gate_up[..t * 2 * d.intermediate], d.intermediate);
-            cpu::gemm(&self.act, &l.w_down, &mut self.delta, t, d.intermediate, h);
+            timed!(on, c, acc, 8, cpu::gemm(&self.normed, &l.w_gate_up, &mut self.gate_up, t, h, 2 * d.intermediate));
+            timed!(
+                on,
+                c,
+                acc,
+                9,
+                cpu::silu_mul(
+                    &mut self.act[..t * d.intermediate],
+                    &self.gate_up[..t * 2 * d.intermediate],
+                    d.intermediate
+                )
+            );
+            timed!(on, c, acc, 10, cpu::gemm(&self.act, &l.w_down, &mut self.delta, t, d.intermediate, h));
         }
+        self.op_ns = acc;
         // The sampling rows: final residual add and norm, LM head, sampling.
         let s = inp.sample_rows.len();
         if s == 0 {
@@ -283,14 +383,26 @@ impl CpuExecutor {
             }
         }
         cpu::rms_norm(&mut self.rows_normed[..s * h], &self.rows[..s * h], &self.ln_final, None, h, 1e-5);
-        cpu::gemm(&self.rows_normed, &self.lm_head, &mut self.logits, s, h, d.vocab_shard);
-        cpu::sample(
-            &mut self.sampled[..s],
-            &self.logits[..s * d.vocab_shard],
-            &self.uniforms[..s],
-            d.vocab_shard,
-            0.8,
-            0.9,
+        timed!(
+            on,
+            c,
+            self.op_ns,
+            11,
+            cpu::gemm(&self.rows_normed, &self.lm_head, &mut self.logits, s, h, d.vocab_shard)
+        );
+        timed!(
+            on,
+            c,
+            self.op_ns,
+            12,
+            cpu::sample(
+                &mut self.sampled[..s],
+                &self.logits[..s * d.vocab_shard],
+                &self.uniforms[..s],
+                d.vocab_shard,
+                0.8,
+                0.9,
+            )
         );
     }
 }

@@ -38,6 +38,14 @@ pub trait Executor: Send {
     /// Executes one forward pass over `seqs` (decodes first, then prefill chunks) and returns
     /// its duration in nanoseconds on the executor's clock.
     fn run(&mut self, seqs: &[SeqWork]) -> Result<u64, String>;
+    /// Whether the following runs also time each op (for [`Executor::op_times`]); executors
+    /// that cannot ignore it.
+    fn record_ops(&mut self, _on: bool) {}
+    /// The last run's time per op, ns, and its whole time as `pass`, when recording (empty
+    /// otherwise).
+    fn op_times(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// One emulated iteration.
@@ -84,6 +92,16 @@ impl Emulator {
     /// Total time of every timed execution so far, ns.
     pub fn executed_ns(&self) -> u64 {
         self.executed_ns.load(Ordering::Relaxed)
+    }
+
+    /// Asks the executor to time each op of the following runs (see [`Executor::record_ops`]).
+    pub fn record_ops(&self, on: bool) {
+        self.exec.lock().expect("executor lock").record_ops(on);
+    }
+
+    /// The last run's time per op, ns (empty when the executor does not record them).
+    pub fn op_times(&self) -> Vec<(&'static str, u64)> {
+        self.exec.lock().expect("executor lock").op_times()
     }
 
     pub fn describe(&self) -> String {

@@ -1,6 +1,7 @@
 //! `servesim validate --iterations --scenario S --backend B`: predicted vs executed time of
 //! seeded batches across the scenario's batch space (decodes, prefill chunks, both).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
@@ -37,6 +38,16 @@ pub struct BatchRow {
     pub roofline_error_pct: Option<f64>,
 }
 
+/// One op over all batches: its time inside the executed forward passes (the last execution
+/// of each batch) against the profiled model's time for it.
+#[derive(Clone, Debug, Serialize)]
+pub struct OpRow {
+    pub op: String,
+    pub measured_ms: f64,
+    pub profiled_ms: f64,
+    pub error_pct: Option<f64>,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct IterationsReport {
     pub scenario: String,
@@ -50,6 +61,8 @@ pub struct IterationsReport {
     pub max_num_batched_tokens: u64,
     pub max_context: u64,
     pub by_kind: Vec<KindStats>,
+    /// Per op, summed over the batches (empty when the executor does not time ops: cuda).
+    pub ops: Vec<OpRow>,
     pub batches: Vec<BatchRow>,
 }
 
@@ -70,12 +83,32 @@ pub fn run(a: &Args, backend: BackendKind, s: servesim_sim::Scenario, out_dir: &
     // The calibration runs between the batches (see `Predictor`).
     a.progress(&format!("iterations {} batches, median of {} executions each", list.len(), a.repeat()));
     let mut times = Vec::with_capacity(list.len());
+    // Each op of the executed passes timed too, to show where the prediction's error lies.
+    emu.record_ops(true);
+    let mut op_ms: BTreeMap<&'static str, f64> = BTreeMap::new();
+    let mut total_ms = 0.0;
     for (i, b) in list.iter().enumerate() {
         times.push(emu.measure(&b.seqs).map_err(|e| CliError::Other(anyhow::anyhow!("executing batch {i}: {e}")))?);
+        // The last execution's ops and whole pass (the median execution's ops are not kept).
+        for (name, ns) in emu.op_times() {
+            match name {
+                "pass" => total_ms += ns as f64 * 1e-6,
+                _ => *op_ms.entry(name).or_default() += ns as f64 * 1e-6,
+            }
+        }
     }
+    emu.record_ops(false);
     let (prof, source) = take_back(&emu, predictor).finish(a, backend, &s, out_dir)?;
     let (sp, sr) = with_profile(&s, &prof, &source.path)?;
     let profiled = engine::cost_model(&sp, 0);
+    let model = super::profiled(&s, 0, &prof, &source.path)?;
+    let mut predicted_ms: BTreeMap<&'static str, f64> = BTreeMap::new();
+    for b in &list {
+        for o in model.breakdown(&SeqWork::shape_of(&b.seqs)) {
+            *predicted_ms.entry(o.name).or_default() += o.seconds * 1e3;
+        }
+    }
+    let ops = op_rows(&op_ms, total_ms, &predicted_ms);
     let roofline = engine::cost_model(&sr, 0);
     let mut rows = Vec::with_capacity(list.len());
     for (b, &ns) in list.iter().zip(&times) {
@@ -117,6 +150,7 @@ pub fn run(a: &Args, backend: BackendKind, s: servesim_sim::Scenario, out_dir: &
         max_num_batched_tokens: space.max_tokens,
         max_context: space.max_context,
         by_kind,
+        ops,
         batches: rows,
     };
     let json = serde_json::to_string_pretty(&rep).expect("report serialises");
@@ -163,6 +197,32 @@ fn iterations_csv(r: &IterationsReport) -> String {
     o
 }
 
+/// Ops measured inside the passes against the model's, plus `other`: pass time outside the
+/// timed ops (measured) and the model's ops the executor does not time separately.
+fn op_rows(measured: &BTreeMap<&str, f64>, total_ms: f64, predicted: &BTreeMap<&str, f64>) -> Vec<OpRow> {
+    if measured.is_empty() {
+        return Vec::new();
+    }
+    let mut rows: Vec<OpRow> = measured
+        .iter()
+        .map(|(&op, &m)| {
+            let p = predicted.get(op).copied().unwrap_or(0.0);
+            OpRow { op: op.to_string(), measured_ms: m, profiled_ms: p, error_pct: error_pct(p, m) }
+        })
+        .collect();
+    let other_m = total_ms - measured.values().sum::<f64>();
+    let other_p: f64 = predicted.iter().filter(|(op, _)| !measured.contains_key(*op)).map(|(_, v)| v).sum();
+    rows.push(OpRow {
+        op: "other".into(),
+        measured_ms: other_m,
+        profiled_ms: other_p,
+        error_pct: error_pct(other_p, other_m),
+    });
+    let (m, p) = (total_ms, predicted.values().sum::<f64>());
+    rows.push(OpRow { op: "all".into(), measured_ms: m, profiled_ms: p, error_pct: error_pct(p, m) });
+    rows
+}
+
 fn table(r: &IterationsReport) -> String {
     let f = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{v:.1}%"));
     let s = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{v:+.1}%"));
@@ -193,6 +253,13 @@ fn table(r: &IterationsReport) -> String {
             f(k.roofline.p90_abs_pct),
             s(k.roofline.median_pct)
         );
+    }
+    if !r.ops.is_empty() {
+        o += &format!("\n  {:<26}{:>14}{:>14}{:>9}\n", "op (all batches)", "executed ms", "profiled ms", "error");
+        for row in &r.ops {
+            o +=
+                &format!("  {:<26}{:>14.1}{:>14.1}{:>9}\n", row.op, row.measured_ms, row.profiled_ms, s(row.error_pct));
+        }
     }
     o
 }

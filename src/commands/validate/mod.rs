@@ -482,19 +482,8 @@ fn take_back(emu: &Emulator, shared: Arc<Mutex<Predictor>>) -> Predictor {
 fn with_profile(s: &Scenario, profile: &Profile, path: &Path) -> Result<(Scenario, Scenario)> {
     let (mut p, mut r) = (s.clone(), s.clone());
     let shared = Arc::new(profile.clone());
-    for (gp, gr) in p.groups.iter_mut().zip(r.groups.iter_mut()) {
-        let params = match &gp.cost {
-            CostSpec::Roofline(c) => gp.scheduler.cpu.apply(&c.params()),
-            CostSpec::Linear(_) => {
-                return Err(CliError::input(format!(
-                    "--profile {}: group {} uses cost.kind = \"linear\"; a profile replaces the roofline model",
-                    path.display(),
-                    gp.name
-                )))
-            }
-        };
-        Profiled::new(gp.scheduler.kv_cache.model(&s.model), gp.gpu.clone(), gp.tp, params, profile)
-            .map_err(|e| CliError::input(format!("--profile {}: {e}", path.display())))?;
+    for (i, (gp, gr)) in p.groups.iter_mut().zip(r.groups.iter_mut()).enumerate() {
+        profiled(s, i, profile, path)?;
         gp.profile = Some(shared.clone());
         gr.profile = None;
     }
@@ -502,6 +491,23 @@ fn with_profile(s: &Scenario, profile: &Profile, path: &Path) -> Result<(Scenari
     set_profile_path(&mut p.resolved.cost, Some(abs.display().to_string()));
     set_profile_path(&mut r.resolved.cost, None);
     Ok((p, r))
+}
+
+/// Group `i`'s cost model priced by `profile` (checked against its model and TP degree).
+pub(super) fn profiled(s: &Scenario, i: usize, profile: &Profile, path: &Path) -> Result<Profiled> {
+    let g = &s.groups[i];
+    let params = match &g.cost {
+        CostSpec::Roofline(c) => g.scheduler.cpu.apply(&c.params()),
+        CostSpec::Linear(_) => {
+            return Err(CliError::input(format!(
+                "--profile {}: group {} uses cost.kind = \"linear\"; a profile replaces the roofline model",
+                path.display(),
+                g.name
+            )))
+        }
+    };
+    Profiled::new(g.scheduler.kv_cache.model(&s.model), g.gpu.clone(), g.tp, params, profile)
+        .map_err(|e| CliError::input(format!("--profile {}: {e}", path.display())))
 }
 
 /// The `[cost] profile` path of a resolved scenario (`None` for the linear model).
