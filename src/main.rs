@@ -59,6 +59,13 @@ enum Command {
 }
 
 fn main() {
+    // Rust ignores SIGPIPE, so printing into a closed pipe (`servesim simulate | head`) would
+    // be an error at every print; the default action ends the process quietly, as for `cat`.
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     if let Some(t) = cli.time_limit {
         error::start_time_limit(t);

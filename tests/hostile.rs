@@ -211,3 +211,22 @@ fn the_wall_clock_limit_stops_a_long_command_with_a_message() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("-3"), "{}", stderr(&bad));
 }
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    use std::process::{Command, Stdio};
+    // `servesim plan | true`: the reader is gone before the table is printed.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_servesim"))
+        .args(["plan", "--scenario", "scenarios/n-plus-1.toml", "--quiet", "--out"])
+        .arg(out_dir("hostile_pipe"))
+        .current_dir(root())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("servesim runs");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(out.status.code(), Some(101), "{err}");
+}
