@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use servesim_sim::engine::{self, RunOutput, Simulation};
+use servesim_sim::engine::{self, RunOutput};
 use servesim_sim::metrics::Status;
 use servesim_sim::plan;
 use servesim_sim::SimTime;
@@ -134,19 +134,9 @@ fn disaggregation_removes_prefill_interference_from_tpot() {
 }
 
 /// Runs `src` checking every invariant after every event, twice for determinism.
-fn run_checked(src: &str) -> RunOutput {
-    let s = scenario(src);
-    let mut sim = Simulation::new(&s);
-    let mut last = sim.now();
-    while sim.step() {
-        assert!(sim.now() >= last, "time went backwards");
-        last = sim.now();
-        sim.check_invariants();
-    }
-    let out = sim.finish();
-    let c = &out.summary.requests;
-    assert_eq!(c.arrived, c.finished + c.rejected + c.timed_out + c.in_flight, "conservation");
-    let again = engine::run(&s);
+fn run_twice_checked(src: &str) -> RunOutput {
+    let out = run_checked(src);
+    let again = engine::run(&scenario(src));
     assert_eq!(out.recorder.records, again.recorder.records, "not deterministic");
     assert_eq!(out.summary, again.summary, "not deterministic");
     for r in out.recorder.records.iter().filter(|r| r.status == Status::Finished) {
@@ -221,7 +211,7 @@ fn invariants_hold_after_every_event_under_kv_pressure_in_both_pools() {
         ),
     ];
     for (name, p, d, extra, groups, w) in cases {
-        let out = run_checked(&tiny(p, d, extra, groups, w));
+        let out = run_twice_checked(&tiny(p, d, extra, groups, w));
         let s = &out.summary;
         let x = s.disaggregation.as_ref().unwrap();
         eprintln!(
@@ -254,7 +244,7 @@ fn invariants_hold_after_every_event_under_kv_pressure_in_both_pools() {
         }
     }
     // A time limit cuts transfers short: requests in transfer count as in flight.
-    let out = run_checked(&tiny(0.05, 0.025, "[run]\nmax_time_s = 7", "", LOAD));
+    let out = run_twice_checked(&tiny(0.05, 0.025, "[run]\nmax_time_s = 7", "", LOAD));
     assert!(out.summary.requests.in_flight > 0);
 }
 
@@ -263,7 +253,7 @@ fn a_request_too_big_for_the_decode_pool_is_rejected_at_arrival() {
     // The decode GPUs hold fewer blocks than the longest requests need; the prefill ones more.
     let w = "requests = 200\narrival = { kind = \"poisson\", rate = 20 }\n\
         prompt_tokens = { kind = \"uniform\", min = 100, max = 3000 }\noutput_tokens = { kind = \"uniform\", min = 1, max = 1000 }";
-    let out = run_checked(&tiny(0.05, 0.024, "", "", w));
+    let out = run_twice_checked(&tiny(0.05, 0.024, "", "", w));
     let r = &out.summary.requests;
     assert!(r.rejected_by_reason["exceeds_kv_capacity"] > 0, "{:?}", r.rejected_by_reason);
     assert_eq!(r.finished + r.rejected, r.arrived);

@@ -8,26 +8,11 @@ mod common;
 use std::time::Instant;
 
 use common::*;
-use servesim_sim::engine::RunOutput;
-use servesim_sim::engine::Simulation;
 use servesim_sim::metrics::Status;
-
-/// Runs with the invariants checked after every event and conservation at the end.
-fn checked(src: &str) -> RunOutput {
-    let s = scenario(src);
-    let mut sim = Simulation::new(&s);
-    while sim.step() {
-        sim.check_invariants();
-    }
-    let out = sim.finish();
-    let c = &out.summary.requests;
-    assert_eq!(c.arrived, c.finished + c.rejected + c.timed_out + c.lost + c.in_flight, "conservation: {c:?}");
-    out
-}
 
 #[test]
 fn billion_token_prompts_are_rejected_with_their_reason() {
-    let out = checked(&llama8b(
+    let out = run_checked(&llama8b(
         "requests = 50\narrival = { kind = \"poisson\", rate = 10 }\n\
          prompt_tokens = { kind = \"fixed\", value = 1000000000 }\noutput_tokens = { kind = \"fixed\", value = 10 }",
         "",
@@ -41,19 +26,16 @@ fn billion_token_prompts_are_rejected_with_their_reason() {
 
 #[test]
 fn zero_length_outputs_are_refused_naming_the_key() {
-    let dir = out_dir("hostile_zero_output");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("zero.toml");
-    std::fs::write(
-        &path,
-        llama8b(
+    let path = scenario_file(
+        &out_dir("hostile_zero_output"),
+        "zero.toml",
+        &llama8b(
             "requests = 10\narrival = { kind = \"poisson\", rate = 1 }\n\
              prompt_tokens = { kind = \"fixed\", value = 100 }\noutput_tokens = { kind = \"fixed\", value = 0 }",
             "",
         ),
-    )
-    .unwrap();
-    let o = servesim(&["simulate", "--scenario", path.to_str().unwrap(), "--quiet"]);
+    );
+    let o = servesim(&["simulate", "--scenario", &path, "--quiet"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.contains("workload.output_tokens") && err.lines().count() == 1, "{err}");
@@ -62,7 +44,7 @@ fn zero_length_outputs_are_refused_naming_the_key() {
 #[test]
 fn a_million_requests_per_second_queue_up_and_all_finish() {
     // 20,000 requests in 20 ms on one H100: the queue holds nearly all of them at once.
-    let out = checked(&llama8b(
+    let out = run_checked(&llama8b(
         "requests = 20000\narrival = { kind = \"poisson\", rate = 1000000 }\n\
          prompt_tokens = { kind = \"uniform\", min = 10, max = 200 }\noutput_tokens = { kind = \"uniform\", min = 1, max = 20 }",
         "",
@@ -109,7 +91,7 @@ fn one_kv_block_serves_what_fits_and_rejects_the_rest() {
         )
     };
     let gib = memory_for_blocks(&base, 1);
-    let out = checked(&base(gib));
+    let out = run_checked(&base(gib));
     let s = &out.summary;
     assert_eq!(s.kv.blocks_total, 1);
     assert_eq!(s.requests.in_flight, 0);
@@ -152,24 +134,15 @@ fn the_event_budget_stops_a_run_and_says_so() {
          prompt_tokens = { kind = \"fixed\", value = 500 }\noutput_tokens = { kind = \"fixed\", value = 200 }",
         "[run]\nmax_events = 700",
     );
-    let out = checked(&src);
+    let out = run_checked(&src);
     let st = out.summary.stopped.as_ref().expect("stopped by the budget");
     assert_eq!((st.reason.as_str(), st.events, out.events), ("event_budget", 700, 700));
     let c = &out.summary.requests;
     assert!(c.in_flight > 0 && c.arrived < 5000, "{c:?}");
     // The CLI writes what it has, then exits with code 3 naming the key.
     let dir = out_dir("hostile_event_budget");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("budget.toml");
-    std::fs::write(&path, &src).unwrap();
-    let o = servesim(&[
-        "simulate",
-        "--scenario",
-        path.to_str().unwrap(),
-        "--out",
-        dir.join("out").to_str().unwrap(),
-        "--quiet",
-    ]);
+    let path = scenario_file(&dir, "budget.toml", &src);
+    let o = servesim(&["simulate", "--scenario", &path, "--out", dir.join("out").to_str().unwrap(), "--quiet"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("run.max_events = 700"), "{}", stderr(&o));
     let summary = read(&dir.join("out/summary.json"));
@@ -180,22 +153,20 @@ fn the_event_budget_stops_a_run_and_says_so() {
 fn the_wall_clock_limit_stops_a_long_command_with_a_message() {
     // Ten million requests: minutes of simulation; the limit stops it after about a second.
     let dir = out_dir("hostile_time_limit");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("long.toml");
-    std::fs::write(
-        &path,
-        llama8b(
+    let path = scenario_file(
+        &dir,
+        "long.toml",
+        &llama8b(
             "requests = 10000000\narrival = { kind = \"closed-loop\", clients = 64 }\n\
              prompt_tokens = { kind = \"fixed\", value = 100 }\noutput_tokens = { kind = \"fixed\", value = 100 }",
             "",
         ),
-    )
-    .unwrap();
+    );
     let start = Instant::now();
     let o = servesim(&[
         "simulate",
         "--scenario",
-        path.to_str().unwrap(),
+        &path,
         "--out",
         dir.join("out").to_str().unwrap(),
         "--quiet",

@@ -19,20 +19,8 @@ fn tiny(kv_gib: f64, workload: &str, extra: &str) -> String {
 }
 
 fn check_every_event(src: &str) -> servesim_sim::engine::RunOutput {
-    let s = scenario(src);
-    let mut sim = Simulation::new(&s);
-    let mut last = sim.now();
-    let mut steps = 0u64;
-    while sim.step() {
-        assert!(sim.now() >= last, "time went backwards");
-        last = sim.now();
-        sim.check_invariants();
-        steps += 1;
-    }
-    assert!(steps > 0);
-    let out = sim.finish();
-    let c = &out.summary.requests;
-    assert_eq!(c.arrived, c.finished + c.rejected + c.timed_out + c.lost + c.in_flight, "conservation");
+    let out = run_checked(src);
+    assert!(out.events > 0);
     for r in &out.recorder.records {
         if let Some(e2e) = r.e2e() {
             assert!(r.first_token <= r.finish && r.scheduled <= r.first_token && r.arrival <= r.scheduled);

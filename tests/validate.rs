@@ -21,10 +21,7 @@ const TINY: &str = "[model]\nname = \"tiny\"\nlayers = 2\nhidden = 256\nheads = 
     [slo]\nttft_ms = 20\ntpot_ms = 5\n";
 
 fn tiny_scenario(dir: &Path, workload: &str) -> String {
-    std::fs::create_dir_all(dir).unwrap();
-    let p = dir.join("tiny.toml");
-    std::fs::write(&p, format!("{TINY}[workload]\n{workload}\n")).unwrap();
-    p.display().to_string()
+    scenario_file(dir, "tiny.toml", &format!("{TINY}[workload]\n{workload}\n"))
 }
 
 const WORKLOAD: &str = "requests = 60\narrival = { kind = \"poisson\", rate = 1 }\n\
@@ -283,19 +280,14 @@ fn external_vllm_and_aiperf_files_are_replayed() {
     let vllm = r#"{"request_rate": 10.0, "input_lens": [100, 50, 80], "output_lens": [5, 0, 3],
         "ttfts": [0.020, 0.0, 0.030], "itls": [[0.005, 0.005, 0.005, 0.005], [], [0.010, 0.010]],
         "start_times": [10.0, 10.1, 10.2], "errors": ["", "boom", ""]}"#;
-    std::fs::write(dir.join("vllm.json"), vllm).unwrap();
-    let o = ok(&[
-        "validate",
-        "--measured",
-        &dir.join("vllm.json").display().to_string(),
-        "--scenario",
-        &scen,
-        "--out",
-        &dir.join("v").display().to_string(),
-        "--format",
-        "json",
-    ]);
-    let v: Value = serde_json::from_str(&o).unwrap();
+    // `validate --measured dir/file`, its JSON report (the files go to dir/out).
+    let measured = |file: &str, text: &str, out: &str| -> Value {
+        std::fs::write(dir.join(file), text).unwrap();
+        let d = |x: &str| dir.join(x).display().to_string();
+        let o = ok(&["validate", "--measured", &d(file), "--scenario", &scen, "--out", &d(out), "--format", "json"]);
+        serde_json::from_str(&o).unwrap()
+    };
+    let v = measured("vllm.json", vllm, "v");
     assert_eq!((v["format"].as_str(), v["replayed"].as_u64(), v["failed"].as_u64()), (Some("vllm"), Some(2), Some(1)));
     assert!(v["predicted_by"].as_str().unwrap().starts_with("roofline"));
     assert_eq!(f(&v["measured"]["ttft_ms"]["mean"]), 25.0);
@@ -312,19 +304,7 @@ fn external_vllm_and_aiperf_files_are_replayed() {
         )
     };
     let jsonl = format!("{}\n{}\n", rec(10_000_000_000, 100, 5, 20.0, 40.0), rec(10_200_000_000, 80, 3, 30.0, 50.0));
-    std::fs::write(dir.join("a.jsonl"), jsonl).unwrap();
-    let o = ok(&[
-        "validate",
-        "--measured",
-        &dir.join("a.jsonl").display().to_string(),
-        "--scenario",
-        &scen,
-        "--out",
-        &dir.join("a").display().to_string(),
-        "--format",
-        "json",
-    ]);
-    let a: Value = serde_json::from_str(&o).unwrap();
+    let a = measured("a.jsonl", &jsonl, "a");
     assert_eq!(a["format"], "aiperf");
     for key in ["measured", "predicted"] {
         assert_eq!(a[key], v[key], "{key}: the same requests give the same numbers");

@@ -241,15 +241,17 @@ impl Simulation {
             let g = &s.groups[gi];
             let cost = cost_of(gi);
             let kv_blocks = g.memory.kv_blocks.min(u32::MAX as u64) as u32;
-            let cfg = InstanceConfig {
+            let mut cfg = InstanceConfig {
                 max_num_seqs: g.scheduler.max_num_seqs,
                 max_num_batched_tokens: g.scheduler.max_num_batched_tokens as u64,
                 block_tokens: g.scheduler.block_tokens as u64,
                 watermark_blocks: (g.scheduler.watermark * kv_blocks as f64).floor() as u32,
                 max_model_len: g.max_model_len,
                 kv_blocks,
+                capacity: 1.0,
                 policy: PolicyConfig::from_group(s, gi),
             };
+            cfg.capacity = crate::router::capacity_weight(&cfg, cost_model(s, gi).as_ref());
             for _ in 0..crate::fleet::instances_built(s, gi) {
                 let id = instances.len() as u32;
                 instances.push(Instance::new(id, cfg.clone(), cost.clone()));

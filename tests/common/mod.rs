@@ -34,6 +34,22 @@ pub fn run(src: &str) -> RunOutput {
     engine::run(&scenario(src))
 }
 
+/// Runs `src` with every invariant checked after every event (`Simulation::check_invariants`),
+/// time never going back, and conservation at the end; returns the output.
+pub fn run_checked(src: &str) -> RunOutput {
+    let mut sim = engine::Simulation::new(&scenario(src));
+    let mut last = sim.now();
+    while sim.step() {
+        assert!(sim.now() >= last, "time went backwards");
+        last = sim.now();
+        sim.check_invariants();
+    }
+    let out = sim.finish();
+    let c = &out.summary.requests;
+    assert_eq!(c.arrived, c.finished + c.rejected + c.timed_out + c.lost + c.in_flight, "conservation: {c:?}");
+    out
+}
+
 /// A llama-3-8b on one H100 serving `workload` (a `[workload]` body), with extra sections.
 pub fn llama8b(workload: &str, extra: &str) -> String {
     format!("[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"h100-sxm\"\n{extra}\n[workload]\n{workload}\n")
@@ -44,6 +60,14 @@ pub fn out_dir(name: &str) -> PathBuf {
     let d = root().join("target").join("test-outputs").join(name);
     let _ = std::fs::remove_dir_all(&d);
     d
+}
+
+/// Writes scenario `text` as `dir/name`, creating `dir`; returns the path as a string.
+pub fn scenario_file(dir: &Path, name: &str, text: &str) -> String {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    path.display().to_string()
 }
 
 pub fn read(p: &Path) -> String {

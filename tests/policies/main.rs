@@ -21,22 +21,6 @@ use servesim_sim::metrics::{RequestRecord, Status};
 
 pub use common::*;
 
-/// Runs `src` checking every invariant after every event; returns the output.
-pub fn run_checked(src: &str) -> RunOutput {
-    let s = scenario(src);
-    let mut sim = Simulation::new(&s);
-    let mut last = sim.now();
-    while sim.step() {
-        assert!(sim.now() >= last, "time went backwards");
-        last = sim.now();
-        sim.check_invariants();
-    }
-    let out = sim.finish();
-    let c = &out.summary.requests;
-    assert_eq!(c.arrived, c.finished + c.rejected + c.timed_out + c.in_flight, "conservation");
-    out
-}
-
 /// The finished requests' records.
 pub fn finished(out: &RunOutput) -> impl Iterator<Item = &RequestRecord> {
     out.recorder.records.iter().filter(|r| r.status == Status::Finished)

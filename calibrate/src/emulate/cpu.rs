@@ -45,23 +45,47 @@ pub const OPS: [&str; 13] = [
     "sample",
 ];
 
-/// Times `$body` into `$acc[$i]` when `$on`.
-macro_rules! timed {
-    ($on:expr, $clock:expr, $acc:expr, $i:expr, $body:expr) => {{
-        if $on {
-            let t = $clock.now_ns();
-            $body;
-            $acc[$i] += $clock.now_ns() - t;
+/// The index of each of [`OPS`].
+#[derive(Clone, Copy)]
+enum Op {
+    InputLayernorm,
+    AttnPreProj,
+    AttnRope,
+    AttnKvCacheSave,
+    AttnDecode,
+    AttnPrefill,
+    AttnPostProj,
+    PostAttentionLayernorm,
+    MlpUpProj,
+    MlpAct,
+    MlpDownProj,
+    LmHead,
+    Sample,
+}
+
+/// Times the ops of one forward pass when recording.
+struct OpTimer {
+    on: bool,
+    clock: Clock,
+    ns: [u64; OPS.len()],
+}
+
+impl OpTimer {
+    fn time(&mut self, op: Op, f: impl FnOnce()) {
+        if self.on {
+            let t = self.clock.now_ns();
+            f();
+            self.ns[op as usize] += self.clock.now_ns() - t;
         } else {
-            $body;
+            f();
         }
-    }};
+    }
 }
 
 pub struct CpuExecutor {
     /// Whether forward passes time each op, and the last pass's times (ns, [`OPS`] order).
     record: bool,
-    op_ns: [u64; 13],
+    op_ns: [u64; OPS.len()],
     /// The last pass's whole time, ns.
     pass_ns: u64,
     d: Dims,
@@ -123,7 +147,7 @@ impl CpuExecutor {
             layers,
             clock,
             record: false,
-            op_ns: [0; 13],
+            op_ns: [0; OPS.len()],
             pass_ns: 0,
             inputs: Inputs::default(),
             token_ids: Vec::new(),
@@ -207,7 +231,7 @@ impl Executor for CpuExecutor {
 
     fn run(&mut self, seqs: &[SeqWork]) -> Result<u64, String> {
         let start = self.clock.now_ns();
-        self.forward(seqs);
+        self.op_ns = self.forward(seqs);
         let ns = self.clock.now_ns() - start;
         self.pass_ns = ns;
         Ok(ns)
@@ -228,7 +252,8 @@ impl Executor for CpuExecutor {
 }
 
 impl CpuExecutor {
-    fn forward(&mut self, seqs: &[SeqWork]) {
+    /// One forward pass; returns its op times when recording (zeros otherwise).
+    fn forward(&mut self, seqs: &[SeqWork]) -> [u64; OPS.len()] {
         let d = self.d;
         let (h, hd, qh, kh) = (d.hidden, d.head_dim, d.q_heads, d.kv_heads);
         let w = d.qkv();
@@ -244,15 +269,10 @@ impl CpuExecutor {
         self.residual[..t * h].fill(0.0);
         let scale = 1.0 / (hd as f32).sqrt();
         let n_distinct = self.layers.len();
-        let (on, c) = (self.record, self.clock);
-        let mut acc = [0u64; 13];
+        let mut ops = OpTimer { on: self.record, clock: self.clock, ns: [0; OPS.len()] };
         for li in 0..d.layers {
             let l = &mut self.layers[li % n_distinct];
-            timed!(
-                on,
-                c,
-                acc,
-                0,
+            ops.time(Op::InputLayernorm, || {
                 cpu::rms_norm(
                     &mut self.normed[..t * h],
                     &self.delta[..t * h],
@@ -261,19 +281,17 @@ impl CpuExecutor {
                     h,
                     1e-5,
                 )
-            );
-            timed!(on, c, acc, 1, cpu::gemm(&self.normed, &l.w_qkv, &mut self.qkv, t, h, w));
+            });
+            ops.time(Op::AttnPreProj, || {
+                cpu::gemm(&self.normed, &l.w_qkv, &mut self.qkv, t, h, w);
+            });
             // RoPE on the query heads, then the key heads, in place in the fused output.
-            timed!(on, c, acc, 2, {
+            ops.time(Op::AttnRope, || {
                 cpu::rope(&mut self.qkv[..t * w], &mut [], &inp.positions, qh, 0, hd, w, 0, 500000.0);
                 cpu::rope(&mut self.qkv[qw..t * w], &mut [], &inp.positions, kh, 0, hd, w, 0, 500000.0);
             });
             let kv_w = kh * hd;
-            timed!(
-                on,
-                c,
-                acc,
-                3,
+            ops.time(Op::AttnKvCacheSave, || {
                 cpu::kv_write(
                     &self.qkv[qw..t * w],
                     &self.qkv[qw + kv_w..t * w],
@@ -285,7 +303,7 @@ impl CpuExecutor {
                     w,
                     w,
                 )
-            );
+            });
             // Queries to a contiguous [tokens, heads, head_dim] block for the attention ops.
             for i in 0..t {
                 self.q[i * qw..(i + 1) * qw].copy_from_slice(&self.qkv[i * w..i * w + qw]);
@@ -300,11 +318,7 @@ impl CpuExecutor {
                     head_dim: hd,
                     block_size: BLOCK_TOKENS,
                 };
-                timed!(
-                    on,
-                    c,
-                    acc,
-                    4,
+                ops.time(Op::AttnDecode, || {
                     cpu::decode_attention(
                         &mut self.attn[..dec * qw],
                         &self.q[..dec * qw],
@@ -314,7 +328,7 @@ impl CpuExecutor {
                         256,
                         scale,
                     )
-                );
+                });
             }
             if t > dec {
                 let g = cpu::Paged {
@@ -326,11 +340,7 @@ impl CpuExecutor {
                     head_dim: hd,
                     block_size: BLOCK_TOKENS,
                 };
-                timed!(
-                    on,
-                    c,
-                    acc,
-                    5,
+                ops.time(Op::AttnPrefill, || {
                     cpu::prefill_attention(
                         &mut self.attn[dec * qw..t * qw],
                         &self.q[dec * qw..t * qw],
@@ -340,14 +350,12 @@ impl CpuExecutor {
                         &g,
                         scale,
                     )
-                );
+                });
             }
-            timed!(on, c, acc, 6, cpu::gemm(&self.attn, &l.w_o, &mut self.delta, t, qw, h));
-            timed!(
-                on,
-                c,
-                acc,
-                7,
+            ops.time(Op::AttnPostProj, || {
+                cpu::gemm(&self.attn, &l.w_o, &mut self.delta, t, qw, h);
+            });
+            ops.time(Op::PostAttentionLayernorm, || {
                 cpu::rms_norm(
                     &mut self.normed[..t * h],
                     &self.delta[..t * h],
@@ -356,26 +364,25 @@ impl CpuExecutor {
                     h,
                     1e-5,
                 )
-            );
-            timed!(on, c, acc, 8, cpu::gemm(&self.normed, &l.w_gate_up, &mut self.gate_up, t, h, 2 * d.intermediate));
-            timed!(
-                on,
-                c,
-                acc,
-                9,
+            });
+            ops.time(Op::MlpUpProj, || {
+                cpu::gemm(&self.normed, &l.w_gate_up, &mut self.gate_up, t, h, 2 * d.intermediate);
+            });
+            ops.time(Op::MlpAct, || {
                 cpu::silu_mul(
                     &mut self.act[..t * d.intermediate],
                     &self.gate_up[..t * 2 * d.intermediate],
-                    d.intermediate
+                    d.intermediate,
                 )
-            );
-            timed!(on, c, acc, 10, cpu::gemm(&self.act, &l.w_down, &mut self.delta, t, d.intermediate, h));
+            });
+            ops.time(Op::MlpDownProj, || {
+                cpu::gemm(&self.act, &l.w_down, &mut self.delta, t, d.intermediate, h);
+            });
         }
-        self.op_ns = acc;
         // The sampling rows: final residual add and norm, LM head, sampling.
         let s = inp.sample_rows.len();
         if s == 0 {
-            return;
+            return ops.ns;
         }
         for (j, &r) in inp.sample_rows.iter().enumerate() {
             for k in 0..h {
@@ -383,18 +390,10 @@ impl CpuExecutor {
             }
         }
         cpu::rms_norm(&mut self.rows_normed[..s * h], &self.rows[..s * h], &self.ln_final, None, h, 1e-5);
-        timed!(
-            on,
-            c,
-            self.op_ns,
-            11,
-            cpu::gemm(&self.rows_normed, &self.lm_head, &mut self.logits, s, h, d.vocab_shard)
-        );
-        timed!(
-            on,
-            c,
-            self.op_ns,
-            12,
+        ops.time(Op::LmHead, || {
+            cpu::gemm(&self.rows_normed, &self.lm_head, &mut self.logits, s, h, d.vocab_shard);
+        });
+        ops.time(Op::Sample, || {
             cpu::sample(
                 &mut self.sampled[..s],
                 &self.logits[..s * d.vocab_shard],
@@ -403,7 +402,8 @@ impl CpuExecutor {
                 0.8,
                 0.9,
             )
-        );
+        });
+        ops.ns
     }
 }
 

@@ -63,6 +63,10 @@ pub struct InstanceConfig {
     pub watermark_blocks: u32,
     pub max_model_len: u64,
     pub kv_blocks: u32,
+    /// Relative serving capacity, for routers that weigh instances: the engine computes it
+    /// from the scenario's own cost model ([`crate::router::capacity_weight`]), so a model
+    /// injected for the run (emulation, which executes batches) is never asked for it.
+    pub capacity: f64,
     /// Serving policies: batching, queue order, admission, preemption, KV allocation, prefix
     /// cache, speculative decoding, CPU overhead.
     pub policy: PolicyConfig,
@@ -130,9 +134,6 @@ pub struct Instance {
     pending_prefill: u64,
     /// Output tokens every request here has yet to produce.
     pending_decode: u64,
-    /// Relative serving capacity, for routers that weigh instances (see
-    /// [`crate::router::capacity_weight`]).
-    capacity: f64,
     /// Whether routers may send here (the router believes it healthy; see `fleet`).
     routable: bool,
     /// When the in-flight iteration ends; `None` while a failed instance holds it forever.
@@ -152,9 +153,6 @@ pub struct Instance {
 impl Instance {
     pub fn new(id: u32, cfg: InstanceConfig, cost: Arc<dyn CostModel>) -> Instance {
         let wants_seqs = cost.wants_seqs();
-        // A model that executes batches (emulation) would run the reference batch for real:
-        // its instances weigh the same (emulated runs use one group).
-        let capacity = if cost.wants_seqs() { 1.0 } else { crate::router::capacity_weight(&cfg, cost.as_ref()) };
         let p = &cfg.policy;
         let kv = if p.prefix.enabled {
             BlockAllocator::with_prefix_cache(cfg.kv_blocks)
@@ -191,7 +189,6 @@ impl Instance {
             decode_token_steps: 0,
             pending_prefill: 0,
             pending_decode: 0,
-            capacity,
             routable: true,
             iteration_end: None,
             batch_seqs: 0,
@@ -233,7 +230,7 @@ impl Instance {
     /// Relative serving capacity (decode tokens per second at a reference batch); equal for
     /// instances of one group.
     pub fn capacity(&self) -> f64 {
-        self.capacity
+        self.cfg.capacity
     }
 
     pub fn config(&self) -> &InstanceConfig {
@@ -395,8 +392,8 @@ impl Instance {
         let total = if self.wants_seqs {
             // Decodes first, then this iteration's prefills (and speculative verifications).
             self.seqs.clear();
-            self.seqs.extend(self.running.iter().filter_map(|s| s.work()).filter(|w| !w.prefill));
-            self.seqs.extend(self.running.iter().filter_map(|s| s.work()).filter(|w| w.prefill));
+            self.seqs.extend(self.running.iter().filter_map(|s| s.work()));
+            self.seqs.sort_by_key(|w| w.prefill); // stable: each kind keeps the batch's order
             self.cost.iteration_time_of(&shape, &self.seqs)
         } else {
             self.cost.iteration_time(&shape)

@@ -118,6 +118,7 @@ pub(crate) mod testing {
             watermark_blocks: 0,
             max_model_len: 100_000,
             kv_blocks,
+            capacity: 1.0,
             policy: Default::default(),
         }
     }
