@@ -253,14 +253,21 @@ pub struct ProfileSource {
 /// minutes with the other processes' memory traffic, which the thread clock does not remove; so
 /// the calibration walks its plan a few points at a time between emulated iterations, keeping
 /// its time at [`CALIBRATION_SHARE`] of the emulation's, and each point's time is the median of
-/// the passes (at least [`MIN_PASSES`]). Both sides then see the machine in the same states.
+/// its passes. Both sides then see the machine in the same states.
+///
+/// A command that emulates several runs (capacity, then each load) calibrates in phases, one
+/// per run: [`Predictor::phase`] completes the phase's passes (at least [`MIN_PASSES`]) and fits
+/// a profile of that phase's measurements alone, so each run is predicted from the machine as
+/// it was during that run; [`Predictor::finish`] fits one profile of every phase's measurements
+/// (the pooled profile, what a single calibration over the whole command gives).
 pub enum Predictor {
     Given(Box<Profile>, PathBuf),
     Calibrating(Box<Calibration>),
 }
 
-/// Calibration time per unit of emulated execution time while they interleave.
-const CALIBRATION_SHARE: f64 = 0.6;
+/// Calibration time per unit of emulated execution time while they interleave (a phase
+/// needs [`MIN_PASSES`] passes whatever its length: as much of them as possible interleaved).
+const CALIBRATION_SHARE: f64 = 1.0;
 /// Passes over the plan a calibration makes at least (completed at the end if need be).
 const MIN_PASSES: usize = 3;
 /// Points measured per step between emulated iterations.
@@ -268,8 +275,9 @@ const STEP_POINTS: usize = 4;
 
 /// A calibration point: op, TP degree, the bits of its axis values.
 type PointKey = (String, u32, Vec<u64>);
-/// Its axis values, its time in each pass (ms), and the samples behind them.
-type PointTimes = (Vec<f64>, Vec<f64>, u32);
+/// Its axis values, its time in each pass (ms) with the phase it was measured in, and the
+/// samples behind them.
+type PointTimes = (Vec<f64>, Vec<(usize, f64)>, u32);
 
 pub struct Calibration {
     backend: Box<dyn Backend + Send>,
@@ -280,9 +288,16 @@ pub struct Calibration {
     deadline_ns: u64,
     spent_ns: u64,
     by_point: BTreeMap<PointKey, PointTimes>,
-    /// Next point of the plan, and complete passes so far.
+    /// Next point of the plan, complete passes so far, the current phase and its complete passes.
     cursor: usize,
     passes: usize,
+    phase: usize,
+    phase_passes: usize,
+    /// Calibration time spent before the current phase, the emulator's execution time at its
+    /// start and the latest one seen, ns.
+    phase_start_ns: u64,
+    phase_emulated_ns: u64,
+    emulated_ns: u64,
     timed: usize,
     hit_deadline: bool,
     failed: Vec<String>,
@@ -305,12 +320,13 @@ impl Calibration {
         for m in o.measurements {
             let key = (m.op.clone(), m.tp, m.x.iter().map(|v| v.to_bits()).collect());
             let e = self.by_point.entry(key).or_insert_with(|| (m.x.clone(), Vec::new(), 0));
-            e.1.push(m.ms);
+            e.1.push((self.phase, m.ms));
             e.2 += m.samples;
         }
         self.cursor = j % self.points.len();
         if self.cursor == 0 {
             self.passes += 1;
+            self.phase_passes += 1;
             if !self.quiet {
                 eprintln!(
                     "calibrate  pass {} of the {}-point plan done ({:.1} s of calibration so far)",
@@ -322,9 +338,12 @@ impl Calibration {
         }
     }
 
-    /// Measures points until the calibration's time reaches its share of `emulated_ns`.
+    /// Measures points until the phase's calibration time reaches its share of the phase's
+    /// emulation time (`emulated_ns`: the emulator's total so far).
     fn keep_up(&mut self, emulated_ns: u64) {
-        let target = (emulated_ns as f64 * CALIBRATION_SHARE) as u64;
+        self.emulated_ns = emulated_ns;
+        let phase_emulated = emulated_ns.saturating_sub(self.phase_emulated_ns);
+        let target = self.phase_start_ns + (phase_emulated as f64 * CALIBRATION_SHARE) as u64;
         while self.spent_ns < target && !self.hit_deadline {
             self.step(STEP_POINTS);
         }
@@ -376,6 +395,11 @@ impl Predictor {
             by_point: BTreeMap::new(),
             cursor: 0,
             passes: 0,
+            phase: 0,
+            phase_passes: 0,
+            phase_start_ns: 0,
+            phase_emulated_ns: 0,
+            emulated_ns: 0,
             timed: 0,
             hit_deadline: false,
             failed: Vec::new(),
@@ -391,8 +415,56 @@ impl Predictor {
         }
     }
 
-    /// The profile: the given one, or the calibration fitted (written to `out/profile.json`, its
-    /// points to `out/calibration.csv`).
+    /// The profile of the phase that ends now (see [`Predictor`]): the given one, or the
+    /// phase's passes completed (at least [`MIN_PASSES`]) and its measurements fitted, written to
+    /// `out/profile.json` and `out/calibration.csv`. The next phase starts afresh.
+    pub fn phase(
+        &mut self,
+        a: &Args,
+        backend: BackendKind,
+        s: &Scenario,
+        out: &Path,
+    ) -> Result<(Profile, ProfileSource)> {
+        let c = match self {
+            Predictor::Given(p, path) => {
+                return Ok(((**p).clone(), ProfileSource { path: path.clone(), calibrated_s: None }))
+            }
+            Predictor::Calibrating(c) => c,
+        };
+        if c.cursor != 0 && !c.hit_deadline {
+            // Finish the pass under way first: a pass is what the phase's passes count.
+            let left = c.points.len() - c.cursor;
+            c.step(left);
+        }
+        while c.phase_passes < MIN_PASSES && !c.hit_deadline {
+            c.step(c.points.len());
+        }
+        let phase = c.phase;
+        let own = c.by_point.values().filter(|v| v.1.iter().any(|&(p, _)| p == phase)).count();
+        let seconds = (c.spent_ns - c.phase_start_ns) as f64 * 1e-9;
+        let note = format!(
+            "phase {phase} of the command (one emulated run): {own} of {} planned points measured in it \
+             ({} passes interleaved with that run's iterations, each point the median of its passes) in \
+             {seconds:.1} s{}",
+            c.points.len(),
+            c.phase_passes,
+            if own < c.by_point.len() {
+                "; points it did not reach: the median of the other phases' passes"
+            } else {
+                ""
+            }
+        );
+        let result = c.fit(a, backend, s, out, Some(phase), note, seconds);
+        c.phase += 1;
+        c.phase_passes = 0;
+        c.phase_start_ns = c.spent_ns;
+        c.phase_emulated_ns = c.emulated_ns;
+        c.cursor = 0;
+        result
+    }
+
+    /// The profile of the whole command: the given one, or every measurement fitted (written
+    /// to `out/profile.json`, its points to `out/calibration.csv`).
     pub fn finish(self, a: &Args, backend: BackendKind, s: &Scenario, out: &Path) -> Result<(Profile, ProfileSource)> {
         let mut c = match self {
             Predictor::Given(p, path) => return Ok((*p, ProfileSource { path, calibrated_s: None })),
@@ -402,24 +474,61 @@ impl Predictor {
             let left = c.points.len() - c.cursor;
             c.step(left);
         }
-        let measurements: Vec<sweep::Measurement> = c
+        let seconds = c.spent_ns as f64 * 1e-9;
+        let note = format!(
+            "{} of {} planned points measured ({} shape timings in {} passes interleaved with the emulated \
+             iterations{}, each point the median of its passes) in {seconds:.1} s{}",
+            c.by_point.len(),
+            c.points.len(),
+            c.timed,
+            c.passes,
+            if c.phase > 0 { format!(", over {} phases", c.phase) } else { String::new() },
+            if c.hit_deadline { "; the deadline stopped it" } else { "" }
+        );
+        c.fit(a, backend, s, out, None, note, seconds)
+    }
+}
+
+impl Calibration {
+    /// Fits the measurements of `phase` (a point it did not measure: all of its measurements),
+    /// or all of them, and writes the profile and its points to `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn fit(
+        &self,
+        a: &Args,
+        backend: BackendKind,
+        s: &Scenario,
+        out: &Path,
+        phase: Option<usize>,
+        note: String,
+        seconds: f64,
+    ) -> Result<(Profile, ProfileSource)> {
+        let measurements: Vec<sweep::Measurement> = self
             .by_point
-            .into_iter()
-            .map(|((op, tp, _), (x, ms, samples))| sweep::Measurement {
-                op,
-                tp,
-                x,
-                ms: servesim_calibrate::backend::median(ms),
-                samples,
+            .iter()
+            .map(|((op, tp, _), (x, times, samples))| {
+                let of = |p: Option<usize>| -> Vec<f64> {
+                    times.iter().filter(|t| p.is_none_or(|p| t.0 == p)).map(|t| t.1).collect()
+                };
+                let mut ms = of(phase);
+                if ms.is_empty() {
+                    ms = of(None);
+                }
+                sweep::Measurement {
+                    op: op.clone(),
+                    tp: *tp,
+                    x: x.clone(),
+                    ms: servesim_calibrate::backend::median(ms),
+                    samples: *samples,
+                }
             })
             .collect();
         if measurements.is_empty() {
             return Err(CliError::Other(anyhow::anyhow!(
                 "calibration measured nothing: {}",
-                c.failed.first().cloned().unwrap_or_else(|| "the deadline ended it first".into())
+                self.failed.first().cloned().unwrap_or_else(|| "the deadline ended it first".into())
             )));
         }
-        let seconds = c.spent_ns as f64 * 1e-9;
         let mut csv = String::from("op,tp,x1,x2,time_ms,samples\n");
         for m in &measurements {
             let x2 = m.x.get(1).map_or(String::new(), |v| v.to_string());
@@ -433,24 +542,16 @@ impl Predictor {
                 if backend == BackendKind::Cpu { ", private caches evicted before each run" } else { "" },
                 s.name
             ),
-            backend: c.device.backend.clone(),
-            gpu: c.device.name.clone(),
-            driver: c.device.driver.clone(),
-            clocks: c.device.clocks.clone(),
-            dtype: c.device.dtype.clone(),
+            backend: self.device.backend.clone(),
+            gpu: self.device.name.clone(),
+            driver: self.device.driver.clone(),
+            clocks: self.device.clocks.clone(),
+            dtype: self.device.dtype.clone(),
             model: ModelDims::from_spec(&s.model),
             tp: vec![s.groups[0].tp as u32],
             date: super::calibrate::utc_now(),
             servesim_version: env!("CARGO_PKG_VERSION").into(),
-            notes: vec![format!(
-                "{} of {} planned points measured ({} shape timings in {} passes interleaved with the emulated \
-                 iterations, each point the median of its passes) in {seconds:.1} s{}",
-                measurements.len(),
-                c.points.len(),
-                c.timed,
-                c.passes,
-                if c.hit_deadline { "; the deadline stopped it" } else { "" }
-            )],
+            notes: vec![note],
         };
         let profile = fit::profile(meta, &measurements);
         std::fs::create_dir_all(out)?;
@@ -522,5 +623,106 @@ pub(super) fn profile_path(cost: &CostSpec) -> Option<&String> {
 pub(super) fn set_profile_path(cost: &mut CostSpec, path: Option<String>) {
     if let CostSpec::Roofline(c) = cost {
         c.profile = path;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use clap::Parser;
+    use servesim_calibrate::backend::{Device, Timing};
+
+    use super::*;
+
+    /// A backend whose every op takes the same time: the shared value, in µs.
+    struct Fixed(Arc<AtomicU64>);
+
+    impl Backend for Fixed {
+        fn device(&self) -> Device {
+            Device { backend: "fixed".into(), name: "fixed".into(), dtype: "f32".into(), ..Device::default() }
+        }
+        fn measure(&mut self, _: &plan::Shape) -> std::result::Result<Timing, String> {
+            Ok(Timing { ms: self.0.load(Ordering::Relaxed) as f64 * 1e-3, samples: 1 })
+        }
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    /// The time column of a phase's calibration.csv (each point once).
+    fn times(dir: &Path) -> Vec<f64> {
+        let csv = std::fs::read_to_string(dir.join("calibration.csv")).unwrap();
+        csv.lines().skip(1).map(|l| l.split(',').nth(4).unwrap().parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn each_phase_is_fitted_from_its_own_passes_and_the_pool_from_all() {
+        let s = Scenario::from_toml(
+            "[model]\nname = \"t\"\nlayers = 2\nhidden = 64\nheads = 4\nkv_heads = 2\nhead_dim = 16\n\
+             intermediate = 128\nvocab = 256\nmax_context = 256\n[gpu]\npreset = \"h100-sxm\"\n\
+             [scheduler]\nmax_num_seqs = 4\nmax_num_batched_tokens = 64\nmax_model_len = 256\n[workload]\nrequests = 10\narrival = { kind = \"poisson\", rate = 1 }\n\
+             prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 10 }\n",
+            "t",
+        )
+        .unwrap();
+        let a = Cli::try_parse_from(["x", "--scenario", "t.toml", "--quiet"]).unwrap().args;
+        let us = Arc::new(AtomicU64::new(1000));
+        let points = plan::plan(&s.model, &[1], &limits(&s));
+        let n = points.len();
+        let c = Calibration {
+            backend: Box::new(Fixed(us.clone())),
+            device: Fixed(us.clone()).device(),
+            points,
+            clock: Clock::Wall,
+            deadline_ns: u64::MAX,
+            spent_ns: 0,
+            by_point: BTreeMap::new(),
+            cursor: 0,
+            passes: 0,
+            phase: 0,
+            phase_passes: 0,
+            phase_start_ns: 0,
+            phase_emulated_ns: 0,
+            emulated_ns: 0,
+            timed: 0,
+            hit_deadline: false,
+            failed: Vec::new(),
+            quiet: true,
+        };
+        let mut p = Predictor::Calibrating(Box::new(c));
+        let dir = std::env::temp_dir().join(format!("servesim-phases-{}", std::process::id()));
+        let cpu = BackendKind::Cpu;
+
+        // Phase 0 at 1 ms: three passes of its own.
+        p.phase(&a, cpu, &s, &dir.join("p0")).ok().expect("phase fitted");
+        assert_eq!(times(&dir.join("p0")), vec![1.0; n]);
+        // Phase 1 at 3 ms, half a pass interleaved, the rest completed when it ends: its profile
+        // knows nothing of phase 0.
+        us.store(3000, Ordering::Relaxed);
+        if let Predictor::Calibrating(c) = &mut p {
+            c.step(n / 2);
+            assert_eq!(c.cursor, n / 2);
+        }
+        p.phase(&a, cpu, &s, &dir.join("p1")).ok().expect("phase fitted");
+        assert_eq!(times(&dir.join("p1")), vec![3.0; n]);
+        // Phase 2 measures nothing (the deadline passed): each point falls back to the median
+        // of all its passes, 1, 1, 1, 3, 3, 3 → 2.
+        us.store(9000, Ordering::Relaxed);
+        if let Predictor::Calibrating(c) = &mut p {
+            c.deadline_ns = c.spent_ns;
+            // Three passes in phase 1, the first begun by the half pass.
+            assert_eq!((c.passes, c.phase, c.cursor), (6, 2, 0));
+        }
+        p.phase(&a, cpu, &s, &dir.join("p2")).ok().expect("phase fitted");
+        assert_eq!(times(&dir.join("p2")), vec![2.0; n]);
+        // The pool: every measurement of every phase.
+        let (_, pooled) = p.finish(&a, cpu, &s, &dir.join("all")).ok().expect("pool fitted");
+        assert_eq!(times(&dir.join("all")), vec![2.0; n]);
+        assert_eq!(pooled.path, dir.join("all").join("profile.json"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

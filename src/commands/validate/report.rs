@@ -56,6 +56,17 @@ pub fn headline(rows: &[ReportRow], roofline: bool) -> Option<f64> {
     abs_error_stats(e).map(|(m, _)| m)
 }
 
+impl PooledErrors {
+    /// From the rows of a run compared with its pooled-profile prediction.
+    pub fn new(rows: &[ReportRow], iterations: ErrorStats) -> PooledErrors {
+        PooledErrors {
+            headline_errors_pct: rows.iter().filter(|r| r.headline()).filter_map(|r| r.error_pct).collect(),
+            headline_median_abs_error_pct: headline(rows, false),
+            iterations,
+        }
+    }
+}
+
 /// Per-iteration errors of a cost model against measured iteration times, in percent.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ErrorStats {
@@ -119,6 +130,18 @@ impl CapacityReport {
     }
 }
 
+/// A run predicted with the pooled profile (every calibration phase's measurements), beside
+/// the main prediction with the profile calibrated during that run.
+#[derive(Clone, Debug, Serialize)]
+pub struct PooledErrors {
+    /// Signed errors of TTFT, TPOT, E2E (mean and p99, in that order), percent.
+    pub headline_errors_pct: Vec<f64>,
+    /// Their median |error|.
+    pub headline_median_abs_error_pct: Option<f64>,
+    /// Its errors on the run's executed iterations.
+    pub iterations: ErrorStats,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct LoadReport {
     pub load: f64,
@@ -132,6 +155,9 @@ pub struct LoadReport {
     pub roofline: RunMetrics,
     /// The cost models' errors on the iterations this run executed.
     pub iterations: IterationErrors,
+    /// The same run predicted with the pooled profile (when calibrated here).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pooled: Option<PooledErrors>,
     pub preemptions: u64,
     /// Wall-clock seconds the emulated run took.
     pub emulation_s: f64,
@@ -146,6 +172,7 @@ impl LoadReport {
         predicted: RunMetrics,
         roofline: RunMetrics,
         iterations: IterationErrors,
+        pooled: Option<PooledErrors>,
         preemptions: u64,
         emulation_s: f64,
     ) -> LoadReport {
@@ -160,6 +187,7 @@ impl LoadReport {
             predicted,
             roofline,
             iterations,
+            pooled,
             preemptions,
             emulation_s,
         }
@@ -176,6 +204,11 @@ pub struct Acceptance {
     pub met: Option<bool>,
     pub roofline_up_to_80_pct: Option<f64>,
     pub roofline_above_80_pct: Option<f64>,
+    /// The same with each run predicted by the pooled profile (when calibrated here).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pooled_up_to_80_pct: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pooled_above_80_pct: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -219,6 +252,14 @@ impl RunsReport {
             abs_error_stats(e).map(|(m, _)| m)
         };
         let up = pool(true, false);
+        let pooled = |low: bool| {
+            let e = loads
+                .iter()
+                .filter(|l| (l.load <= 0.8 + 1e-9) == low)
+                .filter_map(|l| l.pooled.as_ref())
+                .flat_map(|p| p.headline_errors_pct.iter().copied());
+            abs_error_stats(e).map(|(m, _)| m)
+        };
         RunsReport {
             scenario: s.name.clone(),
             seed: s.seed,
@@ -236,6 +277,8 @@ impl RunsReport {
                 met: up.map(|m| m <= TARGET_PCT),
                 roofline_up_to_80_pct: pool(true, true),
                 roofline_above_80_pct: pool(false, true),
+                pooled_up_to_80_pct: pooled(true),
+                pooled_above_80_pct: pooled(false),
             },
             loads,
         }
@@ -300,11 +343,14 @@ pub fn rows_table(rows: &[ReportRow]) -> String {
 pub fn runs_table(r: &RunsReport) -> String {
     let mut o = format!("servesim validate: {} (seed {}), backend {}\n", r.scenario, r.seed, r.backend);
     o += &format!("  emulated: {}; median of {} runs per iteration\n", r.executor, r.repeat);
-    o += &format!(
-        "  predicted: profiled cost model ({}{}); reference: roofline\n",
-        r.profile,
-        r.calibrated_s.map_or(String::new(), |t| format!(", calibrated here in {t:.1} s"))
-    );
+    o += &match r.calibrated_s {
+        Some(t) => format!(
+            "  predicted: profiled cost model, each run by the profile calibrated while it ran (<run>/profile.json; \
+             {t:.1} s of calibration in all; pooled: {}); reference: roofline\n",
+            r.profile
+        ),
+        None => format!("  predicted: profiled cost model ({}); reference: roofline\n", r.profile),
+    };
     let c = &r.capacity;
     o += &format!(
         "\ncapacity    {:.3} req/s {} ({} requests queued at once); predicted {} ({}), roofline {} ({})\n",
@@ -336,6 +382,14 @@ pub fn runs_table(r: &RunsReport) -> String {
             abs(l.headline_median_abs_error_pct),
             abs(l.roofline_headline_median_abs_error_pct)
         );
+        if let Some(p) = &l.pooled {
+            o += &format!(
+                "  with the pooled profile (every phase's calibration): median |error| {}; per iteration {}, median {}\n",
+                abs(p.headline_median_abs_error_pct),
+                abs(p.iterations.median_abs_pct),
+                pct(p.iterations.median_pct)
+            );
+        }
     }
     let a = &r.acceptance;
     o += &format!(
@@ -351,6 +405,13 @@ pub fn runs_table(r: &RunsReport) -> String {
         abs(a.roofline_up_to_80_pct),
         abs(a.roofline_above_80_pct)
     );
+    if a.pooled_up_to_80_pct.is_some() || a.pooled_above_80_pct.is_some() {
+        o += &format!(
+            "            with the pooled profile instead of each run's own: {} at loads ≤ 0.8, {} above\n",
+            abs(a.pooled_up_to_80_pct),
+            abs(a.pooled_above_80_pct)
+        );
+    }
     o
 }
 

@@ -15,7 +15,7 @@ use servesim_sim::metrics::Status;
 use servesim_sim::workload::ArrivalSpec;
 use servesim_sim::{Scenario, SimTime};
 
-use super::report::{self, CapacityReport, IterationErrors, LoadReport, RunsReport};
+use super::report::{self, CapacityReport, IterationErrors, LoadReport, PooledErrors, RunsReport};
 use super::{emulator, interleave, take_back, with_profile, Args, BackendKind, OutFormat, Predictor};
 use crate::error::{CliError, Result};
 use crate::output;
@@ -93,13 +93,14 @@ fn predict(s: &Scenario) -> Result<RunOutput> {
     engine::try_run(s).map_err(CliError::input)
 }
 
+/// A cost model's signed error on each iteration a run emulated, percent.
+fn signed_errors(log: &[IterationLog], m: &dyn CostModel) -> Vec<f64> {
+    log.iter().map(|l| (m.iteration_time(&l.shape).0 as f64 - l.ns as f64) / l.ns as f64 * 100.0).collect()
+}
+
 /// The cost models' errors on the iterations a run emulated.
 fn iteration_errors(log: &[IterationLog], profiled: &dyn CostModel, roofline: &dyn CostModel) -> IterationErrors {
-    let err = |m: &dyn CostModel| -> Vec<f64> {
-        log.iter().map(|l| (m.iteration_time(&l.shape).0 as f64 - l.ns as f64) / l.ns as f64 * 100.0).collect()
-    };
-    let (p, r) = (err(profiled), err(roofline));
-    IterationErrors::new(log.len() as u64, &p, &r)
+    IterationErrors::new(log.len() as u64, &signed_errors(log, profiled), &signed_errors(log, roofline))
 }
 
 fn metrics(out: &RunOutput, s: &Scenario) -> RunMetrics {
@@ -131,7 +132,10 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
     let max_seqs = g.scheduler.max_num_seqs as u64;
     let sat = |x: &Scenario| with_rate(x, SATURATION_RPS);
 
-    // Emulate first (calibrating between the iterations); predict once the profile is fitted.
+    // Emulate each run (calibrating between its iterations: one calibration phase per run), then
+    // predict each with its phase's profile, and with the pooled profile of every phase.
+    let phase = |dir: &Path| predictor.lock().expect("predictor lock").phase(a, backend, &s, dir);
+    let cap_dir = out_dir.join("capacity");
     let cap_emulated = match a.capacity {
         Some(_) => None,
         None => {
@@ -142,38 +146,47 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
                 log.len(),
                 capacity_of(&out, max_seqs).unwrap_or(f64::NAN)
             ));
-            Some(Emulated { out, log, wall_s })
+            let profile = phase(&cap_dir)?;
+            Some((Emulated { out, log, wall_s }, profile))
         }
     };
     let capacity = match (a.capacity, &cap_emulated) {
         (Some(c), _) => c,
-        (None, Some(e)) => capacity_of(&e.out, max_seqs).ok_or_else(|| {
+        (None, Some((e, _))) => capacity_of(&e.out, max_seqs).ok_or_else(|| {
             CliError::input("the capacity run finished fewer than 4 requests: raise workload.requests")
         })?,
         (None, None) => unreachable!("emulated when not given"),
     };
+    let load_dir = |load: f64| out_dir.join(format!("load-{load:.2}"));
     let mut emulated = Vec::new();
     for &load in &a.loads {
         let rate = load * capacity;
         a.progress(&format!("load {load:.2}  {rate:.3} req/s: emulating {requests} requests"));
         let (out, log, wall_s) = emulate(&emu, &with_rate(&s, rate))?;
         a.progress(&format!("           {} iterations in {wall_s:.1} s", log.len()));
-        emulated.push(Emulated { out, log, wall_s });
+        let profile = phase(&load_dir(load))?;
+        emulated.push((Emulated { out, log, wall_s }, profile));
     }
-    let (profile, source) = take_back(&emu, predictor).finish(a, backend, &s, out_dir)?;
+    let (pooled, source) = take_back(&emu, predictor).finish(a, backend, &s, out_dir)?;
     if let Some(t) = source.calibrated_s {
-        a.progress(&format!("profile    {} (calibrated in {t:.1} s)", source.path.display()));
+        a.progress(&format!("profile    {} (calibrated in {t:.1} s in all)", source.path.display()));
     }
-    let (sp, sr) = with_profile(&s, &profile, &source.path)?;
-    let profiled = engine::cost_model(&sp, 0);
-    let roofline = engine::cost_model(&sr, 0);
+    // A calibrated command compares each run with its own phase's profile and the pooled one;
+    // a given profile is all three.
+    let calibrated = source.calibrated_s.is_some();
+    let (pooled_s, roofline_s) = with_profile(&s, &pooled, &source.path)?;
+    let roofline = engine::cost_model(&roofline_s, 0);
+    let pooled_model = engine::cost_model(&pooled_s, 0);
 
-    let cap_dir = out_dir.join("capacity");
-    let p = predict(&sat(&sp))?;
-    let r = predict(&sat(&sr))?;
-    output::write_run(&cap_dir.join("predicted"), &sat(&sp), &p.summary, &p.recorder)?;
-    output::write_run(&cap_dir.join("roofline"), &sat(&sr), &r.summary, &r.recorder)?;
-    if let Some(e) = &cap_emulated {
+    let (cap_p, cap_r) = match &cap_emulated {
+        Some((_, (profile, src))) => (with_profile(&s, profile, &src.path)?.0, roofline_s.clone()),
+        None => (pooled_s.clone(), roofline_s.clone()),
+    };
+    let p = predict(&sat(&cap_p))?;
+    let r = predict(&sat(&cap_r))?;
+    output::write_run(&cap_dir.join("predicted"), &sat(&cap_p), &p.summary, &p.recorder)?;
+    output::write_run(&cap_dir.join("roofline"), &sat(&cap_r), &r.summary, &r.recorder)?;
+    if let Some((e, _)) = &cap_emulated {
         output::write_run(&cap_dir.join("emulated"), &sat(&s), &e.out.summary, &e.out.recorder)?;
     }
     let capacity_report = CapacityReport::new(
@@ -185,15 +198,26 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
     );
 
     let mut loads = Vec::new();
-    for (&load, e) in a.loads.iter().zip(&emulated) {
+    for (&load, (e, (profile, src))) in a.loads.iter().zip(&emulated) {
         let rate = load * capacity;
-        let dir = out_dir.join(format!("load-{load:.2}"));
-        let (se, spl, srl) = (with_rate(&s, rate), with_rate(&sp, rate), with_rate(&sr, rate));
+        let dir = load_dir(load);
+        let sp = with_profile(&s, profile, &src.path)?.0;
+        let profiled = engine::cost_model(&sp, 0);
+        let (se, spl, srl) = (with_rate(&s, rate), with_rate(&sp, rate), with_rate(&roofline_s, rate));
         let (p, r) = (predict(&spl)?, predict(&srl)?);
         output::write_run(&dir.join("emulated"), &se, &e.out.summary, &e.out.recorder)?;
         output::write_run(&dir.join("predicted"), &spl, &p.summary, &p.recorder)?;
         output::write_run(&dir.join("roofline"), &srl, &r.summary, &r.recorder)?;
         write_iterations(&dir.join("emulated").join("iterations.csv"), &e.log, profiled.as_ref(), roofline.as_ref())?;
+        let pooled = if calibrated {
+            let spp = with_rate(&pooled_s, rate);
+            let pp = predict(&spp)?;
+            output::write_run(&dir.join("predicted-pooled"), &spp, &pp.summary, &pp.recorder)?;
+            let rows = report::report_rows(&metrics(&e.out, &s), &metrics(&pp, &s), None);
+            Some(PooledErrors::new(&rows, report::ErrorStats::of(&signed_errors(&e.log, pooled_model.as_ref()))))
+        } else {
+            None
+        };
         loads.push(LoadReport::new(
             load,
             rate,
@@ -201,6 +225,7 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
             metrics(&p, &s),
             metrics(&r, &s),
             iteration_errors(&e.log, profiled.as_ref(), roofline.as_ref()),
+            pooled,
             e.out.summary.preemptions,
             e.wall_s,
         ));
