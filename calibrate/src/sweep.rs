@@ -1,4 +1,5 @@
-//! Running a sweep: each planned point measured once (equal shapes share a measurement), level 0
+//! Running a sweep: each planned point measured once (equal shapes share a measurement, unless
+//! the backend times ops in context), level 0
 //! first, until the plan or the deadline ends. Every measurement goes to the caller as it is
 //! taken, so the caller can stream it to disk: an interrupted run keeps what it measured.
 
@@ -53,19 +54,21 @@ pub fn run(
     on_point: &mut dyn FnMut(&Measurement, usize, usize),
 ) -> Outcome {
     let start = Instant::now();
-    let mut cache: HashMap<Shape, Result<Timing, String>> = HashMap::new();
+    let mut cache: HashMap<(&str, Shape), Result<Timing, String>> = HashMap::new();
     let mut out = Outcome { planned: plan.len(), ..Outcome::default() };
+    let by_op = backend.times_in_context();
     for (i, p) in plan.iter().enumerate() {
         if deadline.is_some_and(|d| start.elapsed() >= d) {
             out.hit_deadline = true;
             break;
         }
-        let r = match cache.get(&p.shape) {
+        let key = (if by_op { p.op } else { "" }, p.shape.clone());
+        let r = match cache.get(&key) {
             Some(r) => r.clone(),
             None => {
-                let r = backend.measure(&p.shape);
+                let r = backend.measure_point(p);
                 out.timed += 1;
-                cache.insert(p.shape.clone(), r.clone());
+                cache.insert(key, r.clone());
                 r
             }
         };

@@ -2,8 +2,9 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod inpass;
 
-use crate::plan::Shape;
+use crate::plan::{Point, Shape};
 
 /// What the backend runs on, for the profile's metadata.
 #[derive(Clone, Debug, Default)]
@@ -29,6 +30,18 @@ pub trait Backend {
     /// Times `shape` on fresh random data: warm-up, then the median of repeated runs over
     /// buffers rotated so the working set exceeds the caches. The error says why it could not.
     fn measure(&mut self, shape: &Shape) -> Result<Timing, String>;
+    /// Times a plan point: its shape, unless the backend also needs to know the op.
+    fn measure_point(&mut self, p: &Point) -> Result<Timing, String> {
+        self.measure(&p.shape)
+    }
+    /// Whether an op's time depends on more than its shape (ops timed inside a forward pass):
+    /// then points of equal shapes but different ops are timed separately.
+    fn times_in_context(&self) -> bool {
+        false
+    }
+    /// Makes the measurements to come fresh: a backend that reuses runs between points (one
+    /// forward pass serving several ops) forgets them.
+    fn forget(&mut self) {}
 }
 
 /// The median of samples (the mean of the middle two for an even count).

@@ -49,11 +49,14 @@ pub trait Executor: Send {
 }
 
 /// One emulated iteration.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct IterationLog {
     pub shape: BatchShape,
     /// The duration used (median of the runs), ns.
     pub ns: u64,
+    /// The last execution's time per op and its whole pass, ns, when the executor records
+    /// them ([`Emulator::record_ops`]); empty otherwise.
+    pub ops: Vec<(&'static str, u64)>,
 }
 
 /// Called after each measurement (untimed) with the executions' total time so far, ns.
@@ -187,7 +190,8 @@ impl CostModel for Emulator {
             }
         };
         let ns = ns.max(1);
-        self.log.lock().expect("log lock").push(IterationLog { shape: *batch, ns });
+        let ops = self.op_times();
+        self.log.lock().expect("log lock").push(IterationLog { shape: *batch, ns, ops });
         SimTime(ns)
     }
 }

@@ -73,7 +73,7 @@ impl BatchShape {
 
 /// One sequence of an iteration, for cost models that execute batches rather than price their
 /// aggregates (emulation, in `servesim-calibrate`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct SeqWork {
     /// Tokens the iteration computes for this sequence: its prefill chunk, or 1 for a decode.
     pub new_tokens: u64,

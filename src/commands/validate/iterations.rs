@@ -199,7 +199,7 @@ fn iterations_csv(r: &IterationsReport) -> String {
 
 /// Ops measured inside the passes against the model's, plus `other`: pass time outside the
 /// timed ops (measured) and the model's ops the executor does not time separately.
-fn op_rows(measured: &BTreeMap<&str, f64>, total_ms: f64, predicted: &BTreeMap<&str, f64>) -> Vec<OpRow> {
+pub(super) fn op_rows(measured: &BTreeMap<&str, f64>, total_ms: f64, predicted: &BTreeMap<&str, f64>) -> Vec<OpRow> {
     if measured.is_empty() {
         return Vec::new();
     }

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use servesim_calibrate::backend::cpu::CpuBackend;
 use servesim_calibrate::backend::cuda::CudaBackend;
+use servesim_calibrate::backend::inpass::InPassBackend;
 use servesim_calibrate::backend::Backend;
 use servesim_calibrate::clock::Clock;
 use servesim_calibrate::emulate::cpu::CpuExecutor;
@@ -73,6 +74,11 @@ pub struct Args {
     /// processes on a shared machine) or wall.
     #[arg(long, value_enum, default_value_t = ClockKind::Thread)]
     clock: ClockKind,
+    /// How the calibration times each op: isolated (each op alone on rotated data, as
+    /// `servesim calibrate` does) or in-pass (each op inside forward passes of a second
+    /// executor, read from its per-op record; cpu backend only).
+    #[arg(long, value_enum, default_value_t = OpTiming::Isolated)]
+    op_timing: OpTiming,
     /// Stop calibrating after this much calibration time in all (e.g. 300s, 10m); what was
     /// measured is fitted.
     #[arg(long, default_value = "600s")]
@@ -110,6 +116,12 @@ impl BackendKind {
 enum ClockKind {
     Thread,
     Wall,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OpTiming {
+    Isolated,
+    InPass,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -275,9 +287,9 @@ const STEP_POINTS: usize = 4;
 
 /// A calibration point: op, TP degree, the bits of its axis values.
 type PointKey = (String, u32, Vec<u64>);
-/// Its axis values, its time in each pass (ms) with the phase it was measured in, and the
-/// samples behind them.
-type PointTimes = (Vec<f64>, Vec<(usize, f64)>, u32);
+/// Its axis values, and each pass's time (ms) with the phase it was measured in and the
+/// samples behind it.
+type PointTimes = (Vec<f64>, Vec<(usize, f64, u32)>);
 
 pub struct Calibration {
     backend: Box<dyn Backend + Send>,
@@ -311,6 +323,10 @@ impl Calibration {
             self.hit_deadline = true;
             return;
         }
+        if self.cursor == 0 {
+            // A new pass measures afresh.
+            self.backend.forget();
+        }
         let (i, j) = (self.cursor, (self.cursor + n).min(self.points.len()));
         let t0 = self.clock.now_ns();
         let o = sweep::run(self.backend.as_mut(), &self.points[i..j], None, &mut |_, _, _| {});
@@ -319,9 +335,8 @@ impl Calibration {
         self.failed.extend(o.failed);
         for m in o.measurements {
             let key = (m.op.clone(), m.tp, m.x.iter().map(|v| v.to_bits()).collect());
-            let e = self.by_point.entry(key).or_insert_with(|| (m.x.clone(), Vec::new(), 0));
-            e.1.push((self.phase, m.ms));
-            e.2 += m.samples;
+            let e = self.by_point.entry(key).or_insert_with(|| (m.x.clone(), Vec::new()));
+            e.1.push((self.phase, m.ms, m.samples));
         }
         self.cursor = j % self.points.len();
         if self.cursor == 0 {
@@ -363,12 +378,26 @@ impl Predictor {
             ))
         })?;
         let (b, clock): (Box<dyn Backend + Send>, Clock) = match backend {
+            BackendKind::Cpu if a.op_timing == OpTiming::InPass => {
+                let mut device = CpuBackend::new(s.seed).device();
+                device.name += ", ops timed inside forward passes";
+                // A second executor of its own (its own weights and caches), so that the
+                // calibration leaves the emulated one's state alone.
+                let mut b = InPassBackend::new(executor(a, backend, s)?, device, s.model.layers);
+                b.reps = 1;
+                (Box::new(b), a.clock())
+            }
             BackendKind::Cpu => {
                 let mut b = CpuBackend::new(s.seed);
                 b.clock = a.clock();
                 b.reps = 3;
                 b.evict_bytes = EVICT_BYTES;
                 (Box::new(b), a.clock())
+            }
+            BackendKind::Cuda if a.op_timing == OpTiming::InPass => {
+                return Err(CliError::input(
+                    "--op-timing in-pass: needs --backend cpu (the CUDA executor does not time its ops one by one)",
+                ))
             }
             BackendKind::Cuda => (
                 Box::new(
@@ -440,7 +469,7 @@ impl Predictor {
             c.step(c.points.len());
         }
         let phase = c.phase;
-        let own = c.by_point.values().filter(|v| v.1.iter().any(|&(p, _)| p == phase)).count();
+        let own = c.by_point.values().filter(|v| v.1.iter().any(|t| t.0 == phase)).count();
         let seconds = (c.spent_ns - c.phase_start_ns) as f64 * 1e-9;
         let note = format!(
             "phase {phase} of the command (one emulated run): {own} of {} planned points measured in it \
@@ -506,20 +535,20 @@ impl Calibration {
         let measurements: Vec<sweep::Measurement> = self
             .by_point
             .iter()
-            .map(|((op, tp, _), (x, times, samples))| {
-                let of = |p: Option<usize>| -> Vec<f64> {
-                    times.iter().filter(|t| p.is_none_or(|p| t.0 == p)).map(|t| t.1).collect()
+            .map(|((op, tp, _), (x, times))| {
+                let of = |p: Option<usize>| -> Vec<&(usize, f64, u32)> {
+                    times.iter().filter(|t| p.is_none_or(|p| t.0 == p)).collect()
                 };
-                let mut ms = of(phase);
-                if ms.is_empty() {
-                    ms = of(None);
+                let mut used = of(phase);
+                if used.is_empty() {
+                    used = of(None);
                 }
                 sweep::Measurement {
                     op: op.clone(),
                     tp: *tp,
                     x: x.clone(),
-                    ms: servesim_calibrate::backend::median(ms),
-                    samples: *samples,
+                    ms: servesim_calibrate::backend::median(used.iter().map(|t| t.1).collect()),
+                    samples: used.iter().map(|t| t.2).sum(),
                 }
             })
             .collect();
@@ -539,7 +568,11 @@ impl Calibration {
                 "servesim validate --backend {} (clock {}, one thread{}) for scenario {}",
                 backend.name(),
                 if backend == BackendKind::Cpu { a.clock().name() } else { "cuda events" },
-                if backend == BackendKind::Cpu { ", private caches evicted before each run" } else { "" },
+                match (backend, a.op_timing) {
+                    (BackendKind::Cpu, OpTiming::InPass) => ", each op timed inside forward passes",
+                    (BackendKind::Cpu, OpTiming::Isolated) => ", private caches evicted before each run",
+                    _ => "",
+                },
                 s.name
             ),
             backend: self.device.backend.clone(),
@@ -653,10 +686,14 @@ mod tests {
         args: Args,
     }
 
-    /// The time column of a phase's calibration.csv (each point once).
-    fn times(dir: &Path) -> Vec<f64> {
+    /// Column `i` of a phase's calibration.csv (each point once): 4 the time, 5 the samples.
+    fn column(dir: &Path, i: usize) -> Vec<f64> {
         let csv = std::fs::read_to_string(dir.join("calibration.csv")).unwrap();
-        csv.lines().skip(1).map(|l| l.split(',').nth(4).unwrap().parse().unwrap()).collect()
+        csv.lines().skip(1).map(|l| l.split(',').nth(i).unwrap().parse().unwrap()).collect()
+    }
+
+    fn times(dir: &Path) -> Vec<f64> {
+        column(dir, 4)
     }
 
     #[test]
@@ -700,6 +737,8 @@ mod tests {
         // Phase 0 at 1 ms: three passes of its own.
         p.phase(&a, cpu, &s, &dir.join("p0")).ok().expect("phase fitted");
         assert_eq!(times(&dir.join("p0")), vec![1.0; n]);
+        // One sample per pass (the backend says so), three passes.
+        assert_eq!(column(&dir.join("p0"), 5), vec![3.0; n]);
         // Phase 1 at 3 ms, half a pass interleaved, the rest completed when it ends: its profile
         // knows nothing of phase 0.
         us.store(3000, Ordering::Relaxed);
@@ -722,6 +761,7 @@ mod tests {
         // The pool: every measurement of every phase.
         let (_, pooled) = p.finish(&a, cpu, &s, &dir.join("all")).ok().expect("pool fitted");
         assert_eq!(times(&dir.join("all")), vec![2.0; n]);
+        assert_eq!(column(&dir.join("all"), 5), vec![6.0; n]);
         assert_eq!(pooled.path, dir.join("all").join("profile.json"));
         std::fs::remove_dir_all(&dir).unwrap();
     }

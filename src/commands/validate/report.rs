@@ -5,6 +5,7 @@ use serde::Serialize;
 use servesim_sim::metrics::compare::{abs_error_stats, error_pct, rows, Row, RunMetrics};
 use servesim_sim::Scenario;
 
+use super::iterations::OpRow;
 use super::runs::CAPACITY_DEFINITION;
 use super::ProfileSource;
 
@@ -158,6 +159,10 @@ pub struct LoadReport {
     /// The same run predicted with the pooled profile (when calibrated here).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pooled: Option<PooledErrors>,
+    /// Per op over the run's iterations, and over its decode-only iterations: time inside the
+    /// executed passes vs the profiled model (empty when the executor does not time ops).
+    pub ops: Vec<OpRow>,
+    pub decode_only_ops: Vec<OpRow>,
     pub preemptions: u64,
     /// Wall-clock seconds the emulated run took.
     pub emulation_s: f64,
@@ -173,6 +178,8 @@ impl LoadReport {
         roofline: RunMetrics,
         iterations: IterationErrors,
         pooled: Option<PooledErrors>,
+        ops: Vec<OpRow>,
+        decode_only_ops: Vec<OpRow>,
         preemptions: u64,
         emulation_s: f64,
     ) -> LoadReport {
@@ -188,6 +195,8 @@ impl LoadReport {
             roofline,
             iterations,
             pooled,
+            ops,
+            decode_only_ops,
             preemptions,
             emulation_s,
         }
@@ -382,6 +391,9 @@ pub fn runs_table(r: &RunsReport) -> String {
             abs(l.headline_median_abs_error_pct),
             abs(l.roofline_headline_median_abs_error_pct)
         );
+        if !l.ops.is_empty() {
+            o += &ops_table(&l.ops, &l.decode_only_ops);
+        }
         if let Some(p) = &l.pooled {
             o += &format!(
                 "  with the pooled profile (every phase's calibration): median |error| {}; per iteration {}, median {}\n",
@@ -411,6 +423,22 @@ pub fn runs_table(r: &RunsReport) -> String {
             abs(a.pooled_up_to_80_pct),
             abs(a.pooled_above_80_pct)
         );
+    }
+    o
+}
+
+/// Per op: all iterations, and decode-only ones, side by side (same op order).
+fn ops_table(all: &[OpRow], decode: &[OpRow]) -> String {
+    let mut o = format!(
+        "  {:<26}{:>12}{:>12}{:>9}  {:>12}{:>12}{:>9}\n",
+        "op (ms over the run)", "executed", "profiled", "error", "decode-only", "profiled", "error"
+    );
+    for r in all {
+        o += &format!("  {:<26}{:>12.1}{:>12.1}{:>9}", r.op, r.measured_ms, r.profiled_ms, pct(r.error_pct));
+        if let Some(d) = decode.iter().find(|d| d.op == r.op) {
+            o += &format!("  {:>12.1}{:>12.1}{:>9}", d.measured_ms, d.profiled_ms, pct(d.error_pct));
+        }
+        o += "\n";
     }
     o
 }

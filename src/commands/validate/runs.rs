@@ -2,19 +2,21 @@
 //! (every iteration executed) and predicted (profiled and roofline cost models) on the identical
 //! request stream.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use servesim_calibrate::emulate::{Emulator, IterationLog};
-use servesim_sim::cost::CostModel;
+use servesim_sim::cost::{BatchShape, CostModel, Profiled};
 use servesim_sim::engine::{self, RunOutput};
 use servesim_sim::metrics::compare::{outcomes_of, run_metrics, RunMetrics};
 use servesim_sim::metrics::Status;
 use servesim_sim::workload::ArrivalSpec;
 use servesim_sim::{Scenario, SimTime};
 
+use super::iterations::{op_rows, OpRow};
 use super::report::{self, CapacityReport, IterationErrors, LoadReport, PooledErrors, RunsReport};
 use super::{emulator, interleave, take_back, with_profile, Args, BackendKind, OutFormat, Predictor};
 use crate::error::{CliError, Result};
@@ -93,6 +95,25 @@ fn predict(s: &Scenario) -> Result<RunOutput> {
     engine::try_run(s).map_err(CliError::input)
 }
 
+/// Per op, summed over the iterations `pick` selects: its time inside the executed passes
+/// against the profiled model's (empty when the executor does not time ops).
+fn op_table(log: &[IterationLog], model: &Profiled, pick: impl Fn(&BatchShape) -> bool) -> Vec<OpRow> {
+    let (mut measured, mut predicted) = (BTreeMap::new(), BTreeMap::new());
+    let mut total_ms = 0.0;
+    for l in log.iter().filter(|l| !l.ops.is_empty() && pick(&l.shape)) {
+        for &(name, ns) in &l.ops {
+            match name {
+                "pass" => total_ms += ns as f64 * 1e-6,
+                _ => *measured.entry(name).or_default() += ns as f64 * 1e-6,
+            }
+        }
+        for o in model.breakdown(&l.shape) {
+            *predicted.entry(o.name).or_default() += o.seconds * 1e3;
+        }
+    }
+    op_rows(&measured, total_ms, &predicted)
+}
+
 /// A cost model's signed error on each iteration a run emulated, percent.
 fn signed_errors(log: &[IterationLog], m: &dyn CostModel) -> Vec<f64> {
     log.iter().map(|l| (m.iteration_time(&l.shape).0 as f64 - l.ns as f64) / l.ns as f64 * 100.0).collect()
@@ -127,6 +148,9 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
     }
     std::fs::create_dir_all(out_dir)?;
     let emu = emulator(a, backend, &s)?;
+    // Each op of the executed passes timed too (two clock reads per op), to show where an
+    // error lies.
+    emu.record_ops(true);
     let predictor = interleave(&emu, Predictor::new(a, backend, &s)?);
     let requests = s.workload.requests.expect("checked");
     let max_seqs = g.scheduler.max_num_seqs as u64;
@@ -203,6 +227,9 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
         let dir = load_dir(load);
         let sp = with_profile(&s, profile, &src.path)?.0;
         let profiled = engine::cost_model(&sp, 0);
+        let model = super::profiled(&s, 0, profile, &src.path)?;
+        let ops = op_table(&e.log, &model, |_| true);
+        let decode_ops = op_table(&e.log, &model, |b| b.prefill_seqs == 0);
         let (se, spl, srl) = (with_rate(&s, rate), with_rate(&sp, rate), with_rate(&roofline_s, rate));
         let (p, r) = (predict(&spl)?, predict(&srl)?);
         output::write_run(&dir.join("emulated"), &se, &e.out.summary, &e.out.recorder)?;
@@ -226,6 +253,8 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
             metrics(&r, &s),
             iteration_errors(&e.log, profiled.as_ref(), roofline.as_ref()),
             pooled,
+            ops,
+            decode_ops,
             e.out.summary.preemptions,
             e.wall_s,
         ));
