@@ -14,11 +14,11 @@ use std::collections::HashMap;
 use servesim_sim::cost::SeqWork;
 
 use super::{median, Backend, Device, Timing};
-use crate::emulate::Executor;
+use crate::emulate::SharedExecutor;
 use crate::plan::{Point, Shape};
 
 pub struct InPassBackend {
-    exec: Box<dyn Executor>,
+    exec: SharedExecutor,
     device: Device,
     layers: u64,
     /// Passes per batch.
@@ -31,9 +31,10 @@ pub struct InPassBackend {
 const SAMPLING_CONTEXT: u64 = 64;
 
 impl InPassBackend {
-    /// `exec` must record per-op times ([`Executor::record_ops`]); `device` describes it.
-    pub fn new(mut exec: Box<dyn Executor>, device: Device, layers: u64) -> InPassBackend {
-        exec.record_ops(true);
+    /// Times ops in the passes of `exec` (from now on it records per-op times,
+    /// [`Executor::record_ops`]); `device` describes it.
+    pub fn new(exec: SharedExecutor, device: Device, layers: u64) -> InPassBackend {
+        exec.lock().expect("executor lock").record_ops(true);
         InPassBackend { exec, device, layers: layers.max(1), reps: 1, passes: HashMap::new() }
     }
 
@@ -79,11 +80,12 @@ impl Backend for InPassBackend {
     fn measure_point(&mut self, p: &Point) -> Result<Timing, String> {
         let (seqs, per_layer) = Self::batch(p)?;
         if !self.passes.contains_key(&seqs) {
-            self.exec.prepare(&seqs)?;
+            let mut exec = self.exec.lock().expect("executor lock");
+            exec.prepare(&seqs)?;
             let mut runs = Vec::with_capacity(self.reps as usize);
             for _ in 0..self.reps.max(1) {
-                self.exec.run(&seqs)?;
-                let ops = self.exec.op_times();
+                exec.run(&seqs)?;
+                let ops = exec.op_times();
                 if ops.is_empty() {
                     return Err("this executor does not time its ops".into());
                 }
@@ -118,6 +120,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+    use crate::emulate::Executor;
 
     /// An executor whose passes take fixed op times, and that keeps the batches it ran.
     struct Fixed {
@@ -156,8 +159,8 @@ mod tests {
     #[test]
     fn ops_are_read_from_the_passes_of_their_batch() {
         let ran = Arc::new(Mutex::new(Vec::new()));
-        let exec = Fixed { ran: ran.clone(), recording: false };
-        let mut b = InPassBackend::new(Box::new(exec), Device::default(), 4);
+        let exec: Box<dyn Executor> = Box::new(Fixed { ran: ran.clone(), recording: false });
+        let mut b = InPassBackend::new(Arc::new(Mutex::new(exec)), Device::default(), 4);
         b.reps = 3;
         let gemm = |m| Shape::Gemm { m, k: 8, n: 8 };
         // Three passes of one 5-token chunk: the up projection's per-layer times 1, 2, 3 µs.

@@ -19,7 +19,7 @@ pub mod cpu;
 pub mod cuda;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use servesim_sim::cost::{BatchShape, CostModel, SeqWork};
 use servesim_sim::spec::ModelSpec;
@@ -48,6 +48,9 @@ pub trait Executor: Send {
     }
 }
 
+/// An executor shared between the emulator and a calibration that times ops in its passes.
+pub type SharedExecutor = Arc<Mutex<Box<dyn Executor>>>;
+
 /// One emulated iteration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IterationLog {
@@ -65,7 +68,10 @@ pub type Hook = Box<dyn FnMut(u64) + Send>;
 /// A [`CostModel`] that times real executions: each iteration runs `repeat` times and the
 /// median duration is the iteration's time.
 pub struct Emulator {
-    exec: Mutex<Box<dyn Executor>>,
+    exec: SharedExecutor,
+    /// The op times of the last measured batch's last execution (read before the hook runs,
+    /// which may execute other batches on the same executor).
+    last_ops: Mutex<Vec<(&'static str, u64)>>,
     repeat: u32,
     log: Mutex<Vec<IterationLog>>,
     error: Mutex<Option<String>>,
@@ -76,7 +82,8 @@ pub struct Emulator {
 impl Emulator {
     pub fn new(exec: Box<dyn Executor>, repeat: u32) -> Emulator {
         Emulator {
-            exec: Mutex::new(exec),
+            exec: Arc::new(Mutex::new(exec)),
+            last_ops: Mutex::new(Vec::new()),
             repeat: repeat.max(1),
             log: Mutex::new(Vec::new()),
             error: Mutex::new(None),
@@ -102,9 +109,16 @@ impl Emulator {
         self.exec.lock().expect("executor lock").record_ops(on);
     }
 
-    /// The last run's time per op, ns (empty when the executor does not record them).
+    /// The last measured batch's time per op, ns (its last execution; empty when the executor
+    /// does not record them).
     pub fn op_times(&self) -> Vec<(&'static str, u64)> {
-        self.exec.lock().expect("executor lock").op_times()
+        self.last_ops.lock().expect("ops lock").clone()
+    }
+
+    /// The executor itself, for calibrating on it (ops timed in its passes: the same weights
+    /// and buffers as the emulated iterations) between the emulated iterations.
+    pub fn executor(&self) -> SharedExecutor {
+        self.exec.clone()
     }
 
     pub fn describe(&self) -> String {
@@ -120,6 +134,7 @@ impl Emulator {
             for _ in 0..self.repeat {
                 v.push(exec.run(seqs)?);
             }
+            *self.last_ops.lock().expect("ops lock") = exec.op_times();
         }
         let total = self.executed_ns.fetch_add(v.iter().sum(), Ordering::Relaxed) + v.iter().sum::<u64>();
         if let Some(h) = self.hook.lock().expect("hook lock").as_mut() {

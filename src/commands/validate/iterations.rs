@@ -72,7 +72,7 @@ pub fn run(a: &Args, backend: BackendKind, s: servesim_sim::Scenario, out_dir: &
     }
     std::fs::create_dir_all(out_dir)?;
     let emu = emulator(a, backend, &s)?;
-    let predictor = interleave(&emu, Predictor::new(a, backend, &s)?);
+    let predictor = interleave(&emu, Predictor::new(a, backend, &s, &emu)?);
     let g = &s.groups[0];
     let space = Space {
         max_seqs: g.scheduler.max_num_seqs as u64,

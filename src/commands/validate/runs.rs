@@ -151,7 +151,7 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
     // Each op of the executed passes timed too (two clock reads per op), to show where an
     // error lies.
     emu.record_ops(true);
-    let predictor = interleave(&emu, Predictor::new(a, backend, &s)?);
+    let predictor = interleave(&emu, Predictor::new(a, backend, &s, &emu)?);
     let requests = s.workload.requests.expect("checked");
     let max_seqs = g.scheduler.max_num_seqs as u64;
     let sat = |x: &Scenario| with_rate(x, SATURATION_RPS);
