@@ -79,6 +79,9 @@ fn cpu_validation_end_to_end() {
         "--quiet",
     ]);
     let it = json(&dir.join("it/iterations.json"));
+    // On the cpu backend the calibration times each op inside the emulator's forward passes.
+    assert_eq!(it["op_timing"], "in-pass");
+    assert!(json(&dir.join("it/profile.json"))["meta"]["source"].as_str().unwrap().contains("inside forward passes"));
     let batches = it["batches"].as_array().unwrap();
     assert_eq!(batches.len(), 24);
     let kinds: Vec<(String, u64)> = it["by_kind"]
@@ -272,6 +275,79 @@ fn cpu_validation_end_to_end() {
     assert!(e2e_err > 60.0, "a ×2 profile should overpredict E2E by far more than 60%, got {e2e_err}%");
 }
 
+/// A run calibrated while it is emulated (no --profile): its own profile, the pooled one, and
+/// the per-op table that sums to the iterations.
+#[test]
+fn a_calibrated_run_is_predicted_by_its_own_phase() {
+    let dir = out_dir("validate-phases");
+    let scen = tiny_scenario(&dir, WORKLOAD);
+    let d = |s: &str| dir.join(s).display().to_string();
+    let out = ok(&[
+        "validate",
+        "--scenario",
+        &scen,
+        "--backend",
+        "cpu",
+        "--loads",
+        "0.5",
+        "--capacity",
+        "20",
+        "--calibration-deadline",
+        "20s",
+        "--out",
+        &d("o"),
+        "--format",
+        "json",
+        "--quiet",
+    ]);
+    assert!(out.is_empty(), "--quiet prints nothing");
+    let r = json(&dir.join("o/validate.json"));
+    assert_eq!(r["op_timing"], "in-pass");
+    let load = &r["loads"][0];
+    // The run's prediction names the profile of its own phase, and `simulate` reproduces it.
+    let toml = read(&dir.join("o/load-0.50/predicted/scenario.toml"));
+    let own = std::fs::canonicalize(dir.join("o/load-0.50/profile.json")).unwrap();
+    assert!(toml.contains(&format!("profile = \"{}\"", own.display())), "{toml}");
+    assert!(json(&own)["meta"]["notes"][0].as_str().unwrap().starts_with("phase 0 of the command"));
+    let sim = ok(&[
+        "simulate",
+        "--scenario",
+        &d("o/load-0.50/predicted/scenario.toml"),
+        "--out",
+        &d("resim"),
+        "--format",
+        "json",
+    ]);
+    let sim: Value = serde_json::from_str(&sim).unwrap();
+    assert_eq!(f(&sim["e2e_ms"]["mean"]), f(&load["rows"][8]["predicted"]));
+    // Beside it, the pooled profile's prediction: its headline is the median of its six errors.
+    let pooled = &load["pooled"];
+    let mut six: Vec<f64> = pooled["headline_errors_pct"].as_array().unwrap().iter().map(|e| f(e).abs()).collect();
+    assert_eq!(six.len(), 6);
+    six.sort_by(f64::total_cmp);
+    assert!((f(&pooled["headline_median_abs_error_pct"]) - (six[2] + six[3]) / 2.0).abs() < 1e-9);
+    assert!(dir.join("o/profile.json").exists() && dir.join("o/load-0.50/predicted-pooled/summary.json").exists());
+    // Per op: the executed ops and `other` make up the passes, which are the iterations'
+    // measured times (one execution each); the profiled ops add up to the prediction.
+    let ops = load["ops"].as_array().unwrap();
+    let row = |name: &str| ops.iter().find(|o| o["op"] == name).unwrap_or_else(|| panic!("no {name} row"));
+    let it = read(&dir.join("o/load-0.50/emulated/iterations.csv"));
+    let col = |i: usize| it.lines().skip(1).map(|l| l.split(',').nth(i).unwrap().parse::<f64>().unwrap()).sum::<f64>();
+    let (measured, profiled) = (col(6), col(7));
+    assert!((f(&row("all")["measured_ms"]) - measured).abs() < 1e-3 * measured, "{measured} ms of iterations");
+    assert!((f(&row("all")["profiled_ms"]) - profiled).abs() < 1e-3 * profiled, "{profiled} ms predicted");
+    let timed: f64 = ops.iter().filter(|o| o["op"] != "all").map(|o| f(&o["measured_ms"])).sum();
+    assert!((timed - f(&row("all")["measured_ms"])).abs() < 1e-6 * timed);
+    // Decode-only iterations are a part of them.
+    let dec = load["decode_only_ops"].as_array().unwrap();
+    let dec_all = dec.iter().find(|o| o["op"] == "all").unwrap();
+    assert!(f(&dec_all["measured_ms"]) <= f(&row("all")["measured_ms"]));
+    assert_eq!(
+        f(&dec.iter().find(|o| o["op"] == "attn_prefill").map_or(Value::from(0.0), |o| o["measured_ms"].clone())),
+        0.0
+    );
+}
+
 #[test]
 fn external_vllm_and_aiperf_files_are_replayed() {
     let dir = out_dir("validate-external");
@@ -360,6 +436,10 @@ fn bad_input_is_one_line_and_exit_code_2() {
         (vec!["--scenario", &closed, "--backend", "cpu"], "workload.arrival: validate sets the arrival rate"),
         (vec!["--scenario", &no_count, "--backend", "cpu"], "workload.requests: validate needs a request count"),
         (vec!["--scenario", &scen, "--backend", "cpu", "--profile", "nope.json"], "nope.json"),
+        (
+            vec!["--scenario", &scen, "--backend", "cuda", "--op-timing", "in-pass"],
+            "--op-timing in-pass: needs --backend cpu",
+        ),
     ];
     for (args, want) in cases {
         let mut all = vec!["validate"];

@@ -57,6 +57,9 @@ pub struct IterationsReport {
     pub repeat: u32,
     pub profile: String,
     pub calibrated_s: Option<f64>,
+    /// How the calibration timed ops (`isolated` or `in-pass`), when it was made here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op_timing: Option<&'static str>,
     pub max_num_seqs: u64,
     pub max_num_batched_tokens: u64,
     pub max_context: u64,
@@ -146,6 +149,7 @@ pub fn run(a: &Args, backend: BackendKind, s: servesim_sim::Scenario, out_dir: &
         repeat: a.repeat(),
         profile: source.path.display().to_string(),
         calibrated_s: source.calibrated_s,
+        op_timing: source.op_timing.map(|t| t.name()),
         max_num_seqs: space.max_seqs,
         max_num_batched_tokens: space.max_tokens,
         max_context: space.max_context,
@@ -231,7 +235,10 @@ fn table(r: &IterationsReport) -> String {
     o += &format!(
         "  predicted: profiled cost model ({}{}); reference: roofline\n",
         r.profile,
-        r.calibrated_s.map_or(String::new(), |t| format!(", calibrated here in {t:.1} s"))
+        r.calibrated_s.map_or(String::new(), |t| format!(
+            ", calibrated here in {t:.1} s, ops timed {}",
+            r.op_timing.unwrap_or("?")
+        ))
     );
     o += &format!(
         "  batch space: up to {} sequences, {} tokens per iteration, contexts up to {}\n\n",

@@ -74,11 +74,11 @@ pub struct Args {
     /// processes on a shared machine) or wall.
     #[arg(long, value_enum, default_value_t = ClockKind::Thread)]
     clock: ClockKind,
-    /// How the calibration times each op: isolated (each op alone on rotated data, as
-    /// `servesim calibrate` does) or in-pass (each op inside forward passes of a second
-    /// executor, read from its per-op record; cpu backend only).
-    #[arg(long, value_enum, default_value_t = OpTiming::Isolated)]
-    op_timing: OpTiming,
+    /// How the calibration times each op: in-pass (inside forward passes of the emulator's own
+    /// executor, read from its per-op record; the default on cpu) or isolated (each op alone
+    /// on rotated data, as `servesim calibrate` does; the only one on cuda).
+    #[arg(long, value_enum)]
+    op_timing: Option<OpTiming>,
     /// Stop calibrating after this much calibration time in all (e.g. 300s, 10m); what was
     /// measured is fitted.
     #[arg(long, default_value = "600s")]
@@ -122,6 +122,15 @@ enum ClockKind {
 pub enum OpTiming {
     Isolated,
     InPass,
+}
+
+impl OpTiming {
+    pub fn name(self) -> &'static str {
+        match self {
+            OpTiming::Isolated => "isolated",
+            OpTiming::InPass => "in-pass",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -174,6 +183,11 @@ pub fn run(a: Args) -> Result<()> {
     let Some(backend) = a.backend else {
         return Err(CliError::input("--backend: give cpu or cuda (what executes the batches)"));
     };
+    if backend == BackendKind::Cuda && a.op_timing == Some(OpTiming::InPass) {
+        return Err(CliError::input(
+            "--op-timing in-pass: needs --backend cpu (the CUDA executor does not time its ops one by one)",
+        ));
+    }
     if a.iterations {
         iterations::run(&a, backend, s, &out)
     } else {
@@ -184,6 +198,14 @@ pub fn run(a: Args) -> Result<()> {
 impl Args {
     fn repeat(&self) -> u32 {
         self.repeat.unwrap_or(if self.iterations { 3 } else { 1 })
+    }
+
+    /// How the calibration times ops on `backend` (see `--op-timing`).
+    fn op_timing(&self, backend: BackendKind) -> OpTiming {
+        self.op_timing.unwrap_or(match backend {
+            BackendKind::Cpu => OpTiming::InPass,
+            BackendKind::Cuda => OpTiming::Isolated,
+        })
     }
 
     fn clock(&self) -> Clock {
@@ -256,6 +278,8 @@ const EVICT_BYTES: usize = 4 << 20;
 /// Where a prediction's profile came from.
 pub struct ProfileSource {
     pub path: PathBuf,
+    /// How the calibration timed ops, when it was made here.
+    pub op_timing: Option<OpTiming>,
     /// Seconds spent calibrating here, when it was.
     pub calibrated_s: Option<f64>,
 }
@@ -378,7 +402,7 @@ impl Predictor {
             ))
         })?;
         let (b, clock): (Box<dyn Backend + Send>, Clock) = match backend {
-            BackendKind::Cpu if a.op_timing == OpTiming::InPass => {
+            BackendKind::Cpu if a.op_timing(backend) == OpTiming::InPass => {
                 let mut device = CpuBackend::new(s.seed).device();
                 device.name += ", ops timed inside forward passes";
                 // The emulator's own executor: the same weights and buffers. (A second executor
@@ -394,11 +418,6 @@ impl Predictor {
                 b.reps = 3;
                 b.evict_bytes = EVICT_BYTES;
                 (Box::new(b), a.clock())
-            }
-            BackendKind::Cuda if a.op_timing == OpTiming::InPass => {
-                return Err(CliError::input(
-                    "--op-timing in-pass: needs --backend cpu (the CUDA executor does not time its ops one by one)",
-                ))
             }
             BackendKind::Cuda => (
                 Box::new(
@@ -457,7 +476,7 @@ impl Predictor {
     ) -> Result<(Profile, ProfileSource)> {
         let c = match self {
             Predictor::Given(p, path) => {
-                return Ok(((**p).clone(), ProfileSource { path: path.clone(), calibrated_s: None }))
+                return Ok(((**p).clone(), ProfileSource { path: path.clone(), op_timing: None, calibrated_s: None }))
             }
             Predictor::Calibrating(c) => c,
         };
@@ -497,7 +516,7 @@ impl Predictor {
     /// to `out/profile.json`, its points to `out/calibration.csv`).
     pub fn finish(self, a: &Args, backend: BackendKind, s: &Scenario, out: &Path) -> Result<(Profile, ProfileSource)> {
         let mut c = match self {
-            Predictor::Given(p, path) => return Ok((*p, ProfileSource { path, calibrated_s: None })),
+            Predictor::Given(p, path) => return Ok((*p, ProfileSource { path, op_timing: None, calibrated_s: None })),
             Predictor::Calibrating(c) => c,
         };
         while c.passes < MIN_PASSES && !c.hit_deadline {
@@ -569,7 +588,7 @@ impl Calibration {
                 "servesim validate --backend {} (clock {}, one thread{}) for scenario {}",
                 backend.name(),
                 if backend == BackendKind::Cpu { a.clock().name() } else { "cuda events" },
-                match (backend, a.op_timing) {
+                match (backend, a.op_timing(backend)) {
                     (BackendKind::Cpu, OpTiming::InPass) => ", each op timed inside forward passes",
                     (BackendKind::Cpu, OpTiming::Isolated) => ", private caches evicted before each run",
                     _ => "",
@@ -592,7 +611,7 @@ impl Calibration {
         let path = out.join("profile.json");
         super::calibrate::write_profile(&path, &profile)?;
         std::fs::write(out.join("calibration.csv"), csv)?;
-        Ok((profile, ProfileSource { path, calibrated_s: Some(seconds) }))
+        Ok((profile, ProfileSource { path, op_timing: Some(a.op_timing(backend)), calibrated_s: Some(seconds) }))
     }
 }
 

@@ -231,6 +231,9 @@ pub struct RunsReport {
     pub repeat: u32,
     pub profile: String,
     pub calibrated_s: Option<f64>,
+    /// How the calibration timed ops (`isolated` or `in-pass`), when it was made here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op_timing: Option<&'static str>,
     pub capacity: CapacityReport,
     pub loads: Vec<LoadReport>,
     pub acceptance: Acceptance,
@@ -278,6 +281,7 @@ impl RunsReport {
             repeat,
             profile: source.path.display().to_string(),
             calibrated_s: source.calibrated_s,
+            op_timing: source.op_timing.map(|t| t.name()),
             capacity,
             acceptance: Acceptance {
                 target_pct: TARGET_PCT,
@@ -355,7 +359,8 @@ pub fn runs_table(r: &RunsReport) -> String {
     o += &match r.calibrated_s {
         Some(t) => format!(
             "  predicted: profiled cost model, each run by the profile calibrated while it ran (<run>/profile.json; \
-             {t:.1} s of calibration in all; pooled: {}); reference: roofline\n",
+             ops timed {}; {t:.1} s of calibration in all; pooled: {}); reference: roofline\n",
+            r.op_timing.unwrap_or("?"),
             r.profile
         ),
         None => format!("  predicted: profiled cost model ({}); reference: roofline\n", r.profile),
