@@ -24,8 +24,11 @@ pub struct InPassBackend {
     /// Passes per batch.
     pub reps: u32,
     /// The op times of the passes of each batch run since the last [`Backend::forget`].
-    passes: HashMap<Vec<SeqWork>, Vec<Vec<(&'static str, u64)>>>,
+    passes: HashMap<Vec<SeqWork>, Vec<OpTimes>>,
 }
+
+/// One pass's time per op, ns, as the executor records it.
+type OpTimes = Vec<(&'static str, u64)>;
 
 /// Context of the decodes that run the LM head and sampling (their time does not depend on it).
 const SAMPLING_CONTEXT: u64 = 64;
