@@ -202,14 +202,14 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
     let roofline = engine::cost_model(&roofline_s, 0);
     let pooled_model = engine::cost_model(&pooled_s, 0);
 
-    let (cap_p, cap_r) = match &cap_emulated {
-        Some((_, (profile, src))) => (with_profile(&s, profile, &src.path)?.0, roofline_s.clone()),
-        None => (pooled_s.clone(), roofline_s.clone()),
+    let cap_p = match &cap_emulated {
+        Some((_, (profile, src))) => with_profile(&s, profile, &src.path)?.0,
+        None => pooled_s.clone(),
     };
     let p = predict(&sat(&cap_p))?;
-    let r = predict(&sat(&cap_r))?;
+    let r = predict(&sat(&roofline_s))?;
     output::write_run(&cap_dir.join("predicted"), &sat(&cap_p), &p.summary, &p.recorder)?;
-    output::write_run(&cap_dir.join("roofline"), &sat(&cap_r), &r.summary, &r.recorder)?;
+    output::write_run(&cap_dir.join("roofline"), &sat(&roofline_s), &r.summary, &r.recorder)?;
     if let Some((e, _)) = &cap_emulated {
         output::write_run(&cap_dir.join("emulated"), &sat(&s), &e.out.summary, &e.out.recorder)?;
     }
