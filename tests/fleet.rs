@@ -183,12 +183,6 @@ fn same_seed_same_failures_and_another_seed_differs() {
     assert_ne!(a.summary.fleet.instances_ready_mean, c.summary.fleet.instances_ready_mean);
 }
 
-fn plan_json(args: &[&str]) -> serde_json::Value {
-    let o = servesim(args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    serde_json::from_str(&stdout(&o)).unwrap()
-}
-
 /// The worst seed's value of `key` at a plan point.
 fn worst(point: &serde_json::Value, key: &str) -> f64 {
     point["seeds"].as_array().unwrap().iter().map(|s| s[key].as_f64().unwrap()).fold(f64::NAN, f64::max)
@@ -205,16 +199,7 @@ fn n_plus_one_plan_meets_the_slo_with_an_instance_down() {
     let src = read(&root().join("tests/plan/known-answer.toml")) + "spare = 1\n";
     let path = out.join("n-plus-1.toml");
     std::fs::write(&path, src).unwrap();
-    let v = plan_json(&[
-        "plan",
-        "--scenario",
-        path.to_str().unwrap(),
-        "--format",
-        "json",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let v = plan_json(path.to_str().unwrap(), &out);
     assert_eq!(v["spare"], 1);
     let c = &v["candidates"][0];
     let sc = &c["spare_check"];
@@ -328,16 +313,7 @@ fn autoscaling_a_diurnal_day_takes_fewer_instance_hours_than_the_fixed_peak_flee
         + "[plan]\nseeds = 1\nprice_per_gpu_hour = { \"h100-sxm\" = 2.5 }\n";
     let path = out.join("diurnal.toml");
     std::fs::write(&path, &src).unwrap();
-    let v = plan_json(&[
-        "plan",
-        "--scenario",
-        path.to_str().unwrap(),
-        "--format",
-        "json",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let v = plan_json(path.to_str().unwrap(), &out);
     let c = &v["candidates"][0];
     let a = &c["autoscaled"];
     let fixed = c["instances_min"].as_u64().unwrap();

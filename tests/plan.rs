@@ -7,12 +7,6 @@ use common::*;
 use servesim_sim::engine;
 use servesim_sim::plan;
 
-fn plan_json(args: &[&str]) -> serde_json::Value {
-    let o = servesim(args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    serde_json::from_slice(&o.stdout).expect("plan --format json prints JSON")
-}
-
 /// The known answer. Each iteration costs B + c·(tokens) with B = 5 ms, c = 50 µs; each request
 /// brings P + O − 1 = 200 tokens of work (a 100-token prefill and 100 one-token decodes). Over a
 /// long stretch at arrival rate r the instance is always busy, so time = iterations × B + work:
@@ -26,16 +20,7 @@ fn plan_json(args: &[&str]) -> serde_json::Value {
 #[test]
 fn known_answer_capacity_and_count() {
     let out = out_dir("plan_known");
-    let v = plan_json(&[
-        "plan",
-        "--scenario",
-        "tests/plan/known-answer.toml",
-        "--format",
-        "json",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let v = plan_json("tests/plan/known-answer.toml", &out);
     let c = &v["candidates"][0];
     let r_star = 50.0;
     let cap = c["single_instance_capacity_rps"].as_f64().unwrap();
@@ -58,16 +43,7 @@ fn known_answer_capacity_and_count() {
     let path = out.join("base.toml");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(&path, src).unwrap();
-    let v1 = plan_json(&[
-        "plan",
-        "--scenario",
-        path.to_str().unwrap(),
-        "--format",
-        "json",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let v1 = plan_json(path.to_str().unwrap(), &out);
     assert_eq!(v1["candidates"][0]["instances_min"], 1);
     let k = 4.0;
     assert_eq!(c["instances_min"].as_u64().unwrap(), (k * 45.0 / cap).ceil() as u64);
@@ -78,16 +54,7 @@ fn known_answer_capacity_and_count() {
 #[test]
 fn minimum_count_meets_the_slo_and_one_fewer_does_not() {
     let out = out_dir("plan_small_json");
-    let v = plan_json(&[
-        "plan",
-        "--scenario",
-        "tests/plan/small.toml",
-        "--format",
-        "json",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let v = plan_json("tests/plan/small.toml", &out);
     let s = scenario(&read(&root().join("tests/plan/small.toml")));
     let cands = plan::candidates(&s).unwrap();
     let seeds: Vec<u64> = (0..3).map(|i| 11 + i).collect();

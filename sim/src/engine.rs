@@ -297,6 +297,17 @@ impl Simulation {
         &self.instances
     }
 
+    /// Queues an accepted request on instance `i` (its gauges follow; it gets scheduled).
+    fn enqueue(&mut self, i: usize, req: &Request) {
+        let inst = &mut self.instances[i];
+        let before = inst.gauges();
+        let counted = self.rec.counts(req.arrival);
+        inst.enqueue(req, counted);
+        let after = inst.gauges();
+        self.rec.gauge_delta(before, after);
+        self.mark(i as u32);
+    }
+
     fn mark(&mut self, i: u32) {
         if !self.is_dirty[i as usize] {
             self.is_dirty[i as usize] = true;
@@ -441,12 +452,7 @@ impl Simulation {
         let inst = &mut self.instances[i];
         match fits.and_then(|()| inst.accept(&req, self.now, &mut self.rec)) {
             Ok(()) => {
-                let before = inst.gauges();
-                let counted = self.rec.counts(req.arrival);
-                inst.enqueue(&req, counted);
-                let after = inst.gauges();
-                self.rec.gauge_delta(before, after);
-                self.mark(i as u32);
+                self.enqueue(i, &req);
                 if self.fleet.tracks {
                     self.fleet.track(&req, 0);
                 }

@@ -73,3 +73,10 @@ pub fn scenario_file(dir: &Path, name: &str, text: &str) -> String {
 pub fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
+
+/// `servesim plan --scenario SCENARIO --format json --quiet --out OUT`, which must succeed: its JSON.
+pub fn plan_json(scenario: &str, out: &Path) -> serde_json::Value {
+    let o = servesim(&["plan", "--scenario", scenario, "--format", "json", "--quiet", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).expect("plan --format json prints JSON")
+}

@@ -156,12 +156,7 @@ impl Simulation {
         }
         match inst.accept(&req, self.now, &mut self.rec) {
             Ok(()) => {
-                let before = inst.gauges();
-                let counted = self.rec.counts(req.arrival);
-                inst.enqueue(&req, counted);
-                let after = inst.gauges();
-                self.rec.gauge_delta(before, after);
-                self.mark(i as u32);
+                self.enqueue(i, &req);
                 self.fleet.track(&req, retries + 1);
             }
             Err(why) => {

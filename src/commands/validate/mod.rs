@@ -341,6 +341,38 @@ pub struct Calibration {
 }
 
 impl Calibration {
+    /// A calibration of `points` on `backend` that has measured nothing yet; its time is read on
+    /// `clock` and stops at `deadline_ns` in all.
+    fn new(
+        backend: Box<dyn Backend + Send>,
+        device: servesim_calibrate::backend::Device,
+        points: Vec<plan::Point>,
+        clock: Clock,
+        deadline_ns: u64,
+        quiet: bool,
+    ) -> Calibration {
+        Calibration {
+            backend,
+            device,
+            points,
+            clock,
+            deadline_ns,
+            spent_ns: 0,
+            by_point: BTreeMap::new(),
+            cursor: 0,
+            passes: 0,
+            phase: 0,
+            phase_passes: 0,
+            phase_start_ns: 0,
+            phase_emulated_ns: 0,
+            emulated_ns: 0,
+            timed: 0,
+            hit_deadline: false,
+            failed: Vec::new(),
+            quiet,
+        }
+    }
+
     /// Measures the next `n` points of the plan (at most to the end of the pass).
     fn step(&mut self, n: usize) {
         if self.spent_ns >= self.deadline_ns {
@@ -434,26 +466,14 @@ impl Predictor {
             points.len(),
             device.name
         ));
-        Ok(Predictor::Calibrating(Box::new(Calibration {
-            backend: b,
+        Ok(Predictor::Calibrating(Box::new(Calibration::new(
+            b,
             device,
             points,
             clock,
-            deadline_ns: deadline.as_nanos() as u64,
-            spent_ns: 0,
-            by_point: BTreeMap::new(),
-            cursor: 0,
-            passes: 0,
-            phase: 0,
-            phase_passes: 0,
-            phase_start_ns: 0,
-            phase_emulated_ns: 0,
-            emulated_ns: 0,
-            timed: 0,
-            hit_deadline: false,
-            failed: Vec::new(),
-            quiet: a.quiet,
-        })))
+            deadline.as_nanos() as u64,
+            a.quiet,
+        ))))
     }
 
     /// Calibrates until its time is its share of `emulated_ns` of emulation (nothing with a
@@ -730,26 +750,14 @@ mod tests {
         let us = Arc::new(AtomicU64::new(1000));
         let points = plan::plan(&s.model, &[1], &limits(&s));
         let n = points.len();
-        let c = Calibration {
-            backend: Box::new(Fixed(us.clone())),
-            device: Fixed(us.clone()).device(),
+        let c = Calibration::new(
+            Box::new(Fixed(us.clone())),
+            Fixed(us.clone()).device(),
             points,
-            clock: Clock::Wall,
-            deadline_ns: u64::MAX,
-            spent_ns: 0,
-            by_point: BTreeMap::new(),
-            cursor: 0,
-            passes: 0,
-            phase: 0,
-            phase_passes: 0,
-            phase_start_ns: 0,
-            phase_emulated_ns: 0,
-            emulated_ns: 0,
-            timed: 0,
-            hit_deadline: false,
-            failed: Vec::new(),
-            quiet: true,
-        };
+            Clock::Wall,
+            u64::MAX,
+            true,
+        );
         let mut p = Predictor::Calibrating(Box::new(c));
         let dir = std::env::temp_dir().join(format!("servesim-phases-{}", std::process::id()));
         let cpu = BackendKind::Cpu;
