@@ -1,6 +1,7 @@
 //! The `servesim` command-line tool. Only this crate reads files, prints, or looks at the clock;
 //! the simulator itself lives in `servesim-sim`.
 
+mod aic;
 mod commands;
 mod error;
 mod output;

@@ -3,59 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use servesim_sim::cost::profile::{
-    heldout_error, Axis, Curve, HeldOut, Interp, OpTable, Profile, ProfileMeta, PROFILE_FORMAT_VERSION,
-};
+use servesim_sim::cost::profile::{Axis, Curve, Profile, ProfileMeta, PROFILE_FORMAT_VERSION};
 
 use crate::sweep::Measurement;
 
-/// Averages points with equal axis values and sorts them.
-fn dedupe(points: Vec<Vec<f64>>, axes: usize) -> Vec<Vec<f64>> {
-    let mut groups: BTreeMap<Vec<u64>, (Vec<f64>, f64, f64)> = BTreeMap::new();
-    for p in points {
-        let key: Vec<u64> = p[..axes].iter().map(|v| v.to_bits()).collect();
-        let e = groups.entry(key).or_insert((p[..axes].to_vec(), 0.0, 0.0));
-        e.1 += p[axes];
-        e.2 += 1.0;
-    }
-    let mut out: Vec<Vec<f64>> = groups
-        .into_values()
-        .map(|(mut x, sum, n)| {
-            x.push(sum / n);
-            x
-        })
-        .collect();
-    out.sort_by(|a, b| {
-        a.iter().zip(b.iter()).map(|(x, y)| x.total_cmp(y)).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
-    });
-    out
-}
-
-/// Builds an op's table: every candidate interpolation is fitted on all but every 4th point
-/// (of each row) and scored on the held-out points; the lowest median error wins (then the
-/// lowest P90; ties keep the order step, loglog, linear). The table keeps every point, and the
-/// held-out errors of all candidates, the chosen one first.
-pub fn fit_table(name: &str, tp: Option<u32>, axes: Vec<Axis>, points: Vec<Vec<f64>>) -> OpTable {
-    let points = dedupe(points, axes.len());
-    let mut scores: Vec<HeldOut> = Interp::ALL.iter().filter_map(|&i| heldout_error(&points, axes.len(), i)).collect();
-    let best = scores
-        .iter()
-        .enumerate()
-        .min_by(|(ia, a), (ib, b)| {
-            a.median_pct.total_cmp(&b.median_pct).then(a.p90_pct.total_cmp(&b.p90_pct)).then(ia.cmp(ib))
-        })
-        .map(|(i, _)| i);
-    let interp = match best {
-        Some(i) => {
-            let chosen = scores.remove(i);
-            let interp = chosen.interp;
-            scores.insert(0, chosen);
-            interp
-        }
-        None => Interp::LogLog,
-    };
-    OpTable { name: name.to_string(), tp, axes, interp, points, dims: None, heldout: scores }
-}
+pub use servesim_sim::cost::profile::fit_table;
 
 /// The axes of each op a sweep measures.
 pub fn axes_of(op: &str) -> Vec<Axis> {
@@ -101,15 +53,11 @@ pub fn profile(mut meta: ProfileMeta, measurements: &[Measurement]) -> Profile {
     Profile { format_version: PROFILE_FORMAT_VERSION, meta, ops }
 }
 
-/// Says what the interpolation names mean, for a reader of the file.
-pub const INTERP_NOTE: &str =
-    "interp: step = time of the next measured point; loglog = linear in log-log; linear = linear; \
-beyond the last point times grow in proportion, below the first they stay flat";
+pub use servesim_sim::cost::profile::INTERP_NOTE;
 
+/// Adds [`INTERP_NOTE`] to a profile's notes once.
 pub fn add_interp_note(meta: &mut ProfileMeta) {
-    if !meta.notes.iter().any(|x| x == INTERP_NOTE) {
-        meta.notes.push(INTERP_NOTE.to_string());
-    }
+    servesim_sim::cost::profile::add_interp_note(&mut meta.notes);
 }
 
 #[cfg(test)]

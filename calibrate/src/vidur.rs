@@ -235,6 +235,7 @@ pub fn import(inp: Inputs) -> Result<Profile, String> {
         date: inp.date,
         servesim_version: inp.servesim_version,
         notes,
+        database: None,
     };
     add_interp_note(&mut meta);
     Ok(Profile { format_version: PROFILE_FORMAT_VERSION, meta, ops })

@@ -20,7 +20,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
-use crate::cost::{CostModel, Profiled, Roofline};
+use crate::cost::{CostAccount, CostModel, Profiled, Roofline};
 use crate::fleet::{Fleet, FleetEvent};
 use crate::instance::{Departure, Instance, InstanceConfig, PolicyConfig};
 use crate::metrics::{summarize, Recorder, Summary};
@@ -197,6 +197,8 @@ pub struct Simulation {
     fleet: Box<Fleet>,
     /// Prefill and decode pools (a disaggregated cluster).
     disagg: Option<Box<crate::disagg::Pools>>,
+    /// Each group's name, cost model and instances, for the summary's `cost` section.
+    group_costs: Vec<(String, Arc<dyn CostModel>, Vec<u32>)>,
 }
 
 impl Simulation {
@@ -234,6 +236,7 @@ impl Simulation {
 
     fn build(s: &Scenario, cost_of: &dyn Fn(usize) -> Arc<dyn CostModel>) -> Simulation {
         let mut instances = Vec::new();
+        let mut group_costs = Vec::new();
         // A disaggregated cluster numbers its prefill pool first, then its decode pool.
         let mut order: Vec<usize> = (0..s.groups.len()).collect();
         order.sort_by_key(|&gi| s.groups[gi].role == crate::disagg::Role::Decode);
@@ -252,10 +255,13 @@ impl Simulation {
                 policy: PolicyConfig::from_group(s, gi),
             };
             cfg.capacity = crate::router::capacity_weight(&cfg, cost_model(s, gi).as_ref());
+            let mut ids = Vec::new();
             for _ in 0..crate::fleet::instances_built(s, gi) {
                 let id = instances.len() as u32;
+                ids.push(id);
                 instances.push(Instance::new(id, cfg.clone(), cost.clone()));
             }
+            group_costs.push((g.name.clone(), cost, ids));
         }
         let kv_total = instances.iter().map(|i| i.kv_blocks_total() as u64).sum();
         let workload = Workload::new(s.workload.clone(), s.seed);
@@ -288,6 +294,7 @@ impl Simulation {
             slo: s.slo.clone(),
             fleet: Box::new(fleet),
             disagg: s.disaggregation.as_ref().map(|d| Box::new(crate::disagg::Pools::new(s, d, &order))),
+            group_costs,
         };
         sim.start_fleet(fleet_events);
         sim
@@ -368,6 +375,7 @@ impl Simulation {
         let mut summary = summarize(&self.rec, &self.slo, &self.scenario_name, self.seed);
         summary.fleet = self.fleet.summary(self.now);
         summary.disaggregation = self.disagg.as_ref().map(|p| p.summary(&self.instances, &self.rec));
+        summary.cost = self.cost_summary();
         if self.fleet.active {
             // KV use as a share of the blocks provisioned (not of idle autoscaler slots).
             let (mean, max) = self.fleet.kv_blocks_over(self.now);
@@ -386,6 +394,25 @@ impl Simulation {
 
     pub fn now(&self) -> SimTime {
         self.now
+    }
+
+    /// What each group's cost model priced without measurements over the run.
+    fn cost_summary(&self) -> crate::metrics::CostSummary {
+        let mut fallbacks = Vec::new();
+        for (group, cost, ids) in &self.group_costs {
+            if !cost.accounts() {
+                continue;
+            }
+            let mut acc = CostAccount::default();
+            for &i in ids {
+                acc.merge(self.instances[i as usize].cost_account());
+            }
+            for mut f in cost.shares(&acc) {
+                f.group = group.clone();
+                fallbacks.push(f);
+            }
+        }
+        crate::metrics::CostSummary { fallbacks }
     }
 
     pub fn recorder(&self) -> &Recorder {

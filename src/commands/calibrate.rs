@@ -26,6 +26,47 @@ enum Sub {
     Run(RunArgs),
     /// Import Vidur's profiling CSVs into a profile (keeping Vidur's op names).
     ImportVidur(ImportArgs),
+    /// Build a profile from NVIDIA AIConfigurator's measured kernel database (no GPU needed).
+    ImportAic(AicArgs),
+}
+
+#[derive(clap::Args)]
+pub struct AicArgs {
+    /// The database's system (h100_sxm, h200_sxm, b200_sxm, a100_sxm, l40s, ...), or a servesim
+    /// GPU preset (h100-sxm, ...).
+    #[arg(long)]
+    system: String,
+    /// The engine whose kernels were measured: vllm, sglang or trtllm.
+    #[arg(long)]
+    framework: String,
+    /// The engine version (default: the newest the database has for the system).
+    #[arg(long)]
+    version: Option<String>,
+    /// A model preset (llama-3-8b, ...) or a TOML file with a [model] section like a scenario's.
+    #[arg(long)]
+    model: String,
+    /// Tensor-parallel degrees, e.g. 1,2,4,8.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    tp: Vec<u32>,
+    /// GEMM weights: bf16, fp8 (per-tensor), fp8-block or fp4 (NVFP4).
+    #[arg(long, default_value = "bf16")]
+    weights: String,
+    /// KV cache dtype: bf16 or fp8.
+    #[arg(long, default_value = "bf16")]
+    kv: String,
+    /// The GEMM kernel, where the database has several for the dtype (default: the most measured).
+    #[arg(long)]
+    gemm_kernel: Option<String>,
+    /// How tokens spread over the experts of MoE models: balanced, power_law_1.01, power_law_1.2.
+    #[arg(long, default_value = "balanced")]
+    moe_distribution: String,
+    /// The database: its systems/data folder, the aiconfigurator_core package, or an unpacked
+    /// wheel. Default: $SERVESIM_AIC_DATA, else the installed aiconfigurator_core package.
+    #[arg(long)]
+    database: Option<PathBuf>,
+    /// Profile to write (JSON).
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -96,7 +137,84 @@ pub fn run(a: Args) -> Result<()> {
     match a.command {
         Sub::Run(r) => calibrate_run(r),
         Sub::ImportVidur(i) => import(i),
+        Sub::ImportAic(a) => import_aic(a),
     }
+}
+
+fn import_aic(a: AicArgs) -> Result<()> {
+    let files = crate::aic::locate(a.database.as_deref())?;
+    let model = load_model(&a.model)?;
+    let weights = servesim_aic::Weights::parse(&a.weights).ok_or_else(|| {
+        CliError::input(format!("--weights: expected one of {}, got {:?}", servesim_aic::Weights::NAMES.join(", "), a.weights))
+    })?;
+    let kv = match a.kv.as_str() {
+        "bf16" => servesim_sim::spec::Dtype::Bf16,
+        "fp8" => servesim_sim::spec::Dtype::Fp8,
+        other => return Err(CliError::input(format!("--kv: expected bf16 or fp8, got {other:?}"))),
+    };
+    let preset = servesim_sim::spec::GpuPreset::find(&a.system).ok_or_else(|| {
+        CliError::input(format!(
+            "--system {}: no GPU preset for it (servesim knows {})",
+            a.system,
+            servesim_sim::spec::GPU_PRESETS.iter().map(|p| p.database_system).collect::<Vec<_>>().join(", ")
+        ))
+    })?;
+    let command = format!(
+        "servesim calibrate import-aic --system {} --framework {}{} --model {} --tp {} --weights {} --kv {}",
+        preset.database_system,
+        a.framework,
+        a.version.as_deref().map_or(String::new(), |v| format!(" --version {v}")),
+        a.model,
+        a.tp.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
+        weights.name(),
+        a.kv
+    );
+    let req = servesim_aic::Request {
+        system: preset.database_system.to_string(),
+        framework: a.framework.clone(),
+        version: a.version.clone(),
+        model,
+        tp: a.tp.clone(),
+        weights,
+        kv,
+        gemm_kernel: a.gemm_kernel.clone(),
+        gpu: preset.spec(),
+        moe_distribution: a.moe_distribution.clone(),
+        package: files.package.clone(),
+        command,
+        date: utc_now(),
+        servesim_version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let db = servesim_aic::Db::new(&files);
+    let profile = servesim_aic::import(&db, &req).map_err(|e| CliError::input(format!("{}: {e}", files.root.display())))?;
+    write_profile(&a.out, &profile)?;
+    let d = profile.meta.database.as_ref().expect("imported profiles name their database");
+    println!(
+        "profile     {} ({} op tables, TP {:?}) from {} {} {} ({} files)",
+        a.out.display(),
+        profile.ops.len(),
+        profile.meta.tp,
+        d.system,
+        d.framework,
+        d.version,
+        d.files.len()
+    );
+    for t in &profile.ops {
+        let h = t.chosen_heldout().map_or("-".into(), |h| format!("{:.1}% / {:.1}%", h.median_pct, h.p90_pct));
+        let src = t.source.as_ref();
+        let tr = src
+            .and_then(|s| s.transfer_error.as_ref())
+            .map_or(String::new(), |e| format!("; shape read between sites: {:.1}% / {:.1}%", e.median_pct, e.p90_pct));
+        println!(
+            "  {:<15} tp {:<2} {:>4} points  held-out {} ({}){tr}",
+            t.name,
+            t.tp.map_or("-".into(), |x| x.to_string()),
+            t.points.len(),
+            h,
+            t.interp.name()
+        );
+    }
+    Ok(())
 }
 
 /// Parses `300s`, `5m`, `1h` or a bare number of seconds.
@@ -294,6 +412,7 @@ fn calibrate_run(a: RunArgs) -> Result<()> {
         date: utc_now(),
         servesim_version: env!("CARGO_PKG_VERSION").into(),
         notes,
+        database: None,
     };
     let profile = fit::profile(meta, &outcome.measurements);
     write_profile(&a.out, &profile)?;

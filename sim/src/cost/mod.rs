@@ -9,7 +9,7 @@ mod profiled;
 mod roofline;
 
 pub use linear::LinearCost;
-pub use profiled::{Profiled, ProfiledOp, KNOWN_OPS};
+pub use profiled::{check_op_axes, Fallback, FallbackShare, Profiled, ProfiledOp, KNOWN_OPS, OTHER_AXES};
 pub use roofline::{OpTime, Roofline, RooflineParams};
 
 use crate::time::SimTime;
@@ -108,6 +108,40 @@ impl SeqWork {
     }
 }
 
+/// What a cost model priced without measurements over a run (per instance, summed per group):
+/// seconds and iterations per op slot of the model, and the seconds of every iteration.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CostAccount {
+    pub iterations: u64,
+    pub total_s: f64,
+    /// Indexed by the model's op slot: (seconds, iterations).
+    pub by_slot: Vec<(f64, u64)>,
+}
+
+impl CostAccount {
+    /// Adds `seconds` of one iteration to slot `i`.
+    pub fn add(&mut self, i: usize, seconds: f64) {
+        if self.by_slot.len() <= i {
+            self.by_slot.resize(i + 1, (0.0, 0));
+        }
+        self.by_slot[i].0 += seconds;
+        self.by_slot[i].1 += 1;
+    }
+
+    /// Adds another account of the same model.
+    pub fn merge(&mut self, o: &CostAccount) {
+        self.iterations += o.iterations;
+        self.total_s += o.total_s;
+        for (i, &(s, n)) in o.by_slot.iter().enumerate() {
+            if n > 0 {
+                self.add(i, 0.0);
+                self.by_slot[i].0 += s;
+                self.by_slot[i].1 += n - 1;
+            }
+        }
+    }
+}
+
 /// Turns a batch into the time one iteration takes. Implementations must return more than zero
 /// for a non-empty batch. The analytic and profiled models are pure: the same shape always
 /// costs the same. An emulating model (`servesim_calibrate::emulate`) times a real execution of
@@ -128,6 +162,25 @@ pub trait CostModel: Send + Sync {
     fn iteration_time_of(&self, batch: &BatchShape, seqs: &[SeqWork]) -> SimTime {
         let _ = seqs;
         self.iteration_time(batch)
+    }
+
+    /// Whether the model keeps a [`CostAccount`]: what it priced without measurements.
+    fn accounts(&self) -> bool {
+        false
+    }
+
+    /// [`CostModel::iteration_time`], adding to `acc` the time of ops the model priced without
+    /// measurements or read outside their measured range (called only when
+    /// [`CostModel::accounts`]).
+    fn iteration_time_accounted(&self, batch: &BatchShape, acc: &mut CostAccount) -> SimTime {
+        let _ = acc;
+        self.iteration_time(batch)
+    }
+
+    /// What an account holds, in words, with each entry's share of the run's iteration time.
+    fn shares(&self, acc: &CostAccount) -> Vec<FallbackShare> {
+        let _ = acc;
+        Vec::new()
     }
 
     /// The part of [`CostModel::iteration_time`] spent on the CPU (scheduling, input

@@ -10,6 +10,8 @@
 //! evaluates it. Times are milliseconds, as in Vidur's CSVs; axes are token, byte or sequence
 //! counts.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// The version of the profile format, written in every profile.
@@ -50,6 +52,83 @@ pub struct ProfileMeta {
     /// Anything else a reader should know (inputs, deadlines, what was left out).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The kernel database the tables were read from (`servesim calibrate import-aic`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<DatabaseMeta>,
+}
+
+/// Where an imported profile's tables come from: a kernel database's system, framework and
+/// version, the package that shipped it, and every file read with its SHA-256.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseMeta {
+    /// `aiconfigurator` (NVIDIA AIConfigurator, Apache-2.0).
+    pub name: String,
+    /// The package and version that shipped it (`aiconfigurator-core 0.12.0`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+    /// The database's system (`h100_sxm`).
+    pub system: String,
+    /// `vllm`, `sglang` or `trtllm`.
+    pub framework: String,
+    pub version: String,
+    /// Element types of the GEMMs and of the KV cache the tables were selected for.
+    pub weights: String,
+    pub kv: String,
+    pub files: Vec<SourceFile>,
+}
+
+/// One file a profile was built from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceFile {
+    /// Relative to the database's root (`h100_sxm/gemm/vllm/0.24.0/gemm_perf.parquet`).
+    pub path: String,
+    pub sha256: String,
+    pub rows: u64,
+}
+
+/// How one imported table was obtained from the database.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpSource {
+    /// The database file (as in [`DatabaseMeta::files`]).
+    pub file: String,
+    /// The rows selected (kernel, dtype, shape), in words.
+    pub selection: String,
+    /// Whether the op's own shape was measured or read between measured shapes, in words.
+    pub shape: String,
+    /// When the shape was read between measured ones: the error of that reading on measured
+    /// shapes left out in turn (percent of the measured time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_error: Option<ErrorStats>,
+}
+
+/// Median, 90th percentile and maximum of |error| in percent, over `points` points.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorStats {
+    pub points: u64,
+    pub median_pct: f64,
+    pub p90_pct: f64,
+    pub max_pct: f64,
+}
+
+impl ErrorStats {
+    /// The statistics of a list of |errors| in percent; None when it is empty.
+    pub fn of(mut errs: Vec<f64>) -> Option<ErrorStats> {
+        errs.retain(|e| e.is_finite());
+        if errs.is_empty() {
+            return None;
+        }
+        errs.sort_by(f64::total_cmp);
+        Some(ErrorStats {
+            points: errs.len() as u64,
+            median_pct: median_sorted(&errs),
+            p90_pct: nearest_rank(&errs, 0.9),
+            max_pct: *errs.last().expect("non-empty"),
+        })
+    }
 }
 
 /// The dimensions that decide every op's shape (per GPU: heads / TP, intermediate / TP).
@@ -117,6 +196,10 @@ pub enum Axis {
     Chunk,
     /// Tokens already in the KV cache that a prefill chunk attends to.
     Cached,
+    /// Tokens of each prefilling sequence once its chunk is in: cached prefix plus chunk (the
+    /// kernel databases time whole prompts of this length; a cached prefix is priced by the
+    /// share of causal query-key pairs the chunk adds).
+    Sequence,
 }
 
 impl Axis {
@@ -128,6 +211,7 @@ impl Axis {
             Axis::Context => "context",
             Axis::Chunk => "chunk",
             Axis::Cached => "cached",
+            Axis::Sequence => "sequence",
         }
     }
 }
@@ -143,16 +227,22 @@ pub enum Interp {
     LogLog,
     /// Piecewise linear.
     Linear,
+    /// The non-decreasing curve closest to the points in least squares (pool adjacent
+    /// violators), read in log-log: a kernel's time does not fall as its work grows, so where
+    /// measurements jitter (one timing per shape, as in the kernel databases) the noise is
+    /// averaged instead of reproduced.
+    Monotone,
 }
 
 impl Interp {
-    pub const ALL: [Interp; 3] = [Interp::Step, Interp::LogLog, Interp::Linear];
+    pub const ALL: [Interp; 4] = [Interp::Step, Interp::LogLog, Interp::Linear, Interp::Monotone];
 
     pub fn name(self) -> &'static str {
         match self {
             Interp::Step => "step",
             Interp::LogLog => "loglog",
             Interp::Linear => "linear",
+            Interp::Monotone => "monotone",
         }
     }
 }
@@ -188,6 +278,9 @@ pub struct OpTable {
     /// Held-out error of the chosen interpolation (first) and of the other candidates.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub heldout: Vec<HeldOut>,
+    /// Where an imported table came from (kernel databases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<OpSource>,
 }
 
 impl OpTable {
@@ -269,6 +362,9 @@ impl Curve1 {
                 n = 1.0;
             }
         }
+        if interp == Interp::Monotone {
+            ys = non_decreasing(&ys);
+        }
         Curve1 { xs, ys, interp }
     }
 
@@ -286,6 +382,11 @@ impl Curve1 {
 
     pub fn is_empty(&self) -> bool {
         self.xs.is_empty()
+    }
+
+    /// Whether `x` lies within the measured points.
+    pub fn covers(&self, x: f64) -> bool {
+        x >= self.xs[0] && x <= self.max_x()
     }
 
     /// The time at `x`, in ms. Below the first point it is the first point's time (a kernel
@@ -309,11 +410,27 @@ impl Curve1 {
     }
 }
 
+/// The non-decreasing sequence closest to `ys` in least squares (pool adjacent violators).
+pub fn non_decreasing(ys: &[f64]) -> Vec<f64> {
+    // Blocks of (mean, count); a block lower than the one before it is merged into it.
+    let mut blocks: Vec<(f64, usize)> = Vec::with_capacity(ys.len());
+    for &y in ys {
+        blocks.push((y, 1));
+        while blocks.len() > 1 && blocks[blocks.len() - 2].0 > blocks[blocks.len() - 1].0 {
+            let (m1, n1) = blocks.pop().expect("two blocks");
+            let (m0, n0) = blocks.pop().expect("two blocks");
+            let n = n0 + n1;
+            blocks.push(((m0 * n0 as f64 + m1 * n1 as f64) / n as f64, n));
+        }
+    }
+    blocks.iter().flat_map(|&(m, n)| std::iter::repeat_n(m, n)).collect()
+}
+
 /// Interpolates between (x0, y0) and (x1, y1) at x0 < x < x1.
 fn segment(interp: Interp, x0: f64, y0: f64, x1: f64, y1: f64, x: f64) -> f64 {
     match interp {
         Interp::Step => y1,
-        Interp::LogLog if x0 > 0.0 && y0 > 0.0 && y1 > 0.0 => {
+        Interp::LogLog | Interp::Monotone if x0 > 0.0 && y0 > 0.0 && y1 > 0.0 => {
             let t = (x / x0).ln() / (x1 / x0).ln();
             (y0.ln() + t * (y1.ln() - y0.ln())).exp()
         }
@@ -348,6 +465,21 @@ impl Curve2 {
 
     pub fn rows(&self) -> usize {
         self.rows.len()
+    }
+
+    /// Whether (x1, x2) lies within the measured rows and, along x2, within the measured range
+    /// of both neighbouring rows.
+    pub fn covers(&self, x1: f64, x2: f64) -> bool {
+        let rows = &self.rows;
+        let n = rows.len();
+        if x1 < rows[0].0 || x1 > rows[n - 1].0 {
+            return false;
+        }
+        let i = rows.partition_point(|r| r.0 < x1);
+        if rows[i].0 == x1 {
+            return rows[i].1.covers(x2);
+        }
+        rows[i - 1].1.covers(x2) && rows[i].1.covers(x2)
     }
 
     /// The time at (x1, x2): each neighbouring row is read at x2, then the two are
@@ -406,6 +538,34 @@ impl Curve {
             Curve::Two(c) => c.eval(x[0], x[1]),
         }
     }
+
+    /// Whether a point lies within the measured range (see [`Curve2::covers`]).
+    pub fn covers(&self, x: &[f64]) -> bool {
+        match self {
+            Curve::One(c) => c.covers(x[0]),
+            Curve::Two(c) => c.covers(x[0], x[1]),
+        }
+    }
+
+    /// The measured range in words, for messages: `tokens 1–32768` or `rows 1–256, up to
+    /// 16384 along the second axis`.
+    pub fn range_text(&self, _op: &str) -> String {
+        match self {
+            Curve::One(c) => format!("{}–{}", c.min_x(), c.max_x()),
+            Curve::Two(c) => {
+                let (first, last) = (&c.rows[0], &c.rows[c.rows.len() - 1]);
+                format!(
+                    "{}–{} on the first axis; {}–{} on the second at the first, {}–{} at the last",
+                    first.0,
+                    last.0,
+                    first.1.min_x(),
+                    first.1.max_x(),
+                    last.1.min_x(),
+                    last.1.max_x()
+                )
+            }
+        }
+    }
 }
 
 /// Held-out error of `interp` on `points` (sorted, every 4th point of each row held out).
@@ -432,6 +592,66 @@ pub fn heldout_error(points: &[Vec<f64>], axes: usize, interp: Interp) -> Option
         p90_pct: nearest_rank(&errs, 0.9),
         max_pct: *errs.last().expect("non-empty"),
     })
+}
+
+/// Averages points with equal axis values and sorts them.
+fn dedupe(points: Vec<Vec<f64>>, axes: usize) -> Vec<Vec<f64>> {
+    let mut groups: BTreeMap<Vec<u64>, (Vec<f64>, f64, f64)> = BTreeMap::new();
+    for p in points {
+        let key: Vec<u64> = p[..axes].iter().map(|v| v.to_bits()).collect();
+        let e = groups.entry(key).or_insert((p[..axes].to_vec(), 0.0, 0.0));
+        e.1 += p[axes];
+        e.2 += 1.0;
+    }
+    let mut out: Vec<Vec<f64>> = groups
+        .into_values()
+        .map(|(mut x, sum, n)| {
+            x.push(sum / n);
+            x
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        a.iter().zip(b.iter()).map(|(x, y)| x.total_cmp(y)).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
+    });
+    out
+}
+
+/// Builds an op's table: every candidate interpolation is fitted on all but every 4th point
+/// (of each row) and scored on the held-out points; the lowest median error wins (then the
+/// lowest P90; ties keep the order step, loglog, linear). The table keeps every point, and the
+/// held-out errors of all candidates, the chosen one first.
+pub fn fit_table(name: &str, tp: Option<u32>, axes: Vec<Axis>, points: Vec<Vec<f64>>) -> OpTable {
+    let points = dedupe(points, axes.len());
+    let mut scores: Vec<HeldOut> = Interp::ALL.iter().filter_map(|&i| heldout_error(&points, axes.len(), i)).collect();
+    let best = scores
+        .iter()
+        .enumerate()
+        .min_by(|(ia, a), (ib, b)| {
+            a.median_pct.total_cmp(&b.median_pct).then(a.p90_pct.total_cmp(&b.p90_pct)).then(ia.cmp(ib))
+        })
+        .map(|(i, _)| i);
+    let interp = match best {
+        Some(i) => {
+            let chosen = scores.remove(i);
+            let interp = chosen.interp;
+            scores.insert(0, chosen);
+            interp
+        }
+        None => Interp::LogLog,
+    };
+    OpTable { name: name.to_string(), tp, axes, interp, points, dims: None, heldout: scores, source: None }
+}
+
+/// Says what the interpolation names mean, for a reader of the file.
+pub const INTERP_NOTE: &str =
+    "interp: step = time of the next measured point; loglog = linear in log-log; linear = linear; \
+beyond the last point times grow in proportion, below the first they stay flat";
+
+/// Adds [`INTERP_NOTE`] to a profile's notes once.
+pub fn add_interp_note(notes: &mut Vec<String>) {
+    if !notes.iter().any(|x| x == INTERP_NOTE) {
+        notes.push(INTERP_NOTE.to_string());
+    }
 }
 
 /// The median of sorted values (the mean of the middle two for an even count).
@@ -527,6 +747,18 @@ mod tests {
         assert_eq!(h.max_pct, 25.0);
         assert_eq!(h.median_pct, 12.5);
         assert_eq!(h.p90_pct, 25.0);
+    }
+
+    #[test]
+    fn monotone_pools_the_points_that_fall() {
+        assert_eq!(non_decreasing(&[1.0, 3.0, 2.0, 4.0]), vec![1.0, 2.5, 2.5, 4.0]);
+        assert_eq!(non_decreasing(&[3.0, 1.0, 2.0]), vec![2.0, 2.0, 2.0]);
+        // Read in log-log between the pooled points; exact on a rising curve.
+        let cv = c(&[(1.0, 1.0), (4.0, 3.0), (16.0, 2.0)], Interp::Monotone);
+        assert_eq!(cv.eval(1.0), 1.0);
+        assert_eq!(cv.eval(4.0), 2.5);
+        assert_eq!(cv.eval(16.0), 2.5);
+        assert_eq!(cv.eval(32.0), 5.0);
     }
 
     #[test]

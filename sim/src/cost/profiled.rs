@@ -2,40 +2,39 @@
 //!
 //! ```text
 //!   per layer:  input_layernorm, attn_pre_proj, attn_rope, attn_kv_cache_save,
-//!               attn_prefill(chunk, cached) · attn_decode(batch, context), attn_post_proj,
-//!               post_attention_layernorm, mlp_up_proj, mlp_act, mlp_down_proj, add,
-//!               2 × all_reduce(tokens × hidden × 2 bytes) when TP > 1
+//!               attn_prefill(chunk, cached | batch, sequence) · attn_decode(batch, context),
+//!               attn_post_proj, post_attention_layernorm, mlp_up_proj, mlp_act, mlp_down_proj,
+//!               add, 2 × all_reduce(tokens × hidden × 2 bytes) when TP > 1
 //!   per step:   emb(tokens), lm_head(sampled), sample(sampled),
 //!               CPU: schedule + sampler_e2e + prepare_inputs_e2e + process_model_outputs (batch)
 //! ```
 //! Op names are Vidur's, so its profiles import unchanged. An op group the profile lacks
-//! (all-reduce in a one-GPU calibration, CPU overheads in a kernel calibration, attention
-//! measured for another geometry) falls back to the roofline model's estimate, kernel launches
-//! included; [`Profiled::fallbacks`] lists them. Measured ops add no launch cost: their times
-//! were taken around the launches.
+//! (all-reduce in a one-GPU calibration, CPU overheads in a kernel calibration, elementwise
+//! ops in a kernel database, attention measured for another geometry, a TP degree it has no
+//! tables for) falls back to the roofline model's estimate, kernel launches included;
+//! [`Profiled::fallbacks`] lists them, and a run's [`CostAccount`] says what share of its time
+//! they priced and which measured ops were read beyond their measured range. Measured ops add
+//! no launch cost: their times were taken around the launches.
 //!
 //! Every lookup is a binary search in a table, so an iteration costs O(log points) whatever the
-//! batch holds. A batch of several prefills is read as `k` prefills of the mean chunk over the
-//! mean cached length, scaled by the ratio of the batch's causal query-key pairs to those `k`
-//! mean prefills' (exact for one prefill, or for equal ones).
+//! batch holds, and nothing is allocated per iteration. A batch of several prefills is read as
+//! `k` prefills of the mean chunk over the mean cached length, scaled by the ratio of the
+//! batch's causal query-key pairs to those `k` mean prefills' (exact for one prefill, or for
+//! equal ones). A `[batch, sequence]` prefill table (kernel databases: `k` whole prompts of
+//! `s` tokens in one kernel) is read at `k` and the mean sequence `s = chunk + cached`, times
+//! the share of the sequence's causal pairs the chunk computes, `(s² − cached²) / s²` — the
+//! rule AIConfigurator applies to its own table (`aic-core/.../operators/attention.rs`,
+//! `prefix_correction`).
+
+use serde::Serialize;
 
 use super::profile::{Axis, Curve, ModelDims, OpTable, Profile, PROFILE_FORMAT_VERSION};
-use super::{BatchShape, CostModel, Roofline, RooflineParams};
+use super::{BatchShape, CostAccount, CostModel, Roofline, RooflineParams};
 use crate::spec::{GpuSpec, ModelSpec};
 use crate::time::SimTime;
 
-/// Per-layer ops over the layer's token count, and whether each belongs to the elementwise group.
-const LAYER_GEMMS: [(&str, &str); 4] = [
-    ("attn_pre_proj", "qkv_proj"),
-    ("attn_post_proj", "o_proj"),
-    ("mlp_up_proj", "gate_up_proj"),
-    ("mlp_down_proj", "down_proj"),
-];
-const LAYER_ELEMENTWISE: [&str; 6] =
-    ["input_layernorm", "attn_rope", "attn_kv_cache_save", "post_attention_layernorm", "mlp_act", "add"];
-const CPU_OPS: [&str; 4] = ["schedule", "sampler_e2e", "prepare_inputs_e2e", "process_model_outputs"];
-
-/// Every op name the profiled model reads, with the axes its table must have.
+/// Every op name the profiled model reads, with the axes its table must have (the form
+/// `servesim calibrate` writes; [`OTHER_AXES`] lists the other accepted forms).
 pub const KNOWN_OPS: &[(&str, &[Axis])] = &[
     ("input_layernorm", &[Axis::Tokens]),
     ("attn_pre_proj", &[Axis::Tokens]),
@@ -46,6 +45,7 @@ pub const KNOWN_OPS: &[(&str, &[Axis])] = &[
     ("mlp_up_proj", &[Axis::Tokens]),
     ("mlp_act", &[Axis::Tokens]),
     ("mlp_down_proj", &[Axis::Tokens]),
+    ("moe_experts", &[Axis::Tokens]),
     ("add", &[Axis::Tokens]),
     ("emb", &[Axis::Tokens]),
     ("attn_prefill", &[Axis::Chunk, Axis::Cached]),
@@ -59,6 +59,27 @@ pub const KNOWN_OPS: &[(&str, &[Axis])] = &[
     ("process_model_outputs", &[Axis::Batch]),
 ];
 
+/// Other axes an op's table may have: prefill attention as kernel databases time it, `batch`
+/// whole prompts of `sequence` tokens.
+pub const OTHER_AXES: &[(&str, &[Axis])] = &[("attn_prefill", &[Axis::Batch, Axis::Sequence])];
+
+/// Checks that `name` is an op the profiled model reads and that its table has one of the
+/// accepted axis lists; the error names the op and what it needs.
+pub fn check_op_axes(name: &str, axes: &[Axis]) -> Result<(), String> {
+    let forms: Vec<&[Axis]> =
+        KNOWN_OPS.iter().chain(OTHER_AXES).filter(|(n, _)| *n == name).map(|(_, a)| *a).collect();
+    if forms.is_empty() {
+        let known: Vec<&str> = KNOWN_OPS.iter().map(|(n, _)| *n).collect();
+        return Err(format!("op {name} is not an op servesim reads (it reads {})", known.join(", ")));
+    }
+    if forms.iter().any(|f| *f == axes) {
+        return Ok(());
+    }
+    let names = |a: &[Axis]| format!("{:?}", a.iter().map(|x| x.name()).collect::<Vec<_>>());
+    let want: Vec<String> = forms.iter().map(|f| names(f)).collect();
+    Err(format!("op {name} must have axes {}, got {}", want.join(" or "), names(axes)))
+}
+
 /// One op's contribution to an iteration, for breakdowns.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProfiledOp {
@@ -68,23 +89,90 @@ pub struct ProfiledOp {
     pub measured: bool,
 }
 
+/// An op (or group of ops) the roofline prices because the profile cannot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Fallback {
+    pub op: String,
+    pub reason: String,
+}
+
+/// A fallback or an out-of-range reading over a run: what share of the iteration time it priced.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FallbackShare {
+    /// The instance group (empty from the cost model itself; the run fills it in).
+    pub group: String,
+    pub op: String,
+    pub reason: String,
+    /// Iterations it priced.
+    pub iterations: u64,
+    /// Its seconds over all iterations' seconds.
+    pub share: f64,
+}
+
+/// How a slot's time is computed from the batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Per layer, over the iteration's tokens (GEMMs, elementwise ops).
+    LayerTokens,
+    /// Once per step over the iteration's tokens (embedding).
+    StepTokens,
+    /// Prefill attention per layer, `[chunk, cached]`.
+    PrefillChunk,
+    /// Prefill attention per layer, `[batch, sequence]` with the prefix share.
+    PrefillSequence,
+    /// Decode attention per layer, `[batch, context]`.
+    Decode,
+    /// Two all-reduces per layer of the hidden state.
+    AllReduce,
+    /// Once per step over the sampled sequences (LM head, sampling).
+    Sampled,
+    /// CPU work per step over the batch's sequences.
+    Cpu,
+    /// The roofline's op of this name, with its kernel launches per layer and per step.
+    Roof(&'static str, u32, u32),
+    /// The roofline's CPU overhead line (`cost.cpu_overhead_*`).
+    RoofCpu,
+}
+
+/// One op of the model as priced by this profile.
+#[derive(Clone, Debug)]
+struct Slot {
+    name: &'static str,
+    kind: Kind,
+    curve: Option<Curve>,
+    /// Why the roofline prices it (None: measured).
+    fallback: Option<String>,
+}
+
+impl Slot {
+    fn measured(name: &'static str, kind: Kind, curve: Curve) -> Slot {
+        Slot { name, kind, curve: Some(curve), fallback: None }
+    }
+
+    fn roof(name: &'static str, kind: Kind, reason: String) -> Slot {
+        Slot { name, kind, curve: None, fallback: Some(reason) }
+    }
+}
+
 /// Profiled cost model for one instance: a model on `tp` GPUs.
 #[derive(Clone, Debug)]
 pub struct Profiled {
     model: ModelSpec,
-    tp: u64,
     roofline: Roofline,
-    gemms: [Option<Curve>; 4],
-    elementwise: Vec<(&'static str, Curve)>,
-    emb: Option<Curve>,
-    prefill: Option<Curve>,
-    decode: Option<Curve>,
-    all_reduce: Option<Curve>,
-    lm_head: Option<Curve>,
-    sample: Option<Curve>,
-    cpu: Vec<(&'static str, Curve)>,
-    fallbacks: Vec<String>,
+    slots: Vec<Slot>,
+    fallbacks: Vec<Fallback>,
 }
+
+/// Per-layer GEMMs: Vidur's name and the roofline's.
+const LAYER_GEMMS: [(&str, &str); 4] = [
+    ("attn_pre_proj", "qkv_proj"),
+    ("attn_post_proj", "o_proj"),
+    ("mlp_up_proj", "gate_up_proj"),
+    ("mlp_down_proj", "down_proj"),
+];
+const LAYER_ELEMENTWISE: [&str; 6] =
+    ["input_layernorm", "attn_rope", "attn_kv_cache_save", "post_attention_layernorm", "mlp_act", "add"];
+const CPU_OPS: [&str; 4] = ["schedule", "sampler_e2e", "prepare_inputs_e2e", "process_model_outputs"];
 
 impl Profiled {
     /// Checks `profile` against the model and TP degree and builds the lookup tables. The error
@@ -129,22 +217,14 @@ impl Profiled {
             if !seen.insert((t.name.clone(), t.tp)) {
                 return Err(format!("op {} appears twice for tp {:?}", t.name, t.tp));
             }
-            if let Some((_, axes)) = KNOWN_OPS.iter().find(|(n, _)| *n == t.name) {
-                if t.axes != *axes {
-                    let want: Vec<&str> = axes.iter().map(|a| a.name()).collect();
-                    let got: Vec<&str> = t.axes.iter().map(|a| a.name()).collect();
-                    return Err(format!("op {} must have axes {want:?}, got {got:?}", t.name));
-                }
-            }
+            check_op_axes(&t.name, &t.axes)?;
         }
         let tp32 = tp as u32;
+        // Without tables at this degree every TP-specific op falls back (loudly), rather than
+        // the run failing: a plan candidate at another TP still gets an answer.
         let has_tp = profile.ops.iter().any(|t| t.tp == Some(tp32));
-        if !has_tp {
-            return Err(format!(
-                "the profile has no ops measured at TP {tp} (it has TP {:?}); calibrate with --tp {tp} or set cluster.tp",
-                profile.meta.tp
-            ));
-        }
+        let no_tp = format!("the profile has no tables at TP {tp} (it has TP {:?})", profile.meta.tp);
+        let missing = |what: &str| if has_tp { format!("not in the profile ({what})") } else { no_tp.clone() };
         let find = |name: &str| -> Option<&OpTable> {
             profile
                 .ops
@@ -153,198 +233,269 @@ impl Profiled {
                 .or_else(|| profile.ops.iter().find(|t| t.name == name && t.tp.is_none()))
         };
         let curve = |name: &str| find(name).map(Curve::from_table);
-        let mut fallbacks = Vec::new();
+        let mut slots = Vec::new();
+
+        for (i, (vidur, ours)) in LAYER_GEMMS.iter().enumerate() {
+            let moe = model.experts > 1 && i >= 2;
+            match (curve(vidur), moe) {
+                (Some(c), false) => slots.push(Slot::measured(vidur, Kind::LayerTokens, c)),
+                _ if moe && i == 3 => {}
+                (_, true) => match curve("moe_experts") {
+                    Some(c) => slots.push(Slot::measured("moe_experts", Kind::LayerTokens, c)),
+                    None => slots.push(Slot::roof(
+                        "moe_experts",
+                        Kind::Roof("moe_experts", 1, 0),
+                        missing("mixture of experts: the routed experts"),
+                    )),
+                },
+                (None, false) => slots.push(Slot::roof(vidur, Kind::Roof(ours, 1, 0), missing("GEMM"))),
+            }
+        }
+        let elementwise: Vec<Slot> = LAYER_ELEMENTWISE
+            .iter()
+            .filter_map(|n| curve(n).map(|c| Slot::measured(n, Kind::LayerTokens, c)))
+            .collect();
+        if elementwise.is_empty() {
+            slots.push(Slot::roof(
+                "elementwise",
+                Kind::Roof("elementwise", 5, 0),
+                missing("norms, RoPE, KV write, activation, residual adds"),
+            ));
+        }
+        slots.extend(elementwise);
 
         // Attention depends only on the per-GPU heads: a table measured on another model or TP
         // degree serves when those match (Vidur's attention was measured for one geometry).
         let ours = ModelDims::from_spec(&model).attention_per_gpu(tp);
-        let attention = |name: &str, fallbacks: &mut Vec<String>| -> Option<Curve> {
+        for name in ["attn_prefill", "attn_decode"] {
             let geometry = |t: &OpTable| t.dims.as_ref().unwrap_or(dims).attention_per_gpu(t.tp.map_or(tp, u64::from));
             let tables: Vec<&OpTable> = profile.ops.iter().filter(|t| t.name == name).collect();
             let exact = tables.iter().find(|t| t.tp == Some(tp32) && geometry(t) == ours);
             match exact.or_else(|| tables.iter().find(|t| geometry(t) == ours)) {
-                Some(t) => Some(Curve::from_table(t)),
+                Some(t) => {
+                    let kind = match (name, t.axes.first()) {
+                        ("attn_decode", _) => Kind::Decode,
+                        (_, Some(Axis::Batch)) => Kind::PrefillSequence,
+                        _ => Kind::PrefillChunk,
+                    };
+                    slots.push(Slot::measured(if name == "attn_decode" { "attn_decode" } else { "attn_prefill" }, kind, Curve::from_table(t)));
+                }
                 None => {
-                    match tables.first() {
+                    let reason = match tables.first() {
                         Some(t) => {
                             let theirs = geometry(t);
-                            fallbacks.push(format!(
-                                "{name} (measured for {} query / {} KV heads of {} per GPU; this model has {} / {} / {} at TP {tp})",
+                            format!(
+                                "measured for {} query / {} KV heads of {} per GPU; this model has {} / {} / {} at TP {tp}",
                                 theirs.0, theirs.1, theirs.2, ours.0, ours.1, ours.2
-                            ));
+                            )
                         }
-                        None => fallbacks.push(name.to_string()),
-                    }
-                    None
+                        None => missing("attention"),
+                    };
+                    let (n, roof) = if name == "attn_decode" { ("attn_decode", "attn_decode") } else { ("attn_prefill", "attn_prefill") };
+                    slots.push(Slot::roof(n, Kind::Roof(roof, 1, 0), reason));
                 }
             }
-        };
-        let prefill = attention("attn_prefill", &mut fallbacks);
-        let decode = attention("attn_decode", &mut fallbacks);
-
-        let gemms = LAYER_GEMMS.map(|(n, _)| curve(n));
-        for ((n, _), c) in LAYER_GEMMS.iter().zip(&gemms) {
-            if c.is_none() {
-                fallbacks.push((*n).to_string());
-            }
         }
-        if model.experts > 1 {
-            fallbacks.push("mlp_up_proj, mlp_down_proj (mixture of experts: routed experts from the roofline)".into());
-        }
-        let elementwise: Vec<(&'static str, Curve)> =
-            LAYER_ELEMENTWISE.iter().filter_map(|n| curve(n).map(|c| (*n, c))).collect();
-        if elementwise.is_empty() {
-            fallbacks.push("elementwise ops (norms, rope, kv write, act, add)".into());
-        }
-        let all_reduce = if tp > 1 {
+        if tp > 1 {
             // Vidur measures all-reduce by GPU count, not by model: any TP-tagged table of this
             // degree will do.
-            let c = curve("all_reduce");
-            if c.is_none() {
-                fallbacks.push("all_reduce".into());
+            match curve("all_reduce") {
+                Some(c) => slots.push(Slot::measured("all_reduce", Kind::AllReduce, c)),
+                None => slots.push(Slot::roof("all_reduce", Kind::Roof("allreduce", 2, 0), missing("collectives"))),
             }
-            c
-        } else {
-            None
-        };
-        let lm_head = curve("lm_head");
-        if lm_head.is_none() {
-            fallbacks.push("lm_head".into());
         }
-        let cpu: Vec<(&'static str, Curve)> = CPU_OPS.iter().filter_map(|n| curve(n).map(|c| (*n, c))).collect();
+        if let Some(c) = curve("emb") {
+            slots.push(Slot::measured("emb", Kind::StepTokens, c));
+        }
+        match curve("lm_head") {
+            Some(c) => slots.push(Slot::measured("lm_head", Kind::Sampled, c)),
+            None => slots.push(Slot::roof("lm_head", Kind::Roof("lm_head", 0, 1), missing("LM head GEMM"))),
+        }
+        if let Some(c) = curve("sample") {
+            slots.push(Slot::measured("sample", Kind::Sampled, c));
+        }
+        let cpu: Vec<Slot> =
+            CPU_OPS.iter().filter_map(|n| curve(n).map(|c| Slot::measured(n, Kind::Cpu, c))).collect();
         if cpu.is_empty() {
-            fallbacks.push("CPU overhead (cost.cpu_overhead_base_us, cost.cpu_overhead_per_seq_us)".into());
+            // Not a stand-in for a measured op: the engine's CPU work is a setting of the run.
+            slots.push(Slot { name: "cpu_overhead", kind: Kind::RoofCpu, curve: None, fallback: None });
         }
+        slots.extend(cpu);
+        let fallbacks = slots
+            .iter()
+            .filter_map(|s| s.fallback.as_ref().map(|r| Fallback { op: s.name.to_string(), reason: r.clone() }))
+            .collect();
         let roofline = Roofline::new(model.clone(), gpu, tp, params);
-        Ok(Profiled {
-            gemms,
-            elementwise,
-            emb: curve("emb"),
-            prefill,
-            decode,
-            all_reduce,
-            lm_head,
-            sample: curve("sample"),
-            cpu,
-            fallbacks,
-            model,
-            tp,
-            roofline,
-        })
+        Ok(Profiled { model, roofline, slots, fallbacks })
     }
 
-    /// Op groups the roofline model stands in for, in words.
-    pub fn fallbacks(&self) -> &[String] {
+    /// Ops the roofline model stands in for, with the reason.
+    pub fn fallbacks(&self) -> &[Fallback] {
         &self.fallbacks
+    }
+
+    /// One slot's seconds over the iteration, and whether its table was read outside the
+    /// measured range.
+    fn slot_seconds(&self, s: &Slot, b: &BatchShape) -> (f64, bool) {
+        let layers = self.model.layers as f64;
+        let n = b.tokens() as f64;
+        let ms = 1e-3;
+        let read = |x: &[f64]| -> (f64, bool) {
+            let c = s.curve.as_ref().expect("measured slots have a table");
+            (c.eval_at(x), !c.covers(x))
+        };
+        match s.kind {
+            Kind::LayerTokens => {
+                let (t, out) = read(&[n]);
+                (layers * t * ms, out)
+            }
+            Kind::StepTokens => {
+                let (t, out) = read(&[n]);
+                (t * ms, out)
+            }
+            Kind::PrefillChunk | Kind::PrefillSequence if b.prefill_tokens > 0 => {
+                let k = b.prefill_seqs.max(1) as f64;
+                let chunk = b.prefill_tokens as f64 / k;
+                let cached = b.prefill_cached_tokens as f64 / k;
+                let pairs = chunk * cached + chunk * (chunk + 1.0) / 2.0;
+                let scale = if pairs > 0.0 { b.prefill_attn_pairs / (k * pairs) } else { 1.0 };
+                if s.kind == Kind::PrefillChunk {
+                    let (t, out) = read(&[chunk, cached]);
+                    (layers * k * t * scale * ms, out)
+                } else {
+                    let seq = chunk + cached;
+                    let share = if seq > 0.0 { (seq * seq - cached * cached) / (seq * seq) } else { 1.0 };
+                    let (t, out) = read(&[k, seq]);
+                    (layers * t * share * scale * ms, out)
+                }
+            }
+            Kind::Decode if b.decode_seqs > 0 => {
+                let batch = b.decode_seqs as f64;
+                let (t, out) = read(&[batch, b.decode_context_tokens as f64 / batch]);
+                (layers * t * ms, out)
+            }
+            Kind::AllReduce => {
+                let (t, out) = read(&[n * self.model.hidden as f64 * 2.0]);
+                (2.0 * layers * t * ms, out)
+            }
+            Kind::Sampled if b.sampled_seqs > 0 => {
+                let (t, out) = read(&[b.sampled_seqs as f64]);
+                (t * ms, out)
+            }
+            Kind::Cpu => {
+                let (t, out) = read(&[b.seqs() as f64]);
+                (t * ms, out)
+            }
+            Kind::Roof(op, per_layer, per_step) => {
+                let secs = self.roofline.op_seconds(op, b);
+                if secs == 0.0 {
+                    return (0.0, false);
+                }
+                let launch = self.roofline.params().kernel_launch_us * 1e-6;
+                let launches = per_layer as f64 * layers + per_step as f64;
+                (secs + launches * launch, false)
+            }
+            Kind::RoofCpu => (self.roofline.cpu_overhead_s(b), false),
+            _ => (0.0, false),
+        }
     }
 
     /// Every op's time over the whole iteration.
     pub fn breakdown(&self, b: &BatchShape) -> Vec<ProfiledOp> {
-        let mut out = Vec::with_capacity(20);
         if b.is_empty() {
-            return out;
+            return Vec::new();
         }
-        let layers = self.model.layers as f64;
-        let n = b.tokens() as f64;
-        let launch = self.roofline.params().kernel_launch_us * 1e-6;
-        // The roofline breakdown is computed only when some op needs it.
-        let mut roof: Option<Vec<super::OpTime>> = None;
-        let mut roof_s = |name: &str| -> f64 {
-            let ops = roof.get_or_insert_with(|| self.roofline.breakdown(b));
-            ops.iter().find(|o| o.name == name).map_or(0.0, |o| o.seconds)
-        };
-        let ms = 1e-3;
+        self.slots
+            .iter()
+            .filter_map(|s| {
+                let (secs, _) = self.slot_seconds(s, b);
+                (secs > 0.0).then_some(ProfiledOp { name: s.name, seconds: secs, measured: s.curve.is_some() })
+            })
+            .collect()
+    }
 
-        for (i, (vidur, ours)) in LAYER_GEMMS.iter().enumerate() {
-            let moe = self.model.experts > 1 && i >= 2;
-            match (&self.gemms[i], moe) {
-                (Some(c), false) => {
-                    out.push(ProfiledOp { name: vidur, seconds: layers * c.eval_at(&[n]) * ms, measured: true })
-                }
-                _ if moe && i == 3 => {}
-                _ => {
-                    let name = if moe { "moe_experts" } else { ours };
-                    let s = roof_s(name) + layers * launch;
-                    out.push(ProfiledOp { name: vidur, seconds: s, measured: false });
+    /// Iteration time in seconds, before rounding to integer nanoseconds; with `acc`, what the
+    /// roofline priced and what was read outside the measured range is added to it.
+    fn seconds(&self, b: &BatchShape, mut acc: Option<&mut CostAccount>) -> f64 {
+        if b.is_empty() {
+            return 0.0;
+        }
+        let mut total = 0.0;
+        for (i, s) in self.slots.iter().enumerate() {
+            let (secs, outside) = self.slot_seconds(s, b);
+            total += secs;
+            if let Some(a) = acc.as_deref_mut() {
+                if secs > 0.0 && (s.fallback.is_some() || outside) {
+                    a.add(i, secs);
                 }
             }
         }
-        if self.elementwise.is_empty() {
-            out.push(ProfiledOp {
-                name: "elementwise",
-                seconds: roof_s("elementwise") + layers * 5.0 * launch,
-                measured: false,
-            });
+        if let Some(a) = acc {
+            a.total_s += total;
+            a.iterations += 1;
         }
-        for (name, c) in &self.elementwise {
-            out.push(ProfiledOp { name, seconds: layers * c.eval_at(&[n]) * ms, measured: true });
-        }
-        if b.prefill_tokens > 0 {
-            let s = match &self.prefill {
-                Some(c) => {
-                    let k = b.prefill_seqs.max(1) as f64;
-                    let chunk = b.prefill_tokens as f64 / k;
-                    let cached = b.prefill_cached_tokens as f64 / k;
-                    let pairs = chunk * cached + chunk * (chunk + 1.0) / 2.0;
-                    let scale = if pairs > 0.0 { b.prefill_attn_pairs / (k * pairs) } else { 1.0 };
-                    layers * k * c.eval_at(&[chunk, cached]) * scale * ms
-                }
-                None => roof_s("attn_prefill") + layers * launch,
-            };
-            out.push(ProfiledOp { name: "attn_prefill", seconds: s, measured: self.prefill.is_some() });
-        }
-        if b.decode_seqs > 0 {
-            let s = match &self.decode {
-                Some(c) => {
-                    let batch = b.decode_seqs as f64;
-                    layers * c.eval_at(&[batch, b.decode_context_tokens as f64 / batch]) * ms
-                }
-                None => roof_s("attn_decode") + layers * launch,
-            };
-            out.push(ProfiledOp { name: "attn_decode", seconds: s, measured: self.decode.is_some() });
-        }
-        if self.tp > 1 {
-            let s = match &self.all_reduce {
-                Some(c) => 2.0 * layers * c.eval_at(&[n * self.model.hidden as f64 * 2.0]) * ms,
-                None => roof_s("allreduce") + 2.0 * layers * launch,
-            };
-            out.push(ProfiledOp { name: "all_reduce", seconds: s, measured: self.all_reduce.is_some() });
-        }
-        if let Some(c) = &self.emb {
-            out.push(ProfiledOp { name: "emb", seconds: c.eval_at(&[n]) * ms, measured: true });
-        }
-        if b.sampled_seqs > 0 {
-            let sampled = b.sampled_seqs as f64;
-            let s = match &self.lm_head {
-                Some(c) => c.eval_at(&[sampled]) * ms,
-                None => roof_s("lm_head") + launch,
-            };
-            out.push(ProfiledOp { name: "lm_head", seconds: s, measured: self.lm_head.is_some() });
-            if let Some(c) = &self.sample {
-                out.push(ProfiledOp { name: "sample", seconds: c.eval_at(&[sampled]) * ms, measured: true });
-            }
-        }
-        if self.cpu.is_empty() {
-            out.push(ProfiledOp { name: "cpu_overhead", seconds: self.roofline.cpu_overhead_s(b), measured: false });
-        }
-        let seqs = b.seqs() as f64;
-        for (name, c) in &self.cpu {
-            out.push(ProfiledOp { name, seconds: c.eval_at(&[seqs]) * ms, measured: true });
-        }
-        out
+        total
     }
 
     /// Iteration time in seconds, before rounding to integer nanoseconds.
     pub fn iteration_seconds(&self, b: &BatchShape) -> f64 {
-        self.breakdown(b).iter().map(|o| o.seconds).sum()
+        self.seconds(b, None)
     }
+
+    /// The fallbacks and out-of-range readings of a run, with their share of its time.
+    pub fn shares(&self, acc: &CostAccount) -> Vec<FallbackShare> {
+        let mut out = Vec::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            let Some(&(secs, iterations)) = acc.by_slot.get(i) else { continue };
+            if iterations == 0 {
+                continue;
+            }
+            let reason = match (&s.fallback, &s.curve) {
+                (Some(r), _) => format!("priced by the roofline: {r}"),
+                (None, Some(c)) => format!("read beyond its measured range ({})", c.range_text(s.name)),
+                (None, None) => continue,
+            };
+            let share = if acc.total_s > 0.0 { secs / acc.total_s } else { 0.0 };
+            out.push(FallbackShare { group: String::new(), op: s.name.to_string(), reason, iterations, share });
+        }
+        out
+    }
+}
+
+fn to_ns(seconds: f64) -> SimTime {
+    let ns = (seconds * 1e9).ceil();
+    let ns = if ns.is_finite() { ns.min(u64::MAX as f64 / 4.0) } else { u64::MAX as f64 / 4.0 };
+    SimTime((ns as u64).max(1))
 }
 
 impl CostModel for Profiled {
     fn iteration_time(&self, b: &BatchShape) -> SimTime {
-        let ns = (self.iteration_seconds(b) * 1e9).ceil();
-        let ns = if ns.is_finite() { ns.min(u64::MAX as f64 / 4.0) } else { u64::MAX as f64 / 4.0 };
-        SimTime((ns as u64).max(1))
+        to_ns(self.seconds(b, None))
+    }
+
+    fn accounts(&self) -> bool {
+        true
+    }
+
+    fn iteration_time_accounted(&self, b: &BatchShape, acc: &mut CostAccount) -> SimTime {
+        to_ns(self.seconds(b, Some(acc)))
+    }
+
+    fn cpu_time(&self, b: &BatchShape) -> SimTime {
+        if b.is_empty() {
+            return SimTime::ZERO;
+        }
+        let secs: f64 = self
+            .slots
+            .iter()
+            .filter(|s| matches!(s.kind, Kind::Cpu | Kind::RoofCpu))
+            .map(|s| self.slot_seconds(s, b).0)
+            .sum();
+        SimTime((secs * 1e9).round() as u64)
+    }
+
+    fn shares(&self, acc: &CostAccount) -> Vec<FallbackShare> {
+        Profiled::shares(self, acc)
     }
 }
 
@@ -359,7 +510,7 @@ mod tests {
     }
 
     fn table(name: &str, tp: Option<u32>, axes: Vec<Axis>, points: Vec<Vec<f64>>) -> OpTable {
-        OpTable { name: name.into(), tp, axes, interp: Interp::Linear, points, dims: None, heldout: vec![] }
+        OpTable { name: name.into(), tp, axes, interp: Interp::Linear, points, dims: None, heldout: vec![], source: None }
     }
 
     /// A profile where every token op costs `tokens / 1000` ms, attention and CPU ops simple lines.
@@ -445,7 +596,7 @@ mod tests {
     #[test]
     fn missing_groups_fall_back_to_the_roofline() {
         let m = build(&profile(2), 2).unwrap();
-        assert!(m.fallbacks().iter().any(|f| f == "all_reduce"));
+        assert!(m.fallbacks().iter().any(|f| f.op == "all_reduce" && f.reason.starts_with("not in the profile")));
         let mut b = BatchShape::default();
         b.add_decode(100);
         let ops = m.breakdown(&b);
@@ -459,8 +610,16 @@ mod tests {
 
     #[test]
     fn mismatches_are_one_line_errors() {
-        let e = build(&profile(1), 2).unwrap_err();
-        assert!(e.contains("no ops measured at TP 2") && e.contains("[1]"), "{e}");
+        // No tables at the scenario's TP degree: every TP-specific op falls back, saying why.
+        let m = build(&profile(1), 2).unwrap();
+        let f = m.fallbacks();
+        assert!(f.len() >= 6, "{f:?}");
+        let reason = |op: &str| &f.iter().find(|x| x.op == op).unwrap_or_else(|| panic!("{op} in {f:?}")).reason;
+        for op in ["attn_pre_proj", "mlp_down_proj", "all_reduce", "lm_head"] {
+            assert_eq!(reason(op), "the profile has no tables at TP 2 (it has TP [1])");
+        }
+        // Attention tables exist, for the heads of one GPU at TP 1.
+        assert_eq!(reason("attn_decode"), "measured for 32 query / 8 KV heads of 128 per GPU; this model has 16 / 4 / 128 at TP 2");
         let mut p = profile(1);
         p.meta.model.hidden = 8192;
         let e = build(&p, 1).unwrap_err();
@@ -496,7 +655,9 @@ mod tests {
         }
         let m = build(&p, 1).unwrap();
         assert!(
-            m.fallbacks().iter().any(|f| f.starts_with("attn_decode (measured for 32 query / 4 KV")),
+            m.fallbacks()
+                .iter()
+                .any(|f| f.op == "attn_decode" && f.reason.starts_with("measured for 32 query / 4 KV")),
             "{:?}",
             m.fallbacks()
         );

@@ -50,6 +50,51 @@ impl Default for RooflineParams {
     }
 }
 
+/// The operators of the roofline, in the order [`Roofline::breakdown`] lists them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RoofOp {
+    Qkv,
+    O,
+    Moe,
+    GateUp,
+    Down,
+    Prefill,
+    Decode,
+    Elementwise,
+    AllReduce,
+    LmHead,
+}
+
+impl RoofOp {
+    const ALL: [RoofOp; 10] = [
+        RoofOp::Qkv,
+        RoofOp::O,
+        RoofOp::Moe,
+        RoofOp::GateUp,
+        RoofOp::Down,
+        RoofOp::Prefill,
+        RoofOp::Decode,
+        RoofOp::Elementwise,
+        RoofOp::AllReduce,
+        RoofOp::LmHead,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            RoofOp::Qkv => "qkv_proj",
+            RoofOp::O => "o_proj",
+            RoofOp::Moe => "moe_experts",
+            RoofOp::GateUp => "gate_up_proj",
+            RoofOp::Down => "down_proj",
+            RoofOp::Prefill => "attn_prefill",
+            RoofOp::Decode => "attn_decode",
+            RoofOp::Elementwise => "elementwise",
+            RoofOp::AllReduce => "allreduce",
+            RoofOp::LmHead => "lm_head",
+        }
+    }
+}
+
 /// The time of one operator class over the whole iteration (all layers), in seconds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpTime {
@@ -102,6 +147,17 @@ impl Roofline {
 
     /// Every operator's time over the whole iteration, without launch and CPU overheads.
     pub fn breakdown(&self, b: &BatchShape) -> Vec<OpTime> {
+        RoofOp::ALL.iter().filter_map(|&op| self.op(op, b)).collect()
+    }
+
+    /// One operator's time over the whole iteration (0 when the batch does not run it), by its
+    /// name in [`Roofline::breakdown`].
+    pub fn op_seconds(&self, name: &str, b: &BatchShape) -> f64 {
+        RoofOp::ALL.iter().find(|o| o.name() == name).and_then(|&o| self.op(o, b)).map_or(0.0, |t| t.seconds)
+    }
+
+    /// One operator over the whole iteration, or None when this model or batch does not run it.
+    fn op(&self, op: RoofOp, b: &BatchShape) -> Option<OpTime> {
         let m = &self.model;
         let tp = self.tp as f64;
         let layers = m.layers as f64;
@@ -112,66 +168,62 @@ impl Roofline {
         let kv_heads = m.kv_heads_per_gpu(self.tp) as f64;
         let kvb = m.kv_dtype.bytes() as f64;
         let inter = m.intermediate as f64 / tp;
-        let mut ops = Vec::with_capacity(10);
-        let mut push = |name, (flops, bytes, seconds): (f64, f64, f64), times: f64| {
-            ops.push(OpTime { name, flops: flops * times, bytes: bytes * times, seconds: seconds * times });
+        let moe = m.experts > 1;
+        let times = |name, (flops, bytes, seconds): (f64, f64, f64), k: f64| {
+            Some(OpTime { name, flops: flops * k, bytes: bytes * k, seconds: seconds * k })
         };
-
-        push("qkv_proj", self.gemm(n, h, (q_heads + 2.0 * kv_heads) * hd), layers);
-        push("o_proj", self.gemm(n, q_heads * hd, h), layers);
-
-        if m.experts > 1 {
-            // Tokens are routed to top_k of E experts; with uniform routing the expected number
-            // of distinct experts whose weights a step reads is E·(1 − (1 − k/E)^n).
-            let e = m.experts as f64;
-            let k = m.top_k as f64;
-            let active = e * (1.0 - (1.0 - k / e).powf(n));
-            let wb = m.weight_dtype.bytes() as f64;
-            let flops = 2.0 * n * k * 3.0 * h * inter;
-            let bytes = active * 3.0 * h * inter * wb + 2.0 * n * k * (2.0 * h + 3.0 * inter);
-            push("moe_experts", (flops, bytes, self.roof(flops, bytes, self.gemm_peak())), layers);
-        } else {
-            push("gate_up_proj", self.gemm(n, h, 2.0 * inter), layers);
-            push("down_proj", self.gemm(n, inter, h), layers);
+        match op {
+            RoofOp::Qkv => times(op.name(), self.gemm(n, h, (q_heads + 2.0 * kv_heads) * hd), layers),
+            RoofOp::O => times(op.name(), self.gemm(n, q_heads * hd, h), layers),
+            RoofOp::Moe if moe => {
+                // Tokens are routed to top_k of E experts; with uniform routing the expected
+                // number of distinct experts whose weights a step reads is E·(1 − (1 − k/E)^n).
+                let e = m.experts as f64;
+                let k = m.top_k as f64;
+                let active = e * (1.0 - (1.0 - k / e).powf(n));
+                let wb = m.weight_dtype.bytes() as f64;
+                let flops = 2.0 * n * k * 3.0 * h * inter;
+                let bytes = active * 3.0 * h * inter * wb + 2.0 * n * k * (2.0 * h + 3.0 * inter);
+                times(op.name(), (flops, bytes, self.roof(flops, bytes, self.gemm_peak())), layers)
+            }
+            RoofOp::GateUp if !moe => times(op.name(), self.gemm(n, h, 2.0 * inter), layers),
+            RoofOp::Down if !moe => times(op.name(), self.gemm(n, inter, h), layers),
+            RoofOp::Prefill if b.prefill_tokens > 0 => {
+                // QKᵀ and PV: 2 FLOPs per multiply-add each, per query head and causal pair.
+                let flops = 4.0 * q_heads * hd * b.prefill_attn_pairs;
+                let new = b.prefill_tokens as f64;
+                let cached = b.prefill_cached_tokens as f64;
+                let bytes = new * (2.0 * q_heads + 2.0 * kv_heads) * hd * 2.0 + cached * 2.0 * kv_heads * hd * kvb;
+                times(op.name(), (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops)), layers)
+            }
+            RoofOp::Decode if b.decode_seqs > 0 => {
+                // Each decode reads its whole context's K and V once.
+                let ctx = b.decode_context_tokens as f64;
+                let flops = 4.0 * q_heads * hd * ctx;
+                let bytes = ctx * 2.0 * kv_heads * hd * kvb + b.decode_seqs as f64 * 2.0 * q_heads * hd * 2.0;
+                times(op.name(), (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops)), layers)
+            }
+            RoofOp::Elementwise => {
+                // Memory-bound elementwise work per layer: two RMSNorms (read+write hidden),
+                // RoPE on Q and K, the KV write, two residual adds and SiLU·mul over the FFN
+                // width.
+                let ffn = if moe { inter * m.top_k as f64 } else { inter };
+                let bytes = n * 2.0 * (4.0 * h + 2.0 * (q_heads + kv_heads) * hd + 4.0 * h + 3.0 * ffn)
+                    + n * 2.0 * kv_heads * hd * kvb;
+                times(op.name(), (0.0, bytes, self.roof(0.0, bytes, self.gpu.bf16_flops)), layers)
+            }
+            RoofOp::AllReduce if self.tp > 1 => {
+                // Two ring all-reduces of the hidden state per layer.
+                let bytes = n * h * 2.0;
+                let bw = self.gpu.interconnect_bytes_per_s * self.params.interconnect_efficiency;
+                let secs = self.params.allreduce_latency_us * 1e-6 + 2.0 * (tp - 1.0) / tp * bytes / bw;
+                times(op.name(), (0.0, bytes, secs), 2.0 * layers)
+            }
+            RoofOp::LmHead if b.sampled_seqs > 0 => {
+                times(op.name(), self.gemm(b.sampled_seqs as f64, h, m.vocab as f64 / tp), 1.0)
+            }
+            _ => None,
         }
-
-        if b.prefill_tokens > 0 {
-            // QKᵀ and PV: 2 FLOPs per multiply-add each, per query head and causal pair.
-            let flops = 4.0 * q_heads * hd * b.prefill_attn_pairs;
-            let new = b.prefill_tokens as f64;
-            let cached = b.prefill_cached_tokens as f64;
-            let bytes = new * (2.0 * q_heads + 2.0 * kv_heads) * hd * 2.0 + cached * 2.0 * kv_heads * hd * kvb;
-            push("attn_prefill", (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops)), layers);
-        }
-        if b.decode_seqs > 0 {
-            // Each decode reads its whole context's K and V once.
-            let ctx = b.decode_context_tokens as f64;
-            let flops = 4.0 * q_heads * hd * ctx;
-            let bytes = ctx * 2.0 * kv_heads * hd * kvb + b.decode_seqs as f64 * 2.0 * q_heads * hd * 2.0;
-            push("attn_decode", (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops)), layers);
-        }
-
-        // Memory-bound elementwise work per layer: two RMSNorms (read+write hidden), RoPE on Q
-        // and K, the KV write, two residual adds and SiLU·mul over the FFN width.
-        {
-            let ffn = if m.experts > 1 { inter * m.top_k as f64 } else { inter };
-            let bytes = n * 2.0 * (4.0 * h + 2.0 * (q_heads + kv_heads) * hd + 4.0 * h + 3.0 * ffn)
-                + n * 2.0 * kv_heads * hd * kvb;
-            push("elementwise", (0.0, bytes, self.roof(0.0, bytes, self.gpu.bf16_flops)), layers);
-        }
-
-        if self.tp > 1 {
-            // Two ring all-reduces of the hidden state per layer.
-            let bytes = n * h * 2.0;
-            let bw = self.gpu.interconnect_bytes_per_s * self.params.interconnect_efficiency;
-            let secs = self.params.allreduce_latency_us * 1e-6 + 2.0 * (tp - 1.0) / tp * bytes / bw;
-            push("allreduce", (0.0, bytes, secs), 2.0 * layers);
-        }
-
-        if b.sampled_seqs > 0 {
-            push("lm_head", self.gemm(b.sampled_seqs as f64, h, m.vocab as f64 / tp), 1.0);
-        }
-        ops
     }
 
     /// Kernels launched in one iteration.
@@ -194,7 +246,7 @@ impl Roofline {
         if b.is_empty() {
             return 0.0;
         }
-        let gpu: f64 = self.breakdown(b).iter().map(|o| o.seconds).sum();
+        let gpu: f64 = RoofOp::ALL.iter().filter_map(|&op| self.op(op, b)).map(|o| o.seconds).sum();
         gpu + self.kernels(b) as f64 * self.params.kernel_launch_us * 1e-6 + self.cpu_overhead_s(b)
     }
 }

@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use rand_chacha::ChaCha8Rng;
 
-use crate::cost::{BatchShape, CostModel, Roofline, SeqWork};
+use crate::cost::{BatchShape, CostAccount, CostModel, Roofline, SeqWork};
 use crate::disagg::Role;
 use crate::metrics::{Recorder, RejectReason};
 use crate::rng::{substream, Stream};
@@ -148,6 +148,8 @@ pub struct Instance {
     /// Whether the cost model wants each iteration's sequences, and the reused list of them.
     wants_seqs: bool,
     seqs: Vec<SeqWork>,
+    /// What the cost model priced without measurements (models that keep an account).
+    account: Option<Box<CostAccount>>,
 }
 
 impl Instance {
@@ -196,10 +198,17 @@ impl Instance {
             busy_ns: 0,
             xfer: handoff::Transfers::default(),
             cfg,
-            cost,
             wants_seqs,
             seqs: Vec::new(),
+            account: cost.accounts().then(Box::default),
+            cost,
         }
+    }
+
+    /// What this instance's cost model priced without measurements so far.
+    pub fn cost_account(&self) -> &CostAccount {
+        static EMPTY: std::sync::OnceLock<CostAccount> = std::sync::OnceLock::new();
+        self.account.as_deref().unwrap_or_else(|| EMPTY.get_or_init(CostAccount::default))
     }
 
     /// Requests waiting or running here (what a router counts as outstanding).
@@ -395,6 +404,8 @@ impl Instance {
             self.seqs.extend(self.running.iter().filter_map(|s| s.work()));
             self.seqs.sort_by_key(|w| w.prefill); // stable: each kind keeps the batch's order
             self.cost.iteration_time_of(&shape, &self.seqs)
+        } else if let Some(acc) = self.account.as_deref_mut() {
+            self.cost.iteration_time_accounted(&shape, acc)
         } else {
             self.cost.iteration_time(&shape)
         };

@@ -49,11 +49,20 @@ pub struct Summary {
     /// Prefill and decode pools and their KV transfers (disaggregated clusters only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disaggregation: Option<crate::disagg::DisaggSummary>,
+    /// What the cost model priced without measurements (ops the roofline stood in for, tables
+    /// read beyond their measured range), with each one's share of the iteration time.
+    pub cost: CostSummary,
     /// Set when the run stopped before its workload ended: the event budget
     /// (`run.max_events`) ran out, or the caller cancelled it (a wall-clock limit). Requests
     /// still in the system then count as in flight (SLO misses).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<StoppedEarly>,
+}
+
+/// The `cost` section of a summary.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CostSummary {
+    pub fallbacks: Vec<crate::cost::FallbackShare>,
 }
 
 /// Why and when a run stopped early.
@@ -227,6 +236,7 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
         admission: rec.policy.admission_summary(),
         fleet: crate::fleet::FleetSummary::default(),
         disaggregation: None,
+        cost: CostSummary::default(),
         stopped: None,
     }
 }

@@ -185,13 +185,16 @@ impl ModelSection {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuSection {
-    /// One of a100-80g, h100-sxm, h200, l40s, b200.
+    /// A GPU preset (`servesim memory --help` lists them), or a kernel database system name.
     pub preset: Option<String>,
     pub name: Option<String>,
     /// Dense bf16 TFLOP/s.
     pub bf16_tflops: Option<f64>,
     /// Dense fp8 TFLOP/s (omit or 0 for none).
     pub fp8_tflops: Option<f64>,
+    /// Dense fp4 TFLOP/s (omit or 0 for none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fp4_tflops: Option<f64>,
     /// Memory bandwidth, GB/s.
     pub hbm_gb_per_s: Option<f64>,
     /// Memory capacity, GiB.
@@ -200,26 +203,31 @@ pub struct GpuSection {
     pub interconnect_gb_per_s: Option<f64>,
     /// Host link bandwidth per direction, GB/s.
     pub pcie_gb_per_s: Option<f64>,
+    /// Whether the GPUs talk over NVLink (default: when the interconnect is faster than the host
+    /// link).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvlink: Option<bool>,
 }
 
 impl GpuSection {
     pub fn resolve(&self, path: &str) -> Result<GpuSpec, ScenarioError> {
         let mut g = match &self.preset {
-            Some(p) => GPU_PRESETS
-                .iter()
-                .find(|x| x.name == p)
+            Some(p) => crate::spec::GpuPreset::find(p)
                 .ok_or_else(|| unknown_preset(path, p, GPU_PRESETS.iter().map(|x| x.name).collect()))?
                 .spec(),
             None => GpuSpec {
                 name: self.name.clone().unwrap_or_else(|| "custom".into()),
                 bf16_flops: required(self.bf16_tflops, path, "bf16_tflops")? * 1e12,
                 fp8_flops: None,
+                fp4_flops: None,
                 hbm_bytes_per_s: required(self.hbm_gb_per_s, path, "hbm_gb_per_s")? * 1e9,
                 memory_bytes: (required(self.memory_gib, path, "memory_gib")? * crate::memory::GIB) as u64,
                 interconnect_bytes_per_s: required(self.interconnect_gb_per_s, path, "interconnect_gb_per_s")? * 1e9,
                 pcie_bytes_per_s: required(self.pcie_gb_per_s, path, "pcie_gb_per_s")? * 1e9,
+                nvlink: false,
             },
         };
+        let custom = self.preset.is_none();
         let pos = |key: &str, v: Option<f64>| -> Result<(), ScenarioError> {
             match v {
                 Some(x) => check(x.is_finite() && x > 0.0 && x < 1e9, path, key, "must be > 0", x),
@@ -231,8 +239,10 @@ impl GpuSection {
         pos("memory_gib", self.memory_gib)?;
         pos("interconnect_gb_per_s", self.interconnect_gb_per_s)?;
         pos("pcie_gb_per_s", self.pcie_gb_per_s)?;
-        if let Some(f) = self.fp8_tflops {
-            check(f.is_finite() && f >= 0.0, path, "fp8_tflops", "must be ≥ 0", f)?;
+        for (key, v) in [("fp8_tflops", self.fp8_tflops), ("fp4_tflops", self.fp4_tflops)] {
+            if let Some(f) = v {
+                check(f.is_finite() && (0.0..1e9).contains(&f), path, key, "must be ≥ 0", f)?;
+            }
         }
         if let Some(n) = &self.name {
             g.name = n.clone();
@@ -242,6 +252,9 @@ impl GpuSection {
         }
         if let Some(x) = self.fp8_tflops {
             g.fp8_flops = (x > 0.0).then_some(x * 1e12);
+        }
+        if let Some(x) = self.fp4_tflops {
+            g.fp4_flops = (x > 0.0).then_some(x * 1e12);
         }
         if let Some(x) = self.hbm_gb_per_s {
             g.hbm_bytes_per_s = x * 1e9;
@@ -255,6 +268,11 @@ impl GpuSection {
         if let Some(x) = self.pcie_gb_per_s {
             g.pcie_bytes_per_s = x * 1e9;
         }
+        match self.nvlink {
+            Some(v) => g.nvlink = v,
+            None if custom => g.nvlink = g.interconnect_bytes_per_s > g.pcie_bytes_per_s,
+            None => {}
+        }
         Ok(g)
     }
 
@@ -264,10 +282,12 @@ impl GpuSection {
             name: Some(g.name.clone()),
             bf16_tflops: Some(g.bf16_flops / 1e12),
             fp8_tflops: Some(g.fp8_flops.unwrap_or(0.0) / 1e12),
+            fp4_tflops: g.fp4_flops.map(|f| f / 1e12),
             hbm_gb_per_s: Some(g.hbm_bytes_per_s / 1e9),
             memory_gib: Some(g.memory_bytes as f64 / crate::memory::GIB),
             interconnect_gb_per_s: Some(g.interconnect_bytes_per_s / 1e9),
             pcie_gb_per_s: Some(g.pcie_bytes_per_s / 1e9),
+            nvlink: Some(g.nvlink),
         }
     }
 }

@@ -10,6 +10,8 @@ pub struct GpuSpec {
     /// Dense fp8 tensor-core peak, FLOP/s; `None` where the GPU has no fp8 tensor cores (fp8
     /// weights then run weight-only: half the bytes, bf16 math).
     pub fp8_flops: Option<f64>,
+    /// Dense fp4 tensor-core peak, FLOP/s (Blackwell); `None` without fp4 tensor cores.
+    pub fp4_flops: Option<f64>,
     /// Device memory bandwidth, bytes/s.
     pub hbm_bytes_per_s: f64,
     /// Device memory capacity, bytes.
@@ -19,16 +21,23 @@ pub struct GpuSpec {
     pub interconnect_bytes_per_s: f64,
     /// Host link bandwidth per direction (KV swap, weight loading), bytes/s.
     pub pcie_bytes_per_s: f64,
+    /// Whether GPUs talk over NVLink/NVSwitch; false: collectives cross PCIe.
+    pub nvlink: bool,
 }
 
 pub struct GpuPreset {
     pub name: &'static str,
     pub bf16_tflops: f64,
     pub fp8_tflops: Option<f64>,
+    pub fp4_tflops: Option<f64>,
     pub hbm_gb_per_s: f64,
     pub memory_mib: u64,
     pub interconnect_gb_per_s: f64,
     pub pcie_gb_per_s: f64,
+    pub nvlink: bool,
+    /// The system's name in AIConfigurator's kernel database (`h100_sxm`), the folder of its
+    /// measured kernels.
+    pub database_system: &'static str,
 }
 
 const GIB: u64 = 1 << 30;
@@ -46,6 +55,9 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         memory_mib: 81_920,
         interconnect_gb_per_s: 300.0,
         pcie_gb_per_s: 32.0,
+        fp4_tflops: None,
+        nvlink: true,
+        database_system: "a100_sxm",
     },
     // NVIDIA H100 SXM5 80GB datasheet: BF16 989.4 TFLOPS dense (1,979 sparse), FP8 1,978.9 dense;
     // HBM3 3.35 TB/s; NVLink 4 900 GB/s total = 450 per direction; PCIe Gen5 x16 64 GB/s per
@@ -58,6 +70,9 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         memory_mib: 81_559,
         interconnect_gb_per_s: 450.0,
         pcie_gb_per_s: 64.0,
+        fp4_tflops: None,
+        nvlink: true,
+        database_system: "h100_sxm",
     },
     // NVIDIA H200 SXM datasheet: same tensor cores as H100 SXM (BF16 989.4 / FP8 1,978.9 dense);
     // HBM3e 141 GB at 4.8 TB/s; NVLink 4 900 GB/s total. Memory: 143,771 MiB as nvidia-smi
@@ -70,6 +85,9 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         memory_mib: 143_771,
         interconnect_gb_per_s: 450.0,
         pcie_gb_per_s: 64.0,
+        fp4_tflops: None,
+        nvlink: true,
+        database_system: "h200_sxm",
     },
     // NVIDIA L40S datasheet: BF16 362.05 TFLOPS dense (733 sparse), FP8 733 dense (1,466 sparse);
     // 48 GB GDDR6 at 864 GB/s; no NVLink, so collectives cross PCIe Gen4 x16 (32 GB/s per
@@ -82,9 +100,12 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         memory_mib: 46_068,
         interconnect_gb_per_s: 32.0,
         pcie_gb_per_s: 32.0,
+        fp4_tflops: None,
+        nvlink: false,
+        database_system: "l40s",
     },
-    // NVIDIA DGX/HGX B200 datasheet: per GPU 2.25 PFLOPS BF16 dense and 4.5 PFLOPS FP8 dense
-    // (half the sparse figures), 180 GB HBM3e at 8 TB/s, NVLink 5 1.8 TB/s total = 900 GB/s per
+    // NVIDIA DGX/HGX B200 datasheet: per GPU 2.25 PFLOPS BF16, 4.5 PFLOPS FP8 and 9 PFLOPS FP4
+    // dense (half the sparse figures), 180 GB HBM3e at 8 TB/s, NVLink 5 1.8 TB/s total = 900 GB/s per
     // direction, PCIe Gen5 x16 64 GB/s per direction. Memory: 180 GB (decimal) as listed.
     GpuPreset {
         name: "b200",
@@ -94,12 +115,147 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         memory_mib: 180_000_000_000 / MIB,
         interconnect_gb_per_s: 900.0,
         pcie_gb_per_s: 64.0,
+        fp4_tflops: Some(9000.0),
+        nvlink: true,
+        database_system: "b200_sxm",
+    },
+    // The systems below are AIConfigurator's (`aiconfigurator_core/systems/<system>.yaml` of
+    // aiconfigurator-core 0.12.0, Apache-2.0), whose numbers are NVIDIA's datasheets: dense
+    // tensor FLOP/s, `mem_bw`, `mem_capacity` (bytes, shown here in MiB), `intra_node_bw` (the
+    // GPU-to-GPU bandwidth per direction: NVLink where it is large, PCIe where it equals
+    // `pcie_bw`) and `pcie_bw`.
+    // a100_pcie.yaml: A100 80GB PCIe, BF16 312 TFLOPS, no FP8, 1,935 GB/s, 80 GiB; no NVLink
+    // (intra_node_bw = pcie_bw = 32 GB/s).
+    GpuPreset {
+        name: "a100-pcie",
+        bf16_tflops: 312.0,
+        fp8_tflops: None,
+        fp4_tflops: None,
+        hbm_gb_per_s: 1935.0,
+        memory_mib: 81_920,
+        interconnect_gb_per_s: 32.0,
+        pcie_gb_per_s: 32.0,
+        nvlink: false,
+        database_system: "a100_pcie",
+    },
+    // a30.yaml: A30 24GB, BF16 165 TFLOPS, 933 GB/s, 24 GiB, PCIe Gen4 (32 GB/s).
+    GpuPreset {
+        name: "a30",
+        bf16_tflops: 165.0,
+        fp8_tflops: None,
+        fp4_tflops: None,
+        hbm_gb_per_s: 933.0,
+        memory_mib: 24_576,
+        interconnect_gb_per_s: 32.0,
+        pcie_gb_per_s: 32.0,
+        nvlink: false,
+        database_system: "a30",
+    },
+    // b300_sxm.yaml: B300 (Blackwell Ultra), BF16 2,250, FP8 4,500, FP4 14,000 TFLOPS dense,
+    // 7,750 GB/s, 288,400,343,040 B, NVLink 5 900 GB/s, PCIe Gen6 128 GB/s.
+    GpuPreset {
+        name: "b300",
+        bf16_tflops: 2250.0,
+        fp8_tflops: Some(4500.0),
+        fp4_tflops: Some(14000.0),
+        hbm_gb_per_s: 7750.0,
+        memory_mib: 288_400_343_040 / MIB,
+        interconnect_gb_per_s: 900.0,
+        pcie_gb_per_s: 128.0,
+        nvlink: true,
+        database_system: "b300_sxm",
+    },
+    // b60.yaml: Intel Arc Pro B60 24GB, 98.3 TFLOPS (BF16 and FP8 alike), 456 GB/s, 24 GiB,
+    // 28.4 GB/s between GPUs, PCIe 32 GB/s.
+    GpuPreset {
+        name: "b60",
+        bf16_tflops: 98.304,
+        fp8_tflops: Some(98.304),
+        fp4_tflops: None,
+        hbm_gb_per_s: 456.0,
+        memory_mib: 24_576,
+        interconnect_gb_per_s: 28.4,
+        pcie_gb_per_s: 32.0,
+        nvlink: false,
+        database_system: "b60",
+    },
+    // gb200.yaml: GB200 (per Blackwell GPU of a Grace-Blackwell superchip), BF16 2,500, FP8
+    // 5,000, FP4 10,000 TFLOPS dense, 8,000 GB/s, 198,674,743,296 B, NVLink 5 900 GB/s across the
+    // NVL72 rack, 4 GPUs per node, host link 64 GB/s.
+    GpuPreset {
+        name: "gb200",
+        bf16_tflops: 2500.0,
+        fp8_tflops: Some(5000.0),
+        fp4_tflops: Some(10000.0),
+        hbm_gb_per_s: 8000.0,
+        memory_mib: 198_674_743_296 / MIB,
+        interconnect_gb_per_s: 900.0,
+        pcie_gb_per_s: 64.0,
+        nvlink: true,
+        database_system: "gb200",
+    },
+    // gb300.yaml: GB300, BF16 2,500, FP8 5,000, FP4 15,000 TFLOPS dense, 8,000 GB/s,
+    // 298,013,687,808 B, NVLink 5 900 GB/s, host link 64 GB/s.
+    GpuPreset {
+        name: "gb300",
+        bf16_tflops: 2500.0,
+        fp8_tflops: Some(5000.0),
+        fp4_tflops: Some(15000.0),
+        hbm_gb_per_s: 8000.0,
+        memory_mib: 298_013_687_808 / MIB,
+        interconnect_gb_per_s: 900.0,
+        pcie_gb_per_s: 64.0,
+        nvlink: true,
+        database_system: "gb300",
+    },
+    // h100_pcie.yaml: H100 PCIe 80GB, BF16 756.5, FP8 1,513 TFLOPS dense, 2,000 GB/s, 80 GiB; no
+    // NVLink (intra_node_bw = pcie_bw = 64 GB/s).
+    GpuPreset {
+        name: "h100-pcie",
+        bf16_tflops: 756.5,
+        fp8_tflops: Some(1513.0),
+        fp4_tflops: None,
+        hbm_gb_per_s: 2000.0,
+        memory_mib: 81_920,
+        interconnect_gb_per_s: 64.0,
+        pcie_gb_per_s: 64.0,
+        nvlink: false,
+        database_system: "h100_pcie",
+    },
+    // l4.yaml: L4 24GB, BF16 121, FP8 242 TFLOPS dense, 300 GB/s, 24 GiB, PCIe Gen4 32 GB/s.
+    GpuPreset {
+        name: "l4",
+        bf16_tflops: 121.0,
+        fp8_tflops: Some(242.0),
+        fp4_tflops: None,
+        hbm_gb_per_s: 300.0,
+        memory_mib: 24_576,
+        interconnect_gb_per_s: 32.0,
+        pcie_gb_per_s: 32.0,
+        nvlink: false,
+        database_system: "l4",
+    },
+    // rtx_pro_6000_server.yaml: RTX PRO 6000 Blackwell Server Edition 96GB, BF16 467.8, FP8
+    // 935.6, FP4 1,871.2 TFLOPS dense, 1,792 GB/s, 102,641,958,912 B; no NVLink (64 GB/s PCIe
+    // Gen5 between GPUs).
+    GpuPreset {
+        name: "rtx-pro-6000",
+        bf16_tflops: 467.800_534_963_698,
+        fp8_tflops: Some(935.601_069_927_397),
+        fp4_tflops: Some(1871.202_139_854_795),
+        hbm_gb_per_s: 1792.0,
+        memory_mib: 102_641_958_912 / MIB,
+        interconnect_gb_per_s: 64.0,
+        pcie_gb_per_s: 64.0,
+        nvlink: false,
+        database_system: "rtx_pro_6000_server",
     },
 ];
 
 impl GpuPreset {
+    /// A preset by its name, or by its kernel database system (`h100_sxm`).
     pub fn find(name: &str) -> Option<&'static GpuPreset> {
-        GPU_PRESETS.iter().find(|p| p.name == name)
+        GPU_PRESETS.iter().find(|p| p.name == name).or_else(|| GPU_PRESETS.iter().find(|p| p.database_system == name))
     }
 
     pub fn names() -> Vec<&'static str> {
@@ -111,10 +267,12 @@ impl GpuPreset {
             name: self.name.to_string(),
             bf16_flops: self.bf16_tflops * 1e12,
             fp8_flops: self.fp8_tflops.map(|t| t * 1e12),
+            fp4_flops: self.fp4_tflops.map(|t| t * 1e12),
             hbm_bytes_per_s: self.hbm_gb_per_s * 1e9,
             memory_bytes: self.memory_mib * MIB,
             interconnect_bytes_per_s: self.interconnect_gb_per_s * 1e9,
             pcie_bytes_per_s: self.pcie_gb_per_s * 1e9,
+            nvlink: self.nvlink,
         }
     }
 }
@@ -133,12 +291,20 @@ mod tests {
     fn presets_are_consistent() {
         for p in GPU_PRESETS {
             let s = p.spec();
-            assert!(s.bf16_flops > 1e14, "{}", p.name);
+            assert!(s.bf16_flops > 9e13, "{}", p.name);
             if let Some(f8) = s.fp8_flops {
-                // Every fp8-capable generation doubles bf16 throughput.
-                assert!((f8 / s.bf16_flops - 2.0).abs() < 0.03, "{}", p.name);
+                // Every NVIDIA fp8-capable generation doubles bf16 throughput (Intel's B60 has
+                // no faster fp8 path).
+                let want = if p.name == "b60" { 1.0 } else { 2.0 };
+                assert!((f8 / s.bf16_flops - want).abs() < 0.03, "{}", p.name);
             }
-            assert!(s.memory_gib() > 40.0 && s.memory_gib() < 200.0, "{}", p.name);
+            if let Some(f4) = s.fp4_flops {
+                assert!(f4 >= 2.0 * s.fp8_flops.unwrap() * 0.99, "{}", p.name);
+            }
+            assert!(s.memory_gib() > 20.0 && s.memory_gib() < 300.0, "{}", p.name);
+            // GPUs without NVLink talk over their host link.
+            assert_eq!(s.nvlink, s.interconnect_bytes_per_s > s.pcie_bytes_per_s, "{}", p.name);
+            assert_eq!(GpuPreset::find(p.database_system).unwrap().name, p.name);
         }
         assert_eq!(GpuPreset::find("a100-80g").unwrap().spec().memory_bytes, 80 * GIB);
         assert!(GpuPreset::find("a100-80g").unwrap().fp8_tflops.is_none());

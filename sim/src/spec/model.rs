@@ -175,6 +175,55 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         top_k: 2,
         tied_embeddings: false,
     },
+    // meta-llama/Llama-3.1-8B config.json (as shipped in aiconfigurator-core 0.12.0's
+    // model_configs): the llama-3-8b dimensions with max_position_embeddings 131072.
+    ModelPreset {
+        name: "llama-3.1-8b",
+        layers: 32,
+        hidden: 4096,
+        heads: 32,
+        kv_heads: 8,
+        head_dim: 128,
+        intermediate: 14336,
+        vocab: 128256,
+        max_context: 131072,
+        experts: 1,
+        top_k: 1,
+        tied_embeddings: false,
+    },
+    // meta-llama/Llama-3.1-70B config.json: the llama-3-70b dimensions with
+    // max_position_embeddings 131072.
+    ModelPreset {
+        name: "llama-3.1-70b",
+        layers: 80,
+        hidden: 8192,
+        heads: 64,
+        kv_heads: 8,
+        head_dim: 128,
+        intermediate: 28672,
+        vocab: 128256,
+        max_context: 131072,
+        experts: 1,
+        top_k: 1,
+        tied_embeddings: false,
+    },
+    // Qwen/Qwen3-32B config.json: 64 layers, hidden 5120, 64 heads, 8 KV heads, head_dim 128,
+    // intermediate 25600, vocab 151936, max_position_embeddings 40960, untied embeddings (its
+    // per-head QK norms are elementwise work, priced with the other norms).
+    ModelPreset {
+        name: "qwen3-32b",
+        layers: 64,
+        hidden: 5120,
+        heads: 64,
+        kv_heads: 8,
+        head_dim: 128,
+        intermediate: 25600,
+        vocab: 151936,
+        max_context: 40960,
+        experts: 1,
+        top_k: 1,
+        tied_embeddings: false,
+    },
 ];
 
 impl ModelPreset {

@@ -625,6 +625,7 @@ impl Calibration {
             date: super::calibrate::utc_now(),
             servesim_version: env!("CARGO_PKG_VERSION").into(),
             notes: vec![note],
+            database: None,
         };
         let profile = fit::profile(meta, &measurements);
         std::fs::create_dir_all(out)?;

@@ -1,0 +1,289 @@
+//! GEMM tables: latency (ms) of an `m × k` by `k × n` product by (dtype, kernel, m, n, k).
+//!
+//! The database measures a grid of (n, k) weight shapes, each over a grid of token counts m.
+//! A model's own (n, k) is often between grid sites (llama-3-8b's gate/up projection,
+//! n = 28672, lies between 16384 and 51200). There the time is read in *utilization*: each
+//! measured time is divided into its speed-of-light time, max(2mnk / peak, bytes / bandwidth),
+//! the utilization is interpolated bilinearly in (log n, log k) between the four sites around
+//! the target at the same m, and the target's own speed-of-light time is divided by it. Beyond
+//! the measured sites the utilization of the nearest one is kept and the speed-of-light time
+//! carries the growth — the rule AIConfigurator applies (`aic-core/.../perf_database/gemm.rs`,
+//! "holds the boundary util and lets the analytic SOL carry the growth"). How well the rule
+//! reads a shape it has not seen is measured by leaving out each measured site in turn and
+//! reading it from the rest.
+
+use std::collections::BTreeMap;
+
+use servesim_sim::cost::profile::ErrorStats;
+
+use crate::db::Db;
+
+/// The speed-of-light model used to read between sites: peak FLOP/s of the dtype and memory
+/// bandwidth, bytes per weight element (activations are 2-byte).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sol {
+    pub flops: f64,
+    pub bytes_per_s: f64,
+    pub weight_bytes: f64,
+}
+
+impl Sol {
+    /// Speed-of-light seconds of an m × n × k GEMM.
+    pub fn seconds(&self, m: f64, n: f64, k: f64) -> f64 {
+        let compute = 2.0 * m * n * k / self.flops;
+        let memory = (n * k * self.weight_bytes + 2.0 * m * (n + k)) / self.bytes_per_s;
+        compute.max(memory)
+    }
+}
+
+/// The measured GEMMs of one dtype and kernel.
+#[derive(Clone, Debug)]
+pub struct GemmTable {
+    pub file: String,
+    pub dtype: String,
+    pub kernel: String,
+    /// Kernels the file has for this dtype, with their row counts.
+    pub kernels: Vec<(String, usize)>,
+    /// (n, k) → sorted (m, ms).
+    sites: BTreeMap<(u64, u64), Vec<(u64, f64)>>,
+    sol: Sol,
+}
+
+/// An op's table read from a [`GemmTable`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct GemmRead {
+    /// (m, ms), m ascending.
+    pub points: Vec<(u64, f64)>,
+    /// Whether the (n, k) site itself was measured.
+    pub measured: bool,
+    /// The sites read, in words.
+    pub shape: String,
+}
+
+impl GemmTable {
+    /// Loads the rows of `dtype` (`bfloat16`, `fp8`, `fp8_block`, `nvfp4`, ...) from a GEMM file;
+    /// `kernel` picks among several kernels for the dtype (default: the one with the most rows).
+    pub fn load(db: &Db, file: &str, dtype: &str, kernel: Option<&str>, sol: Sol) -> Result<GemmTable, String> {
+        let f = db.frame(file, &["kernel_source", "gemm_dtype", "m", "n", "k", "latency"])?;
+        let dtypes = f.strs("gemm_dtype")?;
+        let kernels = if f.has("kernel_source") { f.strs("kernel_source")? } else { vec![""; f.rows] };
+        let (m, n, k, lat) = (f.ints("m")?, f.ints("n")?, f.ints("k")?, f.floats("latency")?);
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for i in 0..f.rows {
+            if dtypes[i] == dtype {
+                *counts.entry(kernels[i]).or_default() += 1;
+            }
+        }
+        if counts.is_empty() {
+            let mut have: Vec<&str> = dtypes.clone();
+            have.sort();
+            have.dedup();
+            return Err(format!("{file}: no GEMMs of dtype {dtype} (it has {})", have.join(", ")));
+        }
+        let mut ranked: Vec<(String, usize)> = counts.iter().map(|(k, n)| (k.to_string(), *n)).collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let kernel = match kernel {
+            Some(want) => ranked.iter().find(|(k, _)| k == want).map(|(k, _)| k.clone()).ok_or_else(|| {
+                let names: Vec<&str> = ranked.iter().map(|(k, _)| k.as_str()).collect();
+                format!("{file}: no {dtype} GEMMs of kernel {want} (it has {})", names.join(", "))
+            })?,
+            None => ranked[0].0.clone(),
+        };
+        let mut sites: BTreeMap<(u64, u64), Vec<(u64, f64)>> = BTreeMap::new();
+        for i in 0..f.rows {
+            if dtypes[i] != dtype || kernels[i] != kernel {
+                continue;
+            }
+            if m[i] <= 0 || n[i] <= 0 || k[i] <= 0 || !(lat[i].is_finite() && lat[i] > 0.0) {
+                return Err(format!(
+                    "{file}: row {i}: m {} n {} k {} latency {}: expected positive numbers",
+                    m[i], n[i], k[i], lat[i]
+                ));
+            }
+            sites.entry((n[i] as u64, k[i] as u64)).or_default().push((m[i] as u64, lat[i]));
+        }
+        for pts in sites.values_mut() {
+            pts.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+            // Repeated measurements of one shape: keep the first (the database's own rule,
+            // first row wins).
+            pts.dedup_by_key(|p| p.0);
+        }
+        Ok(GemmTable { file: file.to_string(), dtype: dtype.to_string(), kernel, kernels: ranked, sites, sol })
+    }
+
+    /// Measured (n, k) sites.
+    pub fn sites(&self) -> usize {
+        self.sites.len()
+    }
+
+    /// The times of an (n, k) GEMM at every measured m: the site's own rows when it was
+    /// measured, else read between sites in utilization (see the module's docs).
+    pub fn at(&self, n: u64, k: u64) -> Result<GemmRead, String> {
+        if let Some(p) = self.sites.get(&(n, k)) {
+            return Ok(GemmRead { points: p.clone(), measured: true, shape: format!("n {n}, k {k} measured") });
+        }
+        self.between(n, k, None)
+    }
+
+    /// Reads (n, k) from the sites other than `skip`.
+    fn between(&self, n: u64, k: u64, skip: Option<(u64, u64)>) -> Result<GemmRead, String> {
+        let usable = |s: &(u64, u64)| Some(*s) != skip;
+        let ns: Vec<u64> = dedup(self.sites.keys().filter(|s| usable(s)).map(|s| s.0).collect());
+        let (n0, n1) = bracket(&ns, n).ok_or_else(|| format!("{}: no {} GEMMs", self.file, self.dtype))?;
+        // k neighbours are chosen per n (the grid may not be complete).
+        let ks_at = |nn: u64| dedup(self.sites.keys().filter(|s| s.0 == nn && usable(s)).map(|s| s.1).collect());
+        let corners: Vec<(u64, u64, f64)> = {
+            let mut c = Vec::new();
+            for (nn, wn) in weights(n0, n1, n) {
+                let ks = ks_at(nn);
+                let (k0, k1) = bracket(&ks, k).ok_or_else(|| format!("{}: no GEMMs at n {nn}", self.file))?;
+                for (kk, wk) in weights(k0, k1, k) {
+                    c.push((nn, kk, wn * wk));
+                }
+            }
+            c
+        };
+        // m values every corner measured.
+        let first = &self.sites[&(corners[0].0, corners[0].1)];
+        let mut points = Vec::new();
+        'm: for &(m, _) in first {
+            let mut log_util = 0.0;
+            for &(nn, kk, w) in &corners {
+                let pts = &self.sites[&(nn, kk)];
+                let Ok(i) = pts.binary_search_by_key(&m, |p| p.0) else { continue 'm };
+                let util = self.sol.seconds(m as f64, nn as f64, kk as f64) * 1e3 / pts[i].1;
+                log_util += w * util.ln();
+            }
+            let ms = self.sol.seconds(m as f64, n as f64, k as f64) * 1e3 / log_util.exp();
+            points.push((m, ms));
+        }
+        if points.is_empty() {
+            return Err(format!("{}: the sites around n {n}, k {k} share no token counts", self.file));
+        }
+        let mut sites: Vec<String> = corners.iter().map(|(a, b, _)| format!("({a}, {b})")).collect();
+        sites.dedup();
+        Ok(GemmRead {
+            points,
+            measured: false,
+            shape: format!(
+                "n {n}, k {k} not measured: read in utilization between (n, k) sites {}",
+                sites.join(", ")
+            ),
+        })
+    }
+
+    /// The error of reading a site from the others: every site that has measured neighbours on
+    /// both sides along n or k is left out in turn and read from the rest, at every m.
+    pub fn transfer_error(&self) -> Option<ErrorStats> {
+        let mut errs = Vec::new();
+        let ns: Vec<u64> = dedup(self.sites.keys().map(|s| s.0).collect());
+        for (&(n, k), pts) in &self.sites {
+            let ks: Vec<u64> = dedup(self.sites.keys().filter(|s| s.0 == n).map(|s| s.1).collect());
+            let interior_n = ns.first().is_some_and(|&a| a < n) && ns.last().is_some_and(|&b| b > n);
+            let interior_k = ks.first().is_some_and(|&a| a < k) && ks.last().is_some_and(|&b| b > k);
+            if !(interior_n && interior_k) {
+                continue;
+            }
+            let Ok(read) = self.between(n, k, Some((n, k))) else { continue };
+            for (m, ms) in read.points {
+                if let Ok(i) = pts.binary_search_by_key(&m, |p| p.0) {
+                    errs.push((ms - pts[i].1).abs() / pts[i].1 * 100.0);
+                }
+            }
+        }
+        ErrorStats::of(errs)
+    }
+}
+
+fn dedup(mut v: Vec<u64>) -> Vec<u64> {
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The measured values around `x`: (below, above), or the nearest one twice beyond the range.
+fn bracket(sorted: &[u64], x: u64) -> Option<(u64, u64)> {
+    let first = *sorted.first()?;
+    let last = *sorted.last()?;
+    if x <= first {
+        return Some((first, first));
+    }
+    if x >= last {
+        return Some((last, last));
+    }
+    let i = sorted.partition_point(|&v| v < x);
+    if sorted[i] == x {
+        return Some((x, x));
+    }
+    Some((sorted[i - 1], sorted[i]))
+}
+
+/// Interpolation weights in log space between `a` and `b` at `x` (one weight when a == b).
+fn weights(a: u64, b: u64, x: u64) -> Vec<(u64, f64)> {
+    if a == b {
+        return vec![(a, 1.0)];
+    }
+    let t = ((x as f64).ln() - (a as f64).ln()) / ((b as f64).ln() - (a as f64).ln());
+    vec![(a, 1.0 - t), (b, t)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(sites: &[((u64, u64), Vec<(u64, f64)>)], sol: Sol) -> GemmTable {
+        GemmTable {
+            file: "t".into(),
+            dtype: "bfloat16".into(),
+            kernel: "k".into(),
+            kernels: vec![],
+            sites: sites.iter().cloned().collect(),
+            sol,
+        }
+    }
+
+    #[test]
+    fn between_sites_utilization_is_interpolated_in_log_space() {
+        // Compute-bound everywhere (huge bandwidth): sol = 2mnk / 1e12 s.
+        let sol = Sol { flops: 1e12, bytes_per_s: 1e30, weight_bytes: 2.0 };
+        let ms = |m: f64, n: f64, k: f64, util: f64| 2.0 * m * n * k / 1e12 * 1e3 / util;
+        // Utilization 0.5 at n = 1024 and 0.8 at n = 4096 (k = 1024 both).
+        let t = table(
+            &[
+                ((1024, 1024), vec![(16, ms(16.0, 1024.0, 1024.0, 0.5))]),
+                ((4096, 1024), vec![(16, ms(16.0, 4096.0, 1024.0, 0.8))]),
+            ],
+            sol,
+        );
+        let r = t.at(2048, 1024).unwrap();
+        assert!(!r.measured);
+        // Halfway in log n: utilization exp((ln 0.5 + ln 0.8) / 2) = sqrt(0.4).
+        let want = ms(16.0, 2048.0, 1024.0, 0.4f64.sqrt());
+        assert!((r.points[0].1 - want).abs() / want < 1e-12, "{:?} vs {want}", r.points);
+        // Beyond the last site: its utilization, the target's own speed of light.
+        let r = t.at(16384, 1024).unwrap();
+        let want = ms(16.0, 16384.0, 1024.0, 0.8);
+        assert!((r.points[0].1 - want).abs() / want < 1e-12);
+        // A measured site is returned as measured.
+        assert!(t.at(1024, 1024).unwrap().measured);
+    }
+
+    #[test]
+    fn leaving_a_site_out_measures_the_reading() {
+        let sol = Sol { flops: 1e12, bytes_per_s: 1e30, weight_bytes: 2.0 };
+        let ms = |n: f64, util: f64| 2.0 * 16.0 * n * 1024.0 / 1e12 * 1e3 / util;
+        // Utilization 0.4, 0.5 (measured), 0.8 at n = 1024, 2048, 4096: the middle one reads as
+        // sqrt(0.32) from its neighbours.
+        let sites: Vec<((u64, u64), Vec<(u64, f64)>)> = [(1024, 0.4), (2048, 0.5), (4096, 0.8)]
+            .iter()
+            .flat_map(|&(n, u)| {
+                [512u64, 1024, 2048].map(|k| ((n, k), vec![(16u64, ms(n as f64, u) * k as f64 / 1024.0)]))
+            })
+            .collect();
+        let t = table(&sites, sol);
+        let e = t.transfer_error().unwrap();
+        assert_eq!(e.points, 1);
+        let want = (0.5 / 0.32f64.sqrt() - 1.0).abs() * 100.0;
+        assert!((e.median_pct - want).abs() < 1e-9, "{e:?} vs {want}");
+    }
+}

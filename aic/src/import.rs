@@ -1,0 +1,352 @@
+//! Building a cost profile for one model from the database: every op at the model's own shapes
+//! on each TP degree, with the interpolation chosen on held-out points and the provenance of
+//! every table.
+//!
+//! ```text
+//!   attn_pre_proj   GEMM  n = (heads/tp + 2·kv_heads/tp)·head_dim, k = hidden      [tokens]
+//!   attn_post_proj  GEMM  n = hidden, k = heads/tp·head_dim                        [tokens]
+//!   mlp_up_proj     GEMM  n = 2·intermediate/tp, k = hidden (gate and up fused)    [tokens]
+//!   mlp_down_proj   GEMM  n = hidden, k = intermediate/tp                          [tokens]
+//!   moe_experts     MoE   the routed experts of a mixture-of-experts layer         [tokens]
+//!   lm_head         GEMM  n = vocab/tp, k = hidden, bf16                           [tokens]
+//!   attn_prefill    context attention, heads/tp and kv_heads/tp per GPU          [batch, sequence]
+//!   attn_decode     generation attention                                         [batch, context]
+//!   all_reduce      the engine's all-reduce on tp GPUs (TP > 1)                  [bytes]
+//! ```
+//! The layer's shapes are AIConfigurator's own (`sdk/models/llama.py`: qkv, proj, gate_ffn1,
+//! ffn2, logits GEMMs; the logits GEMM in bf16 whatever the weights). What the database does
+//! not time — norms, RoPE, the KV write, activation, residual adds, embedding, sampling, the
+//! engine's CPU work — is left to servesim's roofline and engine overheads, and the profile's
+//! notes say so.
+
+use servesim_sim::cost::profile::{
+    fit_table, Axis, DatabaseMeta, ModelDims, OpSource, OpTable, Profile, ProfileMeta, PROFILE_FORMAT_VERSION,
+};
+use servesim_sim::spec::{Dtype, GpuSpec, ModelSpec};
+
+use crate::attention::{self, AttnShape, Phase};
+use crate::comm;
+use crate::db::{Db, Selection};
+use crate::gemm::{GemmTable, Sol};
+
+/// Weights of the GEMMs, as the database names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weights {
+    Bf16,
+    /// Per-tensor FP8 (W8A8).
+    Fp8,
+    /// Block-scaled FP8 (DeepSeek-style 128 × 128 blocks).
+    Fp8Block,
+    /// NVFP4 (Blackwell).
+    Fp4,
+}
+
+impl Weights {
+    pub const NAMES: [&'static str; 4] = ["bf16", "fp8", "fp8-block", "fp4"];
+
+    pub fn parse(s: &str) -> Option<Weights> {
+        match s {
+            "bf16" => Some(Weights::Bf16),
+            "fp8" => Some(Weights::Fp8),
+            "fp8-block" | "fp8_block" => Some(Weights::Fp8Block),
+            "fp4" | "nvfp4" => Some(Weights::Fp4),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        Weights::NAMES[self as usize]
+    }
+
+    /// The database's `gemm_dtype`.
+    pub fn gemm_dtype(self) -> &'static str {
+        match self {
+            Weights::Bf16 => "bfloat16",
+            Weights::Fp8 => "fp8",
+            Weights::Fp8Block => "fp8_block",
+            Weights::Fp4 => "nvfp4",
+        }
+    }
+
+    /// The database's `moe_dtype`.
+    pub fn moe_dtype(self) -> &'static str {
+        self.gemm_dtype()
+    }
+
+    fn bytes(self) -> f64 {
+        match self {
+            Weights::Bf16 => 2.0,
+            Weights::Fp8 | Weights::Fp8Block => 1.0,
+            Weights::Fp4 => 0.5,
+        }
+    }
+}
+
+/// What to import.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub system: String,
+    pub framework: String,
+    /// None: the newest version with GEMM and attention tables.
+    pub version: Option<String>,
+    pub model: ModelSpec,
+    pub tp: Vec<u32>,
+    pub weights: Weights,
+    pub kv: Dtype,
+    /// Among several GEMM kernels for the dtype (default: the one with the most rows).
+    pub gemm_kernel: Option<String>,
+    /// The GPU's datasheet numbers, for reading GEMMs between measured shapes.
+    pub gpu: GpuSpec,
+    /// `balanced`, `power_law_1.01` or `power_law_1.2`: how tokens spread over experts.
+    pub moe_distribution: String,
+    /// The package the database came with (`aiconfigurator-core 0.12.0`), when known.
+    pub package: Option<String>,
+    /// The command line, for the profile's `source`.
+    pub command: String,
+    pub date: String,
+    pub servesim_version: String,
+}
+
+/// Tokens up to which the engine runs inside CUDA graphs (collectives are timed in graph mode
+/// there): vLLM's largest capture size by default (512, `CompilationConfig`
+/// `max_cudagraph_capture_size`); SGLang captures decode batches only, up to
+/// `cuda_graph_max_bs` (160 by default on these GPUs), and TensorRT-LLM's graphs cover its
+/// generation batches too.
+pub fn graph_tokens(framework: &str) -> u64 {
+    match framework {
+        "vllm" => 512,
+        _ => 160,
+    }
+}
+
+/// Builds the profile; errors say which file or shape is missing.
+pub fn import(db: &Db, r: &Request) -> Result<Profile, String> {
+    let sel = db.select(&r.system, &r.framework, r.version.as_deref())?;
+    if r.tp.is_empty() {
+        return Err("give at least one TP degree".into());
+    }
+    let m = &r.model;
+    for &tp in &r.tp {
+        if tp == 0 || m.heads % tp as u64 != 0 {
+            return Err(format!("TP {tp} does not divide {}'s {} attention heads", m.name, m.heads));
+        }
+    }
+    let gemm_file = format!("{}/gemm/{}/{}/gemm_perf.parquet", sel.system, sel.framework, sel.version);
+    let sol = |w: Weights| {
+        let flops = match w {
+            Weights::Bf16 => r.gpu.bf16_flops,
+            Weights::Fp8 | Weights::Fp8Block => r.gpu.fp8_flops.unwrap_or(r.gpu.bf16_flops),
+            Weights::Fp4 => r.gpu.fp8_flops.map_or(r.gpu.bf16_flops, |f| 2.0 * f),
+        };
+        Sol { flops, bytes_per_s: r.gpu.hbm_bytes_per_s, weight_bytes: w.bytes() }
+    };
+    let gemms = GemmTable::load(db, &gemm_file, r.weights.gemm_dtype(), r.gemm_kernel.as_deref(), sol(r.weights))?;
+    let logits = if r.weights == Weights::Bf16 {
+        gemms.clone()
+    } else {
+        GemmTable::load(db, &gemm_file, "bfloat16", None, sol(Weights::Bf16))?
+    };
+    let transfer = gemms.transfer_error();
+    let logits_transfer = if r.weights == Weights::Bf16 { transfer.clone() } else { logits.transfer_error() };
+    let kv_dtype = match r.kv {
+        Dtype::Bf16 => "bfloat16",
+        Dtype::Fp8 => "fp8",
+    };
+
+    let mut ops = Vec::new();
+    let mut notes = vec![
+        format!(
+            "kernel times from NVIDIA AIConfigurator's database ({} {} {}), Apache-2.0; see NOTICE",
+            sel.system, sel.framework, sel.version
+        ),
+        "not in the database, priced by servesim's roofline: norms, RoPE, KV write, activation, residual adds \
+         (AIConfigurator prices these analytically too), embedding lookup, sampling; the engine's CPU work comes \
+         from [cost] overhead"
+            .to_string(),
+    ];
+    if m.experts > 1 {
+        notes.push("the MoE router GEMM (hidden × experts) is not in the profile".into());
+    }
+    for &tp in &r.tp {
+        let t = tp as u64;
+        let q = m.heads / t;
+        let kvh = m.kv_heads_per_gpu(t);
+        let hd = m.head_dim;
+        let mut shapes = vec![("attn_pre_proj", (q + 2 * kvh) * hd, m.hidden), ("attn_post_proj", m.hidden, q * hd)];
+        if m.experts <= 1 {
+            shapes.push(("mlp_up_proj", 2 * m.intermediate / t, m.hidden));
+            shapes.push(("mlp_down_proj", m.hidden, m.intermediate / t));
+        }
+        for (name, n, k) in shapes {
+            ops.push(gemm_op(name, tp, &gemms, n, k, &transfer)?);
+        }
+        ops.push(gemm_op("lm_head", tp, &logits, m.vocab / t, m.hidden, &logits_transfer)?);
+        if m.experts > 1 {
+            ops.push(moe_op(db, &sel, r, tp)?);
+        }
+        let shape = AttnShape { heads: q, kv_heads: kvh, head_dim: hd, kv_dtype: kv_dtype.into() };
+        for (name, phase, axes) in [
+            ("attn_prefill", Phase::Context, vec![Axis::Batch, Axis::Sequence]),
+            ("attn_decode", Phase::Generation, vec![Axis::Batch, Axis::Context]),
+        ] {
+            let file = format!("{}/attention/{}/{}/{}", sel.system, sel.framework, sel.version, phase.file());
+            let a = attention::read(db, &file, phase, &shape).map_err(|e| format!("{name} (tp {tp}): {e}"))?;
+            let pts = a.points.iter().map(|&(b, s, ms)| vec![b as f64, s as f64, ms]).collect();
+            let mut table = fit_table(name, Some(tp), axes, pts);
+            table.source = Some(OpSource {
+                file,
+                selection: format!("{}; {q} query heads, {kvh} KV heads per GPU", a.selection),
+                shape: a.shape,
+                transfer_error: None,
+            });
+            ops.push(table);
+        }
+        if tp > 1 {
+            match comm::all_reduce(db, &sel, t, m.hidden, graph_tokens(&sel.framework))? {
+                Some(ar) => {
+                    let pts = ar.points.iter().map(|&(b, ms)| vec![b, ms]).collect();
+                    let mut table = fit_table("all_reduce", Some(tp), vec![Axis::Bytes], pts);
+                    table.source = Some(OpSource {
+                        file: ar.file,
+                        selection: ar.selection,
+                        shape: "message sizes measured".into(),
+                        transfer_error: None,
+                    });
+                    ops.push(table);
+                }
+                None => notes.push(format!(
+                    "no all-reduce table for {tp} GPUs on {} ({} or NCCL): servesim's roofline prices it",
+                    sel.system, sel.framework
+                )),
+            }
+        }
+    }
+    let device = device_name(db, &gemm_file).unwrap_or_else(|| sel.system.clone());
+    servesim_sim::cost::profile::add_interp_note(&mut notes);
+    Ok(Profile {
+        format_version: PROFILE_FORMAT_VERSION,
+        meta: ProfileMeta {
+            source: r.command.clone(),
+            backend: "aiconfigurator".into(),
+            gpu: device,
+            driver: None,
+            clocks: None,
+            dtype: r.weights.name().into(),
+            model: ModelDims::from_spec(m),
+            tp: r.tp.clone(),
+            date: r.date.clone(),
+            servesim_version: r.servesim_version.clone(),
+            notes,
+            database: Some(DatabaseMeta {
+                name: "aiconfigurator".into(),
+                package: r.package.clone(),
+                system: sel.system.clone(),
+                framework: sel.framework.clone(),
+                version: sel.version.clone(),
+                weights: r.weights.name().into(),
+                kv: r.kv.name().into(),
+                files: db.files_read(),
+            }),
+        },
+        ops,
+    })
+}
+
+fn gemm_op(
+    name: &str,
+    tp: u32,
+    t: &GemmTable,
+    n: u64,
+    k: u64,
+    transfer: &Option<servesim_sim::cost::profile::ErrorStats>,
+) -> Result<OpTable, String> {
+    let read = t.at(n, k).map_err(|e| format!("{name} (tp {tp}): {e}"))?;
+    let pts = read.points.iter().map(|&(m, ms)| vec![m as f64, ms]).collect();
+    let mut table = fit_table(name, Some(tp), vec![Axis::Tokens], pts);
+    table.source = Some(OpSource {
+        file: t.file.clone(),
+        selection: format!("{} GEMMs of kernel {}", t.dtype, t.kernel),
+        shape: read.shape,
+        transfer_error: if read.measured { None } else { transfer.clone() },
+    });
+    Ok(table)
+}
+
+/// The routed experts of one MoE layer over the iteration's tokens, experts split over the TP
+/// GPUs (no expert parallelism).
+fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32) -> Result<OpTable, String> {
+    let m = &r.model;
+    let file = format!("{}/moe/{}/{}/moe_perf.parquet", sel.system, sel.framework, sel.version);
+    if !db.exists(&file) {
+        return Err(format!("moe_experts (tp {tp}): {file} is not in the database"));
+    }
+    let f = db.frame(
+        &file,
+        &[
+            "kernel_source",
+            "moe_dtype",
+            "num_tokens",
+            "hidden_size",
+            "inter_size",
+            "topk",
+            "num_experts",
+            "moe_tp_size",
+            "moe_ep_size",
+            "distribution",
+            "latency",
+        ],
+    )?;
+    let (dtype, dist, kernel) = (f.strs("moe_dtype")?, f.strs("distribution")?, f.strs("kernel_source")?);
+    let ints = |c: &str| f.ints(c);
+    let (tokens, hidden, inter, topk, experts, mtp, mep) = (
+        ints("num_tokens")?,
+        ints("hidden_size")?,
+        ints("inter_size")?,
+        ints("topk")?,
+        ints("num_experts")?,
+        ints("moe_tp_size")?,
+        ints("moe_ep_size")?,
+    );
+    let lat = f.floats("latency")?;
+    let ok = |i: usize| {
+        dtype[i] == r.weights.moe_dtype()
+            && dist[i] == r.moe_distribution
+            && hidden[i] as u64 == m.hidden
+            && inter[i] as u64 == m.intermediate
+            && topk[i] as u64 == m.top_k
+            && experts[i] as u64 == m.experts
+            && mtp[i] as u64 == tp as u64
+            && mep[i] == 1
+    };
+    let mut kernels: Vec<&str> = (0..f.rows).filter(|&i| ok(i)).map(|i| kernel[i]).collect();
+    kernels.sort();
+    kernels.dedup();
+    let Some(k) = kernels.first().copied() else {
+        return Err(format!(
+            "moe_experts (tp {tp}): {file} has no {} rows for hidden {}, intermediate {}, top-{} of {} experts, \
+             expert TP {tp}, {} routing",
+            r.weights.moe_dtype(),
+            m.hidden,
+            m.intermediate,
+            m.top_k,
+            m.experts,
+            r.moe_distribution
+        ));
+    };
+    let pts: Vec<Vec<f64>> =
+        (0..f.rows).filter(|&i| ok(i) && kernel[i] == k).map(|i| vec![tokens[i] as f64, lat[i]]).collect();
+    let mut table = fit_table("moe_experts", Some(tp), vec![Axis::Tokens], pts);
+    table.source = Some(OpSource {
+        file,
+        selection: format!("{} MoE of kernel {k}, {} routing, expert TP {tp}", r.weights.moe_dtype(), r.moe_distribution),
+        shape: "the model's MoE shape measured".into(),
+        transfer_error: None,
+    });
+    Ok(table)
+}
+
+/// The `device` column of a table (the GPU's name as the collector saw it).
+fn device_name(db: &Db, file: &str) -> Option<String> {
+    let f = db.frame(file, &["device"]).ok()?;
+    f.strs("device").ok()?.first().map(|s| s.to_string())
+}

@@ -1,0 +1,24 @@
+//! NVIDIA AIConfigurator's measured kernel database as servesim cost profiles.
+//!
+//! ```text
+//!   Files (the binary's folder access) ─► Db: systems, frameworks, versions, provenance
+//!     frame.rs      a parquet file's columns (ZSTD/Snappy pages, no Arrow)
+//!     gemm.rs       GEMMs by (m, n, k), read between measured (n, k) in utilization
+//!     attention.rs  context and generation attention by (batch, tokens) per head geometry
+//!     comm.rs       the engine's all-reduce (else NCCL) by message size
+//!     import.rs     one model's ops per TP degree ─► servesim_sim::cost::profile::Profile
+//! ```
+//! The database (`aiconfigurator-core` on PyPI, Apache-2.0, github.com/ai-dynamo/aiconfigurator)
+//! times kernels per GPU and per engine version. Column meanings follow AIConfigurator's own
+//! loaders (`aic-core/rust/aiconfigurator-core/src/perf_database/`) and collectors
+//! (`collector/`); the files read are named, with their SHA-256, in every profile built.
+
+pub mod attention;
+pub mod comm;
+pub mod db;
+pub mod frame;
+pub mod gemm;
+pub mod import;
+
+pub use db::{Db, Files, Selection};
+pub use import::{import, Request, Weights};

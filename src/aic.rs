@@ -1,0 +1,106 @@
+//! Finding AIConfigurator's kernel database on this machine and reading it from a folder.
+//!
+//! Where: `--database DIR`, else `$SERVESIM_AIC_DATA`, else an installed `aiconfigurator_core`
+//! Python package (asked of `python3`'s import machinery without importing it). `DIR` may be
+//! the tables' root (`…/systems/data`), the package folder, or a folder holding the unpacked
+//! wheel.
+
+use std::path::{Path, PathBuf};
+
+use servesim_aic::Files;
+
+use crate::error::{CliError, Result};
+
+/// The install hint of every "not found" message.
+pub const INSTALL: &str = "pip install aiconfigurator-core==0.12.0 (or `pip download --no-deps \
+aiconfigurator-core==0.12.0` and unzip the wheel), then pass --database DIR or set SERVESIM_AIC_DATA";
+
+/// A database folder on disk.
+#[derive(Clone, Debug)]
+pub struct DirFiles {
+    pub root: PathBuf,
+    /// `aiconfigurator-core <version>` when the package's metadata is next to it.
+    pub package: Option<String>,
+}
+
+impl Files for DirFiles {
+    fn list(&self, dir: &str) -> Vec<String> {
+        let Ok(rd) = std::fs::read_dir(self.root.join(dir)) else { return Vec::new() };
+        let mut v: Vec<String> = rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    }
+
+    fn read(&self, path: &str) -> std::result::Result<Vec<u8>, String> {
+        let p = self.root.join(path);
+        std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+    }
+
+    fn root(&self) -> String {
+        self.root.display().to_string()
+    }
+}
+
+/// The tables' root under `dir`, if `dir` is one of the accepted layouts.
+fn data_root(dir: &Path) -> Option<PathBuf> {
+    [dir.to_path_buf(), dir.join("systems/data"), dir.join("aiconfigurator_core/systems/data")]
+        .into_iter()
+        .find(|d| d.join("h100_sxm").is_dir() || std::fs::read_dir(d).is_ok_and(|mut r| r.any(|e| e.is_ok_and(|e| e.path().join("gemm").is_dir()))))
+}
+
+/// The package's version from the `*.dist-info/METADATA` beside it.
+fn package_version(data: &Path) -> Option<String> {
+    // data = <site>/aiconfigurator_core/systems/data
+    let site = data.parent()?.parent()?.parent()?;
+    for e in std::fs::read_dir(site).ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("aiconfigurator_core-") && name.ends_with(".dist-info") {
+            let meta = std::fs::read_to_string(e.path().join("METADATA")).ok()?;
+            let v = meta.lines().find_map(|l| l.strip_prefix("Version: "))?;
+            return Some(format!("aiconfigurator-core {}", v.trim()));
+        }
+    }
+    None
+}
+
+/// Asks python3 where `aiconfigurator_core` is installed (without importing it).
+fn installed_package() -> Option<PathBuf> {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import importlib.util as u; s = u.find_spec('aiconfigurator_core'); \
+             print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')",
+        ])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let p = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (!p.is_empty()).then(|| PathBuf::from(p))
+}
+
+/// Finds the database: `explicit` (`--database`), `SERVESIM_AIC_DATA`, the installed package.
+pub fn locate(explicit: Option<&Path>) -> Result<DirFiles> {
+    let found = |d: PathBuf| {
+        let package = package_version(&d);
+        DirFiles { root: d, package }
+    };
+    if let Some(d) = explicit {
+        return data_root(d).map(found).ok_or_else(|| {
+            CliError::input(format!(
+                "--database {}: no AIConfigurator kernel tables there (expected <system>/gemm/<framework>/<version>/, \
+                 or systems/data/ below it)",
+                d.display()
+            ))
+        });
+    }
+    if let Some(v) = std::env::var_os("SERVESIM_AIC_DATA").filter(|v| !v.is_empty()) {
+        let d = PathBuf::from(&v);
+        return data_root(&d).map(found).ok_or_else(|| {
+            CliError::input(format!("SERVESIM_AIC_DATA={}: no AIConfigurator kernel tables there", d.display()))
+        });
+    }
+    if let Some(p) = installed_package().and_then(|p| data_root(&p)) {
+        return Ok(found(p));
+    }
+    Err(CliError::input(format!("no AIConfigurator kernel database found: {INSTALL}")))
+}
