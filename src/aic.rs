@@ -104,3 +104,27 @@ pub fn locate(explicit: Option<&Path>) -> Result<DirFiles> {
     }
     Err(CliError::input(format!("no AIConfigurator kernel database found: {INSTALL}")))
 }
+
+/// Builds the profile a scenario's `[cost] database` asks for (one TP degree).
+pub fn build(files: &DirFiles, req: &servesim_sim::scenario::DatabaseRequest) -> std::result::Result<servesim_sim::cost::profile::Profile, String> {
+    let weights = servesim_aic::Weights::parse(&req.weights).ok_or_else(|| format!("weights {:?}", req.weights))?;
+    let r = servesim_aic::Request {
+        system: req.system.clone(),
+        framework: req.framework.clone(),
+        version: req.version.clone(),
+        model: req.model.clone(),
+        tp: vec![req.tp],
+        weights,
+        kv: req.model.kv_dtype,
+        gemm_kernel: req.gemm_kernel.clone(),
+        gpu: req.gpu.clone(),
+        moe_distribution: "balanced".into(),
+        package: files.package.clone(),
+        command: format!("[cost] database ({} {})", req.framework, req.system),
+        // Built on the fly: no date, so nothing in a run depends on when it ran.
+        date: String::new(),
+        servesim_version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let db = servesim_aic::Db::new(files);
+    servesim_aic::import(&db, &r).map_err(|e| format!("{}: {e}", files.root.display()))
+}

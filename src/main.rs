@@ -9,6 +9,7 @@ mod progress;
 mod report;
 mod scenario_file;
 mod shard;
+mod shipped;
 mod trace_source;
 
 use clap::{Parser, Subcommand};

@@ -338,5 +338,71 @@ fn policy_lines(s: &Scenario, sum: &Summary) -> String {
         sum.cpu.overhead_fraction * 100.0,
         sum.cpu.gpu_wait_fraction * 100.0
     );
+    for g in &s.groups {
+        let label = if s.groups.len() > 1 { format!(" ({})", g.name) } else { String::new() };
+        o += &format!("cost{label}        {}\n", cost_source(g));
+    }
+    if let Some(n) = fallback_note(sum) {
+        o += &format!("fallbacks   {n}\n");
+    }
     o
+}
+
+/// Where a group's iteration times come from, in words.
+pub fn cost_source(g: &servesim_sim::scenario::InstanceGroup) -> String {
+    use servesim_sim::scenario::CostSpec;
+    match (&g.cost, &g.profile) {
+        (CostSpec::Linear(_), _) => "a linear cost (cost.kind = \"linear\")".into(),
+        (CostSpec::Roofline(c), p) => {
+            let o = c.engine_overhead();
+            let p0 = c.params();
+            let overhead = format!(
+                "engine overhead {} ({} µs + {} µs per sequence{})",
+                o.name,
+                p0.cpu_overhead_base_us,
+                p0.cpu_overhead_per_seq_us,
+                if g.scheduler.cpu.overlap.unwrap_or(o.overlap) { ", overlapped" } else { "" }
+            );
+            match p {
+                None => format!("roofline ({}); {overhead}", g.gpu.name),
+                Some(p) => match &p.meta.database {
+                    Some(d) => format!(
+                        "measured kernels: {} {} {} ({} weights, {} KV), AIConfigurator database; {overhead}",
+                        d.system, d.framework, d.version, d.weights, d.kv
+                    ),
+                    None => format!("profile {} ({}); {overhead}", c.profile.as_deref().unwrap_or("?"), p.meta.gpu),
+                },
+            }
+        }
+    }
+}
+
+/// What the cost model priced without measurements over a run, in one line (None: nothing).
+pub fn fallback_note(sum: &Summary) -> Option<String> {
+    if sum.cost.fallbacks.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = sum
+        .cost
+        .fallbacks
+        .iter()
+        .map(|f| format!("{} {:.1}% of iteration time in {} iterations: {}", f.op, f.share * 100.0, f.iterations, f.reason))
+        .collect();
+    Some(parts.join("; "))
+}
+
+/// Under `cost.strict`, a table read beyond its measured range is an error (ops the profile
+/// lacks are refused when the scenario is validated).
+pub fn check_strict(s: &Scenario, sum: &Summary) -> crate::error::Result<()> {
+    let strict = s.groups.iter().any(|g| matches!(&g.cost, servesim_sim::scenario::CostSpec::Roofline(c) if c.strict));
+    if !strict {
+        return Ok(());
+    }
+    match sum.cost.fallbacks.first() {
+        Some(f) => Err(crate::error::CliError::input(format!(
+            "cost.strict: {} ({}) {} in {} iterations ({:.2}% of iteration time)",
+            f.op, f.group, f.reason, f.iterations, f.share * 100.0
+        ))),
+        None => Ok(()),
+    }
 }

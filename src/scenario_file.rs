@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use servesim_sim::cost::profile::Profile;
-use servesim_sim::scenario::Resources;
+use servesim_sim::scenario::{DatabaseRequest, Resources};
 use servesim_sim::workload::trace::{TraceSource, TraceSpec};
 use servesim_sim::Scenario;
 
@@ -19,11 +19,18 @@ pub struct FileResources {
     base: PathBuf,
     profiles: Mutex<HashMap<PathBuf, Arc<Profile>>>,
     traces: Mutex<HashMap<String, TraceSource>>,
+    /// Profiles built from kernel databases, by their inputs.
+    databases: Mutex<HashMap<String, Arc<Profile>>>,
 }
 
 impl FileResources {
     pub fn new(base: &Path) -> Arc<FileResources> {
-        Arc::new(FileResources { base: base.to_path_buf(), profiles: Mutex::default(), traces: Mutex::default() })
+        Arc::new(FileResources {
+            base: base.to_path_buf(),
+            profiles: Mutex::default(),
+            traces: Mutex::default(),
+            databases: Mutex::default(),
+        })
     }
 }
 
@@ -53,6 +60,34 @@ impl Resources for FileResources {
         let src = spec.source.clone().expect("installed");
         self.traces.lock().expect("not poisoned").insert(key, src);
         Ok(())
+    }
+
+    fn database(&self, req: &DatabaseRequest) -> std::result::Result<Arc<Profile>, String> {
+        let key = req.key();
+        if let Some(p) = self.databases.lock().expect("not poisoned").get(&key) {
+            return Ok(p.clone());
+        }
+        let p = match crate::shipped::find(req) {
+            Some((_, p)) => p,
+            None => {
+                let dir = req.path.as_ref().map(|p| self.base.join(p));
+                let files = crate::aic::locate(dir.as_deref()).map_err(|e| {
+                    format!(
+                        "no shipped profile for {} on {} ({} {}, {} weights, {} KV, TP {}), and {e}",
+                        req.model.name,
+                        req.system,
+                        req.framework,
+                        req.version.as_deref().unwrap_or("newest"),
+                        req.weights,
+                        req.model.kv_dtype.name(),
+                        req.tp
+                    )
+                })?;
+                Arc::new(crate::aic::build(&files, req)?)
+            }
+        };
+        self.databases.lock().expect("not poisoned").insert(key, p.clone());
+        Ok(p)
     }
 }
 

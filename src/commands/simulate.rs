@@ -36,6 +36,10 @@ pub fn run(a: Args) -> Result<()> {
         s.set_seed(seed);
     }
     let out = engine::try_run(&s).map_err(CliError::input)?;
+    crate::output::check_strict(&s, &out.summary)?;
+    if let Some(n) = output::fallback_note(&out.summary) {
+        eprintln!("note: cost fallbacks: {n}");
+    }
     let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&s.name));
     output::write_run(&dir, &s, &out.summary, &out.recorder)?;
     if let Some(path) = &a.report {

@@ -4,11 +4,13 @@
 //! iteration is O(1) however many requests it holds. A [`CostModel`] turns it into time.
 
 mod linear;
+pub mod overhead;
 pub mod profile;
 mod profiled;
 mod roofline;
 
 pub use linear::LinearCost;
+pub use overhead::{EngineOverhead, OVERHEADS};
 pub use profiled::{check_op_axes, Fallback, FallbackShare, Profiled, ProfiledOp, KNOWN_OPS, OTHER_AXES};
 pub use roofline::{OpTime, Roofline, RooflineParams};
 

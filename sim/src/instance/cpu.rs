@@ -2,7 +2,7 @@
 //! per instance group.
 //!
 //! The cost model charges `cpu_overhead_base_us + cpu_overhead_per_seq_us × sequences` per
-//! iteration (`[cost]`, fitted to Vidur's measured CPU overheads); this section overrides them
+//! iteration (`[cost]`, from the engine named by `cost.overhead`); this section overrides them
 //! per group and says whether the engine overlaps that work with the GPU. Without overlap the
 //! GPU idles while the CPU works, every iteration; with overlap (vLLM V1's asynchronous
 //! scheduling) an iteration takes max(GPU, CPU), and at high concurrency, where the CPU part
@@ -21,8 +21,10 @@ pub struct CpuSection {
     pub base_us: Option<f64>,
     /// Extra CPU time per sequence in the batch, µs. Default: `cost.cpu_overhead_per_seq_us`.
     pub per_seq_us: Option<f64>,
-    /// Overlap CPU work with the GPU: an iteration takes max(GPU, CPU). Default false.
-    pub overlap: bool,
+    /// Overlap CPU work with the GPU: an iteration takes max(GPU, CPU). Default: the engine
+    /// overhead's (`cost.overhead`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<bool>,
 }
 
 impl CpuSection {

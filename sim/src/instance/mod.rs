@@ -413,7 +413,7 @@ impl Instance {
         let cpu = self.cost.cpu_time(&shape).min(total);
         let mut gpu = total - cpu;
         let mut dur = total;
-        if self.cfg.policy.cpu.overlap {
+        if self.cfg.policy.cpu_overlap {
             dur = gpu.max(cpu);
         }
         if let Some(d) = &self.draft {

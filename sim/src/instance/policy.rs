@@ -22,6 +22,8 @@ pub struct PolicyConfig {
     pub speculative: Option<SpeculativeSection>,
     pub draft: Option<DraftCost>,
     pub cpu: CpuSection,
+    /// Whether CPU work overlaps the GPU (`scheduler.cpu.overlap`, else the engine overhead's).
+    pub cpu_overlap: bool,
     /// Bytes of one KV block on one GPU (what crosses one GPU's host link per block).
     pub block_bytes: u64,
     /// Host link bandwidth of one GPU, bytes/s.
@@ -67,6 +69,10 @@ impl PolicyConfig {
             speculative: sch.speculative.clone(),
             draft,
             cpu: sch.cpu.clone(),
+            cpu_overlap: sch.cpu.overlap.unwrap_or(match &g.cost {
+                crate::scenario::CostSpec::Roofline(c) => c.engine_overhead().overlap,
+                crate::scenario::CostSpec::Linear(_) => false,
+            }),
             block_bytes,
             pcie_bytes_per_s: g.gpu.pcie_bytes_per_s,
             swap_blocks: sch.preemption.swap_bytes() / block_bytes,

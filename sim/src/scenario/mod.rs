@@ -19,7 +19,7 @@ pub(crate) use cluster::gpu_or_preset;
 pub use cluster::GroupSection;
 pub use cost::CostSpec;
 pub use file::*;
-pub use resources::{NoFiles, Resources};
+pub use resources::{DatabaseRequest, NoFiles, Resources};
 
 use std::fmt;
 use std::sync::Arc;
@@ -152,8 +152,9 @@ pub(crate) fn group_memory(
     Ok(memory)
 }
 
-/// The measured profile of a group whose roofline cost names one, checked against the model,
-/// GPU and TP degree.
+/// The measured profile of a group whose roofline cost names one (`cost.profile`) or a kernel
+/// database (`cost.database`), checked against the model, GPU and TP degree. `path_key` names
+/// the group's `cost` section in errors.
 fn group_profile(
     g: &InstanceGroup,
     model: &ModelSpec,
@@ -161,10 +162,63 @@ fn group_profile(
     path_key: &str,
 ) -> Result<Option<Arc<Profile>>, ScenarioError> {
     let CostSpec::Roofline(c) = &g.cost else { return Ok(None) };
-    let Some(path) = &c.profile else { return Ok(None) };
-    let p = resources.profile(path).map_err(|e| ScenarioError::at(path_key, e))?;
-    Profiled::new(model.clone(), g.gpu.clone(), g.tp, c.params(), &p)
-        .map_err(|e| ScenarioError::at(path_key, format!("{path}: {e}")))?;
+    let kv_model = g.scheduler.kv_cache.model(model);
+    let (p, key) = match (&c.profile, &c.database) {
+        (Some(path), _) => {
+            let key = format!("{path_key}.profile");
+            let p = resources.profile(path).map_err(|e| ScenarioError::at(&key, e))?;
+            (p, format!("{key}: {path}"))
+        }
+        (None, Some(d)) => {
+            let key = format!("{path_key}.database");
+            let gpu_system = crate::spec::GpuPreset::find(&g.gpu.name).map(|p| p.database_system);
+            let system = match (&d.system, gpu_system) {
+                (Some(s), Some(gs)) if crate::spec::GpuPreset::find(s).map(|p| p.database_system) != Some(gs) => {
+                    return Err(ScenarioError::at(
+                        &format!("{key}.system"),
+                        format!(
+                            "{s} does not match the group's GPU {} (database system {gs}); omit system to follow the GPU",
+                            g.gpu.name
+                        ),
+                    ))
+                }
+                (Some(s), _) => crate::spec::GpuPreset::find(s).map_or(s.clone(), |p| p.database_system.to_string()),
+                (None, Some(gs)) => gs.to_string(),
+                (None, None) => {
+                    return Err(ScenarioError::at(
+                        &format!("{key}.system"),
+                        format!("the GPU {} is not a preset with a kernel database; name the database's system", g.gpu.name),
+                    ))
+                }
+            };
+            let weights = d.weights.clone().unwrap_or_else(|| model.weight_dtype.name().to_string());
+            let req = DatabaseRequest {
+                system,
+                framework: d.framework.clone(),
+                version: d.version.clone(),
+                weights,
+                gemm_kernel: d.gemm_kernel.clone(),
+                path: d.path.clone(),
+                model: kv_model.clone(),
+                tp: g.tp as u32,
+                gpu: g.gpu.clone(),
+            };
+            let p = resources.database(&req).map_err(|e| ScenarioError::at(&key, e))?;
+            (p, key)
+        }
+        (None, None) => return Ok(None),
+    };
+    let m = Profiled::new(kv_model, g.gpu.clone(), g.tp, c.params(), &p).map_err(|e| {
+        let (k, what) = key.split_once(": ").unwrap_or((&key, ""));
+        ScenarioError::at(k, if what.is_empty() { e } else { format!("{what}: {e}") })
+    })?;
+    if c.strict && !m.fallbacks().is_empty() {
+        let list: Vec<String> = m.fallbacks().iter().map(|f| format!("{} ({})", f.op, f.reason)).collect();
+        return Err(ScenarioError::at(
+            &format!("{path_key}.strict"),
+            format!("the roofline would price {}", list.join("; ")),
+        ));
+    }
     Ok(Some(p))
 }
 
@@ -242,7 +296,7 @@ impl Scenario {
             vec![Scenario::single_group(&file, &model, top_gpu.expect("checked above"))?]
         };
         for (i, g) in groups.iter_mut().enumerate() {
-            let path = if heterogeneous { format!("cluster.groups[{i}].cost.profile") } else { "cost.profile".into() };
+            let path = if heterogeneous { format!("cluster.groups[{i}].cost") } else { "cost".into() };
             g.profile = group_profile(g, &model, resources.as_ref(), &path)?;
         }
         if let Some(f) = &file.fleet {

@@ -24,6 +24,58 @@ pub trait Resources: Send + Sync + fmt::Debug {
     /// from anywhere). Leaving `spec.source` empty is allowed: the run then fails with a clear
     /// message unless someone installs a source first.
     fn trace(&self, spec: &mut TraceSpec) -> Result<(), String>;
+
+    /// The profile a kernel database gives for `req` (`[cost] database`), built or found by
+    /// the caller and cached by its inputs.
+    fn database(&self, req: &DatabaseRequest) -> Result<Arc<Profile>, String> {
+        let _ = req;
+        Err("kernel databases are read by the program that loads the scenario (Scenario::from_file_in)".into())
+    }
+}
+
+/// What a group asks of a kernel database: the database's system, framework, version and GEMM
+/// selection, and the group's model, KV dtype, TP degree and GPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DatabaseRequest {
+    pub system: String,
+    pub framework: String,
+    pub version: Option<String>,
+    /// bf16, fp8, fp8-block or fp4.
+    pub weights: String,
+    pub gemm_kernel: Option<String>,
+    /// The database folder as the scenario names it (relative to the scenario).
+    pub path: Option<String>,
+    pub model: crate::spec::ModelSpec,
+    pub tp: u32,
+    pub gpu: crate::spec::GpuSpec,
+}
+
+impl DatabaseRequest {
+    /// A key naming the inputs, for caches.
+    pub fn key(&self) -> String {
+        let m = &self.model;
+        format!(
+            "{}|{}|{}|{}|{}|{}|{}|{} {} {} {} {} {} {} {} {}|{:?}|tp{}",
+            self.system,
+            self.framework,
+            self.version.as_deref().unwrap_or("newest"),
+            self.weights,
+            self.gemm_kernel.as_deref().unwrap_or(""),
+            self.path.as_deref().unwrap_or(""),
+            m.name,
+            m.layers,
+            m.hidden,
+            m.heads,
+            m.kv_heads,
+            m.head_dim,
+            m.intermediate,
+            m.vocab,
+            m.experts,
+            m.top_k,
+            m.kv_dtype,
+            self.tp
+        )
+    }
 }
 
 /// No files at all: the resources of a scenario built from text alone. Profiles are an error;

@@ -1,0 +1,77 @@
+//! The serving engine's CPU work per iteration (scheduling, input preparation, sampling, output
+//! processing), and whether the engine overlaps it with the GPU, per engine.
+//!
+//! `[cost] overhead = "<name>"` picks one; `cost.cpu_overhead_base_us`,
+//! `cost.cpu_overhead_per_seq_us` and `[scheduler.cpu]` override its numbers. Without the key,
+//! a scenario priced from a kernel database takes its framework's entry and any other takes
+//! `vllm`. Kernel times (a database, a calibration) exclude this work; the iteration pays
+//! `base_us + per_seq_us × sequences` on the CPU, in sequence with the GPU or overlapped with
+//! it (an iteration then takes max(GPU, CPU)).
+
+/// One engine's CPU overhead.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EngineOverhead {
+    pub name: &'static str,
+    pub base_us: f64,
+    pub per_seq_us: f64,
+    /// Whether the next step is scheduled while the GPU runs this one.
+    pub overlap: bool,
+    /// Where the numbers come from.
+    pub source: &'static str,
+}
+
+/// The engines' overheads. The constants of `vllm`, `sglang` and `trtllm` are fitted on half of
+/// the measured end-to-end runs of AIConfigurator's `silicon_sample.csv` (the rows servesim can
+/// express, split by row id) and their errors reported on the other half
+/// (`servesim validate --silicon FILE --fit-overhead`, docs/fidelity.md).
+pub const OVERHEADS: &[EngineOverhead] = &[
+    EngineOverhead {
+        name: "vllm",
+        base_us: 0.0,
+        per_seq_us: 0.0,
+        overlap: true,
+        source: "vLLM V1 (async scheduling): constants fitted on the even half of aiconfigurator-core 0.12.0's \
+                 silicon_sample.csv vLLM rows (servesim validate --silicon --fit-overhead)",
+    },
+    EngineOverhead {
+        name: "sglang",
+        base_us: 0.0,
+        per_seq_us: 0.0,
+        overlap: true,
+        source: "SGLang (overlap scheduler): constants fitted on the even half of aiconfigurator-core 0.12.0's \
+                 silicon_sample.csv SGLang rows (servesim validate --silicon --fit-overhead)",
+    },
+    EngineOverhead {
+        name: "trtllm",
+        base_us: 0.0,
+        per_seq_us: 0.0,
+        overlap: true,
+        source: "TensorRT-LLM (overlap scheduler): constants fitted on the even half of aiconfigurator-core \
+                 0.12.0's silicon_sample.csv TensorRT-LLM rows (servesim validate --silicon --fit-overhead)",
+    },
+    EngineOverhead {
+        name: "vidur-2023",
+        base_us: 806.3,
+        per_seq_us: 37.48,
+        overlap: false,
+        source: "least-squares line through Vidur's per-iteration CPU costs (schedule + sampler + prepare inputs + \
+                 process outputs, medians; data/vidur-profiles/) against batch size, measured on a 2023 vLLM \
+                 (V0, no overlap)",
+    },
+    EngineOverhead { name: "none", base_us: 0.0, per_seq_us: 0.0, overlap: false, source: "no CPU overhead" },
+];
+
+impl EngineOverhead {
+    pub fn find(name: &str) -> Option<&'static EngineOverhead> {
+        OVERHEADS.iter().find(|o| o.name == name)
+    }
+
+    pub fn names() -> Vec<&'static str> {
+        OVERHEADS.iter().map(|o| o.name).collect()
+    }
+
+    /// The default of a scenario: its database's framework, else vLLM.
+    pub fn default_for(framework: Option<&str>) -> &'static EngineOverhead {
+        framework.and_then(EngineOverhead::find).unwrap_or(&OVERHEADS[0])
+    }
+}
