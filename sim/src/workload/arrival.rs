@@ -90,6 +90,14 @@ pub struct ClosedLoop {
     pub think_time_s: f64,
     #[serde(default)]
     pub think: ThinkKind,
+    /// Clients start one by one, evenly over this many seconds (client i at i·ramp_s/clients),
+    /// as a load generator ramps up its users; 0 (default): all at time zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ramp_s: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,7 +161,8 @@ impl ArrivalSpec {
                     "think_time_s",
                     "must be ≥ 0",
                     c.think_time_s,
-                )
+                )?;
+                check(c.ramp_s.is_finite() && (0.0..1e9).contains(&c.ramp_s), path, "ramp_s", "must be ≥ 0", c.ramp_s)
             }
             ArrivalSpec::Diurnal(d) => d.validate(path),
             ArrivalSpec::Curve(c) => c.validate(path),

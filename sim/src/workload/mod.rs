@@ -334,15 +334,21 @@ impl Workload {
     }
 
     /// The requests that exist at the start: the first open-loop arrival, or each closed-loop
-    /// client's first request (all at time zero, as a load generator starts its users).
+    /// client's first request (at time zero, or evenly over the ramp, as a load generator starts
+    /// its users).
     pub fn initial(&mut self) -> Vec<Request> {
         if self.list.is_some() {
             return self.next_open().into_iter().collect();
         }
         match &self.spec.arrival {
             Some(ArrivalSpec::ClosedLoop(c)) => {
-                let clients = c.clients;
-                (0..clients).map_while(|i| (!self.exhausted()).then(|| self.make(SimTime::ZERO, i))).collect()
+                let (clients, ramp) = (c.clients, c.ramp_s);
+                (0..clients)
+                    .map_while(|i| {
+                        let at = SimTime::from_secs_f64(ramp * i as f64 / clients as f64);
+                        (!self.exhausted()).then(|| self.make(at, i))
+                    })
+                    .collect()
             }
             _ => self.next_open().into_iter().collect(),
         }

@@ -12,6 +12,7 @@ mod iterations;
 mod measured;
 mod report;
 mod runs;
+mod silicon;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,9 +36,32 @@ use crate::error::{CliError, Result};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Scenario TOML file: its model, scheduler, workload (with `requests`) and SLOs.
-    #[arg(long)]
-    scenario: PathBuf,
+    /// Scenario TOML file: its model, scheduler, workload (with `requests`) and SLOs (not with
+    /// --silicon, whose rows are the scenarios).
+    #[arg(long, required_unless_present = "silicon")]
+    scenario: Option<PathBuf>,
+    /// The scoreboard: AIConfigurator's silicon_sample.csv (measured end-to-end runs). Every row
+    /// servesim can express is simulated as benchmarked; measured vs predicted TTFT and TPOT.
+    #[arg(long, conflicts_with_all = ["scenario", "measured", "iterations", "backend"])]
+    silicon: Option<PathBuf>,
+    /// With --silicon: only rows whose column KEY equals VALUE (repeatable: all must hold).
+    #[arg(long = "filter", value_name = "KEY=VALUE", requires = "silicon")]
+    filters: Vec<String>,
+    /// With --silicon: the kernel database (default: $SERVESIM_AIC_DATA, else the installed
+    /// aiconfigurator_core package).
+    #[arg(long, requires = "silicon")]
+    database: Option<PathBuf>,
+    /// With --silicon: measured rounds of the concurrency after the 2-round warm-up.
+    #[arg(long, default_value_t = 5, requires = "silicon")]
+    rounds: u32,
+    /// With --silicon: fit each engine's CPU overhead on the `fit` half of the rows (by a hash of
+    /// their id) and report both halves with the fitted constants.
+    #[arg(long, requires = "silicon")]
+    fit_overhead: bool,
+    /// With --silicon: start the clients evenly over one request's lifetime (as a first run with
+    /// all of them starting together predicts it) instead of all at once as the benchmark does.
+    #[arg(long, requires = "silicon")]
+    staggered: bool,
     /// What executes the emulated side: cpu (the CPU reference ops) or cuda (the CUDA kernels
     /// on GPU 0). Needed for runs and --iterations; not with --measured.
     #[arg(long, value_enum)]
@@ -160,7 +184,24 @@ pub fn run(a: Args) -> Result<()> {
             return Err(CliError::input(format!("--capacity: must be > 0 requests/s, got {c}")));
         }
     }
-    let mut s = crate::scenario_file::load(&a.scenario)?;
+    if let Some(file) = &a.silicon {
+        if a.rounds == 0 {
+            return Err(CliError::input("--rounds: must be ≥ 1, got 0"));
+        }
+        let database = a.database.as_ref().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()));
+        return silicon::run(silicon::Options {
+            file,
+            filters: &a.filters,
+            database: database.as_deref(),
+            rounds: a.rounds,
+            fit_overhead: a.fit_overhead,
+            staggered: a.staggered,
+            out: a.out.clone().unwrap_or_else(|| PathBuf::from("outputs").join("silicon-validate")),
+            quiet: a.quiet,
+        });
+    }
+    let scenario = a.scenario.clone().expect("clap requires --scenario without --silicon");
+    let mut s = crate::scenario_file::load(&scenario)?;
     if let Some(seed) = a.seed {
         s.set_seed(seed);
     }
@@ -176,7 +217,7 @@ pub fn run(a: Args) -> Result<()> {
     if s.groups.len() != 1 || s.groups[0].count != 1 {
         return Err(CliError::input(format!(
             "{}: cluster.instances: validate emulates one instance, got {}",
-            a.scenario.display(),
+            scenario.display(),
             s.instances()
         )));
     }

@@ -136,7 +136,7 @@ struct Emulated {
 }
 
 pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Result<()> {
-    check_workload(&s, &a.scenario)?;
+    check_workload(&s, a.scenario.as_deref().expect("runs have a scenario"))?;
     for &l in &a.loads {
         if !(l.is_finite() && l > 0.0 && l <= 2.0) {
             return Err(CliError::input(format!("--loads: every load must be in (0, 2], got {l}")));

@@ -1,0 +1,510 @@
+//! `servesim validate --silicon FILE`: the public scoreboard. Every row of AIConfigurator's
+//! `silicon_sample.csv` (measured end-to-end runs: model, system, engine and version, ISL/OSL,
+//! concurrency, TP) that servesim can express is simulated as the benchmark ran it, and the
+//! measured and predicted mean TTFT and TPOT are compared.
+//!
+//! ```text
+//!   the benchmark (aiconfigurator generator/config/backend_templates/benchmark/bench_run.sh.j2):
+//!     aiperf --concurrency C --num-requests 20·C --warmup-request-count 2·C,
+//!     ISL and OSL fixed (stddev 0, ignore_eos)
+//!   here: C closed-loop clients, no think time, fixed ISL and OSL; the first 2·C requests are
+//!     the warm-up, the next rounds·C are measured; mean TTFT and mean TPOT of those
+//!   the engine: its default scheduler settings on the row's GPU (below), one instance at the
+//!     row's TP, kernels from the database's newest version of the row's framework on its system
+//! ```
+//! Rows are split in two halves by a hash of their `id`: `--fit-overhead` fits the engine
+//! overhead constants on the `fit` half and reports both halves, so a constant fitted on the
+//! scoreboard is judged on rows it never saw.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use servesim_sim::metrics::Status;
+use servesim_sim::scenario::Resources;
+use servesim_sim::spec::GpuPreset;
+use servesim_sim::Scenario;
+
+use crate::error::{CliError, Result};
+
+/// One measured row.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub line: usize,
+    pub id: String,
+    pub fields: BTreeMap<String, String>,
+}
+
+impl Row {
+    fn get(&self, k: &str) -> &str {
+        self.fields.get(k).map_or("", |s| s.as_str())
+    }
+
+    fn num(&self, k: &str) -> Option<f64> {
+        self.get(k).trim().parse::<f64>().ok().filter(|v| v.is_finite())
+    }
+
+    /// Which half: `fit` or `report`.
+    pub fn half(&self) -> &'static str {
+        // FNV-1a of the id: stable across runs, machines and row order.
+        let mut h: u64 = 0xcbf29ce484222325;
+        for b in self.id.bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+        if h % 2 == 0 {
+            "fit"
+        } else {
+            "report"
+        }
+    }
+}
+
+/// What a row becomes: a scenario, or why not.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub model: &'static str,
+    pub gpu: &'static str,
+    pub system: String,
+    pub framework: String,
+    pub weights: &'static str,
+    pub tp: u32,
+    pub isl: u64,
+    pub osl: u64,
+    pub concurrency: u32,
+    pub measured_ttft: f64,
+    pub measured_tpot: f64,
+    /// What servesim approximates for this row, in words (empty: nothing).
+    pub note: String,
+}
+
+/// The model of a row's `model_path`.
+fn model_of(path: &str) -> Option<&'static str> {
+    Some(match path {
+        "meta-llama/Llama-3.1-70B" | "meta-llama/Llama-3.1-70B-Instruct" | "nvidia/Llama-3.1-70B-Instruct-FP8" => {
+            "llama-3.1-70b"
+        }
+        "meta-llama/Llama-3.1-8B" | "meta-llama/Llama-3.1-8B-Instruct" | "nvidia/Llama-3.1-8B-Instruct-FP8" => {
+            "llama-3.1-8b"
+        }
+        "Qwen/Qwen3-32B" | "nvidia/Qwen3-32B-NVFP4" | "Qwen/Qwen3-32B-FP8" => "qwen3-32b",
+        _ => return None,
+    })
+}
+
+/// A row as a case, or the reason servesim cannot express it.
+pub fn case_of(r: &Row) -> std::result::Result<Case, String> {
+    if r.get("mode") != "agg" {
+        return Err(format!("mode {}: disaggregated rows (prefill and decode workers) are not run", r.get("mode")));
+    }
+    let model = model_of(r.get("model_path"))
+        .ok_or_else(|| format!("model {}: no servesim preset (MoE and MLA models)", r.get("model_path")))?;
+    let system = r.get("system").to_string();
+    let gpu = GpuPreset::find(&system).ok_or_else(|| format!("system {system}: no servesim GPU preset"))?;
+    let framework = r.get("backend").to_string();
+    if !["vllm", "sglang", "trtllm"].contains(&framework.as_str()) {
+        return Err(format!("backend {framework}: not an engine the database measured"));
+    }
+    let weights = match r.get("gemm_quant_mode") {
+        "fp8" => "fp8",
+        "fp8_block" => "fp8-block",
+        "nvfp4" => "fp4",
+        "bfloat16" | "bf16" | "" if r.get("precision") == "bf16" => "bf16",
+        q => return Err(format!("GEMM quantization {q}: not in servesim's weights (bf16, fp8, fp8-block, fp4)")),
+    };
+    let int = |k: &str| r.num(k).filter(|v| *v >= 1.0 && v.fract() == 0.0).map(|v| v as u64);
+    let tp = int("tp_size").ok_or_else(|| format!("tp_size {:?}", r.get("tp_size")))?;
+    if int("pp_size") != Some(1) {
+        return Err(format!("pp_size {}: pipeline parallelism is not modelled", r.get("pp_size")));
+    }
+    if int("attention_dp_size").is_some_and(|d| d > 1) {
+        return Err("attention data parallelism is not modelled".into());
+    }
+    if tp > 8 {
+        return Err(format!("tp_size {tp}: more than one node"));
+    }
+    let (isl, osl) = (int("isl").ok_or("isl")?, int("osl").ok_or("osl")?);
+    let concurrency = int("batch_size").ok_or("batch_size (the concurrency)")? as u32;
+    let (Some(ttft), Some(tpot)) = (r.num("silicon_ttft_ms"), r.num("silicon_tpot_ms")) else {
+        return Err("no measured TTFT or TPOT".into());
+    };
+    let mut note = Vec::new();
+    if weights == "fp4" {
+        note.push("fp4 weights: kernels measured, memory counted at fp8 size");
+    }
+    Ok(Case {
+        model,
+        gpu: gpu.name,
+        system,
+        framework,
+        weights,
+        tp: tp as u32,
+        isl,
+        osl,
+        concurrency,
+        measured_ttft: ttft,
+        measured_tpot: tpot,
+        note: note.join("; "),
+    })
+}
+
+/// The engine's default scheduler settings on a GPU, as servesim keys.
+///
+/// vLLM (`vllm/engine/arg_utils.py`, `EngineArgs.get_batch_defaults`, v0.11–0.19): the API
+/// server on a GPU of ≥ 70 GiB other than A100 schedules `max_num_batched_tokens` 8192 and
+/// `max_num_seqs` 1024, else 2048 and 256; V1 always chunks prefills, decodes first.
+/// SGLang (`python/sglang/srt/server_args.py`): `chunked_prefill_size` 8192 on 80–160 GB GPUs,
+/// 16384 above, 4096 on 48 GB; prefill batches first. TensorRT-LLM (`LlmArgs`): `max_num_tokens`
+/// 8192, `max_batch_size` 2048, context requests first.
+pub fn engine_settings(framework: &str, gpu: &servesim_sim::spec::GpuSpec) -> String {
+    let gib = gpu.memory_gib();
+    let big = gib >= 70.0 && !gpu.name.starts_with("a100");
+    match framework {
+        "vllm" => {
+            let (tokens, seqs) = if big { (8192, 1024) } else { (2048, 256) };
+            format!(
+                "[scheduler]\nmax_num_seqs = {seqs}\nmax_num_batched_tokens = {tokens}\n\
+                 [scheduler.batching]\nkind = \"chunked\"\npriority = \"decode\"\n"
+            )
+        }
+        "sglang" => {
+            let tokens = if gib > 160.0 { 16384 } else if gib >= 70.0 { 8192 } else { 4096 };
+            format!(
+                "[scheduler]\nmax_num_seqs = 1024\nmax_num_batched_tokens = {tokens}\n\
+                 [scheduler.batching]\nkind = \"chunked\"\npriority = \"prefill\"\n"
+            )
+        }
+        _ => "[scheduler]\nmax_num_seqs = 2048\nmax_num_batched_tokens = 8192\n\
+              [scheduler.batching]\nkind = \"chunked\"\npriority = \"prefill\"\n"
+            .to_string(),
+    }
+}
+
+/// Overrides of the engine overhead for fitting: (base µs, per-sequence µs, overlap).
+pub type Overhead = Option<(f64, f64, bool)>;
+
+/// The scenario of a case.
+pub fn scenario_text(c: &Case, rounds: u32, database: Option<&Path>, overhead: Overhead, ramp_s: f64) -> String {
+    let gpu = GpuPreset::find(c.gpu).expect("cases have presets").spec();
+    let weight_dtype = if c.weights == "bf16" { "bf16" } else { "fp8" };
+    let path = database.map_or(String::new(), |p| format!(", path = {:?}", p.display().to_string()));
+    let overhead = match overhead {
+        Some((b, s, o)) => format!(
+            "cpu_overhead_base_us = {b}\ncpu_overhead_per_seq_us = {s}\n[scheduler.cpu]\noverlap = {o}\n"
+        ),
+        None => String::new(),
+    };
+    let requests = (2 + rounds) * c.concurrency;
+    format!(
+        "name = \"silicon\"\nseed = 1\n[model]\npreset = \"{}\"\nweight_dtype = \"{weight_dtype}\"\n\
+         [gpu]\npreset = \"{}\"\n[cluster]\ninstances = 1\ntp = {}\n{}\
+         [workload]\nrequests = {requests}\narrival = {{ kind = \"closed-loop\", clients = {}, ramp_s = {ramp_s} }}\n\
+         prompt_tokens = {{ kind = \"fixed\", value = {} }}\noutput_tokens = {{ kind = \"fixed\", value = {} }}\n\
+         [cost]\noverhead = \"{}\"\ndatabase = {{ framework = \"{}\", system = \"{}\", weights = \"{}\"{path} }}\n{overhead}",
+        c.model,
+        c.gpu,
+        c.tp,
+        engine_settings(&c.framework, &gpu),
+        c.concurrency,
+        c.isl,
+        c.osl,
+        c.framework,
+        c.framework,
+        c.system,
+        c.weights
+    )
+}
+
+/// Predicted mean TTFT, TPOT and E2E (ms) of a case: the requests after the warm-up.
+pub fn predict(s: &Scenario, c: &Case) -> std::result::Result<(f64, f64, f64), String> {
+    let out = servesim_sim::engine::try_run(s).map_err(|e| e.to_string())?;
+    if let Some(st) = &out.summary.stopped {
+        return Err(format!("the run stopped early ({})", st.reason));
+    }
+    let warm = 2 * c.concurrency as usize;
+    let recs: Vec<_> =
+        out.recorder.records.iter().skip(warm).filter(|r| r.status == Status::Finished).collect();
+    if recs.is_empty() {
+        return Err("no request finished after the warm-up".into());
+    }
+    let ttft = recs.iter().filter_map(|r| r.ttft()).map(|t| t.as_millis_f64()).sum::<f64>() / recs.len() as f64;
+    let tpots: Vec<f64> = recs.iter().filter_map(|r| r.tpot_ms()).collect();
+    let tpot = if tpots.is_empty() { 0.0 } else { tpots.iter().sum::<f64>() / tpots.len() as f64 };
+    let e2e = recs.iter().filter_map(|r| r.e2e()).map(|t| t.as_millis_f64()).sum::<f64>() / recs.len() as f64;
+    Ok((ttft, tpot, e2e))
+}
+
+/// Reads the CSV; errors name the line.
+pub fn read(path: &Path) -> Result<Vec<Row>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::input(format!("--silicon: cannot read {}: {e}", path.display())))?;
+    let mut rd = csv::ReaderBuilder::new().from_reader(text.as_bytes());
+    let headers: Vec<String> = rd
+        .headers()
+        .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    for need in ["id", "backend", "model_path", "system", "isl", "osl", "batch_size", "tp_size", "silicon_ttft_ms", "silicon_tpot_ms"] {
+        if !headers.iter().any(|h| h == need) {
+            return Err(CliError::input(format!("{}: no column {need} (is it silicon_sample.csv?)", path.display())));
+        }
+    }
+    let mut rows = Vec::new();
+    for (i, rec) in rd.records().enumerate() {
+        let rec = rec.map_err(|e| CliError::input(format!("{}: line {}: {e}", path.display(), i + 2)))?;
+        let fields: BTreeMap<String, String> =
+            headers.iter().cloned().zip(rec.iter().map(str::to_string)).collect();
+        let id = fields.get("id").cloned().unwrap_or_default();
+        rows.push(Row { line: i + 2, id, fields });
+    }
+    Ok(rows)
+}
+
+/// One row's outcome.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub row: Row,
+    pub case: std::result::Result<Case, String>,
+    pub predicted: Option<std::result::Result<(f64, f64), String>>,
+}
+
+impl Outcome {
+    pub fn errors(&self) -> Option<(f64, f64)> {
+        let c = self.case.as_ref().ok()?;
+        let (t, p) = *self.predicted.as_ref()?.as_ref().ok()?;
+        Some(((t - c.measured_ttft) / c.measured_ttft * 100.0, (p - c.measured_tpot) / c.measured_tpot * 100.0))
+    }
+}
+
+/// Runs the cases (in parallel; results in row order).
+pub fn run_cases(
+    rows: &[Row],
+    rounds: u32,
+    database: Option<&Path>,
+    overhead: &(dyn Fn(&Case) -> Overhead + Sync),
+    resources: &Arc<crate::scenario_file::FileResources>,
+    staggered: bool,
+) -> Vec<Outcome> {
+    rows.par_iter()
+        .map(|r| {
+            let case = case_of(r);
+            let predicted = case.as_ref().ok().map(|c| {
+                let run = |ramp_s: f64| {
+                    let text = scenario_text(c, rounds, database, overhead(c), ramp_s);
+                    let res: Arc<dyn Resources> = resources.clone();
+                    let s = Scenario::from_toml_in(&text, "silicon", res).map_err(|e| e.to_string())?;
+                    predict(&s, c)
+                };
+                let (t, p, e2e) = run(0.0)?;
+                if !staggered {
+                    return Ok((t, p));
+                }
+                // Staggered: the clients started evenly over one request's lifetime, as the run
+                // with all of them starting together predicts it.
+                let (t, p, _) = run(e2e / 1e3)?;
+                Ok((t, p))
+            });
+            Outcome { row: r.clone(), case, predicted }
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(servesim_sim::cost::profile::median_sorted(&v))
+}
+
+/// Median |error| of TTFT and TPOT over outcomes that pass `keep`.
+pub fn medians(outs: &[Outcome], keep: &dyn Fn(&Outcome) -> bool) -> (usize, Option<f64>, Option<f64>) {
+    let errs: Vec<(f64, f64)> = outs.iter().filter(|o| keep(o)).filter_map(|o| o.errors()).collect();
+    (errs.len(), median(errs.iter().map(|e| e.0.abs()).collect()), median(errs.iter().map(|e| e.1.abs()).collect()))
+}
+
+/// The arguments of the scoreboard.
+pub struct Options<'a> {
+    pub file: &'a Path,
+    pub filters: &'a [String],
+    pub database: Option<&'a Path>,
+    pub rounds: u32,
+    pub fit_overhead: bool,
+    /// Clients start evenly over a request's lifetime instead of together.
+    pub staggered: bool,
+    pub out: PathBuf,
+    pub quiet: bool,
+}
+
+fn filter_rows(rows: Vec<Row>, filters: &[String]) -> Result<Vec<Row>> {
+    let mut keep = rows;
+    for f in filters {
+        let (k, v) =
+            f.split_once('=').ok_or_else(|| CliError::input(format!("--filter: expected KEY=VALUE, got {f:?}")))?;
+        if !keep.is_empty() && !keep[0].fields.contains_key(k) {
+            let cols: Vec<&String> = keep[0].fields.keys().collect();
+            return Err(CliError::input(format!("--filter {f}: no column {k} (columns: {cols:?})")));
+        }
+        keep.retain(|r| r.get(k) == v);
+    }
+    Ok(keep)
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("-".into(), |x| format!("{x:.1}%"))
+}
+
+/// The scoreboard: prints the table, writes silicon.csv and silicon.json.
+pub fn run(o: Options) -> Result<()> {
+    let rows = filter_rows(read(o.file)?, o.filters)?;
+    if rows.is_empty() {
+        return Err(CliError::input("--silicon: no rows (after --filter)"));
+    }
+    let resources = crate::scenario_file::FileResources::new(Path::new(""));
+    let mut fitted: BTreeMap<String, (f64, f64, bool)> = BTreeMap::new();
+    if o.fit_overhead {
+        for fw in ["vllm", "sglang", "trtllm"] {
+            let fit_rows: Vec<Row> = rows
+                .iter()
+                .filter(|r| r.get("backend") == fw && r.half() == "fit" && case_of(r).is_ok())
+                .cloned()
+                .collect();
+            if fit_rows.is_empty() {
+                continue;
+            }
+            let mut best: Option<((f64, f64, bool), f64)> = None;
+            for overlap in [true, false] {
+                for base in (0..=16).map(|i| i as f64 * 250.0) {
+                    for per_seq in [0.0, 2.0, 5.0, 10.0, 20.0, 40.0] {
+                        let ov = (base, per_seq, overlap);
+                        let outs = run_cases(&fit_rows, o.rounds, o.database, &|_| Some(ov), &resources, o.staggered);
+                        let (n, t, p) = medians(&outs, &|_| true);
+                        let (Some(t), Some(p)) = (t, p) else { continue };
+                        let score = (t + p) / 2.0;
+                        if !o.quiet {
+                            eprintln!("fit {fw}: base {base} µs, per seq {per_seq} µs, overlap {overlap}: {n} rows, TTFT {t:.1}%, TPOT {p:.1}%");
+                        }
+                        if best.as_ref().is_none_or(|b| score < b.1) {
+                            best = Some((ov, score));
+                        }
+                    }
+                }
+            }
+            if let Some((ov, _)) = best {
+                fitted.insert(fw.to_string(), ov);
+            }
+        }
+    }
+    let overhead = |c: &Case| fitted.get(&c.framework).copied();
+    let outs = run_cases(&rows, o.rounds, o.database, &overhead, &resources, o.staggered);
+
+    // Per-row CSV.
+    let mut csv = String::from(
+        "line,id,half,model,system,framework,version,weights,tp,isl,osl,concurrency,measured_ttft_ms,predicted_ttft_ms,ttft_error_pct,measured_tpot_ms,predicted_tpot_ms,tpot_error_pct,status\n",
+    );
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    for x in &outs {
+        let r = &x.row;
+        let common = format!("{},{},{}", r.line, r.id, r.half());
+        match (&x.case, &x.predicted) {
+            (Err(why), _) => {
+                *reasons.entry(why.split(':').next().unwrap_or(why).to_string()).or_default() += 1;
+                csv += &format!("{common},,,,,,,,,,,,,,,,\"not expressed: {}\"\n", why.replace('"', "'"));
+            }
+            (Ok(c), Some(p)) => {
+                let ver = r.get("backend_version");
+                let (pt, pp, et, ep, status) = match p {
+                    Ok((t, q)) => {
+                        let (a, b) = x.errors().expect("predicted");
+                        (format!("{t:.3}"), format!("{q:.4}"), format!("{a:.2}"), format!("{b:.2}"), c.note.clone())
+                    }
+                    Err(e) => {
+                        *reasons.entry(format!("failed: {e}")).or_default() += 1;
+                        (String::new(), String::new(), String::new(), String::new(), format!("failed: {e}"))
+                    }
+                };
+                csv += &format!(
+                    "{common},{},{},{},{ver},{},{},{},{},{},{:.3},{pt},{et},{:.4},{pp},{ep},\"{}\"\n",
+                    c.model,
+                    c.system,
+                    c.framework,
+                    c.weights,
+                    c.tp,
+                    c.isl,
+                    c.osl,
+                    c.concurrency,
+                    c.measured_ttft,
+                    c.measured_tpot,
+                    status.replace('"', "'")
+                );
+            }
+            (Ok(_), None) => unreachable!("expressible rows are predicted"),
+        }
+    }
+    // Groups: (model, system, framework, weights).
+    let mut groups: BTreeMap<(String, String, String, String), Vec<usize>> = BTreeMap::new();
+    for (i, x) in outs.iter().enumerate() {
+        if let (Ok(c), Some(Ok(_))) = (&x.case, &x.predicted) {
+            groups
+                .entry((c.model.to_string(), c.system.clone(), c.framework.clone(), c.weights.to_string()))
+                .or_default()
+                .push(i);
+        }
+    }
+    let mut table = String::new();
+    table += &format!(
+        "{:<15} {:<10} {:<7} {:<9} {:>5} {:>11} {:>11}\n",
+        "model", "system", "engine", "weights", "rows", "TTFT |err|", "TPOT |err|"
+    );
+    let mut group_json = Vec::new();
+    for ((m, s, f, w), idx) in &groups {
+        let sub: Vec<Outcome> = idx.iter().map(|&i| outs[i].clone()).collect();
+        let (n, t, p) = medians(&sub, &|_| true);
+        table += &format!("{m:<15} {s:<10} {f:<7} {w:<9} {n:>5} {:>11} {:>11}\n", pct(t), pct(p));
+        group_json.push(serde_json::json!({"model": m, "system": s, "framework": f, "weights": w, "rows": n,
+            "ttft_median_abs_error_pct": t, "tpot_median_abs_error_pct": p}));
+    }
+    let dense_vs = |x: &Outcome| x.case.as_ref().is_ok_and(|c| c.framework == "vllm" || c.framework == "sglang");
+    let mut headline = Vec::new();
+    for half in ["fit", "report", "all"] {
+        let keep = |x: &Outcome| dense_vs(x) && (half == "all" || x.row.half() == half);
+        let (n, t, p) = medians(&outs, &keep);
+        table += &format!(
+            "vLLM + SGLang, {half:<6} half{}: {n} rows, median |error| TTFT {}, TPOT {}\n",
+            if half == "all" { " (both)" } else { "" },
+            pct(t),
+            pct(p)
+        );
+        headline.push(serde_json::json!({"half": half, "rows": n, "ttft_median_abs_error_pct": t, "tpot_median_abs_error_pct": p}));
+    }
+    let expressed = outs.iter().filter(|x| x.errors().is_some()).count();
+    table += &format!("rows {} in all: {expressed} run; not run:\n", outs.len());
+    for (why, n) in &reasons {
+        table += &format!("  {n:>5}  {why}\n");
+    }
+    for (fw, (b, s, ov)) in &fitted {
+        table += &format!("fitted on the fit half: {fw} overhead {b} µs + {s} µs per sequence, overlap {ov}\n");
+    }
+    std::fs::create_dir_all(&o.out)?;
+    std::fs::write(o.out.join("silicon.csv"), csv)?;
+    let json = serde_json::json!({
+        "file": o.file.display().to_string(),
+        "filters": o.filters,
+        "rounds": o.rounds,
+        "clients_start": if o.staggered { "staggered" } else { "together" },
+        "rows": outs.len(),
+        "run": expressed,
+        "not_run": reasons,
+        "groups": group_json,
+        "vllm_sglang": headline,
+        "fitted_overheads": fitted.iter().map(|(k, (b, s, ov))| serde_json::json!({"framework": k, "base_us": b, "per_seq_us": s, "overlap": ov})).collect::<Vec<_>>(),
+    });
+    std::fs::write(o.out.join("silicon.json"), serde_json::to_string_pretty(&json).expect("serialises") + "\n")?;
+    if !o.quiet {
+        print!("{table}");
+        println!("outputs     {}/ (silicon.csv, silicon.json)", o.out.display());
+    }
+    Ok(())
+}
