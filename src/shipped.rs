@@ -8,6 +8,7 @@ use servesim_sim::cost::profile::Profile;
 use servesim_sim::scenario::DatabaseRequest;
 
 /// (file name, JSON) of every shipped profile.
+/// Rebuilt by calibrate/profiles/aic/make.sh.
 const FILES: &[(&str, &str)] = &[
     ("h100_sxm-vllm-llama-3-8b-bf16.json", include_str!("../calibrate/profiles/aic/h100_sxm-vllm-llama-3-8b-bf16.json")),
     ("h100_sxm-vllm-llama-3-8b-fp8.json", include_str!("../calibrate/profiles/aic/h100_sxm-vllm-llama-3-8b-fp8.json")),

@@ -103,9 +103,9 @@ impl GemmTable {
             sites.entry((n[i] as u64, k[i] as u64)).or_default().push((m[i] as u64, lat[i]));
         }
         for pts in sites.values_mut() {
-            pts.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-            // Repeated measurements of one shape: keep the first (the database's own rule,
-            // first row wins).
+            // Stable: repeated measurements of one shape keep the first row (the database's
+            // own rule, first row wins).
+            pts.sort_by_key(|p| p.0);
             pts.dedup_by_key(|p| p.0);
         }
         Ok(GemmTable { file: file.to_string(), dtype: dtype.to_string(), kernel, kernels: ranked, sites, sol })

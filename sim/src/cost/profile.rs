@@ -227,22 +227,16 @@ pub enum Interp {
     LogLog,
     /// Piecewise linear.
     Linear,
-    /// The non-decreasing curve closest to the points in least squares (pool adjacent
-    /// violators), read in log-log: a kernel's time does not fall as its work grows, so where
-    /// measurements jitter (one timing per shape, as in the kernel databases) the noise is
-    /// averaged instead of reproduced.
-    Monotone,
 }
 
 impl Interp {
-    pub const ALL: [Interp; 4] = [Interp::Step, Interp::LogLog, Interp::Linear, Interp::Monotone];
+    pub const ALL: [Interp; 3] = [Interp::Step, Interp::LogLog, Interp::Linear];
 
     pub fn name(self) -> &'static str {
         match self {
             Interp::Step => "step",
             Interp::LogLog => "loglog",
             Interp::Linear => "linear",
-            Interp::Monotone => "monotone",
         }
     }
 }
@@ -362,9 +356,6 @@ impl Curve1 {
                 n = 1.0;
             }
         }
-        if interp == Interp::Monotone {
-            ys = non_decreasing(&ys);
-        }
         Curve1 { xs, ys, interp }
     }
 
@@ -410,27 +401,11 @@ impl Curve1 {
     }
 }
 
-/// The non-decreasing sequence closest to `ys` in least squares (pool adjacent violators).
-pub fn non_decreasing(ys: &[f64]) -> Vec<f64> {
-    // Blocks of (mean, count); a block lower than the one before it is merged into it.
-    let mut blocks: Vec<(f64, usize)> = Vec::with_capacity(ys.len());
-    for &y in ys {
-        blocks.push((y, 1));
-        while blocks.len() > 1 && blocks[blocks.len() - 2].0 > blocks[blocks.len() - 1].0 {
-            let (m1, n1) = blocks.pop().expect("two blocks");
-            let (m0, n0) = blocks.pop().expect("two blocks");
-            let n = n0 + n1;
-            blocks.push(((m0 * n0 as f64 + m1 * n1 as f64) / n as f64, n));
-        }
-    }
-    blocks.iter().flat_map(|&(m, n)| std::iter::repeat_n(m, n)).collect()
-}
-
 /// Interpolates between (x0, y0) and (x1, y1) at x0 < x < x1.
 fn segment(interp: Interp, x0: f64, y0: f64, x1: f64, y1: f64, x: f64) -> f64 {
     match interp {
         Interp::Step => y1,
-        Interp::LogLog | Interp::Monotone if x0 > 0.0 && y0 > 0.0 && y1 > 0.0 => {
+        Interp::LogLog if x0 > 0.0 && y0 > 0.0 && y1 > 0.0 => {
             let t = (x / x0).ln() / (x1 / x0).ln();
             (y0.ln() + t * (y1.ln() - y0.ln())).exp()
         }
@@ -747,18 +722,6 @@ mod tests {
         assert_eq!(h.max_pct, 25.0);
         assert_eq!(h.median_pct, 12.5);
         assert_eq!(h.p90_pct, 25.0);
-    }
-
-    #[test]
-    fn monotone_pools_the_points_that_fall() {
-        assert_eq!(non_decreasing(&[1.0, 3.0, 2.0, 4.0]), vec![1.0, 2.5, 2.5, 4.0]);
-        assert_eq!(non_decreasing(&[3.0, 1.0, 2.0]), vec![2.0, 2.0, 2.0]);
-        // Read in log-log between the pooled points; exact on a rising curve.
-        let cv = c(&[(1.0, 1.0), (4.0, 3.0), (16.0, 2.0)], Interp::Monotone);
-        assert_eq!(cv.eval(1.0), 1.0);
-        assert_eq!(cv.eval(4.0), 2.5);
-        assert_eq!(cv.eval(16.0), 2.5);
-        assert_eq!(cv.eval(32.0), 5.0);
     }
 
     #[test]

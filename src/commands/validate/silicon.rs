@@ -111,7 +111,7 @@ pub fn case_of(r: &Row) -> std::result::Result<Case, String> {
         "fp8_block" => "fp8-block",
         "nvfp4" => "fp4",
         "bfloat16" | "bf16" | "" if r.get("precision") == "bf16" => "bf16",
-        q => return Err(format!("GEMM quantization {q}: not in servesim's weights (bf16, fp8, fp8-block, fp4)")),
+        q => return Err(format!("GEMM quantization {q:?} (precision {}): not in servesim's weights (bf16, fp8, fp8-block, fp4)", r.get("precision"))),
     };
     let int = |k: &str| r.num(k).filter(|v| *v >= 1.0 && v.fract() == 0.0).map(|v| v as u64);
     let tp = int("tp_size").ok_or_else(|| format!("tp_size {:?}", r.get("tp_size")))?;

@@ -1,0 +1,199 @@
+//! The importer on the committed slice of AIConfigurator's database (data/aiconfigurator/):
+//! the parquet reader against values pyarrow read from the same files, and one decode step and
+//! one prefill of llama-3-8b (TP 1, H100, vLLM 0.24.0) priced as the sum of the database's own
+//! kernel times, with the shapes the database did not measure read by the documented rule.
+
+use std::path::PathBuf;
+
+use servesim_aic::{Db, Files, Request, Weights};
+use servesim_sim::cost::profile::Profile;
+use servesim_sim::cost::{BatchShape, Profiled, RooflineParams};
+use servesim_sim::spec::{Dtype, GpuPreset, ModelPreset, ModelSpec};
+
+struct Dir(PathBuf);
+
+impl Files for Dir {
+    fn list(&self, dir: &str) -> Vec<String> {
+        let Ok(rd) = std::fs::read_dir(self.0.join(dir)) else { return vec![] };
+        rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect()
+    }
+    fn read(&self, path: &str) -> Result<Vec<u8>, String> {
+        std::fs::read(self.0.join(path)).map_err(|e| format!("{path}: {e}"))
+    }
+    fn root(&self) -> String {
+        self.0.display().to_string()
+    }
+}
+
+fn slice() -> Dir {
+    Dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/aiconfigurator/systems/data"))
+}
+
+fn llama(weights: Dtype) -> ModelSpec {
+    ModelSpec::from_preset(ModelPreset::find("llama-3-8b").unwrap(), weights, Dtype::Bf16)
+}
+
+fn request(tp: Vec<u32>) -> Request {
+    Request {
+        system: "h100_sxm".into(),
+        framework: "vllm".into(),
+        version: None,
+        model: llama(Dtype::Bf16),
+        tp,
+        weights: Weights::Bf16,
+        kv: Dtype::Bf16,
+        gemm_kernel: None,
+        gpu: GpuPreset::find("h100-sxm").unwrap().spec(),
+        moe_distribution: "balanced".into(),
+        package: None,
+        command: "test".into(),
+        date: String::new(),
+        servesim_version: "test".into(),
+    }
+}
+
+fn import(tp: Vec<u32>) -> Profile {
+    let files = slice();
+    let db = Db::new(&files);
+    servesim_aic::import(&db, &request(tp)).unwrap()
+}
+
+#[test]
+fn both_codecs_read_as_pyarrow_reads_them() {
+    let files = slice();
+    let db = Db::new(&files);
+    // ZSTD pages (as the package ships them).
+    let g = db.frame("h100_sxm/gemm/vllm/0.24.0/gemm_perf.parquet", &["m", "n", "k", "latency", "gemm_dtype"]).unwrap();
+    assert_eq!(g.rows, 10360);
+    let (m, n, k, lat, dt) =
+        (g.ints("m").unwrap(), g.ints("n").unwrap(), g.ints("k").unwrap(), g.floats("latency").unwrap(), g.strs("gemm_dtype").unwrap());
+    let at = |mm, nn, kk| {
+        (0..g.rows).find(|&i| m[i] == mm && n[i] == nn && k[i] == kk && dt[i] == "bfloat16").map(|i| lat[i]).unwrap()
+    };
+    // pyarrow 2x.x on the same file.
+    assert_eq!(at(8, 6144, 4096), 0.020424889193640817);
+    assert_eq!(at(1024, 4096, 16384), 0.17392178376515707);
+    // Snappy pages (the slice rewrote this table with Snappy).
+    let c = db.frame("h100_sxm/comm/vllm/0.24.0/custom_allreduce_perf.parquet", &[]).unwrap();
+    assert_eq!(c.rows, 138);
+    assert!(c.strs("backend").unwrap().contains(&"vllm_graph"));
+    // Every file read is named with its SHA-256.
+    let read = db.files_read();
+    assert_eq!(read.len(), 2);
+    let bytes = std::fs::read(files.0.join(&read[0].path)).unwrap();
+    use sha2::Digest;
+    let want: String = sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(read[0].sha256, want);
+    // Not parquet: one line naming the file.
+    let e = servesim_aic::frame::Frame::read("x.parquet", b"PAR1 nonsense".to_vec(), &[]).unwrap_err();
+    assert!(e.starts_with("x.parquet: not a readable parquet file"), "{e}");
+}
+
+/// The util rule of `gemm.rs` by hand: H100 bf16 speed of light, utilization interpolated in
+/// log space between two measured sites (or held beyond the last).
+fn between(m: f64, n: f64, k: f64, (n0, k0, t0): (f64, f64, f64), (n1, k1, t1): (f64, f64, f64), w: f64) -> f64 {
+    let sol = |m: f64, n: f64, k: f64| {
+        let c = 2.0 * m * n * k / 989.4e12;
+        let b = (n * k * 2.0 + 2.0 * m * (n + k)) / 3.35e12;
+        c.max(b) * 1e3
+    };
+    let (u0, u1) = (sol(m, n0, k0) / t0, sol(m, n1, k1) / t1);
+    sol(m, n, k) / ((1.0 - w) * u0.ln() + w * u1.ln()).exp()
+}
+
+fn measured_seconds(p: &Profile, b: &BatchShape) -> (f64, Vec<String>) {
+    let model = Profiled::new(llama(Dtype::Bf16), GpuPreset::find("h100-sxm").unwrap().spec(), 1, RooflineParams::default(), p)
+        .unwrap();
+    let ops = model.breakdown(b);
+    let measured: f64 = ops.iter().filter(|o| o.measured).map(|o| o.seconds).sum();
+    let rest = ops.iter().filter(|o| !o.measured).map(|o| o.name.to_string()).collect();
+    (measured, rest)
+}
+
+#[test]
+fn a_decode_step_and_a_prefill_are_the_sum_of_the_database_kernels() {
+    let p = import(vec![1]);
+    let w_n = (28672f64 / 16384.0).ln() / (51200f64 / 16384.0).ln();
+    let w_k = (14336f64 / 12288.0).ln() / (16384f64 / 12288.0).ln();
+
+    // Eight decodes at context 1024 (generation table: batch 8, isl 1 + step 1023).
+    let mut d = BatchShape::default();
+    for _ in 0..8 {
+        d.add_decode(1024);
+    }
+    let m = 8.0;
+    let qkv = 0.020424889193640817;
+    let o = 0.015452444553375244;
+    let gate_up = between(m, 28672.0, 4096.0, (16384.0, 4096.0, 0.046925332811143666), (51200.0, 4096.0, 0.16587911711798772), w_n);
+    let down = between(m, 4096.0, 14336.0, (4096.0, 12288.0, 0.04373066624005636), (4096.0, 16384.0, 0.0480293333530426), w_k);
+    let attn = 0.018235;
+    let lm = between(m, 128256.0, 4096.0, (65536.0, 4096.0, 0.18400266435411242), (65536.0, 4096.0, 0.18400266435411242), 0.0);
+    let want = (32.0 * (qkv + o + gate_up + down) + lm) * 1e-3;
+    let (got, rest) = measured_seconds(&p, &d);
+    // The decode attention row is read from the table with its printed precision above.
+    let attn_got = got - want;
+    assert!((attn_got / (32.0 * 1e-3) - attn).abs() < 1e-6, "attention {} vs {attn}", attn_got / 32e-3);
+    assert_eq!(rest, ["elementwise", "cpu_overhead"]);
+
+    // One prefill of 1024 new tokens (context table: batch 1, isl 1024) sampling one token.
+    let mut f = BatchShape::default();
+    f.add_prefill(1024, 0, true);
+    let m = 1024.0;
+    let qkv = 0.06533510817421807;
+    let o = 0.043134222428003945;
+    let gate_up = between(m, 28672.0, 4096.0, (16384.0, 4096.0, 0.17461510499318442), (51200.0, 4096.0, 0.5448240174187554), w_n);
+    let down = between(m, 4096.0, 14336.0, (4096.0, 12288.0, 0.11411466863420273), (4096.0, 16384.0, 0.17392178376515707), w_k);
+    let lm = between(1.0, 128256.0, 4096.0, (65536.0, 4096.0, 0.21803822782304552), (65536.0, 4096.0, 0.21803822782304552), 0.0);
+    let attn = 0.03552;
+    let want = (32.0 * (qkv + o + gate_up + down + attn) + lm) * 1e-3;
+    let (got, _) = measured_seconds(&p, &f);
+    assert!((got - want).abs() / want < 1e-4, "{got} vs {want}");
+}
+
+#[test]
+fn every_table_names_its_source_and_the_interpolated_shapes_their_error() {
+    let p = import(vec![1, 2]);
+    let d = p.meta.database.as_ref().unwrap();
+    assert_eq!((d.system.as_str(), d.framework.as_str(), d.version.as_str()), ("h100_sxm", "vllm", "0.24.0"));
+    assert!(d.files.iter().any(|f| f.path.ends_with("custom_allreduce_perf.parquet")), "{:?}", d.files);
+    assert_eq!(p.ops.len(), 15, "7 ops at TP 1, 8 at TP 2 (all-reduce)");
+    for t in &p.ops {
+        let s = t.source.as_ref().unwrap_or_else(|| panic!("{} has no source", t.name));
+        let interpolated = s.shape.contains("not measured");
+        assert_eq!(interpolated, s.transfer_error.is_some(), "{}: {s:?}", t.name);
+        assert!(!t.heldout.is_empty(), "{}", t.name);
+    }
+    let qkv = p.ops.iter().find(|t| t.name == "attn_pre_proj" && t.tp == Some(1)).unwrap();
+    assert_eq!(qkv.source.as_ref().unwrap().shape, "n 6144, k 4096 measured");
+    let up = p.ops.iter().find(|t| t.name == "mlp_up_proj" && t.tp == Some(1)).unwrap();
+    assert!(up.source.as_ref().unwrap().shape.contains("(16384, 4096), (51200, 4096)"), "{:?}", up.source);
+    // All-reduce: CUDA-graph times up to 512 tokens of 4096 elements, eager above, in bytes.
+    let ar = p.ops.iter().find(|t| t.name == "all_reduce").unwrap();
+    assert!(ar.source.as_ref().unwrap().selection.contains("CUDA-graph times up to 512 tokens"));
+    assert_eq!(ar.points[0][0], 256.0, "128 elements are 256 bytes");
+}
+
+#[test]
+fn what_is_missing_is_named_with_what_there_is() {
+    let files = slice();
+    let db = Db::new(&files);
+    let mut r = request(vec![1]);
+    r.system = "b300_sxm".into();
+    let e = servesim_aic::import(&db, &r).unwrap_err();
+    assert!(e.contains("system b300_sxm is not in the database") && e.contains("(it has h100_sxm)"), "{e}");
+    let mut r = request(vec![1]);
+    r.version = Some("0.19.0".into());
+    let e = servesim_aic::import(&db, &r).unwrap_err();
+    assert_eq!(e, "h100_sxm has no vllm version 0.19.0 (it has 0.24.0)");
+    let mut r = request(vec![1]);
+    r.framework = "sglang".into();
+    assert!(servesim_aic::import(&db, &r).unwrap_err().contains("has no sglang GEMM and attention tables (it has frameworks vllm)"));
+    let mut r = request(vec![3]);
+    r.tp = vec![3];
+    assert!(servesim_aic::import(&db, &r).unwrap_err().contains("TP 3 does not divide"));
+    // fp4 GEMMs are not in the slice: the dtypes it has are listed.
+    let mut r = request(vec![1]);
+    r.weights = Weights::Fp4;
+    let e = servesim_aic::import(&db, &r).unwrap_err();
+    assert!(e.contains("no GEMMs of dtype nvfp4 (it has bfloat16, fp8)"), "{e}");
+}

@@ -1,0 +1,61 @@
+"""Cuts the test slice of AIConfigurator's kernel database (data/aiconfigurator/systems/data/).
+
+Not run by the tests or CI: it documents how the committed slice was made from the wheel
+(`pip download --no-deps aiconfigurator-core==0.12.0`, unzipped):
+
+    python3 data/aiconfigurator/make_slice.py PATH/TO/aiconfigurator_core
+
+Needs pyarrow. Rows are copied unchanged; only rows are left out (other dtypes, shapes, head
+counts), so every kept time is the database's own. ZSTD pages as in the original files, except
+the all-reduce table, written with Snappy so both codecs are read in tests.
+"""
+import os
+import sys
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+src = os.path.join(sys.argv[1], "systems", "data")
+dst = os.path.join(os.path.dirname(os.path.abspath(__file__)), "systems", "data")
+
+
+def cut(rel, keep, compression="zstd"):
+    t = pq.read_table(os.path.join(src, rel))
+    t = t.filter(keep(t))
+    os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
+    pq.write_table(t, os.path.join(dst, rel), compression=compression)
+    print(rel, t.num_rows)
+
+
+def isin(col, values):
+    return lambda t: pc.is_in(t[col], value_set=__import__("pyarrow").array(values))
+
+
+def both(*fs):
+    def f(t):
+        m = fs[0](t)
+        for g in fs[1:]:
+            m = pc.and_(m, g(t))
+        return m
+    return f
+
+
+V = "h100_sxm/{}/vllm/0.24.0/{}"
+# GEMMs around llama-3-8b's shapes at TP 1 and 2 (bf16) and llama-3.1-70b's at TP 4 and 8 (fp8).
+cut(V.format("gemm", "gemm_perf.parquet"), both(
+    isin("gemm_dtype", ["bfloat16", "fp8"]),
+    isin("kernel_source", ["torch.nn.functional.linear", "CutlassFP8ScaledMMLinearKernel"]),
+    isin("n", [1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 51200, 65536]),
+    isin("k", [1024, 2048, 4096, 7168, 8192, 12288, 16384]),
+))
+# Attention for 32/8, 16/4, 16/1 and 8/1 query/KV heads of 128, bf16 KV cache, full attention.
+for f in ["context_attention_perf.parquet", "generation_attention_perf.parquet"]:
+    cut(V.format("attention", f), both(
+        isin("head_dim", [128]), isin("window_size", [0]), isin("kv_cache_dtype", ["bfloat16"]),
+        lambda t: pc.or_(
+            pc.or_(pc.and_(pc.equal(t["num_heads"], 32), pc.equal(t["num_key_value_heads"], 8)),
+                   pc.and_(pc.equal(t["num_heads"], 16), pc.equal(t["num_key_value_heads"], 4))),
+            pc.and_(isin("num_heads", [8, 16])(t), pc.equal(t["num_key_value_heads"], 1))),
+    ))
+cut(V.format("comm", "custom_allreduce_perf.parquet"), lambda t: pc.greater(t["num_gpus"], 0), "snappy")
+cut("h100_sxm/comm/nccl/2.27.3/nccl_perf.parquet", isin("op_name", ["all_reduce"]))
