@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use servesim_sim::scenario::CostSpec;
 use servesim_sim::cost::profile::Profile;
 use servesim_sim::cost::{BatchShape, CostModel, Profiled, RooflineParams};
 use servesim_sim::spec::GpuPreset;
@@ -95,15 +96,22 @@ fn cpu_calibration_of_a_tiny_model_drives_simulate() {
     let summary: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let s = scenario_with_profile(&read(&scenario), &profile);
     let g = GpuPreset::find("h100-sxm").unwrap().spec();
-    let m = Profiled::new(s.model.clone(), g, 1, RooflineParams::default(), &profile).unwrap();
+    // The scenario's engine overhead (its CPU work per iteration, overlapped or not).
+    let CostSpec::Roofline(c) = &s.groups[0].cost else { panic!("roofline cost") };
+    let overlap = s.groups[0].scheduler.cpu.overlap.unwrap_or(c.engine_overhead().overlap);
+    let m = Profiled::new(s.model.clone(), g, 1, c.params(), &profile).unwrap();
+    let step = |b: &BatchShape| {
+        let (t, cpu) = (m.iteration_time(b), m.cpu_time(b));
+        if overlap { (t - cpu).max(cpu) } else { t }
+    };
     let mut b = BatchShape::default();
     b.add_prefill(100, 0, true);
-    let ttft = m.iteration_time(&b);
+    let ttft = step(&b);
     let mut e2e = ttft;
     for k in 1..10 {
         let mut d = BatchShape::default();
         d.add_decode(100 + k);
-        e2e += m.iteration_time(&d);
+        e2e += step(&d);
     }
     let ms = |v: &serde_json::Value| v.as_f64().unwrap();
     assert!((ms(&summary["ttft_ms"]["mean"]) - ttft.as_millis_f64()).abs() < 1e-6, "{}", summary["ttft_ms"]);

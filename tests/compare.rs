@@ -16,7 +16,7 @@ fn setup(name: &str) -> (std::path::PathBuf, String) {
     let dir = out_dir(name);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("cmp.toml");
-    std::fs::write(&path, SRC).unwrap();
+    std::fs::write(&path, pin_overhead(SRC)).unwrap();
     (dir.clone(), path.to_str().unwrap().to_string())
 }
 

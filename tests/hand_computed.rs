@@ -64,7 +64,7 @@ fn the_binary_reports_the_same_request() {
     let dir = out_dir("one_request");
     let path = dir.with_extension("toml");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, one_request("")).unwrap();
+    std::fs::write(&path, pin_overhead(&one_request(""))).unwrap();
     let o = servesim(&["simulate", "--scenario", path.to_str().unwrap(), "--out", dir.to_str().unwrap(), "--quiet"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let csv = read(&dir.join("requests.csv"));

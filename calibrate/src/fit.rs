@@ -63,6 +63,7 @@ pub fn add_interp_note(meta: &mut ProfileMeta) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use servesim_sim::cost::profile::Interp;
 
     #[test]
     fn picks_step_for_a_step_function_and_loglog_for_a_power_law() {
