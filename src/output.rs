@@ -406,3 +406,21 @@ pub fn check_strict(s: &Scenario, sum: &Summary) -> crate::error::Result<()> {
         None => Ok(()),
     }
 }
+
+/// One line per group of what prices its iterations and what the roofline stands in for (known
+/// before any run: a profile's missing ops).
+pub fn cost_lines(s: &Scenario) -> Vec<String> {
+    (0..s.groups.len())
+        .map(|gi| {
+            let g = &s.groups[gi];
+            let fb = servesim_sim::engine::cost_model(s, gi).fallbacks();
+            let tail = if fb.is_empty() {
+                String::new()
+            } else {
+                let l: Vec<String> = fb.iter().map(|f| format!("{} ({})", f.op, f.reason)).collect();
+                format!("; the roofline prices {}", l.join(", "))
+            };
+            format!("{}: {}{tail}", g.name, cost_source(g))
+        })
+        .collect()
+}

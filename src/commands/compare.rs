@@ -176,6 +176,11 @@ pub fn run(a: Args) -> Result<()> {
         Some(sh) => sh.select(rows.len()),
         None => (0..rows.len()).collect(),
     };
+    if !a.quiet {
+        for l in crate::output::cost_lines(&base) {
+            eprintln!("cost (baseline): {l}");
+        }
+    }
     let progress = Progress::new(a.quiet, "compare", picked.len());
     let results: Vec<(usize, Metrics)> = picked
         .par_iter()

@@ -57,6 +57,15 @@ pub fn run(a: Args) -> Result<()> {
         None => (0..candidates.len()).collect(),
     };
 
+    if !a.quiet {
+        for &i in &picked {
+            if let Some(cs) = &candidates[i].scenario {
+                for l in crate::output::cost_lines(cs) {
+                    eprintln!("cost ({}): {l}", candidates[i].name);
+                }
+            }
+        }
+    }
     let progress = Progress::new(a.quiet, "plan", picked.len());
     let results: Vec<(usize, CandidateResult)> = picked
         .par_iter()

@@ -179,6 +179,11 @@ pub trait CostModel: Send + Sync {
         self.iteration_time(batch)
     }
 
+    /// The ops this model prices without measurements (a profile's fallbacks), with the reason.
+    fn fallbacks(&self) -> Vec<Fallback> {
+        Vec::new()
+    }
+
     /// What an account holds, in words, with each entry's share of the run's iteration time.
     fn shares(&self, acc: &CostAccount) -> Vec<FallbackShare> {
         let _ = acc;

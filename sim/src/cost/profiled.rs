@@ -497,6 +497,10 @@ impl CostModel for Profiled {
     fn shares(&self, acc: &CostAccount) -> Vec<FallbackShare> {
         Profiled::shares(self, acc)
     }
+
+    fn fallbacks(&self) -> Vec<Fallback> {
+        self.fallbacks.clone()
+    }
 }
 
 #[cfg(test)]
