@@ -84,6 +84,21 @@ fn show(path: &Path) -> Result<()> {
         d.name, d.hidden, d.heads, d.kv_heads, d.head_dim, d.intermediate, d.vocab, m.dtype, m.tp
     );
     println!("servesim    {}", m.servesim_version);
+    if let Some(db) = &m.database {
+        println!(
+            "database    {} {}: {} {} {} ({} weights, {} KV)",
+            db.name,
+            db.package.as_deref().unwrap_or(""),
+            db.system,
+            db.framework,
+            db.version,
+            db.weights,
+            db.kv
+        );
+        for f in &db.files {
+            println!("  file      {} ({} rows, sha256 {})", f.path, f.rows, f.sha256);
+        }
+    }
     for n in &m.notes {
         println!("note        {n}");
     }
@@ -111,6 +126,12 @@ fn show(path: &Path) -> Result<()> {
             p90,
             max
         );
+        if let Some(src) = &t.source {
+            let tr = src.transfer_error.as_ref().map_or(String::new(), |e| {
+                format!("; read between shapes: median {:.1}%, P90 {:.1}% over {} points", e.median_pct, e.p90_pct, e.points)
+            });
+            println!("    {}; {}{tr}", src.selection, src.shape);
+        }
     }
     Ok(())
 }

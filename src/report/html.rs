@@ -132,6 +132,31 @@ pub fn summary_tables(v: &Value) -> String {
         o += &cell(v, &format!("fleet.{k}"), 0, 1.0, "");
     }
     o += "</tr></table>\n";
+    o += &fallback_table(v);
+    o
+}
+
+/// The run's cost fallbacks (`cost.fallbacks` of summary.json): ops the roofline priced and
+/// tables read beyond their measured range, with their share of the iteration time.
+pub fn fallback_table(v: &Value) -> String {
+    let Some(list) = v["cost"]["fallbacks"].as_array() else { return String::new() };
+    if list.is_empty() {
+        return "<h2>Cost model</h2><p>Every op priced from its measured table, within the measured range.</p>\n".into();
+    }
+    let mut o = String::from(
+        "<h2>Cost model: fallbacks</h2><table><tr><th class=\"l\">group</th><th class=\"l\">op</th><th>iterations</th><th>share of iteration time</th><th class=\"l\">why</th></tr>",
+    );
+    for f in list {
+        o += &format!(
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.2}%</td><td class=\"l\">{}</td></tr>",
+            escape(f["group"].as_str().unwrap_or("")),
+            escape(f["op"].as_str().unwrap_or("")),
+            f["iterations"].as_u64().unwrap_or(0),
+            f["share"].as_f64().unwrap_or(0.0) * 100.0,
+            escape(f["reason"].as_str().unwrap_or(""))
+        );
+    }
+    o += "</table>\n";
     o
 }
 

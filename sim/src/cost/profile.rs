@@ -150,6 +150,7 @@ impl Profile {
         let p: Profile = serde_json::from_str(text).map_err(|e| format!("not a servesim profile: {e}"))?;
         for t in &p.ops {
             t.check()?;
+            super::check_op_axes(&t.name, &t.axes)?;
         }
         Ok(p)
     }
