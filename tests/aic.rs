@@ -1,0 +1,190 @@
+//! The kernel database end to end: `calibrate import-aic`, `[cost] database` in scenarios (the
+//! committed slice, and the shipped profiles with no database installed), loud fallbacks and
+//! `cost.strict`, and the `validate --silicon` scoreboard on five real rows.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::*;
+
+const SLICE: &str = "data/aiconfigurator";
+
+/// servesim with no database reachable: no SERVESIM_AIC_DATA and no python3 on the PATH.
+fn isolated(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_servesim"))
+        .args(args)
+        .current_dir(root())
+        .env_remove("SERVESIM_AIC_DATA")
+        .env("PATH", "")
+        .output()
+        .expect("servesim runs")
+}
+
+#[test]
+fn import_aic_writes_a_profile_with_its_provenance() {
+    let dir = out_dir("aic_import");
+    let out = dir.join("p.json");
+    let o = isolated(&[
+        "calibrate", "import-aic", "--system", "h100-sxm", "--framework", "vllm", "--model", "llama-3-8b", "--tp", "1,2",
+        "--database", SLICE, "--out", out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("(15 op tables, TP [1, 2]) from h100_sxm vllm 0.24.0"), "{}", stdout(&o));
+    let o = isolated(&["profile", "show", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let show = stdout(&o);
+    assert!(show.contains("database    aiconfigurator") && show.contains("h100_sxm vllm 0.24.0"), "{show}");
+    assert!(show.contains("h100_sxm/comm/vllm/0.24.0/custom_allreduce_perf.parquet (138 rows, sha256 "), "{show}");
+    assert!(show.contains("n 28672, k 4096 not measured"), "{show}");
+
+    // Bad input: one line naming the flag or what the database has.
+    let bad = |args: &[&str], want: &str| {
+        let mut a = vec!["calibrate", "import-aic", "--model", "llama-3-8b", "--out", "/tmp/never.json"];
+        a.extend_from_slice(args);
+        let o = isolated(&a);
+        assert_eq!(o.status.code(), Some(2), "{a:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{a:?}: {}", stderr(&o));
+    };
+    bad(&["--system", "h100_sxm", "--framework", "vllm", "--database", SLICE, "--weights", "int4"], "--weights: expected one of bf16, fp8, fp8-block, fp4");
+    bad(&["--system", "b200_sxm", "--framework", "vllm", "--database", SLICE], "system b200_sxm is not in the database");
+    bad(&["--system", "h100_sxm", "--framework", "vllm", "--version", "0.1", "--database", SLICE], "(it has 0.24.0)");
+    bad(&["--system", "h100_sxm", "--framework", "vllm"], "no AIConfigurator kernel database found: pip install aiconfigurator-core==0.12.0");
+    bad(&["--system", "h100_sxm", "--framework", "vllm", "--database", "docs"], "--database docs: no AIConfigurator kernel tables there");
+    assert!(!std::path::Path::new("/tmp/never.json").exists());
+}
+
+fn db_scenario(extra_cost: &str) -> String {
+    format!(
+        "name = \"aic\"\nseed = 3\n[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"h100-sxm\"\n[cluster]\ntp = 2\n\
+         [cost]\ndatabase = {{ framework = \"vllm\", path = \"{}/{SLICE}\" }}\n{extra_cost}\n\
+         [workload]\nrequests = 200\narrival = {{ kind = \"poisson\", rate = 10 }}\n\
+         prompt_tokens = {{ kind = \"uniform\", min = 100, max = 2000 }}\noutput_tokens = {{ kind = \"uniform\", min = 10, max = 200 }}\n",
+        root().display()
+    )
+}
+
+#[test]
+fn a_scenario_priced_from_the_database_names_its_fallbacks() {
+    let dir = out_dir("aic_scenario");
+    let path = scenario_file(&dir, "s.toml", &db_scenario(""));
+    let run = |out: &str| {
+        let o = isolated(&["simulate", "--scenario", &path, "--out", dir.join(out).to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        o
+    };
+    let o = run("a");
+    // One stderr line; the table says where times come from.
+    let err = stderr(&o);
+    let note: Vec<&str> = err.lines().filter(|l| l.starts_with("note: cost fallbacks:")).collect();
+    assert_eq!(note.len(), 1, "{}", stderr(&o));
+    assert!(note[0].contains("elementwise") && note[0].contains("priced by the roofline"), "{note:?}");
+    assert!(stdout(&o).contains("measured kernels: h100_sxm vllm 0.24.0 (bf16 weights, bf16 KV)"), "{}", stdout(&o));
+    let summary: serde_json::Value = serde_json::from_str(&read(&dir.join("a/summary.json"))).unwrap();
+    let f = summary["cost"]["fallbacks"].as_array().unwrap();
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0]["op"], "elementwise");
+    assert_eq!(f[0]["iterations"], summary["iterations"]);
+    let share = f[0]["share"].as_f64().unwrap();
+    assert!(share > 0.005 && share < 0.3, "{share}");
+    // Deterministic: the same scenario again gives the same bytes.
+    run("b");
+    for file in ["summary.json", "requests.csv"] {
+        assert_eq!(read(&dir.join("a").join(file)), read(&dir.join("b").join(file)), "{file}");
+    }
+
+    // Strict: the fallback is an error naming the key, before anything is written.
+    let strict = scenario_file(&dir, "strict.toml", &db_scenario("strict = true"));
+    let o = isolated(&["simulate", "--scenario", &strict, "--out", dir.join("c").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cost.strict: the roofline would price elementwise"), "{}", stderr(&o));
+    assert!(!dir.join("c").exists());
+
+    // A database and a profile at once, or a framework it does not know: the key and the value.
+    let both = scenario_file(&dir, "both.toml", &db_scenario("profile = \"p.json\""));
+    let o = isolated(&["simulate", "--scenario", &both]);
+    assert!(stderr(&o).contains("cost.database: give either cost.profile or cost.database"), "{}", stderr(&o));
+    let fw = scenario_file(&dir, "fw.toml", &db_scenario("").replace("\"vllm\"", "\"ollama\""));
+    let o = isolated(&["simulate", "--scenario", &fw]);
+    assert!(stderr(&o).contains("cost.database.framework: must be one of vllm, sglang, trtllm, got \"ollama\""), "{}", stderr(&o));
+}
+
+#[test]
+fn shipped_profiles_price_the_peak_plan_with_no_database() {
+    let dir = out_dir("aic_peak");
+    let o = isolated(&["plan", "--scenario", "scenarios/peak.toml", "--seeds", "1", "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    for (cand, sys) in [("h100-tp1", "h100_sxm vllm 0.24.0 (bf16"), ("h100-tp1-fp8", "h100_sxm vllm 0.24.0 (fp8 weights, fp8 KV)"),
+        ("a100-tp1", "a100_sxm vllm 0.14.0"), ("l40s-tp1", "l40s vllm 0.24.0"), ("h200-tp1", "h200_sxm"), ("b200-tp1", "b200_sxm")]
+    {
+        let line = err.lines().find(|l| l.starts_with(&format!("cost ({cand}):"))).unwrap_or_else(|| panic!("{cand}: {err}"));
+        assert!(line.contains(&format!("measured kernels: {sys}")), "{line}");
+    }
+    // A GPU without a shipped profile and no database: the key, and how to get one.
+    let text = read(&root().join("scenarios/peak.toml")).replace("gpu = \"b200\"", "gpu = \"b300\"");
+    let path = scenario_file(&dir, "b300.toml", &text);
+    let o = isolated(&["plan", "--scenario", &path]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("cost.database: no shipped profile for llama-3-8b on b300_sxm") && e.contains("pip install aiconfigurator-core"), "{e}");
+}
+
+#[test]
+fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
+    let dir = out_dir("aic_silicon");
+    let o = isolated(&[
+        "validate", "--silicon", "data/aiconfigurator/silicon_sample_slice.csv", "--database", SLICE, "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    assert!(table.contains("rows 5 in all: 3 run; not run:"), "{table}");
+    assert!(table.contains("1  mode disagg") && table.contains("1  model nvidia/DeepSeek-R1-NVFP4"), "{table}");
+    let csv = read(&dir.join("silicon.csv"));
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |row: &[&str], name: &str| -> f64 {
+        row[head.iter().position(|h| *h == name).unwrap()].parse().unwrap_or_else(|_| panic!("{name} in {row:?}"))
+    };
+    let mut run = 0;
+    let mut errs = vec![];
+    for l in lines {
+        let row: Vec<&str> = l.split(',').collect();
+        assert_eq!(row.len(), head.len(), "{l}");
+        if l.contains("not expressed") {
+            continue;
+        }
+        run += 1;
+        // The error is (predicted − measured) / measured, of the row's own measured numbers.
+        let (m, p, e) = (col(&row, "measured_ttft_ms"), col(&row, "predicted_ttft_ms"), col(&row, "ttft_error_pct"));
+        assert!(((p - m) / m * 100.0 - e).abs() < 0.01, "{l}");
+        assert!(m > 70.0 && m < 301.0, "measured TTFT {m} is the CSV's");
+        let (m, p, e) = (col(&row, "measured_tpot_ms"), col(&row, "predicted_tpot_ms"), col(&row, "tpot_error_pct"));
+        assert!(((p - m) / m * 100.0 - e).abs() < 0.01, "{l}");
+        errs.push(e.abs());
+    }
+    assert_eq!(run, 3);
+    // TPOT of a 70B on 8 H100s from measured kernels: within 25% of the measured runs.
+    assert!(errs.iter().all(|e| *e < 25.0), "{errs:?}");
+    let json: serde_json::Value = serde_json::from_str(&read(&dir.join("silicon.json"))).unwrap();
+    assert_eq!(json["run"], 3);
+    assert_eq!(json["vllm_sglang"][2]["rows"], 3);
+
+    let o = isolated(&["validate", "--silicon", "data/aiconfigurator/silicon_sample_slice.csv", "--filter", "nosuch=1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--filter nosuch=1: no column nosuch"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_profile_op_servesim_does_not_read_is_an_error() {
+    let dir = out_dir("aic_unknown_op");
+    let text = read(&root().join("calibrate/profiles/aic/h100_sxm-vllm-llama-3-8b-bf16.json"))
+        .replacen("\"name\": \"attn_post_proj\"", "\"name\": \"attn_post_projection\"", 1);
+    let path = dir.join("bad.json");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(&path, text).unwrap();
+    let o = isolated(&["profile", "show", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("op attn_post_projection is not an op servesim reads"), "{}", stderr(&o));
+}
