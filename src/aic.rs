@@ -26,7 +26,8 @@ pub struct DirFiles {
 impl Files for DirFiles {
     fn list(&self, dir: &str) -> Vec<String> {
         let Ok(rd) = std::fs::read_dir(self.root.join(dir)) else { return Vec::new() };
-        let mut v: Vec<String> = rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        let mut v: Vec<String> =
+            rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
         v.sort();
         v
     }
@@ -43,9 +44,10 @@ impl Files for DirFiles {
 
 /// The tables' root under `dir`, if `dir` is one of the accepted layouts.
 fn data_root(dir: &Path) -> Option<PathBuf> {
-    [dir.to_path_buf(), dir.join("systems/data"), dir.join("aiconfigurator_core/systems/data")]
-        .into_iter()
-        .find(|d| d.join("h100_sxm").is_dir() || std::fs::read_dir(d).is_ok_and(|mut r| r.any(|e| e.is_ok_and(|e| e.path().join("gemm").is_dir()))))
+    [dir.to_path_buf(), dir.join("systems/data"), dir.join("aiconfigurator_core/systems/data")].into_iter().find(|d| {
+        d.join("h100_sxm").is_dir()
+            || std::fs::read_dir(d).is_ok_and(|mut r| r.any(|e| e.is_ok_and(|e| e.path().join("gemm").is_dir())))
+    })
 }
 
 /// The package's version from the `*.dist-info/METADATA` beside it.
@@ -106,7 +108,10 @@ pub fn locate(explicit: Option<&Path>) -> Result<DirFiles> {
 }
 
 /// Builds the profile a scenario's `[cost] database` asks for (one TP degree).
-pub fn build(files: &DirFiles, req: &servesim_sim::scenario::DatabaseRequest) -> std::result::Result<servesim_sim::cost::profile::Profile, String> {
+pub fn build(
+    files: &DirFiles,
+    req: &servesim_sim::scenario::DatabaseRequest,
+) -> std::result::Result<servesim_sim::cost::profile::Profile, String> {
     let weights = servesim_aic::Weights::parse(&req.weights).ok_or_else(|| format!("weights {:?}", req.weights))?;
     let r = servesim_aic::Request {
         system: req.system.clone(),

@@ -386,7 +386,9 @@ pub fn fallback_note(sum: &Summary) -> Option<String> {
         .cost
         .fallbacks
         .iter()
-        .map(|f| format!("{} {:.1}% of iteration time in {} iterations: {}", f.op, f.share * 100.0, f.iterations, f.reason))
+        .map(|f| {
+            format!("{} {:.1}% of iteration time in {} iterations: {}", f.op, f.share * 100.0, f.iterations, f.reason)
+        })
         .collect();
     Some(parts.join("; "))
 }
@@ -401,7 +403,11 @@ pub fn check_strict(s: &Scenario, sum: &Summary) -> crate::error::Result<()> {
     match sum.cost.fallbacks.first() {
         Some(f) => Err(crate::error::CliError::input(format!(
             "cost.strict: {} ({}) {} in {} iterations ({:.2}% of iteration time)",
-            f.op, f.group, f.reason, f.iterations, f.share * 100.0
+            f.op,
+            f.group,
+            f.reason,
+            f.iterations,
+            f.share * 100.0
         ))),
         None => Ok(()),
     }

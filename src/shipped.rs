@@ -10,11 +10,23 @@ use servesim_sim::scenario::DatabaseRequest;
 /// (file name, JSON) of every shipped profile.
 /// Rebuilt by calibrate/profiles/aic/make.sh.
 const FILES: &[(&str, &str)] = &[
-    ("h100_sxm-vllm-llama-3-8b-bf16.json", include_str!("../calibrate/profiles/aic/h100_sxm-vllm-llama-3-8b-bf16.json")),
+    (
+        "h100_sxm-vllm-llama-3-8b-bf16.json",
+        include_str!("../calibrate/profiles/aic/h100_sxm-vllm-llama-3-8b-bf16.json"),
+    ),
     ("h100_sxm-vllm-llama-3-8b-fp8.json", include_str!("../calibrate/profiles/aic/h100_sxm-vllm-llama-3-8b-fp8.json")),
-    ("h200_sxm-vllm-llama-3-8b-bf16.json", include_str!("../calibrate/profiles/aic/h200_sxm-vllm-llama-3-8b-bf16.json")),
-    ("b200_sxm-vllm-llama-3-8b-bf16.json", include_str!("../calibrate/profiles/aic/b200_sxm-vllm-llama-3-8b-bf16.json")),
-    ("a100_sxm-vllm-llama-3-8b-bf16.json", include_str!("../calibrate/profiles/aic/a100_sxm-vllm-llama-3-8b-bf16.json")),
+    (
+        "h200_sxm-vllm-llama-3-8b-bf16.json",
+        include_str!("../calibrate/profiles/aic/h200_sxm-vllm-llama-3-8b-bf16.json"),
+    ),
+    (
+        "b200_sxm-vllm-llama-3-8b-bf16.json",
+        include_str!("../calibrate/profiles/aic/b200_sxm-vllm-llama-3-8b-bf16.json"),
+    ),
+    (
+        "a100_sxm-vllm-llama-3-8b-bf16.json",
+        include_str!("../calibrate/profiles/aic/a100_sxm-vllm-llama-3-8b-bf16.json"),
+    ),
     ("l40s-vllm-llama-3-8b-bf16.json", include_str!("../calibrate/profiles/aic/l40s-vllm-llama-3-8b-bf16.json")),
 ];
 
@@ -24,7 +36,9 @@ pub fn all() -> &'static [(&'static str, Arc<Profile>)] {
     ALL.get_or_init(|| {
         FILES
             .iter()
-            .map(|(name, text)| (*name, Arc::new(Profile::from_json(text).unwrap_or_else(|e| panic!("shipped {name}: {e}")))))
+            .map(|(name, text)| {
+                (*name, Arc::new(Profile::from_json(text).unwrap_or_else(|e| panic!("shipped {name}: {e}"))))
+            })
             .collect()
     })
 }
@@ -32,16 +46,19 @@ pub fn all() -> &'static [(&'static str, Arc<Profile>)] {
 /// A shipped profile that answers `req`: the same system, framework, weights and KV dtype,
 /// version (any, when the request names none), model shapes, and the request's TP degree.
 pub fn find(req: &DatabaseRequest) -> Option<(&'static str, Arc<Profile>)> {
-    all().iter().find(|(_, p)| {
-        let Some(d) = &p.meta.database else { return false };
-        d.system == req.system
-            && d.framework == req.framework
-            && req.version.as_ref().is_none_or(|v| *v == d.version)
-            && d.weights == req.weights
-            && d.kv == req.model.kv_dtype.name()
-            && req.gemm_kernel.is_none()
-            && req.path.is_none()
-            && p.meta.model.same_shapes(&req.model)
-            && p.meta.tp.contains(&req.tp)
-    }).map(|(n, p)| (*n, p.clone()))
+    all()
+        .iter()
+        .find(|(_, p)| {
+            let Some(d) = &p.meta.database else { return false };
+            d.system == req.system
+                && d.framework == req.framework
+                && req.version.as_ref().is_none_or(|v| *v == d.version)
+                && d.weights == req.weights
+                && d.kv == req.model.kv_dtype.name()
+                && req.gemm_kernel.is_none()
+                && req.path.is_none()
+                && p.meta.model.same_shapes(&req.model)
+                && p.meta.tp.contains(&req.tp)
+        })
+        .map(|(n, p)| (*n, p.clone()))
 }

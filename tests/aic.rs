@@ -26,8 +26,20 @@ fn import_aic_writes_a_profile_with_its_provenance() {
     let dir = out_dir("aic_import");
     let out = dir.join("p.json");
     let o = isolated(&[
-        "calibrate", "import-aic", "--system", "h100-sxm", "--framework", "vllm", "--model", "llama-3-8b", "--tp", "1,2",
-        "--database", SLICE, "--out", out.to_str().unwrap(),
+        "calibrate",
+        "import-aic",
+        "--system",
+        "h100-sxm",
+        "--framework",
+        "vllm",
+        "--model",
+        "llama-3-8b",
+        "--tp",
+        "1,2",
+        "--database",
+        SLICE,
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("(15 op tables, TP [1, 2]) from h100_sxm vllm 0.24.0"), "{}", stdout(&o));
@@ -46,11 +58,23 @@ fn import_aic_writes_a_profile_with_its_provenance() {
         assert_eq!(o.status.code(), Some(2), "{a:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(want), "{a:?}: {}", stderr(&o));
     };
-    bad(&["--system", "h100_sxm", "--framework", "vllm", "--database", SLICE, "--weights", "int4"], "--weights: expected one of bf16, fp8, fp8-block, fp4");
-    bad(&["--system", "b200_sxm", "--framework", "vllm", "--database", SLICE], "system b200_sxm is not in the database");
+    bad(
+        &["--system", "h100_sxm", "--framework", "vllm", "--database", SLICE, "--weights", "int4"],
+        "--weights: expected one of bf16, fp8, fp8-block, fp4",
+    );
+    bad(
+        &["--system", "b200_sxm", "--framework", "vllm", "--database", SLICE],
+        "system b200_sxm is not in the database",
+    );
     bad(&["--system", "h100_sxm", "--framework", "vllm", "--version", "0.1", "--database", SLICE], "(it has 0.24.0)");
-    bad(&["--system", "h100_sxm", "--framework", "vllm"], "no AIConfigurator kernel database found: pip install aiconfigurator-core==0.12.0");
-    bad(&["--system", "h100_sxm", "--framework", "vllm", "--database", "docs"], "--database docs: no AIConfigurator kernel tables there");
+    bad(
+        &["--system", "h100_sxm", "--framework", "vllm"],
+        "no AIConfigurator kernel database found: pip install aiconfigurator-core==0.12.0",
+    );
+    bad(
+        &["--system", "h100_sxm", "--framework", "vllm", "--database", "docs"],
+        "--database docs: no AIConfigurator kernel tables there",
+    );
     assert!(!std::path::Path::new("/tmp/never.json").exists());
 }
 
@@ -106,7 +130,11 @@ fn a_scenario_priced_from_the_database_names_its_fallbacks() {
     assert!(stderr(&o).contains("cost.database: give either cost.profile or cost.database"), "{}", stderr(&o));
     let fw = scenario_file(&dir, "fw.toml", &db_scenario("").replace("\"vllm\"", "\"ollama\""));
     let o = isolated(&["simulate", "--scenario", &fw]);
-    assert!(stderr(&o).contains("cost.database.framework: must be one of vllm, sglang, trtllm, got \"ollama\""), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cost.database.framework: must be one of vllm, sglang, trtllm, got \"ollama\""),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -115,10 +143,16 @@ fn shipped_profiles_price_the_peak_plan_with_no_database() {
     let o = isolated(&["plan", "--scenario", "scenarios/peak.toml", "--seeds", "1", "--out", dir.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
-    for (cand, sys) in [("h100-tp1", "h100_sxm vllm 0.24.0 (bf16"), ("h100-tp1-fp8", "h100_sxm vllm 0.24.0 (fp8 weights, fp8 KV)"),
-        ("a100-tp1", "a100_sxm vllm 0.14.0"), ("l40s-tp1", "l40s vllm 0.24.0"), ("h200-tp1", "h200_sxm"), ("b200-tp1", "b200_sxm")]
-    {
-        let line = err.lines().find(|l| l.starts_with(&format!("cost ({cand}):"))).unwrap_or_else(|| panic!("{cand}: {err}"));
+    for (cand, sys) in [
+        ("h100-tp1", "h100_sxm vllm 0.24.0 (bf16"),
+        ("h100-tp1-fp8", "h100_sxm vllm 0.24.0 (fp8 weights, fp8 KV)"),
+        ("a100-tp1", "a100_sxm vllm 0.14.0"),
+        ("l40s-tp1", "l40s vllm 0.24.0"),
+        ("h200-tp1", "h200_sxm"),
+        ("b200-tp1", "b200_sxm"),
+    ] {
+        let line =
+            err.lines().find(|l| l.starts_with(&format!("cost ({cand}):"))).unwrap_or_else(|| panic!("{cand}: {err}"));
         assert!(line.contains(&format!("measured kernels: {sys}")), "{line}");
     }
     // A GPU without a shipped profile and no database: the key, and how to get one.
@@ -127,14 +161,23 @@ fn shipped_profiles_price_the_peak_plan_with_no_database() {
     let o = isolated(&["plan", "--scenario", &path]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let e = stderr(&o);
-    assert!(e.contains("cost.database: no shipped profile for llama-3-8b on b300_sxm") && e.contains("pip install aiconfigurator-core"), "{e}");
+    assert!(
+        e.contains("cost.database: no shipped profile for llama-3-8b on b300_sxm")
+            && e.contains("pip install aiconfigurator-core"),
+        "{e}"
+    );
 }
 
 #[test]
 fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
     let dir = out_dir("aic_silicon");
     let o = isolated(&[
-        "validate", "--silicon", "data/aiconfigurator/silicon_sample_slice.csv", "--database", SLICE, "--out",
+        "validate",
+        "--silicon",
+        "data/aiconfigurator/silicon_sample_slice.csv",
+        "--database",
+        SLICE,
+        "--out",
         dir.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -171,7 +214,8 @@ fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
     assert_eq!(json["run"], 3);
     assert_eq!(json["vllm_sglang"][2]["rows"], 3);
 
-    let o = isolated(&["validate", "--silicon", "data/aiconfigurator/silicon_sample_slice.csv", "--filter", "nosuch=1"]);
+    let o =
+        isolated(&["validate", "--silicon", "data/aiconfigurator/silicon_sample_slice.csv", "--filter", "nosuch=1"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--filter nosuch=1: no column nosuch"), "{}", stderr(&o));
 }
@@ -179,8 +223,11 @@ fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
 #[test]
 fn a_profile_op_servesim_does_not_read_is_an_error() {
     let dir = out_dir("aic_unknown_op");
-    let text = read(&root().join("calibrate/profiles/aic/h100_sxm-vllm-llama-3-8b-bf16.json"))
-        .replacen("\"name\": \"attn_post_proj\"", "\"name\": \"attn_post_projection\"", 1);
+    let text = read(&root().join("calibrate/profiles/aic/h100_sxm-vllm-llama-3-8b-bf16.json")).replacen(
+        "\"name\": \"attn_post_proj\"",
+        "\"name\": \"attn_post_projection\"",
+        1,
+    );
     let path = dir.join("bad.json");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(&path, text).unwrap();

@@ -4,9 +4,9 @@
 mod common;
 
 use common::*;
-use servesim_sim::scenario::CostSpec;
 use servesim_sim::cost::profile::Profile;
 use servesim_sim::cost::{BatchShape, CostModel, Profiled, RooflineParams};
+use servesim_sim::scenario::CostSpec;
 use servesim_sim::spec::GpuPreset;
 
 const TINY_DIMS: &str = "name = \"tiny\"\nlayers = 2\nhidden = 256\nheads = 4\nkv_heads = 2\nhead_dim = 64\n\
@@ -102,7 +102,11 @@ fn cpu_calibration_of_a_tiny_model_drives_simulate() {
     let m = Profiled::new(s.model.clone(), g, 1, c.params(), &profile).unwrap();
     let step = |b: &BatchShape| {
         let (t, cpu) = (m.iteration_time(b), m.cpu_time(b));
-        if overlap { (t - cpu).max(cpu) } else { t }
+        if overlap {
+            (t - cpu).max(cpu)
+        } else {
+            t
+        }
     };
     let mut b = BatchShape::default();
     b.add_prefill(100, 0, true);

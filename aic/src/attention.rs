@@ -74,8 +74,13 @@ pub fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<AttnRead
     let f = db.frame(file, &want)?;
     let rows = f.rows;
     let kernels = if f.has("kernel_source") { f.strs("kernel_source")? } else { vec![""; rows] };
-    let (b, isl, nh, nkv, hd) =
-        (f.ints("batch_size")?, f.ints("isl")?, f.ints("num_heads")?, f.ints("num_key_value_heads")?, f.ints("head_dim")?);
+    let (b, isl, nh, nkv, hd) = (
+        f.ints("batch_size")?,
+        f.ints("isl")?,
+        f.ints("num_heads")?,
+        f.ints("num_key_value_heads")?,
+        f.ints("head_dim")?,
+    );
     let kv = f.strs("kv_cache_dtype")?;
     let window = if f.has("window_size") { f.ints("window_size")? } else { vec![0; rows] };
     let attn = if phase == Phase::Context { f.strs("attn_dtype")? } else { vec!["bfloat16"; rows] };
@@ -105,7 +110,10 @@ pub fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<AttnRead
     let mut by_heads: BTreeMap<u64, BTreeMap<(u64, u64), f64>> = BTreeMap::new();
     for i in (0..rows).filter(|&i| ok(i) && kernels[i] == kernel) {
         if b[i] <= 0 || isl[i] + step[i] <= 0 || !(lat[i].is_finite() && lat[i] > 0.0) {
-            return Err(format!("{file}: row {i}: batch {} isl {} latency {}: expected positive numbers", b[i], isl[i], lat[i]));
+            return Err(format!(
+                "{file}: row {i}: batch {} isl {} latency {}: expected positive numbers",
+                b[i], isl[i], lat[i]
+            ));
         }
         let tokens = (isl[i] + step[i]) as u64;
         by_heads.entry(nh[i] as u64).or_default().entry((b[i] as u64, tokens)).or_insert(lat[i]);

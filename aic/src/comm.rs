@@ -44,7 +44,8 @@ fn engine(db: &Db, sel: &Selection, tp: u64, hidden: u64, graph_tokens: u64) -> 
         if !db.exists(&file) {
             continue;
         }
-        let f = db.frame(&file, &["allreduce_dtype", "num_gpus", "message_size", "latency", "backend", "kernel_source"])?;
+        let f =
+            db.frame(&file, &["allreduce_dtype", "num_gpus", "message_size", "latency", "backend", "kernel_source"])?;
         let gpus = f.ints("num_gpus")?;
         let size = f.floats("message_size")?;
         let lat = f.floats("latency")?;
@@ -74,7 +75,8 @@ fn engine(db: &Db, sel: &Selection, tp: u64, hidden: u64, graph_tokens: u64) -> 
         } else {
             String::new()
         };
-        let note = if v == &sel.version { String::new() } else { format!(" (the database has no {} table)", sel.version) };
+        let note =
+            if v == &sel.version { String::new() } else { format!(" (the database has no {} table)", sel.version) };
         return Ok(Some(ArRead {
             selection: format!("{} {v} all-reduce{note}, {tp} GPUs, bfloat16{modes}", sel.framework),
             file,

@@ -88,10 +88,17 @@ impl<'a> Db<'a> {
     pub fn select(&self, system: &str, framework: &str, version: Option<&str>) -> Result<Selection, String> {
         let systems = self.systems();
         if systems.is_empty() {
-            return Err(format!("{}: no kernel tables here (expected <system>/gemm/<framework>/<version>/)", self.root()));
+            return Err(format!(
+                "{}: no kernel tables here (expected <system>/gemm/<framework>/<version>/)",
+                self.root()
+            ));
         }
         if !systems.iter().any(|s| s == system) {
-            return Err(format!("system {system} is not in the database at {} (it has {})", self.root(), systems.join(", ")));
+            return Err(format!(
+                "system {system} is not in the database at {} (it has {})",
+                self.root(),
+                systems.join(", ")
+            ));
         }
         if !FRAMEWORKS.contains(&framework) {
             return Err(format!("framework {framework} is not one of {}", FRAMEWORKS.join(", ")));

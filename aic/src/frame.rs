@@ -54,7 +54,8 @@ impl Frame {
         let reader = SerializedFileReader::new(Bytes::from(bytes)).map_err(err)?;
         let meta = reader.metadata();
         let schema = meta.file_metadata().schema_descr();
-        let rows = usize::try_from(meta.file_metadata().num_rows()).map_err(|_| format!("{file}: negative row count"))?;
+        let rows =
+            usize::try_from(meta.file_metadata().num_rows()).map_err(|_| format!("{file}: negative row count"))?;
         let mut strings = Vec::new();
         let mut interned: HashMap<Vec<u8>, u32> = HashMap::new();
         let mut columns = Vec::new();

@@ -165,10 +165,7 @@ impl GemmTable {
         Ok(GemmRead {
             points,
             measured: false,
-            shape: format!(
-                "n {n}, k {k} not measured: read in utilization between (n, k) sites {}",
-                sites.join(", ")
-            ),
+            shape: format!("n {n}, k {k} not measured: read in utilization between (n, k) sites {}", sites.join(", ")),
         })
     }
 

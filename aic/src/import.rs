@@ -338,7 +338,11 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32) -> Result<OpTable, Str
     let mut table = fit_table("moe_experts", Some(tp), vec![Axis::Tokens], pts);
     table.source = Some(OpSource {
         file,
-        selection: format!("{} MoE of kernel {k}, {} routing, expert TP {tp}", r.weights.moe_dtype(), r.moe_distribution),
+        selection: format!(
+            "{} MoE of kernel {k}, {} routing, expert TP {tp}",
+            r.weights.moe_dtype(),
+            r.moe_distribution
+        ),
         shape: "the model's MoE shape measured".into(),
         transfer_error: None,
     });

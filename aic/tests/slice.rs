@@ -65,8 +65,13 @@ fn both_codecs_read_as_pyarrow_reads_them() {
     // ZSTD pages (as the package ships them).
     let g = db.frame("h100_sxm/gemm/vllm/0.24.0/gemm_perf.parquet", &["m", "n", "k", "latency", "gemm_dtype"]).unwrap();
     assert_eq!(g.rows, 10360);
-    let (m, n, k, lat, dt) =
-        (g.ints("m").unwrap(), g.ints("n").unwrap(), g.ints("k").unwrap(), g.floats("latency").unwrap(), g.strs("gemm_dtype").unwrap());
+    let (m, n, k, lat, dt) = (
+        g.ints("m").unwrap(),
+        g.ints("n").unwrap(),
+        g.ints("k").unwrap(),
+        g.floats("latency").unwrap(),
+        g.strs("gemm_dtype").unwrap(),
+    );
     let at = |mm, nn, kk| {
         (0..g.rows).find(|&i| m[i] == mm && n[i] == nn && k[i] == kk && dt[i] == "bfloat16").map(|i| lat[i]).unwrap()
     };
@@ -102,8 +107,9 @@ fn between(m: f64, n: f64, k: f64, (n0, k0, t0): (f64, f64, f64), (n1, k1, t1): 
 }
 
 fn measured_seconds(p: &Profile, b: &BatchShape) -> (f64, Vec<String>) {
-    let model = Profiled::new(llama(Dtype::Bf16), GpuPreset::find("h100-sxm").unwrap().spec(), 1, RooflineParams::default(), p)
-        .unwrap();
+    let model =
+        Profiled::new(llama(Dtype::Bf16), GpuPreset::find("h100-sxm").unwrap().spec(), 1, RooflineParams::default(), p)
+            .unwrap();
     let ops = model.breakdown(b);
     let measured: f64 = ops.iter().filter(|o| o.measured).map(|o| o.seconds).sum();
     let rest = ops.iter().filter(|o| !o.measured).map(|o| o.name.to_string()).collect();
@@ -124,10 +130,25 @@ fn a_decode_step_and_a_prefill_are_the_sum_of_the_database_kernels() {
     let m = 8.0;
     let qkv = 0.020424889193640817;
     let o = 0.015452444553375244;
-    let gate_up = between(m, 28672.0, 4096.0, (16384.0, 4096.0, 0.046925332811143666), (51200.0, 4096.0, 0.16587911711798772), w_n);
-    let down = between(m, 4096.0, 14336.0, (4096.0, 12288.0, 0.04373066624005636), (4096.0, 16384.0, 0.0480293333530426), w_k);
+    let gate_up = between(
+        m,
+        28672.0,
+        4096.0,
+        (16384.0, 4096.0, 0.046925332811143666),
+        (51200.0, 4096.0, 0.16587911711798772),
+        w_n,
+    );
+    let down =
+        between(m, 4096.0, 14336.0, (4096.0, 12288.0, 0.04373066624005636), (4096.0, 16384.0, 0.0480293333530426), w_k);
     let attn = 0.018235;
-    let lm = between(m, 128256.0, 4096.0, (65536.0, 4096.0, 0.18400266435411242), (65536.0, 4096.0, 0.18400266435411242), 0.0);
+    let lm = between(
+        m,
+        128256.0,
+        4096.0,
+        (65536.0, 4096.0, 0.18400266435411242),
+        (65536.0, 4096.0, 0.18400266435411242),
+        0.0,
+    );
     let want = (32.0 * (qkv + o + gate_up + down) + lm) * 1e-3;
     let (got, rest) = measured_seconds(&p, &d);
     // The decode attention row is read from the table with its printed precision above.
@@ -141,9 +162,24 @@ fn a_decode_step_and_a_prefill_are_the_sum_of_the_database_kernels() {
     let m = 1024.0;
     let qkv = 0.06533510817421807;
     let o = 0.043134222428003945;
-    let gate_up = between(m, 28672.0, 4096.0, (16384.0, 4096.0, 0.17461510499318442), (51200.0, 4096.0, 0.5448240174187554), w_n);
-    let down = between(m, 4096.0, 14336.0, (4096.0, 12288.0, 0.11411466863420273), (4096.0, 16384.0, 0.17392178376515707), w_k);
-    let lm = between(1.0, 128256.0, 4096.0, (65536.0, 4096.0, 0.21803822782304552), (65536.0, 4096.0, 0.21803822782304552), 0.0);
+    let gate_up =
+        between(m, 28672.0, 4096.0, (16384.0, 4096.0, 0.17461510499318442), (51200.0, 4096.0, 0.5448240174187554), w_n);
+    let down = between(
+        m,
+        4096.0,
+        14336.0,
+        (4096.0, 12288.0, 0.11411466863420273),
+        (4096.0, 16384.0, 0.17392178376515707),
+        w_k,
+    );
+    let lm = between(
+        1.0,
+        128256.0,
+        4096.0,
+        (65536.0, 4096.0, 0.21803822782304552),
+        (65536.0, 4096.0, 0.21803822782304552),
+        0.0,
+    );
     let attn = 0.03552;
     let want = (32.0 * (qkv + o + gate_up + down + attn) + lm) * 1e-3;
     let (got, _) = measured_seconds(&p, &f);
@@ -187,7 +223,9 @@ fn what_is_missing_is_named_with_what_there_is() {
     assert_eq!(e, "h100_sxm has no vllm version 0.19.0 (it has 0.24.0)");
     let mut r = request(vec![1]);
     r.framework = "sglang".into();
-    assert!(servesim_aic::import(&db, &r).unwrap_err().contains("has no sglang GEMM and attention tables (it has frameworks vllm)"));
+    assert!(servesim_aic::import(&db, &r)
+        .unwrap_err()
+        .contains("has no sglang GEMM and attention tables (it has frameworks vllm)"));
     let mut r = request(vec![3]);
     r.tp = vec![3];
     assert!(servesim_aic::import(&db, &r).unwrap_err().contains("TP 3 does not divide"));

@@ -47,6 +47,45 @@ fn scenario(requests: u64) -> Scenario {
     s
 }
 
+/// The same scenario priced by measured kernels (the shipped H100 vLLM profile).
+fn kernel_scenario(requests: u64) -> Scenario {
+    let text = format!("{BENCH_SCENARIO}[cost]\ndatabase = {{ framework = \"vllm\" }}\n");
+    let res = crate::scenario_file::FileResources::new(std::path::Path::new(""));
+    let mut s = Scenario::from_toml_in(&text, "bench", res).expect("the shipped profile prices the bench scenario");
+    s.workload.requests = Some(requests);
+    s
+}
+
+/// Median speed of `s` over `repeat` runs: (wall s, requests/s, token-steps/s, events/s, steps).
+struct Speed {
+    wall: Vec<f64>,
+    rps: Vec<f64>,
+    tps: Vec<f64>,
+    eps: Vec<f64>,
+    steps: u64,
+}
+
+impl Speed {
+    fn new() -> Speed {
+        Speed { wall: vec![], rps: vec![], tps: vec![], eps: vec![], steps: 0 }
+    }
+
+    fn run(&mut self, s: &Scenario) {
+        let t0 = Instant::now();
+        let out = engine::run(s);
+        let dt = t0.elapsed().as_secs_f64();
+        self.steps = out.summary.decode_token_steps;
+        self.wall.push(dt);
+        self.rps.push(out.summary.requests.finished as f64 / dt);
+        self.tps.push(out.summary.decode_token_steps as f64 / dt);
+        self.eps.push(out.events as f64 / dt);
+    }
+
+    fn medians(&mut self) -> (f64, f64, f64, f64) {
+        (median(&mut self.wall), median(&mut self.rps), median(&mut self.tps), median(&mut self.eps))
+    }
+}
+
 /// Peak resident set size of this process in bytes (Linux), if known.
 fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -75,26 +114,24 @@ pub fn run(a: Args) -> Result<()> {
         _ => None,
     };
 
-    let s = scenario(n);
-    let (mut wall, mut rps, mut tps, mut eps) = (vec![], vec![], vec![], vec![]);
-    let mut steps = 0;
+    // Roofline and kernel-backed runs alternate, so a busy machine slows both alike.
+    let (s, k) = (scenario(n), kernel_scenario(n));
+    let (mut roof, mut kern) = (Speed::new(), Speed::new());
     for _ in 0..a.repeat.max(1) {
-        let t0 = Instant::now();
-        let out = engine::run(&s);
-        let dt = t0.elapsed().as_secs_f64();
-        steps = out.summary.decode_token_steps;
-        wall.push(dt);
-        rps.push(out.summary.requests.finished as f64 / dt);
-        tps.push(out.summary.decode_token_steps as f64 / dt);
-        eps.push(out.events as f64 / dt);
+        roof.run(&s);
+        kern.run(&k);
     }
-    let (wall, rps, tps, eps) = (median(&mut wall), median(&mut rps), median(&mut tps), median(&mut eps));
+    let steps = roof.steps;
+    let (wall, rps, tps, eps) = roof.medians();
+    let (kwall, krps, ktps, keps) = kern.medians();
     match a.format {
         Format::Json => {
             let v = serde_json::json!({
                 "requests": n, "decode_token_steps": steps, "runs": a.repeat.max(1),
                 "wall_s_median": wall, "requests_per_s": rps, "decode_token_steps_per_s": tps, "events_per_s": eps,
                 "peak_rss_bytes": rss2, "rss_start_bytes": rss0, "bytes_per_request": per_request,
+                "kernel_backed": {"decode_token_steps": kern.steps, "wall_s_median": kwall, "requests_per_s": krps,
+                    "decode_token_steps_per_s": ktps, "events_per_s": keps, "slowdown_vs_roofline": kwall / wall},
             });
             println!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
         }
@@ -103,10 +140,14 @@ pub fn run(a: Args) -> Result<()> {
                 "servesim bench: {n} requests, {steps} decode token-steps per run, median of {} runs (one thread)",
                 a.repeat.max(1)
             );
-            println!("  wall time               {wall:>12.3} s");
-            println!("  simulated requests/s    {rps:>12.0}");
-            println!("  decode token-steps/s    {tps:>12.0}");
-            println!("  events/s                {eps:>12.0}");
+            println!("                              roofline   kernel-backed (shipped H100 vLLM profile)");
+            println!(
+                "  wall time               {wall:>12.3} s {kwall:>12.3} s   ({:+.1}%)",
+                (kwall / wall - 1.0) * 100.0
+            );
+            println!("  simulated requests/s    {rps:>12.0}   {krps:>12.0}");
+            println!("  decode token-steps/s    {tps:>12.0}   {ktps:>12.0}");
+            println!("  events/s                {eps:>12.0}   {keps:>12.0}");
             if let (Some(p), Some(b)) = (rss2, per_request) {
                 println!("  peak RSS                {:>12.1} MiB", p as f64 / 1048576.0);
                 println!("  memory per request      {b:>12.1} bytes (peak RSS growth from {n} to {} requests)", 2 * n);

@@ -145,7 +145,11 @@ fn import_aic(a: AicArgs) -> Result<()> {
     let files = crate::aic::locate(a.database.as_deref())?;
     let model = load_model(&a.model)?;
     let weights = servesim_aic::Weights::parse(&a.weights).ok_or_else(|| {
-        CliError::input(format!("--weights: expected one of {}, got {:?}", servesim_aic::Weights::NAMES.join(", "), a.weights))
+        CliError::input(format!(
+            "--weights: expected one of {}, got {:?}",
+            servesim_aic::Weights::NAMES.join(", "),
+            a.weights
+        ))
     })?;
     let kv = match a.kv.as_str() {
         "bf16" => servesim_sim::spec::Dtype::Bf16,
@@ -186,7 +190,8 @@ fn import_aic(a: AicArgs) -> Result<()> {
         servesim_version: env!("CARGO_PKG_VERSION").into(),
     };
     let db = servesim_aic::Db::new(&files);
-    let profile = servesim_aic::import(&db, &req).map_err(|e| CliError::input(format!("{}: {e}", files.root.display())))?;
+    let profile =
+        servesim_aic::import(&db, &req).map_err(|e| CliError::input(format!("{}: {e}", files.root.display())))?;
     write_profile(&a.out, &profile)?;
     let d = profile.meta.database.as_ref().expect("imported profiles name their database");
     println!(

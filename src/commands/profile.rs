@@ -128,7 +128,10 @@ fn show(path: &Path) -> Result<()> {
         );
         if let Some(src) = &t.source {
             let tr = src.transfer_error.as_ref().map_or(String::new(), |e| {
-                format!("; read between shapes: median {:.1}%, P90 {:.1}% over {} points", e.median_pct, e.p90_pct, e.points)
+                format!(
+                    "; read between shapes: median {:.1}%, P90 {:.1}% over {} points",
+                    e.median_pct, e.p90_pct, e.points
+                )
             });
             println!("    {}; {}{tr}", src.selection, src.shape);
         }

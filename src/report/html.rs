@@ -141,7 +141,8 @@ pub fn summary_tables(v: &Value) -> String {
 pub fn fallback_table(v: &Value) -> String {
     let Some(list) = v["cost"]["fallbacks"].as_array() else { return String::new() };
     if list.is_empty() {
-        return "<h2>Cost model</h2><p>Every op priced from its measured table, within the measured range.</p>\n".into();
+        return "<h2>Cost model</h2><p>Every op priced from its measured table, within the measured range.</p>\n"
+            .into();
     }
     let mut o = String::from(
         "<h2>Cost model: fallbacks</h2><table><tr><th class=\"l\">group</th><th class=\"l\">op</th><th>iterations</th><th>share of iteration time</th><th class=\"l\">why</th></tr>",

@@ -29,7 +29,13 @@
 use serde::Serialize;
 
 use super::profile::{Axis, Curve, ModelDims, OpTable, Profile, PROFILE_FORMAT_VERSION};
+use super::roofline::RoofOp;
 use super::{BatchShape, CostAccount, CostModel, Roofline, RooflineParams};
+
+/// The roofline op of a name this file uses.
+fn roof(name: &str) -> RoofOp {
+    RoofOp::find(name).expect("a roofline op")
+}
 use crate::spec::{GpuSpec, ModelSpec};
 use crate::time::SimTime;
 
@@ -66,8 +72,7 @@ pub const OTHER_AXES: &[(&str, &[Axis])] = &[("attn_prefill", &[Axis::Batch, Axi
 /// Checks that `name` is an op the profiled model reads and that its table has one of the
 /// accepted axis lists; the error names the op and what it needs.
 pub fn check_op_axes(name: &str, axes: &[Axis]) -> Result<(), String> {
-    let forms: Vec<&[Axis]> =
-        KNOWN_OPS.iter().chain(OTHER_AXES).filter(|(n, _)| *n == name).map(|(_, a)| *a).collect();
+    let forms: Vec<&[Axis]> = KNOWN_OPS.iter().chain(OTHER_AXES).filter(|(n, _)| *n == name).map(|(_, a)| *a).collect();
     if forms.is_empty() {
         let known: Vec<&str> = KNOWN_OPS.iter().map(|(n, _)| *n).collect();
         return Err(format!("op {name} is not an op servesim reads (it reads {})", known.join(", ")));
@@ -128,8 +133,8 @@ enum Kind {
     Sampled,
     /// CPU work per step over the batch's sequences.
     Cpu,
-    /// The roofline's op of this name, with its kernel launches per layer and per step.
-    Roof(&'static str, u32, u32),
+    /// The roofline's op, with its kernel launches per layer and per step.
+    Roof(RoofOp, u32, u32),
     /// The roofline's CPU overhead line (`cost.cpu_overhead_*`).
     RoofCpu,
 }
@@ -244,11 +249,11 @@ impl Profiled {
                     Some(c) => slots.push(Slot::measured("moe_experts", Kind::LayerTokens, c)),
                     None => slots.push(Slot::roof(
                         "moe_experts",
-                        Kind::Roof("moe_experts", 1, 0),
+                        Kind::Roof(roof("moe_experts"), 1, 0),
                         missing("mixture of experts: the routed experts"),
                     )),
                 },
-                (None, false) => slots.push(Slot::roof(vidur, Kind::Roof(ours, 1, 0), missing("GEMM"))),
+                (None, false) => slots.push(Slot::roof(vidur, Kind::Roof(roof(ours), 1, 0), missing("GEMM"))),
             }
         }
         let elementwise: Vec<Slot> = LAYER_ELEMENTWISE
@@ -258,7 +263,7 @@ impl Profiled {
         if elementwise.is_empty() {
             slots.push(Slot::roof(
                 "elementwise",
-                Kind::Roof("elementwise", 5, 0),
+                Kind::Roof(roof("elementwise"), 5, 0),
                 missing("norms, RoPE, KV write, activation, residual adds"),
             ));
         }
@@ -278,7 +283,8 @@ impl Profiled {
                         (_, Some(Axis::Batch)) => Kind::PrefillSequence,
                         _ => Kind::PrefillChunk,
                     };
-                    slots.push(Slot::measured(if name == "attn_decode" { "attn_decode" } else { "attn_prefill" }, kind, Curve::from_table(t)));
+                    let n = if name == "attn_decode" { "attn_decode" } else { "attn_prefill" };
+                    slots.push(Slot::measured(n, kind, Curve::from_table(t)));
                 }
                 None => {
                     let reason = match tables.first() {
@@ -291,8 +297,8 @@ impl Profiled {
                         }
                         None => missing("attention"),
                     };
-                    let (n, roof) = if name == "attn_decode" { ("attn_decode", "attn_decode") } else { ("attn_prefill", "attn_prefill") };
-                    slots.push(Slot::roof(n, Kind::Roof(roof, 1, 0), reason));
+                    let n = if name == "attn_decode" { "attn_decode" } else { "attn_prefill" };
+                    slots.push(Slot::roof(n, Kind::Roof(roof(n), 1, 0), reason));
                 }
             }
         }
@@ -301,7 +307,9 @@ impl Profiled {
             // degree will do.
             match curve("all_reduce") {
                 Some(c) => slots.push(Slot::measured("all_reduce", Kind::AllReduce, c)),
-                None => slots.push(Slot::roof("all_reduce", Kind::Roof("allreduce", 2, 0), missing("collectives"))),
+                None => {
+                    slots.push(Slot::roof("all_reduce", Kind::Roof(roof("allreduce"), 2, 0), missing("collectives")))
+                }
             }
         }
         if let Some(c) = curve("emb") {
@@ -309,13 +317,12 @@ impl Profiled {
         }
         match curve("lm_head") {
             Some(c) => slots.push(Slot::measured("lm_head", Kind::Sampled, c)),
-            None => slots.push(Slot::roof("lm_head", Kind::Roof("lm_head", 0, 1), missing("LM head GEMM"))),
+            None => slots.push(Slot::roof("lm_head", Kind::Roof(roof("lm_head"), 0, 1), missing("LM head GEMM"))),
         }
         if let Some(c) = curve("sample") {
             slots.push(Slot::measured("sample", Kind::Sampled, c));
         }
-        let cpu: Vec<Slot> =
-            CPU_OPS.iter().filter_map(|n| curve(n).map(|c| Slot::measured(n, Kind::Cpu, c))).collect();
+        let cpu: Vec<Slot> = CPU_OPS.iter().filter_map(|n| curve(n).map(|c| Slot::measured(n, Kind::Cpu, c))).collect();
         if cpu.is_empty() {
             // Not a stand-in for a measured op: the engine's CPU work is a setting of the run.
             slots.push(Slot { name: "cpu_overhead", kind: Kind::RoofCpu, curve: None, fallback: None });
@@ -387,7 +394,7 @@ impl Profiled {
                 (t * ms, out)
             }
             Kind::Roof(op, per_layer, per_step) => {
-                let secs = self.roofline.op_seconds(op, b);
+                let secs = self.roofline.op_time(op, b);
                 if secs == 0.0 {
                     return (0.0, false);
                 }
@@ -514,7 +521,16 @@ mod tests {
     }
 
     fn table(name: &str, tp: Option<u32>, axes: Vec<Axis>, points: Vec<Vec<f64>>) -> OpTable {
-        OpTable { name: name.into(), tp, axes, interp: Interp::Linear, points, dims: None, heldout: vec![], source: None }
+        OpTable {
+            name: name.into(),
+            tp,
+            axes,
+            interp: Interp::Linear,
+            points,
+            dims: None,
+            heldout: vec![],
+            source: None,
+        }
     }
 
     /// A profile where every token op costs `tokens / 1000` ms, attention and CPU ops simple lines.
@@ -623,7 +639,10 @@ mod tests {
             assert_eq!(reason(op), "the profile has no tables at TP 2 (it has TP [1])");
         }
         // Attention tables exist, for the heads of one GPU at TP 1.
-        assert_eq!(reason("attn_decode"), "measured for 32 query / 8 KV heads of 128 per GPU; this model has 16 / 4 / 128 at TP 2");
+        assert_eq!(
+            reason("attn_decode"),
+            "measured for 32 query / 8 KV heads of 128 per GPU; this model has 16 / 4 / 128 at TP 2"
+        );
         let mut p = profile(1);
         p.meta.model.hidden = 8192;
         let e = build(&p, 1).unwrap_err();
@@ -659,9 +678,7 @@ mod tests {
         }
         let m = build(&p, 1).unwrap();
         assert!(
-            m.fallbacks()
-                .iter()
-                .any(|f| f.op == "attn_decode" && f.reason.starts_with("measured for 32 query / 4 KV")),
+            m.fallbacks().iter().any(|f| f.op == "attn_decode" && f.reason.starts_with("measured for 32 query / 4 KV")),
             "{:?}",
             m.fallbacks()
         );

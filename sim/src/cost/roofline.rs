@@ -52,7 +52,7 @@ impl Default for RooflineParams {
 
 /// The operators of the roofline, in the order [`Roofline::breakdown`] lists them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum RoofOp {
+pub(crate) enum RoofOp {
     Qkv,
     O,
     Moe,
@@ -66,6 +66,10 @@ enum RoofOp {
 }
 
 impl RoofOp {
+    pub(crate) fn find(name: &str) -> Option<RoofOp> {
+        RoofOp::ALL.iter().copied().find(|o| o.name() == name)
+    }
+
     const ALL: [RoofOp; 10] = [
         RoofOp::Qkv,
         RoofOp::O,
@@ -79,7 +83,7 @@ impl RoofOp {
         RoofOp::LmHead,
     ];
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             RoofOp::Qkv => "qkv_proj",
             RoofOp::O => "o_proj",
@@ -153,7 +157,12 @@ impl Roofline {
     /// One operator's time over the whole iteration (0 when the batch does not run it), by its
     /// name in [`Roofline::breakdown`].
     pub fn op_seconds(&self, name: &str, b: &BatchShape) -> f64 {
-        RoofOp::ALL.iter().find(|o| o.name() == name).and_then(|&o| self.op(o, b)).map_or(0.0, |t| t.seconds)
+        RoofOp::find(name).map_or(0.0, |o| self.op_time(o, b))
+    }
+
+    /// [`Roofline::op_seconds`] of an op already looked up.
+    pub(crate) fn op_time(&self, op: RoofOp, b: &BatchShape) -> f64 {
+        self.op(op, b).map_or(0.0, |t| t.seconds)
     }
 
     /// One operator over the whole iteration, or None when this model or batch does not run it.

@@ -15,7 +15,9 @@ mod summary;
 
 pub use policy::PolicyStats;
 pub use stats::Dist;
-pub use summary::{meets_slo, summarize, CostSummary, KvSummary, RequestCounts, SloSummary, StoppedEarly, Summary, Throughput};
+pub use summary::{
+    meets_slo, summarize, CostSummary, KvSummary, RequestCounts, SloSummary, StoppedEarly, Summary, Throughput,
+};
 
 use crate::cost::BatchShape;
 use crate::instance::Gauges;

@@ -632,7 +632,9 @@ impl CostSection {
                     format!("{w:?}"),
                 )?;
             }
-            for (key, v) in [("system", &d.system), ("version", &d.version), ("gemm_kernel", &d.gemm_kernel), ("path", &d.path)] {
+            for (key, v) in
+                [("system", &d.system), ("version", &d.version), ("gemm_kernel", &d.gemm_kernel), ("path", &d.path)]
+            {
                 if let Some(v) = v {
                     check(!v.trim().is_empty(), &dp, key, "must not be empty", "\"\"")?;
                 }

@@ -111,7 +111,12 @@ pub fn case_of(r: &Row) -> std::result::Result<Case, String> {
         "fp8_block" => "fp8-block",
         "nvfp4" => "fp4",
         "bfloat16" | "bf16" | "" if r.get("precision") == "bf16" => "bf16",
-        q => return Err(format!("GEMM quantization {q:?} (precision {}): not in servesim's weights (bf16, fp8, fp8-block, fp4)", r.get("precision"))),
+        q => {
+            return Err(format!(
+                "GEMM quantization {q:?} (precision {}): not in servesim's weights (bf16, fp8, fp8-block, fp4)",
+                r.get("precision")
+            ))
+        }
     };
     let int = |k: &str| r.num(k).filter(|v| *v >= 1.0 && v.fract() == 0.0).map(|v| v as u64);
     let tp = int("tp_size").ok_or_else(|| format!("tp_size {:?}", r.get("tp_size")))?;
@@ -169,7 +174,13 @@ pub fn engine_settings(framework: &str, gpu: &servesim_sim::spec::GpuSpec) -> St
             )
         }
         "sglang" => {
-            let tokens = if gib > 160.0 { 16384 } else if gib >= 70.0 { 8192 } else { 4096 };
+            let tokens = if gib > 160.0 {
+                16384
+            } else if gib >= 70.0 {
+                8192
+            } else {
+                4096
+            };
             format!(
                 "[scheduler]\nmax_num_seqs = 1024\nmax_num_batched_tokens = {tokens}\n\
                  [scheduler.batching]\nkind = \"chunked\"\npriority = \"prefill\"\n"
@@ -190,9 +201,9 @@ pub fn scenario_text(c: &Case, rounds: u32, database: Option<&Path>, overhead: O
     let weight_dtype = if c.weights == "bf16" { "bf16" } else { "fp8" };
     let path = database.map_or(String::new(), |p| format!(", path = {:?}", p.display().to_string()));
     let overhead = match overhead {
-        Some((b, s, o)) => format!(
-            "cpu_overhead_base_us = {b}\ncpu_overhead_per_seq_us = {s}\n[scheduler.cpu]\noverlap = {o}\n"
-        ),
+        Some((b, s, o)) => {
+            format!("cpu_overhead_base_us = {b}\ncpu_overhead_per_seq_us = {s}\n[scheduler.cpu]\noverlap = {o}\n")
+        }
         None => String::new(),
     };
     let requests = (2 + rounds) * c.concurrency;
@@ -223,8 +234,7 @@ pub fn predict(s: &Scenario, c: &Case) -> std::result::Result<(f64, f64, f64), S
         return Err(format!("the run stopped early ({})", st.reason));
     }
     let warm = 2 * c.concurrency as usize;
-    let recs: Vec<_> =
-        out.recorder.records.iter().skip(warm).filter(|r| r.status == Status::Finished).collect();
+    let recs: Vec<_> = out.recorder.records.iter().skip(warm).filter(|r| r.status == Status::Finished).collect();
     if recs.is_empty() {
         return Err("no request finished after the warm-up".into());
     }
@@ -246,7 +256,18 @@ pub fn read(path: &Path) -> Result<Vec<Row>> {
         .iter()
         .map(str::to_string)
         .collect();
-    for need in ["id", "backend", "model_path", "system", "isl", "osl", "batch_size", "tp_size", "silicon_ttft_ms", "silicon_tpot_ms"] {
+    for need in [
+        "id",
+        "backend",
+        "model_path",
+        "system",
+        "isl",
+        "osl",
+        "batch_size",
+        "tp_size",
+        "silicon_ttft_ms",
+        "silicon_tpot_ms",
+    ] {
         if !headers.iter().any(|h| h == need) {
             return Err(CliError::input(format!("{}: no column {need} (is it silicon_sample.csv?)", path.display())));
         }
@@ -254,8 +275,7 @@ pub fn read(path: &Path) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for (i, rec) in rd.records().enumerate() {
         let rec = rec.map_err(|e| CliError::input(format!("{}: line {}: {e}", path.display(), i + 2)))?;
-        let fields: BTreeMap<String, String> =
-            headers.iter().cloned().zip(rec.iter().map(str::to_string)).collect();
+        let fields: BTreeMap<String, String> = headers.iter().cloned().zip(rec.iter().map(str::to_string)).collect();
         let id = fields.get("id").cloned().unwrap_or_default();
         rows.push(Row { line: i + 2, id, fields });
     }
