@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use servesim_sim::cost::profile::Profile;
-use servesim_sim::cost::{BatchShape, CostModel, Profiled, RooflineParams};
+use servesim_sim::cost::{BatchShape, CostModel, Profiled};
 use servesim_sim::scenario::CostSpec;
 use servesim_sim::spec::GpuPreset;
 

@@ -228,7 +228,9 @@ fn weights(a: u64, b: u64, x: u64) -> Vec<(u64, f64)> {
 mod tests {
     use super::*;
 
-    fn table(sites: &[((u64, u64), Vec<(u64, f64)>)], sol: Sol) -> GemmTable {
+    type Sites = [((u64, u64), Vec<(u64, f64)>)];
+
+    fn table(sites: &Sites, sol: Sol) -> GemmTable {
         GemmTable {
             file: "t".into(),
             dtype: "bfloat16".into(),

@@ -127,7 +127,7 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, String> {
     }
     let m = &r.model;
     for &tp in &r.tp {
-        if tp == 0 || m.heads % tp as u64 != 0 {
+        if tp == 0 || !m.heads.is_multiple_of(tp as u64) {
             return Err(format!("TP {tp} does not divide {}'s {} attention heads", m.name, m.heads));
         }
     }

@@ -346,7 +346,7 @@ impl Simulation {
             self.stopped = Some(Stopped::EventBudget);
             return false;
         }
-        if self.events % CANCEL_CHECK_EVENTS == 0 && CANCEL.load(std::sync::atomic::Ordering::Relaxed) {
+        if self.events.is_multiple_of(CANCEL_CHECK_EVENTS) && CANCEL.load(std::sync::atomic::Ordering::Relaxed) {
             self.stopped = Some(Stopped::Cancelled);
             return false;
         }

@@ -69,7 +69,7 @@ pub fn run(a: Args) -> Result<()> {
         })?
         .spec();
     let model = ModelSpec::from_preset(preset, a.weight_dtype.into(), a.kv_dtype.into());
-    if a.tp == 0 || model.heads % a.tp != 0 {
+    if a.tp == 0 || !model.heads.is_multiple_of(a.tp) {
         return Err(CliError::input(format!(
             "--tp: must divide the model's {} attention heads, got {}",
             model.heads, a.tp

@@ -77,7 +77,7 @@ pub fn check_op_axes(name: &str, axes: &[Axis]) -> Result<(), String> {
         let known: Vec<&str> = KNOWN_OPS.iter().map(|(n, _)| *n).collect();
         return Err(format!("op {name} is not an op servesim reads (it reads {})", known.join(", ")));
     }
-    if forms.iter().any(|f| *f == axes) {
+    if forms.contains(&axes) {
         return Ok(());
     }
     let names = |a: &[Axis]| format!("{:?}", a.iter().map(|x| x.name()).collect::<Vec<_>>());

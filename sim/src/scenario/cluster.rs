@@ -73,7 +73,7 @@ pub(crate) fn resolve_groups(
         let tp = g.tp.unwrap_or(1);
         check((1..=64).contains(&tp), &path, "tp", "must be in [1, 64]", tp)?;
         check(
-            model.heads % tp as u64 == 0,
+            model.heads.is_multiple_of(tp as u64),
             &path,
             "tp",
             &format!("must divide the model's {} attention heads", model.heads),

@@ -11,6 +11,7 @@ use crate::cost::LinearCost;
 /// The cost model of an instance group.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
+#[allow(clippy::large_enum_variant)] // one per instance group
 pub enum CostSpec {
     /// The analytic roofline (`cost::Roofline`), the default.
     Roofline(CostSection),

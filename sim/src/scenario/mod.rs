@@ -357,7 +357,7 @@ impl Scenario {
     fn single_group(file: &ScenarioFile, model: &ModelSpec, gpu: GpuSpec) -> Result<InstanceGroup, ScenarioError> {
         let tp = file.cluster.tp as u64;
         check(
-            model.heads % tp == 0,
+            model.heads.is_multiple_of(tp),
             "cluster",
             "tp",
             &format!("must divide the model's {} attention heads", model.heads),

@@ -240,9 +240,9 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
     // Gen5 between GPUs).
     GpuPreset {
         name: "rtx-pro-6000",
-        bf16_tflops: 467.800_534_963_698,
-        fp8_tflops: Some(935.601_069_927_397),
-        fp4_tflops: Some(1871.202_139_854_795),
+        bf16_tflops: 467.800_535,
+        fp8_tflops: Some(935.601_070),
+        fp4_tflops: Some(1_871.202_140),
         hbm_gb_per_s: 1792.0,
         memory_mib: 102_641_958_912 / MIB,
         interconnect_gb_per_s: 64.0,

@@ -53,7 +53,7 @@ impl Row {
             h ^= b as u64;
             h = h.wrapping_mul(0x100000001b3);
         }
-        if h % 2 == 0 {
+        if h.is_multiple_of(2) {
             "fit"
         } else {
             "report"
