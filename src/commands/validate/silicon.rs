@@ -110,7 +110,9 @@ pub fn case_of(r: &Row) -> std::result::Result<Case, String> {
         "fp8" => "fp8",
         "fp8_block" => "fp8-block",
         "nvfp4" => "fp4",
-        "bfloat16" | "bf16" | "" if r.get("precision") == "bf16" => "bf16",
+        "bfloat16" | "bf16" if r.get("precision") == "bf16" || r.get("precision").is_empty() => "bf16",
+        // Neither given: the checkpoint's own dtype, bf16 for the models mapped above.
+        "" if r.get("precision") == "bf16" || r.get("precision").is_empty() => "bf16",
         q => {
             return Err(format!(
                 "GEMM quantization {q:?} (precision {}): not in servesim's weights (bf16, fp8, fp8-block, fp4)",
@@ -135,6 +137,9 @@ pub fn case_of(r: &Row) -> std::result::Result<Case, String> {
         return Err("no measured TTFT or TPOT".into());
     };
     let mut note = Vec::new();
+    if r.get("gemm_quant_mode").is_empty() {
+        note.push("no precision given: bf16, the checkpoint's dtype");
+    }
     if weights == "fp4" {
         note.push("fp4 weights: kernels measured, memory counted at fp8 size");
     }
