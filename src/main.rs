@@ -9,7 +9,6 @@ mod progress;
 mod report;
 mod scenario_file;
 mod shard;
-mod shipped;
 mod trace_source;
 
 use clap::{Parser, Subcommand};

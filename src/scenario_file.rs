@@ -67,7 +67,7 @@ impl Resources for FileResources {
         if let Some(p) = self.databases.lock().expect("not poisoned").get(&key) {
             return Ok(p.clone());
         }
-        let p = match crate::shipped::find(req) {
+        let p = match servesim_sim::cost::shipped::find(req) {
             Some((_, p)) => p,
             None => {
                 let dir = req.path.as_ref().map(|p| self.base.join(p));

@@ -8,6 +8,7 @@ pub mod overhead;
 pub mod profile;
 mod profiled;
 mod roofline;
+pub mod shipped;
 
 pub use linear::LinearCost;
 pub use overhead::{EngineOverhead, OVERHEADS};

@@ -26,10 +26,22 @@ pub trait Resources: Send + Sync + fmt::Debug {
     fn trace(&self, spec: &mut TraceSpec) -> Result<(), String>;
 
     /// The profile a kernel database gives for `req` (`[cost] database`), built or found by
-    /// the caller and cached by its inputs.
+    /// the caller and cached by its inputs. By default only the profiles built into servesim
+    /// ([`crate::cost::shipped`]) answer.
     fn database(&self, req: &DatabaseRequest) -> Result<Arc<Profile>, String> {
-        let _ = req;
-        Err("kernel databases are read by the program that loads the scenario (Scenario::from_file_in)".into())
+        crate::cost::shipped::find(req).map(|(_, p)| p).ok_or_else(|| {
+            format!(
+                "no built-in profile for {} on {} ({} {}, {} weights, {} KV, TP {}); other kernel databases are read \
+                 by the program that loads the scenario (Scenario::from_file_in)",
+                req.model.name,
+                req.system,
+                req.framework,
+                req.version.as_deref().unwrap_or("newest"),
+                req.weights,
+                req.model.kv_dtype.name(),
+                req.tp
+            )
+        })
     }
 }
 

@@ -402,7 +402,7 @@ pub fn run(o: Options) -> Result<()> {
             let mut best: Option<((f64, f64, bool), f64)> = None;
             for overlap in [true, false] {
                 for base in (0..=16).map(|i| i as f64 * 250.0) {
-                    for per_seq in [0.0, 2.0, 5.0, 10.0, 20.0, 40.0] {
+                    for per_seq in [0.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 80.0] {
                         let ov = (base, per_seq, overlap);
                         let outs = run_cases(&fit_rows, o.rounds, o.database, &|_| Some(ov), &resources, o.staggered);
                         let (n, t, p) = medians(&outs, &|_| true);
