@@ -71,18 +71,8 @@ impl Resources for FileResources {
             Some((_, p)) => p,
             None => {
                 let dir = req.path.as_ref().map(|p| self.base.join(p));
-                let files = crate::aic::locate(dir.as_deref()).map_err(|e| {
-                    format!(
-                        "no shipped profile for {} on {} ({} {}, {} weights, {} KV, TP {}), and {e}",
-                        req.model.name,
-                        req.system,
-                        req.framework,
-                        req.version.as_deref().unwrap_or("newest"),
-                        req.weights,
-                        req.model.kv_dtype.name(),
-                        req.tp
-                    )
-                })?;
+                let files = crate::aic::locate(dir.as_deref())
+                    .map_err(|e| format!("no shipped profile for {}, and {e}", req.describe()))?;
                 Arc::new(crate::aic::build(&files, req)?)
             }
         };

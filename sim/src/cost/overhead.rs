@@ -23,36 +23,40 @@ pub struct EngineOverhead {
 /// The engines' overheads. The constants of `vllm`, `sglang` and `trtllm` are fitted on half of
 /// the measured end-to-end runs of AIConfigurator's `silicon_sample.csv` (the rows servesim can
 /// express, split by a hash of the row id) and their errors reported on the other half
-/// (`servesim validate --silicon FILE --fit-overhead`, docs/fidelity.md). The fits found no
-/// per-iteration base cost beyond the measured kernels (the database times kernels inside CUDA
-/// graphs, as the engines run decode) and a small cost per sequence; the grid's best had the
-/// CPU work in series with the GPU.
+/// (`servesim validate --silicon FILE --fit-overhead`, docs/fidelity.md). The kernel database
+/// times kernels inside CUDA graphs, without the engine around them: the fitted CPU work is a fraction of a millisecond per
+/// iteration plus tens of µs per sequence, in series with the GPU (the grid's best on every
+/// engine; overlap lost).
+/// TensorRT-LLM's fit (see its `source`).
+const TRTLLM_BASE: f64 = 0.0;
+const TRTLLM_PER_SEQ: f64 = 2.0;
+
 pub const OVERHEADS: &[EngineOverhead] = &[
     EngineOverhead {
         name: "vllm",
-        base_us: 0.0,
-        per_seq_us: 5.0,
+        base_us: 250.0,
+        per_seq_us: 40.0,
         overlap: false,
-        source: "vLLM 0.12-0.19: fitted on the fit half (120 rows) of aiconfigurator-core 0.12.0's \
-                 silicon_sample.csv vLLM rows, grid 0-4000 µs × 0-40 µs/seq × overlap; report half (129 rows): \
-                 TPOT median |error| 6.4% (docs/fidelity.md)",
+        source: "vLLM 0.12-0.19: fitted on the fit half (168 rows) of aiconfigurator-core 0.12.0's \
+                 silicon_sample.csv vLLM rows, grid 0-4000 µs × 0-80 µs/seq × overlap; report half (171 rows): \
+                 TPOT median |error| 9.0%, TTFT 45.7% (docs/fidelity.md)",
     },
     EngineOverhead {
         name: "sglang",
-        base_us: 0.0,
+        base_us: 750.0,
         per_seq_us: 20.0,
         overlap: false,
-        source: "SGLang 0.5.6: fitted on the fit half (22 rows) of aiconfigurator-core 0.12.0's \
-                 silicon_sample.csv SGLang rows, same grid; report half (24 rows): TPOT median |error| 8.8% \
+        source: "SGLang 0.5.6: fitted on the fit half (58 rows) of aiconfigurator-core 0.12.0's silicon_sample.csv \
+                 SGLang rows, same grid; report half (72 rows): TPOT median |error| 5.8%, TTFT 15.6% \
                  (docs/fidelity.md)",
     },
     EngineOverhead {
         name: "trtllm",
-        base_us: 0.0,
-        per_seq_us: 0.0,
-        overlap: true,
-        source: "TensorRT-LLM (overlap scheduler): constants fitted on the even half of aiconfigurator-core \
-                 0.12.0's silicon_sample.csv TensorRT-LLM rows (servesim validate --silicon --fit-overhead)",
+        base_us: TRTLLM_BASE,
+        per_seq_us: TRTLLM_PER_SEQ,
+        overlap: false,
+        source: "TensorRT-LLM 0.8-1.3: fitted on the fit half of aiconfigurator-core 0.12.0's silicon_sample.csv \
+                 TensorRT-LLM rows, same grid (docs/fidelity.md)",
     },
     EngineOverhead {
         name: "vidur-2023",

@@ -31,15 +31,9 @@ pub trait Resources: Send + Sync + fmt::Debug {
     fn database(&self, req: &DatabaseRequest) -> Result<Arc<Profile>, String> {
         crate::cost::shipped::find(req).map(|(_, p)| p).ok_or_else(|| {
             format!(
-                "no built-in profile for {} on {} ({} {}, {} weights, {} KV, TP {}); other kernel databases are read \
-                 by the program that loads the scenario (Scenario::from_file_in)",
-                req.model.name,
-                req.system,
-                req.framework,
-                req.version.as_deref().unwrap_or("newest"),
-                req.weights,
-                req.model.kv_dtype.name(),
-                req.tp
+                "no shipped profile for {}; other kernel databases are read by the program that loads the \
+                 scenario (Scenario::from_file_in)",
+                req.describe()
             )
         })
     }
@@ -63,6 +57,20 @@ pub struct DatabaseRequest {
 }
 
 impl DatabaseRequest {
+    /// What is asked, in words: `llama-3-8b on h100_sxm (vllm newest, bf16 weights, bf16 KV, TP 1)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} on {} ({} {}, {} weights, {} KV, TP {})",
+            self.model.name,
+            self.system,
+            self.framework,
+            self.version.as_deref().unwrap_or("newest"),
+            self.weights,
+            self.model.kv_dtype.name(),
+            self.tp
+        )
+    }
+
     /// A key naming the inputs, for caches.
     pub fn key(&self) -> String {
         let m = &self.model;
