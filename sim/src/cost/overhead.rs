@@ -55,8 +55,9 @@ pub const OVERHEADS: &[EngineOverhead] = &[
         base_us: TRTLLM_BASE,
         per_seq_us: TRTLLM_PER_SEQ,
         overlap: false,
-        source: "TensorRT-LLM 0.8-1.3: fitted on the fit half of aiconfigurator-core 0.12.0's silicon_sample.csv \
-                 TensorRT-LLM rows, same grid (docs/fidelity.md)",
+        source: "TensorRT-LLM 0.8-1.3: fitted by an earlier build on the fit half of the aiconfigurator-core \
+                 0.12.0 silicon_sample.csv TensorRT-LLM rows that state their precision (grid 0-4000 µs × 0-40 µs/seq), \
+                 not refitted; its rows are far off for other reasons (docs/fidelity.md)",
     },
     EngineOverhead {
         name: "vidur-2023",
