@@ -337,6 +337,8 @@ pub struct Curve1 {
     xs: Vec<f64>,
     ys: Vec<f64>,
     interp: Interp,
+    /// ln of xs and ys (log-log curves only), so a lookup takes one logarithm, not four.
+    logs: Option<(Vec<f64>, Vec<f64>)>,
 }
 
 impl Curve1 {
@@ -357,7 +359,9 @@ impl Curve1 {
                 n = 1.0;
             }
         }
-        Curve1 { xs, ys, interp }
+        let logs = (interp == Interp::LogLog)
+            .then(|| (xs.iter().map(|v| v.ln()).collect(), ys.iter().map(|v| v.ln()).collect()));
+        Curve1 { xs, ys, interp, logs }
     }
 
     pub fn min_x(&self) -> f64 {
@@ -397,6 +401,13 @@ impl Curve1 {
         let i = xs.partition_point(|&v| v < x) - 1;
         if xs[i + 1] == x {
             return ys[i + 1];
+        }
+        if let Some((lx, ly)) = &self.logs {
+            // What `segment` computes for log-log, with the knots' logarithms kept.
+            if xs[i] > 0.0 && ys[i] > 0.0 && ys[i + 1] > 0.0 {
+                let t = (x.ln() - lx[i]) / (lx[i + 1] - lx[i]);
+                return (ly[i] + t * (ly[i + 1] - ly[i])).exp();
+            }
         }
         segment(self.interp, xs[i], ys[i], xs[i + 1], ys[i + 1], x)
     }
