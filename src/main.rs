@@ -2,6 +2,7 @@
 //! the simulator itself lives in `servesim-sim`.
 
 mod aic;
+mod atomic;
 mod commands;
 mod error;
 mod output;

@@ -1,8 +1,8 @@
 //! Writing run outputs: the stdout table, `summary.json`, `requests.csv`, `timeseries.csv`,
 //! and the resolved scenario.
 
-use std::fs::{self, File};
-use std::io::{BufWriter, Write};
+use std::fs;
+use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
@@ -27,9 +27,8 @@ fn opt_ms(t: SimTime) -> String {
 pub fn write_run(dir: &Path, scenario: &Scenario, summary: &Summary, rec: &Recorder) -> anyhow::Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("creating output folder {}", dir.display()))?;
     let json = serde_json::to_string_pretty(summary).expect("summary serialises");
-    fs::write(dir.join("summary.json"), json + "\n")
-        .with_context(|| format!("writing {}", dir.join("summary.json").display()))?;
-    fs::write(dir.join("scenario.toml"), scenario.resolved_toml()).context("writing scenario.toml")?;
+    crate::atomic::write(&dir.join("summary.json"), json + "\n")?;
+    crate::atomic::write(&dir.join("scenario.toml"), scenario.resolved_toml())?;
     write_requests(&dir.join("requests.csv"), rec).context("writing requests.csv")?;
     write_timeseries(&dir.join("timeseries.csv"), rec).context("writing timeseries.csv")?;
     Ok(())
@@ -37,7 +36,7 @@ pub fn write_run(dir: &Path, scenario: &Scenario, summary: &Summary, rec: &Recor
 
 /// One row per request, in id order, with a stable column order.
 pub fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
-    let mut w = BufWriter::new(File::create(path)?);
+    let mut w = crate::atomic::AtomicFile::create(path)?;
     writeln!(
         w,
         "id,arrival_ms,scheduled_ms,first_token_ms,finish_ms,prompt_tokens,output_tokens,status,reject_reason,preemptions,instance,measured,ttft_ms,tpot_ms,e2e_ms,queue_ms"
@@ -74,12 +73,11 @@ pub fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
             r.queue().map(ms).unwrap_or_default(),
         )?;
     }
-    w.flush()?;
-    Ok(())
+    w.commit()
 }
 
 pub fn write_timeseries(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
-    let mut w = BufWriter::new(File::create(path)?);
+    let mut w = crate::atomic::AtomicFile::create(path)?;
     writeln!(w, "t_s,arrivals,rejections,completions,first_tokens,waiting_mean,running_mean,kv_used_blocks_mean,kv_utilization_mean,ttft_ms_p99,instances_mean,instances_ready_mean,failures,restarts,slo_attainment")?;
     let total = rec.kv_total().max(1) as f64;
     for row in &rec.series {
@@ -103,8 +101,7 @@ pub fn write_timeseries(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
             row.slo_attainment.map(|v| format!("{v:.6}")).unwrap_or_default(),
         )?;
     }
-    w.flush()?;
-    Ok(())
+    w.commit()
 }
 
 /// Thousands separators for counts in tables.

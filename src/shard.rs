@@ -68,7 +68,7 @@ pub fn write<H: Serialize, R: Serialize>(
     let path = dir.join(shard.file_name(kind));
     let f = ShardFile { kind: kind.to_string(), shard: shard.index, shards: shard.count, header, items };
     let json = serde_json::to_string_pretty(&f).expect("shard serialises");
-    fs::write(&path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    crate::atomic::write(&path, json + "\n")?;
     Ok(path)
 }
 

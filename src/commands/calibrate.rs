@@ -281,8 +281,7 @@ pub(crate) fn write_profile(path: &Path, p: &Profile) -> Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     let json = compact_number_arrays(&serde_json::to_string_pretty(p).expect("profile serialises"));
-    std::fs::write(path, json + "\n")
-        .map_err(|e| CliError::Other(anyhow::anyhow!("cannot write {}: {e}", path.display())))
+    crate::atomic::write(path, json + "\n").map_err(CliError::Other)
 }
 
 /// Puts each innermost array of numbers (a table point) on one line: pretty JSON would give

@@ -239,7 +239,7 @@ fn metrics(s: &servesim_sim::metrics::Summary) -> Metrics {
 pub fn finish(h: &CompareHeader, rows: &[Metrics], dir: &Path, format: Format) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join("compare.csv");
-    std::fs::write(&path, csv(h, rows)).with_context(|| format!("writing {}", path.display()))?;
+    crate::atomic::write(&path, csv(h, rows))?;
     match format {
         Format::Table => {
             print!("{}", table(h, rows));

@@ -117,8 +117,7 @@ pub fn run(a: Args) -> Result<()> {
 pub fn finish(report: &PlanReport, dir: &Path, format: Format) -> Result<()> {
     let json = serde_json::to_string_pretty(report).expect("report serialises");
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    std::fs::write(dir.join("plan.json"), json.clone() + "\n")
-        .with_context(|| format!("writing {}/plan.json", dir.display()))?;
+    crate::atomic::write(&dir.join("plan.json"), json.clone() + "\n")?;
     match format {
         Format::Json => println!("{json}"),
         Format::Table => print!("{}", table(report)),

@@ -125,10 +125,12 @@ impl PlanSection {
         for (i, c) in self.candidates.iter().enumerate() {
             let cp = format!("{path}.candidates[{i}]");
             check(
-                !c.name.is_empty() && c.name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch)),
+                !c.name.is_empty()
+                    && !c.name.starts_with('.')
+                    && c.name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch)),
                 &cp,
                 "name",
-                "must be letters, digits, '-', '_' or '.'",
+                "must be letters, digits, '-', '_' or '.', not starting with '.'",
                 format!("{:?}", c.name),
             )?;
             check(names.insert(c.name.clone()), &cp, "name", "is used by another candidate", format!("{:?}", c.name))?;

@@ -253,10 +253,12 @@ impl Scenario {
     ) -> Result<Scenario, ScenarioError> {
         let name = file.name.clone().unwrap_or_else(|| default_name.to_string());
         check(
-            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
+            !name.is_empty()
+                && !name.starts_with('.')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
             "",
             "name",
-            "must be letters, digits, '-', '_' or '.'",
+            "must be letters, digits, '-', '_' or '.', not starting with '.' (it names the output folder)",
             format!("{name:?}"),
         )?;
         file.name = Some(name.clone());

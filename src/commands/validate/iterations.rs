@@ -158,9 +158,9 @@ pub fn run(a: &Args, backend: BackendKind, s: servesim_sim::Scenario, out_dir: &
         batches: rows,
     };
     let json = serde_json::to_string_pretty(&rep).expect("report serialises");
-    std::fs::write(out_dir.join("iterations.json"), json.clone() + "\n")?;
+    crate::atomic::write(&out_dir.join("iterations.json"), json.clone() + "\n")?;
     let csv = iterations_csv(&rep);
-    std::fs::write(out_dir.join("iterations.csv"), &csv)?;
+    crate::atomic::write(&out_dir.join("iterations.csv"), &csv)?;
     if !a.quiet {
         match a.format {
             OutFormat::Json => println!("{json}"),

@@ -150,8 +150,8 @@ pub fn run(a: &Args, s: Scenario, out_dir: &Path) -> Result<()> {
     };
     let json = serde_json::to_string_pretty(&rep).expect("report serialises");
     let csv = report::rows_csv(&rep.rows);
-    std::fs::write(out_dir.join("validate.json"), json.clone() + "\n")?;
-    std::fs::write(out_dir.join("validate.csv"), &csv)?;
+    crate::atomic::write(&out_dir.join("validate.json"), json.clone() + "\n")?;
+    crate::atomic::write(&out_dir.join("validate.csv"), &csv)?;
     if !a.quiet {
         match a.format {
             OutFormat::Json => println!("{json}"),

@@ -672,7 +672,7 @@ impl Calibration {
         std::fs::create_dir_all(out)?;
         let path = out.join("profile.json");
         super::calibrate::write_profile(&path, &profile)?;
-        std::fs::write(out.join("calibration.csv"), csv)?;
+        crate::atomic::write(&out.join("calibration.csv"), csv)?;
         Ok((profile, ProfileSource { path, op_timing: Some(a.op_timing(backend)), calibrated_s: Some(seconds) }))
     }
 }

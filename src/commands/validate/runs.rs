@@ -271,9 +271,9 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
         loads,
     );
     let json = serde_json::to_string_pretty(&rep).expect("report serialises");
-    std::fs::write(out_dir.join("validate.json"), json.clone() + "\n")?;
+    crate::atomic::write(&out_dir.join("validate.json"), json.clone() + "\n")?;
     let csv = report::runs_csv(&rep);
-    std::fs::write(out_dir.join("validate.csv"), &csv)?;
+    crate::atomic::write(&out_dir.join("validate.csv"), &csv)?;
     if !a.quiet {
         match a.format {
             OutFormat::Json => println!("{json}"),

@@ -513,7 +513,7 @@ pub fn run(o: Options) -> Result<()> {
         table += &format!("fitted on the fit half: {fw} overhead {b} µs + {s} µs per sequence, overlap {ov}\n");
     }
     std::fs::create_dir_all(&o.out)?;
-    std::fs::write(o.out.join("silicon.csv"), csv)?;
+    crate::atomic::write(&o.out.join("silicon.csv"), csv)?;
     let json = serde_json::json!({
         "file": o.file.display().to_string(),
         "filters": o.filters,
@@ -526,7 +526,7 @@ pub fn run(o: Options) -> Result<()> {
         "vllm_sglang": headline,
         "fitted_overheads": fitted.iter().map(|(k, (b, s, ov))| serde_json::json!({"framework": k, "base_us": b, "per_seq_us": s, "overlap": ov})).collect::<Vec<_>>(),
     });
-    std::fs::write(o.out.join("silicon.json"), serde_json::to_string_pretty(&json).expect("serialises") + "\n")?;
+    crate::atomic::write(&o.out.join("silicon.json"), serde_json::to_string_pretty(&json).expect("serialises") + "\n")?;
     if !o.quiet {
         print!("{table}");
         println!("outputs     {}/ (silicon.csv, silicon.json)", o.out.display());

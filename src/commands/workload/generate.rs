@@ -5,8 +5,7 @@
 //! mapping: `arrival_s` (exact to the nanosecond), `prompt_tokens`, `output_tokens`. Sessions,
 //! classes and content ids are not written.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -51,8 +50,21 @@ pub fn run(a: Args) -> Result<()> {
         }
         loaded.workload.duration_s = Some(d);
     }
-    let file = File::create(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let mut w = BufWriter::with_capacity(1 << 20, file);
+    // Never write over what is being read (the scenario, its trace): the output is a new file.
+    let same = |p: &std::path::Path| match (std::fs::canonicalize(p), std::fs::canonicalize(&a.out)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    };
+    let mut inputs: Vec<PathBuf> = a.input.paths().into_iter().map(|p| p.to_path_buf()).collect();
+    inputs.extend(loaded.workload.trace.as_ref().map(|t| PathBuf::from(&t.path)));
+    if let Some(p) = inputs.iter().find(|p| same(p)) {
+        return Err(CliError::input(format!(
+            "--out {}: is an input of this command ({}); write elsewhere",
+            a.out.display(),
+            p.display()
+        )));
+    }
+    let mut w = crate::atomic::AtomicFile::create(&a.out)?;
     let mut io: std::io::Result<()> = Ok(());
     let mut n = 0u64;
     if a.out_format == OutFormat::Csv {
@@ -74,7 +86,8 @@ pub fn run(a: Args) -> Result<()> {
         };
         n += 1;
     })?;
-    io.and_then(|_| w.flush()).with_context(|| format!("writing {}", a.out.display()))?;
+    io.with_context(|| format!("writing {}", a.out.display()))?;
+    w.commit()?;
     eprintln!("wrote {n} requests to {}", a.out.display());
     Ok(())
 }

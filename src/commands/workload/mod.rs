@@ -166,6 +166,11 @@ pub struct Loaded {
 }
 
 impl Input {
+    /// The files this input reads (to refuse writing over one of them).
+    pub fn paths(&self) -> Vec<&std::path::Path> {
+        self.trace.iter().chain(self.scenario.iter()).map(|p| p.as_path()).collect()
+    }
+
     pub fn load(&self) -> Result<Loaded> {
         if let Some(p) = &self.scenario {
             let s = scenario_file::load(p)?;
