@@ -31,7 +31,7 @@ pub struct Args {
     #[arg(long, value_name = "KEY=V1,V2,...")]
     vary: Vec<String>,
     /// Seed of every run (overrides the scenario's `seed`).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=servesim_sim::scenario::MAX_SEED))]
     seed: Option<u64>,
     /// Output folder for compare.csv (or the shard file). Default: outputs/<scenario name>/.
     #[arg(long)]

@@ -23,7 +23,7 @@ pub struct Args {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
     seeds: Option<u32>,
     /// First seed (overrides the scenario's `seed`); the others follow it.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=servesim_sim::scenario::MAX_SEED))]
     seed: Option<u64>,
     /// Output folder for plan.json (or the shard file). Default: outputs/<scenario name>/.
     #[arg(long)]

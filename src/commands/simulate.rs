@@ -14,7 +14,7 @@ pub struct Args {
     #[arg(long)]
     scenario: Option<PathBuf>,
     /// Seed for every random choice (overrides the scenario's `seed`).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=servesim_sim::scenario::MAX_SEED))]
     seed: Option<u64>,
     /// Output folder. Default: outputs/<scenario name>/.
     #[arg(long)]

@@ -96,6 +96,7 @@ pub(crate) fn resolve_groups(
         let mut scheduler: SchedulerSection =
             from_table(section(&base_scheduler, &g.scheduler), &format!("{path}.scheduler"))?;
         let max_model_len = scheduler.max_model_len.unwrap_or(model.max_context);
+        super::check_model_len(max_model_len, model, &format!("{path}.scheduler"))?;
         scheduler.max_model_len = Some(max_model_len);
         scheduler.validate(&format!("{path}.scheduler"))?;
         let memory: MemorySection = from_table(section(&base_memory, &g.memory), &format!("{path}.memory"))?;

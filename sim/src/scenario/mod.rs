@@ -59,6 +59,21 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
+/// A `max_model_len` longer than the model's context (`max_position_embeddings`) is an error:
+/// the engines refuse it, and a request the model cannot attend to would "meet" the SLO.
+pub(crate) fn check_model_len(len: u64, model: &ModelSpec, path: &str) -> Result<(), ScenarioError> {
+    check(
+        len <= model.max_context,
+        path,
+        "max_model_len",
+        &format!("must be ≤ {}'s context of {} tokens (model.max_context)", model.name, model.max_context),
+        len,
+    )
+}
+
+/// The largest seed: TOML integers are signed 64-bit, and `plan` adds one per extra seed.
+pub const MAX_SEED: u64 = 1 << 62;
+
 /// Returns an error at `path.key` saying `msg, got value` unless `ok`.
 pub fn check<V: fmt::Display>(ok: bool, path: &str, key: &str, msg: &str, value: V) -> Result<(), ScenarioError> {
     if ok {
@@ -262,6 +277,7 @@ impl Scenario {
             format!("{name:?}"),
         )?;
         file.name = Some(name.clone());
+        check(file.seed <= MAX_SEED, "", "seed", &format!("must be ≤ {MAX_SEED} (2^62)"), file.seed)?;
         let model = file.model.resolve("model")?;
         let heterogeneous = !file.cluster.groups.is_empty();
         let top_gpu = if heterogeneous && file.gpu == GpuSection::default() {
@@ -290,6 +306,7 @@ impl Scenario {
         }
 
         let max_model_len = file.scheduler.max_model_len.unwrap_or(model.max_context);
+        check_model_len(max_model_len, &model, "scheduler")?;
         file.scheduler.max_model_len = Some(max_model_len);
         file.scheduler.validate("scheduler")?;
         let mut groups = if heterogeneous {

@@ -68,3 +68,16 @@ fn model_that_does_not_fit_says_by_how_much() {
     assert!(e.starts_with("memory: llama-3-70b does not fit on h100-sxm at tp 1"), "{e}");
     assert!(e.contains("usable at gpu_memory_utilization 0.9 by 62.23 GiB"), "{e}");
 }
+
+#[test]
+fn max_model_len_above_the_models_context_is_refused() {
+    let e = err(&format!("{BASE}[scheduler]\nmax_model_len = 60000\n"));
+    assert_eq!(
+        e,
+        "scheduler.max_model_len: must be ≤ llama-3-8b's context of 8192 tokens (model.max_context), got 60000"
+    );
+    let e = err(&format!("seed = 9223372036854775807\n{BASE}"));
+    assert!(e.starts_with("seed: must be ≤ 4611686018427387904"), "{e}");
+    // At the context exactly is fine.
+    assert!(Scenario::from_toml(&format!("{BASE}[scheduler]\nmax_model_len = 8192\n"), "t").is_ok());
+}

@@ -108,7 +108,7 @@ pub struct Args {
     #[arg(long, default_value = "600s")]
     calibration_deadline: String,
     /// Seed (overrides the scenario's): the workload, the random weights and batches.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=servesim_sim::scenario::MAX_SEED))]
     seed: Option<u64>,
     /// Output folder. Default: outputs/<scenario name>-validate/.
     #[arg(long)]

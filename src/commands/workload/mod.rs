@@ -105,7 +105,7 @@ pub struct Input {
     #[arg(long)]
     scenario: Option<PathBuf>,
     /// Seed of a scenario's workload (overrides its `seed`).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=servesim_sim::scenario::MAX_SEED))]
     seed: Option<u64>,
 }
 
