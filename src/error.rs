@@ -56,17 +56,56 @@ impl From<std::io::Error> for CliError {
 
 pub type Result<T> = std::result::Result<T, CliError>;
 
-/// The wall-clock limit (`--time-limit`), once it has passed: every run in progress stops at
-/// its next check and the command reports this instead of results.
-pub fn time_limit_passed() -> Option<CliError> {
+/// What set [`servesim_sim::engine::CANCEL`]: 0 nothing yet, 1 the wall-clock limit, else the
+/// number of the signal (SIGINT, SIGTERM) that asked the process to stop.
+static STOP_CAUSE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Asks every run in progress to stop at its next check, recording why (the first cause wins).
+/// Async-signal-safe: two atomic stores.
+fn request_stop(cause: i32) {
     use std::sync::atomic::Ordering;
-    servesim_sim::engine::CANCEL.load(Ordering::Relaxed).then(|| {
-        CliError::Stopped(format!(
+    let _ = STOP_CAUSE.compare_exchange(0, cause, Ordering::Relaxed, Ordering::Relaxed);
+    servesim_sim::engine::CANCEL.store(true, Ordering::Relaxed);
+}
+
+/// Once the wall-clock limit has passed or SIGINT/SIGTERM arrived: every run in progress stops at
+/// its next check and the command reports this instead of results (exit code 3).
+pub fn cancelled() -> Option<CliError> {
+    use std::sync::atomic::Ordering;
+    if !servesim_sim::engine::CANCEL.load(Ordering::Relaxed) {
+        return None;
+    }
+    Some(CliError::Stopped(match STOP_CAUSE.load(Ordering::Relaxed) {
+        #[cfg(unix)]
+        sig @ (libc::SIGINT | libc::SIGTERM) => format!(
+            "stopped: {} arrived before the work was done; the outputs written are complete files \
+             (a run cut short says so in its summary); a second signal ends the process at once",
+            if sig == libc::SIGINT { "SIGINT (Ctrl-C)" } else { "SIGTERM" }
+        ),
+        _ => format!(
             "stopped: the wall-clock limit (--time-limit {} s) passed before the work was done; \
              raise it, or shorten the workload (workload.requests, workload.duration_s)",
             TIME_LIMIT_S.get().copied().unwrap_or(0.0)
-        ))
-    })
+        ),
+    }))
+}
+
+/// What a run's `summary.stopped.reason` says when it was cancelled: `time_limit`, `SIGINT` or
+/// `SIGTERM`.
+pub fn cancel_reason() -> &'static str {
+    match STOP_CAUSE.load(std::sync::atomic::Ordering::Relaxed) {
+        #[cfg(unix)]
+        libc::SIGINT => "SIGINT",
+        #[cfg(unix)]
+        libc::SIGTERM => "SIGTERM",
+        _ => "time_limit",
+    }
+}
+
+/// `Err` once the command has been asked to stop (see [`cancelled`]): for loops outside the
+/// simulator's event loop (candidates, calibration, trace reading) to look at between steps.
+pub fn check_cancel() -> Result<()> {
+    cancelled().map_or(Ok(()), Err)
 }
 
 /// `--time-limit`, in seconds, once set.
@@ -77,9 +116,33 @@ pub fn start_time_limit(seconds: f64) {
     let _ = TIME_LIMIT_S.set(seconds);
     std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
-        servesim_sim::engine::CANCEL.store(true, std::sync::atomic::Ordering::Relaxed);
+        request_stop(1);
     });
 }
+
+/// SIGINT and SIGTERM stop the command like `--time-limit` does: runs stop at their next check,
+/// the files already written stay whole, the exit code is 3. The handler puts the default action
+/// back, so a second signal ends the process at once (its temporaries are hidden files; no
+/// output is ever half written).
+#[cfg(unix)]
+pub fn install_signal_handlers() {
+    extern "C" fn on_signal(sig: libc::c_int) {
+        request_stop(sig);
+        // SAFETY: signal() is async-signal-safe; SIG_DFL is a valid disposition.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to atomics and calls signal(), both async-signal-safe.
+        unsafe {
+            libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
+        }
+    }
+}
+
+#[cfg(not(unix))]
+pub fn install_signal_handlers() {}
 
 /// The error for a run whose summary says it stopped early, naming what stopped it.
 pub fn stopped_run(s: &servesim_sim::Scenario, st: &servesim_sim::metrics::StoppedEarly) -> CliError {
@@ -90,7 +153,76 @@ pub fn stopped_run(s: &servesim_sim::Scenario, st: &servesim_sim::metrics::Stopp
              Raise run.max_events, or shorten the workload",
             s.run.max_events, st.at_s
         ))
+    } else if st.reason == "timeseries_windows" {
+        CliError::Stopped(format!(
+            "stopped: the time series reached its bound of {} windows of metrics.window_s = {} s at simulated time \
+             {:.3} s (a long idle gap or a very low arrival rate); the outputs written cover the run so far. \
+             Raise metrics.window_s",
+            servesim_sim::metrics::MAX_WINDOWS,
+            s.metrics.window_s,
+            st.at_s
+        ))
     } else {
-        time_limit_passed().unwrap_or_else(|| CliError::Stopped("stopped: the run was cancelled".into()))
+        cancelled().unwrap_or_else(|| CliError::Stopped("stopped: the run was cancelled".into()))
     }
+}
+
+/// The first failed write to standard output or error, once one failed.
+static STDIO_FAILED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+fn write_to(w: &mut dyn std::io::Write, name: &str, args: fmt::Arguments<'_>) {
+    if STDIO_FAILED.get().is_none() {
+        if let Err(e) = w.write_fmt(args) {
+            let _ = STDIO_FAILED.set(format!("writing to standard {name}: {e}"));
+        }
+    }
+}
+
+/// What `outln!`/`out!` call: writes to stdout; a failure is kept for [`stdio_failure`].
+pub fn write_stdout(args: fmt::Arguments<'_>) {
+    write_to(&mut std::io::stdout().lock(), "output", args);
+}
+
+/// What `errln!`/`err!` call: writes to stderr; a failure is kept for [`stdio_failure`].
+pub fn write_stderr(args: fmt::Arguments<'_>) {
+    write_to(&mut std::io::stderr().lock(), "error", args);
+}
+
+/// Flushes stdout; `Err` (exit code 1) if that or any earlier write to stdout/stderr failed.
+pub fn stdio_failure() -> Result<()> {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().flush() {
+        let _ = STDIO_FAILED.set(format!("writing to standard output: {e}"));
+    }
+    match STDIO_FAILED.get() {
+        Some(m) => Err(CliError::Other(anyhow::anyhow!("{m}"))),
+        None => Ok(()),
+    }
+}
+
+/// The largest `RAYON_NUM_THREADS` accepted: more threads than this cannot speed anything up
+/// here, and rayon panics when the system refuses to start them.
+pub const MAX_THREADS: usize = 1024;
+
+/// Checks `RAYON_NUM_THREADS` (the thread count of plan, compare and validate sweeps; results do
+/// not depend on it) and starts the pool, so a bad value is one clear error instead of a panic.
+pub fn check_rayon_threads() -> Result<()> {
+    let n = match std::env::var("RAYON_NUM_THREADS") {
+        Err(std::env::VarError::NotPresent) => return Ok(()),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            return Err(CliError::input(format!("RAYON_NUM_THREADS: not a number, got {v:?}")));
+        }
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n <= MAX_THREADS => n,
+            _ => {
+                return Err(CliError::input(format!(
+                    "RAYON_NUM_THREADS: must be a whole number from 0 (one per core) to {MAX_THREADS}, got {v:?}"
+                )));
+            }
+        },
+    };
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build_global()
+        .map_err(|e| CliError::Other(anyhow::anyhow!("starting {n} threads (RAYON_NUM_THREADS): {e}")))
 }

@@ -1,6 +1,29 @@
 //! The `servesim` command-line tool. Only this crate reads files, prints, or looks at the clock;
 //! the simulator itself lives in `servesim-sim`.
 
+/// `println!` that never panics: a failed write to standard output (a full disk, `> /dev/full`)
+/// is remembered and the command ends with exit code 1 saying so.
+macro_rules! outln {
+    () => { $crate::error::write_stdout(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::error::write_stdout(format_args!("{}\n", format_args!($($t)*))) };
+}
+
+/// `print!` that never panics (see [`outln!`]).
+macro_rules! out {
+    ($($t:tt)*) => { $crate::error::write_stdout(format_args!($($t)*)) };
+}
+
+/// `eprintln!` that never panics: a failed write to standard error ends the command with exit 1.
+macro_rules! errln {
+    () => { $crate::error::write_stderr(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::error::write_stderr(format_args!("{}\n", format_args!($($t)*))) };
+}
+
+/// `eprint!` that never panics (see [`errln!`]).
+macro_rules! err {
+    ($($t:tt)*) => { $crate::error::write_stderr(format_args!($($t)*)) };
+}
+
 mod aic;
 mod atomic;
 mod commands;
@@ -69,6 +92,10 @@ fn main() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    if let Err(e) = error::check_rayon_threads() {
+        finish(Err(e));
+    }
+    error::install_signal_handlers();
     if let Some(t) = cli.time_limit {
         error::start_time_limit(t);
     }
@@ -85,9 +112,24 @@ fn main() {
         Command::Merge(a) => commands::merge::run(a),
         Command::Validate(a) => commands::validate::run(a),
     };
-    let result = result.and_then(|()| error::time_limit_passed().map_or(Ok(()), Err));
-    if let Err(e) = result {
-        eprintln!("error: {e:#}");
-        std::process::exit(e.exit_code());
-    }
+    finish(result.and_then(|()| error::check_cancel()));
+}
+
+/// Flushes standard output and ends the process: exit 0, or the error's code with its message
+/// on stderr; a failed write to stdout or stderr on the way is exit code 1.
+fn finish(result: error::Result<()>) -> ! {
+    // An error after a stop request (a loop cut short) is reported as the stop it follows from.
+    let result = match result {
+        Err(e) if !matches!(e, error::CliError::Stopped(_)) => Err(error::cancelled().unwrap_or(e)),
+        r => r.and_then(|()| error::check_cancel()),
+    };
+    let code = match result.and_then(|()| error::stdio_failure()) {
+        Ok(()) => 0,
+        Err(e) => {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+            e.exit_code()
+        }
+    };
+    std::process::exit(code)
 }

@@ -132,6 +132,20 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
             role => format!("{} × {} (tp {}, {})", g.count, g.gpu.name, g.tp, role.as_str()),
         })
         .collect();
+    if let Some(st) = &sum.stopped {
+        o += &format!(
+            "STOPPED EARLY ({}) after {} events, at simulated time {:.3} s: partial results; the figures \
+             below cover only the part simulated and the SLO verdict is not a verdict on the workload\n",
+            match st.reason.as_str() {
+                "event_budget" => "run.max_events reached",
+                "time_limit" => "--time-limit passed",
+                "timeseries_windows" => "time-series bound of metrics.window_s windows reached",
+                r => r,
+            },
+            thousands(st.events),
+            st.at_s
+        );
+    }
     o += &format!("servesim simulate: {} (seed {})\n", s.name, s.seed);
     o += &format!(
         "  model {} ({} weights, {} KV) on {}\n",
@@ -202,7 +216,12 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
         "SLO         {limits}: attainment {:.2}% (target {:.2}%: {}), goodput {:.2} req/s\n",
         sum.slo.attainment * 100.0,
         sum.slo.target * 100.0,
-        if sum.slo.met { "met" } else { "MISSED" },
+        match (sum.stopped.is_some(), sum.slo.met) {
+            (true, true) => "met so far, run stopped early",
+            (true, false) => "MISSED so far, run stopped early",
+            (false, true) => "met",
+            (false, false) => "MISSED",
+        },
         sum.slo.goodput_rps
     );
     o += &format!(

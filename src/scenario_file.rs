@@ -112,7 +112,7 @@ pub fn load_or_default(path: Option<&Path>, default: &str) -> Result<Scenario> {
     match path {
         Some(p) => load(p),
         None => {
-            eprintln!("note: no --scenario given; using the embedded scenarios/{default}.toml");
+            errln!("note: no --scenario given; using the embedded scenarios/{default}.toml");
             embedded(default)
         }
     }
@@ -139,7 +139,7 @@ pub fn read_source(path: Option<&Path>, default: &str) -> Result<Source> {
             Ok(Source { text, stem, label: p.display().to_string(), base })
         }
         None => {
-            eprintln!("note: no --scenario given; using the embedded scenarios/{default}.toml");
+            errln!("note: no --scenario given; using the embedded scenarios/{default}.toml");
             let (_, src) = EMBEDDED
                 .iter()
                 .find(|(n, _)| *n == default)

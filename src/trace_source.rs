@@ -50,7 +50,7 @@ pub fn install(spec: &mut TraceSpec, abs: PathBuf, label: String) -> Result<()> 
     spec.source = Some(file_source(abs, label.clone()));
     let scan = trace::scan(spec).map_err(CliError::input)?;
     if scan.reordered > 0 {
-        eprintln!(
+        errln!(
             "warning: {label}: {} requests were out of timestamp order and were sorted (reorder window {} requests)",
             scan.reordered, spec.reorder_window
         );

@@ -102,6 +102,11 @@ impl EventQueue {
 /// guard sets it from a timer thread. Nothing in the simulator reads a clock.
 pub static CANCEL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Whether [`CANCEL`] is set: for loops outside a run (plan candidates) to stop early too.
+pub fn cancelled() -> bool {
+    CANCEL.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// How often (in events) a run looks at [`CANCEL`].
 pub const CANCEL_CHECK_EVENTS: u64 = 4096;
 
@@ -112,6 +117,8 @@ pub enum Stopped {
     EventBudget,
     /// [`CANCEL`] was set.
     Cancelled,
+    /// The time series reached [`crate::metrics::MAX_WINDOWS`] windows.
+    SeriesBudget,
 }
 
 impl Stopped {
@@ -119,6 +126,7 @@ impl Stopped {
         match self {
             Stopped::EventBudget => "event_budget",
             Stopped::Cancelled => "cancelled",
+            Stopped::SeriesBudget => "timeseries_windows",
         }
     }
 }
@@ -346,6 +354,10 @@ impl Simulation {
             self.stopped = Some(Stopped::EventBudget);
             return false;
         }
+        if self.rec.series_full {
+            self.stopped = Some(Stopped::SeriesBudget);
+            return false;
+        }
         if self.events.is_multiple_of(CANCEL_CHECK_EVENTS) && CANCEL.load(std::sync::atomic::Ordering::Relaxed) {
             self.stopped = Some(Stopped::Cancelled);
             return false;
@@ -384,7 +396,8 @@ impl Simulation {
             summary.kv.utilization_mean = if mean > 0.0 { used_mean / mean } else { 0.0 };
             summary.kv.utilization_max = self.rec.kv_used_max as f64 / max.max(1) as f64;
         }
-        summary.stopped = self.stopped.map(|why| crate::metrics::StoppedEarly {
+        let stopped = self.stopped.or(self.rec.series_full.then_some(Stopped::SeriesBudget));
+        summary.stopped = stopped.map(|why| crate::metrics::StoppedEarly {
             reason: why.as_str().into(),
             events: self.events,
             at_s: self.now.as_secs_f64(),

@@ -133,24 +133,24 @@ pub fn run(a: Args) -> Result<()> {
                 "kernel_backed": {"decode_token_steps": kern.steps, "wall_s_median": kwall, "requests_per_s": krps,
                     "decode_token_steps_per_s": ktps, "events_per_s": keps, "slowdown_vs_roofline": kwall / wall},
             });
-            println!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
+            outln!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
         }
         Format::Table => {
-            println!(
+            outln!(
                 "servesim bench: {n} requests, {steps} decode token-steps per run, median of {} runs (one thread)",
                 a.repeat.max(1)
             );
-            println!("                              roofline   kernel-backed (shipped H100 vLLM profile)");
-            println!(
+            outln!("                              roofline   kernel-backed (shipped H100 vLLM profile)");
+            outln!(
                 "  wall time               {wall:>12.3} s {kwall:>12.3} s   ({:+.1}%)",
                 (kwall / wall - 1.0) * 100.0
             );
-            println!("  simulated requests/s    {rps:>12.0}   {krps:>12.0}");
-            println!("  decode token-steps/s    {tps:>12.0}   {ktps:>12.0}");
-            println!("  events/s                {eps:>12.0}   {keps:>12.0}");
+            outln!("  simulated requests/s    {rps:>12.0}   {krps:>12.0}");
+            outln!("  decode token-steps/s    {tps:>12.0}   {ktps:>12.0}");
+            outln!("  events/s                {eps:>12.0}   {keps:>12.0}");
             if let (Some(p), Some(b)) = (rss2, per_request) {
-                println!("  peak RSS                {:>12.1} MiB", p as f64 / 1048576.0);
-                println!("  memory per request      {b:>12.1} bytes (peak RSS growth from {n} to {} requests)", 2 * n);
+                outln!("  peak RSS                {:>12.1} MiB", p as f64 / 1048576.0);
+                outln!("  memory per request      {b:>12.1} bytes (peak RSS growth from {n} to {} requests)", 2 * n);
             }
         }
     }

@@ -194,7 +194,7 @@ fn import_aic(a: AicArgs) -> Result<()> {
         servesim_aic::import(&db, &req).map_err(|e| CliError::input(format!("{}: {e}", files.root.display())))?;
     write_profile(&a.out, &profile)?;
     let d = profile.meta.database.as_ref().expect("imported profiles name their database");
-    println!(
+    outln!(
         "profile     {} ({} op tables, TP {:?}) from {} {} {} ({} files)",
         a.out.display(),
         profile.ops.len(),
@@ -210,7 +210,7 @@ fn import_aic(a: AicArgs) -> Result<()> {
         let tr = src
             .and_then(|s| s.transfer_error.as_ref())
             .map_or(String::new(), |e| format!("; shape read between sites: {:.1}% / {:.1}%", e.median_pct, e.p90_pct));
-        println!(
+        outln!(
             "  {:<15} tp {:<2} {:>4} points  held-out {} ({}){tr}",
             t.name,
             t.tp.map_or("-".into(), |x| x.to_string()),
@@ -374,11 +374,11 @@ fn calibrate_run(a: RunArgs) -> Result<()> {
         if bar {
             let width = 30;
             let filled = done * width / total.max(1);
-            eprint!("\r[{}{}] {done}/{total} {:<26} tp {}", "#".repeat(filled), ".".repeat(width - filled), m.op, m.tp);
+            err!("\r[{}{}] {done}/{total} {:<26} tp {}", "#".repeat(filled), ".".repeat(width - filled), m.op, m.tp);
         }
     });
     if bar {
-        eprintln!();
+        errln!();
     }
     if let Some(e) = io_err {
         return Err(CliError::Other(anyhow::anyhow!("writing {}: {e}", csv_path.display())));
@@ -421,7 +421,7 @@ fn calibrate_run(a: RunArgs) -> Result<()> {
     let profile = fit::profile(meta, &outcome.measurements);
     write_profile(&a.out, &profile)?;
     if !a.quiet {
-        println!(
+        outln!(
             "measured {} points ({} shapes) in {:.1} s on {}: {:.2} points/s{}",
             outcome.measurements.len(),
             outcome.timed,
@@ -430,8 +430,8 @@ fn calibrate_run(a: RunArgs) -> Result<()> {
             outcome.points_per_second(),
             if outcome.hit_deadline { " (deadline reached)" } else { "" }
         );
-        println!("profile     {} ({} op tables)", a.out.display(), profile.ops.len());
-        println!("csv         {}", csv_path.display());
+        outln!("profile     {} ({} op tables)", a.out.display(), profile.ops.len());
+        outln!("csv         {}", csv_path.display());
     }
     Ok(())
 }
@@ -463,7 +463,7 @@ fn check_kernels(b: &CudaBackend, model: &ModelSpec, tps: &[u32], log: &Path, se
         std::fs::create_dir_all(dir)?;
     }
     std::fs::write(log, &text)?;
-    eprint!("{text}");
+    err!("{text}");
     if failed > 0 {
         return Err(CliError::Other(anyhow::anyhow!("{failed} kernel checks failed; see {}", log.display())));
     }
@@ -506,7 +506,7 @@ fn import(a: ImportArgs) -> Result<()> {
     };
     let profile = vidur::import(inputs).map_err(CliError::input)?;
     write_profile(&a.out, &profile)?;
-    println!("profile     {} ({} op tables, TP {:?})", a.out.display(), profile.ops.len(), profile.meta.tp);
+    outln!("profile     {} ({} op tables, TP {:?})", a.out.display(), profile.ops.len(), profile.meta.tp);
     Ok(())
 }
 

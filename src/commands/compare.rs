@@ -178,32 +178,34 @@ pub fn run(a: Args) -> Result<()> {
     };
     if !a.quiet {
         for l in crate::output::cost_lines(&base) {
-            eprintln!("cost (baseline): {l}");
+            errln!("cost (baseline): {l}");
         }
     }
     let progress = Progress::new(a.quiet, "compare", picked.len());
-    let results: Vec<(usize, Metrics)> = picked
+    // Once the command is asked to stop, the variants not yet started are skipped.
+    let results: Vec<Option<(usize, Metrics)>> = picked
         .par_iter()
         .map(|&i| {
-            let out = engine::run(&rows[i].2);
-            progress.run_done(out.summary.requests.arrived);
-            progress.item_done();
-            (i, metrics(&out.summary))
+            crate::error::cancelled().is_none().then(|| {
+                let out = engine::run(&rows[i].2);
+                progress.run_done(out.summary.requests.arrived);
+                progress.item_done();
+                (i, metrics(&out.summary))
+            })
         })
         .collect();
     progress.finish();
-    if let Some(e) = crate::error::time_limit_passed() {
-        return Err(e);
-    }
+    crate::error::check_cancel()?;
+    let results: Vec<(usize, Metrics)> = results.into_iter().flatten().collect();
     let (runs, requests, wall) = progress.totals();
     if !a.quiet {
-        eprintln!("compare: {runs} runs, {} simulated requests in {wall:.2} s", thousands(requests));
+        errln!("compare: {runs} runs, {} simulated requests in {wall:.2} s", thousands(requests));
     }
     let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&base.name));
     if let Some(sh) = a.shard {
         let path = shard::write(&dir, sh, "compare", header, results)?;
         if !a.quiet {
-            eprintln!("wrote shard {}/{} ({} of the variants) to {}", sh.index, sh.count, picked.len(), path.display());
+            errln!("wrote shard {}/{} ({} of the variants) to {}", sh.index, sh.count, picked.len(), path.display());
         }
         return Ok(());
     }
@@ -242,8 +244,8 @@ pub fn finish(h: &CompareHeader, rows: &[Metrics], dir: &Path, format: Format) -
     crate::atomic::write(&path, csv(h, rows))?;
     match format {
         Format::Table => {
-            print!("{}", table(h, rows));
-            println!("csv         {}", path.display());
+            out!("{}", table(h, rows));
+            outln!("csv         {}", path.display());
         }
         Format::Json => {
             let base = &rows[0];
@@ -259,7 +261,7 @@ pub fn finish(h: &CompareHeader, rows: &[Metrics], dir: &Path, format: Format) -
                 })
                 .collect();
             let doc = serde_json::json!({ "scenario": h.scenario, "seed": h.seed, "keys": h.keys, "rows": v });
-            println!("{}", serde_json::to_string_pretty(&doc).expect("serialises"));
+            outln!("{}", serde_json::to_string_pretty(&doc).expect("serialises"));
         }
     }
     Ok(())

@@ -109,11 +109,11 @@ pub fn run(a: Args) -> Result<()> {
                 "block_tokens": b.block_tokens, "kv_blocks": b.kv_blocks, "kv_tokens": b.kv_tokens(),
                 "context": a.context, "concurrent_requests": fits,
             });
-            println!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
+            outln!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
         }
         Format::Table => {
             let gib = |x: u64| x as f64 / GIB;
-            println!(
+            outln!(
                 "{} ({} weights, {} KV) on {} × {}, per GPU:",
                 model.name,
                 model.weight_dtype.name(),
@@ -121,28 +121,28 @@ pub fn run(a: Args) -> Result<()> {
                 a.tp,
                 gpu.name
             );
-            println!("  GPU memory              {:>10.2} GiB", gib(b.memory_bytes));
-            println!("  usable at {:<4}          {:>10.2} GiB", a.gpu_memory_utilization, gib(b.usable_bytes));
-            println!(
+            outln!("  GPU memory              {:>10.2} GiB", gib(b.memory_bytes));
+            outln!("  usable at {:<4}          {:>10.2} GiB", a.gpu_memory_utilization, gib(b.usable_bytes));
+            outln!(
                 "  weights                 {:>10.2} GiB  ({} parameters / tp {})",
                 gib(b.weight_bytes),
                 thousands(model.params()),
                 a.tp
             );
-            println!("  reserve                 {:>10.2} GiB", gib(b.reserve_bytes));
-            println!("  KV cache                {:>10.2} GiB", gib(b.kv_bytes));
-            println!(
+            outln!("  reserve                 {:>10.2} GiB", gib(b.reserve_bytes));
+            outln!("  KV cache                {:>10.2} GiB", gib(b.kv_bytes));
+            outln!(
                 "  KV bytes per token      {:>10}      ({} per GPU)",
                 thousands(model.kv_bytes_per_token()),
                 thousands(b.kv_bytes_per_token)
             );
-            println!(
+            outln!(
                 "  KV blocks               {:>10}      × {} tokens = {} tokens",
                 thousands(b.kv_blocks),
                 b.block_tokens,
                 thousands(b.kv_tokens())
             );
-            println!("  requests of {} tokens   {:>10}      at once", a.context, thousands(fits));
+            outln!("  requests of {} tokens   {:>10}      at once", a.context, thousands(fits));
         }
     }
     Ok(())

@@ -61,28 +61,30 @@ pub fn run(a: Args) -> Result<()> {
         for &i in &picked {
             if let Some(cs) = &candidates[i].scenario {
                 for l in crate::output::cost_lines(cs) {
-                    eprintln!("cost ({}): {l}", candidates[i].name);
+                    errln!("cost ({}): {l}", candidates[i].name);
                 }
             }
         }
     }
     let progress = Progress::new(a.quiet, "plan", picked.len());
-    let results: Vec<(usize, CandidateResult)> = picked
+    // Once the command is asked to stop, the candidates not yet started are skipped.
+    let results: Vec<Option<(usize, CandidateResult)>> = picked
         .par_iter()
         .map(|&i| {
-            let r = plan::plan_candidate(&candidates[i], &cfg, &|n| progress.run_done(n));
-            progress.item_done();
-            (i, r)
+            crate::error::cancelled().is_none().then(|| {
+                let r = plan::plan_candidate(&candidates[i], &cfg, &|n| progress.run_done(n));
+                progress.item_done();
+                (i, r)
+            })
         })
         .collect();
     progress.finish();
-    if let Some(e) = crate::error::time_limit_passed() {
-        return Err(e);
-    }
+    crate::error::check_cancel()?;
+    let results: Vec<(usize, CandidateResult)> = results.into_iter().flatten().collect();
     let (runs, requests, wall) = progress.totals();
     let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&s.name));
     if !a.quiet {
-        eprintln!(
+        errln!(
             "plan: {} candidate(s), {} runs, {} simulated requests in {wall:.2} s ({} requests/s)",
             picked.len(),
             thousands(runs),
@@ -93,7 +95,7 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(sh) = a.shard {
         let path = shard::write(&dir, sh, "plan", header, results)?;
         if !a.quiet {
-            eprintln!(
+            errln!(
                 "wrote shard {}/{} ({} of the candidates) to {}",
                 sh.index,
                 sh.count,
@@ -119,8 +121,8 @@ pub fn finish(report: &PlanReport, dir: &Path, format: Format) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     crate::atomic::write(&dir.join("plan.json"), json.clone() + "\n")?;
     match format {
-        Format::Json => println!("{json}"),
-        Format::Table => print!("{}", table(report)),
+        Format::Json => outln!("{json}"),
+        Format::Table => out!("{}", table(report)),
     }
     Ok(())
 }

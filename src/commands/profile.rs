@@ -69,23 +69,23 @@ fn range(t: &OpTable, axis: usize) -> String {
 fn show(path: &Path) -> Result<()> {
     let p = load(path).map_err(CliError::input)?;
     let m = &p.meta;
-    println!("profile     {}", path.display());
-    println!("source      {} ({}), {}", m.source, m.backend, m.date);
-    println!("device      {}", m.gpu);
+    outln!("profile     {}", path.display());
+    outln!("source      {} ({}), {}", m.source, m.backend, m.date);
+    outln!("device      {}", m.gpu);
     if let Some(d) = &m.driver {
-        println!("driver      {d}");
+        outln!("driver      {d}");
     }
     if let Some(c) = &m.clocks {
-        println!("clocks      {c}");
+        outln!("clocks      {c}");
     }
     let d = &m.model;
-    println!(
+    outln!(
         "model       {}: hidden {}, heads {}/{} kv, head_dim {}, intermediate {}, vocab {}; dtype {}; TP {:?}",
         d.name, d.hidden, d.heads, d.kv_heads, d.head_dim, d.intermediate, d.vocab, m.dtype, m.tp
     );
-    println!("servesim    {}", m.servesim_version);
+    outln!("servesim    {}", m.servesim_version);
     if let Some(db) = &m.database {
-        println!(
+        outln!(
             "database    {} {}: {} {} {} ({} weights, {} KV)",
             db.name,
             db.package.as_deref().unwrap_or(""),
@@ -96,14 +96,14 @@ fn show(path: &Path) -> Result<()> {
             db.kv
         );
         for f in &db.files {
-            println!("  file      {} ({} rows, sha256 {})", f.path, f.rows, f.sha256);
+            outln!("  file      {} ({} rows, sha256 {})", f.path, f.rows, f.sha256);
         }
     }
     for n in &m.notes {
-        println!("note        {n}");
+        outln!("note        {n}");
     }
-    println!();
-    println!(
+    outln!();
+    outln!(
         "{:<26} {:>3} {:<16} {:>6} {:<22} {:<7} {:>9} {:>9} {:>9}",
         "op", "tp", "axes", "points", "range", "interp", "ho med%", "ho p90%", "ho max%"
     );
@@ -114,7 +114,7 @@ fn show(path: &Path) -> Result<()> {
             Some(h) => (format!("{:.1}", h.median_pct), format!("{:.1}", h.p90_pct), format!("{:.1}", h.max_pct)),
             None => ("-".into(), "-".into(), "-".into()),
         };
-        println!(
+        outln!(
             "{:<26} {:>3} {:<16} {:>6} {:<22} {:<7} {:>9} {:>9} {:>9}",
             t.name,
             t.tp.map_or("any".to_string(), |v| v.to_string()),
@@ -133,7 +133,7 @@ fn show(path: &Path) -> Result<()> {
                     e.median_pct, e.p90_pct, e.points
                 )
             });
-            println!("    {}; {}{tr}", src.selection, src.shape);
+            outln!("    {}; {}{tr}", src.selection, src.shape);
         }
     }
     Ok(())
@@ -181,12 +181,12 @@ fn query(q: QueryArgs) -> Result<()> {
     }
     let ms = Curve::from_table(t).eval_at(&x);
     match q.format {
-        Format::Table => println!("{ms:.6}"),
+        Format::Table => outln!("{ms:.6}"),
         Format::Json => {
             let v = serde_json::json!({
                 "op": t.name, "tp": t.tp, "axes": t.axes, "at": x, "interp": t.interp, "ms": ms,
             });
-            println!("{v}");
+            outln!("{v}");
         }
     }
     Ok(())

@@ -24,7 +24,7 @@ pub fn run(a: Args) -> Result<()> {
     let html = report::report_for_dir(&a.dir, a.kind).map_err(CliError::Input)?;
     let out = a.out.unwrap_or_else(|| a.dir.join("report.html"));
     write(&out, &html)?;
-    eprintln!("report written to {}", out.display());
+    errln!("report written to {}", out.display());
     Ok(())
 }
 

@@ -35,10 +35,15 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(seed) = a.seed {
         s.set_seed(seed);
     }
-    let out = engine::try_run(&s).map_err(CliError::input)?;
+    let mut out = engine::try_run(&s).map_err(CliError::input)?;
+    if let Some(st) = &mut out.summary.stopped {
+        if st.reason == engine::Stopped::Cancelled.as_str() {
+            st.reason = crate::error::cancel_reason().into();
+        }
+    }
     crate::output::check_strict(&s, &out.summary)?;
     if let Some(n) = output::fallback_note(&out.summary) {
-        eprintln!("note: cost fallbacks: {n}");
+        errln!("note: cost fallbacks: {n}");
     }
     let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&s.name));
     output::write_run(&dir, &s, &out.summary, &out.recorder)?;
@@ -48,10 +53,10 @@ pub fn run(a: Args) -> Result<()> {
     }
     if !a.quiet {
         match a.format {
-            Format::Json => println!("{}", serde_json::to_string_pretty(&out.summary).expect("summary serialises")),
+            Format::Json => outln!("{}", serde_json::to_string_pretty(&out.summary).expect("summary serialises")),
             Format::Table => {
-                print!("{}", output::summary_table(&s, &out.summary));
-                println!("outputs     {}/", dir.display());
+                out!("{}", output::summary_table(&s, &out.summary));
+                outln!("outputs     {}/", dir.display());
             }
         }
     }

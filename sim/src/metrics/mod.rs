@@ -127,6 +127,10 @@ impl RequestRecord {
     }
 }
 
+/// The most windows a run's time series holds (about 100 MB); a run that would need more stops
+/// there with `summary.stopped.reason = "timeseries_windows"`: raise `metrics.window_s`.
+pub const MAX_WINDOWS: usize = 1_000_000;
+
 /// One window of the time series.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WindowRow {
@@ -191,6 +195,8 @@ pub struct Recorder {
     window_start: SimTime,
     acc: WindowAcc,
     pub series: Vec<WindowRow>,
+    /// The series reached [`MAX_WINDOWS`]: the run stops at its next event (its summary says so).
+    pub series_full: bool,
     /// (time, TTFT ms) of recent first tokens, kept only for an autoscaler that reads them.
     recent_ttft: Option<std::collections::VecDeque<(SimTime, f64)>>,
 }
@@ -222,6 +228,7 @@ impl Recorder {
             window_start: SimTime::ZERO,
             acc: WindowAcc::default(),
             series: Vec::new(),
+            series_full: false,
             recent_ttft: None,
         }
     }
@@ -249,6 +256,12 @@ impl Recorder {
     pub fn advance(&mut self, now: SimTime) {
         debug_assert!(now >= self.last, "time went backwards");
         while now >= self.window_start + self.window {
+            if self.series.len() >= MAX_WINDOWS {
+                // A long idle gap (a trace's hours-long pause, a tiny arrival rate) would
+                // otherwise fill memory with empty windows.
+                self.series_full = true;
+                break;
+            }
             let end = self.window_start + self.window;
             self.integrate(end);
             self.close_window();

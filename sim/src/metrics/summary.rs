@@ -68,7 +68,8 @@ pub struct CostSummary {
 /// Why and when a run stopped early.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StoppedEarly {
-    /// `event_budget` or `cancelled`.
+    /// `event_budget` or `cancelled` (the CLI writes what cancelled it: `time_limit`, `SIGINT`,
+    /// `SIGTERM`).
     pub reason: String,
     /// Events processed, and the simulated time reached, s.
     pub events: u64,

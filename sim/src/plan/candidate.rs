@@ -95,7 +95,16 @@ pub fn candidates(s: &Scenario) -> Result<Vec<Candidate>, ScenarioError> {
     } else {
         plan.candidates.clone()
     };
-    sections.iter().enumerate().map(|(i, c)| materialise(s, &plan, &base, i, c)).collect()
+    sections
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            if crate::engine::cancelled() {
+                return Err(ScenarioError::at("plan.candidates", "stopped before every candidate was read".into()));
+            }
+            materialise(s, &plan, &base, i, c)
+        })
+        .collect()
 }
 
 fn table<'a>(doc: &'a mut toml::Table, key: &str) -> &'a mut toml::Table {

@@ -163,11 +163,11 @@ pub fn run(a: &Args, backend: BackendKind, s: servesim_sim::Scenario, out_dir: &
     crate::atomic::write(&out_dir.join("iterations.csv"), &csv)?;
     if !a.quiet {
         match a.format {
-            OutFormat::Json => println!("{json}"),
-            OutFormat::Csv => print!("{csv}"),
+            OutFormat::Json => outln!("{json}"),
+            OutFormat::Csv => out!("{csv}"),
             OutFormat::Table => {
-                print!("{}", table(&rep));
-                println!("outputs     {}/iterations.csv", out_dir.display());
+                out!("{}", table(&rep));
+                outln!("outputs     {}/iterations.csv", out_dir.display());
             }
         }
     }

@@ -154,27 +154,27 @@ pub fn run(a: &Args, s: Scenario, out_dir: &Path) -> Result<()> {
     crate::atomic::write(&out_dir.join("validate.csv"), &csv)?;
     if !a.quiet {
         match a.format {
-            OutFormat::Json => println!("{json}"),
-            OutFormat::Csv => print!("{csv}"),
+            OutFormat::Json => outln!("{json}"),
+            OutFormat::Csv => out!("{csv}"),
             OutFormat::Table => {
-                println!(
+                outln!(
                     "servesim validate --measured: {} ({} format) vs scenario {}",
                     rep.measured_file, rep.format, rep.scenario
                 );
-                println!(
+                outln!(
                     "  {} requests replayed at their arrival times; {} failed in the file (left out); {} rejected by the simulation",
                     rep.replayed, rep.failed, rep.rejected_by_simulation
                 );
                 for n in &rep.notes {
-                    println!("  note: {n}");
+                    outln!("  note: {n}");
                 }
-                println!("  predicted by {}\n", rep.predicted_by);
-                print!("{}", report::rows_table(&rep.rows));
-                println!(
+                outln!("  predicted by {}\n", rep.predicted_by);
+                out!("{}", report::rows_table(&rep.rows));
+                outln!(
                     "\nsummary     median |error| of TTFT, TPOT, E2E (mean and p99): {}",
                     rep.headline_median_abs_error_pct.map_or("n/a".into(), |v| format!("{v:.1}%"))
                 );
-                println!("outputs     {}/", out_dir.display());
+                outln!("outputs     {}/", out_dir.display());
             }
         }
     }

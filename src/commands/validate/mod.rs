@@ -258,7 +258,7 @@ impl Args {
 
     fn progress(&self, msg: &str) {
         if !self.quiet {
-            eprintln!("{msg}");
+            errln!("{msg}");
         }
     }
 }
@@ -440,7 +440,7 @@ impl Calibration {
             self.passes += 1;
             self.phase_passes += 1;
             if !self.quiet {
-                eprintln!(
+                errln!(
                     "calibrate  pass {} of the {}-point plan done ({:.1} s of calibration so far)",
                     self.passes,
                     self.points.len(),

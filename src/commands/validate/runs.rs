@@ -144,7 +144,7 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
     }
     let g = s.groups[0].clone();
     if g.tp > 1 {
-        eprintln!("warning: TP {}: one GPU's shard is executed, without the all-reduce the prediction includes", g.tp);
+        errln!("warning: TP {}: one GPU's shard is executed, without the all-reduce the prediction includes", g.tp);
     }
     std::fs::create_dir_all(out_dir)?;
     let emu = emulator(a, backend, &s)?;
@@ -276,11 +276,11 @@ pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Resul
     crate::atomic::write(&out_dir.join("validate.csv"), &csv)?;
     if !a.quiet {
         match a.format {
-            OutFormat::Json => println!("{json}"),
-            OutFormat::Csv => print!("{csv}"),
+            OutFormat::Json => outln!("{json}"),
+            OutFormat::Csv => out!("{csv}"),
             OutFormat::Table => {
-                print!("{}", report::runs_table(&rep));
-                println!("outputs     {}/", out_dir.display());
+                out!("{}", report::runs_table(&rep));
+                outln!("outputs     {}/", out_dir.display());
             }
         }
     }

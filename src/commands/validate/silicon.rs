@@ -409,7 +409,7 @@ pub fn run(o: Options) -> Result<()> {
                         let (Some(t), Some(p)) = (t, p) else { continue };
                         let score = (t + p) / 2.0;
                         if !o.quiet {
-                            eprintln!("fit {fw}: base {base} µs, per seq {per_seq} µs, overlap {overlap}: {n} rows, TTFT {t:.1}%, TPOT {p:.1}%");
+                            errln!("fit {fw}: base {base} µs, per seq {per_seq} µs, overlap {overlap}: {n} rows, TTFT {t:.1}%, TPOT {p:.1}%");
                         }
                         if best.as_ref().is_none_or(|b| score < b.1) {
                             best = Some((ov, score));
@@ -528,8 +528,8 @@ pub fn run(o: Options) -> Result<()> {
     });
     crate::atomic::write(&o.out.join("silicon.json"), serde_json::to_string_pretty(&json).expect("serialises") + "\n")?;
     if !o.quiet {
-        print!("{table}");
-        println!("outputs     {}/ (silicon.csv, silicon.json)", o.out.display());
+        out!("{table}");
+        outln!("outputs     {}/ (silicon.csv, silicon.json)", o.out.display());
     }
     Ok(())
 }

@@ -22,8 +22,8 @@ pub fn run(a: Args) -> Result<()> {
     let loaded = a.input.load()?;
     let data = profile(&loaded.workload, loaded.seed, a.window_s)?;
     match a.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&data.profile).expect("profile serialises")),
-        Format::Table => print!("{}", table(&loaded.label, &data.profile)),
+        Format::Json => outln!("{}", serde_json::to_string_pretty(&data.profile).expect("profile serialises")),
+        Format::Table => out!("{}", table(&loaded.label, &data.profile)),
     }
     Ok(())
 }

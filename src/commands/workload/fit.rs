@@ -68,6 +68,6 @@ pub fn run(a: Args) -> Result<()> {
     }
     o += "# Lengths: the trace's quantiles, as uniform pieces between them. For more load, raise the rate(s).\n";
     o += &to_toml(&w);
-    print!("{o}");
+    out!("{o}");
     Ok(())
 }

@@ -88,6 +88,6 @@ pub fn run(a: Args) -> Result<()> {
     })?;
     io.with_context(|| format!("writing {}", a.out.display()))?;
     w.commit()?;
-    eprintln!("wrote {n} requests to {}", a.out.display());
+    errln!("wrote {n} requests to {}", a.out.display());
     Ok(())
 }
