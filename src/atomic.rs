@@ -1,12 +1,96 @@
 //! Output files that appear whole or not at all: each is written to a temporary file in the
 //! same folder and renamed over the target when complete, so an interrupted or failed write
 //! never leaves a half file (nor a half-replaced previous one).
+//!
+//! The process also keeps an exclusive lock on each output folder it writes into (held until it
+//! ends), so a second run writing into the same folder at once is refused instead of mixing its
+//! files with this one's; and it refuses to write over one of its own inputs (the scenario, a
+//! trace, a profile) or over an output it already wrote.
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
+use std::sync::Mutex;
+
+use anyhow::{bail, Context};
+
+/// What this process has opened, written and locked.
+#[derive(Default)]
+struct Registry {
+    /// Canonical paths of the inputs, with what each is ("scenario", "trace", ...).
+    inputs: Vec<(PathBuf, String)>,
+    /// Canonical paths of the outputs written.
+    written: Vec<PathBuf>,
+    /// Output folders locked, with the open handle that holds the lock.
+    locks: Vec<(PathBuf, File)>,
+    /// Temporaries to remove if the process is ended before they are.
+    temps: Vec<PathBuf>,
+}
+
+static REGISTRY: Mutex<Registry> =
+    Mutex::new(Registry { inputs: Vec::new(), written: Vec::new(), locks: Vec::new(), temps: Vec::new() });
+
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Records `path` as an input of this run (`what`: "scenario", "trace", ...): no output may be
+/// written over it.
+pub fn register_input(path: &Path, what: &str) {
+    if let Ok(c) = fs::canonicalize(path) {
+        registry().inputs.push((c, what.to_string()));
+    }
+}
+
+/// Records a temporary file to remove when the command ends ([`remove_temporaries`]).
+pub fn register_temporary(path: &Path) {
+    registry().temps.push(path.to_path_buf());
+}
+
+fn forget_temporary(path: &Path) {
+    registry().temps.retain(|p| p != path);
+}
+
+/// Removes the temporaries still registered (the process is about to end).
+pub fn remove_temporaries() {
+    for p in std::mem::take(&mut registry().temps) {
+        let _ = fs::remove_file(p);
+    }
+}
+
+/// Checks that `target` (in folder `dir`) may be written by this process and locks `dir`.
+fn claim(dir: &Path, name: &std::ffi::OsStr) -> anyhow::Result<()> {
+    let dir_c = fs::canonicalize(dir).with_context(|| format!("output folder {}", dir.display()))?;
+    let target_c = dir_c.join(name);
+    let mut reg = registry();
+    if let Some((_, what)) = reg.inputs.iter().find(|(p, _)| *p == target_c) {
+        bail!("refusing to write {}: it is this run's {what}; choose another output path", target_c.display());
+    }
+    if reg.written.contains(&target_c) {
+        bail!(
+            "refusing to write {} twice: two of this run's outputs name the same file; choose another path",
+            target_c.display()
+        );
+    }
+    if !reg.locks.iter().any(|(d, _)| *d == dir_c) {
+        let f = File::open(&dir_c).with_context(|| format!("opening output folder {}", dir_c.display()))?;
+        match f.try_lock() {
+            Ok(()) => reg.locks.push((dir_c, f)),
+            Err(fs::TryLockError::WouldBlock) => bail!(
+                "output folder {} is in use by another servesim run; wait for it to end or choose another --out",
+                dir_c.display()
+            ),
+            Err(fs::TryLockError::Error(e)) => {
+                // A file system without locks (some network mounts): go on without one.
+                if e.kind() != std::io::ErrorKind::Unsupported {
+                    bail!("locking output folder {}: {e}", dir_c.display());
+                }
+            }
+        }
+    }
+    Ok(())
+}
 
 /// A file being written; [`AtomicFile::commit`] puts it in place. Dropped uncommitted (an error
 /// on the way), its temporary is removed and the target is left as it was.
@@ -20,8 +104,10 @@ impl AtomicFile {
     pub fn create(target: &Path) -> anyhow::Result<AtomicFile> {
         let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let name = target.file_name().with_context(|| format!("{}: not a file path", target.display()))?;
+        claim(dir, name)?;
         let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
         let f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        register_temporary(&tmp);
         Ok(AtomicFile { target: target.to_path_buf(), tmp, w: Some(BufWriter::with_capacity(1 << 16, f)) })
     }
 
@@ -35,6 +121,12 @@ impl AtomicFile {
             .and_then(|_| fs::rename(&self.tmp, &self.target));
         if done.is_err() {
             let _ = fs::remove_file(&self.tmp);
+        }
+        forget_temporary(&self.tmp);
+        if done.is_ok() {
+            if let Ok(c) = fs::canonicalize(&self.target) {
+                registry().written.push(c);
+            }
         }
         done.with_context(|| format!("writing {}", self.target.display()))
     }
@@ -54,6 +146,7 @@ impl Drop for AtomicFile {
     fn drop(&mut self) {
         if self.w.take().is_some() {
             let _ = fs::remove_file(&self.tmp);
+            forget_temporary(&self.tmp);
         }
     }
 }
@@ -75,7 +168,7 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         let p = dir.join("out.csv");
-        write(&p, "old\n").unwrap();
+        fs::write(&p, "old\n").unwrap();
         {
             // An error on the way: the writer is dropped before commit.
             let mut f = AtomicFile::create(&p).unwrap();
@@ -84,6 +177,16 @@ mod tests {
         assert_eq!(fs::read_to_string(&p).unwrap(), "old\n");
         write(&p, "new\n").unwrap();
         assert_eq!(fs::read_to_string(&p).unwrap(), "new\n");
+        // The same output twice in one run, or over an input, is refused and leaves it alone.
+        let e = write(&p, "again\n").unwrap_err().to_string();
+        assert!(e.starts_with("refusing to write") && e.contains("twice"), "{e}");
+        let input = dir.join("in.toml");
+        fs::write(&input, "x = 1\n").unwrap();
+        register_input(&input, "scenario");
+        let e = write(&input, "y").unwrap_err().to_string();
+        assert!(e.ends_with("in.toml: it is this run's scenario; choose another output path"), "{e}");
+        assert_eq!(fs::read_to_string(&input).unwrap(), "x = 1\n");
+        fs::remove_file(&input).unwrap();
         let names: Vec<String> =
             fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         assert_eq!(names, ["out.csv"]);
@@ -91,6 +194,17 @@ mod tests {
         fs::create_dir_all(dir.join("sub")).unwrap();
         assert!(write(&dir.join("sub"), "x").is_err());
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 2);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_second_process_cannot_lock_a_folder_this_one_writes() {
+        let dir = std::env::temp_dir().join(format!("servesim-lock-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        write(&dir.join("a.json"), "{}").unwrap();
+        // Another open file description (as another process would have) finds it locked.
+        let other = File::open(&dir).unwrap();
+        assert!(matches!(other.try_lock(), Err(fs::TryLockError::WouldBlock)));
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -27,6 +27,12 @@ impl CliError {
     }
 }
 
+impl fmt::Debug for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:#}")
+    }
+}
+
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -108,6 +114,9 @@ pub fn check_cancel() -> Result<()> {
     cancelled().map_or(Ok(()), Err)
 }
 
+/// How long past `--time-limit` (plus a tenth of it) the process may take to stop by itself.
+const GRACE_S: f64 = 5.0;
+
 /// `--time-limit`, in seconds, once set.
 pub static TIME_LIMIT_S: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
 
@@ -117,6 +126,17 @@ pub fn start_time_limit(seconds: f64) {
     std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
         request_stop(1);
+        // Runs stop within milliseconds of the request; what can ignore it is a read blocked
+        // on its input (a FIFO nobody writes) or a long write of outputs. Past the grace period
+        // the process ends anyway: outputs not yet renamed into place are absent, never half.
+        let grace = GRACE_S + seconds * 0.1;
+        std::thread::sleep(std::time::Duration::from_secs_f64(grace));
+        write_stderr(format_args!(
+            "error: stopped: the wall-clock limit (--time-limit {seconds} s) passed and the command had not \
+             stopped {grace:.0} s later (blocked reading an input?); outputs not written by then are absent\n"
+        ));
+        crate::atomic::remove_temporaries();
+        std::process::exit(3);
     });
 }
 

@@ -28,6 +28,7 @@ mod aic;
 mod atomic;
 mod commands;
 mod error;
+mod input;
 mod output;
 mod progress;
 mod report;
@@ -131,5 +132,6 @@ fn finish(result: error::Result<()>) -> ! {
             e.exit_code()
         }
     };
+    atomic::remove_temporaries();
     std::process::exit(code)
 }

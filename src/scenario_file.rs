@@ -56,7 +56,8 @@ impl Resources for FileResources {
             spec.source = Some(src.clone());
             return Ok(());
         }
-        crate::trace_source::install(spec, abs, label).map_err(|e| e.to_string())?;
+        let readable = crate::input::rereadable(&abs, "trace").map_err(|e| e.to_string())?;
+        crate::trace_source::install(spec, readable, label).map_err(|e| e.to_string())?;
         let src = spec.source.clone().expect("installed");
         self.traces.lock().expect("not poisoned").insert(key, src);
         Ok(())
@@ -88,8 +89,7 @@ pub const EMBEDDED: &[(&str, &str)] =
 
 /// Loads and validates a scenario file; errors name the file and the key.
 pub fn load(path: &Path) -> Result<Scenario> {
-    let src = std::fs::read_to_string(path)
-        .map_err(|e| CliError::input(format!("cannot read scenario {}: {e}", path.display())))?;
+    let src = crate::input::read_text(path, "scenario")?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario");
     // Files a scenario names are relative to the scenario file.
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -132,8 +132,7 @@ pub struct Source {
 pub fn read_source(path: Option<&Path>, default: &str) -> Result<Source> {
     match path {
         Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| CliError::input(format!("cannot read scenario {}: {e}", p.display())))?;
+            let text = crate::input::read_text(p, "scenario")?;
             let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario").to_string();
             let base = p.parent().map(Path::to_path_buf).unwrap_or_default();
             Ok(Source { text, stem, label: p.display().to_string(), base })

@@ -105,7 +105,7 @@ pub fn kind_of(path: &Path) -> Result<String> {
     struct Kind {
         kind: String,
     }
-    let text = fs::read_to_string(path).map_err(|e| CliError::input(format!("cannot read {}: {e}", path.display())))?;
+    let text = crate::input::read_text(path, "shard file")?;
     let k: Kind = serde_json::from_str(&text)
         .map_err(|e| CliError::input(format!("{}: not a shard file: {e}", path.display())))?;
     Ok(k.kind)
@@ -124,7 +124,7 @@ pub fn join<H: DeserializeOwned + PartialEq, R: DeserializeOwned>(
     let mut items: Vec<Option<R>> = Vec::new();
     for path in files {
         let name = path.display();
-        let text = fs::read_to_string(path).map_err(|e| CliError::input(format!("cannot read {name}: {e}")))?;
+        let text = crate::input::read_text(path, "shard file")?;
         let f: ShardFile<H, R> = serde_json::from_str(&text)
             .map_err(|e| CliError::input(format!("{name}: not a {kind} shard file: {e}")))?;
         if f.kind != kind {

@@ -39,7 +39,7 @@ pub fn normalize(p: &Path) -> PathBuf {
 /// A source that opens `path`; errors name it as `label`.
 pub fn file_source(path: PathBuf, label: String) -> TraceSource {
     TraceSource::new(label, move || {
-        let f = File::open(&path)?;
+        let f = crate::input::LineBound::new(File::open(&path)?);
         Ok(Box::new(BufReader::with_capacity(BUFFER_BYTES, f)) as Box<dyn BufRead + Send>)
     })
 }
@@ -52,7 +52,8 @@ pub fn install(spec: &mut TraceSpec, abs: PathBuf, label: String) -> Result<()> 
     if scan.reordered > 0 {
         errln!(
             "warning: {label}: {} requests were out of timestamp order and were sorted (reorder window {} requests)",
-            scan.reordered, spec.reorder_window
+            scan.reordered,
+            spec.reorder_window
         );
     }
     if let Some(src) = spec.source.as_mut() {

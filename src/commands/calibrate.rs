@@ -250,8 +250,7 @@ fn load_model(spec: &str) -> Result<ModelSpec> {
         struct File {
             model: ModelSection,
         }
-        let src =
-            std::fs::read_to_string(spec).map_err(|e| CliError::input(format!("--model: cannot read {spec}: {e}")))?;
+        let src = crate::input::read_text(Path::new(spec), "--model file")?;
         let f: File = toml::from_str(&src).map_err(|e| CliError::input(format!("--model {spec}: {}", e.message())))?;
         f.model
     } else {
@@ -471,7 +470,7 @@ fn check_kernels(b: &CudaBackend, model: &ModelSpec, tps: &[u32], log: &Path, se
 }
 
 fn read(p: &Path) -> Result<String> {
-    std::fs::read_to_string(p).map_err(|e| CliError::input(format!("cannot read {}: {e}", p.display())))
+    crate::input::read_text(p, "input")
 }
 
 fn import(a: ImportArgs) -> Result<()> {

@@ -95,13 +95,7 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(sh) = a.shard {
         let path = shard::write(&dir, sh, "plan", header, results)?;
         if !a.quiet {
-            errln!(
-                "wrote shard {}/{} ({} of the candidates) to {}",
-                sh.index,
-                sh.count,
-                picked.len(),
-                path.display()
-            );
+            errln!("wrote shard {}/{} ({} of the candidates) to {}", sh.index, sh.count, picked.len(), path.display());
         }
         return Ok(());
     }

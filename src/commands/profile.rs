@@ -49,7 +49,7 @@ struct QueryArgs {
 
 /// Reads and parses a profile; errors name the file.
 pub fn load(path: &Path) -> std::result::Result<Profile, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read profile {}: {e}", path.display()))?;
+    let text = crate::input::read_text(path, "profile").map_err(|e| e.to_string())?;
     Profile::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -81,7 +81,15 @@ fn show(path: &Path) -> Result<()> {
     let d = &m.model;
     outln!(
         "model       {}: hidden {}, heads {}/{} kv, head_dim {}, intermediate {}, vocab {}; dtype {}; TP {:?}",
-        d.name, d.hidden, d.heads, d.kv_heads, d.head_dim, d.intermediate, d.vocab, m.dtype, m.tp
+        d.name,
+        d.hidden,
+        d.heads,
+        d.kv_heads,
+        d.head_dim,
+        d.intermediate,
+        d.vocab,
+        m.dtype,
+        m.tp
     );
     outln!("servesim    {}", m.servesim_version);
     if let Some(db) = &m.database {
@@ -105,7 +113,15 @@ fn show(path: &Path) -> Result<()> {
     outln!();
     outln!(
         "{:<26} {:>3} {:<16} {:>6} {:<22} {:<7} {:>9} {:>9} {:>9}",
-        "op", "tp", "axes", "points", "range", "interp", "ho med%", "ho p90%", "ho max%"
+        "op",
+        "tp",
+        "axes",
+        "points",
+        "range",
+        "interp",
+        "ho med%",
+        "ho p90%",
+        "ho max%"
     );
     for t in &p.ops {
         let axes: Vec<&str> = t.axes.iter().map(|a| a.name()).collect();

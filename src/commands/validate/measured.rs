@@ -93,7 +93,7 @@ fn predicted_metrics(s: &Scenario, run: &MeasuredRun, label: &str) -> Result<(Ru
 pub fn run(a: &Args, s: Scenario, out_dir: &Path) -> Result<()> {
     let path = a.measured.as_ref().expect("checked by the caller");
     let label = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| CliError::input(format!("cannot read {label}: {e}")))?;
+    let text = crate::input::read_text(path, "measured run")?;
     let format = match a.measured_format {
         MeasuredKind::Auto => None,
         MeasuredKind::Vllm => Some(MeasuredFormat::Vllm),
@@ -159,7 +159,9 @@ pub fn run(a: &Args, s: Scenario, out_dir: &Path) -> Result<()> {
             OutFormat::Table => {
                 outln!(
                     "servesim validate --measured: {} ({} format) vs scenario {}",
-                    rep.measured_file, rep.format, rep.scenario
+                    rep.measured_file,
+                    rep.format,
+                    rep.scenario
                 );
                 outln!(
                     "  {} requests replayed at their arrival times; {} failed in the file (left out); {} rejected by the simulation",

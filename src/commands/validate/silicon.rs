@@ -252,8 +252,7 @@ pub fn predict(s: &Scenario, c: &Case) -> std::result::Result<(f64, f64, f64), S
 
 /// Reads the CSV; errors name the line.
 pub fn read(path: &Path) -> Result<Vec<Row>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::input(format!("--silicon: cannot read {}: {e}", path.display())))?;
+    let text = crate::input::read_text(path, "--silicon file")?;
     let mut rd = csv::ReaderBuilder::new().from_reader(text.as_bytes());
     let headers: Vec<String> = rd
         .headers()

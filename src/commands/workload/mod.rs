@@ -180,7 +180,10 @@ impl Input {
                 label: format!("{} ([workload] of {})", s.name, p.display()),
             });
         }
-        let path = self.trace.as_ref().expect("clap requires --trace or --scenario");
+        let given = self.trace.as_ref().expect("clap requires --trace or --scenario");
+        // `-`, a FIFO or a device is read once, into a temporary file.
+        let readable = crate::input::rereadable(given, "trace")?;
+        let path = &readable;
         let format = match self.trace_format {
             Some(f) => f.into(),
             None => detect(path)?,
@@ -192,14 +195,18 @@ impl Input {
         } else if !self.columns.is_empty() || self.arrival_unit.is_some() {
             return Err(CliError::input(format!(
                 "--column and --arrival-unit are for csv and jsonl traces; {} is a {} trace",
-                path.display(),
+                given.display(),
                 format.name()
             )));
         }
         if self.sort {
             spec.unsorted = Unsorted::Sort;
         }
-        let name = trace_source::normalize(path).display().to_string();
+        let name = if given.as_os_str() == "-" {
+            "standard input".to_string()
+        } else {
+            trace_source::normalize(given).display().to_string()
+        };
         let abs = std::fs::canonicalize(path).map_err(|e| CliError::input(format!("{name}: cannot read: {e}")))?;
         trace_source::install(&mut spec, abs, name.clone())?;
         let label = format!("{name} ({})", format.name());

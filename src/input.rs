@@ -1,0 +1,158 @@
+//! Reading what users give: regular files, pipes, FIFOs, devices and `-` (standard input).
+//!
+//! Every input is read once: a text input (scenario, profile, measured run) whole, with a bound
+//! on its size; a trace that is not a regular file is first copied ("spooled") into a temporary
+//! file, since a trace is read twice (checked, then run) and a FIFO or pipe can be read only once.
+//! Lines have a bound too, so `/dev/zero` as a trace is an error, not a line that grows forever.
+//! Inputs are recorded so that no output of the run may be written over one
+//! ([`crate::atomic::register_input`]).
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{CliError, Result};
+
+/// The largest text input read whole (scenario, profile, measured run, shard): 256 MiB.
+pub const MAX_TEXT_BYTES: u64 = 256 << 20;
+
+/// The longest line any reader accepts: 1 MiB.
+pub const MAX_LINE_BYTES: u64 = 1 << 20;
+
+/// Reads a text input whole: `-` is standard input. Errors name `what` and the path; a byte
+/// order mark is dropped (CRLF line ends are accepted by every reader).
+pub fn read_text(path: &Path, what: &str) -> Result<String> {
+    let label = path.display();
+    let mut bytes = Vec::new();
+    let read = if path.as_os_str() == "-" {
+        io::stdin().lock().take(MAX_TEXT_BYTES + 1).read_to_end(&mut bytes)
+    } else {
+        crate::atomic::register_input(path, what);
+        File::open(path).and_then(|f| f.take(MAX_TEXT_BYTES + 1).read_to_end(&mut bytes))
+    };
+    read.map_err(|e| CliError::input(format!("cannot read {what} {label}: {e}")))?;
+    if bytes.len() as u64 > MAX_TEXT_BYTES {
+        return Err(CliError::input(format!(
+            "{what} {label}: larger than {} MiB, the most read as one text file",
+            MAX_TEXT_BYTES >> 20
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        CliError::input(format!("{what} {label}: line {line}: not UTF-8 text (byte {at})"))
+    })?;
+    Ok(match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => text,
+    })
+}
+
+/// A reader that fails once a line runs past [`MAX_LINE_BYTES`] without a newline.
+pub struct LineBound<R> {
+    inner: R,
+    since_newline: u64,
+}
+
+impl<R> LineBound<R> {
+    pub fn new(inner: R) -> LineBound<R> {
+        LineBound { inner, since_newline: 0 }
+    }
+}
+
+impl<R: Read> Read for LineBound<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        match buf[..n].iter().rposition(|&b| b == b'\n') {
+            Some(i) => self.since_newline = (n - i - 1) as u64,
+            None => self.since_newline += n as u64,
+        }
+        if self.since_newline > MAX_LINE_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a line longer than {} MiB: not a trace file", MAX_LINE_BYTES >> 20),
+            ));
+        }
+        Ok(n)
+    }
+}
+
+/// Where a trace can be read from twice: a regular file is itself; `-`, a FIFO, a pipe or a
+/// device is copied once into a temporary file (removed when the command ends), looking at the
+/// stop request (`--time-limit`, signals) between chunks.
+pub fn rereadable(path: &Path, what: &str) -> Result<PathBuf> {
+    let stdin = path.as_os_str() == "-";
+    if !stdin {
+        crate::atomic::register_input(path, what);
+        let meta = std::fs::metadata(path)
+            .map_err(|e| CliError::input(format!("{}: cannot read {what}: {e}", path.display())))?;
+        if meta.is_file() {
+            return Ok(path.to_path_buf());
+        }
+        if meta.is_dir() {
+            return Err(CliError::input(format!("{}: a folder, not a {what} file", path.display())));
+        }
+    }
+    let spool = std::env::temp_dir().join(format!(".servesim-spool-{}-{}", std::process::id(), spool_number()));
+    crate::atomic::register_temporary(&spool);
+    let mut src: Box<dyn Read> = if stdin {
+        Box::new(io::stdin())
+    } else {
+        Box::new(File::open(path).map_err(|e| CliError::input(format!("{}: cannot read {what}: {e}", path.display())))?)
+    };
+    let mut src = LineBound::new(&mut src);
+    let mut out = io::BufWriter::new(
+        File::create(&spool).map_err(|e| CliError::Other(anyhow::anyhow!("creating {}: {e}", spool.display())))?,
+    );
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        crate::error::check_cancel()?;
+        let n = match src.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(CliError::input(format!("{}: cannot read {what}: {e}", path.display()))),
+        };
+        out.write_all(&buf[..n])
+            .map_err(|e| CliError::Other(anyhow::anyhow!("copying {} to {}: {e}", path.display(), spool.display())))?;
+    }
+    out.flush()
+        .map_err(|e| CliError::Other(anyhow::anyhow!("copying {} to {}: {e}", path.display(), spool.display())))?;
+    Ok(spool)
+}
+
+fn spool_number() -> u64 {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_past_the_bound_is_an_error_and_newlines_reset_it() {
+        let long = vec![b'0'; (MAX_LINE_BYTES + 10) as usize];
+        let mut s = String::new();
+        let e = LineBound::new(&long[..]).read_to_string(&mut s).unwrap_err();
+        assert!(e.to_string().contains("a line longer than 1 MiB"), "{e}");
+        // Many short lines adding up to more than the bound are fine.
+        let lines = "12345\n".repeat((MAX_LINE_BYTES / 3) as usize);
+        let mut s = String::new();
+        LineBound::new(lines.as_bytes()).read_to_string(&mut s).unwrap();
+        assert_eq!(s.len(), lines.len());
+    }
+
+    #[test]
+    fn text_inputs_drop_a_bom_and_name_the_line_of_bad_utf8() {
+        let dir = std::env::temp_dir().join(format!("servesim-input-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("s.toml");
+        std::fs::write(&p, "\u{feff}a = 1\r\n").unwrap();
+        assert_eq!(read_text(&p, "scenario").unwrap(), "a = 1\r\n");
+        std::fs::write(&p, b"a = 1\nb = \"\xff\"\n").unwrap();
+        let e = read_text(&p, "scenario").unwrap_err().to_string();
+        assert!(e.ends_with("s.toml: line 2: not UTF-8 text (byte 11)"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

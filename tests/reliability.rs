@@ -1,0 +1,231 @@
+//! The reliability issue's classes, one test each, each failing without its fix: signals stop
+//! a run like `--time-limit` with complete files, a stopped run says so on stdout's first line,
+//! write errors on stdout are exit 1 (not a panic), a bad `RAYON_NUM_THREADS` is one line, an
+//! output folder is locked while a run writes it, an output never replaces an input or another
+//! output, FIFOs / `-` / devices as traces are read once with bounded lines, the time series is
+//! bounded, and `--time-limit` ends a command blocked on its input.
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn small(requests: u64) -> String {
+    llama8b(
+        &format!(
+            "requests = {requests}\narrival = {{ kind = \"poisson\", rate = 20 }}\n\
+             prompt_tokens = {{ kind = \"fixed\", value = 100 }}\noutput_tokens = {{ kind = \"fixed\", value = 10 }}"
+        ),
+        "[cost]\noverhead = \"vidur-2023\"\n",
+    )
+}
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_servesim"));
+    c.current_dir(root());
+    c
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_stops_a_run_with_complete_files_marked_stopped_and_exit_3() {
+    let dir = out_dir("rel_sigterm");
+    // About 2 million requests: several seconds, so the signal comes mid-run.
+    let text = small(0).replace("requests = 0", "duration_s = 100000");
+    let path = scenario_file(&dir, "s.toml", &format!("name = \"sig\"\n{text}"));
+    let out = dir.join("out");
+    let child = bin()
+        .args(["simulate", "--scenario", &path, "--out", out.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("stopped: SIGTERM arrived before the work was done"), "{}", stderr(&o));
+    assert!(stdout(&o).lines().next().unwrap_or("").starts_with("STOPPED EARLY (SIGTERM)"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("met so far, run stopped early") || stdout(&o).contains("MISSED so far"));
+    let summary: serde_json::Value = serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    assert_eq!(summary["stopped"]["reason"], "SIGTERM");
+    // requests.csv is whole: every line has the header's field count, and it ends with a newline.
+    let csv = read(&out.join("requests.csv"));
+    let fields = csv.lines().next().unwrap().split(',').count();
+    assert!(csv.ends_with('\n') && csv.lines().all(|l| l.split(',').count() == fields));
+    let names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().all(|n| !n.starts_with('.')), "no temporaries: {names:?}");
+}
+
+#[test]
+fn a_run_stopped_by_its_event_budget_says_so_on_stdouts_first_line() {
+    let dir = out_dir("rel_budget");
+    let path = scenario_file(&dir, "s.toml", &format!("{}[run]\nmax_events = 5000\n", small(2000)));
+    let o = servesim(&["simulate", "--scenario", &path, "--out", dir.join("o").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3));
+    let first = stdout(&o).lines().next().unwrap_or("").to_string();
+    assert!(first.starts_with("STOPPED EARLY (run.max_events reached) after 5,000 events"), "{first}");
+    assert!(!stdout(&o).contains("target 99.00%: met)"), "{}", stdout(&o));
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_stdout_is_exit_1_with_a_message_not_a_panic() {
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let o = bin().args(["memory", "--model", "llama-3-8b", "--gpu", "h100-sxm"]).stdout(full).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "error: writing to standard output: No space left on device (os error 28)\n");
+}
+
+#[test]
+fn rayon_num_threads_out_of_range_is_one_clear_line() {
+    let o = bin()
+        .args(["memory", "--model", "llama-3-8b", "--gpu", "h100-sxm"])
+        .env("RAYON_NUM_THREADS", "100000")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: RAYON_NUM_THREADS: must be a whole number from 0 (one per core) to 1024, got \"100000\"\n"
+    );
+    // Any thread count in range gives the same bytes.
+    let a = bin()
+        .args(["memory", "--model", "llama-3-8b", "--gpu", "h100-sxm"])
+        .env("RAYON_NUM_THREADS", "3")
+        .output()
+        .unwrap();
+    let b = servesim(&["memory", "--model", "llama-3-8b", "--gpu", "h100-sxm"]);
+    assert!(a.status.success() && a.stdout == b.stdout);
+}
+
+#[test]
+fn an_output_folder_in_use_is_refused_and_an_output_never_replaces_an_input() {
+    let dir = out_dir("rel_lock");
+    let path = scenario_file(&dir, "s.toml", &small(50));
+    let out = dir.join("o");
+    std::fs::create_dir_all(&out).unwrap();
+    // Another process holds the folder's lock (as a running servesim does).
+    let holder = std::fs::File::open(&out).unwrap();
+    holder.lock().unwrap();
+    let o = servesim(&["simulate", "--scenario", &path, "--out", out.to_str().unwrap(), "--quiet"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is in use by another servesim run"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "nothing written");
+    holder.unlock().unwrap();
+    // The scenario as the output folder's scenario.toml: refused, the scenario untouched.
+    let inside = out.join("scenario.toml");
+    std::fs::write(&inside, small(50)).unwrap();
+    let o = servesim(&["simulate", "--scenario", inside.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("scenario.toml: it is this run's scenario; choose another output path"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(read(&inside), small(50));
+    // The report over one of the run's own outputs: refused, summary.json kept.
+    let o2 = dir.join("o2");
+    let report = o2.join("summary.json");
+    let o = servesim(&[
+        "simulate",
+        "--scenario",
+        &path,
+        "--out",
+        o2.to_str().unwrap(),
+        "--quiet",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("twice"), "{}", stderr(&o));
+    assert!(read(&report).starts_with('{'), "summary.json is still JSON");
+}
+
+const TRACE: &str = "arrival_s,prompt_tokens,output_tokens\r\n0,100,10\r\n0.5,100,10\r\n1,100,10\r\n";
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_stdin_or_device_as_a_trace_is_read_once_with_bounded_lines() {
+    let dir = out_dir("rel_fifo");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("trace.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, format!("\u{feff}{TRACE}")).unwrap())
+    };
+    let path = scenario_file(
+        &dir,
+        "s.toml",
+        &llama8b("trace = { path = \"trace.fifo\", format = \"csv\" }", "[cost]\noverhead = \"vidur-2023\"\n"),
+    );
+    let o = servesim(&["simulate", "--scenario", &path, "--out", dir.join("o").to_str().unwrap(), "--format", "json"]);
+    writer.join().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["requests"]["finished"], 3);
+    // `-` is standard input.
+    let mut child = bin()
+        .args(["workload", "describe", "--trace", "-", "--format", "json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(TRACE.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["requests"], 3, "{v}");
+    // /dev/zero: one endless line, refused after 1 MiB.
+    let o = servesim(&["workload", "describe", "--trace", "/dev/zero"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr(&o), "error: /dev/zero: cannot read trace: a line longer than 1 MiB: not a trace file\n");
+}
+
+#[cfg(unix)]
+#[test]
+fn the_time_limit_ends_a_command_blocked_on_a_fifo_nobody_writes() {
+    let dir = out_dir("rel_fifo_block");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("never.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let t = Instant::now();
+    let o = servesim(&["--time-limit", "1", "workload", "describe", "--trace", fifo.to_str().unwrap()]);
+    let took = t.elapsed().as_secs_f64();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("(blocked reading an input?)"), "{}", stderr(&o));
+    // 1 s + the 5.1 s grace; generous for a loaded machine, far from "forever".
+    assert!(took < 60.0, "took {took} s");
+}
+
+#[test]
+fn a_long_idle_gap_stops_at_the_time_series_bound_instead_of_filling_memory() {
+    let dir = out_dir("rel_gap");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("gap.csv"),
+        "arrival_s,prompt_tokens,output_tokens\n0,100,10\n1,100,10\n1700000000,100,10\n",
+    )
+    .unwrap();
+    let path = scenario_file(&dir, "s.toml", &llama8b("trace = { path = \"gap.csv\", format = \"csv\" }", ""));
+    let o = servesim(&["simulate", "--scenario", &path, "--out", dir.join("o").to_str().unwrap(), "--quiet"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the time series reached its bound of 1000000 windows of metrics.window_s = 1 s"),
+        "{}",
+        stderr(&o)
+    );
+    let ts = read(&dir.join("o/timeseries.csv"));
+    assert!(ts.lines().count() <= 1_000_002, "{} lines", ts.lines().count());
+}
