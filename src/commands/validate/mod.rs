@@ -805,7 +805,7 @@ mod tests {
         let cpu = BackendKind::Cpu;
 
         // Phase 0 at 1 ms: three passes of its own.
-        p.phase(&a, cpu, &s, &dir.join("p0")).ok().expect("phase fitted");
+        p.phase(&a, cpu, &s, &dir.join("p0")).expect("phase fitted");
         assert_eq!(times(&dir.join("p0")), vec![1.0; n]);
         // One sample per pass (the backend says so), three passes.
         assert_eq!(column(&dir.join("p0"), 5), vec![3.0; n]);
@@ -816,7 +816,7 @@ mod tests {
             c.step(n / 2);
             assert_eq!(c.cursor, n / 2);
         }
-        p.phase(&a, cpu, &s, &dir.join("p1")).ok().expect("phase fitted");
+        p.phase(&a, cpu, &s, &dir.join("p1")).expect("phase fitted");
         assert_eq!(times(&dir.join("p1")), vec![3.0; n]);
         // Phase 2 measures nothing (the deadline passed): each point falls back to the median
         // of all its passes, 1, 1, 1, 3, 3, 3 → 2.
@@ -826,7 +826,7 @@ mod tests {
             // Three passes in phase 1, the first begun by the half pass.
             assert_eq!((c.passes, c.phase, c.cursor), (6, 2, 0));
         }
-        p.phase(&a, cpu, &s, &dir.join("p2")).ok().expect("phase fitted");
+        p.phase(&a, cpu, &s, &dir.join("p2")).expect("phase fitted");
         assert_eq!(times(&dir.join("p2")), vec![2.0; n]);
         // The pool: every measurement of every phase.
         let (_, pooled) = p.finish(&a, cpu, &s, &dir.join("all")).ok().expect("pool fitted");
