@@ -829,7 +829,7 @@ mod tests {
         p.phase(&a, cpu, &s, &dir.join("p2")).expect("phase fitted");
         assert_eq!(times(&dir.join("p2")), vec![2.0; n]);
         // The pool: every measurement of every phase.
-        let (_, pooled) = p.finish(&a, cpu, &s, &dir.join("all")).ok().expect("pool fitted");
+        let (_, pooled) = p.finish(&a, cpu, &s, &dir.join("all")).expect("pool fitted");
         assert_eq!(times(&dir.join("all")), vec![2.0; n]);
         assert_eq!(column(&dir.join("all"), 5), vec![6.0; n]);
         assert_eq!(pooled.path, dir.join("all").join("profile.json"));
