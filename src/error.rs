@@ -173,6 +173,13 @@ pub fn stopped_run(s: &servesim_sim::Scenario, st: &servesim_sim::metrics::Stopp
              Raise run.max_events, or shorten the workload",
             s.run.max_events, st.at_s
         ))
+    } else if st.reason == "request_budget" {
+        CliError::Stopped(format!(
+            "stopped: the run reached its request bound, run.max_requests = {}, at simulated time {:.3} s; \
+             the outputs written cover the run so far. Raise run.max_requests (about 56 bytes each), or \
+             shorten the workload",
+            s.run.max_requests, st.at_s
+        ))
     } else if st.reason == "timeseries_windows" {
         CliError::Stopped(format!(
             "stopped: the time series reached its bound of {} windows of metrics.window_s = {} s at simulated time \

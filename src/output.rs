@@ -139,6 +139,7 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
             match st.reason.as_str() {
                 "event_budget" => "run.max_events reached",
                 "time_limit" => "--time-limit passed",
+                "request_budget" => "run.max_requests reached",
                 "timeseries_windows" => "time-series bound of metrics.window_s windows reached",
                 r => r,
             },

@@ -119,6 +119,8 @@ pub enum Stopped {
     Cancelled,
     /// The time series reached [`crate::metrics::MAX_WINDOWS`] windows.
     SeriesBudget,
+    /// A request beyond `run.max_requests` arrived.
+    RequestBudget,
 }
 
 impl Stopped {
@@ -127,6 +129,7 @@ impl Stopped {
             Stopped::EventBudget => "event_budget",
             Stopped::Cancelled => "cancelled",
             Stopped::SeriesBudget => "timeseries_windows",
+            Stopped::RequestBudget => "request_budget",
         }
     }
 }
@@ -195,6 +198,8 @@ pub struct Simulation {
     events: u64,
     /// `run.max_events`: the event budget.
     max_events: u64,
+    /// `run.max_requests`: the most requests recorded.
+    max_requests: u64,
     /// Why the run stopped before its end, if it did.
     stopped: Option<Stopped>,
     departed: Vec<Departure>,
@@ -295,6 +300,7 @@ impl Simulation {
             max_time: s.run.max_time_s.map(SimTime::from_secs_f64).unwrap_or(SimTime::MAX),
             events: 0,
             max_events: s.run.max_events,
+            max_requests: s.run.max_requests,
             stopped: None,
             departed: Vec::new(),
             scenario_name: s.name.clone(),
@@ -368,6 +374,10 @@ impl Simulation {
         self.rec.advance(t);
         self.events += 1;
         match ev {
+            Event::Arrival(_) if self.rec.records.len() as u64 >= self.max_requests => {
+                self.stopped = Some(Stopped::RequestBudget);
+                return false;
+            }
             Event::Arrival(req) => self.on_arrival(req),
             Event::IterationEnd(i) => self.on_iteration_end(i),
             Event::Fleet(f) => self.on_fleet(f),

@@ -60,17 +60,20 @@ pub enum MemoryError {
 /// the fp32 logits of `max_num_seqs` sequences over this GPU's vocabulary shard. This is the
 /// quantity vLLM measures in its profiling run; the formula keeps it explainable.
 pub fn default_reserve_bytes(model: &ModelSpec, cfg: &MemoryConfig) -> u64 {
-    let ffn_per_gpu = model.top_k * model.intermediate / cfg.tp;
-    let activations = cfg.max_num_batched_tokens * (4 * model.hidden + 2 * ffn_per_gpu) * 2;
-    let logits = cfg.max_num_seqs * model.vocab.div_ceil(cfg.tp) * 4;
-    DEFAULT_FIXED_RESERVE_BYTES + activations + logits
+    // In floating point, so that absurd batch limits saturate (and do not fit) instead of
+    // wrapping around to a small reserve.
+    let f = |x: u64| x as f64;
+    let ffn_per_gpu = f(model.top_k * model.intermediate / cfg.tp);
+    let activations = f(cfg.max_num_batched_tokens) * (4.0 * f(model.hidden) + 2.0 * ffn_per_gpu) * 2.0;
+    let logits = f(cfg.max_num_seqs) * f(model.vocab.div_ceil(cfg.tp)) * 4.0;
+    (f(DEFAULT_FIXED_RESERVE_BYTES) + activations + logits) as u64
 }
 
 pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Result<MemoryBudget, MemoryError> {
     let usable_bytes = (gpu.memory_bytes as f64 * cfg.gpu_memory_utilization).floor() as u64;
     let weight_bytes = model.weight_bytes_per_gpu(cfg.tp);
     let reserve_bytes = cfg.reserve_bytes.unwrap_or_else(|| default_reserve_bytes(model, cfg));
-    let needed = weight_bytes + reserve_bytes;
+    let needed = weight_bytes.saturating_add(reserve_bytes);
     if needed > usable_bytes {
         return Err(MemoryError::DoesNotFit {
             model: model.name.clone(),

@@ -92,6 +92,11 @@ fn required<T: Copy>(v: Option<T>, path: &str, key: &str) -> Result<T, ScenarioE
     v.ok_or_else(|| ScenarioError::at(&format!("{path}.{key}"), "required when no preset is given".into()))
 }
 
+/// The largest model servesim sizes, in parameters (today's largest have about 2·10¹²), and the
+/// largest KV bytes per token: far past any real model, and far inside 64-bit arithmetic.
+pub const MAX_PARAMS: f64 = 1e17;
+pub const MAX_KV_BYTES_PER_TOKEN: f64 = 1e12;
+
 impl ModelSection {
     pub fn resolve(&self, path: &str) -> Result<ModelSpec, ScenarioError> {
         let wd = self.weight_dtype.unwrap_or(Dtype::Bf16);
@@ -154,6 +159,30 @@ impl ModelSection {
         ] {
             check((1..=1 << 40).contains(&v), path, key, "must be in [1, 2^40]", v)?;
         }
+        // Products of the dimensions (parameters, KV bytes) must stay far inside 64 bits: sizes
+        // near 2^32 each would otherwise wrap around silently.
+        let f = |x: u64| x as f64;
+        let params = f(m.layers)
+            * (f(m.hidden) * f(m.head_dim) * (2.0 * f(m.heads) + 2.0 * f(m.kv_heads))
+                + f(m.experts) * 3.0 * f(m.hidden) * f(m.intermediate))
+            + 2.0 * f(m.vocab) * f(m.hidden);
+        check(
+            params <= MAX_PARAMS,
+            path,
+            "layers",
+            &format!("with these dimensions the model has about {params:.3e} parameters; at most {MAX_PARAMS:.0e} can be sized"),
+            m.layers,
+        )?;
+        let kv = 2.0 * f(m.layers) * f(m.kv_heads) * f(m.head_dim) * 4.0;
+        check(
+            kv <= MAX_KV_BYTES_PER_TOKEN,
+            path,
+            "kv_heads",
+            &format!(
+                "with these dimensions a token's KV takes about {kv:.3e} bytes; at most {MAX_KV_BYTES_PER_TOKEN:.0e}"
+            ),
+            m.kv_heads,
+        )?;
         check(m.heads % m.kv_heads == 0, path, "kv_heads", &format!("must divide heads ({})", m.heads), m.kv_heads)?;
         check(m.top_k <= m.experts, path, "top_k", &format!("must be ≤ experts ({})", m.experts), m.top_k)?;
         Ok(m)
@@ -491,7 +520,7 @@ impl MemorySection {
         let u = self.gpu_memory_utilization;
         check(u.is_finite() && u > 0.0 && u <= 1.0, path, "gpu_memory_utilization", "must be in (0, 1]", u)?;
         if let Some(r) = self.reserve_gib {
-            check(r.is_finite() && r >= 0.0, path, "reserve_gib", "must be ≥ 0", r)?;
+            check(r.is_finite() && (0.0..=1e6).contains(&r), path, "reserve_gib", "must be in [0, 1e6] GiB", r)?;
         }
         Ok(())
     }
@@ -741,21 +770,28 @@ pub struct RunSection {
     /// 10⁹: `servesim bench` processes about 0.4 million events a second at about two events
     /// per request, so it stops a run after roughly 40 minutes and 500 million requests.
     pub max_events: u64,
+    /// The most requests a run holds: each keeps a record of about 56 bytes (plus its share of
+    /// the output files), so the default of 5·10⁷ is about 3 GB. A workload known to be larger
+    /// (`workload.requests`, a trace's count) is refused before it runs; a synthetic one that
+    /// draws more stops there, its summary saying so.
+    pub max_requests: u64,
 }
 
 impl RunSection {
     pub const DEFAULT_MAX_EVENTS: u64 = 1_000_000_000;
+    pub const DEFAULT_MAX_REQUESTS: u64 = 50_000_000;
 
     pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
         if let Some(t) = self.max_time_s {
             check(t.is_finite() && t > 0.0, path, "max_time_s", "must be > 0", t)?;
         }
-        check(self.max_events >= 1, path, "max_events", "must be ≥ 1", self.max_events)
+        check(self.max_events >= 1, path, "max_events", "must be ≥ 1", self.max_events)?;
+        check(self.max_requests >= 1, path, "max_requests", "must be ≥ 1", self.max_requests)
     }
 }
 
 impl Default for RunSection {
     fn default() -> Self {
-        RunSection { max_time_s: None, max_events: Self::DEFAULT_MAX_EVENTS }
+        RunSection { max_time_s: None, max_events: Self::DEFAULT_MAX_EVENTS, max_requests: Self::DEFAULT_MAX_REQUESTS }
     }
 }

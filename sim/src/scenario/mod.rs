@@ -100,7 +100,67 @@ fn toml_error(src: &str, path: &str, e: &toml::de::Error) -> ScenarioError {
         Some((inner, m)) => (de::join_path(path, inner), m.to_string()),
         None => (path.to_string(), msg.to_string()),
     };
-    ScenarioError { path, message, line }
+    let at = e
+        .span()
+        .map(|s| {
+            let text = src.get(s.clone()).unwrap_or("").trim();
+            // A table header's span is its name: say it is a table.
+            let header = s.start > 0 && src.get(s.start - 1..s.start) == Some("[");
+            if header {
+                format!("[{text}]")
+            } else {
+                text.to_string()
+            }
+        })
+        .unwrap_or_default();
+    ScenarioError { path, message: plain_message(&message, &at), line }
+}
+
+/// The TOML and serde messages in a user's words: the duplicated key named, numbers out of
+/// range said to be out of range (with the bound), no internal type names.
+pub(crate) fn plain_message(msg: &str, at: &str) -> String {
+    let max_of = |ty: &str| match ty {
+        "u8" => Some(u8::MAX as u128),
+        "u16" => Some(u16::MAX as u128),
+        "u32" => Some(u32::MAX as u128),
+        "u64" => Some(u64::MAX as u128),
+        "usize" => Some(usize::MAX as u128),
+        "i64" => Some(i64::MAX as u128),
+        _ => None,
+    };
+    let quoted = |m: &str| m.split('`').nth(1).map(str::to_string);
+    let expected = msg.rsplit("expected ").next().unwrap_or("").trim();
+    if msg.starts_with("duplicate key") {
+        return if at.starts_with('[') {
+            format!("table {at} appears twice")
+        } else if at.is_empty() {
+            "a key appears twice".into()
+        } else {
+            format!("key `{}` appears twice", at.split('=').next().unwrap_or(at).trim())
+        };
+    }
+    if let (Some(n), Some(max)) = (quoted(msg), max_of(expected)) {
+        if msg.starts_with("invalid type: integer") || msg.starts_with("invalid value: integer") {
+            return if n.starts_with('-') {
+                format!("must be a whole number from 0 to {max}, got {n}")
+            } else {
+                format!("out of range: must be at most {max}, got {n}")
+            };
+        }
+        if msg.starts_with("invalid type: floating point") {
+            let shown = n.parse::<f64>().map(|x| if x.abs() >= 1e15 { format!("{x:e}") } else { x.to_string() });
+            return format!("must be a whole number (no decimal point or exponent), got {}", shown.unwrap_or(n));
+        }
+    }
+    // serde names the Rust type: `expected struct GpuSection` says nothing to a user.
+    for (rust, plain) in [("expected struct ", "expected a table"), ("expected enum ", "expected one of its names")] {
+        if let Some(i) = msg.find(rust) {
+            let rest = &msg[i + rust.len()..];
+            let tail = rest.find(|c: char| !c.is_alphanumeric() && c != '_').map_or("", |j| &rest[j..]);
+            return format!("{}{plain}{tail}", &msg[..i]);
+        }
+    }
+    msg.to_string()
 }
 
 /// One group of identical instances: the same GPU, TP degree and scheduler.
@@ -343,6 +403,24 @@ impl Scenario {
             if t.source.is_none() {
                 resources.trace(t).map_err(|e| ScenarioError::at("", e))?;
             }
+        }
+        // A workload known to be larger than the run may hold is refused before anything runs.
+        let known = file.workload.requests.or_else(|| {
+            let t = file.workload.trace.as_ref()?;
+            Some(t.source.as_ref()?.scan.as_ref()?.requests)
+        });
+        if let Some(n) = known {
+            let what = if file.workload.requests.is_some() { "requests" } else { "trace" };
+            check(
+                n <= file.run.max_requests,
+                "workload",
+                what,
+                &format!(
+                    "has more requests than run.max_requests = {} (about 56 bytes of memory each): raise run.max_requests on a machine with the memory",
+                    file.run.max_requests
+                ),
+                n,
+            )?;
         }
         let scenario = Scenario {
             name,

@@ -81,3 +81,30 @@ fn max_model_len_above_the_models_context_is_refused() {
     // At the context exactly is fine.
     assert!(Scenario::from_toml(&format!("{BASE}[scheduler]\nmax_model_len = 8192\n"), "t").is_ok());
 }
+
+#[test]
+fn toml_messages_name_the_duplicate_and_the_bound_in_plain_words() {
+    let e = err(&format!("{BASE}[scheduler]\nmax_num_seqs = 5\nmax_num_seqs = 6\n"));
+    assert_eq!(e, "line 13: key `max_num_seqs` appears twice");
+    let e = err(&format!("{BASE}[gpu]\nbf16_tflops = 3\n"));
+    assert_eq!(e, "line 11: table [gpu] appears twice");
+    let e = err(&format!("{BASE}[scheduler]\nmax_num_seqs = 99999999999999999999\n"));
+    assert_eq!(
+        e,
+        "line 12: scheduler.max_num_seqs: out of range: must be at most 4294967295, got 99999999999999999999"
+    );
+    let e = err(&format!("{BASE}[scheduler]\nmax_num_seqs = -5\n"));
+    assert_eq!(e, "line 12: scheduler.max_num_seqs: must be a whole number from 0 to 4294967295, got -5");
+    let e = err(&format!("{BASE}[scheduler]\nmax_num_seqs = 1e30\n"));
+    assert_eq!(e, "line 12: scheduler.max_num_seqs: must be a whole number (no decimal point or exponent), got 1e30");
+    let e = err(&format!("gpu = 5\n{}", BASE.replace("[gpu]\npreset = \"h100-sxm\"\n", "")));
+    assert_eq!(e, "line 1: gpu: invalid type: integer `5`, expected a table");
+    // Wrapped-around sizes are refused: a reserve past a petabyte, dimensions near 2^32.
+    let e = err(&format!("{BASE}[memory]\nreserve_gib = 1.7e10\n"));
+    assert_eq!(e, "memory.reserve_gib: must be in [0, 1e6] GiB, got 17000000000");
+    let e = err(&BASE.replace(
+        "preset = \"llama-3-8b\"",
+        "preset = \"llama-3-8b\"\nhidden = 4294967296\nheads = 4294967296\nkv_heads = 4294967296",
+    ));
+    assert!(e.starts_with("model.layers: with these dimensions the model has about 3.022e23 parameters"), "{e}");
+}

@@ -56,10 +56,13 @@ pub struct WorkloadSpec {
     pub class_weights: Option<Vec<f64>>,
 }
 
+/// The longest workload: 10⁹ s (31 years; simulated time itself ends at 584 years).
+pub const MAX_DURATION_S: f64 = 1e9;
+
 impl WorkloadSpec {
     pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
         if let Some(d) = self.duration_s {
-            check(d.is_finite() && d > 0.0, path, "duration_s", "must be > 0", d)?;
+            check(d.is_finite() && d > 0.0 && d <= MAX_DURATION_S, path, "duration_s", "must be in (0, 1e9] s", d)?;
         }
         if let Some(n) = self.requests {
             check(n >= 1, path, "requests", "must be ≥ 1", n)?;

@@ -112,7 +112,13 @@ struct WindowCounter {
     idle: u64,
     /// Every closed count, when asked for (the fit's phases).
     keep: Option<Vec<u64>>,
+    /// More than [`MAX_RATE_WINDOWS`] windows were needed: the counts stop there.
+    overflow: bool,
 }
+
+/// The most windows a profile counts (80 MB of counts): a window far narrower than the
+/// workload's span (`--window-s 1e-9` on an hour) is an error, not an endless loop.
+pub const MAX_RATE_WINDOWS: u64 = 10_000_000;
 
 impl WindowCounter {
     fn new(width: u64, keep: bool) -> WindowCounter {
@@ -127,6 +133,7 @@ impl WindowCounter {
             max: 0,
             idle: 0,
             keep: keep.then(Vec::new),
+            overflow: false,
         }
     }
 
@@ -145,10 +152,25 @@ impl WindowCounter {
     /// An arrival `since` ns after the first one.
     fn add(&mut self, since: u64) {
         let i = since / self.width;
-        while self.index < i {
+        if self.overflow || (self.keep.is_some() && i >= MAX_RATE_WINDOWS) {
+            self.overflow = true;
+            return;
+        }
+        if self.index < i {
             let c = std::mem::take(&mut self.count);
             self.close(c);
             self.index += 1;
+            // The windows of an idle gap, at once: a count of 0 each.
+            let zeros = i - self.index;
+            if zeros > 0 {
+                self.closed += zeros;
+                self.idle += zeros;
+                self.min = 0;
+                if let Some(k) = &mut self.keep {
+                    k.resize(k.len() + zeros as usize, 0);
+                }
+                self.index = i;
+            }
         }
         self.count += 1;
     }
@@ -224,6 +246,12 @@ impl Profiler {
             sessions: HashSet::new(),
             session_requests: 0,
         }
+    }
+
+    /// Whether the rate windows ran past [`MAX_RATE_WINDOWS`] (the window is too narrow for
+    /// the workload's span): the profile's rates would be wrong, so callers refuse it.
+    pub fn windows_overflowed(&self) -> bool {
+        self.rate.overflow
     }
 
     /// Adds the next request; arrivals must not go backwards.

@@ -45,8 +45,8 @@ pub fn run(a: Args) -> Result<()> {
         loaded.workload.requests = Some(n);
     }
     if let Some(d) = a.duration_s {
-        if !(d.is_finite() && d > 0.0) {
-            return Err(CliError::input(format!("--duration-s: must be > 0, got {d}")));
+        if !(d.is_finite() && d > 0.0 && d <= servesim_sim::workload::MAX_DURATION_S) {
+            return Err(CliError::input(format!("--duration-s: must be in (0, 1e9] s, got {d:e}")));
         }
         loaded.workload.duration_s = Some(d);
     }

@@ -239,18 +239,44 @@ pub fn for_each_request(
              describe open-loop workloads and traces (or simulate it and read requests.csv)",
         ));
     }
+    // Refused at once when the workload is known to be too large (rate × duration).
+    let expected = match (w.arrival.as_ref().and_then(|a| a.mean_rate()), w.end_s()) {
+        (Some(rate), Some(end)) => rate * end,
+        _ => 0.0,
+    };
+    if w.requests.is_none_or(|n| n > MAX_STREAMED_REQUESTS) && expected > MAX_STREAMED_REQUESTS as f64 {
+        return Err(CliError::input(format!(
+            "the workload would have about {expected:.3e} requests, more than {MAX_STREAMED_REQUESTS}, the most described or \
+             generated at once; bound it (workload.requests, workload.duration_s, --requests, --duration-s)"
+        )));
+    }
     let mut wl = Workload::new(w.clone(), seed);
     for r in wl.initial() {
         f(&r);
     }
+    let mut n = 0u64;
     while let Some(r) = wl.next_open() {
         f(&r);
+        n += 1;
+        if n.is_multiple_of(1 << 16) {
+            crate::error::check_cancel()?;
+        }
+        if n > MAX_STREAMED_REQUESTS {
+            return Err(CliError::input(format!(
+                "the workload has more than {MAX_STREAMED_REQUESTS} requests, the most described or generated at once; \
+                 bound it (workload.requests, workload.duration_s, --requests, --duration-s)"
+            )));
+        }
     }
     match wl.error() {
         Some(e) => Err(CliError::input(e)),
         None => Ok(()),
     }
 }
+
+/// The most requests `workload describe`, `fit` and `generate` stream from one workload (a CSV
+/// of that many is about 25 GB).
+pub const MAX_STREAMED_REQUESTS: u64 = 1_000_000_000;
 
 /// The profile of a workload.
 pub fn profile(w: &WorkloadSpec, seed: u64, window_s: f64) -> Result<ProfileData> {
@@ -259,5 +285,11 @@ pub fn profile(w: &WorkloadSpec, seed: u64, window_s: f64) -> Result<ProfileData
     }
     let mut p = Profiler::new(window_s);
     for_each_request(w, seed, |r| p.push(r))?;
+    if p.windows_overflowed() {
+        return Err(CliError::input(format!(
+            "--window-s {window_s}: the workload spans more than {} windows of it (the most counted); raise --window-s",
+            servesim_sim::workload::profile::MAX_RATE_WINDOWS
+        )));
+    }
     p.finish().ok_or_else(|| CliError::input("the workload has no requests"))
 }
