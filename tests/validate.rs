@@ -432,7 +432,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
         (vec!["--scenario", &scen, "--iterations", "--measured", "x.csv"], "give one"),
         (vec!["--scenario", &scen, "--measured", &bad_csv, "--backend", "cpu"], "nothing is executed"),
         (vec!["--scenario", &scen, "--measured", &bad_csv], "bad.csv:2: output_tokens: \"x\" is not a token count"),
-        (vec!["--scenario", &scen, "--measured", "missing.json"], "cannot read missing.json"),
+        (vec!["--scenario", &scen, "--measured", "missing.json"], "cannot read measured run missing.json"),
         (vec!["--scenario", &closed, "--backend", "cpu"], "workload.arrival: validate sets the arrival rate"),
         (vec!["--scenario", &no_count, "--backend", "cpu"], "workload.requests: validate needs a request count"),
         (vec!["--scenario", &scen, "--backend", "cpu", "--profile", "nope.json"], "nope.json"),

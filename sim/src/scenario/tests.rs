@@ -108,3 +108,18 @@ fn toml_messages_name_the_duplicate_and_the_bound_in_plain_words() {
     ));
     assert!(e.starts_with("model.layers: with these dimensions the model has about 3.022e23 parameters"), "{e}");
 }
+
+#[test]
+fn the_resolved_file_of_a_heterogeneous_cluster_round_trips() {
+    let src = BASE.replace("[gpu]\npreset = \"h100-sxm\"\n", "")
+        + "[[cluster.groups]]\nname = \"a\"\ncount = 2\ngpu = { preset = \"h100-sxm\" }\nscheduler = { max_num_seqs = 64 }\n\
+           [[cluster.groups]]\nname = \"b\"\ncount = 1\ntp = 2\ngpu = { preset = \"a100-80g\" }\n";
+    let s = Scenario::from_toml(&src, "t").unwrap();
+    let text = s.resolved_toml();
+    assert_eq!(text.matches("[[cluster.groups]]").count(), 2, "{text}");
+    let again = Scenario::from_toml(&text, "t").unwrap();
+    assert_eq!(again.resolved, s.resolved);
+    assert_eq!(again.groups.len(), 2);
+    assert_eq!(again.groups[0].scheduler.max_num_seqs, 64);
+    assert_eq!((again.groups[1].tp, again.groups[1].gpu.name.as_str()), (2, "a100-80g"));
+}
