@@ -151,6 +151,31 @@ impl Drop for AtomicFile {
     }
 }
 
+/// Flushes and syncs every file, then renames them all into place: the slow part (writing,
+/// syncing) is done before any target changes, so a process killed on the way leaves the
+/// previous files, unless it dies within the renames themselves.
+pub fn commit_all<const N: usize>(files: [AtomicFile; N]) -> anyhow::Result<()> {
+    let mut ready = Vec::with_capacity(N);
+    for mut f in files {
+        let w = f.w.take().expect("not committed twice");
+        let synced = w.into_inner().map_err(|e| e.into_error()).and_then(|file| file.sync_all());
+        if let Err(e) = synced {
+            let _ = fs::remove_file(&f.tmp);
+            forget_temporary(&f.tmp);
+            return Err(e).with_context(|| format!("writing {}", f.target.display()));
+        }
+        ready.push(f);
+    }
+    for f in &ready {
+        fs::rename(&f.tmp, &f.target).with_context(|| format!("writing {}", f.target.display()))?;
+        forget_temporary(&f.tmp);
+        if let Ok(c) = fs::canonicalize(&f.target) {
+            registry().written.push(c);
+        }
+    }
+    Ok(())
+}
+
 /// Writes `bytes` to `path` whole or not at all.
 pub fn write(path: &Path, bytes: impl AsRef<[u8]>) -> anyhow::Result<()> {
     let mut f = AtomicFile::create(path)?;

@@ -23,19 +23,23 @@ fn opt_ms(t: SimTime) -> String {
     }
 }
 
-/// Writes every output file of a run into `dir`.
+/// Writes every output file of a run into `dir`: all four are written to temporaries first and
+/// renamed into place together at the end, so a run killed while writing (even by SIGKILL)
+/// leaves the previous run's files or this one's, mixed only if it dies within the renames.
 pub fn write_run(dir: &Path, scenario: &Scenario, summary: &Summary, rec: &Recorder) -> anyhow::Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("creating output folder {}", dir.display()))?;
-    let json = serde_json::to_string_pretty(summary).expect("summary serialises");
-    crate::atomic::write(&dir.join("summary.json"), json + "\n")?;
-    crate::atomic::write(&dir.join("scenario.toml"), scenario.resolved_toml())?;
-    write_requests(&dir.join("requests.csv"), rec).context("writing requests.csv")?;
-    write_timeseries(&dir.join("timeseries.csv"), rec).context("writing timeseries.csv")?;
-    Ok(())
+    let requests = write_requests(&dir.join("requests.csv"), rec).context("writing requests.csv")?;
+    let series = write_timeseries(&dir.join("timeseries.csv"), rec).context("writing timeseries.csv")?;
+    let mut resolved = crate::atomic::AtomicFile::create(&dir.join("scenario.toml"))?;
+    resolved.write_all(scenario.resolved_toml().as_bytes()).context("writing scenario.toml")?;
+    let mut json = crate::atomic::AtomicFile::create(&dir.join("summary.json"))?;
+    writeln!(json, "{}", serde_json::to_string_pretty(summary).expect("summary serialises"))
+        .context("writing summary.json")?;
+    crate::atomic::commit_all([requests, series, resolved, json])
 }
 
-/// One row per request, in id order, with a stable column order.
-pub fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
+/// One row per request, in id order, with a stable column order (written, not yet committed).
+fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<crate::atomic::AtomicFile> {
     let mut w = crate::atomic::AtomicFile::create(path)?;
     writeln!(
         w,
@@ -73,10 +77,10 @@ pub fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
             r.queue().map(ms).unwrap_or_default(),
         )?;
     }
-    w.commit()
+    Ok(w)
 }
 
-pub fn write_timeseries(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
+fn write_timeseries(path: &Path, rec: &Recorder) -> anyhow::Result<crate::atomic::AtomicFile> {
     let mut w = crate::atomic::AtomicFile::create(path)?;
     writeln!(w, "t_s,arrivals,rejections,completions,first_tokens,waiting_mean,running_mean,kv_used_blocks_mean,kv_utilization_mean,ttft_ms_p99,instances_mean,instances_ready_mean,failures,restarts,slo_attainment")?;
     let total = rec.kv_total().max(1) as f64;
@@ -101,7 +105,7 @@ pub fn write_timeseries(path: &Path, rec: &Recorder) -> anyhow::Result<()> {
             row.slo_attainment.map(|v| format!("{v:.6}")).unwrap_or_default(),
         )?;
     }
-    w.commit()
+    Ok(w)
 }
 
 /// Thousands separators for counts in tables.

@@ -229,3 +229,60 @@ fn a_long_idle_gap_stops_at_the_time_series_bound_instead_of_filling_memory() {
     let ts = read(&dir.join("o/timeseries.csv"));
     assert!(ts.lines().count() <= 1_000_002, "{} lines", ts.lines().count());
 }
+
+/// The run's four files belong together: requests.csv has the rows summary.json counts, and
+/// timeseries.csv and scenario.toml are whole.
+#[cfg(unix)]
+fn consistent(out: &std::path::Path) -> Result<u64, String> {
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).map_err(|e| e.to_string())?)
+            .map_err(|e| format!("summary.json: {e}"))?;
+    let arrived = summary["requests"]["arrived"].as_u64().ok_or("no requests.arrived")?;
+    let csv = std::fs::read_to_string(out.join("requests.csv")).map_err(|e| e.to_string())?;
+    let rows = csv.lines().count() as u64 - 1;
+    if !csv.ends_with('\n') || rows != arrived {
+        return Err(format!("requests.csv has {rows} rows, summary.json says {arrived}"));
+    }
+    let ts = std::fs::read_to_string(out.join("timeseries.csv")).map_err(|e| e.to_string())?;
+    if !ts.ends_with('\n') {
+        return Err("timeseries.csv cut".into());
+    }
+    toml::from_str::<toml::Table>(&std::fs::read_to_string(out.join("scenario.toml")).map_err(|e| e.to_string())?)
+        .map_err(|e| format!("scenario.toml: {e}"))?;
+    Ok(arrived)
+}
+
+#[cfg(unix)]
+#[test]
+fn runs_killed_at_any_point_leave_the_previous_outputs_or_the_new_ones_never_a_mix() {
+    let dir = out_dir("rel_chaos");
+    let text = small(0).replace("requests = 0", "duration_s = 20000");
+    let path = scenario_file(&dir, "s.toml", &text);
+    let out = dir.join("o");
+    let run = |seed: &str| {
+        let mut c = bin();
+        c.args(["simulate", "--scenario", &path, "--out", out.to_str().unwrap(), "--quiet", "--seed", seed]);
+        c
+    };
+    let t = Instant::now();
+    assert!(run("1").status().unwrap().success());
+    let full = t.elapsed();
+    let first = consistent(&out).unwrap();
+    // Kills spread over the whole run, writing included (SIGKILL: no handler runs).
+    for i in 1..=8u32 {
+        let mut child = run(&(i + 1).to_string()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        std::thread::sleep(full.mul_f64(f64::from(i) / 8.0));
+        let _ = child.kill();
+        let _ = child.wait();
+        let n = consistent(&out).unwrap_or_else(|e| panic!("kill {i}/8: {e}"));
+        assert!(n > 0);
+        if i == 1 {
+            // An eighth of the way in, the new run is still simulating: the old files stand.
+            assert_eq!(n, first, "kill 1/8");
+        }
+    }
+    let names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    // Only the four outputs; a killed run's hidden temporaries may remain, never a half target.
+    assert_eq!(names.iter().filter(|n| !n.starts_with('.')).count(), 4, "{names:?}");
+}
