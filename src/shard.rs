@@ -53,20 +53,36 @@ pub struct ShardFile<H, R> {
     pub shards: u32,
     /// The sweep's header: identical in every shard of one sweep.
     pub header: H,
+    /// SHA-256 of what decides every result: the resolved scenario, the seeds, the sweep's
+    /// settings and the servesim version. Shards merge only when their digests are equal.
+    pub digest: String,
     /// (item index, result) pairs.
     pub items: Vec<(usize, R)>,
+}
+
+/// The digest of a sweep: SHA-256 over `parts` (the resolved scenario, seeds, settings) and
+/// the servesim version, as hex.
+pub fn digest(parts: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(env!("CARGO_PKG_VERSION").as_bytes());
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p.as_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 pub fn write<H: Serialize, R: Serialize>(
     dir: &Path,
     shard: Shard,
     kind: &str,
-    header: H,
+    (header, digest): (H, String),
     items: Vec<(usize, R)>,
 ) -> Result<PathBuf> {
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join(shard.file_name(kind));
-    let f = ShardFile { kind: kind.to_string(), shard: shard.index, shards: shard.count, header, items };
+    let f = ShardFile { kind: kind.to_string(), shard: shard.index, shards: shard.count, header, digest, items };
     let json = serde_json::to_string_pretty(&f).expect("shard serialises");
     crate::atomic::write(&path, json + "\n")?;
     Ok(path)
@@ -119,6 +135,7 @@ pub fn join<H: DeserializeOwned + PartialEq, R: DeserializeOwned>(
     items_of: impl Fn(&H) -> usize,
 ) -> Result<(H, Vec<R>)> {
     let mut header: Option<H> = None;
+    let mut digest: Option<(String, String)> = None;
     let mut shards: Option<u32> = None;
     let mut seen_shards = std::collections::BTreeSet::new();
     let mut items: Vec<Option<R>> = Vec::new();
@@ -134,6 +151,18 @@ pub fn join<H: DeserializeOwned + PartialEq, R: DeserializeOwned>(
             None => shards = Some(f.shards),
             Some(n) if n != f.shards => {
                 return Err(CliError::input(format!("{name}: shard of {} where the others are of {n}", f.shards)))
+            }
+            _ => {}
+        }
+        match &digest {
+            None => digest = Some((f.digest.clone(), name.to_string())),
+            Some((d, first)) if *d != f.digest => {
+                return Err(CliError::input(format!(
+                    "{name}: from a different sweep than {first}: the resolved scenario, seeds, settings or \
+                     servesim version differ (digest {} vs {})",
+                    &f.digest[..f.digest.len().min(12)],
+                    &d[..d.len().min(12)]
+                )))
             }
             _ => {}
         }

@@ -286,3 +286,25 @@ fn runs_killed_at_any_point_leave_the_previous_outputs_or_the_new_ones_never_a_m
     // Only the four outputs; a killed run's hidden temporaries may remain, never a half target.
     assert_eq!(names.iter().filter(|n| !n.starts_with('.')).count(), 4, "{names:?}");
 }
+
+#[test]
+fn merge_refuses_shards_of_different_scenarios_with_the_same_name_and_variants() {
+    let dir = out_dir("rel_merge_digest");
+    let a = scenario_file(&dir.join("a"), "s.toml", &format!("name = \"m\"\n{}", small(40)));
+    let b = scenario_file(&dir.join("b"), "s.toml", &format!("name = \"m\"\n{}", small(60)));
+    let shards = dir.join("shards");
+    let sh = shards.to_str().unwrap();
+    for (scen, part) in [(&a, "1/2"), (&b, "2/2")] {
+        let o = servesim(&["compare", "--scenario", scen, "--vary", "scheduler.max_num_seqs=8,16", "--shard", part, "--out", sh, "--quiet"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let o = servesim(&["merge", sh, "--out", dir.join("m").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("from a different sweep than"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("the resolved scenario, seeds, settings or servesim version differ"), "{}", stderr(&o));
+    // Shards of one scenario merge.
+    let o = servesim(&["compare", "--scenario", &a, "--vary", "scheduler.max_num_seqs=8,16", "--shard", "2/2", "--out", sh, "--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = servesim(&["merge", sh, "--out", dir.join("m").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

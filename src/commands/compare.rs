@@ -203,7 +203,9 @@ pub fn run(a: Args) -> Result<()> {
     }
     let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&base.name));
     if let Some(sh) = a.shard {
-        let path = shard::write(&dir, sh, "compare", header, results)?;
+        let vary = format!("{:?}", a.vary);
+        let d = shard::digest(&[&base.resolved_toml(), &base.seed.to_string(), &vary]);
+        let path = shard::write(&dir, sh, "compare", (header, d), results)?;
         if !a.quiet {
             errln!("wrote shard {}/{} ({} of the variants) to {}", sh.index, sh.count, picked.len(), path.display());
         }

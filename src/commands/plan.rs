@@ -93,7 +93,10 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
     if let Some(sh) = a.shard {
-        let path = shard::write(&dir, sh, "plan", header, results)?;
+        let seeds: Vec<String> = cfg.seeds.iter().map(u64::to_string).collect();
+        let settings = format!("{:?}", a.seeds);
+        let d = shard::digest(&[&s.resolved_toml(), &seeds.join(","), &settings]);
+        let path = shard::write(&dir, sh, "plan", (header, d), results)?;
         if !a.quiet {
             errln!("wrote shard {}/{} ({} of the candidates) to {}", sh.index, sh.count, picked.len(), path.display());
         }
