@@ -66,9 +66,15 @@ impl Table {
         if s.is_empty() {
             return Ok(None);
         }
-        s.parse::<f64>()
-            .map(Some)
-            .map_err(|_| format!("{}: line {}: column {}: not a number: {s:?}", self.name, i + 2, self.headers[c]))
+        let v = s
+            .parse::<f64>()
+            .map_err(|_| format!("{}: line {}: column {}: not a number: {s:?}", self.name, i + 2, self.headers[c]))?;
+        // Sizes and times: a NaN, an infinity or a negative number would make a profile that
+        // servesim's own reader refuses.
+        if !v.is_finite() || v < 0.0 {
+            return Err(format!("{}: line {}: column {}: must be a finite number ≥ 0, got {s}", self.name, i + 2, self.headers[c]));
+        }
+        Ok(Some(v))
     }
 
     fn req(&self, i: usize, c: usize) -> Result<f64, String> {
