@@ -58,7 +58,8 @@ pub fn run(
     let mut out = Outcome { planned: plan.len(), ..Outcome::default() };
     let by_op = backend.times_in_context();
     for (i, p) in plan.iter().enumerate() {
-        if deadline.is_some_and(|d| start.elapsed() >= d) {
+        // The deadline, or the command asked to stop (`--time-limit`, SIGINT/SIGTERM).
+        if deadline.is_some_and(|d| start.elapsed() >= d) || servesim_sim::engine::cancelled() {
             out.hit_deadline = true;
             break;
         }
