@@ -295,7 +295,18 @@ fn merge_refuses_shards_of_different_scenarios_with_the_same_name_and_variants()
     let shards = dir.join("shards");
     let sh = shards.to_str().unwrap();
     for (scen, part) in [(&a, "1/2"), (&b, "2/2")] {
-        let o = servesim(&["compare", "--scenario", scen, "--vary", "scheduler.max_num_seqs=8,16", "--shard", part, "--out", sh, "--quiet"]);
+        let o = servesim(&[
+            "compare",
+            "--scenario",
+            scen,
+            "--vary",
+            "scheduler.max_num_seqs=8,16",
+            "--shard",
+            part,
+            "--out",
+            sh,
+            "--quiet",
+        ]);
         assert!(o.status.success(), "{}", stderr(&o));
     }
     let o = servesim(&["merge", sh, "--out", dir.join("m").to_str().unwrap()]);
@@ -303,8 +314,47 @@ fn merge_refuses_shards_of_different_scenarios_with_the_same_name_and_variants()
     assert!(stderr(&o).contains("from a different sweep than"), "{}", stderr(&o));
     assert!(stderr(&o).contains("the resolved scenario, seeds, settings or servesim version differ"), "{}", stderr(&o));
     // Shards of one scenario merge.
-    let o = servesim(&["compare", "--scenario", &a, "--vary", "scheduler.max_num_seqs=8,16", "--shard", "2/2", "--out", sh, "--quiet"]);
+    let o = servesim(&[
+        "compare",
+        "--scenario",
+        &a,
+        "--vary",
+        "scheduler.max_num_seqs=8,16",
+        "--shard",
+        "2/2",
+        "--out",
+        sh,
+        "--quiet",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let o = servesim(&["merge", sh, "--out", dir.join("m").to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn plan_and_compare_do_not_give_a_verdict_from_a_run_cut_short() {
+    let dir = out_dir("rel_plan_budget");
+    let text = format!(
+        "{}[slo]\nttft_ms = 2000\n[run]\nmax_events = 3000\n",
+        small(0).replace("requests = 0", "duration_s = 100")
+    );
+    let path = scenario_file(&dir, "s.toml", &text);
+    let plan = plan_json(&path, &dir.join("p"));
+    let c = &plan["candidates"][0];
+    assert_eq!(c["feasible"], false, "{c}");
+    let why = c["infeasible_reason"].as_str().unwrap();
+    assert!(why.contains("stopped early") && why.contains("run.max_events = 3000"), "{why}");
+    let o = servesim(&[
+        "compare",
+        "--scenario",
+        &path,
+        "--vary",
+        "scheduler.max_num_seqs=8,16",
+        "--out",
+        dir.join("c").to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("3 of the runs stopped before their workload ended"), "{}", stderr(&o));
+    assert!(dir.join("c/compare.csv").exists(), "the rows are still written");
 }

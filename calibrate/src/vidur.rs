@@ -72,7 +72,12 @@ impl Table {
         // Sizes and times: a NaN, an infinity or a negative number would make a profile that
         // servesim's own reader refuses.
         if !v.is_finite() || v < 0.0 {
-            return Err(format!("{}: line {}: column {}: must be a finite number ≥ 0, got {s}", self.name, i + 2, self.headers[c]));
+            return Err(format!(
+                "{}: line {}: column {}: must be a finite number ≥ 0, got {s}",
+                self.name,
+                i + 2,
+                self.headers[c]
+            ));
         }
         Ok(Some(v))
     }

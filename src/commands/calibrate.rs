@@ -282,7 +282,10 @@ pub(crate) fn write_profile(path: &Path, p: &Profile) -> Result<()> {
     let json = compact_number_arrays(&serde_json::to_string_pretty(p).expect("profile serialises"));
     // Never write a profile that servesim's own reader would refuse (a NaN, an empty table).
     if let Err(e) = Profile::from_json(&json) {
-        return Err(CliError::input(format!("{}: the profile built from these inputs would not read back: {e}", path.display())));
+        return Err(CliError::input(format!(
+            "{}: the profile built from these inputs would not read back: {e}",
+            path.display()
+        )));
     }
     crate::atomic::write(path, json + "\n").map_err(CliError::Other)
 }

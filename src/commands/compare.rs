@@ -183,20 +183,33 @@ pub fn run(a: Args) -> Result<()> {
     }
     let progress = Progress::new(a.quiet, "compare", picked.len());
     // Once the command is asked to stop, the variants not yet started are skipped.
-    let results: Vec<Option<(usize, Metrics)>> = picked
+    let results: Vec<Option<(usize, Metrics, Option<String>)>> = picked
         .par_iter()
         .map(|&i| {
             crate::error::cancelled().is_none().then(|| {
                 let out = engine::run(&rows[i].2);
                 progress.run_done(out.summary.requests.arrived);
                 progress.item_done();
-                (i, metrics(&out.summary))
+                let stopped =
+                    out.summary.stopped.as_ref().map(|st| format!("{} ({} at {:.3} s)", rows[i].0, st.reason, st.at_s));
+                (i, metrics(&out.summary), stopped)
             })
         })
         .collect();
     progress.finish();
     crate::error::check_cancel()?;
-    let results: Vec<(usize, Metrics)> = results.into_iter().flatten().collect();
+    let stopped: Vec<String> = results.iter().flatten().filter_map(|r| r.2.clone()).collect();
+    let results: Vec<(usize, Metrics)> = results.into_iter().flatten().map(|(i, m, _)| (i, m)).collect();
+    // Rows of runs cut short (run.max_events, run.max_requests, the time-series bound) are
+    // written, and the command says so and exits with code 3.
+    let stopped_error = (!stopped.is_empty()).then(|| {
+        CliError::Stopped(format!(
+            "stopped: {} of the runs stopped before their workload ended, so their rows cover only the part \
+             simulated: {}; raise the bound named",
+            stopped.len(),
+            stopped.join(", ")
+        ))
+    });
     let (runs, requests, wall) = progress.totals();
     if !a.quiet {
         errln!("compare: {runs} runs, {} simulated requests in {wall:.2} s", thousands(requests));
@@ -209,14 +222,14 @@ pub fn run(a: Args) -> Result<()> {
         if !a.quiet {
             errln!("wrote shard {}/{} ({} of the variants) to {}", sh.index, sh.count, picked.len(), path.display());
         }
-        return Ok(());
+        return stopped_error.map_or(Ok(()), Err);
     }
     finish(&header, &results.into_iter().map(|(_, m)| m).collect::<Vec<_>>(), &dir, a.format)?;
     if let Some(path) = &a.report {
         let html = crate::report::compare_report(&dir)?;
         super::report::write(path, &html)?;
     }
-    Ok(())
+    stopped_error.map_or(Ok(()), Err)
 }
 
 fn metrics(s: &servesim_sim::metrics::Summary) -> Metrics {

@@ -234,6 +234,9 @@ struct Search<'a> {
     trail: Vec<Step>,
     runs: u64,
     requests: u64,
+    /// The first run that stopped before its workload ended (event or request budget,
+    /// time-series bound): its verdict cannot be trusted, so neither can the candidate's.
+    stopped: Option<String>,
 }
 
 impl Search<'_> {
@@ -248,6 +251,20 @@ impl Search<'_> {
             s.workload.scale_rate(scale);
         }
         let out = engine::run(&s);
+        // Verdict runs only: the capacity probe's scaled-up runs are estimates.
+        if let (Some(st), None, true) = (&out.summary.stopped, &self.stopped, scale == 1.0) {
+            let key = match st.reason.as_str() {
+                "event_budget" => format!("run.max_events = {}", s.run.max_events),
+                "request_budget" => format!("run.max_requests = {}", s.run.max_requests),
+                "timeseries_windows" => "the time-series bound (raise metrics.window_s)".to_string(),
+                _ => "a stop request".to_string(),
+            };
+            self.stopped = Some(format!(
+                "the run of {instances} instance(s), seed {seed}, stopped early at simulated time {:.3} s ({key}), \
+                 so its SLO verdict is unknown; raise the bound",
+                st.at_s
+            ));
+        }
         let r = SeedResult::from_run(seed, &out, &s.slo);
         self.runs += 1;
         self.requests += r.requests;
@@ -472,8 +489,10 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
         trail: Vec::new(),
         runs: 0,
         requests: 0,
+        stopped: None,
     };
     let mut s = search(0);
+    let mut plain_stopped = None;
     let capacity = s.capacity();
     out.single_instance_capacity_rps = capacity;
     let mut start = match (capacity, scenario.workload.mean_rate()) {
@@ -500,6 +519,7 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
         start = plain_min.map(|(_, n)| n).unwrap_or(start).saturating_add(cfg.spare);
         extra_runs += plain.runs;
         extra_requests += plain.requests;
+        plain_stopped = plain.stopped.take();
         s = search(cfg.spare);
     }
 
@@ -567,6 +587,18 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
         }
     }
     out.trail = std::mem::take(&mut s.trail);
+    if let Some(why) = plain_stopped.or(s.stopped.take()) {
+        // No count is recommended on a verdict a cut-short run gave.
+        out.feasible = false;
+        out.instances_min = None;
+        out.instances = None;
+        out.gpus = None;
+        out.cost_per_hour = None;
+        out.infeasible_reason = Some(why);
+        out.runs = s.runs + extra_runs;
+        out.simulated_requests = s.requests + extra_requests;
+        return out;
+    }
     if let (Some(n), Some(a)) = (out.instances_min, scenario.fleet.as_ref().and_then(|f| f.autoscale.as_ref())) {
         let fixed = (n, out.attainment.unwrap_or(0.0));
         let (cmp, requests) = compare_autoscaled(scenario, cfg, fixed, c.price_per_gpu_hour, a, progress);
