@@ -147,17 +147,24 @@ fn an_output_folder_in_use_is_refused_and_an_output_never_replaces_an_input() {
     assert!(read(&report).starts_with('{'), "summary.json is still JSON");
 }
 
+/// A FIFO `dir/name` (the folder is created).
+#[cfg(unix)]
+fn make_fifo(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let fifo = dir.join(name);
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    fifo
+}
+
 const TRACE: &str = "arrival_s,prompt_tokens,output_tokens\r\n0,100,10\r\n0.5,100,10\r\n1,100,10\r\n";
 
 #[cfg(unix)]
 #[test]
 fn a_fifo_stdin_or_device_as_a_trace_is_read_once_with_bounded_lines() {
     let dir = out_dir("rel_fifo");
-    std::fs::create_dir_all(&dir).unwrap();
-    let fifo = dir.join("trace.fifo");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let fifo = make_fifo(&dir, "trace.fifo");
     let writer = {
         let fifo = fifo.clone();
         std::thread::spawn(move || std::fs::write(fifo, format!("\u{feff}{TRACE}")).unwrap())
@@ -195,11 +202,7 @@ fn a_fifo_stdin_or_device_as_a_trace_is_read_once_with_bounded_lines() {
 #[test]
 fn the_time_limit_ends_a_command_blocked_on_a_fifo_nobody_writes() {
     let dir = out_dir("rel_fifo_block");
-    std::fs::create_dir_all(&dir).unwrap();
-    let fifo = dir.join("never.fifo");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let fifo = make_fifo(&dir, "never.fifo");
     let t = Instant::now();
     let o = servesim(&["--time-limit", "1", "workload", "describe", "--trace", fifo.to_str().unwrap()]);
     let took = t.elapsed().as_secs_f64();
