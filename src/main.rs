@@ -91,6 +91,9 @@ fn main() {
     // SAFETY: called first thing in main, before any other thread exists.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        // A file over the size limit (`ulimit -f`, some quota setups) is then a write error
+        // like a full disk, not a killed process.
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
     let cli = Cli::parse();
     if let Err(e) = error::check_rayon_threads() {

@@ -361,3 +361,74 @@ fn plan_and_compare_do_not_give_a_verdict_from_a_run_cut_short() {
     assert!(stderr(&o).contains("3 of the runs stopped before their workload ended"), "{}", stderr(&o));
     assert!(dir.join("c/compare.csv").exists(), "the rows are still written");
 }
+
+#[cfg(unix)]
+#[test]
+fn a_full_disk_while_writing_leaves_the_previous_outputs_and_no_temporaries() {
+    let dir = out_dir("rel_full_disk");
+    let path = scenario_file(&dir, "s.toml", &small(20_000));
+    let out = dir.join("o");
+    let o = servesim(&["simulate", "--scenario", &path, "--out", out.to_str().unwrap(), "--quiet", "--seed", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let before = read(&out.join("summary.json"));
+    // `ulimit -f 1000`: no file past 1000 blocks (≤ 1 MB); requests.csv is ~3 MB. The kernel
+    // refuses the write as it would on a full disk.
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -f 1000 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_servesim"))
+        .args(["simulate", "--scenario", &path, "--out", out.to_str().unwrap(), "--quiet", "--seed", "2"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("File too large"), "{}", stderr(&o));
+    assert_eq!(read(&out.join("summary.json")), before, "the previous run's files stand");
+    assert_eq!(consistent(&out).unwrap(), 20_000);
+    let names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().all(|n| !n.starts_with('.')), "no temporaries: {names:?}");
+}
+
+#[test]
+fn a_trace_longer_than_run_max_requests_is_refused_before_it_runs() {
+    let dir = out_dir("rel_trace_bound");
+    std::fs::create_dir_all(&dir).unwrap();
+    let rows: String = (0..100).map(|i| format!("{}.0,100,10\n", i)).collect();
+    std::fs::write(dir.join("t.csv"), format!("arrival_s,prompt_tokens,output_tokens\n{rows}")).unwrap();
+    let path = scenario_file(
+        &dir,
+        "s.toml",
+        &llama8b("trace = { path = \"t.csv\", format = \"csv\" }", "[run]\nmax_requests = 50\n"),
+    );
+    let o = servesim(&["simulate", "--scenario", &path, "--out", dir.join("o").to_str().unwrap(), "--quiet"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("workload.trace: has more requests than run.max_requests = 50"), "{}", stderr(&o));
+    assert!(stderr(&o).trim_end().ends_with("got 100"), "{}", stderr(&o));
+}
+
+#[test]
+fn the_time_limit_stops_a_plan_of_many_candidates() {
+    let dir = out_dir("rel_plan_many");
+    let cands: String = (0..20_000)
+        .map(|i| format!("[[plan.candidates]]\nname = \"c{i}\"\nscheduler = {{ max_num_seqs = {} }}\n", 1 + i % 256))
+        .collect();
+    let path = scenario_file(&dir, "s.toml", &format!("{}[slo]\nttft_ms = 2000\n{cands}", small(200)));
+    let t = Instant::now();
+    let o = servesim(&[
+        "--time-limit",
+        "2",
+        "plan",
+        "--scenario",
+        &path,
+        "--out",
+        dir.join("p").to_str().unwrap(),
+        "--quiet",
+    ]);
+    let took = t.elapsed().as_secs_f64();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--time-limit 2 s"), "{}", stderr(&o));
+    // 2 s + the grace period at most; it stops at its next check, not after every candidate.
+    assert!(took < 30.0, "took {took} s");
+    assert!(!dir.join("p/plan.json").exists());
+}
