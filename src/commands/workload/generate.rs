@@ -67,8 +67,16 @@ pub fn run(a: Args) -> Result<()> {
     let mut w = crate::atomic::AtomicFile::create(&a.out)?;
     let mut io: std::io::Result<()> = Ok(());
     let mut n = 0u64;
+    // Shared content and priority classes are written too (as `segments` and `class`) when
+    // the workload can have them, so the trace replays exactly the stream simulate runs.
+    let rich =
+        loaded.workload.prefix.is_some() || loaded.workload.class_weights.is_some() || loaded.workload.trace.is_some();
     if a.out_format == OutFormat::Csv {
-        io = writeln!(w, "arrival_s,prompt_tokens,output_tokens");
+        io = if rich {
+            writeln!(w, "arrival_s,prompt_tokens,output_tokens,class,segments")
+        } else {
+            writeln!(w, "arrival_s,prompt_tokens,output_tokens")
+        };
     }
     for_each_request(&loaded.workload, loaded.seed, |r| {
         if io.is_err() {
@@ -76,12 +84,21 @@ pub fn run(a: Args) -> Result<()> {
         }
         let t = r.arrival.0;
         let (s, ns) = (t / 1_000_000_000, t % 1_000_000_000);
-        io = match a.out_format {
-            OutFormat::Csv => writeln!(w, "{s}.{ns:09},{},{}", r.prompt_tokens, r.output_tokens),
-            OutFormat::Jsonl => writeln!(
+        let segments = servesim_sim::workload::trace::segments_text(&r.content);
+        io = match (a.out_format, rich) {
+            (OutFormat::Csv, false) => writeln!(w, "{s}.{ns:09},{},{}", r.prompt_tokens, r.output_tokens),
+            (OutFormat::Csv, true) => {
+                writeln!(w, "{s}.{ns:09},{},{},{},{segments}", r.prompt_tokens, r.output_tokens, r.class)
+            }
+            (OutFormat::Jsonl, false) => writeln!(
                 w,
                 "{{\"arrival_s\": {s}.{ns:09}, \"prompt_tokens\": {}, \"output_tokens\": {}}}",
                 r.prompt_tokens, r.output_tokens
+            ),
+            (OutFormat::Jsonl, true) => writeln!(
+                w,
+                "{{\"arrival_s\": {s}.{ns:09}, \"prompt_tokens\": {}, \"output_tokens\": {}, \"class\": {}, \"segments\": \"{segments}\"}}",
+                r.prompt_tokens, r.output_tokens, r.class
             ),
         };
         n += 1;

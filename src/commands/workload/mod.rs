@@ -239,6 +239,13 @@ pub fn for_each_request(
              describe open-loop workloads and traces (or simulate it and read requests.csv)",
         ));
     }
+    if w.prefix.as_ref().is_some_and(|p| p.sessions.is_some()) {
+        return Err(CliError::input(
+            "workload.prefix.sessions: a session's later turns arrive a think time after the service's answer \
+             to the previous one, so the request stream depends on the service; simulate it and read \
+             requests.csv (describe and generate take open-loop workloads without sessions, and traces)",
+        ));
+    }
     // Refused at once when the workload is known to be too large (rate × duration).
     let expected = match (w.arrival.as_ref().and_then(|a| a.mean_rate()), w.end_s()) {
         (Some(rate), Some(end)) => rate * end,

@@ -13,6 +13,7 @@
 
 mod datetime;
 mod reader;
+pub use reader::segments_text;
 mod replay;
 
 use std::fmt;
@@ -159,6 +160,12 @@ pub struct Columns {
     pub prefix: Option<String>,
     /// That prefix's length in tokens. Default `prefix_tokens`, if present.
     pub prefix_tokens: Option<String>,
+    /// The prompt's identified leading content exactly, as `HASH:TOKENS` pairs (hexadecimal
+    /// 64-bit hash, token count) separated by spaces or `;`: what `workload generate` writes, so
+    /// that a generated trace replays the synthetic workload's shared prefixes exactly. Default
+    /// `segments`, if present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<String>,
 }
 
 /// Opens a trace, as often as needed (a target rate reads it twice; each run of a sweep reads
@@ -377,7 +384,7 @@ impl TraceSpec {
 }
 
 impl Columns {
-    fn named(&self) -> [(&'static str, &Option<String>); 8] {
+    fn named(&self) -> [(&'static str, &Option<String>); 9] {
         [
             ("arrival", &self.arrival),
             ("prompt_tokens", &self.prompt_tokens),
@@ -387,6 +394,7 @@ impl Columns {
             ("hash_ids", &self.hash_ids),
             ("prefix", &self.prefix),
             ("prefix_tokens", &self.prefix_tokens),
+            ("segments", &self.segments),
         ]
     }
 }

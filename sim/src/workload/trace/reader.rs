@@ -47,6 +47,7 @@ struct Mapping {
     hash_ids: Option<Col>,
     prefix: Option<Col>,
     prefix_tokens: Option<Col>,
+    segments: Option<Col>,
     unit: TimeUnit,
     block: u64,
 }
@@ -72,6 +73,7 @@ impl Mapping {
                 hash_ids: None,
                 prefix: None,
                 prefix_tokens: None,
+                segments: None,
                 unit,
                 block,
             },
@@ -84,6 +86,7 @@ impl Mapping {
                 hash_ids: Some(Col { name: "hash_ids".into(), explicit: false }),
                 prefix: None,
                 prefix_tokens: None,
+                segments: None,
                 unit,
                 block: super::MOONCAKE_BLOCK_TOKENS as u64,
             },
@@ -98,6 +101,7 @@ impl Mapping {
                     hash_ids: optional(&c.hash_ids, "hash_ids"),
                     prefix: optional(&c.prefix, "prefix"),
                     prefix_tokens: optional(&c.prefix_tokens, "prefix_tokens"),
+                    segments: optional(&c.segments, "segments"),
                     unit,
                     block,
                 }
@@ -132,6 +136,7 @@ struct CsvIdx {
     hash_ids: Option<usize>,
     prefix: Option<usize>,
     prefix_tokens: Option<usize>,
+    segments: Option<usize>,
 }
 
 impl Reader {
@@ -170,12 +175,15 @@ impl Reader {
                     hash_ids: opt(&map.hash_ids)?,
                     prefix: opt(&map.prefix)?,
                     prefix_tokens: opt(&map.prefix_tokens)?,
+                    segments: opt(&map.segments)?,
                 };
-                if idx.hash_ids.is_some() && idx.prefix.is_some() {
+                let ways = [idx.hash_ids, idx.prefix, idx.segments].iter().filter(|x| x.is_some()).count();
+                if ways > 1 {
                     return Err(TraceError::line(
                         &file,
                         1,
-                        "both a hash_ids and a prefix column: give one way of naming shared content".into(),
+                        "more than one of the hash_ids, prefix and segments columns: give one way of naming shared content"
+                            .into(),
                     ));
                 }
                 if idx.prefix.is_some() != idx.prefix_tokens.is_some() {
@@ -233,6 +241,9 @@ impl Reader {
                     if let Some(i) = idx.hash_ids {
                         let ids = parse_id_list(get(i)).map_err(|e| field_err(f, line, &m.hash_ids, e))?;
                         content = blocks(&ids, prompt, m.block).map_err(|e| field_err(f, line, &m.hash_ids, e))?;
+                    }
+                    if let Some(i) = idx.segments {
+                        content = parse_segments(get(i), prompt).map_err(|e| field_err(f, line, &m.segments, e))?;
                     }
                     if let (Some(i), Some(j)) = (idx.prefix, idx.prefix_tokens) {
                         let id = get(i).trim();
@@ -308,14 +319,22 @@ impl Reader {
             };
             let hash_ids = get_opt(&m.hash_ids)?;
             let prefix = get_opt(&m.prefix)?;
-            if hash_ids.is_some() && prefix.is_some() {
+            let segments = get_opt(&m.segments)?;
+            if [hash_ids.is_some(), prefix.is_some(), segments.is_some()].iter().filter(|&&x| x).count() > 1 {
                 return Err(TraceError::line(
                     f,
                     line,
-                    "both hash_ids and a prefix: give one way of naming shared content".into(),
+                    "more than one of hash_ids, a prefix and segments: give one way of naming shared content".into(),
                 ));
             }
             let mut content = Vec::new();
+            if let Some(v) = segments {
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    v => v.to_string(),
+                };
+                content = parse_segments(&text, prompt).map_err(|e| field_err(f, line, &m.segments, e))?;
+            }
             if let Some(v) = hash_ids {
                 let ids = json_ids(v).map_err(|e| field_err(f, line, &m.hash_ids, e))?;
                 content = blocks(&ids, prompt, m.block).map_err(|e| field_err(f, line, &m.hash_ids, e))?;
@@ -458,6 +477,29 @@ fn blocks(ids: &[u64], prompt: u64, block: u64) -> Result<Vec<Segment>, String> 
         .collect())
 }
 
+/// `HASH:TOKENS` pairs (hexadecimal hash) separated by spaces or `;`; their tokens may not
+/// exceed the prompt's.
+pub(crate) fn parse_segments(s: &str, prompt: u64) -> Result<Vec<Segment>, String> {
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    for pair in s.split([' ', ';']).filter(|x| !x.is_empty()) {
+        let (h, t) = pair.split_once(':').ok_or_else(|| format!("\"{pair}\" is not HASH:TOKENS"))?;
+        let hash = u64::from_str_radix(h, 16).map_err(|_| format!("\"{h}\" is not a hexadecimal hash"))?;
+        let tokens = t.parse::<u32>().map_err(|_| format!("\"{t}\" is not a token count"))?;
+        total += tokens as u64;
+        out.push(Segment { hash, tokens });
+    }
+    if total > prompt {
+        return Err(format!("its {total} tokens are more than the request's {prompt} prompt tokens"));
+    }
+    Ok(out)
+}
+
+/// The `segments` text of `content` (what [`parse_segments`] reads).
+pub fn segments_text(content: &[Segment]) -> String {
+    content.iter().map(|s| format!("{:x}:{}", s.hash, s.tokens)).collect::<Vec<_>>().join(" ")
+}
+
 fn prefix_segment(id: &str, tokens: u64, prompt: u64) -> Result<Vec<Segment>, String> {
     if tokens > prompt {
         return Err(format!("{tokens} is more than the request's {prompt} prompt tokens"));
@@ -480,6 +522,21 @@ mod tests {
         assert_eq!(parse_len("-5"), Err("-5 is negative: a token count must be ≥ 0".into()));
         assert_eq!(parse_len("1.5"), Err("1.5 is not a whole number of tokens".into()));
         assert_eq!(parse_len("1e30"), Err("1e30 is too large".into()));
+    }
+
+    #[test]
+    fn segments_read_back_what_generate_writes_and_errors_say_why() {
+        let s = vec![Segment { hash: 0x646d62f478a11fee, tokens: 400 }, Segment { hash: 7, tokens: 12 }];
+        let text = segments_text(&s);
+        assert_eq!(text, "646d62f478a11fee:400 7:12");
+        assert_eq!(parse_segments(&text, 412).unwrap(), s);
+        assert_eq!(parse_segments("", 10).unwrap(), vec![]);
+        assert_eq!(
+            parse_segments(&text, 411).unwrap_err(),
+            "its 412 tokens are more than the request's 411 prompt tokens"
+        );
+        assert_eq!(parse_segments("zz:4", 10).unwrap_err(), "\"zz\" is not a hexadecimal hash");
+        assert_eq!(parse_segments("7", 10).unwrap_err(), "\"7\" is not HASH:TOKENS");
     }
 
     #[test]
