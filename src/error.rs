@@ -131,10 +131,24 @@ pub fn start_time_limit(seconds: f64) {
         // the process ends anyway: outputs not yet renamed into place are absent, never half.
         let grace = GRACE_S + seconds * 0.1;
         std::thread::sleep(std::time::Duration::from_secs_f64(grace));
-        write_stderr(format_args!(
-            "error: stopped: the wall-clock limit (--time-limit {seconds} s) passed and the command had not \
-             stopped {grace:.0} s later (blocked reading an input?); outputs not written by then are absent\n"
-        ));
+        let msg = format!(
+            "stopped: the wall-clock limit (--time-limit {seconds} s) passed and the command had not \
+             stopped {grace:.0} s later (blocked reading an input?); outputs not written by then are absent"
+        );
+        // Raw writes: the main thread may hold the stdout/stderr locks (blocked on a full pipe).
+        #[cfg(unix)]
+        {
+            let raw = |fd: i32, text: String| {
+                // SAFETY: writing a valid buffer to a file descriptor; failures are ignored.
+                unsafe { libc::write(fd, text.as_ptr().cast(), text.len()) };
+            };
+            if !STDOUT_USED.load(std::sync::atomic::Ordering::Relaxed) {
+                raw(1, format!("STOPPED{}\n", msg.strip_prefix("stopped").unwrap_or(&msg)));
+            }
+            raw(2, format!("error: {msg}\n"));
+        }
+        #[cfg(not(unix))]
+        write_stderr(format_args!("error: {msg}\n"));
         crate::atomic::remove_temporaries();
         std::process::exit(3);
     });
@@ -205,9 +219,24 @@ fn write_to(w: &mut dyn std::io::Write, name: &str, args: fmt::Arguments<'_>) {
     }
 }
 
+/// Whether anything was printed on stdout.
+static STDOUT_USED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// What `outln!`/`out!` call: writes to stdout; a failure is kept for [`stdio_failure`].
 pub fn write_stdout(args: fmt::Arguments<'_>) {
+    STDOUT_USED.store(true, std::sync::atomic::Ordering::Relaxed);
     write_to(&mut std::io::stdout().lock(), "output", args);
+}
+
+/// For a command stopped before it printed anything: stdout's first line says so too, so that
+/// a script reading stdout never takes an empty or partial answer for a result.
+pub fn announce_stop(e: &CliError) {
+    if let CliError::Stopped(msg) = e {
+        if !STDOUT_USED.load(std::sync::atomic::Ordering::Relaxed) {
+            let rest = msg.strip_prefix("stopped").unwrap_or(msg);
+            write_stdout(format_args!("STOPPED{rest}\n"));
+        }
+    }
 }
 
 /// What `errln!`/`err!` call: writes to stderr; a failure is kept for [`stdio_failure`].

@@ -127,6 +127,9 @@ fn finish(result: error::Result<()>) -> ! {
         Err(e) if !matches!(e, error::CliError::Stopped(_)) => Err(error::cancelled().unwrap_or(e)),
         r => r.and_then(|()| error::check_cancel()),
     };
+    if let Err(e) = &result {
+        error::announce_stop(e);
+    }
     let code = match result.and_then(|()| error::stdio_failure()) {
         Ok(()) => 0,
         Err(e) => {

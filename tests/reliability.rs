@@ -208,6 +208,7 @@ fn the_time_limit_ends_a_command_blocked_on_a_fifo_nobody_writes() {
     let took = t.elapsed().as_secs_f64();
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("(blocked reading an input?)"), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("STOPPED: the wall-clock limit (--time-limit 1 s) passed"), "{}", stdout(&o));
     // 1 s + the 5.1 s grace; generous for a loaded machine, far from "forever".
     assert!(took < 60.0, "took {took} s");
 }
@@ -428,6 +429,8 @@ fn the_time_limit_stops_a_plan_of_many_candidates() {
     let took = t.elapsed().as_secs_f64();
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("--time-limit 2 s"), "{}", stderr(&o));
+    // Nothing else was printed: stdout's first line says the command stopped, and why.
+    assert!(stdout(&o).starts_with("STOPPED: the wall-clock limit (--time-limit 2 s) passed"), "{}", stdout(&o));
     // 2 s + the grace period at most; it stops at its next check, not after every candidate.
     assert!(took < 30.0, "took {took} s");
     assert!(!dir.join("p/plan.json").exists());
