@@ -148,6 +148,23 @@ impl Profile {
     /// Parses a profile file's text and checks every table; errors say what is wrong.
     pub fn from_json(text: &str) -> Result<Profile, String> {
         let p: Profile = serde_json::from_str(text).map_err(|e| format!("not a servesim profile: {e}"))?;
+        // TP degrees divide head counts: 0 would divide by zero.
+        if let Some(t) = p.meta.tp.iter().find(|&&t| !(1..=64).contains(&t)) {
+            return Err(format!("meta.tp: every degree must be in [1, 64], got {t}"));
+        }
+        let m = &p.meta.model;
+        for (key, v) in [
+            ("hidden", m.hidden),
+            ("heads", m.heads),
+            ("kv_heads", m.kv_heads),
+            ("head_dim", m.head_dim),
+            ("intermediate", m.intermediate),
+            ("vocab", m.vocab),
+        ] {
+            if !(1..=1 << 40).contains(&v) {
+                return Err(format!("meta.model.{key}: must be in [1, 2^40], got {v}"));
+            }
+        }
         for t in &p.ops {
             t.check()?;
             super::check_op_axes(&t.name, &t.axes)?;
@@ -290,6 +307,9 @@ impl OpTable {
             Some(t) => format!("op {} (tp {t})", self.name),
             None => format!("op {}", self.name),
         };
+        if let Some(t) = self.tp.filter(|t| !(1..=64).contains(t)) {
+            return Err(format!("{who}: tp must be in [1, 64], got {t}"));
+        }
         if self.axes.is_empty() || self.axes.len() > 2 {
             return Err(format!("{who}: needs 1 or 2 axes, got {}", self.axes.len()));
         }
