@@ -59,28 +59,50 @@ pub fn remove_temporaries() {
     }
 }
 
+/// An output refused because of what the user asked (it would replace an input or another
+/// output, or its folder is in use): the CLI reports it as bad input, exit code 2.
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+fn refuse(msg: String) -> anyhow::Error {
+    anyhow::Error::new(Refused(msg))
+}
+
 /// Checks that `target` (in folder `dir`) may be written by this process and locks `dir`.
 fn claim(dir: &Path, name: &std::ffi::OsStr) -> anyhow::Result<()> {
     let dir_c = fs::canonicalize(dir).with_context(|| format!("output folder {}", dir.display()))?;
     let target_c = dir_c.join(name);
     let mut reg = registry();
     if let Some((_, what)) = reg.inputs.iter().find(|(p, _)| *p == target_c) {
-        bail!("refusing to write {}: it is this run's {what}; choose another output path", target_c.display());
+        return Err(refuse(format!(
+            "refusing to write {}: it is this run's {what}; choose another output path",
+            target_c.display()
+        )));
     }
     if reg.written.contains(&target_c) {
-        bail!(
+        return Err(refuse(format!(
             "refusing to write {} twice: two of this run's outputs name the same file; choose another path",
             target_c.display()
-        );
+        )));
     }
     if !reg.locks.iter().any(|(d, _)| *d == dir_c) {
         let f = File::open(&dir_c).with_context(|| format!("opening output folder {}", dir_c.display()))?;
         match f.try_lock() {
             Ok(()) => reg.locks.push((dir_c, f)),
-            Err(fs::TryLockError::WouldBlock) => bail!(
-                "output folder {} is in use by another servesim run; wait for it to end or choose another --out",
-                dir_c.display()
-            ),
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(refuse(format!(
+                    "output folder {} is in use by another servesim run; wait for it to end or choose another --out",
+                    dir_c.display()
+                )))
+            }
             Err(fs::TryLockError::Error(e)) => {
                 // A file system without locks (some network mounts): go on without one.
                 if e.kind() != std::io::ErrorKind::Unsupported {

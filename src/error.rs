@@ -50,7 +50,12 @@ impl fmt::Display for CliError {
 
 impl From<anyhow::Error> for CliError {
     fn from(e: anyhow::Error) -> Self {
-        CliError::Other(e)
+        // An output refused for what the user asked is bad input (exit 2), not a failure.
+        if e.chain().any(|c| c.is::<crate::atomic::Refused>()) {
+            CliError::Input(e)
+        } else {
+            CliError::Other(e)
+        }
     }
 }
 

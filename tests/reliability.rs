@@ -114,7 +114,7 @@ fn an_output_folder_in_use_is_refused_and_an_output_never_replaces_an_input() {
     let holder = std::fs::File::open(&out).unwrap();
     holder.lock().unwrap();
     let o = servesim(&["simulate", "--scenario", &path, "--out", out.to_str().unwrap(), "--quiet"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("is in use by another servesim run"), "{}", stderr(&o));
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "nothing written");
     holder.unlock().unwrap();
@@ -122,7 +122,7 @@ fn an_output_folder_in_use_is_refused_and_an_output_never_replaces_an_input() {
     let inside = out.join("scenario.toml");
     std::fs::write(&inside, small(50)).unwrap();
     let o = servesim(&["simulate", "--scenario", inside.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("scenario.toml: it is this run's scenario; choose another output path"),
         "{}",
@@ -142,7 +142,7 @@ fn an_output_folder_in_use_is_refused_and_an_output_never_replaces_an_input() {
         "--report",
         report.to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("twice"), "{}", stderr(&o));
     assert!(read(&report).starts_with('{'), "summary.json is still JSON");
 }

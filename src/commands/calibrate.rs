@@ -287,7 +287,7 @@ pub(crate) fn write_profile(path: &Path, p: &Profile) -> Result<()> {
             path.display()
         )));
     }
-    crate::atomic::write(path, json + "\n").map_err(CliError::Other)
+    crate::atomic::write(path, json + "\n").map_err(CliError::from)
 }
 
 /// Puts each innermost array of numbers (a table point) on one line: pretty JSON would give

@@ -33,5 +33,5 @@ pub fn write(path: &std::path::Path, html: &str) -> Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
     }
-    crate::atomic::write(path, html).map_err(CliError::Other)
+    crate::atomic::write(path, html).map_err(CliError::from)
 }
