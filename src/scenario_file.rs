@@ -90,7 +90,8 @@ pub const EMBEDDED: &[(&str, &str)] =
 /// Loads and validates a scenario file; errors name the file and the key.
 pub fn load(path: &Path) -> Result<Scenario> {
     let src = crate::input::read_text(path, "scenario")?;
-    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario");
+    let stem =
+        if path.as_os_str() == "-" { "stdin" } else { path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario") };
     // Files a scenario names are relative to the scenario file.
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     Scenario::from_toml_in(&src, stem, FileResources::new(&dir))
@@ -133,7 +134,12 @@ pub fn read_source(path: Option<&Path>, default: &str) -> Result<Source> {
     match path {
         Some(p) => {
             let text = crate::input::read_text(p, "scenario")?;
-            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario").to_string();
+            let stem = if p.as_os_str() == "-" {
+                "stdin"
+            } else {
+                p.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario")
+            }
+            .to_string();
             let base = p.parent().map(Path::to_path_buf).unwrap_or_default();
             Ok(Source { text, stem, label: p.display().to_string(), base })
         }
