@@ -40,6 +40,15 @@ fn generate_does_not_write_over_its_input() {
         assert!(o.status.success(), "{}", stderr(&o));
     }
     assert_eq!(read(&out).lines().count(), 8, "header + 7 rows");
+    // Asking for more than the workload holds is said, not silently cut.
+    let timed = scenario_file(&dir, "timed.toml", &text.replace("requests = 20", "duration_s = 2"));
+    let o =
+        servesim(&["workload", "generate", "--scenario", &timed, "--out", out.to_str().unwrap(), "--requests", "999"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = read(&out).lines().count() - 1;
+    assert!(rows < 999);
+    let want = format!("note: --requests 999 asked for more: the workload's duration of 2 s (workload.duration_s, --duration-s) ended it after {rows}");
+    assert!(stderr(&o).contains(&want), "{}", stderr(&o));
     let names: Vec<String> =
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert!(names.iter().all(|n| !n.contains(".tmp-")), "{names:?}");

@@ -481,3 +481,34 @@ fn a_generated_trace_replays_the_synthetic_stream_with_its_shared_prefixes_and_s
         assert!(stderr(&o).contains("workload.prefix.sessions: a session's later turns"), "{}", stderr(&o));
     }
 }
+
+#[test]
+fn report_of_a_folder_with_several_commands_outputs_asks_which() {
+    let dir = out_dir("rel_report_kinds");
+    let path = scenario_file(&dir, "s.toml", &small(50));
+    let out = dir.join("o");
+    let o = servesim(&["simulate", "--scenario", &path, "--out", out.to_str().unwrap(), "--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = servesim(&[
+        "compare",
+        "--scenario",
+        &path,
+        "--vary",
+        "scheduler.max_num_seqs=8,16",
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Before: the newest file won, and a simulate folder got a compare report.
+    let o = servesim(&["report", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("holds the outputs of several commands: simulate (summary.json), compare (compare.csv); choose one with --kind simulate|compare"),
+        "{}",
+        stderr(&o)
+    );
+    let o = servesim(&["report", out.to_str().unwrap(), "--kind", "simulate"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(read(&out.join("report.html")).contains("Time to first token"));
+}

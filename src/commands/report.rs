@@ -12,7 +12,7 @@ pub struct Args {
     /// Where to write the report. Default: DIR/report.html.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Which outputs to report when the folder holds several (default: the newest).
+    /// Which outputs to report when the folder holds several (required then).
     #[arg(long, value_enum)]
     kind: Option<report::Kind>,
 }

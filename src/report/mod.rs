@@ -37,26 +37,44 @@ impl Kind {
             Kind::Compare => "compare.csv",
         }
     }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Simulate => "simulate",
+            Kind::Plan => "plan",
+            Kind::Compare => "compare",
+        }
+    }
 }
 
-/// Builds the report of the outputs in `dir`: of `kind`, or of whichever of `simulate`
-/// (summary.json), `plan` (plan.json) and `compare` (compare.csv) wrote there last.
+/// Builds the report of the outputs in `dir`: of `kind`, or of the one command whose outputs
+/// (summary.json, plan.json, compare.csv) it holds; several without `kind` is an error.
 pub fn report_for_dir(dir: &Path, kind: Option<Kind>) -> anyhow::Result<String> {
     let kind = match kind {
         Some(k) => k,
         None => {
-            let mtime = |k: Kind| std::fs::metadata(dir.join(k.file())).and_then(|m| m.modified()).ok();
-            [Kind::Simulate, Kind::Plan, Kind::Compare]
+            // One kind of outputs: that one. Several (a simulate and a compare of the same
+            // scenario share outputs/<name>/): the user says which, never a guess by file age.
+            let present: Vec<Kind> = [Kind::Simulate, Kind::Plan, Kind::Compare]
                 .into_iter()
-                .filter_map(|k| mtime(k).map(|t| (t, k)))
-                .max_by_key(|(t, _)| *t)
-                .map(|(_, k)| k)
-                .with_context(|| {
-                    format!(
-                        "{} has no summary.json, plan.json or compare.csv: not a servesim output folder",
-                        dir.display()
+                .filter(|k| dir.join(k.file()).is_file())
+                .collect();
+            match present.as_slice() {
+                [] => bail!(
+                    "{} has no summary.json, plan.json or compare.csv: not a servesim output folder",
+                    dir.display()
+                ),
+                [k] => *k,
+                several => {
+                    let list: Vec<String> = several.iter().map(|k| format!("{} ({})", k.name(), k.file())).collect();
+                    bail!(
+                        "{} holds the outputs of several commands: {}; choose one with --kind {}",
+                        dir.display(),
+                        list.join(", "),
+                        several.iter().map(|k| k.name()).collect::<Vec<_>>().join("|")
                     )
-                })?
+                }
+            }
         }
     };
     if !dir.join(kind.file()).exists() {

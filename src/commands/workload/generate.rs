@@ -106,5 +106,14 @@ pub fn run(a: Args) -> Result<()> {
     io.with_context(|| format!("writing {}", a.out.display()))?;
     w.commit()?;
     errln!("wrote {n} requests to {}", a.out.display());
+    if let Some(want) = a.requests.filter(|&want| n < want) {
+        // --requests is a bound, not a promise: say what ended the stream first.
+        let why = match (loaded.workload.duration_s, &loaded.workload.trace) {
+            (Some(d), _) => format!("the workload's duration of {d} s (workload.duration_s, --duration-s)"),
+            (None, Some(_)) => "the end of the trace".to_string(),
+            (None, None) => "the end of the workload".to_string(),
+        };
+        errln!("note: --requests {want} asked for more: {why} ended it after {n}");
+    }
     Ok(())
 }
