@@ -134,23 +134,8 @@ impl AtomicFile {
     }
 
     /// Flushes, syncs and renames the file into place.
-    pub fn commit(mut self) -> anyhow::Result<()> {
-        let w = self.w.take().expect("not committed twice");
-        let done = w
-            .into_inner()
-            .map_err(|e| e.into_error())
-            .and_then(|f| f.sync_all())
-            .and_then(|_| fs::rename(&self.tmp, &self.target));
-        if done.is_err() {
-            let _ = fs::remove_file(&self.tmp);
-        }
-        forget_temporary(&self.tmp);
-        if done.is_ok() {
-            if let Ok(c) = fs::canonicalize(&self.target) {
-                registry().written.push(c);
-            }
-        }
-        done.with_context(|| format!("writing {}", self.target.display()))
+    pub fn commit(self) -> anyhow::Result<()> {
+        commit_all([self])
     }
 }
 
@@ -189,7 +174,11 @@ pub fn commit_all<const N: usize>(files: [AtomicFile; N]) -> anyhow::Result<()> 
         ready.push(f);
     }
     for f in &ready {
-        fs::rename(&f.tmp, &f.target).with_context(|| format!("writing {}", f.target.display()))?;
+        if let Err(e) = fs::rename(&f.tmp, &f.target) {
+            let _ = fs::remove_file(&f.tmp);
+            forget_temporary(&f.tmp);
+            return Err(e).with_context(|| format!("writing {}", f.target.display()));
+        }
         forget_temporary(&f.tmp);
         if let Ok(c) = fs::canonicalize(&f.target) {
             registry().written.push(c);

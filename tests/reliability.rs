@@ -23,6 +23,13 @@ fn small(requests: u64) -> String {
     )
 }
 
+/// No hidden file (a temporary `.NAME.tmp-PID`) is left in `dir`.
+fn assert_no_temporaries(dir: &std::path::Path) {
+    let names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().all(|n| !n.starts_with('.')), "no temporaries: {names:?}");
+}
+
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_servesim"));
     c.current_dir(root());
@@ -57,9 +64,7 @@ fn sigterm_stops_a_run_with_complete_files_marked_stopped_and_exit_3() {
     let csv = read(&out.join("requests.csv"));
     let fields = csv.lines().next().unwrap().split(',').count();
     assert!(csv.ends_with('\n') && csv.lines().all(|l| l.split(',').count() == fields));
-    let names: Vec<String> =
-        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert!(names.iter().all(|n| !n.starts_with('.')), "no temporaries: {names:?}");
+    assert_no_temporaries(&out);
 }
 
 #[test]
@@ -386,9 +391,7 @@ fn a_full_disk_while_writing_leaves_the_previous_outputs_and_no_temporaries() {
     assert!(stderr(&o).contains("File too large"), "{}", stderr(&o));
     assert_eq!(read(&out.join("summary.json")), before, "the previous run's files stand");
     assert_eq!(consistent(&out).unwrap(), 20_000);
-    let names: Vec<String> =
-        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert!(names.iter().all(|n| !n.starts_with('.')), "no temporaries: {names:?}");
+    assert_no_temporaries(&out);
 }
 
 #[test]

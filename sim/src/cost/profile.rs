@@ -161,7 +161,7 @@ impl Profile {
             ("intermediate", m.intermediate),
             ("vocab", m.vocab),
         ] {
-            if !(1..=1 << 40).contains(&v) {
+            if !(1..=crate::spec::MAX_DIMENSION).contains(&v) {
                 return Err(format!("meta.model.{key}: must be in [1, 2^40], got {v}"));
             }
         }

@@ -106,6 +106,9 @@ pub struct RequestRecord {
     pub class: u8,
 }
 
+// The docs' "about 56 bytes a request" (`run.max_requests`) is this layout.
+const _: () = assert!(std::mem::size_of::<RequestRecord>() == 56);
+
 impl RequestRecord {
     pub fn ttft(&self) -> Option<SimTime> {
         (self.first_token != SimTime::MAX).then(|| self.first_token - self.arrival)

@@ -157,7 +157,7 @@ impl ModelSection {
             ("experts", m.experts),
             ("top_k", m.top_k),
         ] {
-            check((1..=1 << 40).contains(&v), path, key, "must be in [1, 2^40]", v)?;
+            check((1..=crate::spec::MAX_DIMENSION).contains(&v), path, key, "must be in [1, 2^40]", v)?;
         }
         // Products of the dimensions (parameters, KV bytes) must stay far inside 64 bits: sizes
         // near 2^32 each would otherwise wrap around silently.

@@ -4,7 +4,7 @@ mod gpu;
 mod model;
 
 pub use gpu::{GpuPreset, GpuSpec, GPU_PRESETS};
-pub use model::{ModelPreset, ModelSpec, MODEL_PRESETS};
+pub use model::{ModelPreset, ModelSpec, MAX_DIMENSION, MODEL_PRESETS};
 
 use serde::{Deserialize, Serialize};
 

@@ -236,6 +236,10 @@ impl ModelPreset {
     }
 }
 
+/// The largest model dimension accepted anywhere one is read (scenario `[model]`, a profile's
+/// `meta.model`): 2^40, so that no single size is absurd; their products are bounded apart.
+pub const MAX_DIMENSION: u64 = 1 << 40;
+
 impl ModelSpec {
     pub fn from_preset(p: &ModelPreset, weight_dtype: Dtype, kv_dtype: Dtype) -> ModelSpec {
         ModelSpec {

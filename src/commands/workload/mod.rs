@@ -282,7 +282,7 @@ pub fn for_each_request(
 }
 
 /// The most requests `workload describe`, `fit` and `generate` stream from one workload (a CSV
-/// of that many is about 25 GB).
+/// of that many is over 20 GB at the 21 bytes of a short row).
 pub const MAX_STREAMED_REQUESTS: u64 = 1_000_000_000;
 
 /// The profile of a workload.
