@@ -87,6 +87,13 @@ impl Resources for FileResources {
 pub const EMBEDDED: &[(&str, &str)] =
     &[("chat", include_str!("../scenarios/chat.toml")), ("peak", include_str!("../scenarios/peak.toml"))];
 
+/// Validates scenario text whose files are relative to `dir`, its plan candidates included.
+fn validated(src: &str, stem: &str, dir: &Path) -> std::result::Result<Scenario, servesim_sim::ConfigError> {
+    let s = Scenario::from_toml_in(src, stem, FileResources::new(dir))?;
+    servesim_sim::plan::check_candidates(&s)?;
+    Ok(s)
+}
+
 /// Loads and validates a scenario file; errors name the file and the key.
 pub fn load(path: &Path) -> Result<Scenario> {
     let src = crate::input::read_text(path, "scenario")?;
@@ -94,8 +101,7 @@ pub fn load(path: &Path) -> Result<Scenario> {
         if path.as_os_str() == "-" { "stdin" } else { path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario") };
     // Files a scenario names are relative to the scenario file.
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    Scenario::from_toml_in(&src, stem, FileResources::new(&dir))
-        .map_err(|e| CliError::input(format!("{}: {e}", path.display())))
+    validated(&src, stem, &dir).map_err(|e| CliError::input(format!("{}: {e}", path.display())))
 }
 
 /// Loads an embedded scenario by name.
@@ -104,8 +110,7 @@ pub fn embedded(name: &str) -> Result<Scenario> {
         .iter()
         .find(|(n, _)| *n == name)
         .ok_or_else(|| CliError::input(format!("no embedded scenario {name}")))?;
-    Scenario::from_toml_in(src, name, FileResources::new(Path::new("")))
-        .map_err(|e| CliError::input(format!("embedded {name}: {e}")))
+    validated(src, name, Path::new("")).map_err(|e| CliError::input(format!("embedded {name}: {e}")))
 }
 
 /// `--scenario PATH`, or the embedded default when no path is given.
@@ -162,7 +167,6 @@ pub fn read_source(path: Option<&Path>, default: &str) -> Result<Source> {
 impl Source {
     /// Validates the text as a scenario; errors name the file and the key.
     pub fn scenario(&self) -> Result<Scenario> {
-        Scenario::from_toml_in(&self.text, &self.stem, FileResources::new(&self.base))
-            .map_err(|e| CliError::input(format!("{}: {e}", self.label)))
+        validated(&self.text, &self.stem, &self.base).map_err(|e| CliError::input(format!("{}: {e}", self.label)))
     }
 }

@@ -15,6 +15,7 @@
 //! nothing but fleet events is left and no request is in flight.
 
 mod fleet;
+mod pools;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -205,11 +206,11 @@ pub struct Simulation {
     departed: Vec<Departure>,
     scenario_name: String,
     seed: u64,
-    slo: crate::scenario::SloSection,
+    slo: crate::metrics::SloSection,
     /// Instance phases, failures, autoscaling (inactive without a `[fleet]` section).
     fleet: Box<Fleet>,
     /// Prefill and decode pools (a disaggregated cluster).
-    disagg: Option<Box<crate::disagg::Pools>>,
+    disagg: Option<Box<pools::Pools>>,
     /// Each group's name, cost model and instances, for the summary's `cost` section.
     group_costs: Vec<(String, Arc<dyn CostModel>, Vec<u32>)>,
 }
@@ -252,7 +253,7 @@ impl Simulation {
         let mut group_costs = Vec::new();
         // A disaggregated cluster numbers its prefill pool first, then its decode pool.
         let mut order: Vec<usize> = (0..s.groups.len()).collect();
-        order.sort_by_key(|&gi| s.groups[gi].role == crate::disagg::Role::Decode);
+        order.sort_by_key(|&gi| s.groups[gi].role == crate::instance::Role::Decode);
         for &gi in &order {
             let g = &s.groups[gi];
             let cost = cost_of(gi);
@@ -265,11 +266,11 @@ impl Simulation {
                 max_model_len: g.max_model_len,
                 kv_blocks,
                 capacity: 1.0,
-                policy: PolicyConfig::from_group(s, gi),
+                policy: PolicyConfig::from_group(&s.groups[gi], s.seed),
             };
             cfg.capacity = crate::router::capacity_weight(&cfg, cost_model(s, gi).as_ref());
             let mut ids = Vec::new();
-            for _ in 0..crate::fleet::instances_built(s, gi) {
+            for _ in 0..crate::fleet::instances_built(s.fleet.as_ref(), &s.groups, gi) {
                 let id = instances.len() as u32;
                 ids.push(id);
                 instances.push(Instance::new(id, cfg.clone(), cost.clone()));
@@ -287,7 +288,10 @@ impl Simulation {
         let mut rec = Recorder::new((from, to), kv_total, SimTime::from_secs_f64(s.metrics.window_s));
         rec.reserve(expected_requests(&s.workload));
         let n = instances.len();
-        let (fleet, fleet_events) = Fleet::new(s, &mut instances);
+        let prices = s.resolved.plan.as_ref().and_then(|p| {
+            s.groups.iter().map(|g| p.price_per_gpu_hour.get(&g.gpu.name).copied()).collect::<Option<Vec<f64>>>()
+        });
+        let (fleet, fleet_events) = Fleet::new(s.fleet.as_ref(), &s.groups, prices, s.seed, &mut instances);
         let mut sim = Simulation {
             now: SimTime::ZERO,
             queue: EventQueue::default(),
@@ -307,7 +311,7 @@ impl Simulation {
             seed: s.seed,
             slo: s.slo.clone(),
             fleet: Box::new(fleet),
-            disagg: s.disaggregation.as_ref().map(|d| Box::new(crate::disagg::Pools::new(s, d, &order))),
+            disagg: s.disaggregation.as_ref().map(|d| Box::new(pools::Pools::new(s, d, &order))),
             group_costs,
         };
         sim.start_fleet(fleet_events);

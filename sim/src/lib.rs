@@ -19,6 +19,7 @@
 //! assert_eq!(s.arrived, s.finished + s.rejected + s.timed_out + s.in_flight);
 //! ```
 
+pub mod config;
 pub mod cost;
 pub mod disagg;
 pub mod engine;
@@ -36,5 +37,6 @@ pub mod spec;
 pub mod time;
 pub mod workload;
 
-pub use scenario::{Scenario, ScenarioError};
+pub use config::ConfigError;
+pub use scenario::Scenario;
 pub use time::SimTime;

@@ -11,7 +11,7 @@
 
 use crate::spec::{GpuSpec, ModelSpec};
 
-pub const GIB: f64 = (1u64 << 30) as f64;
+pub use crate::spec::GIB;
 
 /// Fixed part of the default reserve: CUDA context, cuBLAS workspaces and CUDA graphs.
 pub const DEFAULT_FIXED_RESERVE_BYTES: u64 = 1 << 30;

@@ -158,9 +158,10 @@ pub fn run(a: Args) -> Result<()> {
             values.push(text.clone());
         }
         let label = label.join(" ");
-        let bad = |e: servesim_sim::ScenarioError| CliError::input(format!("--vary {label}: {e}"));
+        let bad = |e: servesim_sim::ConfigError| CliError::input(format!("--vary {label}: {e}"));
         let file: ScenarioFile = from_table(d, "").map_err(bad)?;
         let mut s = base.derive(file).map_err(bad)?;
+        servesim_sim::plan::check_candidates(&s).map_err(bad)?;
         s.set_seed(base.seed);
         rows.push((label, values, s));
     }

@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{BatchShape, CostModel};
-use crate::scenario::{check, ScenarioError};
+use crate::config::{check, ConfigError};
 use crate::time::SimTime;
 
 /// `[cost] kind = "linear"`.
@@ -34,7 +34,7 @@ impl Default for LinearCost {
 }
 
 impl LinearCost {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         for (key, v) in
             [("base_us", self.base_us), ("per_token_us", self.per_token_us), ("per_seq_us", self.per_seq_us)]
         {

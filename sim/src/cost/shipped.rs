@@ -5,7 +5,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::profile::Profile;
-use crate::scenario::DatabaseRequest;
+use crate::cost::DatabaseRequest;
 
 /// (file name, JSON) of every shipped profile.
 /// Rebuilt by calibrate/profiles/aic/make.sh.

@@ -26,38 +26,15 @@
 //! both pools, the transfers, and the decode-pool TPOT (time from the KV's arrival to the last
 //! token, per output token after the first), which leaves the transfer out.
 
-mod pools;
-
-pub use pools::{DisaggSummary, PoolSummary, Pools};
+pub use crate::metrics::{DisaggSummary, PoolSummary};
 
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::{check, InstanceGroup, RouterSpec, ScenarioError};
+use crate::config::{check, ConfigError};
+use crate::instance::InstanceGroup;
+pub use crate::instance::Role;
+use crate::router::RouterSpec;
 use crate::time::SimTime;
-
-/// What an instance group serves.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Role {
-    /// Whole requests: prefill and decode on one instance (the default).
-    #[default]
-    Mixed,
-    /// Prompts only: a request leaves after its first token, its KV transferred to a decode
-    /// instance.
-    Prefill,
-    /// Decoding of requests prefilled elsewhere.
-    Decode,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Mixed => "mixed",
-            Role::Prefill => "prefill",
-            Role::Decode => "decode",
-        }
-    }
-}
 
 /// Default KV-link bandwidth per GPU, GB/s: one 400 Gb/s NIC per GPU (InfiniBand NDR or
 /// RoCE, as in H100 and H200 HGX nodes), the inter-node case.
@@ -82,13 +59,13 @@ impl Default for DisaggregationSection {
         DisaggregationSection {
             link_gb_per_s: DEFAULT_LINK_GB_PER_S,
             link_latency_us: DEFAULT_LINK_LATENCY_US,
-            decode_router: RouterSpec::RoundRobin(crate::scenario::Empty {}),
+            decode_router: RouterSpec::RoundRobin(crate::config::Empty {}),
         }
     }
 }
 
 impl DisaggregationSection {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         let b = self.link_gb_per_s;
         check(b.is_finite() && b > 0.0 && b < 1e9, path, "link_gb_per_s", "must be > 0", b)?;
         let l = self.link_latency_us;
@@ -112,7 +89,7 @@ pub(crate) fn resolve(
     section: Option<&DisaggregationSection>,
     groups: &[InstanceGroup],
     group_keys: bool,
-) -> Result<Option<DisaggregationSection>, ScenarioError> {
+) -> Result<Option<DisaggregationSection>, ConfigError> {
     let has = |r: Role| groups.iter().position(|g| g.role == r);
     let (prefill, decode, mixed) = (has(Role::Prefill), has(Role::Decode), has(Role::Mixed));
     if prefill.is_none() && decode.is_none() {
@@ -122,12 +99,12 @@ pub(crate) fn resolve(
             } else {
                 "needs [[cluster.groups]] with role = \"prefill\" and role = \"decode\" (not cluster.instances)"
             };
-            return Err(ScenarioError::at("cluster.disaggregation", why.into()));
+            return Err(ConfigError::at("cluster.disaggregation", why.into()));
         }
         return Ok(None);
     }
     let role_err = |i: usize, msg: &str| {
-        Err(ScenarioError::at(
+        Err(ConfigError::at(
             &format!("cluster.groups[{i}].role"),
             format!("{msg}, got \"{}\"", groups[i].role.as_str()),
         ))
@@ -136,7 +113,7 @@ pub(crate) fn resolve(
         return role_err(i, "must be \"prefill\" or \"decode\" in a disaggregated cluster (every group has a role)");
     }
     let missing = |want: &str, have: &str| {
-        Err(ScenarioError::at(
+        Err(ConfigError::at(
             "cluster.groups",
             format!("a disaggregated cluster needs a group with role = \"{want}\" (only \"{have}\" groups given)"),
         ))

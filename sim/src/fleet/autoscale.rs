@@ -21,7 +21,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::check_s;
-use crate::scenario::{check, InstanceGroup, ScenarioError};
+use crate::config::{check, ConfigError};
+use crate::instance::InstanceGroup;
 use crate::tagged_enum;
 
 /// A load signal and its target value per instance.
@@ -122,11 +123,11 @@ fn default_down_cooldown_s() -> f64 {
 }
 
 impl AutoscaleSection {
-    pub fn validate(&self, path: &str, groups: &[InstanceGroup]) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str, groups: &[InstanceGroup]) -> Result<(), ConfigError> {
         if let Some(name) = &self.group {
             groups.iter().find(|g| &g.name == name).ok_or_else(|| {
                 let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
-                ScenarioError::at(
+                ConfigError::at(
                     &format!("{path}.group"),
                     format!("no group named \"{name}\"; groups: {}", names.join(", ")),
                 )
@@ -146,7 +147,7 @@ impl AutoscaleSection {
         check_s(path, "scale_up_cooldown_s", self.scale_up_cooldown_s, true)?;
         check_s(path, "scale_down_cooldown_s", self.scale_down_cooldown_s, true)?;
         if self.signals.is_empty() {
-            return Err(ScenarioError::at(&format!("{path}.signals"), "must list at least one signal".into()));
+            return Err(ConfigError::at(&format!("{path}.signals"), "must list at least one signal".into()));
         }
         for (i, s) in self.signals.iter().enumerate() {
             let p = format!("{path}.signals[{i}]");

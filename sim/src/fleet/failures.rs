@@ -13,7 +13,7 @@ use rand_distr::{Distribution, Exp};
 use serde::{Deserialize, Serialize};
 
 use super::check_s;
-use crate::scenario::{check, ScenarioError};
+use crate::config::{check, ConfigError};
 use crate::time::SimTime;
 
 /// How an instance fails.
@@ -89,7 +89,7 @@ pub struct FailuresSection {
 
 impl FailuresSection {
     /// `instances`: how many the run creates (event instance numbers must be below it).
-    pub fn validate(&self, path: &str, instances: u32) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str, instances: u32) -> Result<(), ConfigError> {
         if let Some(m) = self.mtbf_s {
             check_s(path, "mtbf_s", m, false)?;
         }

@@ -36,7 +36,8 @@ pub use failures::{FailureEvent, FailureKind, FailuresSection, RepairDist};
 pub use state::{Fleet, FleetEvent, FleetEventKind, Phase};
 pub use summary::{fill_series, FleetSummary};
 
-use crate::scenario::{check, InstanceGroup, ScenarioError};
+use crate::config::{check, ConfigError};
+use crate::instance::InstanceGroup;
 use crate::time::SimTime;
 
 /// What happens to the requests of a failed instance.
@@ -101,7 +102,7 @@ impl Default for FleetSection {
 /// Most seconds any fleet duration may be (about 30 years): keeps times within `SimTime`.
 const MAX_S: f64 = 1e9;
 
-pub(crate) fn check_s(path: &str, key: &str, v: f64, allow_zero: bool) -> Result<(), ScenarioError> {
+pub(crate) fn check_s(path: &str, key: &str, v: f64, allow_zero: bool) -> Result<(), ConfigError> {
     if allow_zero {
         check(v.is_finite() && (0.0..=MAX_S).contains(&v), path, key, "must be in [0, 1e9]", v)
     } else {
@@ -111,7 +112,7 @@ pub(crate) fn check_s(path: &str, key: &str, v: f64, allow_zero: bool) -> Result
 
 impl FleetSection {
     /// Checks the section against the resolved instance groups.
-    pub fn validate(&self, path: &str, groups: &[InstanceGroup]) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str, groups: &[InstanceGroup]) -> Result<(), ConfigError> {
         let bw = self.load_gb_per_s;
         check(bw.is_finite() && bw > 0.0 && bw <= 1e6, path, "load_gb_per_s", "must be in (0, 1e6]", bw)?;
         check_s(path, "init_s", self.init_s, true)?;
@@ -158,12 +159,12 @@ impl FleetSection {
     }
 }
 
-/// Instances the simulation creates for group `g` of a scenario (more than the group's count
-/// when the group is autoscaled: the instances it may add).
-pub fn instances_built(s: &crate::scenario::Scenario, g: usize) -> u32 {
-    match &s.fleet {
-        Some(f) => f.instances_built(&s.groups, g),
-        None => s.groups[g].count,
+/// Instances the simulation creates for group `g` (more than the group's count when the group
+/// is autoscaled: the instances it may add). `fleet` is the scenario's `[fleet]`, if any.
+pub fn instances_built(fleet: Option<&FleetSection>, groups: &[InstanceGroup], g: usize) -> u32 {
+    match fleet {
+        Some(f) => f.instances_built(groups, g),
+        None => groups[g].count,
     }
 }
 

@@ -9,9 +9,9 @@ use rand_chacha::ChaCha8Rng;
 use super::autoscale::{Measurements, SignalSpec};
 use super::{FailureKind, FleetSection, FleetSummary};
 use crate::instance::Instance;
+use crate::instance::InstanceGroup;
 use crate::metrics::Recorder;
 use crate::rng::{substream, Stream};
-use crate::scenario::Scenario;
 use crate::time::SimTime;
 use crate::workload::Request;
 
@@ -148,43 +148,48 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    /// The fleet of `s` over `instances` (built group by group, [`super::instances_built`]
-    /// of each). Instances beyond a group's count start off; `failures.down` instances are
-    /// down. Returns the fleet and the events to schedule at the start.
-    pub fn new(s: &Scenario, instances: &mut [Instance]) -> (Fleet, Vec<(SimTime, FleetEvent)>) {
-        let cfg = s.fleet.clone().unwrap_or_default();
-        let active = s.fleet.is_some();
+    /// The fleet of `groups` under `section` (the scenario's `[fleet]`) over `instances` (built
+    /// group by group, [`super::instances_built`] of each). Instances beyond a group's count
+    /// start off; `failures.down` instances are down. `prices` is each group's $ per GPU-hour,
+    /// when every group has one; `seed` is the scenario's. Returns the fleet and the events to
+    /// schedule at the start.
+    pub fn new(
+        section: Option<&FleetSection>,
+        groups: &[InstanceGroup],
+        prices: Option<Vec<f64>>,
+        seed: u64,
+        instances: &mut [Instance],
+    ) -> (Fleet, Vec<(SimTime, FleetEvent)>) {
+        let cfg = section.cloned().unwrap_or_default();
+        let active = section.is_some();
         let mut slots = Vec::with_capacity(instances.len());
-        for (g, group) in s.groups.iter().enumerate() {
-            let built = super::instances_built(s, g);
+        for (g, group) in groups.iter().enumerate() {
+            let built = super::instances_built(section, groups, g);
             for k in 0..built {
                 let phase = if k < group.count { Phase::Ready } else { Phase::Off };
                 slots.push(Slot { phase, epoch: 0, group: g, repair: None });
             }
         }
         assert_eq!(slots.len(), instances.len(), "instances built per group");
-        let prices = s.resolved.plan.as_ref().and_then(|p| {
-            s.groups.iter().map(|g| p.price_per_gpu_hour.get(&g.gpu.name).copied()).collect::<Option<Vec<f64>>>()
-        });
         let mut f = Fleet {
-            startup: s.groups.iter().map(|g| cfg.startup(g)).collect(),
-            tp: s.groups.iter().map(|g| g.tp).collect(),
-            blocks: s.groups.iter().map(|g| g.memory.kv_blocks.min(u32::MAX as u64)).collect(),
-            rngs: (0..instances.len()).map(|i| substream(s.seed, Stream::Failures, i as u64)).collect(),
+            startup: groups.iter().map(|g| cfg.startup(g)).collect(),
+            tp: groups.iter().map(|g| g.tp).collect(),
+            blocks: groups.iter().map(|g| g.memory.kv_blocks.min(u32::MAX as u64)).collect(),
+            rngs: (0..instances.len()).map(|i| substream(seed, Stream::Failures, i as u64)).collect(),
             active,
             tracks: active && cfg.can_fail(),
             routable: 0,
             pending: 0,
             limbo: VecDeque::new(),
             tracked: HashMap::new(),
-            autoscaled: cfg.autoscaled_group(&s.groups),
+            autoscaled: cfg.autoscaled_group(groups),
             last_up: None,
             last_change: None,
             last: SimTime::ZERO,
-            provisioned: vec![0; s.groups.len()],
+            provisioned: vec![0; groups.len()],
             ready: 0,
             instance_ns: 0,
-            gpu_ns: vec![0; s.groups.len()],
+            gpu_ns: vec![0; groups.len()],
             ready_ns: 0,
             kv_ns: 0,
             kv_max: 0,
@@ -200,7 +205,7 @@ impl Fleet {
             scale_ups: 0,
             scale_downs: 0,
             prices,
-            gpu_names: s.groups.iter().map(|g| g.gpu.name.clone()).collect(),
+            gpu_names: groups.iter().map(|g| g.gpu.name.clone()).collect(),
             slots,
             cfg,
         };

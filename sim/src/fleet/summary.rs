@@ -1,49 +1,10 @@
 //! The fleet's part of the run summary, and its columns of the time series.
 
-use serde::Serialize;
-
 use super::Fleet;
+pub use crate::metrics::FleetSummary;
+use crate::metrics::SloSection;
 use crate::metrics::{meets_slo, Recorder};
-use crate::scenario::SloSection;
 use crate::time::SimTime;
-
-/// `summary.json` → `fleet`: how many instances the run paid for, what they cost, and what
-/// failed.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct FleetSummary {
-    /// Instances provisioned at time zero (down ones included).
-    pub instances_initial: u32,
-    /// Time-weighted mean of instances provisioned (starting, serving, draining, failed and
-    /// restarting ones all cost money) over the simulated time.
-    pub instances_mean: f64,
-    /// Time-weighted mean of instances serving.
-    pub instances_ready_mean: f64,
-    pub instances_min: u32,
-    pub instances_max: u32,
-    /// Instance-hours provisioned over the simulated time.
-    pub instance_hours: f64,
-    pub gpu_hours: f64,
-    /// GPU-hours × `[plan] price_per_gpu_hour` of each group's GPU, when every one is priced.
-    pub cost: Option<f64>,
-    /// `cost` at this run's mean rate, for 24 hours.
-    pub cost_per_day: Option<f64>,
-    /// The GPUs priced (empty without prices).
-    pub priced_gpus: Vec<String>,
-    pub failures: u64,
-    pub crashes: u64,
-    pub hangs: u64,
-    /// Instances back in service after a failure.
-    pub restarts: u64,
-    /// Requests re-routed after their instance failed (a request retried twice counts twice).
-    pub retries: u64,
-    /// Requests lost to failures (also in `requests.lost`).
-    pub lost: u64,
-    /// Instances the autoscaler added and removed.
-    pub scale_ups: u64,
-    pub scale_downs: u64,
-    /// Start-up delay of an instance of each group, s (weights ÷ load bandwidth + init).
-    pub startup_s: Vec<f64>,
-}
 
 /// Fills the fleet's columns of the time series (instances provisioned and ready, failures and
 /// restarts per window) and each window's SLO attainment (of the requests that arrived in it).

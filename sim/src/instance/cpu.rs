@@ -10,8 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::{check, ConfigError};
 use crate::cost::RooflineParams;
-use crate::scenario::{check, ScenarioError};
 
 /// `[scheduler.cpu]`
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -28,7 +28,7 @@ pub struct CpuSection {
 }
 
 impl CpuSection {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         for (key, v) in [("base_us", self.base_us), ("per_seq_us", self.per_seq_us)] {
             if let Some(v) = v {
                 check(v.is_finite() && v >= 0.0, path, key, "must be ≥ 0", v)?;

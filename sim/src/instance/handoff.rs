@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 
 use super::seq::{Cold, Seq};
 use super::Instance;
-use crate::disagg::Role;
+use crate::instance::Role;
 use crate::metrics::Recorder;
 use crate::time::SimTime;
 

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::{check, ScenarioError};
+use crate::config::{check, ConfigError};
 use crate::spec::{Dtype, ModelSpec};
 
 /// How KV blocks are given to requests.
@@ -35,7 +35,7 @@ pub struct KvCacheSection {
 }
 
 impl KvCacheSection {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         if let Some(r) = self.reserve_output_tokens {
             check(r >= 1, path, "reserve_output_tokens", "must be ≥ 1", r)?;
         }

@@ -21,6 +21,7 @@ mod batch;
 pub mod batching;
 pub mod cpu;
 mod fleet;
+mod group;
 pub mod handoff;
 pub mod kv;
 pub mod kv_policy;
@@ -37,13 +38,13 @@ use std::sync::Arc;
 use rand_chacha::ChaCha8Rng;
 
 use crate::cost::{BatchShape, CostAccount, CostModel, Roofline, SeqWork};
-use crate::disagg::Role;
 use crate::metrics::{Recorder, RejectReason};
 use crate::rng::{substream, Stream};
 use crate::time::SimTime;
 use crate::workload::Request;
 use admission::Breaker;
 use batch::Batch;
+pub use group::{InstanceGroup, Role, SchedulerSection};
 pub use handoff::Handoff;
 use kv::BlockAllocator;
 pub use policy::PolicyConfig;
@@ -79,13 +80,7 @@ pub struct Departure {
     pub client: u32,
 }
 
-/// Occupancy of an instance, for time-weighted statistics.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Gauges {
-    pub waiting: u64,
-    pub running: u64,
-    pub kv_used: u64,
-}
+pub use crate::metrics::Gauges;
 
 /// The cost of draft passes (speculative decoding).
 enum Draft {

@@ -4,12 +4,12 @@
 use super::admission::AdmissionSection;
 use super::batching::BatchingSpec;
 use super::cpu::CpuSection;
+use super::group::{InstanceGroup, Role};
 use super::kv_policy::KvCacheSection;
 use super::preemption::PreemptionSpec;
 use super::prefix::PrefixCacheSection;
 use super::queue::QueueSpec;
 use super::speculative::{DraftCost, DraftModel, SpeculativeSection};
-use crate::scenario::Scenario;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PolicyConfig {
@@ -35,12 +35,12 @@ pub struct PolicyConfig {
     /// Seed of the policies' randomness (predictor noise, speculative acceptance).
     pub seed: u64,
     /// Which pool of a disaggregated cluster the instance is in (mixed: not disaggregated).
-    pub role: crate::disagg::Role,
+    pub role: Role,
 }
 
 impl PolicyConfig {
-    pub fn from_group(s: &Scenario, group: usize) -> PolicyConfig {
-        let g = &s.groups[group];
+    /// The policies of group `g`; `seed` is the scenario's.
+    pub fn from_group(g: &InstanceGroup, seed: u64) -> PolicyConfig {
         let sch = &g.scheduler;
         let block_bytes = g.memory.block_bytes.max(1);
         let draft = sch.speculative.as_ref().map(|sp| match (&sp.draft, sp.draft_cost_fraction) {
@@ -52,8 +52,8 @@ impl PolicyConfig {
                     cpu_overhead_base_us: 0.0,
                     cpu_overhead_per_seq_us: 0.0,
                     ..match &g.cost {
-                        crate::scenario::CostSpec::Roofline(c) => c.params(),
-                        crate::scenario::CostSpec::Linear(_) => crate::cost::RooflineParams::default(),
+                        crate::cost::CostSpec::Roofline(c) => c.params(),
+                        crate::cost::CostSpec::Linear(_) => crate::cost::RooflineParams::default(),
                     }
                 },
             })),
@@ -70,14 +70,14 @@ impl PolicyConfig {
             draft,
             cpu: sch.cpu.clone(),
             cpu_overlap: sch.cpu.overlap.unwrap_or(match &g.cost {
-                crate::scenario::CostSpec::Roofline(c) => c.engine_overhead().overlap,
-                crate::scenario::CostSpec::Linear(_) => false,
+                crate::cost::CostSpec::Roofline(c) => c.engine_overhead().overlap,
+                crate::cost::CostSpec::Linear(_) => false,
             }),
             block_bytes,
             pcie_bytes_per_s: g.gpu.pcie_bytes_per_s,
             swap_blocks: sch.preemption.swap_bytes() / block_bytes,
             cpu_tier_blocks: (sch.prefix_cache.cpu_gib * crate::memory::GIB) as u64 / block_bytes,
-            seed: s.seed,
+            seed,
             role: g.role,
         }
     }

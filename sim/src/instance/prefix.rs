@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::kv::{BlockAllocator, IdMap};
-use crate::scenario::{check, ScenarioError};
+use crate::config::{check, ConfigError};
 use crate::workload::prefix::{mix, output_hash};
 use crate::workload::Segment;
 
@@ -37,7 +37,7 @@ pub struct PrefixCacheSection {
 }
 
 impl PrefixCacheSection {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         if let Some(t) = self.ttl_s {
             check(t.is_finite() && t > 0.0, path, "ttl_s", "must be > 0", t)?;
         }

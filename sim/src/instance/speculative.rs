@@ -17,9 +17,10 @@ use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::config::{check, ConfigError};
 use crate::cost::RooflineParams;
 use crate::memory::MemoryBudget;
-use crate::scenario::{check, ModelSection, ScenarioError};
+use crate::spec::ModelSection;
 use crate::spec::{GpuSpec, ModelSpec};
 
 /// `[scheduler.speculative]`
@@ -39,7 +40,7 @@ pub struct SpeculativeSection {
 }
 
 impl SpeculativeSection {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check((1..=16).contains(&self.k), path, "k", "must be in [1, 16]", self.k)?;
         check(
             self.acceptance.is_finite() && (0.0..1.0).contains(&self.acceptance),
@@ -53,7 +54,7 @@ impl SpeculativeSection {
                 check(f.is_finite() && *f > 0.0 && *f <= 10.0, path, "draft_cost_fraction", "must be in (0, 10]", f)
             }
             (None, Some(d)) => d.resolve(&format!("{path}.draft")).map(|_| ()),
-            _ => Err(ScenarioError::at(path, "give exactly one of draft_cost_fraction and draft".into())),
+            _ => Err(ConfigError::at(path, "give exactly one of draft_cost_fraction and draft".into())),
         }
     }
 

@@ -15,8 +15,8 @@
 
 use serde::Serialize;
 
+use super::SloSection;
 use super::{Dist, RequestRecord, Status};
-use crate::scenario::SloSection;
 use crate::time::SimTime;
 
 /// What a run says about one request.

@@ -9,19 +9,30 @@
 pub mod compare;
 mod fleet;
 pub mod measured;
+mod parts;
 pub mod policy;
+mod sections;
 pub mod stats;
 mod summary;
 
+pub use parts::{DisaggSummary, FleetSummary, PoolSummary};
 pub use policy::PolicyStats;
+pub use sections::{MetricsSection, SloSection};
 pub use stats::Dist;
 pub use summary::{
     meets_slo, summarize, CostSummary, KvSummary, RequestCounts, SloSummary, StoppedEarly, Summary, Throughput,
 };
 
 use crate::cost::BatchShape;
-use crate::instance::Gauges;
 use crate::time::SimTime;
+
+/// Occupancy of an instance, for time-weighted statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gauges {
+    pub waiting: u64,
+    pub running: u64,
+    pub kv_used: u64,
+}
 
 /// Why a request was turned away.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::SloSection;
 use super::{Dist, Recorder, RejectReason, Status};
-use crate::scenario::SloSection;
 use crate::time::SimTime;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -45,10 +45,10 @@ pub struct Summary {
     pub admission: super::policy::AdmissionSummary,
     /// Instances over time (provisioned, serving, instance-hours, cost), failures, retries,
     /// autoscaling.
-    pub fleet: crate::fleet::FleetSummary,
+    pub fleet: crate::metrics::FleetSummary,
     /// Prefill and decode pools and their KV transfers (disaggregated clusters only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub disaggregation: Option<crate::disagg::DisaggSummary>,
+    pub disaggregation: Option<crate::metrics::DisaggSummary>,
     /// What the cost model priced without measurements (ops the roofline stood in for, tables
     /// read beyond their measured range), with each one's share of the iteration time.
     pub cost: CostSummary,
@@ -235,7 +235,7 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
         speculative: rec.policy.speculative_summary(),
         cpu: rec.policy.cpu_summary(),
         admission: rec.policy.admission_summary(),
-        fleet: crate::fleet::FleetSummary::default(),
+        fleet: crate::metrics::FleetSummary::default(),
         disaggregation: None,
         cost: CostSummary::default(),
         stopped: None,

@@ -1,34 +1,9 @@
 //! Plan candidates: each one is the scenario with a few keys changed, built by editing the
 //! scenario document so that any key — today's and tomorrow's — can be part of a candidate.
 
-use serde::{Deserialize, Serialize};
-
-use super::PlanSection;
+use crate::config::ConfigError;
 use crate::scenario::edit::{from_table, merge, overlay, set_path, to_table};
-use crate::scenario::{gpu_or_preset, GpuSection, Scenario, ScenarioError, ScenarioFile};
-
-/// `[[plan.candidates]]`: one configuration to size. Unset keys keep the scenario's values.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CandidateSection {
-    /// Label in the report (letters, digits, `-`, `_`, `.`; unique).
-    pub name: String,
-    /// A GPU preset name or a `[gpu]`-like table; replaces `[gpu]`.
-    #[serde(default, deserialize_with = "gpu_or_preset")]
-    pub gpu: Option<GpuSection>,
-    /// Tensor-parallel degree; replaces `cluster.tp`.
-    pub tp: Option<u32>,
-    /// Keys merged over `[scheduler]`.
-    pub scheduler: Option<toml::Table>,
-    /// Keys merged over `[memory]`.
-    pub memory: Option<toml::Table>,
-    /// Keys merged over `[cost]` (a different `kind` replaces it).
-    pub cost: Option<toml::Table>,
-    /// Keys merged over `cluster.router` (a different `kind` replaces it).
-    pub router: Option<toml::Table>,
-    /// Any other key by dotted path, e.g. `set = { "model.weight_dtype" = "fp8" }`.
-    pub set: Option<toml::Table>,
-}
+use crate::scenario::{CandidateSection, PlanSection, Scenario, ScenarioFile};
 
 /// A candidate ready to run: its scenario has one homogeneous group of one instance (the search
 /// sets the count), or it cannot run at all (`infeasible`, e.g. the model does not fit).
@@ -49,7 +24,7 @@ pub struct Candidate {
 /// The candidates of a scenario's `[plan]` (or the scenario's own cluster when there are none).
 /// Bad keys are errors naming `plan.candidates[i]`; a candidate whose model does not fit in
 /// memory is returned as infeasible, with the reason.
-pub fn candidates(s: &Scenario) -> Result<Vec<Candidate>, ScenarioError> {
+pub fn candidates(s: &Scenario) -> Result<Vec<Candidate>, ConfigError> {
     let plan = s.resolved.plan.clone().unwrap_or_default();
     let mut base = to_table(&s.resolved);
     base.remove("plan");
@@ -75,7 +50,7 @@ pub fn candidates(s: &Scenario) -> Result<Vec<Candidate>, ScenarioError> {
                 set: None,
             }]
         } else if s.groups.len() > 1 {
-            return Err(ScenarioError::at(
+            return Err(ConfigError::at(
                 "plan.candidates",
                 "required for a heterogeneous cluster: list the configurations to size".into(),
             ));
@@ -100,7 +75,7 @@ pub fn candidates(s: &Scenario) -> Result<Vec<Candidate>, ScenarioError> {
         .enumerate()
         .map(|(i, c)| {
             if crate::engine::cancelled() {
-                return Err(ScenarioError::at("plan.candidates", "stopped before every candidate was read".into()));
+                return Err(ConfigError::at("plan.candidates", "stopped before every candidate was read".into()));
             }
             materialise(s, &plan, &base, i, c)
         })
@@ -121,9 +96,9 @@ fn materialise(
     base: &toml::Table,
     i: usize,
     c: &CandidateSection,
-) -> Result<Candidate, ScenarioError> {
+) -> Result<Candidate, ConfigError> {
     let path = format!("plan.candidates[{i}]");
-    let err = |e: ScenarioError| ScenarioError { path: format!("{path} ({}): {}", c.name, e.path), ..e };
+    let err = |e: ConfigError| ConfigError { path: format!("{path} ({}): {}", c.name, e.path), ..e };
     let mut doc = base.clone();
     // A heterogeneous scenario's groups give way to one homogeneous group; its GPU then comes
     // from the candidate (or the top-level [gpu]). A disaggregated one keeps its pools.
@@ -159,7 +134,7 @@ fn materialise(
     if let Some(set) = &c.set {
         for (k, v) in set {
             set_path(&mut doc, k, v.clone())
-                .map_err(|m| ScenarioError::at(&format!("{path} ({}).set.\"{k}\"", c.name), m))?;
+                .map_err(|m| ConfigError::at(&format!("{path} ({}).set.\"{k}\"", c.name), m))?;
         }
     }
     let file: ScenarioFile = from_table(doc, "").map_err(err)?;
@@ -172,13 +147,13 @@ fn materialise(
         }
         Err(e) => return Err(err(e)),
     };
-    let price_of = |gpu: &str| -> Result<Option<f64>, ScenarioError> {
+    let price_of = |gpu: &str| -> Result<Option<f64>, ConfigError> {
         if plan.price_per_gpu_hour.is_empty() {
             return Ok(None);
         }
         plan.price_per_gpu_hour.get(gpu).copied().map(Some).ok_or_else(|| {
             let known: Vec<&str> = plan.price_per_gpu_hour.keys().map(String::as_str).collect();
-            ScenarioError::at(
+            ConfigError::at(
                 "plan.price_per_gpu_hour",
                 format!("no price for GPU \"{gpu}\" (candidate {}); priced: {}", c.name, known.join(", ")),
             )
@@ -188,7 +163,7 @@ fn materialise(
         let pools = match &scenario {
             Some(sc) => {
                 let (p, d) = pool_groups(sc, &path).map_err(err)?;
-                let spec = |g: usize| -> Result<super::PoolSpec, ScenarioError> {
+                let spec = |g: usize| -> Result<super::PoolSpec, ConfigError> {
                     let g = &sc.groups[g];
                     Ok(super::PoolSpec {
                         gpu: g.gpu.name.clone(),
@@ -220,12 +195,12 @@ fn materialise(
 
 /// The prefill and decode groups of a disaggregated scenario, which `plan` sizes: exactly one
 /// of each.
-fn pool_groups(s: &Scenario, path: &str) -> Result<(usize, usize), ScenarioError> {
-    use crate::disagg::Role;
+fn pool_groups(s: &Scenario, path: &str) -> Result<(usize, usize), ConfigError> {
+    use crate::instance::Role;
     let of = |r: Role| s.groups.iter().enumerate().filter(|(_, g)| g.role == r).map(|(i, _)| i).collect::<Vec<_>>();
     match (of(Role::Prefill).as_slice(), of(Role::Decode).as_slice()) {
         ([p], [d]) => Ok((*p, *d)),
-        (p, d) => Err(ScenarioError::at(
+        (p, d) => Err(ConfigError::at(
             path,
             format!(
                 "sizing a disaggregated cluster needs exactly one prefill and one decode group, got {} and {}",

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::engine::RunOutput;
+use crate::metrics::SloSection;
 use crate::metrics::{meets_slo, Status};
-use crate::scenario::SloSection;
 
 /// Requests of the measured window that missed the SLO, by threshold (one request can miss
 /// several), and by cause: slow decoding versus a slow start.

@@ -26,7 +26,7 @@ use super::search::{CandidateResult, SearchConfig};
 use super::Candidate;
 use crate::engine;
 use crate::metrics::meets_slo;
-use crate::scenario::SloSection;
+use crate::metrics::SloSection;
 
 /// The pools of a disaggregated candidate: its two groups and their prices.
 #[derive(Clone, Debug, PartialEq)]

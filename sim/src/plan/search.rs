@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use super::evidence::{classify, Binding, Point, SeedResult};
 use super::{Candidate, PlanSection};
 use crate::engine;
-use crate::scenario::{Scenario, SloSection};
+use crate::metrics::SloSection;
+use crate::scenario::Scenario;
 
 /// How the search runs.
 #[derive(Clone, Debug, PartialEq)]

@@ -30,15 +30,41 @@ pub use random::Random;
 pub use round_robin::RoundRobin;
 pub use session_affinity::{AffinityKey, SessionAffinity, SessionAffinitySpec};
 
+use serde::Serialize;
+
+use crate::config::{ConfigError, Empty};
 use crate::instance::Instance;
 use crate::rng::{substream, Stream};
-use crate::scenario::{RouterSpec, ScenarioError};
+use crate::tagged_enum;
 use crate::workload::Request;
 
 /// Picks an instance for each arriving request.
 pub trait Router: Send {
     fn route(&mut self, req: &Request, instances: &[Instance]) -> usize;
 }
+
+/// A routing policy (`kind = "..."`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum RouterSpec {
+    RoundRobin(Empty),
+    Random(Empty),
+    LeastOutstanding(Empty),
+    LeastKvUsage(Empty),
+    LeastPendingTokens(LeastPendingTokensSpec),
+    PowerOfTwo(Empty),
+    SessionAffinity(SessionAffinitySpec),
+}
+
+tagged_enum!(RouterSpec {
+    "round-robin" => RoundRobin(Empty),
+    "random" => Random(Empty),
+    "least-outstanding" => LeastOutstanding(Empty),
+    "least-kv-usage" => LeastKvUsage(Empty),
+    "least-pending-tokens" => LeastPendingTokens(LeastPendingTokensSpec),
+    "power-of-two" => PowerOfTwo(Empty),
+    "session-affinity" => SessionAffinity(SessionAffinitySpec),
+});
 
 /// Builds the router a scenario asks for.
 pub fn build(spec: &RouterSpec, seed: u64) -> Box<dyn Router> {
@@ -60,7 +86,7 @@ pub fn build_indexed(spec: &RouterSpec, seed: u64, index: u64) -> Box<dyn Router
 }
 
 impl RouterSpec {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         match self {
             RouterSpec::SessionAffinity(s) => s.validate(path),
             _ => Ok(()),

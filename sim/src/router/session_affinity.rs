@@ -16,8 +16,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{least_weighted, Router};
+use crate::config::{check, ConfigError};
 use crate::instance::Instance;
-use crate::scenario::{check, ScenarioError};
 use crate::workload::{Request, NO_SESSION};
 
 /// What a request is hashed on.
@@ -53,7 +53,7 @@ impl Default for SessionAffinitySpec {
 }
 
 impl SessionAffinitySpec {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         let f = self.load_factor;
         check(f.is_finite() && (1.0..=1e6).contains(&f), path, "load_factor", "must be in [1, 1e6]", f)?;
         check((1..=4096).contains(&self.vnodes), path, "vnodes", "must be in [1, 4096]", self.vnodes)

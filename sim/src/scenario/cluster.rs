@@ -13,11 +13,11 @@
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::cost::CostSpec;
 use super::edit::{from_table, overlay, to_table};
 use super::file::{GpuSection, MemorySection, SchedulerSection};
-use super::{check, de, InstanceGroup, ScenarioError, ScenarioFile};
-use crate::disagg::Role;
+use super::{check, de, ConfigError, InstanceGroup, ScenarioFile};
+use crate::cost::CostSpec;
+use crate::instance::Role;
 use crate::memory::MemoryConfig;
 use crate::spec::{GpuSpec, ModelSpec};
 
@@ -62,7 +62,7 @@ pub(crate) fn resolve_groups(
     file: &mut ScenarioFile,
     model: &ModelSpec,
     top_gpu: Option<&GpuSpec>,
-) -> Result<Vec<InstanceGroup>, ScenarioError> {
+) -> Result<Vec<InstanceGroup>, ConfigError> {
     let mut out = Vec::with_capacity(file.cluster.groups.len());
     let base_scheduler = to_table(&file.scheduler);
     let base_memory = to_table(&file.memory);
@@ -83,10 +83,7 @@ pub(crate) fn resolve_groups(
             (Some(s), _) => s.resolve(&format!("{path}.gpu"))?,
             (None, Some(top)) => top.clone(),
             (None, None) => {
-                return Err(ScenarioError::at(
-                    &format!("{path}.gpu"),
-                    "required when there is no top-level [gpu]".into(),
-                ))
+                return Err(ConfigError::at(&format!("{path}.gpu"), "required when there is no top-level [gpu]".into()))
             }
         };
         let section = |base: &toml::Table, over: &Option<toml::Table>| match over {

@@ -7,7 +7,7 @@
 
 use serde::de::DeserializeOwned;
 
-use super::{de, ScenarioError};
+use super::{de, ConfigError};
 
 /// One step of a key path: a table key or an array index.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,7 +110,7 @@ pub fn overlay(base: &toml::Table, over: &toml::Table) -> toml::Table {
 }
 
 /// Deserialises `table` as a `T`, naming the key under `path` in any error.
-pub fn from_table<T: DeserializeOwned>(table: toml::Table, path: &str) -> Result<T, ScenarioError> {
+pub fn from_table<T: DeserializeOwned>(table: toml::Table, path: &str) -> Result<T, ConfigError> {
     serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
         let inner = e.path().to_string();
         let inner = if inner == "." { String::new() } else { inner };
@@ -120,7 +120,7 @@ pub fn from_table<T: DeserializeOwned>(table: toml::Table, path: &str) -> Result
             Some((i2, m)) => (de::join_path(&de::join_path(path, &inner), i2), m.to_string()),
             None => (de::join_path(path, &inner), msg),
         };
-        ScenarioError::at(&p, m)
+        ConfigError::at(&p, m)
     })
 }
 

@@ -9,59 +9,33 @@
 //! `workload.arrival.rate: must be > 0, got -3`.
 
 mod cluster;
-mod cost;
-pub mod de;
 pub mod edit;
 mod file;
+mod plan_file;
 mod resources;
 
+pub use crate::cost::{CostSection, CostSpec, DatabaseRequest, DatabaseSpec, DATABASE_FRAMEWORKS, DATABASE_WEIGHTS};
+pub use crate::instance::InstanceGroup;
+pub use crate::metrics::{MetricsSection, SloSection};
 pub(crate) use cluster::gpu_or_preset;
 pub use cluster::GroupSection;
-pub use cost::CostSpec;
 pub use file::*;
-pub use resources::{DatabaseRequest, NoFiles, Resources};
+pub use plan_file::{CandidateSection, PlanSection};
+pub use resources::{NoFiles, Resources};
 
-use std::fmt;
 use std::sync::Arc;
 
+use crate::config::de;
+pub use crate::config::{check, ConfigError};
 use crate::cost::profile::Profile;
 use crate::cost::Profiled;
 use crate::memory::{plan_memory, MemoryBudget, MemoryConfig};
 use crate::spec::{GpuSpec, ModelSpec};
 use crate::workload::WorkloadSpec;
 
-/// A scenario error: the key path, the problem, and the line where the parser knows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScenarioError {
-    pub path: String,
-    pub message: String,
-    pub line: Option<usize>,
-}
-
-impl ScenarioError {
-    pub fn at(path: &str, message: String) -> ScenarioError {
-        ScenarioError { path: path.to_string(), message, line: None }
-    }
-}
-
-impl fmt::Display for ScenarioError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(line) = self.line {
-            write!(f, "line {line}: ")?;
-        }
-        if self.path.is_empty() {
-            write!(f, "{}", self.message)
-        } else {
-            write!(f, "{}: {}", self.path, self.message)
-        }
-    }
-}
-
-impl std::error::Error for ScenarioError {}
-
 /// A `max_model_len` longer than the model's context (`max_position_embeddings`) is an error:
 /// the engines refuse it, and a request the model cannot attend to would "meet" the SLO.
-pub(crate) fn check_model_len(len: u64, model: &ModelSpec, path: &str) -> Result<(), ScenarioError> {
+pub(crate) fn check_model_len(len: u64, model: &ModelSpec, path: &str) -> Result<(), ConfigError> {
     check(
         len <= model.max_context,
         path,
@@ -74,112 +48,9 @@ pub(crate) fn check_model_len(len: u64, model: &ModelSpec, path: &str) -> Result
 /// The largest seed: TOML integers are signed 64-bit, and `plan` adds one per extra seed.
 pub const MAX_SEED: u64 = 1 << 62;
 
-/// Returns an error at `path.key` saying `msg, got value` unless `ok`.
-pub fn check<V: fmt::Display>(ok: bool, path: &str, key: &str, msg: &str, value: V) -> Result<(), ScenarioError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(ScenarioError::at(&de::join_path(path, key), format!("{msg}, got {value}")))
-    }
-}
-
 /// Parses scenario text into the file model, turning serde's errors into key-path messages.
-pub fn parse(src: &str) -> Result<ScenarioFile, ScenarioError> {
-    let de = toml::Deserializer::parse(src).map_err(|e| toml_error(src, "", &e))?;
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        toml_error(src, &path, e.inner())
-    })
-}
-
-fn toml_error(src: &str, path: &str, e: &toml::de::Error) -> ScenarioError {
-    let line = e.span().map(|s| src[..s.start.min(src.len())].matches('\n').count() + 1);
-    let msg = e.message().lines().next().unwrap_or("").trim_end();
-    let path = if path == "." { "" } else { path };
-    let (path, message) = match de::split_marked(msg) {
-        Some((inner, m)) => (de::join_path(path, inner), m.to_string()),
-        None => (path.to_string(), msg.to_string()),
-    };
-    let at = e
-        .span()
-        .map(|s| {
-            let text = src.get(s.clone()).unwrap_or("").trim();
-            // A table header's span is its name: say it is a table.
-            let header = s.start > 0 && src.get(s.start - 1..s.start) == Some("[");
-            if header {
-                format!("[{text}]")
-            } else {
-                text.to_string()
-            }
-        })
-        .unwrap_or_default();
-    ScenarioError { path, message: plain_message(&message, &at), line }
-}
-
-/// The TOML and serde messages in a user's words: the duplicated key named, numbers out of
-/// range said to be out of range (with the bound), no internal type names.
-pub(crate) fn plain_message(msg: &str, at: &str) -> String {
-    let max_of = |ty: &str| match ty {
-        "u8" => Some(u8::MAX as u128),
-        "u16" => Some(u16::MAX as u128),
-        "u32" => Some(u32::MAX as u128),
-        "u64" => Some(u64::MAX as u128),
-        "usize" => Some(usize::MAX as u128),
-        "i64" => Some(i64::MAX as u128),
-        _ => None,
-    };
-    let quoted = |m: &str| m.split('`').nth(1).map(str::to_string);
-    let expected = msg.rsplit("expected ").next().unwrap_or("").trim();
-    if msg.starts_with("duplicate key") {
-        return if at.starts_with('[') {
-            format!("table {at} appears twice")
-        } else if at.is_empty() {
-            "a key appears twice".into()
-        } else {
-            format!("key `{}` appears twice", at.split('=').next().unwrap_or(at).trim())
-        };
-    }
-    if let (Some(n), Some(max)) = (quoted(msg), max_of(expected)) {
-        if msg.starts_with("invalid type: integer") || msg.starts_with("invalid value: integer") {
-            return if n.starts_with('-') {
-                format!("must be a whole number from 0 to {max}, got {n}")
-            } else {
-                format!("out of range: must be at most {max}, got {n}")
-            };
-        }
-        if msg.starts_with("invalid type: floating point") {
-            let shown = n.parse::<f64>().map(|x| if x.abs() >= 1e15 { format!("{x:e}") } else { x.to_string() });
-            return format!("must be a whole number (no decimal point or exponent), got {}", shown.unwrap_or(n));
-        }
-    }
-    // serde names the Rust type: `expected struct GpuSection` says nothing to a user.
-    for (rust, plain) in [("expected struct ", "expected a table"), ("expected enum ", "expected one of its names")] {
-        if let Some(i) = msg.find(rust) {
-            let rest = &msg[i + rust.len()..];
-            let tail = rest.find(|c: char| !c.is_alphanumeric() && c != '_').map_or("", |j| &rest[j..]);
-            return format!("{}{plain}{tail}", &msg[..i]);
-        }
-    }
-    msg.to_string()
-}
-
-/// One group of identical instances: the same GPU, TP degree and scheduler.
-#[derive(Clone, Debug)]
-pub struct InstanceGroup {
-    pub name: String,
-    pub count: u32,
-    pub gpu: GpuSpec,
-    pub tp: u64,
-    pub scheduler: SchedulerSection,
-    pub memory: MemoryBudget,
-    pub cost: CostSpec,
-    /// The measured cost profile (`cost.profile`), checked against the model and TP degree;
-    /// without one the roofline model prices iterations.
-    pub profile: Option<Arc<Profile>>,
-    /// Longest prompt + output a request may have on this group.
-    pub max_model_len: u64,
-    /// Its pool in a disaggregated cluster; mixed otherwise.
-    pub role: crate::disagg::Role,
+pub fn parse(src: &str) -> Result<ScenarioFile, ConfigError> {
+    crate::config::parse(src)
 }
 
 /// A validated scenario: everything the simulator needs, resolved.
@@ -215,14 +86,14 @@ pub(crate) fn group_memory(
     tp: u64,
     memory_key: &str,
     scheduler_key: &str,
-) -> Result<MemoryBudget, ScenarioError> {
+) -> Result<MemoryBudget, ConfigError> {
     let kv_model = scheduler.kv_cache.model(model);
-    let mut memory = plan_memory(&kv_model, gpu, cfg).map_err(|e| ScenarioError::at(memory_key, e.to_string()))?;
+    let mut memory = plan_memory(&kv_model, gpu, cfg).map_err(|e| ConfigError::at(memory_key, e.to_string()))?;
     if let Some(d) = scheduler.speculative.as_ref().and_then(|s| s.draft.as_ref()) {
         let key = format!("{scheduler_key}.speculative.draft");
         let draft = scheduler.kv_cache.model(&d.resolve(&key)?);
         crate::instance::speculative::plan_draft_memory(&mut memory, &draft, tp)
-            .map_err(|e| ScenarioError::at(&key, e))?;
+            .map_err(|e| ConfigError::at(&key, e))?;
     }
     Ok(memory)
 }
@@ -235,13 +106,13 @@ fn group_profile(
     model: &ModelSpec,
     resources: &dyn Resources,
     path_key: &str,
-) -> Result<Option<Arc<Profile>>, ScenarioError> {
+) -> Result<Option<Arc<Profile>>, ConfigError> {
     let CostSpec::Roofline(c) = &g.cost else { return Ok(None) };
     let kv_model = g.scheduler.kv_cache.model(model);
     let (p, key) = match (&c.profile, &c.database) {
         (Some(path), _) => {
             let key = format!("{path_key}.profile");
-            let p = resources.profile(path).map_err(|e| ScenarioError::at(&key, e))?;
+            let p = resources.profile(path).map_err(|e| ConfigError::at(&key, e))?;
             (p, format!("{key}: {path}"))
         }
         (None, Some(d)) => {
@@ -249,7 +120,7 @@ fn group_profile(
             let gpu_system = crate::spec::GpuPreset::find(&g.gpu.name).map(|p| p.database_system);
             let system = match (&d.system, gpu_system) {
                 (Some(s), Some(gs)) if crate::spec::GpuPreset::find(s).map(|p| p.database_system) != Some(gs) => {
-                    return Err(ScenarioError::at(
+                    return Err(ConfigError::at(
                         &format!("{key}.system"),
                         format!(
                             "{s} does not match the group's GPU {} (database system {gs}); omit system to follow the GPU",
@@ -260,7 +131,7 @@ fn group_profile(
                 (Some(s), _) => crate::spec::GpuPreset::find(s).map_or(s.clone(), |p| p.database_system.to_string()),
                 (None, Some(gs)) => gs.to_string(),
                 (None, None) => {
-                    return Err(ScenarioError::at(
+                    return Err(ConfigError::at(
                         &format!("{key}.system"),
                         format!("the GPU {} is not a preset with a kernel database; name the database's system", g.gpu.name),
                     ))
@@ -278,18 +149,18 @@ fn group_profile(
                 tp: g.tp as u32,
                 gpu: g.gpu.clone(),
             };
-            let p = resources.database(&req).map_err(|e| ScenarioError::at(&key, e))?;
+            let p = resources.database(&req).map_err(|e| ConfigError::at(&key, e))?;
             (p, key)
         }
         (None, None) => return Ok(None),
     };
     let m = Profiled::new(kv_model, g.gpu.clone(), g.tp, c.params(), &p).map_err(|e| {
         let (k, what) = key.split_once(": ").unwrap_or((&key, ""));
-        ScenarioError::at(k, if what.is_empty() { e } else { format!("{what}: {e}") })
+        ConfigError::at(k, if what.is_empty() { e } else { format!("{what}: {e}") })
     })?;
     if c.strict && !m.fallbacks().is_empty() {
         let list: Vec<String> = m.fallbacks().iter().map(|f| format!("{} ({})", f.op, f.reason)).collect();
-        return Err(ScenarioError::at(
+        return Err(ConfigError::at(
             &format!("{path_key}.strict"),
             format!("the roofline would price {}", list.join("; ")),
         ));
@@ -301,22 +172,18 @@ impl Scenario {
     /// Parses and validates scenario text. `default_name` names the scenario when the file
     /// does not (the CLI passes the file stem). Named files (profiles, traces) are not read:
     /// see [`Scenario::from_toml_in`].
-    pub fn from_toml(src: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
+    pub fn from_toml(src: &str, default_name: &str) -> Result<Scenario, ConfigError> {
         Scenario::from_toml_in(src, default_name, Arc::new(NoFiles))
     }
 
     /// Like [`Scenario::from_toml`], with `resources` providing the files the scenario names.
-    pub fn from_toml_in(
-        src: &str,
-        default_name: &str,
-        resources: Arc<dyn Resources>,
-    ) -> Result<Scenario, ScenarioError> {
+    pub fn from_toml_in(src: &str, default_name: &str, resources: Arc<dyn Resources>) -> Result<Scenario, ConfigError> {
         let file = parse(src)?;
         Scenario::from_file_in(file, default_name, resources)
     }
 
     /// Validates a parsed file, without files (a `cost.profile` is an error).
-    pub fn from_file(file: ScenarioFile, default_name: &str) -> Result<Scenario, ScenarioError> {
+    pub fn from_file(file: ScenarioFile, default_name: &str) -> Result<Scenario, ConfigError> {
         Scenario::from_file_in(file, default_name, Arc::new(NoFiles))
     }
 
@@ -325,7 +192,7 @@ impl Scenario {
         mut file: ScenarioFile,
         default_name: &str,
         resources: Arc<dyn Resources>,
-    ) -> Result<Scenario, ScenarioError> {
+    ) -> Result<Scenario, ConfigError> {
         let name = file.name.clone().unwrap_or_else(|| default_name.to_string());
         check(
             !name.is_empty()
@@ -343,10 +210,7 @@ impl Scenario {
         let top_gpu = if heterogeneous && file.gpu == GpuSection::default() {
             None
         } else if file.gpu == GpuSection::default() {
-            return Err(ScenarioError::at(
-                "gpu",
-                "missing section: give [gpu] preset = \"...\" or every number".into(),
-            ));
+            return Err(ConfigError::at("gpu", "missing section: give [gpu] preset = \"...\" or every number".into()));
         } else {
             Some(file.gpu.resolve("gpu")?)
         };
@@ -385,14 +249,14 @@ impl Scenario {
         file.cluster.disaggregation = disaggregation.clone();
         if let (Some(plan), Some(_)) = (&file.plan, &disaggregation) {
             if plan.spare > 0 {
-                return Err(ScenarioError::at(
+                return Err(ConfigError::at(
                     "plan.spare",
                     format!("{} instances down is not planned for a disaggregated cluster (cluster.disaggregation); use plan.spare_instances to add spares without simulating failures", plan.spare),
                 ));
             }
         }
         if file.fleet.is_some() && disaggregation.is_some() {
-            return Err(ScenarioError::at(
+            return Err(ConfigError::at(
                 "fleet",
                 "failures and autoscaling are not modelled for a disaggregated cluster (cluster.disaggregation); \
                  remove one of the two sections"
@@ -401,7 +265,7 @@ impl Scenario {
         }
         if let Some(t) = file.workload.trace.as_mut() {
             if t.source.is_none() {
-                resources.trace(t).map_err(|e| ScenarioError::at("", e))?;
+                resources.trace(t).map_err(|e| ConfigError::at("", e))?;
             }
         }
         // A workload known to be larger than the run may hold is refused before anything runs.
@@ -437,21 +301,17 @@ impl Scenario {
             resolved: file,
             resources,
         };
-        // Plan candidates are checked here too, so that every command reports a bad candidate.
-        if scenario.resolved.plan.is_some() {
-            crate::plan::candidates(&scenario)?;
-        }
         Ok(scenario)
     }
 
     /// Validates a file derived from this scenario (a plan candidate, a compare variant) with
     /// the same resources.
-    pub fn derive(&self, file: ScenarioFile) -> Result<Scenario, ScenarioError> {
+    pub fn derive(&self, file: ScenarioFile) -> Result<Scenario, ConfigError> {
         Scenario::from_file_in(file, &self.name, self.resources.clone())
     }
 
     /// The one group of the `[cluster] instances, tp` form.
-    fn single_group(file: &ScenarioFile, model: &ModelSpec, gpu: GpuSpec) -> Result<InstanceGroup, ScenarioError> {
+    fn single_group(file: &ScenarioFile, model: &ModelSpec, gpu: GpuSpec) -> Result<InstanceGroup, ConfigError> {
         let tp = file.cluster.tp as u64;
         check(
             model.heads.is_multiple_of(tp),
@@ -480,7 +340,7 @@ impl Scenario {
             cost: file.cost.clone(),
             profile: None,
             max_model_len,
-            role: crate::disagg::Role::Mixed,
+            role: crate::instance::Role::Mixed,
         })
     }
 

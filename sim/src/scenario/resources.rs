@@ -12,6 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::cost::profile::Profile;
+use crate::cost::DatabaseRequest;
 use crate::workload::trace::TraceSpec;
 
 /// Files a scenario names, as the caller provides them.
@@ -36,65 +37,6 @@ pub trait Resources: Send + Sync + fmt::Debug {
                 req.describe()
             )
         })
-    }
-}
-
-/// What a group asks of a kernel database: the database's system, framework, version and GEMM
-/// selection, and the group's model, KV dtype, TP degree and GPU.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DatabaseRequest {
-    pub system: String,
-    pub framework: String,
-    pub version: Option<String>,
-    /// bf16, fp8, fp8-block or fp4.
-    pub weights: String,
-    pub gemm_kernel: Option<String>,
-    /// The database folder as the scenario names it (relative to the scenario).
-    pub path: Option<String>,
-    pub model: crate::spec::ModelSpec,
-    pub tp: u32,
-    pub gpu: crate::spec::GpuSpec,
-}
-
-impl DatabaseRequest {
-    /// What is asked, in words: `llama-3-8b on h100_sxm (vllm newest, bf16 weights, bf16 KV, TP 1)`.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} on {} ({} {}, {} weights, {} KV, TP {})",
-            self.model.name,
-            self.system,
-            self.framework,
-            self.version.as_deref().unwrap_or("newest"),
-            self.weights,
-            self.model.kv_dtype.name(),
-            self.tp
-        )
-    }
-
-    /// A key naming the inputs, for caches.
-    pub fn key(&self) -> String {
-        let m = &self.model;
-        format!(
-            "{}|{}|{}|{}|{}|{}|{}|{} {} {} {} {} {} {} {} {}|{:?}|tp{}",
-            self.system,
-            self.framework,
-            self.version.as_deref().unwrap_or("newest"),
-            self.weights,
-            self.gemm_kernel.as_deref().unwrap_or(""),
-            self.path.as_deref().unwrap_or(""),
-            m.name,
-            m.layers,
-            m.hidden,
-            m.heads,
-            m.kv_heads,
-            m.head_dim,
-            m.intermediate,
-            m.vocab,
-            m.experts,
-            m.top_k,
-            m.kv_dtype,
-            self.tp
-        )
     }
 }
 

@@ -2,9 +2,14 @@
 
 mod gpu;
 mod model;
+mod section;
 
 pub use gpu::{GpuPreset, GpuSpec, GPU_PRESETS};
 pub use model::{ModelPreset, ModelSpec, MAX_DIMENSION, MODEL_PRESETS};
+pub use section::{GpuSection, ModelSection, MAX_KV_BYTES_PER_TOKEN, MAX_PARAMS};
+
+/// One gibibyte, in bytes.
+pub const GIB: f64 = (1u64 << 30) as f64;
 
 use serde::{Deserialize, Serialize};
 

@@ -5,7 +5,7 @@ use rand_distr::{Distribution, Exp, Gamma};
 use serde::{Deserialize, Serialize};
 
 use super::daily::{next_thinned, Curve, Diurnal};
-use crate::scenario::{check, ScenarioError};
+use crate::config::{check, ConfigError};
 use crate::tagged_enum;
 
 /// How requests arrive. Open-loop processes arrive regardless of how the system keeps up;
@@ -108,7 +108,7 @@ pub enum ThinkKind {
     Fixed,
 }
 
-fn check_rate(path: &str, key: &str, rate: f64, allow_zero: bool) -> Result<(), ScenarioError> {
+fn check_rate(path: &str, key: &str, rate: f64, allow_zero: bool) -> Result<(), ConfigError> {
     if allow_zero {
         check(rate.is_finite() && rate >= 0.0, path, key, "must be ≥ 0", rate)
     } else {
@@ -116,12 +116,12 @@ fn check_rate(path: &str, key: &str, rate: f64, allow_zero: bool) -> Result<(), 
     }
 }
 
-fn check_cv(path: &str, key: &str, cv: f64) -> Result<(), ScenarioError> {
+fn check_cv(path: &str, key: &str, cv: f64) -> Result<(), ConfigError> {
     check(cv.is_finite() && cv > 0.0 && cv <= 100.0, path, key, "must be in (0, 100]", cv)
 }
 
 impl ArrivalSpec {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         match self {
             ArrivalSpec::Poisson(p) => check_rate(path, "rate", p.rate, false),
             ArrivalSpec::Gamma(g) => {
@@ -131,7 +131,7 @@ impl ArrivalSpec {
             ArrivalSpec::Constant(c) => check_rate(path, "rate", c.rate, false),
             ArrivalSpec::Phases(p) => {
                 if p.phases.is_empty() {
-                    return Err(ScenarioError::at(&format!("{path}.phases"), "must list at least one phase".into()));
+                    return Err(ConfigError::at(&format!("{path}.phases"), "must list at least one phase".into()));
                 }
                 for (i, ph) in p.phases.iter().enumerate() {
                     let pp = format!("{path}.phases[{i}]");
@@ -146,7 +146,7 @@ impl ArrivalSpec {
                     check_cv(&pp, "cv", ph.cv)?;
                 }
                 if p.phases.iter().all(|ph| ph.rate == 0.0) {
-                    return Err(ScenarioError::at(
+                    return Err(ConfigError::at(
                         &format!("{path}.phases"),
                         "every phase has rate 0: no request would arrive".into(),
                     ));

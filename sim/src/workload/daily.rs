@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::{check, ScenarioError};
+use crate::config::{check, ConfigError};
 
 /// `{ kind = "diurnal", peak_rate, trough_rate, period_s = 86400, peak_at_s = 50400 }`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -53,12 +53,12 @@ pub struct Curve {
     pub period_s: Option<f64>,
 }
 
-fn check_rate(path: &str, key: &str, r: f64) -> Result<(), ScenarioError> {
+fn check_rate(path: &str, key: &str, r: f64) -> Result<(), ConfigError> {
     check(r.is_finite() && (0.0..1e9).contains(&r), path, key, "must be ≥ 0", r)
 }
 
 impl Diurnal {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check_rate(path, "peak_rate", self.peak_rate)?;
         check(self.peak_rate > 0.0, path, "peak_rate", "must be > 0", self.peak_rate)?;
         check_rate(path, "trough_rate", self.trough_rate)?;
@@ -92,10 +92,10 @@ impl Diurnal {
 }
 
 impl Curve {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         let pts = format!("{path}.points");
         if self.points.len() < 2 {
-            return Err(ScenarioError::at(&pts, "must list at least two [t_s, rate] points".into()));
+            return Err(ConfigError::at(&pts, "must list at least two [t_s, rate] points".into()));
         }
         check(self.points[0][0] == 0.0, &pts, "[0][0]", "the first point must be at t = 0", self.points[0][0])?;
         for (i, p) in self.points.iter().enumerate() {
@@ -113,7 +113,7 @@ impl Curve {
             }
         }
         if self.max_rate() <= 0.0 {
-            return Err(ScenarioError::at(&pts, "every rate is 0: no request would arrive".into()));
+            return Err(ConfigError::at(&pts, "every rate is 0: no request would arrive".into()));
         }
         if let Some(p) = self.period_s {
             let last = self.points[self.points.len() - 1][0];

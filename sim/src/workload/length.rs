@@ -5,7 +5,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, LogNormal, Normal};
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::{check, ScenarioError};
+use crate::config::{check, ConfigError};
 use crate::tagged_enum;
 
 /// Φ⁻¹(0.99): the standard-normal quantile that turns a (median, p99) pair into a lognormal σ.
@@ -95,11 +95,11 @@ impl<'de> Deserialize<'de> for Component {
             Some(toml::Value::Float(f)) => f,
             Some(toml::Value::Integer(i)) => i as f64,
             Some(v) => {
-                let m = crate::scenario::de::PATH_MARK;
+                let m = crate::config::de::PATH_MARK;
                 return Err(D::Error::custom(format!("{m}weight{m}expected a number, got {v}")));
             }
             None => {
-                let m = crate::scenario::de::PATH_MARK;
+                let m = crate::config::de::PATH_MARK;
                 return Err(D::Error::custom(format!("{m}weight{m}missing")));
             }
         };
@@ -110,7 +110,7 @@ impl<'de> Deserialize<'de> for Component {
 
 impl LengthDist {
     /// Checks values; `path` names this distribution's key for error messages.
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         match self {
             LengthDist::Fixed(f) => check(f.value >= 1, path, "value", "must be ≥ 1", f.value),
             LengthDist::Uniform(u) => {
@@ -145,14 +145,14 @@ impl LengthDist {
                         )?;
                     }
                     _ => {
-                        return Err(ScenarioError::at(path, "give either median and p99, or mu and sigma".to_string()));
+                        return Err(ConfigError::at(path, "give either median and p99, or mu and sigma".to_string()));
                     }
                 }
                 check_clamps(path, l.min, l.max)
             }
             LengthDist::Mixture(m) => {
                 if m.components.is_empty() {
-                    return Err(ScenarioError::at(
+                    return Err(ConfigError::at(
                         &format!("{path}.components"),
                         "must list at least one component".into(),
                     ));
@@ -240,7 +240,7 @@ impl Lognormal {
     }
 }
 
-fn check_clamps(path: &str, min: Option<u64>, max: Option<u64>) -> Result<(), ScenarioError> {
+fn check_clamps(path: &str, min: Option<u64>, max: Option<u64>) -> Result<(), ConfigError> {
     if let Some(lo) = min {
         check(lo >= 1, path, "min", "must be ≥ 1", lo)?;
     }

@@ -22,8 +22,8 @@ pub use length::LengthDist;
 pub use prefix::PrefixSpec;
 pub use trace::{TraceError, TraceSpec};
 
+use crate::config::{check, ConfigError};
 use crate::rng::{substream, Stream};
-use crate::scenario::{check, ScenarioError};
 use crate::time::SimTime;
 
 /// `[workload]`: arrivals and lengths (synthetic) or a trace to replay, and when the workload
@@ -60,7 +60,7 @@ pub struct WorkloadSpec {
 pub const MAX_DURATION_S: f64 = 1e9;
 
 impl WorkloadSpec {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         if let Some(d) = self.duration_s {
             check(d.is_finite() && d > 0.0 && d <= MAX_DURATION_S, path, "duration_s", "must be in (0, 1e9] s", d)?;
         }
@@ -70,7 +70,7 @@ impl WorkloadSpec {
         if self.trace.is_some() {
             for (key, given) in [("prefix", self.prefix.is_some()), ("class_weights", self.class_weights.is_some())] {
                 if given {
-                    return Err(ScenarioError::at(
+                    return Err(ConfigError::at(
                         &format!("{path}.{key}"),
                         "not used with a trace (a trace carries its own prefixes and classes)".into(),
                     ));
@@ -80,7 +80,7 @@ impl WorkloadSpec {
         let (arrival, prompt, output) = match (&self.trace, &self.arrival, &self.prompt_tokens, &self.output_tokens) {
             (Some(t), None, None, None) => return t.validate(&format!("{path}.trace")),
             (Some(_), ..) => {
-                return Err(ScenarioError::at(
+                return Err(ConfigError::at(
                     path,
                     "give either a trace, or arrival with prompt_tokens and output_tokens, not both".into(),
                 ))
@@ -94,7 +94,7 @@ impl WorkloadSpec {
                 } else {
                     "output_tokens"
                 };
-                return Err(ScenarioError::at(
+                return Err(ConfigError::at(
                     &format!("{path}.{key}"),
                     "missing: give arrival, prompt_tokens and output_tokens, or a trace".into(),
                 ));
@@ -102,7 +102,7 @@ impl WorkloadSpec {
         };
         arrival.validate(&format!("{path}.arrival"))?;
         if self.duration_s.is_none() && self.requests.is_none() && arrival.natural_duration_s().is_none() {
-            return Err(ScenarioError::at(path, "set duration_s or requests: the workload needs an end".into()));
+            return Err(ConfigError::at(path, "set duration_s or requests: the workload needs an end".into()));
         }
         prompt.validate(&format!("{path}.prompt_tokens"))?;
         output.validate(&format!("{path}.output_tokens"))?;

@@ -21,8 +21,8 @@ use rand_distr::{Distribution, Exp};
 use serde::{Deserialize, Serialize};
 
 use super::{LengthDist, Segment};
+use crate::config::{check, ConfigError};
 use crate::rng::{substream, Stream};
-use crate::scenario::{check, ScenarioError};
 
 /// `[workload.prefix]`: which shared structure prompts have. Every part is optional.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -88,7 +88,7 @@ fn one_u32() -> u32 {
 }
 
 impl PrefixSpec {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         if let Some(s) = &self.system {
             let p = format!("{path}.system");
             check(s.groups >= 1 && s.groups <= 10_000_000, &p, "groups", "must be in [1, 10000000]", s.groups)?;

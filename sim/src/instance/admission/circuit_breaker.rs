@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::{check, ScenarioError};
+use crate::config::{check, ConfigError};
 use crate::time::SimTime;
 
 /// `[scheduler.admission.circuit_breaker]`
@@ -30,7 +30,7 @@ fn one() -> f64 {
 }
 
 impl CircuitBreaker {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check(
             self.open_delay_s.is_finite() && self.open_delay_s > 0.0,
             path,

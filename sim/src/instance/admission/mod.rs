@@ -14,7 +14,7 @@ pub mod circuit_breaker;
 
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::{check, ScenarioError};
+use crate::config::{check, ConfigError};
 pub use circuit_breaker::{Breaker, CircuitBreaker};
 
 /// `[scheduler.admission]`: every limit is off unless given.
@@ -32,7 +32,7 @@ pub struct AdmissionSection {
 }
 
 impl AdmissionSection {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         if let Some(t) = self.queue_timeout_s {
             check(t.is_finite() && t > 0.0, path, "queue_timeout_s", "must be > 0", t)?;
         }

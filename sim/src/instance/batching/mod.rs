@@ -13,8 +13,8 @@ pub mod static_batch;
 use serde::Serialize;
 
 use super::Instance;
+use crate::config::{ConfigError, Empty};
 use crate::metrics::Recorder;
-use crate::scenario::{Empty, ScenarioError};
 use crate::tagged_enum;
 use crate::time::SimTime;
 
@@ -40,7 +40,7 @@ impl Default for BatchingSpec {
 }
 
 impl BatchingSpec {
-    pub fn validate(&self, _path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, _path: &str) -> Result<(), ConfigError> {
         Ok(())
     }
 

@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::{check, Empty, ScenarioError};
+use crate::config::{check, ConfigError, Empty};
 use crate::tagged_enum;
 
 /// `[scheduler.preemption]` (`kind = "..."`).
@@ -50,7 +50,7 @@ impl Default for Swap {
 }
 
 impl PreemptionSpec {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         match self {
             PreemptionSpec::Recompute(_) => Ok(()),
             PreemptionSpec::Swap(s) => check(

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{QueueCtx, QueueOrder, Seq};
-use crate::scenario::{check, ScenarioError};
+use crate::config::{check, ConfigError};
 
 /// `kind = "length-tiers"`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -26,7 +26,7 @@ fn one() -> u32 {
 }
 
 impl LengthTiers {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check(self.short_max_tokens >= 1, path, "short_max_tokens", "must be ≥ 1", self.short_max_tokens)?;
         check(
             self.medium_max_tokens >= self.short_max_tokens,

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::seq::Seq;
-use crate::scenario::{Empty, ScenarioError};
+use crate::config::{ConfigError, Empty};
 use crate::tagged_enum;
 
 /// A queue order (`[scheduler.queue]`, `kind = "..."`).
@@ -53,7 +53,7 @@ impl Default for QueueSpec {
 }
 
 impl QueueSpec {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         match self {
             QueueSpec::Fcfs(_) | QueueSpec::ShortestPrompt(_) => Ok(()),
             QueueSpec::ShortestJob(p) => p.validate(path),

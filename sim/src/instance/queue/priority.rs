@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{float_key, QueueOrder, Seq};
-use crate::scenario::{check, ScenarioError};
+use crate::config::{check, ConfigError};
 
 /// `kind = "priority"`
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -18,7 +18,7 @@ pub struct Priority {
 }
 
 impl Priority {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check(
             self.aging_per_s.is_finite() && self.aging_per_s >= 0.0,
             path,

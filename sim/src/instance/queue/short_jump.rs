@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{QueueCtx, QueueOrder, Seq};
-use crate::scenario::{check, ScenarioError};
+use crate::config::{check, ConfigError};
 
 /// `kind = "short-jump"`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -18,7 +18,7 @@ pub struct ShortJump {
 }
 
 impl ShortJump {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check(self.short_max_tokens >= 1, path, "short_max_tokens", "must be ≥ 1", self.short_max_tokens)
     }
 }

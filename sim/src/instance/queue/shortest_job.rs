@@ -8,8 +8,8 @@ use rand_distr::{Distribution, LogNormal};
 use serde::{Deserialize, Serialize};
 
 use super::{QueueOrder, Seq};
+use crate::config::{check, ConfigError};
 use crate::rng::{substream, Stream};
-use crate::scenario::{check, ScenarioError};
 
 /// `kind = "shortest-job"`
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -20,7 +20,7 @@ pub struct ShortestJob {
 }
 
 impl ShortestJob {
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check(
             self.output_error.is_finite() && (0.0..=5.0).contains(&self.output_error),
             path,

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 pub use datetime::{parse_datetime_ns, parse_decimal_ns};
 pub use replay::{scan, TraceReplay, TraceScan};
 
-use crate::scenario::{check, ScenarioError};
+use crate::config::{check, ConfigError};
 
 /// Tokens per Mooncake hash id (one id per 512-token block).
 pub const MOONCAKE_BLOCK_TOKENS: u32 = 512;
@@ -284,12 +284,12 @@ impl TraceSpec {
         }
     }
 
-    pub fn validate(&self, path: &str) -> Result<(), ScenarioError> {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check(!self.path.is_empty(), path, "path", "must name a file", "\"\"")?;
         match self.format {
             TraceFormat::Azure | TraceFormat::Mooncake => {
                 if self.columns.is_some() {
-                    return Err(ScenarioError::at(
+                    return Err(ConfigError::at(
                         &format!("{path}.columns"),
                         format!(
                             "only for format \"csv\" or \"jsonl\"; {} traces have fixed columns",
@@ -298,7 +298,7 @@ impl TraceSpec {
                     ));
                 }
                 if self.arrival_unit.is_some() {
-                    return Err(ScenarioError::at(
+                    return Err(ConfigError::at(
                         &format!("{path}.arrival_unit"),
                         format!(
                             "only for format \"csv\" or \"jsonl\"; {} traces have a fixed unit",
@@ -325,7 +325,7 @@ impl TraceSpec {
             check(r.is_finite() && r > 0.0, path, "target_rate", "must be > 0", r)?;
         }
         if self.speedup.is_some() && self.target_rate.is_some() {
-            return Err(ScenarioError::at(path, "give speedup or target_rate, not both".into()));
+            return Err(ConfigError::at(path, "give speedup or target_rate, not both".into()));
         }
         if let Some([a, b]) = self.window_s {
             check(a.is_finite() && a >= 0.0, &format!("{path}.window_s"), "[0]", "must be ≥ 0", a)?;

@@ -7,12 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
-use super::{transfer_time, Disaggregation, Role};
-use crate::engine::{Event, EventQueue};
+use super::{Event, EventQueue};
+use crate::disagg::{transfer_time, Disaggregation, Role};
 use crate::instance::{Handoff, Instance};
-use crate::metrics::{Dist, Recorder, RejectReason, Status};
+use crate::metrics::{DisaggSummary, Dist, PoolSummary, Recorder, RejectReason, Status};
 use crate::router::{self, Router};
 use crate::scenario::Scenario;
 use crate::time::SimTime;
@@ -49,38 +47,6 @@ struct Stats {
     transfer_ns: Vec<u64>,
     wait_ns: Vec<u64>,
     decode_start: Vec<(u64, SimTime)>,
-}
-
-/// One pool's share of the work.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PoolSummary {
-    pub instances: u32,
-    pub gpus: u64,
-    pub iterations: u64,
-    /// Mean and largest sequences per iteration.
-    pub batch_mean: f64,
-    pub batch_max: u64,
-    /// Time in iterations / (instances × simulated time).
-    pub busy_fraction: f64,
-}
-
-/// The `disaggregation` key of the summary.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct DisaggSummary {
-    pub prefill: PoolSummary,
-    pub decode: PoolSummary,
-    /// KV transfers started (requests with more than one output token that got decode blocks).
-    pub transfers: u64,
-    /// Bytes moved over all GPU links together.
-    pub transfer_bytes: u64,
-    /// Link time per transfer (latency + bytes / bandwidth), measured requests.
-    pub transfer_ms: Dist,
-    /// From the first token to the transfer's start: the wait for the decode instance's KV
-    /// blocks (and a batch slot), measured requests.
-    pub transfer_wait_ms: Dist,
-    /// Per finished measured request: (finish − KV arrival on the decode instance) / (output −
-    /// 1): the TPOT the decode pool delivers, without the transfer and the wait.
-    pub decode_tpot_ms: Dist,
 }
 
 impl Pools {

@@ -5,7 +5,7 @@
 //! [`tagged_enum!`] deserialises a `kind = "..."` table by hand instead: it reads the table, takes
 //! `kind`, and deserialises the rest into the variant's struct while tracking the path. The inner
 //! path travels to the top inside the error message, behind [`PATH_MARK`], and
-//! [`super::ScenarioError`] joins it to the outer path.
+//! [`super::ConfigError`] joins it to the outer path.
 
 use serde::de::{DeserializeOwned, Error};
 
@@ -71,9 +71,9 @@ macro_rules! tagged_enum {
         impl<'de> serde::Deserialize<'de> for $ty {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let mut table = <toml::Table as serde::Deserialize>::deserialize(d)?;
-                let kind = $crate::scenario::de::take_kind::<D::Error>(&mut table, &[$($kind),*])?;
+                let kind = $crate::config::de::take_kind::<D::Error>(&mut table, &[$($kind),*])?;
                 match kind.as_str() {
-                    $($kind => $crate::scenario::de::variant::<$inner, D::Error>(table).map($ty::$variant),)*
+                    $($kind => $crate::config::de::variant::<$inner, D::Error>(table).map($ty::$variant),)*
                     _ => unreachable!("take_kind accepts only listed kinds"),
                 }
             }

@@ -1,0 +1,156 @@
+//! One group of identical instances: its `[scheduler]` section (the file's words, vLLM's names
+//! and defaults), and the group as resolved (GPU, TP degree, memory budget, cost model, role).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::admission::AdmissionSection;
+use super::batching::BatchingSpec;
+use super::cpu::CpuSection;
+use super::kv_policy::KvCacheSection;
+use super::preemption::PreemptionSpec;
+use super::prefix::PrefixCacheSection;
+use super::queue::QueueSpec;
+use super::speculative::SpeculativeSection;
+use crate::config::{check, ConfigError};
+use crate::cost::profile::Profile;
+use crate::cost::CostSpec;
+use crate::memory::MemoryBudget;
+use crate::spec::GpuSpec;
+
+/// `[scheduler]`: the per-instance batch scheduler (vLLM's names and defaults).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerSection {
+    /// Most sequences in one iteration. Default 256.
+    pub max_num_seqs: u32,
+    /// Most tokens in one iteration (prefill tokens + one per decode). Default 8192.
+    pub max_num_batched_tokens: u32,
+    /// Tokens per KV block. Default 16.
+    pub block_tokens: u32,
+    /// Fraction of KV blocks kept free when admitting new requests, so running ones can grow
+    /// without immediate preemption. Default 0.01 (vLLM's watermark).
+    pub watermark: f64,
+    /// Longest prompt + output accepted. Default: the model's max context.
+    pub max_model_len: Option<u64>,
+    /// `[scheduler.batching]`: continuous (default), static or chunked.
+    pub batching: BatchingSpec,
+    /// `[scheduler.queue]`: queue order. Default FCFS.
+    pub queue: QueueSpec,
+    /// `[scheduler.admission]`: overload control. Default: none.
+    pub admission: AdmissionSection,
+    /// `[scheduler.preemption]`: recompute (default) or swap.
+    pub preemption: PreemptionSpec,
+    /// `[scheduler.kv_cache]`: paged (default) or max-length reservation; KV dtype override.
+    pub kv_cache: KvCacheSection,
+    /// `[scheduler.prefix_cache]`: automatic prefix caching. Default off.
+    pub prefix_cache: PrefixCacheSection,
+    /// `[scheduler.speculative]`: speculative decoding. Default off.
+    pub speculative: Option<SpeculativeSection>,
+    /// `[scheduler.cpu]`: CPU overhead per iteration and its overlap with the GPU.
+    pub cpu: CpuSection,
+}
+
+impl Default for SchedulerSection {
+    fn default() -> Self {
+        SchedulerSection {
+            max_num_seqs: 256,
+            max_num_batched_tokens: 8192,
+            block_tokens: 16,
+            watermark: 0.01,
+            max_model_len: None,
+            batching: BatchingSpec::default(),
+            queue: QueueSpec::default(),
+            admission: AdmissionSection::default(),
+            preemption: PreemptionSpec::default(),
+            kv_cache: KvCacheSection::default(),
+            prefix_cache: PrefixCacheSection::default(),
+            speculative: None,
+            cpu: CpuSection::default(),
+        }
+    }
+}
+
+impl SchedulerSection {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        check(self.max_num_seqs >= 1, path, "max_num_seqs", "must be ≥ 1", self.max_num_seqs)?;
+        check(
+            self.max_num_batched_tokens >= 1,
+            path,
+            "max_num_batched_tokens",
+            "must be ≥ 1",
+            self.max_num_batched_tokens,
+        )?;
+        check(
+            self.block_tokens >= 1 && self.block_tokens <= 1 << 20,
+            path,
+            "block_tokens",
+            "must be in [1, 1048576]",
+            self.block_tokens,
+        )?;
+        check(
+            self.watermark.is_finite() && (0.0..0.5).contains(&self.watermark),
+            path,
+            "watermark",
+            "must be in [0, 0.5)",
+            self.watermark,
+        )?;
+        if let Some(m) = self.max_model_len {
+            check(m >= 2, path, "max_model_len", "must be ≥ 2", m)?;
+        }
+        self.batching.validate(&format!("{path}.batching"))?;
+        self.queue.validate(&format!("{path}.queue"))?;
+        self.admission.validate(&format!("{path}.admission"))?;
+        self.preemption.validate(&format!("{path}.preemption"))?;
+        self.kv_cache.validate(&format!("{path}.kv_cache"))?;
+        self.prefix_cache.validate(&format!("{path}.prefix_cache"))?;
+        if let Some(s) = &self.speculative {
+            s.validate(&format!("{path}.speculative"))?;
+        }
+        self.cpu.validate(&format!("{path}.cpu"))
+    }
+}
+
+/// What an instance group serves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// Whole requests: prefill and decode on one instance (the default).
+    #[default]
+    Mixed,
+    /// Prompts only: a request leaves after its first token, its KV transferred to a decode
+    /// instance.
+    Prefill,
+    /// Decoding of requests prefilled elsewhere.
+    Decode,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Mixed => "mixed",
+            Role::Prefill => "prefill",
+            Role::Decode => "decode",
+        }
+    }
+}
+
+/// One group of identical instances: the same GPU, TP degree and scheduler.
+#[derive(Clone, Debug)]
+pub struct InstanceGroup {
+    pub name: String,
+    pub count: u32,
+    pub gpu: GpuSpec,
+    pub tp: u64,
+    pub scheduler: SchedulerSection,
+    pub memory: MemoryBudget,
+    pub cost: CostSpec,
+    /// The measured cost profile (`cost.profile`), checked against the model and TP degree;
+    /// without one the roofline model prices iterations.
+    pub profile: Option<Arc<Profile>>,
+    /// Longest prompt + output a request may have on this group.
+    pub max_model_len: u64,
+    /// Its pool in a disaggregated cluster; mixed otherwise.
+    pub role: Role,
+}

@@ -1,0 +1,137 @@
+//! `[plan]`: what `servesim plan` searches, as the file says it. The planner (`crate::plan`)
+//! turns the candidates into scenarios and checks them ([`crate::plan::candidates`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::gpu_or_preset;
+use crate::config::{check, ConfigError};
+use crate::spec::GpuSection;
+
+/// `[plan]`: what `servesim plan` searches and how it reports.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanSection {
+    /// Seeds run at each decisive point (the scenario's seed, then seed + 1, ...). Default 3.
+    #[serde(default = "default_seeds")]
+    pub seeds: u32,
+    /// Extra instances as a fraction of the minimum: ⌈N × (1 + headroom)⌉. Default 0.
+    #[serde(default)]
+    pub headroom: f64,
+    /// Spare instances added on top (N + k), e.g. for a failure or a rolling update. Default 0.
+    /// Added, not simulated: see `spare`.
+    #[serde(default)]
+    pub spare_instances: u32,
+    /// Instances that may be down while the SLO still holds: the count is searched with this
+    /// many instances failed for the whole run (N + k verified by simulation). Default 0.
+    #[serde(default)]
+    pub spare: u32,
+    /// Most instances tried per candidate; more needed = infeasible. Default 512.
+    #[serde(default = "default_max_instances")]
+    pub max_instances: u32,
+    /// Relative precision of the single-instance capacity search. Default 0.01.
+    #[serde(default = "default_capacity_precision")]
+    pub capacity_precision: f64,
+    /// $ per GPU-hour by GPU name (a preset name such as "h100-sxm", or a custom GPU's `name`).
+    /// When given, every candidate's GPU needs a price; without it the cheapest is the one with
+    /// the fewest GPUs.
+    #[serde(default)]
+    pub price_per_gpu_hour: BTreeMap<String, f64>,
+    /// The configurations to size. Default: the scenario's own cluster, as one candidate.
+    #[serde(default)]
+    pub candidates: Vec<CandidateSection>,
+}
+
+fn default_seeds() -> u32 {
+    3
+}
+
+fn default_max_instances() -> u32 {
+    512
+}
+
+fn default_capacity_precision() -> f64 {
+    0.01
+}
+
+impl Default for PlanSection {
+    fn default() -> Self {
+        PlanSection {
+            seeds: default_seeds(),
+            headroom: 0.0,
+            spare_instances: 0,
+            spare: 0,
+            max_instances: default_max_instances(),
+            capacity_precision: default_capacity_precision(),
+            price_per_gpu_hour: BTreeMap::new(),
+            candidates: Vec::new(),
+        }
+    }
+}
+
+impl PlanSection {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        check((1..=100).contains(&self.seeds), path, "seeds", "must be in [1, 100]", self.seeds)?;
+        let h = self.headroom;
+        check(h.is_finite() && (0.0..=10.0).contains(&h), path, "headroom", "must be in [0, 10]", h)?;
+        check(self.spare_instances <= 100_000, path, "spare_instances", "must be ≤ 100000", self.spare_instances)?;
+        check(self.spare < self.max_instances, path, "spare", "must be < max_instances", self.spare)?;
+        check(
+            (1..=100_000).contains(&self.max_instances),
+            path,
+            "max_instances",
+            "must be in [1, 100000]",
+            self.max_instances,
+        )?;
+        let p = self.capacity_precision;
+        check(p.is_finite() && (0.0001..=0.5).contains(&p), path, "capacity_precision", "must be in [0.0001, 0.5]", p)?;
+        for (gpu, price) in &self.price_per_gpu_hour {
+            check(
+                price.is_finite() && *price >= 0.0,
+                &format!("{path}.price_per_gpu_hour"),
+                &format!("\"{gpu}\""),
+                "must be ≥ 0",
+                price,
+            )?;
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, c) in self.candidates.iter().enumerate() {
+            let cp = format!("{path}.candidates[{i}]");
+            check(
+                !c.name.is_empty()
+                    && !c.name.starts_with('.')
+                    && c.name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch)),
+                &cp,
+                "name",
+                "must be letters, digits, '-', '_' or '.', not starting with '.'",
+                format!("{:?}", c.name),
+            )?;
+            check(names.insert(c.name.clone()), &cp, "name", "is used by another candidate", format!("{:?}", c.name))?;
+        }
+        Ok(())
+    }
+}
+
+/// `[[plan.candidates]]`: one configuration to size. Unset keys keep the scenario's values.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CandidateSection {
+    /// Label in the report (letters, digits, `-`, `_`, `.`; unique).
+    pub name: String,
+    /// A GPU preset name or a `[gpu]`-like table; replaces `[gpu]`.
+    #[serde(default, deserialize_with = "gpu_or_preset")]
+    pub gpu: Option<GpuSection>,
+    /// Tensor-parallel degree; replaces `cluster.tp`.
+    pub tp: Option<u32>,
+    /// Keys merged over `[scheduler]`.
+    pub scheduler: Option<toml::Table>,
+    /// Keys merged over `[memory]`.
+    pub memory: Option<toml::Table>,
+    /// Keys merged over `[cost]` (a different `kind` replaces it).
+    pub cost: Option<toml::Table>,
+    /// Keys merged over `cluster.router` (a different `kind` replaces it).
+    pub router: Option<toml::Table>,
+    /// Any other key by dotted path, e.g. `set = { "model.weight_dtype" = "fp8" }`.
+    pub set: Option<toml::Table>,
+}

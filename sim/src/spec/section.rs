@@ -1,0 +1,270 @@
+//! `[model]` and `[gpu]`: a preset, optionally with numbers overridden, or every number given,
+//! resolved into a [`ModelSpec`] or a [`GpuSpec`].
+
+use serde::{Deserialize, Serialize};
+
+use super::{Dtype, GpuSpec, ModelSpec, GPU_PRESETS, MODEL_PRESETS};
+use crate::config::{check, ConfigError};
+
+/// `[model]`: a preset, optionally with dimensions overridden, or every dimension given.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// One of the presets (llama-3-8b, llama-3-70b, ...). Without it, give every dimension.
+    pub preset: Option<String>,
+    pub name: Option<String>,
+    /// bf16 (default) or fp8.
+    pub weight_dtype: Option<Dtype>,
+    /// bf16 (default) or fp8.
+    pub kv_dtype: Option<Dtype>,
+    pub layers: Option<u64>,
+    pub hidden: Option<u64>,
+    pub heads: Option<u64>,
+    pub kv_heads: Option<u64>,
+    pub head_dim: Option<u64>,
+    pub intermediate: Option<u64>,
+    pub vocab: Option<u64>,
+    pub max_context: Option<u64>,
+    /// MoE experts per layer (1 = dense, the default without a preset).
+    pub experts: Option<u64>,
+    /// Experts per token (1 = dense).
+    pub top_k: Option<u64>,
+    pub tied_embeddings: Option<bool>,
+}
+
+fn unknown_preset(path: &str, name: &str, known: Vec<&str>) -> ConfigError {
+    ConfigError::at(&format!("{path}.preset"), format!("unknown preset \"{name}\"; known: {}", known.join(", ")))
+}
+
+fn required<T: Copy>(v: Option<T>, path: &str, key: &str) -> Result<T, ConfigError> {
+    v.ok_or_else(|| ConfigError::at(&format!("{path}.{key}"), "required when no preset is given".into()))
+}
+
+/// The largest model servesim sizes, in parameters (today's largest have about 2·10¹²), and the
+/// largest KV bytes per token: far past any real model, and far inside 64-bit arithmetic.
+pub const MAX_PARAMS: f64 = 1e17;
+pub const MAX_KV_BYTES_PER_TOKEN: f64 = 1e12;
+
+impl ModelSection {
+    pub fn resolve(&self, path: &str) -> Result<ModelSpec, ConfigError> {
+        let wd = self.weight_dtype.unwrap_or(Dtype::Bf16);
+        let kd = self.kv_dtype.unwrap_or(Dtype::Bf16);
+        let mut m = match &self.preset {
+            Some(p) => {
+                let preset = MODEL_PRESETS
+                    .iter()
+                    .find(|x| x.name == p)
+                    .ok_or_else(|| unknown_preset(path, p, MODEL_PRESETS.iter().map(|x| x.name).collect()))?;
+                ModelSpec::from_preset(preset, wd, kd)
+            }
+            None => ModelSpec {
+                name: self.name.clone().unwrap_or_else(|| "custom".into()),
+                layers: required(self.layers, path, "layers")?,
+                hidden: required(self.hidden, path, "hidden")?,
+                heads: required(self.heads, path, "heads")?,
+                kv_heads: required(self.kv_heads, path, "kv_heads")?,
+                head_dim: required(self.head_dim, path, "head_dim")?,
+                intermediate: required(self.intermediate, path, "intermediate")?,
+                vocab: required(self.vocab, path, "vocab")?,
+                max_context: required(self.max_context, path, "max_context")?,
+                experts: 1,
+                top_k: 1,
+                tied_embeddings: false,
+                weight_dtype: wd,
+                kv_dtype: kd,
+            },
+        };
+        if let Some(n) = &self.name {
+            m.name = n.clone();
+        }
+        macro_rules! over {
+            ($($f:ident),*) => { $( if let Some(v) = self.$f { m.$f = v; } )* };
+        }
+        over!(
+            layers,
+            hidden,
+            heads,
+            kv_heads,
+            head_dim,
+            intermediate,
+            vocab,
+            max_context,
+            experts,
+            top_k,
+            tied_embeddings
+        );
+        for (key, v) in [
+            ("layers", m.layers),
+            ("hidden", m.hidden),
+            ("heads", m.heads),
+            ("kv_heads", m.kv_heads),
+            ("head_dim", m.head_dim),
+            ("intermediate", m.intermediate),
+            ("vocab", m.vocab),
+            ("max_context", m.max_context),
+            ("experts", m.experts),
+            ("top_k", m.top_k),
+        ] {
+            check((1..=super::MAX_DIMENSION).contains(&v), path, key, "must be in [1, 2^40]", v)?;
+        }
+        // Products of the dimensions (parameters, KV bytes) must stay far inside 64 bits: sizes
+        // near 2^32 each would otherwise wrap around silently.
+        let f = |x: u64| x as f64;
+        let params = f(m.layers)
+            * (f(m.hidden) * f(m.head_dim) * (2.0 * f(m.heads) + 2.0 * f(m.kv_heads))
+                + f(m.experts) * 3.0 * f(m.hidden) * f(m.intermediate))
+            + 2.0 * f(m.vocab) * f(m.hidden);
+        check(
+            params <= MAX_PARAMS,
+            path,
+            "layers",
+            &format!("with these dimensions the model has about {params:.3e} parameters; at most {MAX_PARAMS:.0e} can be sized"),
+            m.layers,
+        )?;
+        let kv = 2.0 * f(m.layers) * f(m.kv_heads) * f(m.head_dim) * 4.0;
+        check(
+            kv <= MAX_KV_BYTES_PER_TOKEN,
+            path,
+            "kv_heads",
+            &format!(
+                "with these dimensions a token's KV takes about {kv:.3e} bytes; at most {MAX_KV_BYTES_PER_TOKEN:.0e}"
+            ),
+            m.kv_heads,
+        )?;
+        check(m.heads % m.kv_heads == 0, path, "kv_heads", &format!("must divide heads ({})", m.heads), m.kv_heads)?;
+        check(m.top_k <= m.experts, path, "top_k", &format!("must be ≤ experts ({})", m.experts), m.top_k)?;
+        Ok(m)
+    }
+
+    /// The section with every dimension written out (for the resolved scenario).
+    pub fn from_spec(m: &ModelSpec) -> ModelSection {
+        ModelSection {
+            preset: None,
+            name: Some(m.name.clone()),
+            weight_dtype: Some(m.weight_dtype),
+            kv_dtype: Some(m.kv_dtype),
+            layers: Some(m.layers),
+            hidden: Some(m.hidden),
+            heads: Some(m.heads),
+            kv_heads: Some(m.kv_heads),
+            head_dim: Some(m.head_dim),
+            intermediate: Some(m.intermediate),
+            vocab: Some(m.vocab),
+            max_context: Some(m.max_context),
+            experts: Some(m.experts),
+            top_k: Some(m.top_k),
+            tied_embeddings: Some(m.tied_embeddings),
+        }
+    }
+}
+
+/// `[gpu]`: a preset, optionally with numbers overridden, or every number given.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuSection {
+    /// A GPU preset (`servesim memory --help` lists them), or a kernel database system name.
+    pub preset: Option<String>,
+    pub name: Option<String>,
+    /// Dense bf16 TFLOP/s.
+    pub bf16_tflops: Option<f64>,
+    /// Dense fp8 TFLOP/s (omit or 0 for none).
+    pub fp8_tflops: Option<f64>,
+    /// Dense fp4 TFLOP/s (omit or 0 for none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fp4_tflops: Option<f64>,
+    /// Memory bandwidth, GB/s.
+    pub hbm_gb_per_s: Option<f64>,
+    /// Memory capacity, GiB.
+    pub memory_gib: Option<f64>,
+    /// GPU-to-GPU bandwidth per direction, GB/s.
+    pub interconnect_gb_per_s: Option<f64>,
+    /// Host link bandwidth per direction, GB/s.
+    pub pcie_gb_per_s: Option<f64>,
+    /// Whether the GPUs talk over NVLink (default: when the interconnect is faster than the host
+    /// link).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvlink: Option<bool>,
+}
+
+impl GpuSection {
+    pub fn resolve(&self, path: &str) -> Result<GpuSpec, ConfigError> {
+        let mut g = match &self.preset {
+            Some(p) => super::GpuPreset::find(p)
+                .ok_or_else(|| unknown_preset(path, p, GPU_PRESETS.iter().map(|x| x.name).collect()))?
+                .spec(),
+            None => GpuSpec {
+                name: self.name.clone().unwrap_or_else(|| "custom".into()),
+                bf16_flops: required(self.bf16_tflops, path, "bf16_tflops")? * 1e12,
+                fp8_flops: None,
+                fp4_flops: None,
+                hbm_bytes_per_s: required(self.hbm_gb_per_s, path, "hbm_gb_per_s")? * 1e9,
+                memory_bytes: (required(self.memory_gib, path, "memory_gib")? * super::GIB) as u64,
+                interconnect_bytes_per_s: required(self.interconnect_gb_per_s, path, "interconnect_gb_per_s")? * 1e9,
+                pcie_bytes_per_s: required(self.pcie_gb_per_s, path, "pcie_gb_per_s")? * 1e9,
+                nvlink: false,
+            },
+        };
+        let custom = self.preset.is_none();
+        let pos = |key: &str, v: Option<f64>| -> Result<(), ConfigError> {
+            match v {
+                Some(x) => check(x.is_finite() && x > 0.0 && x < 1e9, path, key, "must be > 0", x),
+                None => Ok(()),
+            }
+        };
+        pos("bf16_tflops", self.bf16_tflops)?;
+        pos("hbm_gb_per_s", self.hbm_gb_per_s)?;
+        pos("memory_gib", self.memory_gib)?;
+        pos("interconnect_gb_per_s", self.interconnect_gb_per_s)?;
+        pos("pcie_gb_per_s", self.pcie_gb_per_s)?;
+        for (key, v) in [("fp8_tflops", self.fp8_tflops), ("fp4_tflops", self.fp4_tflops)] {
+            if let Some(f) = v {
+                check(f.is_finite() && (0.0..1e9).contains(&f), path, key, "must be ≥ 0", f)?;
+            }
+        }
+        if let Some(n) = &self.name {
+            g.name = n.clone();
+        }
+        if let Some(x) = self.bf16_tflops {
+            g.bf16_flops = x * 1e12;
+        }
+        if let Some(x) = self.fp8_tflops {
+            g.fp8_flops = (x > 0.0).then_some(x * 1e12);
+        }
+        if let Some(x) = self.fp4_tflops {
+            g.fp4_flops = (x > 0.0).then_some(x * 1e12);
+        }
+        if let Some(x) = self.hbm_gb_per_s {
+            g.hbm_bytes_per_s = x * 1e9;
+        }
+        if let Some(x) = self.memory_gib {
+            g.memory_bytes = (x * super::GIB) as u64;
+        }
+        if let Some(x) = self.interconnect_gb_per_s {
+            g.interconnect_bytes_per_s = x * 1e9;
+        }
+        if let Some(x) = self.pcie_gb_per_s {
+            g.pcie_bytes_per_s = x * 1e9;
+        }
+        match self.nvlink {
+            Some(v) => g.nvlink = v,
+            None if custom => g.nvlink = g.interconnect_bytes_per_s > g.pcie_bytes_per_s,
+            None => {}
+        }
+        Ok(g)
+    }
+
+    pub fn from_spec(g: &GpuSpec) -> GpuSection {
+        GpuSection {
+            preset: None,
+            name: Some(g.name.clone()),
+            bf16_tflops: Some(g.bf16_flops / 1e12),
+            fp8_tflops: Some(g.fp8_flops.unwrap_or(0.0) / 1e12),
+            fp4_tflops: g.fp4_flops.map(|f| f / 1e12),
+            hbm_gb_per_s: Some(g.hbm_bytes_per_s / 1e9),
+            memory_gib: Some(g.memory_bytes as f64 / super::GIB),
+            interconnect_gb_per_s: Some(g.interconnect_bytes_per_s / 1e9),
+            pcie_gb_per_s: Some(g.pcie_bytes_per_s / 1e9),
+            nvlink: Some(g.nvlink),
+        }
+    }
+}
