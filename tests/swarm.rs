@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use servesim_sim::engine::{RunOutput, Simulation};
+use servesim_sim::instance::queue::QueueSpec;
 use servesim_sim::metrics::Status;
 use servesim_sim::time::SimTime;
 use servesim_sim::Scenario;
@@ -72,6 +73,26 @@ fn lengths(d: &mut Draw, lo: u64, hi: u64) -> String {
     }
 }
 
+/// Settings of a queue order, drawn at random; none for an order without settings (or one
+/// this test does not know yet: it runs with its defaults).
+fn queue_settings(d: &mut Draw, kind: &str) -> String {
+    match kind {
+        "shortest-job" => format!("output_error = {}\n", d.real(0.0, 1.0)),
+        "priority" => format!("aging_per_s = {}\n", d.real(0.0, 2.0)),
+        "length-tiers" => {
+            let short = d.int(16, 200);
+            format!(
+                "short_max_tokens = {short}\nmedium_max_tokens = {}\nlong_max_running = {}\n",
+                short + d.int(1, 400),
+                d.int(1, 3)
+            )
+        }
+        "short-jump" => format!("short_max_tokens = {}\nqueue_threshold = {}\n", d.int(16, 300), d.int(0, 20)),
+        "edf" if d.chance(0.5) => format!("ttft_ms = [{}, {}]\n", d.int(50, 2000), d.int(500, 20000)),
+        _ => String::new(),
+    }
+}
+
 /// The `[scheduler]` keys and subsections of one group (or the whole scenario).
 fn scheduler(d: &mut Draw, prefix: &str, disaggregated: bool) -> String {
     let mut o = String::new();
@@ -103,27 +124,10 @@ fn scheduler(d: &mut Draw, prefix: &str, disaggregated: bool) -> String {
             let _ = writeln!(o, "[{prefix}scheduler.batching]\nkind = \"static\"");
         }
     }
-    match d.int(0, 5) {
-        0 => {}
-        1 => o += &format!("[{prefix}scheduler.queue]\nkind = \"shortest-prompt\"\n"),
-        2 => o += &format!("[{prefix}scheduler.queue]\nkind = \"shortest-job\"\noutput_error = {}\n", d.real(0.0, 1.0)),
-        3 => o += &format!("[{prefix}scheduler.queue]\nkind = \"priority\"\naging_per_s = {}\n", d.real(0.0, 2.0)),
-        4 => {
-            let short = d.int(16, 200);
-            o += &format!(
-                "[{prefix}scheduler.queue]\nkind = \"length-tiers\"\nshort_max_tokens = {short}\nmedium_max_tokens = {}\nlong_max_running = {}\n",
-                short + d.int(1, 400),
-                d.int(1, 3)
-            );
-        }
-        _ => {
-            o += &format!(
-                "[{prefix}scheduler.queue]\nkind = \"short-jump\"\nshort_max_tokens = {}\nqueue_threshold = {}\n",
-                d.int(16, 300),
-                d.int(0, 20)
-            )
-        }
-    }
+    // Every registered queue order (the registry's list, not a hand-kept one), with settings
+    // drawn for those that have some; a new order runs here with its defaults.
+    let kind = d.pick(QueueSpec::KINDS);
+    o += &format!("[{prefix}scheduler.queue]\nkind = \"{kind}\"\n{}", queue_settings(d, kind));
     if d.chance(0.4) {
         o += &format!("[{prefix}scheduler.admission]\n");
         if d.chance(0.5) {
@@ -287,7 +291,7 @@ fn draw(seed: u64) -> String {
             3 => format!(
                 "arrival = {{ kind = \"phases\", phases = [{{ duration_s = {}, rate = {rate} }}, {{ duration_s = {}, rate = 0 }}, {{ duration_s = 1000, rate = {} }}] }}\n",
                 d.real(0.5, 5.0),
-                d.real(0.0, 3.0),
+                d.real(0.01, 3.0), // a phase lasts > 0 s: 0.0 could round to 0
                 d.real(0.5, 80.0)
             ),
             4 => format!("arrival = {{ kind = \"diurnal\", peak_rate = {rate}, trough_rate = {}, period_s = {}, peak_at_s = 5 }}\n", rate / 4.0, d.real(5.0, 60.0)),
@@ -500,13 +504,14 @@ fn the_swarm_covers_every_policy() {
     // The generator must actually reach each policy in the CI's seeds (a typo in a key would
     // make a policy silently absent: validation would reject it, but a skipped branch would not).
     let all: String = (0..300).map(draw).collect();
+    // Every queue order the registry lists, as a `[scheduler.queue]` kind.
+    for kind in QueueSpec::KINDS {
+        let n = all.matches(&format!("queue]\nkind = \"{kind}\"")).count();
+        assert!(n >= 3, "only {n} of 300 drawn scenarios use the queue order {kind:?}");
+    }
     for key in [
         "kind = \"static\"",
         "kind = \"chunked\"",
-        "kind = \"shortest-job\"",
-        "kind = \"priority\"",
-        "kind = \"length-tiers\"",
-        "kind = \"short-jump\"",
         "circuit_breaker",
         "queue_timeout_s",
         "reserve-max",

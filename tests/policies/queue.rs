@@ -1,4 +1,5 @@
-//! Queue order: priority classes with aging, shortest-first orders, length tiers, short-jump.
+//! Queue order: priority classes with aging, earliest deadline first, shortest-first orders,
+//! length tiers, short-jump.
 
 use super::*;
 use servesim_sim::SimTime;
@@ -35,6 +36,37 @@ fn aging_bounds_the_wait_of_the_lowest_class() {
         assert!(a0 > s0);
         assert_eq!(strict.summary.requests.finished, aged.summary.requests.finished);
     }
+}
+
+#[test]
+fn earliest_deadline_first_with_one_target_is_fcfs() {
+    // Every request has the same target: deadlines are in arrival order, so the order is FCFS.
+    let fcfs = run(&h100("", BURST));
+    let edf = run(&h100("[scheduler.queue]\nkind = \"edf\"\nttft_ms = [800]", BURST));
+    assert_eq!(fcfs.summary.requests, edf.summary.requests);
+    assert!(fcfs.recorder.records == edf.recorder.records, "EDF with one target admitted in another order than FCFS");
+    // Without ttft_ms the target is [slo] ttft_ms, and a scenario without one is refused.
+    let slo = format!("{}[slo]\nttft_ms = 800\n", h100("[scheduler.queue]\nkind = \"edf\"", BURST));
+    assert!(run(&slo).recorder.records == edf.recorder.records);
+    let err = servesim_sim::Scenario::from_toml(&h100("[scheduler.queue]\nkind = \"edf\"", BURST), "t").unwrap_err();
+    assert_eq!(err.path, "scheduler.queue.ttft_ms", "{err}");
+}
+
+#[test]
+fn earliest_deadline_first_bounds_the_wait_of_the_loose_class() {
+    // Class 0 must start within 0.5 s, class 1 within 10 s. A class-1 request goes ahead of
+    // class-0 requests that arrive more than 10 − 0.5 = 9.5 s after it, so it waits at most
+    // 9.5 s longer than the worst class-0 wait; strict priority lets it starve instead.
+    let strict = run(&h100("[scheduler.queue]\nkind = \"priority\"", BURST));
+    let fcfs = run(&h100("", BURST));
+    let edf = run(&h100("[scheduler.queue]\nkind = \"edf\"\nttft_ms = [500, 10000]", BURST));
+    let (e0, e1) = (max_queue_s(&edf, 0), max_queue_s(&edf, 1));
+    let (s1, f0) = (max_queue_s(&strict, 1), max_queue_s(&fcfs, 0));
+    eprintln!("max queueing delay: EDF class 0 {e0:.2} s, class 1 {e1:.2} s; strict class 1 {s1:.2} s; FCFS class 0 {f0:.2} s");
+    assert!(e1 <= e0 + 9.5 + 0.2, "class 1 {e1} s vs class 0 {e0} s + 9.5 s");
+    assert!(e1 < s1 - 10.0, "EDF class 1 {e1} s, strict priority {s1} s");
+    assert!(e0 < f0, "class 0 waits less under EDF ({e0} s) than under FCFS ({f0} s)");
+    assert_eq!(strict.summary.requests.finished, edf.summary.requests.finished);
 }
 
 /// Lengths spread over two orders of magnitude, at about 90% of the capacity of an instance

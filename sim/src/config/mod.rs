@@ -10,6 +10,7 @@
 //! check in `sim/tests/layers.rs` keeps it so.
 
 pub mod de;
+mod registry;
 
 use std::fmt;
 

@@ -233,12 +233,15 @@ impl Scenario {
         check_model_len(max_model_len, &model, "scheduler")?;
         file.scheduler.max_model_len = Some(max_model_len);
         file.scheduler.validate("scheduler")?;
+        file.scheduler.queue.resolve(&file.slo, "scheduler.queue")?;
         let mut groups = if heterogeneous {
             cluster::resolve_groups(&mut file, &model, top_gpu.as_ref())?
         } else {
             vec![Scenario::single_group(&file, &model, top_gpu.expect("checked above"))?]
         };
         for (i, g) in groups.iter_mut().enumerate() {
+            let scheduler = if heterogeneous { format!("cluster.groups[{i}].scheduler") } else { "scheduler".into() };
+            g.scheduler.queue.resolve(&file.slo, &format!("{scheduler}.queue"))?;
             let path = if heterogeneous { format!("cluster.groups[{i}].cost") } else { "cost".into() };
             g.profile = group_profile(g, &model, resources.as_ref(), &path)?;
         }

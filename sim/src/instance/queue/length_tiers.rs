@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{QueueCtx, QueueOrder, Seq};
+use super::{QueueCtx, QueueOrder, QueuePolicy, Seq};
 use crate::config::{check, ConfigError};
 
 /// `kind = "length-tiers"`
@@ -25,8 +25,8 @@ fn one() -> u32 {
     1
 }
 
-impl LengthTiers {
-    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+impl QueuePolicy for LengthTiers {
+    fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check(self.short_max_tokens >= 1, path, "short_max_tokens", "must be ≥ 1", self.short_max_tokens)?;
         check(
             self.medium_max_tokens >= self.short_max_tokens,
@@ -38,6 +38,12 @@ impl LengthTiers {
         check(self.long_max_running >= 1, path, "long_max_running", "must be ≥ 1", self.long_max_running)
     }
 
+    fn build(&self, _seed: u64, _instance: u32) -> Box<dyn QueueOrder> {
+        Box::new(Tiers::new(self.clone()))
+    }
+}
+
+impl LengthTiers {
     fn tier(&self, prompt: u32) -> usize {
         if prompt <= self.short_max_tokens {
             0

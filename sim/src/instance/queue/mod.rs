@@ -10,69 +10,76 @@
 //! so each operation is O(log n) however long the queue. Requests preempted for recomputation
 //! and swapped-out requests do not come back through here: they resume ahead of the queue.
 
-pub mod fcfs;
-pub mod length_tiers;
-pub mod priority;
-pub mod short_jump;
-pub mod shortest_job;
-pub mod shortest_prompt;
+mod edf;
+mod fcfs;
+mod length_tiers;
+mod priority;
+mod short_jump;
+mod shortest_job;
+mod shortest_prompt;
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+pub use edf::Edf;
+pub use fcfs::Fcfs;
+pub use length_tiers::LengthTiers;
+pub use priority::Priority;
+pub use short_jump::ShortJump;
+pub use shortest_job::ShortestJob;
+pub use shortest_prompt::ShortestPrompt;
 
 use super::seq::Seq;
-use crate::config::{ConfigError, Empty};
-use crate::tagged_enum;
+use crate::config::ConfigError;
+use crate::metrics::SloSection;
+use crate::policy_family;
 
-/// A queue order (`[scheduler.queue]`, `kind = "..."`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum QueueSpec {
-    Fcfs(Empty),
-    ShortestPrompt(Empty),
-    ShortestJob(shortest_job::ShortestJob),
-    Priority(priority::Priority),
-    LengthTiers(length_tiers::LengthTiers),
-    ShortJump(short_jump::ShortJump),
+policy_family!(
+    /// A queue order (`[scheduler.queue]`, `kind = "..."`). A new order is a file in this folder
+    /// (its settings, implementing [`QueuePolicy`], and its [`QueueOrder`]) and a line here.
+    pub enum QueueSpec: dyn QueuePolicy {
+        "fcfs" => Fcfs(Fcfs),
+        "shortest-prompt" => ShortestPrompt(ShortestPrompt),
+        "shortest-job" => ShortestJob(ShortestJob),
+        "priority" => Priority(Priority),
+        "length-tiers" => LengthTiers(LengthTiers),
+        "short-jump" => ShortJump(ShortJump),
+        "edf" => Edf(Edf),
+    }
+);
+
+/// A queue order's settings: checked, completed from the scenario's SLO, built per instance.
+pub trait QueuePolicy {
+    /// Checks the settings; `path` names the section in errors.
+    fn validate(&self, _path: &str) -> Result<(), ConfigError> {
+        Ok(())
+    }
+    /// Fills settings that default to the scenario's `[slo]` (a deadline).
+    fn resolve(&mut self, _slo: &SloSection, _path: &str) -> Result<(), ConfigError> {
+        Ok(())
+    }
+    /// The policy object of one instance; `seed` and `instance` seed its randomness, if any.
+    fn build(&self, seed: u64, instance: u32) -> Box<dyn QueueOrder>;
 }
-
-tagged_enum!(QueueSpec {
-    "fcfs" => Fcfs(Empty),
-    "shortest-prompt" => ShortestPrompt(Empty),
-    "shortest-job" => ShortestJob(shortest_job::ShortestJob),
-    "priority" => Priority(priority::Priority),
-    "length-tiers" => LengthTiers(length_tiers::LengthTiers),
-    "short-jump" => ShortJump(short_jump::ShortJump),
-});
 
 impl Default for QueueSpec {
     fn default() -> Self {
-        QueueSpec::Fcfs(Empty {})
+        QueueSpec::Fcfs(Fcfs {})
     }
 }
 
 impl QueueSpec {
     pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
-        match self {
-            QueueSpec::Fcfs(_) | QueueSpec::ShortestPrompt(_) => Ok(()),
-            QueueSpec::ShortestJob(p) => p.validate(path),
-            QueueSpec::Priority(p) => p.validate(path),
-            QueueSpec::LengthTiers(p) => p.validate(path),
-            QueueSpec::ShortJump(p) => p.validate(path),
-        }
+        self.spec().validate(path)
+    }
+
+    /// Fills the settings that default to the scenario's `[slo]`.
+    pub fn resolve(&mut self, slo: &SloSection, path: &str) -> Result<(), ConfigError> {
+        self.spec_mut().resolve(slo, path)
     }
 
     /// The policy object of one instance; `seed` and `instance` seed its randomness, if any.
     pub fn build(&self, seed: u64, instance: u32) -> Box<dyn QueueOrder> {
-        match self {
-            QueueSpec::Fcfs(_) => Box::new(fcfs::Fcfs),
-            QueueSpec::ShortestPrompt(_) => Box::new(shortest_prompt::ShortestPrompt),
-            QueueSpec::ShortestJob(p) => Box::new(p.build(seed, instance)),
-            QueueSpec::Priority(p) => Box::new(p.clone()),
-            QueueSpec::LengthTiers(p) => Box::new(length_tiers::Tiers::new(p.clone())),
-            QueueSpec::ShortJump(p) => Box::new(p.clone()),
-        }
+        self.spec().build(seed, instance)
     }
 }
 

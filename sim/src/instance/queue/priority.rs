@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{float_key, QueueOrder, Seq};
+use super::{float_key, QueueOrder, QueuePolicy, Seq};
 use crate::config::{check, ConfigError};
 
 /// `kind = "priority"`
@@ -17,8 +17,8 @@ pub struct Priority {
     pub aging_per_s: f64,
 }
 
-impl Priority {
-    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+impl QueuePolicy for Priority {
+    fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check(
             self.aging_per_s.is_finite() && self.aging_per_s >= 0.0,
             path,
@@ -26,6 +26,10 @@ impl Priority {
             "must be ≥ 0",
             self.aging_per_s,
         )
+    }
+
+    fn build(&self, _seed: u64, _instance: u32) -> Box<dyn QueueOrder> {
+        Box::new(self.clone())
     }
 }
 

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{QueueCtx, QueueOrder, Seq};
+use super::{QueueCtx, QueueOrder, QueuePolicy, Seq};
 use crate::config::{check, ConfigError};
 
 /// `kind = "short-jump"`
@@ -17,9 +17,13 @@ pub struct ShortJump {
     pub queue_threshold: u32,
 }
 
-impl ShortJump {
-    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+impl QueuePolicy for ShortJump {
+    fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check(self.short_max_tokens >= 1, path, "short_max_tokens", "must be ≥ 1", self.short_max_tokens)
+    }
+
+    fn build(&self, _seed: u64, _instance: u32) -> Box<dyn QueueOrder> {
+        Box::new(self.clone())
     }
 }
 

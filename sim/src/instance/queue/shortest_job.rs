@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, LogNormal};
 use serde::{Deserialize, Serialize};
 
-use super::{QueueOrder, Seq};
+use super::{QueueOrder, QueuePolicy, Seq};
 use crate::config::{check, ConfigError};
 use crate::rng::{substream, Stream};
 
@@ -19,8 +19,8 @@ pub struct ShortestJob {
     pub output_error: f64,
 }
 
-impl ShortestJob {
-    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+impl QueuePolicy for ShortestJob {
+    fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check(
             self.output_error.is_finite() && (0.0..=5.0).contains(&self.output_error),
             path,
@@ -30,11 +30,11 @@ impl ShortestJob {
         )
     }
 
-    pub fn build(&self, seed: u64, instance: u32) -> Predicted {
-        Predicted {
+    fn build(&self, seed: u64, instance: u32) -> Box<dyn QueueOrder> {
+        Box::new(Predicted {
             noise: (self.output_error > 0.0).then(|| LogNormal::new(0.0, self.output_error).expect("validated")),
             rng: substream(seed, Stream::Predictor, instance as u64),
-        }
+        })
     }
 }
 
