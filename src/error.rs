@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use servesim_sim::metrics::StopReason;
+
 pub enum CliError {
     /// The user's input is wrong; exit code 2.
     Input(anyhow::Error),
@@ -103,13 +105,13 @@ pub fn cancelled() -> Option<CliError> {
 
 /// What a run's `summary.stopped.reason` says when it was cancelled: `time_limit`, `SIGINT` or
 /// `SIGTERM`.
-pub fn cancel_reason() -> &'static str {
+pub fn cancel_reason() -> StopReason {
     match STOP_CAUSE.load(std::sync::atomic::Ordering::Relaxed) {
         #[cfg(unix)]
-        libc::SIGINT => "SIGINT",
+        libc::SIGINT => StopReason::Sigint,
         #[cfg(unix)]
-        libc::SIGTERM => "SIGTERM",
-        _ => "time_limit",
+        libc::SIGTERM => StopReason::Sigterm,
+        _ => StopReason::TimeLimit,
     }
 }
 
@@ -185,31 +187,30 @@ pub fn install_signal_handlers() {}
 
 /// The error for a run whose summary says it stopped early, naming what stopped it.
 pub fn stopped_run(s: &servesim_sim::Scenario, st: &servesim_sim::metrics::StoppedEarly) -> CliError {
-    if st.reason == "event_budget" {
-        CliError::Stopped(format!(
+    match st.reason {
+        StopReason::EventBudget => CliError::Stopped(format!(
             "stopped: the run reached its event budget, run.max_events = {}, at simulated time {:.3} s; \
              the outputs written cover the run so far (unfinished requests count as in flight). \
              Raise run.max_events, or shorten the workload",
             s.run.max_events, st.at_s
-        ))
-    } else if st.reason == "request_budget" {
-        CliError::Stopped(format!(
+        )),
+        StopReason::RequestBudget => CliError::Stopped(format!(
             "stopped: the run reached its request bound, run.max_requests = {}, at simulated time {:.3} s; \
              the outputs written cover the run so far. Raise run.max_requests (about 56 bytes each), or \
              shorten the workload",
             s.run.max_requests, st.at_s
-        ))
-    } else if st.reason == "timeseries_windows" {
-        CliError::Stopped(format!(
+        )),
+        StopReason::SeriesBudget => CliError::Stopped(format!(
             "stopped: the time series reached its bound of {} windows of metrics.window_s = {} s at simulated time \
              {:.3} s (a long idle gap or a very low arrival rate); the outputs written cover the run so far. \
              Raise metrics.window_s",
             servesim_sim::metrics::MAX_WINDOWS,
             s.metrics.window_s,
             st.at_s
-        ))
-    } else {
-        cancelled().unwrap_or_else(|| CliError::Stopped("stopped: the run was cancelled".into()))
+        )),
+        StopReason::Cancelled | StopReason::TimeLimit | StopReason::Sigint | StopReason::Sigterm => {
+            cancelled().unwrap_or_else(|| CliError::Stopped("stopped: the run was cancelled".into()))
+        }
     }
 }
 

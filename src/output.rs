@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
-use servesim_sim::metrics::{Dist, Recorder, Status, Summary};
+use servesim_sim::metrics::{Dist, Recorder, Status, StopReason, Summary};
 use servesim_sim::{Scenario, SimTime};
 
 /// Milliseconds with exactly six decimals, from integer nanoseconds (exact, so outputs are
@@ -140,12 +140,12 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
         o += &format!(
             "STOPPED EARLY ({}) after {} events, at simulated time {:.3} s: partial results; the figures \
              below cover only the part simulated and the SLO verdict is not a verdict on the workload\n",
-            match st.reason.as_str() {
-                "event_budget" => "run.max_events reached",
-                "time_limit" => "--time-limit passed",
-                "request_budget" => "run.max_requests reached",
-                "timeseries_windows" => "time-series bound of metrics.window_s windows reached",
-                r => r,
+            match st.reason {
+                StopReason::EventBudget => "run.max_events reached",
+                StopReason::TimeLimit => "--time-limit passed",
+                StopReason::RequestBudget => "run.max_requests reached",
+                StopReason::SeriesBudget => "time-series bound of metrics.window_s windows reached",
+                r @ (StopReason::Cancelled | StopReason::Sigint | StopReason::Sigterm) => r.as_str(),
             },
             thousands(st.events),
             st.at_s

@@ -102,6 +102,29 @@ fn report_tables_equal_summary_json_and_page_is_self_contained() {
 }
 
 #[test]
+fn the_report_reads_the_typed_summary_and_names_a_missing_key() {
+    // The report reads summary.json into the struct simulate wrote it from: renaming a field
+    // breaks the build (the report's code names the field) or this file's cross-check of every
+    // cell's data-key; a summary.json without a key the struct has is refused, naming the key,
+    // never shown as "–".
+    let (out, _) = simulate_with_report("report_typed", &tiny(200, 20.0));
+    let text = read(&out.join("summary.json"));
+    let s: servesim_sim::metrics::Summary = serde_json::from_str(&text).expect("summary.json reads back typed");
+    assert_eq!(serde_json::to_string_pretty(&s).unwrap() + "\n", text, "read back and written again, byte for byte");
+    let edited = out_dir("report_typed_edited");
+    std::fs::create_dir_all(&edited).unwrap();
+    for f in ["requests.csv", "timeseries.csv", "scenario.toml"] {
+        std::fs::copy(out.join(f), edited.join(f)).unwrap();
+    }
+    std::fs::write(edited.join("summary.json"), text.replace("\"goodput_rps\"", "\"goodput\"")).unwrap();
+    let o = servesim(&["report", edited.to_str().unwrap(), "--out", edited.join("r.html").to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("summary.json") && err.contains("goodput_rps"), "{err}");
+    assert!(!edited.join("r.html").exists(), "no report written from a summary it cannot read");
+}
+
+#[test]
 fn a_failing_fleet_gets_its_charts_and_table() {
     let (out, html_path) = simulate_with_report("report_failures", &read(&root().join("scenarios/failures.toml")));
     let html = read(&html_path);

@@ -111,29 +111,8 @@ pub fn cancelled() -> bool {
 /// How often (in events) a run looks at [`CANCEL`].
 pub const CANCEL_CHECK_EVENTS: u64 = 4096;
 
-/// Why a run stopped before its workload ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stopped {
-    /// `run.max_events` events were processed.
-    EventBudget,
-    /// [`CANCEL`] was set.
-    Cancelled,
-    /// The time series reached [`crate::metrics::MAX_WINDOWS`] windows.
-    SeriesBudget,
-    /// A request beyond `run.max_requests` arrived.
-    RequestBudget,
-}
-
-impl Stopped {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stopped::EventBudget => "event_budget",
-            Stopped::Cancelled => "cancelled",
-            Stopped::SeriesBudget => "timeseries_windows",
-            Stopped::RequestBudget => "request_budget",
-        }
-    }
-}
+/// Why a run stopped before its workload ended (the summary's type, under the engine's name).
+pub use crate::metrics::StopReason as Stopped;
 
 /// What a run produces.
 pub struct RunOutput {
@@ -412,7 +391,7 @@ impl Simulation {
         }
         let stopped = self.stopped.or(self.rec.series_full.then_some(Stopped::SeriesBudget));
         summary.stopped = stopped.map(|why| crate::metrics::StoppedEarly {
-            reason: why.as_str().into(),
+            reason: why,
             events: self.events,
             at_s: self.now.as_secs_f64(),
         });

@@ -37,8 +37,8 @@ pub fn run(a: Args) -> Result<()> {
     }
     let mut out = engine::try_run(&s).map_err(CliError::input)?;
     if let Some(st) = &mut out.summary.stopped {
-        if st.reason == engine::Stopped::Cancelled.as_str() {
-            st.reason = crate::error::cancel_reason().into();
+        if st.reason == engine::Stopped::Cancelled {
+            st.reason = crate::error::cancel_reason();
         }
     }
     crate::output::check_strict(&s, &out.summary)?;

@@ -1,7 +1,11 @@
 //! The HTML around the charts: one page, inline CSS, tables whose cells carry the JSON key they
 //! show (`data-key`), so tests can check them against `summary.json`.
+//!
+//! A run's tables read the typed [`Summary`] that `simulate` wrote (the same struct, read back):
+//! a renamed field fails to compile here, and a stale `data-key` fails the report tests.
 
-use serde_json::Value;
+use servesim_sim::metrics::Summary;
+use servesim_sim::plan::{PlanReport, Point};
 
 const CSS: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1600px}\
 h1{font-size:22px}h2{font-size:18px;margin-top:28px}\
@@ -13,17 +17,10 @@ pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-/// The value at a dotted path of a JSON document.
-pub fn at<'a>(v: &'a Value, key: &str) -> &'a Value {
-    key.split('.').fold(v, |v, k| match (v, k.parse::<usize>()) {
-        (Value::Array(a), Ok(i)) => a.get(i).unwrap_or(&Value::Null),
-        _ => &v[k],
-    })
-}
-
-/// A table cell showing the JSON number at `key`, times `scale`, with `decimals` decimals.
-pub fn cell(v: &Value, key: &str, decimals: usize, scale: f64, suffix: &str) -> String {
-    match at(v, key).as_f64() {
+/// A table cell showing `x` (the value at `key` of the output file), times `scale`, with
+/// `decimals` decimals; "–" for none.
+pub fn num(x: Option<f64>, key: &str, decimals: usize, scale: f64, suffix: &str) -> String {
+    match x {
         Some(x) => format!(
             "<td data-key=\"{key}\" data-decimals=\"{decimals}\" data-scale=\"{scale}\">{:.*}{suffix}</td>",
             decimals,
@@ -48,7 +45,7 @@ pub fn page(title: &str, header: &str, tables: &str, charts: &[String]) -> Strin
 }
 
 /// One line about the scenario: model, GPUs, seed, SLO.
-pub fn scenario_header(scenario: &toml::Value, summary: &Value) -> String {
+pub fn scenario_header(scenario: &toml::Value, summary: &Summary) -> String {
     let s = |path: &[&str]| -> String {
         let mut v = scenario;
         for k in path {
@@ -68,68 +65,84 @@ pub fn scenario_header(scenario: &toml::Value, summary: &Value) -> String {
         escape(&s(&["gpu", "name"])),
         escape(&s(&["cluster", "instances"])),
         escape(&s(&["cluster", "tp"])),
-        summary["seed"],
-        summary["simulated_s"].as_f64().map(|x| format!("{x:.1}")).unwrap_or_default(),
+        summary.seed,
+        format!("{:.1}", summary.simulated_s),
     )
 }
 
 /// The summary tables of a run.
-pub fn summary_tables(v: &Value) -> String {
+pub fn summary_tables(v: &Summary) -> String {
     let mut o = String::new();
+    let int = |x: u64, key: &str| num(Some(x as f64), key, 0, 1.0, "");
     o += "<h2>Requests</h2><table><tr><th>arrived</th><th>finished</th><th>rejected</th><th>timed out</th><th>lost</th><th>in flight</th><th>measured</th><th>preemptions</th></tr><tr>";
-    for k in [
-        "requests.arrived",
-        "requests.finished",
-        "requests.rejected",
-        "requests.timed_out",
-        "requests.lost",
-        "requests.in_flight",
-        "requests.measured",
-        "preemptions",
+    let r = &v.requests;
+    for (x, k) in [
+        (r.arrived, "requests.arrived"),
+        (r.finished, "requests.finished"),
+        (r.rejected, "requests.rejected"),
+        (r.timed_out, "requests.timed_out"),
+        (r.lost, "requests.lost"),
+        (r.in_flight, "requests.in_flight"),
+        (r.measured, "requests.measured"),
+        (v.preemptions, "preemptions"),
     ] {
-        o += &cell(v, k, 0, 1.0, "");
+        o += &int(x, k);
     }
     o += "</tr></table>\n";
     o += "<h2>Latency (ms)</h2><table><tr><th class=\"l\">metric</th><th>mean</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>max</th></tr>";
-    for (name, key) in
-        [("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"), ("ITL", "itl_ms"), ("E2E", "e2e_ms"), ("queueing", "queue_ms")]
-    {
+    for (name, key, d) in [
+        ("TTFT", "ttft_ms", &v.ttft_ms),
+        ("TPOT", "tpot_ms", &v.tpot_ms),
+        ("ITL", "itl_ms", &v.itl_ms),
+        ("E2E", "e2e_ms", &v.e2e_ms),
+        ("queueing", "queue_ms", &v.queue_ms),
+    ] {
         o += &format!("<tr><td class=\"l\">{name}</td>");
-        for p in ["mean", "p50", "p90", "p95", "p99", "max"] {
-            o += &cell(v, &format!("{key}.{p}"), 2, 1.0, "");
+        for (p, x) in [("mean", d.mean), ("p50", d.p50), ("p90", d.p90), ("p95", d.p95), ("p99", d.p99), ("max", d.max)]
+        {
+            o += &num(Some(x), &format!("{key}.{p}"), 2, 1.0, "");
         }
         o += "</tr>";
     }
     o += "</table>\n";
     o += "<h2>Throughput and SLO</h2><table><tr><th>req/s</th><th>input tok/s</th><th>output tok/s</th><th>SLO attainment</th><th>target</th><th>goodput req/s</th><th>SLO</th></tr><tr>";
-    o += &cell(v, "throughput.requests_per_s", 3, 1.0, "");
-    o += &cell(v, "throughput.input_tokens_per_s", 1, 1.0, "");
-    o += &cell(v, "throughput.output_tokens_per_s", 1, 1.0, "");
-    o += &cell(v, "slo.attainment", 2, 100.0, "%");
-    o += &cell(v, "slo.target", 2, 100.0, "%");
-    o += &cell(v, "slo.goodput_rps", 3, 1.0, "");
-    let met = v["slo"]["met"].as_bool().unwrap_or(false);
+    let t = &v.throughput;
+    o += &num(Some(t.requests_per_s), "throughput.requests_per_s", 3, 1.0, "");
+    o += &num(Some(t.input_tokens_per_s), "throughput.input_tokens_per_s", 1, 1.0, "");
+    o += &num(Some(t.output_tokens_per_s), "throughput.output_tokens_per_s", 1, 1.0, "");
+    o += &num(Some(v.slo.attainment), "slo.attainment", 2, 100.0, "%");
+    o += &num(Some(v.slo.target), "slo.target", 2, 100.0, "%");
+    o += &num(Some(v.slo.goodput_rps), "slo.goodput_rps", 3, 1.0, "");
+    let met = v.slo.met;
     o += &format!("<td class=\"{}\">{}</td>", if met { "ok" } else { "miss" }, if met { "met" } else { "missed" });
     o += "</tr></table>\n";
     o += "<h2>KV cache and batch</h2><table><tr><th>KV blocks</th><th>KV use mean</th><th>KV use max</th><th>batch mean</th><th>batch max</th><th>iterations</th></tr><tr>";
-    o += &cell(v, "kv.blocks_total", 0, 1.0, "");
-    o += &cell(v, "kv.utilization_mean", 2, 100.0, "%");
-    o += &cell(v, "kv.utilization_max", 2, 100.0, "%");
-    o += &cell(v, "batch.mean", 2, 1.0, "");
-    o += &cell(v, "batch.max", 0, 1.0, "");
-    o += &cell(v, "iterations", 0, 1.0, "");
+    o += &int(v.kv.blocks_total, "kv.blocks_total");
+    o += &num(Some(v.kv.utilization_mean), "kv.utilization_mean", 2, 100.0, "%");
+    o += &num(Some(v.kv.utilization_max), "kv.utilization_max", 2, 100.0, "%");
+    o += &num(Some(v.batch.mean), "batch.mean", 2, 1.0, "");
+    o += &int(v.batch.max, "batch.max");
+    o += &int(v.iterations, "iterations");
     o += "</tr></table>\n";
     o += "<h2>Fleet</h2><table><tr><th>instances mean</th><th>serving mean</th><th>min</th><th>max</th><th>instance-hours</th><th>GPU-hours</th><th>cost $</th><th>$ per day</th><th>failures</th><th>restarts</th><th>retries</th><th>lost</th><th>scale-ups</th><th>scale-downs</th></tr><tr>";
-    o += &cell(v, "fleet.instances_mean", 2, 1.0, "");
-    o += &cell(v, "fleet.instances_ready_mean", 2, 1.0, "");
-    o += &cell(v, "fleet.instances_min", 0, 1.0, "");
-    o += &cell(v, "fleet.instances_max", 0, 1.0, "");
-    o += &cell(v, "fleet.instance_hours", 3, 1.0, "");
-    o += &cell(v, "fleet.gpu_hours", 3, 1.0, "");
-    o += &cell(v, "fleet.cost", 2, 1.0, "");
-    o += &cell(v, "fleet.cost_per_day", 2, 1.0, "");
-    for k in ["failures", "restarts", "retries", "lost", "scale_ups", "scale_downs"] {
-        o += &cell(v, &format!("fleet.{k}"), 0, 1.0, "");
+    let f = &v.fleet;
+    o += &num(Some(f.instances_mean), "fleet.instances_mean", 2, 1.0, "");
+    o += &num(Some(f.instances_ready_mean), "fleet.instances_ready_mean", 2, 1.0, "");
+    o += &int(f.instances_min as u64, "fleet.instances_min");
+    o += &int(f.instances_max as u64, "fleet.instances_max");
+    o += &num(Some(f.instance_hours), "fleet.instance_hours", 3, 1.0, "");
+    o += &num(Some(f.gpu_hours), "fleet.gpu_hours", 3, 1.0, "");
+    o += &num(f.cost, "fleet.cost", 2, 1.0, "");
+    o += &num(f.cost_per_day, "fleet.cost_per_day", 2, 1.0, "");
+    for (x, k) in [
+        (f.failures, "fleet.failures"),
+        (f.restarts, "fleet.restarts"),
+        (f.retries, "fleet.retries"),
+        (f.lost, "fleet.lost"),
+        (f.scale_ups, "fleet.scale_ups"),
+        (f.scale_downs, "fleet.scale_downs"),
+    ] {
+        o += &int(x, k);
     }
     o += "</tr></table>\n";
     o += &fallback_table(v);
@@ -138,8 +151,8 @@ pub fn summary_tables(v: &Value) -> String {
 
 /// The run's cost fallbacks (`cost.fallbacks` of summary.json): ops the roofline priced and
 /// tables read beyond their measured range, with their share of the iteration time.
-pub fn fallback_table(v: &Value) -> String {
-    let Some(list) = v["cost"]["fallbacks"].as_array() else { return String::new() };
+pub fn fallback_table(v: &Summary) -> String {
+    let list = &v.cost.fallbacks;
     if list.is_empty() {
         return "<h2>Cost model</h2><p>Every op priced from its measured table, within the measured range.</p>\n"
             .into();
@@ -150,58 +163,63 @@ pub fn fallback_table(v: &Value) -> String {
     for f in list {
         o += &format!(
             "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.2}%</td><td class=\"l\">{}</td></tr>",
-            escape(f["group"].as_str().unwrap_or("")),
-            escape(f["op"].as_str().unwrap_or("")),
-            f["iterations"].as_u64().unwrap_or(0),
-            f["share"].as_f64().unwrap_or(0.0) * 100.0,
-            escape(f["reason"].as_str().unwrap_or(""))
+            escape(&f.group),
+            escape(&f.op),
+            f.iterations,
+            f.share * 100.0,
+            escape(&f.reason)
         );
     }
     o += "</table>\n";
     o
 }
 
+/// A number as JSON writes it (`0.0`, `1.5`, `3`): the plan header shows them so.
+fn json(x: impl serde::Serialize) -> String {
+    serde_json::to_string(&x).unwrap_or_default()
+}
+
 /// One line about a plan: load, SLO, seeds, headroom.
-pub fn plan_header(plan: &Value) -> String {
-    let f = |k: &str| at(plan, k).as_f64().map(|x| format!("{x:.1}")).unwrap_or_else(|| "–".into());
+pub fn plan_header(plan: &PlanReport) -> String {
+    let h = &plan.header;
+    let f = |x: Option<f64>| x.map(|x| format!("{x:.1}")).unwrap_or_else(|| "–".into());
     format!(
         "<p class=\"meta\">model <b>{}</b> · load {} req/s mean, {} at peak · SLO attainment target {}% · {} seed(s) from {} · headroom {} + {} spare · SLO with {} down · recommended <b>{}</b></p>",
-        escape(plan["model"].as_str().unwrap_or("?")),
-        f("load_rps_mean"),
-        f("load_rps_peak"),
-        at(plan, "slo.attainment").as_f64().map(|x| format!("{:.1}", x * 100.0)).unwrap_or_default(),
-        plan["seeds"],
-        plan["seed"],
-        plan["headroom"],
-        plan["spare_instances"],
-        plan["spare"].as_u64().unwrap_or(0),
-        escape(plan["recommended"].as_str().unwrap_or("none feasible")),
+        escape(&h.model),
+        f(h.load_rps_mean),
+        f(h.load_rps_peak),
+        format!("{:.1}", h.slo.attainment * 100.0),
+        h.seeds,
+        h.seed,
+        json(h.headroom),
+        h.spare_instances,
+        h.spare,
+        escape(plan.recommended.as_deref().unwrap_or("none feasible")),
     )
 }
 
 /// The cost table of a plan, one row per candidate; cells carry their plan.json key.
-pub fn plan_table(plan: &Value) -> String {
+pub fn plan_table(plan: &PlanReport) -> String {
     let mut o = String::from(
         "<h2>Candidates</h2><table><tr><th class=\"l\">candidate</th><th>instances (min)</th><th>instances</th><th>GPUs</th><th>$/h</th>\
          <th>TTFT p99 ms</th><th>TPOT p99 ms</th><th>attainment</th><th>goodput req/s</th><th>KV peak</th><th>capacity req/s</th><th class=\"l\">binding</th></tr>",
     );
-    let recommended = plan["recommended"].as_str().unwrap_or("");
-    for (i, c) in plan["candidates"].as_array().into_iter().flatten().enumerate() {
-        let name = c["name"].as_str().unwrap_or("?");
-        let star = if name == recommended { " ★ recommended" } else { "" };
-        o += &format!("<tr><td class=\"l\">{}{star}</td>", escape(name));
+    let recommended = plan.recommended.as_deref().unwrap_or("");
+    for (i, c) in plan.candidates.iter().enumerate() {
+        let star = if c.name == recommended { " ★ recommended" } else { "" };
+        o += &format!("<tr><td class=\"l\">{}{star}</td>", escape(&c.name));
         let k = |f: &str| format!("candidates.{i}.{f}");
-        o += &cell(plan, &k("instances_min"), 0, 1.0, "");
-        o += &cell(plan, &k("instances"), 0, 1.0, "");
-        o += &cell(plan, &k("gpus"), 0, 1.0, "");
-        o += &cell(plan, &k("cost_per_hour"), 2, 1.0, "");
-        o += &cell(plan, &k("ttft_ms_p99"), 1, 1.0, "");
-        o += &cell(plan, &k("tpot_ms_p99"), 2, 1.0, "");
-        o += &cell(plan, &k("attainment"), 2, 100.0, "%");
-        o += &cell(plan, &k("goodput_rps"), 2, 1.0, "");
-        o += &cell(plan, &k("kv_peak"), 1, 100.0, "%");
-        o += &cell(plan, &k("single_instance_capacity_rps"), 2, 1.0, "");
-        let binding = c["binding"].as_str().or(c["infeasible_reason"].as_str()).unwrap_or("–");
+        o += &num(c.instances_min.map(f64::from), &k("instances_min"), 0, 1.0, "");
+        o += &num(c.instances.map(f64::from), &k("instances"), 0, 1.0, "");
+        o += &num(c.gpus.map(|g| g as f64), &k("gpus"), 0, 1.0, "");
+        o += &num(c.cost_per_hour, &k("cost_per_hour"), 2, 1.0, "");
+        o += &num(c.ttft_ms_p99, &k("ttft_ms_p99"), 1, 1.0, "");
+        o += &num(c.tpot_ms_p99, &k("tpot_ms_p99"), 2, 1.0, "");
+        o += &num(c.attainment, &k("attainment"), 2, 100.0, "%");
+        o += &num(c.goodput_rps, &k("goodput_rps"), 2, 1.0, "");
+        o += &num(c.kv_peak, &k("kv_peak"), 1, 100.0, "%");
+        o += &num(c.single_instance_capacity_rps, &k("single_instance_capacity_rps"), 2, 1.0, "");
+        let binding = c.binding.map(|b| b.as_str()).or(c.infeasible_reason.as_deref()).unwrap_or("–");
         o += &format!("<td class=\"l\">{}</td></tr>", escape(binding));
     }
     o += "</table>\n";
@@ -210,50 +228,50 @@ pub fn plan_table(plan: &Value) -> String {
 }
 
 /// N + k and the autoscaled fleet, for plans that have them.
-fn plan_fleet_table(plan: &Value) -> String {
-    let candidates: Vec<&Value> = plan["candidates"].as_array().into_iter().flatten().collect();
+fn plan_fleet_table(plan: &PlanReport) -> String {
+    let candidates = &plan.candidates;
     let mut o = String::new();
-    if candidates.iter().any(|c| c.get("spare_check").is_some()) {
+    if candidates.iter().any(|c| c.spare_check.is_some()) {
         o += "<h2>N + k: the SLO with instances down</h2><table><tr><th class=\"l\">candidate</th><th>down</th><th>N with none down</th><th>attainment, none down</th><th>attainment, same N with k down</th><th>N with k down</th></tr>";
         for (i, c) in candidates.iter().enumerate() {
-            if c.get("spare_check").is_none() {
-                continue;
-            }
+            let Some(sc) = &c.spare_check else { continue };
             let k = |f: &str| format!("candidates.{i}.{f}");
-            o += &format!("<tr><td class=\"l\">{}</td>", escape(c["name"].as_str().unwrap_or("?")));
-            o += &cell(plan, &k("spare_check.spare"), 0, 1.0, "");
-            o += &cell(plan, &k("spare_check.instances_min_no_failures"), 0, 1.0, "");
-            let worst = |p: &Value| {
-                p["seeds"].as_array().and_then(|s| s.iter().filter_map(|r| r["attainment"].as_f64()).reduce(f64::min))
-            };
-            for p in [&c["spare_check"]["no_failures"], &c["spare_check"]["with_spare_down"]] {
-                o += &match worst(p) {
+            o += &format!("<tr><td class=\"l\">{}</td>", escape(&c.name));
+            o += &num(Some(sc.spare.into()), &k("spare_check.spare"), 0, 1.0, "");
+            o += &num(
+                Some(sc.instances_min_no_failures.into()),
+                &k("spare_check.instances_min_no_failures"),
+                0,
+                1.0,
+                "",
+            );
+            let worst = |p: &Point| p.seeds.iter().map(|r| r.attainment).reduce(f64::min);
+            for p in [Some(&sc.no_failures), sc.with_spare_down.as_ref()] {
+                o += &match p.and_then(worst) {
                     Some(a) => format!("<td>{:.2}%</td>", a * 100.0),
                     None => "<td>–</td>".into(),
                 };
             }
-            o += &cell(plan, &k("instances_min"), 0, 1.0, "");
+            o += &num(c.instances_min.map(f64::from), &k("instances_min"), 0, 1.0, "");
             o += "</tr>";
         }
         o += "</table>\n";
     }
-    if candidates.iter().any(|c| c.get("autoscaled").is_some()) {
+    if candidates.iter().any(|c| c.autoscaled.is_some()) {
         o += "<h2>Fixed fleet vs autoscaled</h2><table><tr><th class=\"l\">candidate</th><th>fixed instances</th><th>fixed instance-h/day</th><th>fixed $/day</th><th>fixed attainment</th><th>autoscaled mean</th><th>autoscaled max</th><th>autoscaled instance-h/day</th><th>autoscaled $/day</th><th>autoscaled attainment</th></tr>";
         for (i, c) in candidates.iter().enumerate() {
-            if c.get("autoscaled").is_none() {
-                continue;
-            }
+            let Some(a) = &c.autoscaled else { continue };
             let k = |f: &str| format!("candidates.{i}.autoscaled.{f}");
-            o += &format!("<tr><td class=\"l\">{}</td>", escape(c["name"].as_str().unwrap_or("?")));
-            o += &cell(plan, &k("fixed_instances"), 0, 1.0, "");
-            o += &cell(plan, &k("fixed_instance_hours_per_day"), 1, 1.0, "");
-            o += &cell(plan, &k("fixed_cost_per_day"), 2, 1.0, "");
-            o += &cell(plan, &k("fixed_attainment"), 2, 100.0, "%");
-            o += &cell(plan, &k("instances_mean"), 2, 1.0, "");
-            o += &cell(plan, &k("instances_max"), 0, 1.0, "");
-            o += &cell(plan, &k("instance_hours_per_day"), 1, 1.0, "");
-            o += &cell(plan, &k("cost_per_day"), 2, 1.0, "");
-            o += &cell(plan, &k("attainment"), 2, 100.0, "%");
+            o += &format!("<tr><td class=\"l\">{}</td>", escape(&c.name));
+            o += &num(Some(a.fixed_instances.into()), &k("fixed_instances"), 0, 1.0, "");
+            o += &num(Some(a.fixed_instance_hours_per_day), &k("fixed_instance_hours_per_day"), 1, 1.0, "");
+            o += &num(a.fixed_cost_per_day, &k("fixed_cost_per_day"), 2, 1.0, "");
+            o += &num(Some(a.fixed_attainment), &k("fixed_attainment"), 2, 100.0, "%");
+            o += &num(Some(a.instances_mean), &k("instances_mean"), 2, 1.0, "");
+            o += &num(Some(a.instances_max.into()), &k("instances_max"), 0, 1.0, "");
+            o += &num(Some(a.instance_hours_per_day), &k("instance_hours_per_day"), 1, 1.0, "");
+            o += &num(a.cost_per_day, &k("cost_per_day"), 2, 1.0, "");
+            o += &num(Some(a.attainment), &k("attainment"), 2, 100.0, "%");
             o += "</tr>";
         }
         o += "</table>\n";

@@ -14,7 +14,8 @@ use std::path::Path;
 use anyhow::{bail, Context};
 
 use charts::{Marker, Series};
-use serde_json::Value;
+use servesim_sim::metrics::Summary;
+use servesim_sim::plan::PlanReport;
 
 /// Most points drawn per CDF.
 pub const CDF_POINTS: usize = 400;
@@ -90,35 +91,27 @@ pub fn report_for_dir(dir: &Path, kind: Option<Kind>) -> anyhow::Result<String> 
 /// The report of a `plan`: attainment against instance count per candidate (the chosen count
 /// marked), and the cost table.
 pub fn plan_report(dir: &Path) -> anyhow::Result<String> {
-    let plan = read_json(&dir.join("plan.json"))?;
-    let candidates = plan["candidates"].as_array().context("plan.json: no candidates")?;
-    let target = plan["slo"]["attainment"].as_f64().unwrap_or(0.99);
-    let recommended = plan["recommended"].as_str().unwrap_or("");
+    let plan: PlanReport = read_typed(&dir.join("plan.json"), "plan")?;
+    let candidates = &plan.candidates;
+    let target = plan.header.slo.attainment;
+    let recommended = plan.recommended.as_deref().unwrap_or("");
     let series: Vec<Series> = candidates
         .iter()
         .map(|c| {
-            let mut points: Vec<(f64, f64)> = c["points"]
-                .as_array()
-                .map(|pts| {
-                    pts.iter()
-                        .filter_map(|p| {
-                            let n = p["instances"].as_f64()?;
-                            // The worst seed's attainment: a count passes only if every seed does.
-                            let worst = p["seeds"]
-                                .as_array()?
-                                .iter()
-                                .filter_map(|s| s["attainment"].as_f64())
-                                .reduce(f64::min)?;
-                            Some((n, worst * 100.0))
-                        })
-                        .collect()
+            let mut points: Vec<(f64, f64)> = c
+                .points
+                .iter()
+                .filter_map(|p| {
+                    // The worst seed's attainment: a count passes only if every seed does.
+                    let worst = p.seeds.iter().map(|s| s.attainment).reduce(f64::min)?;
+                    Some((p.instances as f64, worst * 100.0))
                 })
-                .unwrap_or_default();
+                .collect();
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            Series { name: c["name"].as_str().unwrap_or("?").to_string(), points }
+            Series { name: c.name.clone(), points }
         })
         .collect();
-    let chosen = candidates.iter().find(|c| c["name"] == recommended).and_then(|c| c["instances_min"].as_f64());
+    let chosen = candidates.iter().find(|c| c.name == recommended).and_then(|c| c.instances_min).map(f64::from);
     let vmark = chosen.map(|n| Marker { label: format!("{recommended}: {n} instances"), value: n });
     let mut charts = vec![charts::lines(
         "SLO attainment vs instance count (worst seed)",
@@ -129,13 +122,13 @@ pub fn plan_report(dir: &Path) -> anyhow::Result<String> {
         vmark.as_ref(),
         true,
     )?];
-    let names: Vec<String> = candidates.iter().map(|c| c["name"].as_str().unwrap_or("?").to_string()).collect();
-    let costs: Vec<f64> = candidates.iter().map(|c| c["cost_per_hour"].as_f64().unwrap_or(f64::NAN)).collect();
+    let names: Vec<String> = candidates.iter().map(|c| c.name.clone()).collect();
+    let costs: Vec<f64> = candidates.iter().map(|c| c.cost_per_hour.unwrap_or(f64::NAN)).collect();
     if costs.iter().any(|c| c.is_finite()) {
         let best = names.iter().position(|n| n == recommended);
         charts.push(charts::bars("Cost of each candidate (with headroom)", "$ per hour", &names, &costs, best)?);
     }
-    let title = format!("servesim plan — {}", plan["scenario"].as_str().unwrap_or("plan"));
+    let title = format!("servesim plan — {}", plan.header.scenario);
     Ok(html::page(&title, &html::plan_header(&plan), &html::plan_table(&plan), &charts))
 }
 
@@ -168,11 +161,6 @@ pub fn compare_report(dir: &Path) -> anyhow::Result<String> {
     }
     let title = format!("servesim compare — {}", dir.file_name().and_then(|n| n.to_str()).unwrap_or("compare"));
     Ok(html::page(&title, "<p class=\"meta\">Variants on the identical request stream; the baseline is the scenario as written (outlined).</p>", &html::csv_table(&headers, &rows, &labels), &charts))
-}
-
-fn read_json(path: &Path) -> anyhow::Result<Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{}: not valid JSON", path.display()))
 }
 
 /// The empirical CDF of `values` (sorted here), downsampled to at most `CDF_POINTS` points at
@@ -319,17 +307,24 @@ fn read_latencies(path: &Path) -> anyhow::Result<(Vec<f64>, Vec<f64>, Vec<f64>)>
     Ok((ttft, tpot, e2e))
 }
 
-fn slo_marker(summary: &Value, key: &str, label: &str) -> Vec<Marker> {
-    summary["slo"][key]
-        .as_f64()
-        .map(|v| Marker { label: format!("SLO {label} {v} ms"), value: v })
-        .into_iter()
-        .collect()
+fn slo_marker(threshold: Option<f64>, label: &str) -> Vec<Marker> {
+    threshold.map(|v| Marker { label: format!("SLO {label} {v} ms"), value: v }).into_iter().collect()
+}
+
+/// Reads an output file as the typed struct its command wrote (`summary.json`, `plan.json`).
+fn read_typed<T: serde::de::DeserializeOwned>(path: &Path, command: &str) -> anyhow::Result<T> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{}: not the output of this servesim's {command} (written by another version, or edited?)",
+            path.display()
+        )
+    })
 }
 
 /// The report of one `simulate` run.
 pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
-    let summary = read_json(&dir.join("summary.json"))?;
+    let summary: Summary = read_typed(&dir.join("summary.json"), "simulate")?;
     let scenario: toml::Value = {
         let p = dir.join("scenario.toml");
         let text = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
@@ -346,19 +341,19 @@ pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
         "Time to first token — CDF",
         "TTFT (ms, log scale)",
         &one("TTFT", &mut ttft),
-        &slo_marker(&summary, "ttft_ms", "TTFT"),
+        &slo_marker(summary.slo.ttft_ms, "TTFT"),
     )?);
     charts.push(charts::cdf(
         "Time per output token — CDF",
         "TPOT (ms, log scale)",
         &one("TPOT", &mut tpot),
-        &slo_marker(&summary, "tpot_ms", "TPOT"),
+        &slo_marker(summary.slo.tpot_ms, "TPOT"),
     )?);
     charts.push(charts::cdf(
         "End-to-end latency — CDF",
         "E2E (ms, log scale)",
         &one("E2E", &mut e2e),
-        &slo_marker(&summary, "e2e_ms", "E2E"),
+        &slo_marker(summary.slo.e2e_ms, "E2E"),
     )?);
 
     let pts = |f: &dyn Fn(&Window) -> Option<f64>| -> Vec<(f64, f64)> {
@@ -395,11 +390,7 @@ pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
         None,
         false,
     )?);
-    let slo_ttft: Vec<Marker> = summary["slo"]["ttft_ms"]
-        .as_f64()
-        .map(|v| Marker { label: format!("SLO TTFT {v} ms"), value: v })
-        .into_iter()
-        .collect();
+    let slo_ttft = slo_marker(summary.slo.ttft_ms, "TTFT");
     // Markers only when there are few windows to draw; otherwise they bury the line.
     let p99 = pts(&|w| w.ttft_p99);
     let few = p99.len() <= 60;
@@ -415,10 +406,8 @@ pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
 
     // The fleet over time, when it changed: instances, failures and restarts, and attainment
     // of each window's arrivals (where a failure or a traffic step shows as a dip).
-    let fleet = &summary["fleet"];
-    let dynamic = fleet["instances_min"] != fleet["instances_max"]
-        || fleet["failures"].as_u64().unwrap_or(0) > 0
-        || fleet["scale_ups"].as_u64().unwrap_or(0) > 0;
+    let fleet = &summary.fleet;
+    let dynamic = fleet.instances_min != fleet.instances_max || fleet.failures > 0 || fleet.scale_ups > 0;
     if dynamic {
         charts.push(charts::lines(
             "Instances over time",
@@ -444,7 +433,7 @@ pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
             None,
             false,
         )?);
-        let target = summary["slo"]["target"].as_f64().unwrap_or(0.99) * 100.0;
+        let target = summary.slo.target * 100.0;
         charts.push(charts::lines(
             "SLO attainment of each window's arrivals",
             "time (s)",
@@ -456,6 +445,6 @@ pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
         )?);
     }
 
-    let title = format!("servesim simulate — {}", summary["scenario"].as_str().unwrap_or("run"));
+    let title = format!("servesim simulate — {}", summary.scenario);
     Ok(html::page(&title, &html::scenario_header(&scenario, &summary), &html::summary_tables(&summary), &charts))
 }

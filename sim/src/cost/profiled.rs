@@ -26,7 +26,7 @@
 //! rule AIConfigurator applies to its own table (`aic-core/.../operators/attention.rs`,
 //! `prefix_correction`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::profile::{Axis, Curve, ModelDims, OpTable, Profile, PROFILE_FORMAT_VERSION};
 use super::roofline::RoofOp;
@@ -102,7 +102,7 @@ pub struct Fallback {
 }
 
 /// A fallback or an out-of-range reading over a run: what share of the iteration time it priced.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FallbackShare {
     /// The instance group (empty from the cost model itself; the run fills it in).
     pub group: String,

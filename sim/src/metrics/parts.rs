@@ -1,13 +1,13 @@
 //! The parts of `summary.json` that fleet dynamics and disaggregation fill in: their types live
 //! here, with the summary, so that the metrics depend on no runtime component.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::Dist;
 
 /// `summary.json` → `fleet`: how many instances the run paid for, what they cost, and what
 /// failed.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FleetSummary {
     /// Instances provisioned at time zero (down ones included).
     pub instances_initial: u32,
@@ -44,7 +44,7 @@ pub struct FleetSummary {
 }
 
 /// One pool's share of the work.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PoolSummary {
     pub instances: u32,
     pub gpus: u64,
@@ -57,7 +57,7 @@ pub struct PoolSummary {
 }
 
 /// The `disaggregation` key of the summary.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DisaggSummary {
     pub prefill: PoolSummary,
     pub decode: PoolSummary,

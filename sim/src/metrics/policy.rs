@@ -1,6 +1,6 @@
 //! Counters of the serving policies, and their parts of the summary.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What the policies did over a run (all instances together).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -33,7 +33,7 @@ pub struct PolicyStats {
     pub breaker_trips: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PrefixCacheSummary {
     /// Cached prompt tokens / prompt tokens, over first admissions.
     pub hit_rate_tokens: f64,
@@ -45,7 +45,7 @@ pub struct PrefixCacheSummary {
     pub cpu_offloads: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SwapSummary {
     pub swapped_out_blocks: u64,
     pub recompute_fallbacks: u64,
@@ -53,7 +53,7 @@ pub struct SwapSummary {
     pub transfer_s: f64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SpeculativeSummary {
     pub steps: u64,
     /// Accepted / proposed draft tokens.
@@ -62,13 +62,13 @@ pub struct SpeculativeSummary {
     pub tokens_per_step: f64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AdmissionSummary {
     /// Times the circuit breaker opened.
     pub circuit_breaker_trips: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CpuSummary {
     /// Seconds instances spent in iterations.
     pub busy_s: f64,

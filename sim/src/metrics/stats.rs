@@ -1,10 +1,10 @@
 //! Summary statistics with the definitions load generators use.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Mean and percentiles of a metric, in the metric's unit. Percentiles interpolate linearly
 /// between order statistics, as numpy's default (and so vLLM's benchmark_serving) does.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Dist {
     pub count: u64,
     pub mean: f64,

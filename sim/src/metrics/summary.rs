@@ -2,13 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::SloSection;
 use super::{Dist, Recorder, RejectReason, Status};
 use crate::time::SimTime;
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub scenario: String,
     pub seed: u64,
@@ -60,23 +60,67 @@ pub struct Summary {
 }
 
 /// The `cost` section of a summary.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CostSummary {
     pub fallbacks: Vec<crate::cost::FallbackShare>,
 }
 
+/// Why a run stopped before its workload ended (`summary.stopped.reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StopReason {
+    /// `run.max_events` events were processed.
+    #[serde(rename = "event_budget")]
+    EventBudget,
+    /// The caller asked the run to stop (the library's word; the CLI says which of the next
+    /// three it was).
+    #[serde(rename = "cancelled")]
+    Cancelled,
+    /// The command's `--time-limit` passed.
+    #[serde(rename = "time_limit")]
+    TimeLimit,
+    #[serde(rename = "SIGINT")]
+    Sigint,
+    #[serde(rename = "SIGTERM")]
+    Sigterm,
+    /// The time series reached [`crate::metrics::MAX_WINDOWS`] windows.
+    #[serde(rename = "timeseries_windows")]
+    SeriesBudget,
+    /// A request beyond `run.max_requests` arrived.
+    #[serde(rename = "request_budget")]
+    RequestBudget,
+}
+
+impl StopReason {
+    /// The name `summary.json` gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::EventBudget => "event_budget",
+            StopReason::Cancelled => "cancelled",
+            StopReason::TimeLimit => "time_limit",
+            StopReason::Sigint => "SIGINT",
+            StopReason::Sigterm => "SIGTERM",
+            StopReason::SeriesBudget => "timeseries_windows",
+            StopReason::RequestBudget => "request_budget",
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Why and when a run stopped early.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StoppedEarly {
-    /// `event_budget` or `cancelled` (the CLI writes what cancelled it: `time_limit`, `SIGINT`,
-    /// `SIGTERM`).
-    pub reason: String,
+    pub reason: StopReason,
     /// Events processed, and the simulated time reached, s.
     pub events: u64,
     pub at_s: f64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RequestCounts {
     pub arrived: u64,
     pub finished: u64,
@@ -88,17 +132,17 @@ pub struct RequestCounts {
     pub lost: u64,
     /// Requests inside the measurement window (after warm-up, before cool-down).
     pub measured: u64,
-    pub rejected_by_reason: BTreeMap<&'static str, u64>,
+    pub rejected_by_reason: BTreeMap<String, u64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Throughput {
     pub requests_per_s: f64,
     pub input_tokens_per_s: f64,
     pub output_tokens_per_s: f64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SloSummary {
     /// Fraction of measured requests that finished within every threshold.
     pub attainment: f64,
@@ -113,14 +157,14 @@ pub struct SloSummary {
     pub e2e_ms: Option<f64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KvSummary {
     pub blocks_total: u64,
     pub utilization_mean: f64,
     pub utilization_max: f64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BatchSummary {
     /// Mean sequences per iteration.
     pub mean: f64,
@@ -193,7 +237,7 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
             timed_out,
             lost,
             measured: n_measured as u64,
-            rejected_by_reason: by_reason,
+            rejected_by_reason: by_reason.into_iter().map(|(k, n)| (k.to_string(), n)).collect(),
         },
         ttft_ms: ttft,
         tpot_ms: tpot,

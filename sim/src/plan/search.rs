@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::evidence::{classify, Binding, Point, SeedResult};
 use super::{Candidate, PlanSection};
 use crate::engine;
-use crate::metrics::SloSection;
+use crate::metrics::{SloSection, StopReason};
 use crate::scenario::Scenario;
 
 /// How the search runs.
@@ -254,11 +254,13 @@ impl Search<'_> {
         let out = engine::run(&s);
         // Verdict runs only: the capacity probe's scaled-up runs are estimates.
         if let (Some(st), None, true) = (&out.summary.stopped, &self.stopped, scale == 1.0) {
-            let key = match st.reason.as_str() {
-                "event_budget" => format!("run.max_events = {}", s.run.max_events),
-                "request_budget" => format!("run.max_requests = {}", s.run.max_requests),
-                "timeseries_windows" => "the time-series bound (raise metrics.window_s)".to_string(),
-                _ => "a stop request".to_string(),
+            let key = match st.reason {
+                StopReason::EventBudget => format!("run.max_events = {}", s.run.max_events),
+                StopReason::RequestBudget => format!("run.max_requests = {}", s.run.max_requests),
+                StopReason::SeriesBudget => "the time-series bound (raise metrics.window_s)".to_string(),
+                StopReason::Cancelled | StopReason::TimeLimit | StopReason::Sigint | StopReason::Sigterm => {
+                    "a stop request".to_string()
+                }
             };
             self.stopped = Some(format!(
                 "the run of {instances} instance(s), seed {seed}, stopped early at simulated time {:.3} s ({key}), \
