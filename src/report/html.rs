@@ -60,13 +60,13 @@ pub fn scenario_header(scenario: &toml::Value, summary: &Summary) -> String {
         }
     };
     format!(
-        "<p class=\"meta\">model <b>{}</b> · GPU <b>{}</b> · {} instance(s) at TP {} · seed {} · {} simulated seconds</p>",
+        "<p class=\"meta\">model <b>{}</b> · GPU <b>{}</b> · {} instance(s) at TP {} · seed {} · {:.1} simulated seconds</p>",
         escape(&s(&["model", "name"])),
         escape(&s(&["gpu", "name"])),
         escape(&s(&["cluster", "instances"])),
         escape(&s(&["cluster", "tp"])),
         summary.seed,
-        format!("{:.1}", summary.simulated_s),
+        summary.simulated_s,
     )
 }
 
@@ -184,11 +184,11 @@ pub fn plan_header(plan: &PlanReport) -> String {
     let h = &plan.header;
     let f = |x: Option<f64>| x.map(|x| format!("{x:.1}")).unwrap_or_else(|| "–".into());
     format!(
-        "<p class=\"meta\">model <b>{}</b> · load {} req/s mean, {} at peak · SLO attainment target {}% · {} seed(s) from {} · headroom {} + {} spare · SLO with {} down · recommended <b>{}</b></p>",
+        "<p class=\"meta\">model <b>{}</b> · load {} req/s mean, {} at peak · SLO attainment target {:.1}% · {} seed(s) from {} · headroom {} + {} spare · SLO with {} down · recommended <b>{}</b></p>",
         escape(&h.model),
         f(h.load_rps_mean),
         f(h.load_rps_peak),
-        format!("{:.1}", h.slo.attainment * 100.0),
+        h.slo.attainment * 100.0,
         h.seeds,
         h.seed,
         json(h.headroom),

@@ -159,9 +159,7 @@ impl Instance {
                 break;
             }
             let need = self.blocks_for(s.computed);
-            let busy = !self.running.is_empty() || !self.xfer.receiving.is_empty();
-            let reserve = if busy { self.cfg.watermark_blocks as u64 } else { 0 };
-            if (self.kv.free() as u64) < need + reserve {
+            if !self.fits(need, 0) {
                 break;
             }
             let mut s = self.xfer.incoming.pop_front().expect("front exists");

@@ -266,6 +266,17 @@ impl Instance {
         self.kv.total()
     }
 
+    /// The one admission-capacity rule (queue admission, swap-in, a decode instance taking a
+    /// transfer): `need` new blocks fit when the free blocks, less `unusable` of them (free but
+    /// holding prefix-cache hits this admission will take), cover them plus the watermark. The
+    /// watermark keeps room for requests holding blocks to grow (running ones, and ones
+    /// receiving their KV); with none, it would only stall the queue.
+    fn fits(&self, need: u64, unusable: u64) -> bool {
+        let busy = !self.running.is_empty() || self.xfer.slots() > 0;
+        let reserve = if busy { self.cfg.watermark_blocks as u64 } else { 0 };
+        (self.kv.free() as u64).saturating_sub(unusable) >= need + reserve
+    }
+
     fn blocks_for(&self, tokens: u64) -> u64 {
         tokens.div_ceil(self.cfg.block_tokens)
     }
@@ -677,8 +688,7 @@ impl Instance {
                 break;
             }
             let need = self.blocks_for(s.computed + step).max(self.reserved_blocks(s));
-            let reserve = if self.running.is_empty() { 0 } else { self.cfg.watermark_blocks as u64 };
-            if (self.kv.free() as u64) < need + reserve {
+            if !self.fits(need, 0) {
                 break;
             }
             let mut s = self.swapped.pop_front().expect("front exists");
@@ -766,10 +776,7 @@ impl Instance {
             }
             let need = self.blocks_for(hit_tokens + step).max(self.reserved_blocks(cand));
             let new = need - gpu_hits;
-            // The watermark keeps room for running requests to grow; with none running it
-            // would only stall the queue.
-            let reserve = if self.running.is_empty() { 0 } else { self.cfg.watermark_blocks as u64 };
-            if (self.kv.free() as u64 - evictable_hits) < new + reserve {
+            if !self.fits(new, evictable_hits) {
                 break;
             }
             let mut seq = if from_preempted {

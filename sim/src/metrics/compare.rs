@@ -58,20 +58,12 @@ impl Outcome {
 
     /// As [`RequestRecord::tpot_ms`]: mean time per output token after the first.
     pub fn tpot_ms(&self) -> Option<f64> {
-        let (first, finish) = (self.first_token?, self.finish?);
-        (self.output_tokens > 1).then(|| (finish - first).as_millis_f64() / (self.output_tokens - 1) as f64)
+        super::tpot_ms(self.first_token?, self.finish?, self.output_tokens)
     }
 
     /// Whether it finished within every threshold of `slo`.
     pub fn meets(&self, slo: &SloSection) -> bool {
-        if self.finish.is_none() {
-            return false;
-        }
-        let ok = |limit: Option<f64>, v: Option<f64>| match (limit, v) {
-            (Some(l), Some(v)) => v <= l,
-            _ => true,
-        };
-        ok(slo.ttft_ms, self.ttft_ms()) && ok(slo.tpot_ms, self.tpot_ms()) && ok(slo.e2e_ms, self.e2e_ms())
+        self.finish.is_some() && slo.met_by(self.ttft_ms(), self.tpot_ms(), self.e2e_ms())
     }
 }
 

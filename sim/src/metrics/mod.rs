@@ -136,10 +136,17 @@ impl RequestRecord {
 
     /// Mean time per output token after the first, in ms; `None` for one-token outputs.
     pub fn tpot_ms(&self) -> Option<f64> {
-        let e2e = self.e2e()?;
-        let ttft = self.ttft()?;
-        (self.output_tokens > 1).then(|| (e2e - ttft).as_millis_f64() / (self.output_tokens - 1) as f64)
+        self.e2e()?;
+        self.ttft()?;
+        tpot_ms(self.first_token, self.finish, self.output_tokens)
     }
+}
+
+/// TPOT, the one definition (records, measured runs, comparisons): the mean time per output
+/// token after the first, (finish − first token) / (output tokens − 1), in ms; `None` for
+/// one-token outputs. vLLM's benchmark_serving defines it so.
+pub fn tpot_ms(first_token: SimTime, finish: SimTime, output_tokens: u32) -> Option<f64> {
+    (output_tokens > 1).then(|| (finish - first_token).as_millis_f64() / (output_tokens - 1) as f64)
 }
 
 /// The most windows a run's time series holds (about 100 MB); a run that would need more stops

@@ -27,6 +27,17 @@ impl Default for SloSection {
 }
 
 impl SloSection {
+    /// The SLO, the one definition (summaries, plans, comparisons): a finished request meets it
+    /// when each latency it has is within its threshold (a one-token output has no TPOT, so
+    /// only its TTFT and E2E count).
+    pub fn met_by(&self, ttft_ms: Option<f64>, tpot_ms: Option<f64>, e2e_ms: Option<f64>) -> bool {
+        let ok = |limit: Option<f64>, v: Option<f64>| match (limit, v) {
+            (Some(l), Some(v)) => v <= l,
+            _ => true,
+        };
+        ok(self.ttft_ms, ttft_ms) && ok(self.tpot_ms, tpot_ms) && ok(self.e2e_ms, e2e_ms)
+    }
+
     pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         for (key, v) in [("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms), ("e2e_ms", self.e2e_ms)] {
             if let Some(v) = v {

@@ -173,16 +173,8 @@ pub struct BatchSummary {
 
 /// Whether a record meets every threshold in `slo`.
 pub fn meets_slo(r: &super::RequestRecord, slo: &SloSection) -> bool {
-    if r.status != Status::Finished {
-        return false;
-    }
-    let ok = |limit: Option<f64>, v: Option<f64>| match (limit, v) {
-        (Some(l), Some(v)) => v <= l,
-        _ => true,
-    };
-    ok(slo.ttft_ms, r.ttft().map(SimTime::as_millis_f64))
-        && ok(slo.tpot_ms, r.tpot_ms())
-        && ok(slo.e2e_ms, r.e2e().map(SimTime::as_millis_f64))
+    r.status == Status::Finished
+        && slo.met_by(r.ttft().map(SimTime::as_millis_f64), r.tpot_ms(), r.e2e().map(SimTime::as_millis_f64))
 }
 
 pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) -> Summary {

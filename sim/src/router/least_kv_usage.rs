@@ -3,8 +3,7 @@
 //! queued demand keeps every request that arrives during one iteration (before any KV is
 //! allocated) from herding onto the same instance.
 
-use super::{least_by, Router};
-use crate::instance::Instance;
+use super::{least_by, Load, Router};
 use crate::workload::Request;
 
 #[derive(Debug, Default)]
@@ -14,14 +13,13 @@ pub struct LeastKvUsage {
 
 /// Committed fraction of an instance's KV blocks. A fraction is already relative to the
 /// instance's own capacity, so it is compared as it is.
-fn committed(x: &Instance) -> f64 {
-    let c = x.config();
-    let blocks = x.kv_blocks_used() as f64 + x.pending_prefill_tokens() as f64 / c.block_tokens as f64;
+fn committed<L: Load>(x: &L) -> f64 {
+    let blocks = x.kv_blocks_used() as f64 + x.pending_prefill_tokens() as f64 / x.block_tokens() as f64;
     blocks / x.kv_blocks_total().max(1) as f64
 }
 
-impl Router for LeastKvUsage {
-    fn route(&mut self, _req: &Request, instances: &[Instance]) -> usize {
+impl<L: Load> Router<L> for LeastKvUsage {
+    fn route(&mut self, _req: &Request, instances: &[L]) -> usize {
         let i = least_by(instances, self.next, committed);
         self.next = (i + 1) % instances.len();
         i

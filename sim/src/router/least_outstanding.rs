@@ -1,8 +1,7 @@
 //! Least outstanding requests: to the instance with the fewest requests waiting or running,
 //! per unit of capacity.
 
-use super::{least_weighted, Router};
-use crate::instance::Instance;
+use super::{least_weighted, Load, Router};
 use crate::workload::Request;
 
 #[derive(Debug, Default)]
@@ -10,8 +9,8 @@ pub struct LeastOutstanding {
     next: usize,
 }
 
-impl Router for LeastOutstanding {
-    fn route(&mut self, _req: &Request, instances: &[Instance]) -> usize {
+impl<L: Load> Router<L> for LeastOutstanding {
+    fn route(&mut self, _req: &Request, instances: &[L]) -> usize {
         let i = least_weighted(instances, self.next, |x| x.outstanding() as f64);
         self.next = (i + 1) % instances.len();
         i

@@ -6,8 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{least_weighted, Router};
-use crate::instance::Instance;
+use super::{least_weighted, Load, Router};
 use crate::workload::Request;
 
 /// `{ kind = "least-pending-tokens", count_decode = true }`.
@@ -36,8 +35,8 @@ impl LeastPendingTokens {
     }
 }
 
-impl Router for LeastPendingTokens {
-    fn route(&mut self, _req: &Request, instances: &[Instance]) -> usize {
+impl<L: Load> Router<L> for LeastPendingTokens {
+    fn route(&mut self, _req: &Request, instances: &[L]) -> usize {
         let decode = self.spec.count_decode;
         let i = least_weighted(instances, self.next, |x| {
             (x.pending_prefill_tokens() + if decode { x.pending_decode_tokens() } else { 0 }) as f64

@@ -38,9 +38,54 @@ use crate::rng::{substream, Stream};
 use crate::tagged_enum;
 use crate::workload::Request;
 
-/// Picks an instance for each arriving request.
-pub trait Router: Send {
-    fn route(&mut self, req: &Request, instances: &[Instance]) -> usize;
+/// Picks an instance for each arriving request, from what it sees of their load.
+pub trait Router<L: Load = Instance>: Send {
+    fn route(&mut self, req: &Request, instances: &[L]) -> usize;
+}
+
+/// What a router sees of an instance: its load and health, never its queues, batch or KV
+/// manager. The engine's instances show it; a test may show any load it likes.
+pub trait Load {
+    /// Whether the router believes it healthy (it may be hung: see the module docs).
+    fn routable(&self) -> bool;
+    /// Requests waiting, running or in a KV transfer there.
+    fn outstanding(&self) -> u64;
+    /// Its relative speed ([`capacity_weight`]).
+    fn capacity(&self) -> f64;
+    /// Prompt tokens still to prefill, and decode tokens still to generate.
+    fn pending_prefill_tokens(&self) -> u64;
+    fn pending_decode_tokens(&self) -> u64;
+    fn kv_blocks_used(&self) -> u32;
+    fn kv_blocks_total(&self) -> u32;
+    /// Tokens per KV block.
+    fn block_tokens(&self) -> u64;
+}
+
+impl Load for Instance {
+    fn routable(&self) -> bool {
+        Instance::routable(self)
+    }
+    fn outstanding(&self) -> u64 {
+        Instance::outstanding(self)
+    }
+    fn capacity(&self) -> f64 {
+        Instance::capacity(self)
+    }
+    fn pending_prefill_tokens(&self) -> u64 {
+        Instance::pending_prefill_tokens(self)
+    }
+    fn pending_decode_tokens(&self) -> u64 {
+        Instance::pending_decode_tokens(self)
+    }
+    fn kv_blocks_used(&self) -> u32 {
+        Instance::kv_blocks_used(self)
+    }
+    fn kv_blocks_total(&self) -> u32 {
+        Instance::kv_blocks_total(self)
+    }
+    fn block_tokens(&self) -> u64 {
+        self.config().block_tokens
+    }
 }
 
 /// A routing policy (`kind = "..."`).
@@ -96,12 +141,12 @@ impl RouterSpec {
 
 /// The instance with the lowest `load` per unit of capacity, scanning from `start` so that
 /// ties go to the first instance at or after `start`.
-pub(crate) fn least_weighted(instances: &[Instance], start: usize, load: impl Fn(&Instance) -> f64) -> usize {
+pub(crate) fn least_weighted<L: Load>(instances: &[L], start: usize, load: impl Fn(&L) -> f64) -> usize {
     least_by(instances, start, |x| load(x) / x.capacity())
 }
 
 /// The routable instance with the lowest `score`, ties to the first at or after `start`.
-pub(crate) fn least_by(instances: &[Instance], start: usize, score: impl Fn(&Instance) -> f64) -> usize {
+pub(crate) fn least_by<L: Load>(instances: &[L], start: usize, score: impl Fn(&L) -> f64) -> usize {
     let n = instances.len();
     let mut best = usize::MAX;
     let mut best_score = f64::INFINITY;
@@ -121,7 +166,7 @@ pub(crate) fn least_by(instances: &[Instance], start: usize, score: impl Fn(&Ins
 }
 
 /// The first routable instance at or after `start` (wrapping).
-pub(crate) fn next_routable(instances: &[Instance], start: usize) -> usize {
+pub(crate) fn next_routable<L: Load>(instances: &[L], start: usize) -> usize {
     let n = instances.len();
     (0..n).map(|k| (start + k) % n).find(|&i| instances[i].routable()).expect("a routable instance")
 }

@@ -4,8 +4,7 @@
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 
-use super::Router;
-use crate::instance::Instance;
+use super::{Load, Router};
 use crate::workload::Request;
 
 pub struct PowerOfTwo {
@@ -18,8 +17,8 @@ impl PowerOfTwo {
     }
 }
 
-impl Router for PowerOfTwo {
-    fn route(&mut self, _req: &Request, instances: &[Instance]) -> usize {
+impl<L: Load> Router<L> for PowerOfTwo {
+    fn route(&mut self, _req: &Request, instances: &[L]) -> usize {
         let n = instances.len();
         if n == 1 {
             return 0;

@@ -4,8 +4,7 @@
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 
-use super::Router;
-use crate::instance::Instance;
+use super::{Load, Router};
 use crate::workload::Request;
 
 pub struct Random {
@@ -18,8 +17,8 @@ impl Random {
     }
 }
 
-impl Router for Random {
-    fn route(&mut self, _req: &Request, instances: &[Instance]) -> usize {
+impl<L: Load> Router<L> for Random {
+    fn route(&mut self, _req: &Request, instances: &[L]) -> usize {
         let first = instances[0].capacity();
         if instances.iter().all(|i| i.capacity() == first) {
             // Drawn again while the draw is not routable: uniform over the routable ones.
@@ -30,7 +29,7 @@ impl Router for Random {
                 }
             }
         }
-        let weight = |inst: &Instance| if inst.routable() { inst.capacity() } else { 0.0 };
+        let weight = |inst: &L| if inst.routable() { inst.capacity() } else { 0.0 };
         let total: f64 = instances.iter().map(weight).sum();
         let mut x = self.rng.random::<f64>() * total;
         for (i, inst) in instances.iter().enumerate() {

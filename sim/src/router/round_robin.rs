@@ -1,8 +1,7 @@
 //! Round-robin: instance 0, 1, 2, ... in turn, whatever their load or capacity (skipping those
 //! not routable).
 
-use super::{next_routable, Router};
-use crate::instance::Instance;
+use super::{next_routable, Load, Router};
 use crate::workload::Request;
 
 #[derive(Debug, Default)]
@@ -10,8 +9,8 @@ pub struct RoundRobin {
     next: usize,
 }
 
-impl Router for RoundRobin {
-    fn route(&mut self, _req: &Request, instances: &[Instance]) -> usize {
+impl<L: Load> Router<L> for RoundRobin {
+    fn route(&mut self, _req: &Request, instances: &[L]) -> usize {
         let i = next_routable(instances, self.next % instances.len());
         self.next = (i + 1) % instances.len();
         i

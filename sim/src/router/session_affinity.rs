@@ -15,9 +15,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{least_weighted, Router};
+use super::{least_weighted, Load, Router};
 use crate::config::{check, ConfigError};
-use crate::instance::Instance;
 use crate::workload::{Request, NO_SESSION};
 
 /// What a request is hashed on.
@@ -81,8 +80,8 @@ impl SessionAffinity {
     }
 
     /// Places `instances` on the ring (done on the first request; public for tests).
-    pub fn build_ring(&mut self, instances: &[Instance]) {
-        let mean = instances.iter().map(Instance::capacity).sum::<f64>() / instances.len() as f64;
+    pub fn build_ring<L: Load>(&mut self, instances: &[L]) {
+        let mean = instances.iter().map(L::capacity).sum::<f64>() / instances.len() as f64;
         self.ring.clear();
         for (i, inst) in instances.iter().enumerate() {
             let points = ((self.spec.vnodes as f64 * inst.capacity() / mean).round() as u64).max(1);
@@ -111,7 +110,7 @@ impl SessionAffinity {
 
     /// The routable instance that owns `key`: the owner of the first point at or after it
     /// whose instance is routable (so an instance leaving moves only its own keys).
-    pub fn routable_owner(&self, key: u64, instances: &[Instance]) -> usize {
+    pub fn routable_owner<L: Load>(&self, key: u64, instances: &[L]) -> usize {
         let h = mix(key);
         let at = self.ring.partition_point(|&(p, _)| p < h);
         let n = self.ring.len();
@@ -123,17 +122,17 @@ impl SessionAffinity {
 
     /// Whether instance `i` may take one more request under the load bound (shares among the
     /// routable instances).
-    pub fn under_bound(&self, instances: &[Instance], i: usize) -> bool {
+    pub fn under_bound<L: Load>(&self, instances: &[L], i: usize) -> bool {
         let up = || instances.iter().filter(|x| x.routable());
-        let total: u64 = up().map(Instance::outstanding).sum();
-        let share = instances[i].capacity() / up().map(Instance::capacity).sum::<f64>();
+        let total: u64 = up().map(L::outstanding).sum();
+        let share = instances[i].capacity() / up().map(L::capacity).sum::<f64>();
         let limit = (self.spec.load_factor * (total + 1) as f64 * share).ceil() as u64 + self.spec.slack as u64;
         instances[i].outstanding() < limit
     }
 }
 
-impl Router for SessionAffinity {
-    fn route(&mut self, req: &Request, instances: &[Instance]) -> usize {
+impl<L: Load> Router<L> for SessionAffinity {
+    fn route(&mut self, req: &Request, instances: &[L]) -> usize {
         if self.ring.is_empty() || self.ring.iter().any(|&(_, i)| i as usize >= instances.len()) {
             self.build_ring(instances);
         }
