@@ -218,13 +218,33 @@ impl ArrivalSpec {
     }
 }
 
-/// Draws a gap with mean 1/rate and the given CV (exponential when cv = 1).
-fn gap_s(rng: &mut ChaCha8Rng, rate: f64, cv: f64) -> f64 {
-    if cv == 1.0 {
-        Exp::new(rate).expect("validated rate").sample(rng)
-    } else {
-        let shape = 1.0 / (cv * cv);
-        Gamma::new(shape, 1.0 / (rate * shape)).expect("validated").sample(rng)
+/// The distribution of the gap between arrivals: mean 1/rate and the given CV (exponential
+/// when cv = 1), built once per rate, not per draw.
+#[derive(Clone, Debug)]
+enum Gap {
+    Exp(Exp<f64>),
+    Gamma(Gamma<f64>),
+}
+
+impl Gap {
+    /// `None` for a zero rate (no arrivals).
+    fn new(rate: f64, cv: f64) -> Option<Gap> {
+        if rate <= 0.0 {
+            return None;
+        }
+        Some(if cv == 1.0 {
+            Gap::Exp(Exp::new(rate).expect("validated rate"))
+        } else {
+            let shape = 1.0 / (cv * cv);
+            Gap::Gamma(Gamma::new(shape, 1.0 / (rate * shape)).expect("validated"))
+        })
+    }
+
+    fn sample(&self, rng: &mut ChaCha8Rng) -> f64 {
+        match self {
+            Gap::Exp(d) => d.sample(rng),
+            Gap::Gamma(d) => d.sample(rng),
+        }
     }
 }
 
@@ -237,6 +257,8 @@ pub struct OpenArrivals {
     count: u64,
     phase: usize,
     phase_end_s: f64,
+    /// The gap of a Poisson or gamma process, or of each phase.
+    gaps: Vec<Option<Gap>>,
 }
 
 impl OpenArrivals {
@@ -245,21 +267,30 @@ impl OpenArrivals {
             ArrivalSpec::Phases(p) => p.phases[0].duration_s,
             _ => f64::INFINITY,
         };
-        OpenArrivals { spec, rng, now_s: 0.0, count: 0, phase: 0, phase_end_s }
+        let gaps = match &spec {
+            ArrivalSpec::Poisson(p) => vec![Gap::new(p.rate, 1.0)],
+            ArrivalSpec::Gamma(g) => vec![Gap::new(g.rate, g.cv)],
+            ArrivalSpec::Phases(p) => p.phases.iter().map(|ph| Gap::new(ph.rate, ph.cv)).collect(),
+            _ => Vec::new(),
+        };
+        OpenArrivals { spec, rng, now_s: 0.0, count: 0, phase: 0, phase_end_s, gaps }
     }
 
     /// The next arrival time in seconds, or `None` when the schedule has ended.
     pub fn next_s(&mut self) -> Option<f64> {
         let t = match &self.spec {
-            ArrivalSpec::Poisson(p) => self.now_s + gap_s(&mut self.rng, p.rate, 1.0),
-            ArrivalSpec::Gamma(g) => self.now_s + gap_s(&mut self.rng, g.rate, g.cv),
+            ArrivalSpec::Poisson(_) | ArrivalSpec::Gamma(_) => {
+                self.now_s + self.gaps[0].as_ref().expect("validated: rate > 0").sample(&mut self.rng)
+            }
             // The first arrival is at time zero; each next one 1/rate later. Computed from the
             // count, not accumulated, so there is no drift.
             ArrivalSpec::Constant(c) => self.count as f64 / c.rate,
             ArrivalSpec::Phases(p) => loop {
-                let ph = p.phases.get(self.phase)?;
-                let candidate =
-                    if ph.rate > 0.0 { self.now_s + gap_s(&mut self.rng, ph.rate, ph.cv) } else { f64::INFINITY };
+                p.phases.get(self.phase)?;
+                let candidate = match &self.gaps[self.phase] {
+                    Some(gap) => self.now_s + gap.sample(&mut self.rng),
+                    None => f64::INFINITY,
+                };
                 if candidate <= self.phase_end_s {
                     break candidate;
                 }

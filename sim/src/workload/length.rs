@@ -167,34 +167,28 @@ impl LengthDist {
         }
     }
 
-    /// Draws one length.
+    /// Draws one length (for a few draws; a stream of draws builds its [`Sampler`] once).
     pub fn sample(&self, rng: &mut ChaCha8Rng) -> u64 {
+        self.sampler().sample(rng)
+    }
+
+    /// The distribution built for drawing: parameters derived once (a lognormal's μ and σ from
+    /// its median and p99, a mixture's total weight), not on every draw.
+    pub fn sampler(&self) -> Sampler {
         match self {
-            LengthDist::Fixed(f) => f.value,
-            LengthDist::Uniform(u) => rng.random_range(u.min..=u.max),
-            LengthDist::Normal(n) => {
-                let x = Normal::new(n.mean, n.std).expect("validated").sample(rng);
-                clamp(x, n.min, n.max)
-            }
+            LengthDist::Fixed(f) => Sampler::Fixed(f.value),
+            LengthDist::Uniform(u) => Sampler::Uniform(u.min, u.max),
+            LengthDist::Normal(n) => Sampler::Normal(Normal::new(n.mean, n.std).expect("validated"), n.min, n.max),
             LengthDist::Lognormal(l) => {
                 let (mu, sigma) = l.mu_sigma();
-                let x = LogNormal::new(mu, sigma).expect("validated").sample(rng);
-                clamp(x, l.min, l.max)
+                Sampler::Lognormal(LogNormal::new(mu, sigma).expect("validated"), l.min, l.max)
             }
-            LengthDist::Mixture(m) => {
-                let total: f64 = m.components.iter().map(|c| c.weight).sum();
-                let mut u = rng.random::<f64>() * total;
-                let mut chosen = &m.components[m.components.len() - 1];
-                for c in &m.components {
-                    if u < c.weight {
-                        chosen = c;
-                        break;
-                    }
-                    u -= c.weight;
-                }
-                let x = chosen.dist.sample(rng);
-                clamp(x as f64, m.min, m.max)
-            }
+            LengthDist::Mixture(m) => Sampler::Mixture {
+                total: m.components.iter().map(|c| c.weight).sum(),
+                components: m.components.iter().map(|c| (c.weight, c.dist.sampler())).collect(),
+                min: m.min,
+                max: m.max,
+            },
         }
     }
 
@@ -225,6 +219,42 @@ impl LengthDist {
             LengthDist::Lognormal(l) => l.max,
             LengthDist::Mixture(m) => {
                 m.max.or_else(|| m.components.iter().map(|c| c.dist.max()).try_fold(0, |acc, x| x.map(|x| acc.max(x))))
+            }
+        }
+    }
+}
+
+/// A length distribution ready to draw from ([`LengthDist::sampler`]); the same draws as the
+/// distribution itself, from the same random stream.
+#[derive(Clone, Debug)]
+pub enum Sampler {
+    Fixed(u64),
+    Uniform(u64, u64),
+    Normal(Normal<f64>, Option<u64>, Option<u64>),
+    Lognormal(LogNormal<f64>, Option<u64>, Option<u64>),
+    Mixture { total: f64, components: Vec<(f64, Sampler)>, min: Option<u64>, max: Option<u64> },
+}
+
+impl Sampler {
+    /// Draws one length.
+    pub fn sample(&self, rng: &mut ChaCha8Rng) -> u64 {
+        match self {
+            Sampler::Fixed(v) => *v,
+            Sampler::Uniform(min, max) => rng.random_range(*min..=*max),
+            Sampler::Normal(d, min, max) => clamp(d.sample(rng), *min, *max),
+            Sampler::Lognormal(d, min, max) => clamp(d.sample(rng), *min, *max),
+            Sampler::Mixture { total, components, min, max } => {
+                let mut u = rng.random::<f64>() * total;
+                let mut chosen = &components[components.len() - 1].1;
+                for (w, c) in components {
+                    if u < *w {
+                        chosen = c;
+                        break;
+                    }
+                    u -= w;
+                }
+                let x = chosen.sample(rng);
+                clamp(x as f64, *min, *max)
             }
         }
     }

@@ -218,6 +218,8 @@ pub struct Workload {
     error: Option<TraceError>,
     prompt_rng: ChaCha8Rng,
     output_rng: ChaCha8Rng,
+    /// The prompt and output length distributions, built once (synthetic workloads).
+    lengths: Option<(length::Sampler, length::Sampler)>,
     think_rng: ChaCha8Rng,
     issued: u64,
     end: SimTime,
@@ -248,6 +250,11 @@ impl Workload {
             error,
             prompt_rng: substream(seed, Stream::PromptTokens, 0),
             output_rng: substream(seed, Stream::OutputTokens, 0),
+            lengths: spec
+                .prompt_tokens
+                .as_ref()
+                .zip(spec.output_tokens.as_ref())
+                .map(|(p, o)| (p.sampler(), o.sampler())),
             think_rng: substream(seed, Stream::ThinkTime, 0),
             issued: 0,
             end,
@@ -295,8 +302,9 @@ impl Workload {
     fn make(&mut self, arrival: SimTime, client: u32) -> Request {
         let id = self.issued;
         self.issued += 1;
-        let prompt = self.spec.prompt_tokens.as_ref().expect("validated").sample(&mut self.prompt_rng);
-        let output = self.spec.output_tokens.as_ref().expect("validated").sample(&mut self.output_rng);
+        let (prompt_len, output_len) = self.lengths.as_ref().expect("validated: a synthetic workload has both lengths");
+        let prompt = prompt_len.sample(&mut self.prompt_rng);
+        let output = output_len.sample(&mut self.output_rng);
         let (prompt, output) = (prompt.min(u32::MAX as u64) as u32, output.min(u32::MAX as u64) as u32);
         let mut req = Request {
             id,
