@@ -49,6 +49,70 @@ fn known_answer_capacity_and_count() {
     assert_eq!(c["instances_min"].as_u64().unwrap(), (k * 45.0 / cap).ceil() as u64);
 }
 
+/// With headroom the count recommended is more than the minimum, and it is simulated too: its
+/// own TPOT is the hand formula's at its load, and plan.json's figures equal a run of that count.
+#[test]
+fn the_recommended_count_is_simulated_and_its_figures_are_its_own() {
+    let out = out_dir("plan_provisioned");
+    std::fs::create_dir_all(&out).unwrap();
+    let src = read(&root().join("tests/plan/known-answer.toml")).replace("[plan]\n", "[plan]\nheadroom = 0.5\n");
+    let path = out.join("headroom.toml");
+    std::fs::write(&path, &src).unwrap();
+    let v = plan_json(path.to_str().unwrap(), &out);
+    let c = &v["candidates"][0];
+    assert_eq!(c["instances_min"], 4);
+    assert_eq!(c["instances"], 6, "⌈4 × 1.5⌉");
+    let p = &c["provisioned"];
+    assert_eq!(p["instances"], 6);
+    // 6 instances at 30 req/s each: T̄ = 5 / (1 − 50 µs · 30 · 200) = 7.14 ms, not the 9.09 ms of 4.
+    let tpot = p["tpot_ms_p99"].as_f64().unwrap();
+    assert!((tpot / (5.0 / 0.7) - 1.0).abs() < 0.03, "TPOT at 6 instances {tpot} ms, hand value 7.14");
+    assert!(c["tpot_ms_p99"].as_f64().unwrap() > tpot + 1.0, "the minimum's figure is the minimum's");
+    // The figures equal an independent run of the candidate at 6 instances.
+    let s = scenario(&src);
+    let cand = &plan::candidates(&s).unwrap()[0];
+    let mut sc = cand.scenario.clone().unwrap();
+    sc.groups[0].count = 6;
+    sc.set_seed(1);
+    let run = engine::run(&sc).summary;
+    let seed0 = &p["point"]["seeds"][0];
+    assert_eq!(seed0["tpot_ms_p99"].as_f64().unwrap(), run.tpot_ms.p99);
+    assert_eq!(seed0["ttft_ms_p99"].as_f64().unwrap(), run.ttft_ms.p99);
+    assert_eq!(seed0["attainment"].as_f64().unwrap(), run.slo.attainment);
+    assert_eq!(p["tpot_ms_p99"].as_f64().unwrap(), run.tpot_ms.p99, "one seed: the worst is that seed");
+    // The table prints the recommended count's row.
+    let o = servesim(&["plan", "--scenario", path.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    let table = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(table.contains("at 6") && table.contains("(recommended count)"), "{table}");
+}
+
+/// Two candidates at the same price: the one with the larger SLO margin at its recommended
+/// count is recommended, whatever the file order, and the plan says so.
+#[test]
+fn a_tie_on_price_goes_to_the_larger_slo_margin_and_says_so() {
+    let out = out_dir("plan_tie");
+    std::fs::create_dir_all(&out).unwrap();
+    // "fast" (50 µs → 40 µs per token) needs 3 instances at $4/GPU-h, "base" 4 at $3: both $12/h.
+    // At 3 × 60 req/s fast's TPOT is 5 / (1 − 40 µs · 60 · 200) = 9.6 ms (margin 10/9.6 = 1.04);
+    // base's at 4 × 45 req/s is 9.09 ms (margin 1.10): base wins though it is listed second.
+    let src = read(&root().join("tests/plan/known-answer.toml"))
+        .replace("[plan]\n", "[plan]\nprice_per_gpu_hour = { \"h100-sxm\" = 3, \"a100-80g\" = 4 }\n")
+        + "[[plan.candidates]]\nname = \"fast\"\ngpu = \"a100-80g\"\n\
+           cost = { kind = \"linear\", base_us = 5000, per_token_us = 40, per_seq_us = 0 }\n\
+           [[plan.candidates]]\nname = \"base\"\n";
+    let path = out.join("tie.toml");
+    std::fs::write(&path, &src).unwrap();
+    let v = plan_json(path.to_str().unwrap(), &out);
+    let c = v["candidates"].as_array().unwrap();
+    assert_eq!((c[0]["instances"].as_u64(), c[1]["instances"].as_u64()), (Some(3), Some(4)), "{v}");
+    assert_eq!(c[0]["cost_per_hour"], c[1]["cost_per_hour"]);
+    assert_eq!(v["recommended"], "base");
+    let t = v["tie_break"].as_str().unwrap();
+    assert!(t.contains("base and fast cost the same per hour") && t.contains("SLO margin"), "{t}");
+    let margin = |x: &serde_json::Value| 10.0 / x["provisioned"]["tpot_ms_p99"].as_f64().unwrap();
+    assert!(margin(&c[1]) > margin(&c[0]));
+}
+
 /// Every feasible candidate: N meets the SLO on every seed and N − 1 fails on at least one,
 /// checked by running the engine directly (not by trusting the plan's own records).
 #[test]
@@ -173,8 +237,13 @@ fn bad_flags_exit_2() {
 #[test]
 fn bad_candidates_are_named() {
     let base = read(&root().join("tests/plan/small.toml"));
+    // The scenario validates the file; the planner checks its candidates (the CLI does both
+    // for every command, tests/malformed.rs checks that side).
     let check = |from: &str, to: &str, expect: &str| {
-        let e = servesim_sim::Scenario::from_toml(&base.replace(from, to), "t").unwrap_err().to_string();
+        let e = servesim_sim::Scenario::from_toml(&base.replace(from, to), "t")
+            .and_then(|s| plan::check_candidates(&s))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(expect), "expected «{expect}» in «{e}»");
     };
     check("gpu = \"a100-80g\"", "gpu = \"a100\"", "plan.candidates[1] (a100): gpu.preset: unknown preset \"a100\"");

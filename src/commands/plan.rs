@@ -213,8 +213,28 @@ pub fn table(r: &PlanReport) -> String {
             if c.feasible { c.binding.map(|b| b.as_str()).unwrap_or("-") } else { "infeasible" },
             opt(c.single_instance_capacity_rps, 2),
         );
+        // The figures above are the minimum's; the count provisioned has its own.
+        if let Some(p) = c.provisioned.as_ref().filter(|p| Some(p.instances) != c.instances_min) {
+            o += &format!(
+                "  {:<18}{:>5}{:>6}{:>6}{:>10}{:>10}{:>10}{:>9}{:>9}{:>8}  {:<18}\n",
+                format!("  at {}", p.instances),
+                "",
+                p.instances,
+                "",
+                "",
+                format!("{:.1}", p.ttft_ms_p99),
+                format!("{:.1}", p.tpot_ms_p99),
+                format!("{:.2}", p.attainment * 100.0),
+                format!("{:.2}", p.goodput_rps),
+                format!("{:.1}", p.kv_peak * 100.0),
+                "(recommended count)",
+            );
+        }
     }
     o += "\n";
+    if r.candidates.iter().any(|c| c.provisioned.as_ref().is_some_and(|p| Some(p.instances) != c.instances_min)) {
+        o += "  latencies, attainment, goodput and KV peak: the worst seed at the minimum count (min); \"at N\" rows: at the\n  count recommended (inst: the minimum with headroom and spares), simulated too\n\n";
+    }
     match &r.recommended {
         Some(name) => {
             let c = r.candidates.iter().find(|c| &c.name == name).expect("recommended is a candidate");
@@ -225,6 +245,9 @@ pub fn table(r: &PlanReport) -> String {
                 cost,
                 c.gpus.unwrap_or(0)
             );
+            if let Some(t) = &r.tie_break {
+                o += &format!("  tie: {t}\n");
+            }
         }
         None => o += "no candidate meets the SLO\n",
     }

@@ -202,7 +202,9 @@ pub fn plan_header(plan: &PlanReport) -> String {
 pub fn plan_table(plan: &PlanReport) -> String {
     let mut o = String::from(
         "<h2>Candidates</h2><table><tr><th class=\"l\">candidate</th><th>instances (min)</th><th>instances</th><th>GPUs</th><th>$/h</th>\
-         <th>TTFT p99 ms</th><th>TPOT p99 ms</th><th>attainment</th><th>goodput req/s</th><th>KV peak</th><th>capacity req/s</th><th class=\"l\">binding</th></tr>",
+         <th>TTFT p99 ms</th><th>TPOT p99 ms</th><th>attainment</th><th>goodput req/s</th><th>KV peak</th>\
+         <th>TTFT p99 ms at instances</th><th>TPOT p99 ms at instances</th><th>attainment at instances</th>\
+         <th>capacity req/s</th><th class=\"l\">binding</th></tr>",
     );
     let recommended = plan.recommended.as_deref().unwrap_or("");
     for (i, c) in plan.candidates.iter().enumerate() {
@@ -218,11 +220,19 @@ pub fn plan_table(plan: &PlanReport) -> String {
         o += &num(c.attainment, &k("attainment"), 2, 100.0, "%");
         o += &num(c.goodput_rps, &k("goodput_rps"), 2, 1.0, "");
         o += &num(c.kv_peak, &k("kv_peak"), 1, 100.0, "%");
+        let p = c.provisioned.as_ref();
+        o += &num(p.map(|p| p.ttft_ms_p99), &k("provisioned.ttft_ms_p99"), 1, 1.0, "");
+        o += &num(p.map(|p| p.tpot_ms_p99), &k("provisioned.tpot_ms_p99"), 2, 1.0, "");
+        o += &num(p.map(|p| p.attainment), &k("provisioned.attainment"), 2, 100.0, "%");
         o += &num(c.single_instance_capacity_rps, &k("single_instance_capacity_rps"), 2, 1.0, "");
         let binding = c.binding.map(|b| b.as_str()).or(c.infeasible_reason.as_deref()).unwrap_or("–");
         o += &format!("<td class=\"l\">{}</td></tr>", escape(binding));
     }
     o += "</table>\n";
+    o += "<p class=\"meta\">TTFT, TPOT, attainment, goodput and KV peak: the worst seed at the minimum count; \"at instances\": at the count recommended (with headroom and spares), simulated too.</p>\n";
+    if let Some(t) = &plan.tie_break {
+        o += &format!("<p class=\"meta\">Tie: {}</p>\n", escape(t));
+    }
     o += &plan_fleet_table(plan);
     o
 }

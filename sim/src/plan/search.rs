@@ -145,6 +145,50 @@ pub struct CandidateResult {
     /// A disaggregated candidate: both pools' counts (the fields above then sum the pools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pools: Option<super::PoolsResult>,
+    /// The count recommended (`instances`: the minimum with headroom and spares) as simulated
+    /// itself, on every seed: its own latencies and attainment, beside the minimum's above.
+    /// Run only when it differs from `instances_min`; equal to the minimum's point otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioned: Option<AtCount>,
+}
+
+/// One count's figures, the worst over the seeds (highest p99s, lowest attainment and goodput,
+/// highest KV peak), and each seed's run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AtCount {
+    pub instances: u32,
+    pub ttft_ms_p99: f64,
+    pub tpot_ms_p99: f64,
+    pub attainment: f64,
+    pub goodput_rps: f64,
+    pub kv_peak: f64,
+    pub point: Point,
+}
+
+impl AtCount {
+    pub fn of(point: Point) -> AtCount {
+        let worst = |f: fn(&SeedResult) -> f64, max: bool| {
+            point.seeds.iter().map(f).reduce(|a, b| if (b > a) == max { b } else { a }).unwrap_or(f64::NAN)
+        };
+        AtCount {
+            instances: point.instances,
+            ttft_ms_p99: worst(|r| r.ttft_ms_p99, true),
+            tpot_ms_p99: worst(|r| r.tpot_ms_p99, true),
+            attainment: worst(|r| r.attainment, false),
+            goodput_rps: worst(|r| r.goodput_rps, false),
+            kv_peak: worst(|r| r.kv_peak, true),
+            point,
+        }
+    }
+
+    /// How far under the SLO the worst seed's p99s are: the smallest of threshold ÷ p99 over
+    /// the TTFT and TPOT thresholds given (2 = twice as fast as required); `None` without them.
+    pub fn slo_margin(&self, slo: &SloSection) -> Option<f64> {
+        [(slo.ttft_ms, self.ttft_ms_p99), (slo.tpot_ms, self.tpot_ms_p99)]
+            .into_iter()
+            .filter_map(|(limit, p99)| Some(limit? / p99.max(1e-9)))
+            .reduce(f64::min)
+    }
 }
 
 /// What `[plan] spare = k` showed: the fewest instances meeting the SLO with none down, and
@@ -203,26 +247,60 @@ pub struct PlanReport {
     #[serde(flatten)]
     pub header: PlanHeader,
     pub candidates: Vec<CandidateResult>,
-    /// The cheapest feasible candidate ($/h when priced, else fewest GPUs; first on a tie).
+    /// The cheapest feasible candidate ($/h when priced, else fewest GPUs); between equally
+    /// cheap ones, the one with the largest SLO margin at its recommended count, then the first.
     pub recommended: Option<String>,
+    /// How a tie on price was broken, in words (`None` without a tie).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tie_break: Option<String>,
 }
 
 /// Joins a header and its candidates' results (in header order) into the report.
 pub fn assemble(header: PlanHeader, candidates: Vec<CandidateResult>) -> PlanReport {
     let feasible = || candidates.iter().filter(|c| c.feasible);
     let priced = feasible().all(|c| c.cost_per_hour.is_some());
+    // The price: $/h when every candidate has one, else GPUs.
+    let price = |x: &CandidateResult| {
+        if priced {
+            x.cost_per_hour.unwrap_or(f64::INFINITY)
+        } else {
+            x.gpus.unwrap_or(u64::MAX) as f64
+        }
+    };
+    let margin = |x: &CandidateResult| {
+        x.provisioned.as_ref().and_then(|p| p.slo_margin(&header.slo)).unwrap_or(f64::NEG_INFINITY)
+    };
+    // Cheapest; on a tie the larger SLO margin, then fewer GPUs, then the first listed.
+    let key = |x: &CandidateResult| (price(x), -margin(x), x.gpus.unwrap_or(u64::MAX));
     let mut best: Option<&CandidateResult> = None;
     for c in feasible() {
-        let key = |x: &CandidateResult| {
-            let cost = if priced { x.cost_per_hour.unwrap_or(f64::INFINITY) } else { 0.0 };
-            (cost, x.gpus.unwrap_or(u64::MAX))
-        };
         if best.is_none_or(|b| key(c) < key(b)) {
             best = Some(c);
         }
     }
+    let tie_break = best.and_then(|b| {
+        let tied: Vec<&CandidateResult> = feasible().filter(|c| price(*c) == price(b) && c.name != b.name).collect();
+        if tied.is_empty() {
+            return None;
+        }
+        let shown = |x: &CandidateResult| {
+            x.provisioned
+                .as_ref()
+                .and_then(|p| p.slo_margin(&header.slo))
+                .map(|m| format!("{} {m:.2}×", x.name))
+                .unwrap_or_else(|| format!("{} (no TTFT/TPOT threshold)", x.name))
+        };
+        let what = if priced { "cost the same per hour" } else { "use as many GPUs" };
+        Some(format!(
+            "{} and {} {what}: {} is recommended for its SLO margin (the smallest of threshold ÷ worst-seed p99 at the recommended count: {})",
+            b.name,
+            tied.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "),
+            b.name,
+            std::iter::once(b).chain(tied.iter().copied()).map(shown).collect::<Vec<_>>().join(", ")
+        ))
+    });
     let recommended = best.map(|c| c.name.clone());
-    PlanReport { header, candidates, recommended }
+    PlanReport { header, candidates, recommended, tie_break }
 }
 
 struct Search<'a> {
@@ -473,6 +551,7 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
         spare_check: None,
         autoscaled: None,
         pools: None,
+        provisioned: None,
     };
     if let Some(p) = &c.pools {
         super::pools::plan_pools(c, p, cfg, progress, &mut out);
@@ -547,6 +626,8 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
             out.attainment = worst(|r| r.attainment, false);
             out.goodput_rps = worst(|r| r.goodput_rps, false);
             out.kv_peak = worst(|r| r.kv_peak, true);
+            // The recommended count's own figures: run it when headroom or spares change it.
+            out.provisioned = Some(AtCount::of(if provisioned == n { top.clone() } else { s.point(provisioned) }));
             // Every count between N₀ − 1 and N − 1 that passed on some seeds is borderline.
             for m in n0.saturating_sub(1).max(s.down + 1)..n {
                 let p = s.point(m);
