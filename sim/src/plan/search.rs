@@ -279,7 +279,7 @@ pub fn assemble(header: PlanHeader, candidates: Vec<CandidateResult>) -> PlanRep
         }
     }
     let tie_break = best.and_then(|b| {
-        let tied: Vec<&CandidateResult> = feasible().filter(|c| price(*c) == price(b) && c.name != b.name).collect();
+        let tied: Vec<&CandidateResult> = feasible().filter(|c| price(c) == price(b) && c.name != b.name).collect();
         if tied.is_empty() {
             return None;
         }
