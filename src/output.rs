@@ -43,7 +43,7 @@ fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<crate::atomic::
     let mut w = crate::atomic::AtomicFile::create(path)?;
     writeln!(
         w,
-        "id,arrival_ms,scheduled_ms,first_token_ms,finish_ms,prompt_tokens,output_tokens,status,reject_reason,preemptions,instance,measured,ttft_ms,tpot_ms,e2e_ms,queue_ms"
+        "id,arrival_ms,scheduled_ms,first_token_ms,finish_ms,prompt_tokens,output_tokens,status,reject_reason,preemptions,instance,measured,ttft_ms,tpot_ms,e2e_ms,queue_ms,class"
     )?;
     for (id, r) in rec.records.iter().enumerate() {
         let reason = match r.status {
@@ -54,7 +54,7 @@ fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<crate::atomic::
         let tpot = r.tpot_ms().map(|v| format!("{v:.6}")).unwrap_or_default();
         writeln!(
             w,
-            "{id},{},{},{},{},{},{},{},{reason},{},{instance},{},{},{tpot},{},{}",
+            "{id},{},{},{},{},{},{},{},{reason},{},{instance},{},{},{tpot},{},{},{}",
             ms(r.arrival),
             opt_ms(r.scheduled),
             opt_ms(r.first_token),
@@ -75,6 +75,7 @@ fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<crate::atomic::
             r.ttft().map(ms).unwrap_or_default(),
             r.e2e().map(ms).unwrap_or_default(),
             r.queue().map(ms).unwrap_or_default(),
+            r.class,
         )?;
     }
     Ok(w)
@@ -243,10 +244,36 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
         thousands(sum.iterations),
         sum.requests_in_system_mean
     );
+    o += &class_lines(sum);
     o += &policy_lines(s, sum);
     o += &fleet_lines(s, sum);
     if let Some(d) = &sum.disaggregation {
         o += &disagg_lines(d);
+    }
+    o
+}
+
+/// Each priority class on its own, when the workload has several.
+fn class_lines(sum: &Summary) -> String {
+    if sum.classes.is_empty() {
+        return String::new();
+    }
+    let mut o = format!(
+        "classes     {:>5}{:>10}{:>10}{:>12}{:>12}{:>12}{:>10}\n",
+        "class", "measured", "finished", "TTFT p99", "queue p99", "queue max", "attain"
+    );
+    o += &format!("            {:>5}{:>10}{:>10}{:>12}{:>12}{:>12}{:>10}\n", "", "", "", "ms", "ms", "ms", "%");
+    for c in &sum.classes {
+        o += &format!(
+            "            {:>5}{:>10}{:>10}{:>12.1}{:>12.1}{:>12.1}{:>10.2}\n",
+            c.class,
+            thousands(c.measured),
+            thousands(c.finished),
+            c.ttft_ms.p99,
+            c.queue_ms.p99,
+            c.queue_ms.max,
+            c.attainment * 100.0
+        );
     }
     o
 }

@@ -125,6 +125,54 @@ fn the_report_reads_the_typed_summary_and_names_a_missing_key() {
 }
 
 #[test]
+fn per_class_results_sum_to_the_totals_in_every_output() {
+    let (out, html_path) = simulate_with_report("report_classes", &read(&root().join("scenarios/priority.toml")));
+    let v: serde_json::Value = serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    let classes = v["classes"].as_array().expect("summary.classes for a workload with classes");
+    assert_eq!(classes.iter().map(|c| c["class"].as_u64().unwrap()).collect::<Vec<_>>(), vec![0, 1, 2]);
+    let sum = |k: &str| classes.iter().map(|c| c[k].as_f64().unwrap()).sum::<f64>();
+    assert_eq!(sum("measured"), v["requests"]["measured"].as_f64().unwrap());
+    assert_eq!(sum("finished"), v["requests"]["finished"].as_f64().unwrap(), "no warm-up: every request is measured");
+    let goodput = v["slo"]["goodput_rps"].as_f64().unwrap();
+    assert!((sum("goodput_rps") - goodput).abs() <= 1e-9 * goodput, "goodputs sum to the total");
+    let met: f64 = classes.iter().map(|c| c["attainment"].as_f64().unwrap() * c["measured"].as_f64().unwrap()).sum();
+    let total_met = v["slo"]["attainment"].as_f64().unwrap() * v["requests"]["measured"].as_f64().unwrap();
+    assert!((met - total_met).abs() < 1e-6, "requests meeting the SLO: {met} by class, {total_met} in all");
+    // The overloaded minute: the batch class waits longest, by its own figures.
+    let q99 = |i: usize| classes[i]["queue_ms"]["p99"].as_f64().unwrap();
+    assert!(q99(2) > q99(0) * 5.0, "class 2 p99 queueing {} ms vs class 0 {} ms", q99(2), q99(0));
+    // requests.csv names each request's class, and its counts are the summary's.
+    let csv = read(&out.join("requests.csv"));
+    let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = head.iter().position(|h| *h == "class").expect("a class column");
+    for (i, c) in classes.iter().enumerate() {
+        let n = csv.lines().skip(1).filter(|l| l.split(',').nth(col) == Some(&i.to_string()[..])).count();
+        assert_eq!(n as u64, c["measured"].as_u64().unwrap(), "class {i} rows");
+    }
+    // The report's class table shows summary.json's numbers (every data-key cell checked).
+    let html = read(&html_path);
+    assert!(html.contains("Priority classes") && html.contains("data-key=\"classes.2.queue_ms.p99\""));
+    check_tables_match_summary(&html, &out.join("summary.json"));
+    // compare gets each class's columns.
+    let cmp = out_dir("report_classes_compare");
+    let o = servesim(&[
+        "compare",
+        "--scenario",
+        root().join("scenarios/priority.toml").to_str().unwrap(),
+        "--vary",
+        "scheduler.queue.aging_per_s=0,0.2",
+        "--out",
+        cmp.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let head = read(&cmp.join("compare.csv")).lines().next().unwrap().to_string();
+    assert!(head.ends_with("class2_ttft_ms_p99,class2_queue_ms_p99,class2_attainment,class2_goodput_rps"), "{head}");
+    let table = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(table.contains("per priority class"), "{table}");
+}
+
+#[test]
 fn a_failing_fleet_gets_its_charts_and_table() {
     let (out, html_path) = simulate_with_report("report_failures", &read(&root().join("scenarios/failures.toml")));
     let html = read(&html_path);

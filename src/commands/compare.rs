@@ -81,6 +81,25 @@ pub struct Metrics {
     pub preemptions: u64,
     pub finished: u64,
     pub rejected: u64,
+    /// Each priority class's figures, when the workload has several (`summary.classes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassMetrics>,
+}
+
+/// One priority class's figures in a row.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClassMetrics {
+    pub class: u8,
+    pub ttft_ms_p99: f64,
+    pub queue_ms_p99: f64,
+    pub attainment: f64,
+    pub goodput_rps: f64,
+}
+
+/// The classes any row has, in order.
+fn classes_of(rows: &[Metrics]) -> Vec<u8> {
+    let set: std::collections::BTreeSet<u8> = rows.iter().flat_map(|m| m.classes.iter().map(|c| c.class)).collect();
+    set.into_iter().collect()
 }
 
 /// A metric of a row, by name.
@@ -250,6 +269,17 @@ fn metrics(s: &servesim_sim::metrics::Summary) -> Metrics {
         preemptions: s.preemptions,
         finished: s.requests.finished,
         rejected: s.requests.rejected,
+        classes: s
+            .classes
+            .iter()
+            .map(|c| ClassMetrics {
+                class: c.class,
+                ttft_ms_p99: c.ttft_ms.p99,
+                queue_ms_p99: c.queue_ms.p99,
+                attainment: c.attainment,
+                goodput_rps: c.goodput_rps,
+            })
+            .collect(),
     }
 }
 
@@ -337,6 +367,25 @@ fn table(h: &CompareHeader, rows: &[Metrics]) -> String {
             thousands(m.preemptions),
         );
     }
+    let classes = classes_of(rows);
+    if !classes.is_empty() {
+        let _ = writeln!(o, "\n  per priority class: TTFT p99 ms / queueing p99 ms / attainment %");
+        let mut head = format!("  {:<width$}", "variant");
+        for c in &classes {
+            head += &format!("  {:>26}", format!("class {c}"));
+        }
+        let _ = writeln!(o, "{head}");
+        for (i, m) in rows.iter().enumerate() {
+            let mut line = format!("  {:<width$}", h.rows[i]);
+            for c in &classes {
+                let cell = m.classes.iter().find(|x| x.class == *c).map_or("-".to_string(), |x| {
+                    format!("{:.1} / {:.1} / {:.2}", x.ttft_ms_p99, x.queue_ms_p99, x.attainment * 100.0)
+                });
+                line += &format!("  {cell:>26}");
+            }
+            let _ = writeln!(o, "{line}");
+        }
+    }
     o
 }
 
@@ -365,6 +414,10 @@ fn csv(h: &CompareHeader, rows: &[Metrics]) -> String {
         .map(String::from),
     );
     head.extend(CHANGED.iter().map(|(n, _)| format!("{n}_change_pct")));
+    let classes = classes_of(rows);
+    for c in &classes {
+        head.extend(["ttft_ms_p99", "queue_ms_p99", "attainment", "goodput_rps"].map(|k| format!("class{c}_{k}")));
+    }
     o += &head.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",");
     o += "\n";
     let base = &rows[0];
@@ -392,6 +445,17 @@ fn csv(h: &CompareHeader, rows: &[Metrics]) -> String {
         cells.extend(
             CHANGED.iter().map(|(_, f)| change_pct(f(m), f(base)).map(|x| format!("{x:.3}")).unwrap_or_default()),
         );
+        for c in &classes {
+            match m.classes.iter().find(|x| x.class == *c) {
+                Some(x) => cells.extend([
+                    format!("{:.3}", x.ttft_ms_p99),
+                    format!("{:.3}", x.queue_ms_p99),
+                    format!("{:.6}", x.attainment),
+                    format!("{:.3}", x.goodput_rps),
+                ]),
+                None => cells.extend(std::iter::repeat_n(String::new(), 4)),
+            }
+        }
         o += &cells.join(",");
         o += "\n";
     }

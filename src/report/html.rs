@@ -145,7 +145,38 @@ pub fn summary_tables(v: &Summary) -> String {
         o += &int(x, k);
     }
     o += "</tr></table>\n";
+    o += &class_table(v);
     o += &fallback_table(v);
+    o
+}
+
+/// Each priority class on its own (`classes` of summary.json), when there are several.
+fn class_table(v: &Summary) -> String {
+    if v.classes.is_empty() {
+        return String::new();
+    }
+    let mut o = String::from(
+        "<h2>Priority classes</h2><table><tr><th>class</th><th>measured</th><th>finished</th><th>rejected</th><th>timed out</th>\
+         <th>TTFT p50 ms</th><th>TTFT p99 ms</th><th>TPOT p99 ms</th><th>queueing p99 ms</th><th>queueing max ms</th><th>attainment</th><th>goodput req/s</th></tr>",
+    );
+    for (i, c) in v.classes.iter().enumerate() {
+        let k = |f: &str| format!("classes.{i}.{f}");
+        o += &format!("<tr><td>{}</td>", c.class);
+        for (x, f) in
+            [(c.measured, "measured"), (c.finished, "finished"), (c.rejected, "rejected"), (c.timed_out, "timed_out")]
+        {
+            o += &num(Some(x as f64), &k(f), 0, 1.0, "");
+        }
+        o += &num(Some(c.ttft_ms.p50), &k("ttft_ms.p50"), 1, 1.0, "");
+        o += &num(Some(c.ttft_ms.p99), &k("ttft_ms.p99"), 1, 1.0, "");
+        o += &num(Some(c.tpot_ms.p99), &k("tpot_ms.p99"), 2, 1.0, "");
+        o += &num(Some(c.queue_ms.p99), &k("queue_ms.p99"), 1, 1.0, "");
+        o += &num(Some(c.queue_ms.max), &k("queue_ms.max"), 1, 1.0, "");
+        o += &num(Some(c.attainment), &k("attainment"), 2, 100.0, "%");
+        o += &num(Some(c.goodput_rps), &k("goodput_rps"), 3, 1.0, "");
+        o += "</tr>";
+    }
+    o += "</table>\n";
     o
 }
 

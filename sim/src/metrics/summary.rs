@@ -52,11 +52,35 @@ pub struct Summary {
     /// What the cost model priced without measurements (ops the roofline stood in for, tables
     /// read beyond their measured range), with each one's share of the iteration time.
     pub cost: CostSummary,
+    /// Each priority class's requests on their own (`workload.class_weights`), when requests of
+    /// more than one class arrived: the question "does class 2 starve?" answered per class.
+    /// The counts and the goodput of the classes sum to the totals above.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassSummary>,
     /// Set when the run stopped before its workload ended: the event budget
     /// (`run.max_events`) ran out, or the caller cancelled it (a wall-clock limit). Requests
     /// still in the system then count as in flight (SLO misses).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<StoppedEarly>,
+}
+
+/// One priority class's measured requests (`summary.classes`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClassSummary {
+    pub class: u8,
+    /// Measured requests of the class, and those that finished, were rejected, timed out.
+    pub measured: u64,
+    pub finished: u64,
+    pub rejected: u64,
+    pub timed_out: u64,
+    pub ttft_ms: Dist,
+    pub tpot_ms: Dist,
+    pub e2e_ms: Dist,
+    pub queue_ms: Dist,
+    /// Fraction of the class's measured requests meeting the SLO.
+    pub attainment: f64,
+    /// The class's requests per second meeting the SLO, over the run's measured duration.
+    pub goodput_rps: f64,
 }
 
 /// The `cost` section of a summary.
@@ -216,6 +240,7 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
     let met = measured().filter(|r| meets_slo(r, slo)).count() as f64;
     let attainment = if n_measured == 0 { 0.0 } else { met / n_measured as f64 };
 
+    let classes = class_summaries(rec, slo, &per_s);
     let (waiting, running, kv_used) = rec.occupancy_means();
     let kv_total = rec.kv_total().max(1) as f64;
     Summary {
@@ -274,6 +299,45 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
         fleet: crate::metrics::FleetSummary::default(),
         disaggregation: None,
         cost: CostSummary::default(),
+        classes,
         stopped: None,
     }
+}
+
+/// The per-class summaries, when measured requests of more than one class arrived; `per_s`
+/// divides by the run's measured duration (so the classes' goodputs sum to the total).
+fn class_summaries(rec: &Recorder, slo: &SloSection, per_s: &dyn Fn(f64) -> f64) -> Vec<ClassSummary> {
+    let mut present = [false; 256];
+    for r in rec.records.iter().filter(|r| rec.counts(r.arrival)) {
+        present[r.class as usize] = true;
+    }
+    if present.iter().filter(|&&p| p).count() < 2 {
+        return Vec::new();
+    }
+    (0..=255u8)
+        .filter(|&c| present[c as usize])
+        .map(|class| {
+            let of = || rec.records.iter().filter(move |r| r.class == class && rec.counts(r.arrival));
+            let done = || of().filter(|r| r.status == Status::Finished);
+            let ms = |f: &dyn Fn(&super::RequestRecord) -> Option<f64>| -> Dist {
+                let mut v: Vec<f64> = done().filter_map(f).collect();
+                Dist::of(&mut v)
+            };
+            let measured = of().count() as u64;
+            let met = of().filter(|r| meets_slo(r, slo)).count() as f64;
+            ClassSummary {
+                class,
+                measured,
+                finished: done().count() as u64,
+                rejected: of().filter(|r| matches!(r.status, Status::Rejected(_))).count() as u64,
+                timed_out: of().filter(|r| r.status == Status::TimedOut).count() as u64,
+                ttft_ms: ms(&|r| r.ttft().map(SimTime::as_millis_f64)),
+                tpot_ms: ms(&|r| r.tpot_ms()),
+                e2e_ms: ms(&|r| r.e2e().map(SimTime::as_millis_f64)),
+                queue_ms: ms(&|r| r.queue().map(SimTime::as_millis_f64)),
+                attainment: if measured == 0 { 0.0 } else { met / measured as f64 },
+                goodput_rps: per_s(met),
+            }
+        })
+        .collect()
 }
