@@ -114,6 +114,19 @@ pub const CANCEL_CHECK_EVENTS: u64 = 4096;
 /// Why a run stopped before its workload ended (the summary's type, under the engine's name).
 pub use crate::metrics::StopReason as Stopped;
 
+/// Runs `f` on an instance and moves the recorder's occupancy gauges (waiting, running, KV in
+/// use) by what it changed: the one place where the gauges follow the instances.
+pub(crate) fn tracked<R>(
+    inst: &mut Instance,
+    rec: &mut Recorder,
+    f: impl FnOnce(&mut Instance, &mut Recorder) -> R,
+) -> R {
+    let before = inst.gauges();
+    let r = f(inst, rec);
+    rec.gauge_delta(before, inst.gauges());
+    r
+}
+
 /// What a run produces.
 pub struct RunOutput {
     pub summary: Summary,
@@ -303,12 +316,8 @@ impl Simulation {
 
     /// Queues an accepted request on instance `i` (its gauges follow; it gets scheduled).
     fn enqueue(&mut self, i: usize, req: &Request) {
-        let inst = &mut self.instances[i];
-        let before = inst.gauges();
         let counted = self.rec.counts(req.arrival);
-        inst.enqueue(req, counted);
-        let after = inst.gauges();
-        self.rec.gauge_delta(before, after);
+        tracked(&mut self.instances[i], &mut self.rec, |inst, _| inst.enqueue(req, counted));
         self.mark(i as u32);
     }
 
@@ -502,12 +511,11 @@ impl Simulation {
             // The iteration of an instance that failed meanwhile: it never ends.
             return;
         }
-        let inst = &mut self.instances[i as usize];
-        let before = inst.gauges();
         let mut departed = std::mem::take(&mut self.departed);
-        inst.finish_iteration(self.now, &mut self.rec, &mut departed);
-        let after = inst.gauges();
-        self.rec.gauge_delta(before, after);
+        let now = self.now;
+        tracked(&mut self.instances[i as usize], &mut self.rec, |inst, rec| {
+            inst.finish_iteration(now, rec, &mut departed)
+        });
         for d in departed.drain(..) {
             if self.fleet.tracks {
                 self.fleet.untrack(d.id);
@@ -550,10 +558,8 @@ impl Simulation {
             if inst.is_busy() || !inst.has_work() {
                 continue;
             }
-            let before = inst.gauges();
-            let end = inst.start_iteration(self.now, &mut self.rec);
-            let after = inst.gauges();
-            self.rec.gauge_delta(before, after);
+            let now = self.now;
+            let end = tracked(inst, &mut self.rec, |inst, rec| inst.start_iteration(now, rec));
             if let Some(end) = end {
                 self.queue.push(end, Event::IterationEnd(i));
             }

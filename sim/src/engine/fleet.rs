@@ -87,12 +87,7 @@ impl Simulation {
 
     /// Empties instance `i` (a crash), keeping the occupancy gauges in step.
     fn drop_held(&mut self, i: usize) -> Vec<(u64, u32)> {
-        let inst = &mut self.instances[i];
-        let before = inst.gauges();
-        let held = inst.crash();
-        let after = inst.gauges();
-        self.rec.gauge_delta(before, after);
-        held
+        super::tracked(&mut self.instances[i], &mut self.rec, |inst, _| inst.crash())
     }
 
     fn detect(&mut self, i: usize) {

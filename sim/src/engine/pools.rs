@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Event, EventQueue};
+use super::{tracked, Event, EventQueue};
 use crate::disagg::{transfer_time, Disaggregation, Role};
 use crate::instance::{Handoff, Instance};
 use crate::metrics::{DisaggSummary, Dist, PoolSummary, Recorder, RejectReason, Status};
@@ -123,10 +123,7 @@ impl Pools {
                 content: Vec::new(),
             };
             let d = self.prefill + self.router.route(&req, &instances[self.prefill..]);
-            let inst = &mut instances[d];
-            let before = inst.gauges();
-            inst.offer(&h);
-            rec.gauge_delta(before, inst.gauges());
+            tracked(&mut instances[d], rec, |inst, _| inst.offer(&h));
             self.waiting.insert(h.id, h);
             self.start(d, now, instances, rec, queue);
         }
@@ -142,11 +139,8 @@ impl Pools {
         rec: &mut Recorder,
         queue: &mut EventQueue,
     ) {
-        let inst = &mut instances[d];
-        let before = inst.gauges();
         let mut started = std::mem::take(&mut self.started);
-        inst.start_transfers(rec, &mut started);
-        rec.gauge_delta(before, inst.gauges());
+        tracked(&mut instances[d], rec, |inst, rec| inst.start_transfers(rec, &mut started));
         for id in started.drain(..) {
             let h = self.waiting.remove(&id).expect("a started transfer was waiting");
             let (shard, links) = self.shard_bytes_per_token(h.from as usize, d);
@@ -173,14 +167,8 @@ impl Pools {
         instances: &mut [Instance],
         rec: &mut Recorder,
     ) {
-        let p = &mut instances[from as usize];
-        let before = p.gauges();
-        p.release_handoff(id, now);
-        rec.gauge_delta(before, p.gauges());
-        let d = &mut instances[to as usize];
-        let before = d.gauges();
-        d.transfer_done(id);
-        rec.gauge_delta(before, d.gauges());
+        tracked(&mut instances[from as usize], rec, |p, _| p.release_handoff(id, now));
+        tracked(&mut instances[to as usize], rec, |d, _| d.transfer_done(id));
         if rec.is_counted(id) {
             self.stats.decode_start.push((id, now));
         }

@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use super::seq::{Cold, Seq};
 use super::Instance;
 use crate::instance::Role;
-use crate::metrics::Recorder;
+use crate::metrics::Observer;
 use crate::time::SimTime;
 
 /// A prefilled request leaving its prefill instance: what the decode instance needs to know.
@@ -153,7 +153,7 @@ impl Instance {
     /// Decode side: allocates blocks for incoming requests, first come first served, while
     /// `max_num_seqs` and the free blocks (less the watermark when others run) allow; pushes
     /// the ids whose transfer starts now.
-    pub fn start_transfers(&mut self, rec: &mut Recorder, started: &mut Vec<u64>) {
+    pub fn start_transfers(&mut self, rec: &mut dyn Observer, started: &mut Vec<u64>) {
         while let Some(s) = self.xfer.incoming.front() {
             if self.running.len() + self.xfer.receiving.len() >= self.cfg.max_num_seqs as usize {
                 break;

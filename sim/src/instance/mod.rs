@@ -38,7 +38,7 @@ use std::sync::Arc;
 use rand_chacha::ChaCha8Rng;
 
 use crate::cost::{BatchShape, CostAccount, CostModel, Roofline, SeqWork};
-use crate::metrics::{Recorder, RejectReason};
+use crate::metrics::{Observer, RejectReason};
 use crate::rng::{substream, Stream};
 use crate::time::SimTime;
 use crate::workload::Request;
@@ -310,7 +310,7 @@ impl Instance {
 
     /// Decides whether an arrival at `now` is accepted: [`Instance::check_fits`] and the
     /// admission policy (max prompt, queue cap, circuit breaker).
-    pub fn accept(&mut self, req: &Request, _now: SimTime, rec: &mut Recorder) -> Result<(), RejectReason> {
+    pub fn accept(&mut self, req: &Request, _now: SimTime, rec: &mut dyn Observer) -> Result<(), RejectReason> {
         let adm = &self.cfg.policy.admission;
         if adm.max_prompt_tokens.is_some_and(|m| req.prompt_tokens > m) {
             return Err(RejectReason::PromptTooLong);
@@ -323,7 +323,7 @@ impl Instance {
         if let Some(b) = &mut self.breaker {
             let trips = b.trips;
             let ok = b.allows(waiting);
-            rec.policy.breaker_trips += b.trips - trips;
+            rec.policy().breaker_trips += b.trips - trips;
             if !ok {
                 return Err(RejectReason::CircuitOpen);
             }
@@ -376,7 +376,7 @@ impl Instance {
 
     /// Forms the next batch and starts it at `now`; returns when it ends, or `None` when there
     /// is nothing to run.
-    pub fn start_iteration(&mut self, now: SimTime, rec: &mut Recorder) -> Option<SimTime> {
+    pub fn start_iteration(&mut self, now: SimTime, rec: &mut dyn Observer) -> Option<SimTime> {
         debug_assert!(!self.is_busy());
         self.bytes_in = 0;
         self.bytes_out = 0;
@@ -384,7 +384,7 @@ impl Instance {
         self.preempted_now = false;
         if let Some(ttl) = self.cfg.policy.prefix.ttl_s {
             let before = now.saturating_sub(SimTime::from_secs_f64(ttl));
-            rec.policy.prefix_evictions += self.kv.expire(before);
+            rec.policy().prefix_evictions += self.kv.expire(before);
         }
         self.batch.clear();
         batching::form(self, now, rec);
@@ -431,7 +431,7 @@ impl Instance {
         let bytes = self.bytes_in.max(self.bytes_out);
         if bytes > 0 {
             let t = SimTime((bytes as f64 / self.cfg.policy.pcie_bytes_per_s * 1e9).ceil() as u64);
-            rec.policy.transfer_ns += t.0 as u128;
+            rec.policy().transfer_ns += t.0 as u128;
             dur += t;
         }
         self.iteration_start = Some(now);
@@ -441,7 +441,7 @@ impl Instance {
         self.batch_seqs_max = self.batch_seqs_max.max(shape.seqs());
         self.busy_ns += dur.0 as u128;
         rec.iteration(&shape, dur);
-        let p = &mut rec.policy;
+        let p = rec.policy();
         p.busy_ns += dur.0 as u128;
         p.cpu_ns += cpu.0 as u128;
         p.gpu_wait_ns += dur.saturating_sub(gpu).0 as u128;
@@ -499,7 +499,7 @@ impl Instance {
 
     /// Gives each running decode without a step yet its decode step while `budget` lasts, and
     /// the blocks for it (preempting the most recently admitted requests when none are free).
-    fn step_running_decodes(&mut self, budget: u64, rec: &mut Recorder) {
+    fn step_running_decodes(&mut self, budget: u64, rec: &mut dyn Observer) {
         let bt = self.cfg.block_tokens;
         let k = self.cfg.policy.speculative.as_ref().map_or(0, |sp| sp.k);
         let mut used = 0;
@@ -582,7 +582,7 @@ impl Instance {
 
     /// Gives each running request in the middle of a prefill its next chunk while `budget`
     /// lasts, and the blocks for it.
-    fn step_running_prefills(&mut self, budget: u64, rec: &mut Recorder) {
+    fn step_running_prefills(&mut self, budget: u64, rec: &mut dyn Observer) {
         let mut used = 0;
         let mut i = 0;
         while i < self.running.len() {
@@ -601,7 +601,7 @@ impl Instance {
     /// Gives running request `i` the blocks its step needs, preempting the most recently
     /// admitted requests while none are free. Returns false if `i` itself was preempted.
     #[inline]
-    fn grow(&mut self, i: usize, rec: &mut Recorder) -> bool {
+    fn grow(&mut self, i: usize, rec: &mut dyn Observer) -> bool {
         let s = &self.running[i];
         let need = self.blocks_for(s.computed + s.step) as usize;
         if s.blocks.len() >= need {
@@ -610,7 +610,7 @@ impl Instance {
         self.grow_slow(i, need, rec)
     }
 
-    fn grow_slow(&mut self, i: usize, need: usize, rec: &mut Recorder) -> bool {
+    fn grow_slow(&mut self, i: usize, need: usize, rec: &mut dyn Observer) -> bool {
         while self.running[i].blocks.len() < need {
             if let Some(b) = self.alloc_block(rec) {
                 self.running[i].blocks.push(b);
@@ -626,14 +626,14 @@ impl Instance {
     }
 
     /// One block, evicting a cached one if need be (and keeping it in the CPU tier, if any).
-    fn alloc_block(&mut self, rec: &mut Recorder) -> Option<u32> {
+    fn alloc_block(&mut self, rec: &mut dyn Observer) -> Option<u32> {
         let (b, evicted) = self.kv.alloc_evicting()?;
         if let Some(h) = evicted {
-            rec.policy.prefix_evictions += 1;
+            rec.policy().prefix_evictions += 1;
             if let Some(t) = &mut self.cpu_tier {
                 if t.put(h) {
                     self.bytes_out += self.cfg.policy.block_bytes;
-                    rec.policy.prefix_cpu_offloads += 1;
+                    rec.policy().prefix_cpu_offloads += 1;
                 }
             }
         }
@@ -642,7 +642,7 @@ impl Instance {
 
     /// Preempts the most recently admitted running request: swaps it out when the policy says
     /// so and the swap space has room, otherwise frees its blocks for recomputation.
-    fn preempt_last(&mut self, rec: &mut Recorder) {
+    fn preempt_last(&mut self, rec: &mut dyn Observer) {
         let mut v = self.running.pop().expect("running is not empty");
         self.queue.left(&v);
         rec.preempted(v.id);
@@ -657,11 +657,11 @@ impl Instance {
             self.swap_used += blocks;
             v.cold.swapped_blocks = blocks;
             self.bytes_out += blocks * self.cfg.policy.block_bytes;
-            rec.policy.swap_out_blocks += blocks;
+            rec.policy().swap_out_blocks += blocks;
             self.swapped.push_front(v);
         } else {
             if swap {
-                rec.policy.swap_fallbacks += 1;
+                rec.policy().swap_fallbacks += 1;
             }
             self.kv.release_at(&mut v.blocks, v.last_token);
             v.computed = 0;
@@ -727,7 +727,7 @@ impl Instance {
     /// Admits waiting requests (preempted ones first, then the queue in policy order) while
     /// `max_num_seqs`, `budget` and the free blocks allow; whole prompts, or with `chunked` the
     /// first chunk that fits the budget. Returns how many were admitted.
-    fn admit(&mut self, now: SimTime, budget: &mut u64, chunked: bool, rec: &mut Recorder) -> u32 {
+    fn admit(&mut self, now: SimTime, budget: &mut u64, chunked: bool, rec: &mut dyn Observer) -> u32 {
         let bt = self.cfg.block_tokens;
         let mut n = 0u32;
         loop {
@@ -816,7 +816,7 @@ impl Instance {
             seq.step = step;
             self.batch.add(&seq);
             if self.cfg.policy.prefix.enabled {
-                let p = &mut rec.policy;
+                let p = rec.policy();
                 p.prefix_saved_tokens += hit_tokens;
                 p.prefix_cpu_hit_tokens += cpu_hits * bt;
                 if !seq.admitted {
@@ -840,7 +840,7 @@ impl Instance {
     /// Ends the in-flight iteration at `now`: every request in the batch gains its tokens;
     /// finished ones leave (pushed to `departed`), and so do queued requests whose queue
     /// timeout has passed.
-    pub fn finish_iteration(&mut self, now: SimTime, rec: &mut Recorder, departed: &mut Vec<Departure>) {
+    pub fn finish_iteration(&mut self, now: SimTime, rec: &mut dyn Observer, departed: &mut Vec<Departure>) {
         let start = self.iteration_start.take().expect("an iteration is in flight");
         self.iteration_end = None;
         let bt = self.cfg.block_tokens;
@@ -864,7 +864,7 @@ impl Instance {
         }
         let steady = ctx.steady;
         if steady > 0 {
-            rec.itl(now - start, steady);
+            rec.token_gap(now - start, steady);
         }
         while let Some(&(deadline, id, pos)) = self.timeouts.front() {
             if deadline > now {
@@ -960,7 +960,7 @@ fn advance(
     alpha: f64,
     bt: u64,
     prefix_on: bool,
-    rec: &mut Recorder,
+    rec: &mut dyn Observer,
 ) -> u32 {
     let draft = std::mem::take(&mut s.draft);
     let before = s.computed;
@@ -969,9 +969,9 @@ fn advance(
         0
     } else if draft > 0 {
         let a = speculative::accepted(rng, draft, alpha);
-        rec.policy.spec_steps += 1;
-        rec.policy.spec_proposed += draft as u64;
-        rec.policy.spec_accepted += a as u64;
+        rec.policy().spec_steps += 1;
+        rec.policy().spec_proposed += draft as u64;
+        rec.policy().spec_accepted += a as u64;
         s.computed += 1 + a as u64;
         1 + a
     } else {
@@ -1009,7 +1009,7 @@ fn finish_one(
     kv: &mut BlockAllocator,
     queue: &mut Queue,
     rng: &mut ChaCha8Rng,
-    rec: &mut Recorder,
+    rec: &mut dyn Observer,
     departed: &mut Vec<Departure>,
 ) -> bool {
     let step = std::mem::take(&mut s.step);
@@ -1037,7 +1037,7 @@ fn finish_one(
         if s.last_token == f.start {
             f.steady += 1;
         } else {
-            rec.itl(f.now - s.last_token, 1);
+            rec.token_gap(f.now - s.last_token, 1);
         }
     }
     s.last_token = f.now;

@@ -9,12 +9,14 @@
 pub mod compare;
 mod fleet;
 pub mod measured;
+mod observer;
 mod parts;
 pub mod policy;
 mod sections;
 pub mod stats;
 mod summary;
 
+pub use observer::Observer;
 pub use parts::{DisaggSummary, FleetSummary, PoolSummary};
 pub use policy::PolicyStats;
 pub use sections::{MetricsSection, SloSection};

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::super::Instance;
-use crate::metrics::Recorder;
+use crate::metrics::Observer;
 use crate::time::SimTime;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,7 +29,7 @@ pub struct Chunked {
     pub priority: ChunkedPriority,
 }
 
-pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Chunked, rec: &mut Recorder) {
+pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Chunked, rec: &mut dyn Observer) {
     let max = inst.cfg.max_num_batched_tokens;
     // The budget left is recounted after each phase: a preempted request gives its tokens back.
     let left = |inst: &Instance| max.saturating_sub(inst.budget_used());

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::super::Instance;
-use crate::metrics::Recorder;
+use crate::metrics::Observer;
 use crate::time::SimTime;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,7 +29,7 @@ pub struct Continuous {
     pub priority: ContinuousPriority,
 }
 
-pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Continuous, rec: &mut Recorder) {
+pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Continuous, rec: &mut dyn Observer) {
     let max = inst.cfg.max_num_batched_tokens;
     match c.priority {
         ContinuousPriority::Mixed => {

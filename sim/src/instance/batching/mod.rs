@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::Instance;
 use crate::config::{ConfigError, Empty};
-use crate::metrics::Recorder;
+use crate::metrics::Observer;
 use crate::tagged_enum;
 use crate::time::SimTime;
 
@@ -51,7 +51,7 @@ impl BatchingSpec {
 }
 
 /// Forms the next iteration's batch on `inst`.
-pub(super) fn form(inst: &mut Instance, now: SimTime, rec: &mut Recorder) {
+pub(super) fn form(inst: &mut Instance, now: SimTime, rec: &mut dyn Observer) {
     match inst.cfg.policy.batching.clone() {
         BatchingSpec::Continuous(c) => continuous::form(inst, now, &c, rec),
         BatchingSpec::Static(_) => static_batch::form(inst, now, rec),

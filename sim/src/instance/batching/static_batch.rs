@@ -6,10 +6,10 @@
 //! (`max_num_batched_tokens` does not split a static batch).
 
 use super::super::Instance;
-use crate::metrics::Recorder;
+use crate::metrics::Observer;
 use crate::time::SimTime;
 
-pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, rec: &mut Recorder) {
+pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, rec: &mut dyn Observer) {
     if !inst.running.is_empty() {
         inst.step_running_decodes(u64::MAX, rec);
         return;
