@@ -29,6 +29,7 @@ mod atomic;
 mod commands;
 mod error;
 mod input;
+mod manifest;
 mod output;
 mod progress;
 mod report;

@@ -35,7 +35,18 @@ pub fn write_run(dir: &Path, scenario: &Scenario, summary: &Summary, rec: &Recor
     let mut json = crate::atomic::AtomicFile::create(&dir.join("summary.json"))?;
     writeln!(json, "{}", serde_json::to_string_pretty(summary).expect("summary serialises"))
         .context("writing summary.json")?;
-    crate::atomic::commit_all([requests, series, resolved, json])
+    let resolved_text = scenario.resolved_toml();
+    let run = crate::manifest::Run::new(
+        &scenario.name,
+        scenario.seed,
+        crate::shard::digest(&[&resolved_text, &scenario.seed.to_string()]),
+        &["summary.json", "requests.csv", "timeseries.csv", "scenario.toml"],
+    );
+    let mut manifest = crate::atomic::AtomicFile::create(&dir.join(crate::manifest::FILE))?;
+    manifest
+        .write_all(crate::manifest::with_entry(dir, "simulate", run).as_bytes())
+        .context("writing manifest.json")?;
+    crate::atomic::commit_all([requests, series, resolved, json, manifest])
 }
 
 /// One row per request, in id order, with a stable column order (written, not yet committed).

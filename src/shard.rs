@@ -133,7 +133,7 @@ pub fn join<H: DeserializeOwned + PartialEq, R: DeserializeOwned>(
     files: &[PathBuf],
     kind: &str,
     items_of: impl Fn(&H) -> usize,
-) -> Result<(H, Vec<R>)> {
+) -> Result<(H, Vec<R>, String)> {
     let mut header: Option<H> = None;
     let mut digest: Option<(String, String)> = None;
     let mut shards: Option<u32> = None;
@@ -194,5 +194,5 @@ pub fn join<H: DeserializeOwned + PartialEq, R: DeserializeOwned>(
     }
     let results: Option<Vec<R>> = items.into_iter().collect();
     let results = results.ok_or_else(|| CliError::input("some items are in no shard"))?;
-    Ok((header.expect("at least one file"), results))
+    Ok((header.expect("at least one file"), results, digest.expect("at least one file").0))
 }

@@ -292,7 +292,7 @@ fn runs_killed_at_any_point_leave_whole_files_mixed_only_within_the_final_rename
         std::thread::sleep(full.mul_f64(f64::from(i) / 8.0));
         let _ = child.kill();
         let _ = child.wait();
-        // Every file is always whole. The four are renamed one after another at the very end,
+        // Every file is always whole. The five are renamed one after another at the very end,
         // so a kill inside that window (microseconds, longer when the machine is loaded and
         // the process descheduled) can leave one run's requests.csv beside the other's
         // summary.json; at most one of the eight kills may land there.
@@ -313,8 +313,11 @@ fn runs_killed_at_any_point_leave_whole_files_mixed_only_within_the_final_rename
     }
     let names: Vec<String> =
         std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    // Only the four outputs; a killed run's hidden temporaries may remain, never a half target.
-    assert_eq!(names.iter().filter(|n| !n.starts_with('.')).count(), 4, "{names:?}");
+    // Only the four outputs and the manifest; a killed run's hidden temporaries may remain,
+    // never a half target.
+    assert_eq!(names.iter().filter(|n| !n.starts_with('.')).count(), 5, "{names:?}");
+    let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(m["runs"]["simulate"]["files"].as_array().unwrap().len(), 4, "{m}");
 }
 
 #[test]
@@ -535,4 +538,21 @@ fn report_of_a_folder_with_several_commands_outputs_asks_which() {
     let o = servesim(&["report", out.to_str().unwrap(), "--kind", "simulate"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(read(&out.join("report.html")).contains("Time to first token"));
+    assert!(stderr(&o).contains("report of the simulate run of scenario s (seed "), "{}", stderr(&o));
+
+    // The manifest records both commands, each with its files and the digest of its inputs.
+    let m: serde_json::Value = serde_json::from_str(&read(&out.join("manifest.json"))).unwrap();
+    assert_eq!(m["runs"]["simulate"]["files"][0], "summary.json", "{m}");
+    assert_eq!(m["runs"]["compare"]["files"][0], "compare.csv", "{m}");
+    assert_eq!(m["runs"]["simulate"]["inputs_sha256"].as_str().unwrap().len(), 64);
+    // Same inputs, same manifest: no time stamps.
+    let before = read(&out.join("manifest.json"));
+    let o = servesim(&["simulate", "--scenario", &path, "--out", out.to_str().unwrap(), "--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read(&out.join("manifest.json")), before);
+    // A run whose files are gone is no longer in the folder: the report takes the other one.
+    std::fs::remove_file(out.join("requests.csv")).unwrap();
+    let o = servesim(&["report", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("report of the compare run of scenario s"), "{}", stderr(&o));
 }

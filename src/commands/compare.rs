@@ -235,16 +235,16 @@ pub fn run(a: Args) -> Result<()> {
         errln!("compare: {runs} runs, {} simulated requests in {wall:.2} s", thousands(requests));
     }
     let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&base.name));
+    let vary = format!("{:?}", a.vary);
+    let digest = shard::digest(&[&base.resolved_toml(), &base.seed.to_string(), &vary]);
     if let Some(sh) = a.shard {
-        let vary = format!("{:?}", a.vary);
-        let d = shard::digest(&[&base.resolved_toml(), &base.seed.to_string(), &vary]);
-        let path = shard::write(&dir, sh, "compare", (header, d), results)?;
+        let path = shard::write(&dir, sh, "compare", (header, digest), results)?;
         if !a.quiet {
             errln!("wrote shard {}/{} ({} of the variants) to {}", sh.index, sh.count, picked.len(), path.display());
         }
         return stopped_error.map_or(Ok(()), Err);
     }
-    finish(&header, &results.into_iter().map(|(_, m)| m).collect::<Vec<_>>(), &dir, a.format)?;
+    finish(&header, &results.into_iter().map(|(_, m)| m).collect::<Vec<_>>(), &dir, a.format, digest)?;
     if let Some(path) = &a.report {
         let html = crate::report::compare_report(&dir)?;
         super::report::write(path, &html)?;
@@ -284,10 +284,11 @@ fn metrics(s: &servesim_sim::metrics::Summary) -> Metrics {
 }
 
 /// Writes compare.csv into `dir` and prints the table (or JSON); shared with `merge`.
-pub fn finish(h: &CompareHeader, rows: &[Metrics], dir: &Path, format: Format) -> Result<()> {
+pub fn finish(h: &CompareHeader, rows: &[Metrics], dir: &Path, format: Format, digest: String) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join("compare.csv");
     crate::atomic::write(&path, csv(h, rows))?;
+    crate::manifest::record(dir, "compare", crate::manifest::Run::new(&h.scenario, h.seed, digest, &["compare.csv"]))?;
     match format {
         Format::Table => {
             out!("{}", table(h, rows));

@@ -29,17 +29,17 @@ pub fn run(a: Args) -> Result<()> {
     let kind = shard::kind_of(&files[0])?;
     match kind.as_str() {
         "plan" => {
-            let (header, results): (PlanHeader, Vec<CandidateResult>) =
+            let (header, results, digest): (PlanHeader, Vec<CandidateResult>, String) =
                 shard::join(&files, "plan", |h: &PlanHeader| h.candidate_names.len())?;
             let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&header.scenario));
             let report = plan::assemble(header, results);
-            super::plan::finish(&report, &dir, a.format)
+            super::plan::finish(&report, &dir, a.format, digest)
         }
         "compare" => {
-            let (header, rows): (CompareHeader, Vec<Metrics>) =
+            let (header, rows, digest): (CompareHeader, Vec<Metrics>, String) =
                 shard::join(&files, "compare", |h: &CompareHeader| h.rows.len())?;
             let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&header.scenario));
-            super::compare::finish(&header, &rows, &dir, a.format)
+            super::compare::finish(&header, &rows, &dir, a.format, digest)
         }
         other => Err(CliError::input(format!("{}: unknown shard kind \"{other}\"", files[0].display()))),
     }

@@ -92,18 +92,18 @@ pub fn run(a: Args) -> Result<()> {
             thousands((requests as f64 / wall.max(1e-9)) as u64)
         );
     }
+    let seeds: Vec<String> = cfg.seeds.iter().map(u64::to_string).collect();
+    let settings = format!("{:?}", a.seeds);
+    let digest = shard::digest(&[&s.resolved_toml(), &seeds.join(","), &settings]);
     if let Some(sh) = a.shard {
-        let seeds: Vec<String> = cfg.seeds.iter().map(u64::to_string).collect();
-        let settings = format!("{:?}", a.seeds);
-        let d = shard::digest(&[&s.resolved_toml(), &seeds.join(","), &settings]);
-        let path = shard::write(&dir, sh, "plan", (header, d), results)?;
+        let path = shard::write(&dir, sh, "plan", (header, digest), results)?;
         if !a.quiet {
             errln!("wrote shard {}/{} ({} of the candidates) to {}", sh.index, sh.count, picked.len(), path.display());
         }
         return Ok(());
     }
     let report = plan::assemble(header, results.into_iter().map(|(_, r)| r).collect());
-    finish(&report, &dir, a.format)?;
+    finish(&report, &dir, a.format, digest)?;
     if let Some(path) = &a.report {
         let html = crate::report::plan_report(&dir)?;
         super::report::write(path, &html)?;
@@ -113,10 +113,12 @@ pub fn run(a: Args) -> Result<()> {
 
 /// Writes `plan.json` into `dir` and prints the report: shared by `plan` and `merge`, so that
 /// merged shards print exactly what the unsharded run prints.
-pub fn finish(report: &PlanReport, dir: &Path, format: Format) -> Result<()> {
+pub fn finish(report: &PlanReport, dir: &Path, format: Format, digest: String) -> Result<()> {
     let json = serde_json::to_string_pretty(report).expect("report serialises");
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     crate::atomic::write(&dir.join("plan.json"), json.clone() + "\n")?;
+    let h = &report.header;
+    crate::manifest::record(dir, "plan", crate::manifest::Run::new(&h.scenario, h.seed, digest, &["plan.json"]))?;
     match format {
         Format::Json => outln!("{json}"),
         Format::Table => out!("{}", table(report)),

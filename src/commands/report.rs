@@ -21,10 +21,10 @@ pub fn run(a: Args) -> Result<()> {
     if !a.dir.is_dir() {
         return Err(CliError::input(format!("{}: no such output folder", a.dir.display())));
     }
-    let html = report::report_for_dir(&a.dir, a.kind).map_err(CliError::Input)?;
+    let (html, what) = report::report_for_dir(&a.dir, a.kind).map_err(CliError::Input)?;
     let out = a.out.unwrap_or_else(|| a.dir.join("report.html"));
     write(&out, &html)?;
-    errln!("report written to {}", out.display());
+    errln!("report of {what} written to {}", out.display());
     Ok(())
 }
 

@@ -49,16 +49,22 @@ impl Kind {
 }
 
 /// Builds the report of the outputs in `dir`: of `kind`, or of the one command whose outputs
-/// (summary.json, plan.json, compare.csv) it holds; several without `kind` is an error.
-pub fn report_for_dir(dir: &Path, kind: Option<Kind>) -> anyhow::Result<String> {
+/// it holds (by its `manifest.json`, else by its files: summary.json, plan.json, compare.csv);
+/// several without `kind` is an error. Returns the page and what it shows, in words.
+pub fn report_for_dir(dir: &Path, kind: Option<Kind>) -> anyhow::Result<(String, String)> {
+    let manifest = crate::manifest::read(dir);
     let kind = match kind {
         Some(k) => k,
         None => {
             // One kind of outputs: that one. Several (a simulate and a compare of the same
             // scenario share outputs/<name>/): the user says which, never a guess by file age.
+            // The manifest names the commands whose files are all there; without one, the files.
             let present: Vec<Kind> = [Kind::Simulate, Kind::Plan, Kind::Compare]
                 .into_iter()
-                .filter(|k| dir.join(k.file()).is_file())
+                .filter(|k| match manifest.as_ref().and_then(|m| m.runs.get(k.name())) {
+                    Some(run) => run.files.iter().all(|f| dir.join(f).is_file()),
+                    None => manifest.is_none() && dir.join(k.file()).is_file(),
+                })
                 .collect();
             match present.as_slice() {
                 [] => bail!(
@@ -81,11 +87,23 @@ pub fn report_for_dir(dir: &Path, kind: Option<Kind>) -> anyhow::Result<String> 
     if !dir.join(kind.file()).exists() {
         bail!("{} has no {}", dir.display(), kind.file());
     }
-    match kind {
-        Kind::Simulate => simulate_report(dir),
-        Kind::Plan => plan_report(dir),
-        Kind::Compare => compare_report(dir),
-    }
+    let html = match kind {
+        Kind::Simulate => simulate_report(dir)?,
+        Kind::Plan => plan_report(dir)?,
+        Kind::Compare => compare_report(dir)?,
+    };
+    let what = match manifest.as_ref().and_then(|m| m.runs.get(kind.name())) {
+        Some(r) => format!(
+            "the {} run of scenario {} (seed {}, inputs {}, servesim {})",
+            kind.name(),
+            r.scenario,
+            r.seed,
+            &r.inputs_sha256[..r.inputs_sha256.len().min(12)],
+            r.servesim
+        ),
+        None => format!("the {} outputs ({}; no manifest.json)", kind.name(), kind.file()),
+    };
+    Ok((html, what))
 }
 
 /// The report of a `plan`: attainment against instance count per candidate (the chosen count
