@@ -224,6 +224,42 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         top_k: 1,
         tied_embeddings: false,
     },
+    // Qwen/Qwen3-8B config.json (as shipped in ai-dynamo/aiconfigurator 095f58a51,
+    // aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3-8B_config.json): 36 layers,
+    // hidden 4096, 32 heads, 8 KV heads, head_dim 128, intermediate 12288, vocab 151936,
+    // max_position_embeddings 40960, untied embeddings; per-head QK norms as for qwen3-32b.
+    ModelPreset {
+        name: "qwen3-8b",
+        layers: 36,
+        hidden: 4096,
+        heads: 32,
+        kv_heads: 8,
+        head_dim: 128,
+        intermediate: 12288,
+        vocab: 151936,
+        max_context: 40960,
+        experts: 1,
+        top_k: 1,
+        tied_embeddings: false,
+    },
+    // meta-llama/Meta-Llama-3.1-405B config.json (ai-dynamo/aiconfigurator 095f58a51,
+    // model_configs/meta-llama--Meta-Llama-3.1-405B_config.json): 126 layers, hidden 16384,
+    // 128 heads (head_dim 16384 / 128 = 128), 8 KV heads, intermediate 53248, vocab 128256,
+    // max_position_embeddings 131072, untied embeddings.
+    ModelPreset {
+        name: "llama-3.1-405b",
+        layers: 126,
+        hidden: 16384,
+        heads: 128,
+        kv_heads: 8,
+        head_dim: 128,
+        intermediate: 53248,
+        vocab: 128256,
+        max_context: 131072,
+        experts: 1,
+        top_k: 1,
+        tied_embeddings: false,
+    },
 ];
 
 impl ModelPreset {
@@ -345,6 +381,14 @@ mod tests {
         assert!((q / 72.7e9 - 1.0).abs() < 0.01, "{q}");
         let c = preset("codellama-34b").params() as f64;
         assert!((c / 33.74e9 - 1.0).abs() < 0.01, "{c}");
+        // Llama-3.1-405B by hand: per layer q and o 2 × 16384², k and v 2 × 16384 × 1024, MLP
+        // 3 × 16384 × 53248, norms 2 × 16384 = 3,187,703,808; × 126 + embeddings 2 × 128256 ×
+        // 16384 + the final norm = 405,853,388,800, its published count.
+        assert_eq!(preset("llama-3.1-405b").params(), 405_853_388_800);
+        // Qwen3-8B: 8,190,726,144 by the same rule; its published 8,190,735,360 adds the
+        // per-head QK norms (36 layers × 2 × 128 = 9,216), left out here.
+        assert_eq!(preset("qwen3-8b").params(), 8_190_726_144);
+        assert_eq!(8_190_735_360 - preset("qwen3-8b").params(), 36 * 2 * 128);
     }
 
     #[test]
@@ -352,6 +396,9 @@ mod tests {
         assert_eq!(preset("llama-3-8b").kv_bytes_per_token(), 131_072);
         assert_eq!(preset("llama-2-7b").kv_bytes_per_token(), 524_288);
         assert_eq!(preset("llama-3-70b").kv_bytes_per_token(), 327_680);
+        // 2 × layers × KV heads × head_dim × 2 bytes.
+        assert_eq!(preset("qwen3-8b").kv_bytes_per_token(), 2 * 36 * 8 * 128 * 2);
+        assert_eq!(preset("llama-3.1-405b").kv_bytes_per_token(), 2 * 126 * 8 * 128 * 2);
         let mut fp8 = preset("llama-3-8b");
         fp8.kv_dtype = Dtype::Fp8;
         assert_eq!(fp8.kv_bytes_per_token(), 65_536);
