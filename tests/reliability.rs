@@ -316,7 +316,8 @@ fn runs_killed_at_any_point_leave_whole_files_mixed_only_within_the_final_rename
     // Only the four outputs and the manifest; a killed run's hidden temporaries may remain,
     // never a half target.
     assert_eq!(names.iter().filter(|n| !n.starts_with('.')).count(), 5, "{names:?}");
-    let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(m["runs"]["simulate"]["files"].as_array().unwrap().len(), 4, "{m}");
 }
 

@@ -308,6 +308,9 @@ fn plan_and_compare_reports_show_their_files_numbers() {
     check_tables_match_json(&page, &dir.join("plan.json"), 4 * n);
     check_self_contained(&page);
     assert!(page.contains("SLO attainment vs instance count"));
+    // The cost frontier: $/h on x (small.toml prices every GPU), the band under the target shown.
+    assert!(page.contains("Cost frontier: worst-seed SLO attainment at each count run"));
+    assert!(page.contains("$ per hour") && page.contains("attainment (%, worst seed)"));
     // The chosen point is marked, and every candidate has a series in the legend.
     if let Some(rec) = plan["recommended"].as_str() {
         assert!(page.contains(&format!("{rec}: ")), "the chosen count is marked");

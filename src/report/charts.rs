@@ -203,6 +203,77 @@ pub fn lines(
     Ok(svg)
 }
 
+/// A cost frontier: each series' points (cost, attainment %) joined in cost order, the target
+/// drawn. The y axis shows the band where the decision lies, from 10 points under the target
+/// up (so that 95–100% is readable, not a sliver of 0–100%); counts further under it are drawn
+/// on the bottom edge, and the title says so.
+pub fn frontier(title: &str, x_desc: &str, y_desc: &str, series: &[Series], target: &Marker) -> anyhow::Result<String> {
+    let Some((mut x0, mut x1)) = bounds(series, |p| p.0) else {
+        return empty(title, "no data to plot");
+    };
+    let (lo, hi) = bounds(series, |p| p.1).unwrap_or((0.0, 100.0));
+    let floor = (target.value - 10.0).max(0.0);
+    let hi = hi.max(target.value);
+    let y0 = if lo >= floor { (lo.min(target.value) - 0.5).max(0.0) } else { floor };
+    let y1 = hi + ((hi - y0) * 0.08).max(0.3);
+    let clipped = lo < y0;
+    let title = if clipped { format!("{title} (counts under {y0:.0}% on the bottom edge)") } else { title.to_string() };
+    let title = title.as_str();
+    let span = (x1 - x0).max(1e-9);
+    x0 -= span * 0.05;
+    x1 += span * 0.05;
+    if x1 <= x0 {
+        x0 -= 0.5;
+        x1 += 0.5;
+    }
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(42)
+            .y_label_area_size(64)
+            .build_cartesian_2d(x0..x1, y0..y1)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc(y_desc)
+            .x_label_formatter(&|v| short(*v))
+            .y_label_formatter(&|v| format!("{v:.1}"))
+            .draw()
+            .map_err(err)?;
+        for (i, s) in series.iter().enumerate() {
+            let c = PALETTE[i % PALETTE.len()];
+            let mut pts: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (x, y.max(y0))).collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
+                .map_err(err)?
+                .label(s.name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled()))).map_err(err)?;
+        }
+        let red = RGBColor(200, 0, 0);
+        chart
+            .draw_series(LineSeries::new(vec![(x0, target.value), (x1, target.value)], red.stroke_width(2)))
+            .map_err(err)?
+            .label(target.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], red.stroke_width(2)));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
 /// One bar per category; the `highlight` bar (the baseline, the recommended candidate) is
 /// outlined in black.
 pub fn bars(

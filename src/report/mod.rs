@@ -15,7 +15,7 @@ use anyhow::{bail, Context};
 
 use charts::{Marker, Series};
 use servesim_sim::metrics::Summary;
-use servesim_sim::plan::PlanReport;
+use servesim_sim::plan::{self as plan, PlanReport};
 
 /// Most points drawn per CDF.
 pub const CDF_POINTS: usize = 400;
@@ -140,6 +140,37 @@ pub fn plan_report(dir: &Path) -> anyhow::Result<String> {
         vmark.as_ref(),
         true,
     )?];
+    // The cost frontier: every count each candidate ran on every seed (N − 1, N, the
+    // recommended count), at its $/h (or GPUs without prices), by its worst seed's attainment.
+    let priced = candidates.iter().all(|c| c.price_per_gpu_hour.is_some());
+    let frontier: Vec<Series> = candidates
+        .iter()
+        .map(|c| {
+            let mut pts: Vec<&plan::Point> = c.points.iter().collect();
+            if let Some(p) = &c.provisioned {
+                pts.push(&p.point);
+            }
+            let mut points: Vec<(f64, f64)> = pts
+                .iter()
+                .filter_map(|p| {
+                    let worst = p.seeds.iter().map(|s| s.attainment).reduce(f64::min)?;
+                    let gpus = p.instances as f64 * c.tp as f64;
+                    let x = if priced { gpus * c.price_per_gpu_hour.unwrap_or(0.0) } else { gpus };
+                    Some((x, worst * 100.0))
+                })
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            points.dedup_by(|a, b| a.0 == b.0);
+            Series { name: c.name.clone(), points }
+        })
+        .collect();
+    charts.push(charts::frontier(
+        "Cost frontier: worst-seed SLO attainment at each count run",
+        if priced { "$ per hour" } else { "GPUs" },
+        "attainment (%, worst seed)",
+        &frontier,
+        &Marker { label: format!("target {:.1}%", target * 100.0), value: target * 100.0 },
+    )?);
     let names: Vec<String> = candidates.iter().map(|c| c.name.clone()).collect();
     let costs: Vec<f64> = candidates.iter().map(|c| c.cost_per_hour.unwrap_or(f64::NAN)).collect();
     if costs.iter().any(|c| c.is_finite()) {
