@@ -353,9 +353,29 @@ fn plan_and_compare_reports_show_their_files_numbers() {
         seen += 1;
     }
     assert!(seen >= 3 * 20, "{seen} numeric cells");
-    for title in ["TTFT p99 per variant", "Throughput per variant", "SLO attainment per variant", "(marked)"] {
+    for title in [
+        "TTFT p99 per variant",
+        "Throughput per variant",
+        "SLO attainment per variant",
+        "(marked)",
+        // Organised for a person: the key metrics first, variants named by their values, the
+        // full table folded, and a numeric key drawn as curves over its values.
+        "<h2>Key metrics</h2>",
+        "<details><summary>Every column of compare.csv</summary>",
+        "TTFT p99 against workload.arrival.rate",
+        "SLO attainment against workload.arrival.rate",
+        "Variants of workload.arrival.rate",
+    ] {
         assert!(page.contains(title), "missing «{title}»");
     }
+    // The key table's cells are compare.csv's values as written.
+    for part in page.split("<span data-csv=\"").skip(1) {
+        let at = part.split('"').next().unwrap();
+        let (r, c) = at.split_once(',').unwrap();
+        let text = part.split('>').nth(1).unwrap().split('<').next().unwrap();
+        assert_eq!(text, rows[r.parse::<usize>().unwrap()][c.parse::<usize>().unwrap()], "key cell {at}");
+    }
+    assert!(!page.contains(">#1<"), "bars are named by their values, not numbered");
 }
 
 #[test]

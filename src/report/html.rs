@@ -320,6 +320,45 @@ fn plan_fleet_table(plan: &PlanReport) -> String {
     o
 }
 
+/// The metrics a decision reads, one row per variant named by its values, each with its change
+/// against the baseline; cells showing a compare.csv value as written carry `data-csv`.
+pub fn compare_key_table(headers: &[String], rows: &[Vec<String>], labels: &[String]) -> String {
+    let col = |name: &str| headers.iter().position(|h| h == name);
+    let mut o = String::from("<h2>Key metrics</h2><table><tr><th class=\"l\">variant</th>");
+    let metrics = [
+        ("ttft_ms_p99", "TTFT p99 (ms)", 1.0),
+        ("tpot_ms_p99", "TPOT p99 (ms)", 1.0),
+        ("e2e_ms_p99", "E2E p99 (ms)", 1.0),
+        ("attainment", "SLO attainment (%)", 100.0),
+        ("goodput_rps", "goodput (req/s)", 1.0),
+        ("throughput_rps", "throughput (req/s)", 1.0),
+    ];
+    for (_, name, _) in metrics {
+        o += &format!("<th>{name}</th>");
+    }
+    o += "</tr>";
+    for (ri, r) in rows.iter().enumerate() {
+        o += &format!("<tr><td class=\"l\">{}</td>", escape(labels.get(ri).map(String::as_str).unwrap_or("")));
+        for (key, _, scale) in metrics {
+            let Some(c) = col(key) else {
+                o += "<td>–</td>";
+                continue;
+            };
+            let change = col(&format!("{key}_change_pct")).and_then(|k| r.get(k)).filter(|v| !v.is_empty());
+            let change = change.and_then(|v| v.parse::<f64>().ok()).map(|x| format!(" ({x:+.1}%)")).unwrap_or_default();
+            if scale == 1.0 {
+                o += &format!("<td><span data-csv=\"{ri},{c}\">{}</span>{change}</td>", escape(&r[c]));
+            } else {
+                let shown = r[c].parse::<f64>().map(|x| format!("{:.2}", x * scale)).unwrap_or_else(|_| r[c].clone());
+                o += &format!("<td>{}{change}</td>", escape(&shown));
+            }
+        }
+        o += "</tr>";
+    }
+    o += "</table>\n";
+    o
+}
+
 /// A CSV file as a table; numeric cells carry their column and row (`data-csv`).
 pub fn csv_table(headers: &[String], rows: &[Vec<String>], labels: &[String]) -> String {
     let mut o = String::from("<h2>Variants</h2><table class=\"wide\"><tr><th class=\"l\">bar</th>");

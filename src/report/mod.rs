@@ -192,10 +192,50 @@ pub fn compare_report(dir: &Path) -> anyhow::Result<String> {
     let col = |name: &str| headers.iter().position(|h| h == name);
     let variants: Vec<String> = rows.iter().map(|r| r[0].clone()).collect();
     let baseline = variants.iter().position(|v| v == "baseline");
-    // Short bar labels (#1, #2, ...) keyed to the table's first column: variant names are long.
-    let labels: Vec<String> =
-        variants.iter().enumerate().map(|(i, v)| if v == "baseline" { v.clone() } else { format!("#{i}") }).collect();
+    // The varied keys are the columns between the variant and the first metric; each variant is
+    // named by its values ("64 · 2"), short enough for a bar label.
+    let keys_end = col("ttft_ms_p50").unwrap_or(1).max(1);
+    let keys: Vec<String> = headers[1..keys_end].to_vec();
+    let labels: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            if r[0] == "baseline" {
+                return "baseline".to_string();
+            }
+            let v = r[1..keys_end].join(" · ");
+            if v.chars().count() > 24 {
+                format!("{}…", v.chars().take(23).collect::<String>())
+            } else {
+                v
+            }
+        })
+        .collect();
     let mut charts = vec![];
+    // One numeric key: the metrics as curves over its values (latency against load).
+    let numeric: Option<Vec<f64>> = (keys.len() == 1)
+        .then(|| rows.iter().filter(|r| r[0] != "baseline").map(|r| r[1].parse::<f64>().ok()).collect())
+        .flatten();
+    if let Some(xs) = numeric.filter(|xs| xs.len() >= 2) {
+        let others: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] != "baseline").collect();
+        for (metric, title, unit, scale) in [
+            ("ttft_ms_p99", "TTFT p99", "ms", 1.0),
+            ("tpot_ms_p99", "TPOT p99", "ms", 1.0),
+            ("attainment", "SLO attainment", "% of requests", 100.0),
+        ] {
+            let Some(c) = col(metric) else { continue };
+            let points: Vec<(f64, f64)> =
+                xs.iter().zip(&others).filter_map(|(&x, r)| Some((x, r[c].parse::<f64>().ok()? * scale))).collect();
+            charts.push(charts::lines(
+                &format!("{title} against {}", keys[0]),
+                &keys[0],
+                unit,
+                &[Series { name: title.to_string(), points }],
+                &[],
+                None,
+                true,
+            )?);
+        }
+    }
     for (metric, title, unit, scale) in [
         ("ttft_ms_p99", "TTFT p99", "ms", 1.0),
         ("tpot_ms_p99", "TPOT p99", "ms", 1.0),
@@ -209,7 +249,15 @@ pub fn compare_report(dir: &Path) -> anyhow::Result<String> {
         charts.push(charts::bars(&format!("{title} per variant"), unit, &labels, &values, baseline)?);
     }
     let title = format!("servesim compare — {}", dir.file_name().and_then(|n| n.to_str()).unwrap_or("compare"));
-    Ok(html::page(&title, "<p class=\"meta\">Variants on the identical request stream; the baseline is the scenario as written (outlined).</p>", &html::csv_table(&headers, &rows, &labels), &charts))
+    let tables = html::compare_key_table(&headers, &rows, &labels)
+        + "<details><summary>Every column of compare.csv</summary>\n"
+        + &html::csv_table(&headers, &rows, &labels)
+        + "</details>\n";
+    let meta = format!(
+        "<p class=\"meta\">Variants of {} on the identical request stream; the baseline is the scenario as written (outlined in the bars).</p>",
+        if keys.is_empty() { "the scenario".to_string() } else { html::escape(&keys.join(", ")) }
+    );
+    Ok(html::page(&title, &meta, &tables, &charts))
 }
 
 /// The empirical CDF of `values` (sorted here), downsampled to at most `CDF_POINTS` points at
