@@ -53,3 +53,25 @@ fn generate_does_not_write_over_its_input() {
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert!(names.iter().all(|n| !n.contains(".tmp-")), "{names:?}");
 }
+
+#[test]
+fn an_oracle_length_predictor_is_named_so() {
+    // shortest-job with no prediction error knows every output length: the run says so, and a
+    // real predictor's run does not.
+    let dir = out_dir("files_oracle");
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |extra: &str| {
+        let src = format!(
+            "[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"h100-sxm\"\n[scheduler.queue]\nkind = \"shortest-job\"\n{extra}\
+             [workload]\nrequests = 50\narrival = {{ kind = \"poisson\", rate = 5 }}\n\
+             prompt_tokens = {{ kind = \"fixed\", value = 100 }}\noutput_tokens = {{ kind = \"uniform\", min = 5, max = 50 }}\n"
+        );
+        let path = dir.join("s.toml");
+        std::fs::write(&path, src).unwrap();
+        let o = servesim(&["simulate", "--scenario", path.to_str().unwrap(), "--out", dir.join("o").to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    assert!(run("").contains("shortest-job with output_error = 0 is an oracle"));
+    assert!(!run("output_error = 0.5\n").contains("is an oracle"));
+}
