@@ -392,16 +392,11 @@ fn policy_lines(s: &Scenario, sum: &Summary) -> String {
     if sum.admission.circuit_breaker_trips > 0 {
         o += &format!("breaker     opened {} times\n", sum.admission.circuit_breaker_trips);
     }
-    // A predicted-length order with no prediction error knows every output length: say so.
+    // What a queue order's settings know that no engine does (an oracle predictor): say so.
     for g in &s.groups {
-        if let servesim_sim::instance::queue::QueueSpec::ShortestJob(q) = &g.scheduler.queue {
-            if q.output_error == 0.0 {
-                let label = if s.groups.len() > 1 { format!(" ({})", g.name) } else { String::new() };
-                o += &format!(
-                    "queue{label}       shortest-job with output_error = 0 is an oracle: it knows every request's output \
-                     length exactly, which no engine does; give output_error (the σ of a lognormal predictor) for a real one\n"
-                );
-            }
+        if let Some(c) = g.scheduler.queue.spec().caveat() {
+            let label = if s.groups.len() > 1 { format!(" ({})", g.name) } else { String::new() };
+            o += &format!("queue{label}       {c}\n");
         }
     }
     o += &format!(

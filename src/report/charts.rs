@@ -134,33 +134,104 @@ pub fn lines(
     vmarker: Option<&Marker>,
     points: bool,
 ) -> anyhow::Result<String> {
-    let Some((mut x0, mut x1)) = bounds(series, |p| p.0) else {
+    let Some(x) = bounds(series, |p| p.0) else {
         return empty(title, "no data to plot");
     };
     let (_, y_hi) = bounds(series, |p| p.1).unwrap_or((0.0, 1.0));
     let y_hi = hmarkers.iter().map(|m| m.value).fold(y_hi, f64::max);
     let y1 = if y_hi > 0.0 { y_hi * 1.1 } else { 1.0 };
+    let legend = if series.len() > 3 { SeriesLabelPosition::LowerRight } else { SeriesLabelPosition::UpperLeft };
+    let frame = Frame { title, x_desc, y_desc, x, y: (0.0, y1), y_labels: short_label, legend };
+    draw_lines(&frame, series, hmarkers, vmarker, points)
+}
+
+/// A cost frontier: each series' points (cost, attainment %) joined in cost order, the target
+/// drawn. The y axis shows the band where the decision lies, from 10 points under the target
+/// up (so that 95–100% is readable, not a sliver of 0–100%); counts further under it are drawn
+/// on the bottom edge, and the title says so.
+pub fn frontier(title: &str, x_desc: &str, y_desc: &str, series: &[Series], target: &Marker) -> anyhow::Result<String> {
+    let Some((x0, x1)) = bounds(series, |p| p.0) else {
+        return empty(title, "no data to plot");
+    };
+    let (lo, hi) = bounds(series, |p| p.1).unwrap_or((0.0, 100.0));
+    let floor = (target.value - 10.0).max(0.0);
+    let hi = hi.max(target.value);
+    let y0 = if lo >= floor { (lo.min(target.value) - 0.5).max(0.0) } else { floor };
+    let y1 = hi + ((hi - y0) * 0.08).max(0.3);
+    let title = if lo < y0 { format!("{title} (counts under {y0:.0}% on the bottom edge)") } else { title.to_string() };
+    let clamped: Vec<Series> = series
+        .iter()
+        .map(|s| {
+            let mut points: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (x, y.max(y0))).collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Series { name: s.name.clone(), points }
+        })
+        .collect();
+    let span = (x1 - x0).max(1e-9);
+    let x = (x0 - span * 0.05, x1 + span * 0.05);
+    let frame = Frame {
+        title: &title,
+        x_desc,
+        y_desc,
+        x,
+        y: (y0, y1),
+        y_labels: one_decimal,
+        legend: SeriesLabelPosition::LowerRight,
+    };
+    draw_lines(&frame, &clamped, std::slice::from_ref(target), None, true)
+}
+
+fn short_label(v: &f64) -> String {
+    short(*v)
+}
+
+fn one_decimal(v: &f64) -> String {
+    format!("{v:.1}")
+}
+
+/// What a line chart is drawn in: its titles, axis ranges, y labels and legend corner.
+struct Frame<'a> {
+    title: &'a str,
+    x_desc: &'a str,
+    y_desc: &'a str,
+    x: (f64, f64),
+    y: (f64, f64),
+    y_labels: fn(&f64) -> String,
+    legend: SeriesLabelPosition,
+}
+
+/// Draws `series` as lines (with a marker on each point when `points`, or when a series is
+/// too short for a line alone), red horizontal markers and a green vertical one.
+fn draw_lines(
+    f: &Frame,
+    series: &[Series],
+    hmarkers: &[Marker],
+    vmarker: Option<&Marker>,
+    points: bool,
+) -> anyhow::Result<String> {
+    let (mut x0, mut x1) = f.x;
     if x1 <= x0 {
         x0 -= 0.5;
         x1 += 0.5;
     }
+    let (y0, y1) = f.y;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
+            .caption(f.title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(42)
             .y_label_area_size(64)
-            .build_cartesian_2d(x0..x1, 0.0..y1)
+            .build_cartesian_2d(x0..x1, y0..y1)
             .map_err(err)?;
         chart
             .configure_mesh()
-            .x_desc(x_desc)
-            .y_desc(y_desc)
+            .x_desc(f.x_desc)
+            .y_desc(f.y_desc)
             .x_label_formatter(&|v| short(*v))
-            .y_label_formatter(&|v| short(*v))
+            .y_label_formatter(&f.y_labels)
             .draw()
             .map_err(err)?;
         for (i, s) in series.iter().enumerate() {
@@ -186,85 +257,14 @@ pub fn lines(
         if let Some(m) = vmarker {
             let green = RGBColor(0, 130, 0);
             chart
-                .draw_series(LineSeries::new(vec![(m.value, 0.0), (m.value, y1)], green.stroke_width(2)))
+                .draw_series(LineSeries::new(vec![(m.value, y0), (m.value, y1)], green.stroke_width(2)))
                 .map_err(err)?
                 .label(m.label.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], green.stroke_width(2)));
         }
         chart
             .configure_series_labels()
-            .position(if series.len() > 3 { SeriesLabelPosition::LowerRight } else { SeriesLabelPosition::UpperLeft })
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
-        root.present().map_err(err)?;
-    }
-    Ok(svg)
-}
-
-/// A cost frontier: each series' points (cost, attainment %) joined in cost order, the target
-/// drawn. The y axis shows the band where the decision lies, from 10 points under the target
-/// up (so that 95–100% is readable, not a sliver of 0–100%); counts further under it are drawn
-/// on the bottom edge, and the title says so.
-pub fn frontier(title: &str, x_desc: &str, y_desc: &str, series: &[Series], target: &Marker) -> anyhow::Result<String> {
-    let Some((mut x0, mut x1)) = bounds(series, |p| p.0) else {
-        return empty(title, "no data to plot");
-    };
-    let (lo, hi) = bounds(series, |p| p.1).unwrap_or((0.0, 100.0));
-    let floor = (target.value - 10.0).max(0.0);
-    let hi = hi.max(target.value);
-    let y0 = if lo >= floor { (lo.min(target.value) - 0.5).max(0.0) } else { floor };
-    let y1 = hi + ((hi - y0) * 0.08).max(0.3);
-    let clipped = lo < y0;
-    let title = if clipped { format!("{title} (counts under {y0:.0}% on the bottom edge)") } else { title.to_string() };
-    let title = title.as_str();
-    let span = (x1 - x0).max(1e-9);
-    x0 -= span * 0.05;
-    x1 += span * 0.05;
-    if x1 <= x0 {
-        x0 -= 0.5;
-        x1 += 0.5;
-    }
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(42)
-            .y_label_area_size(64)
-            .build_cartesian_2d(x0..x1, y0..y1)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc(x_desc)
-            .y_desc(y_desc)
-            .x_label_formatter(&|v| short(*v))
-            .y_label_formatter(&|v| format!("{v:.1}"))
-            .draw()
-            .map_err(err)?;
-        for (i, s) in series.iter().enumerate() {
-            let c = PALETTE[i % PALETTE.len()];
-            let mut pts: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (x, y.max(y0))).collect();
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            chart
-                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
-                .map_err(err)?
-                .label(s.name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
-            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled()))).map_err(err)?;
-        }
-        let red = RGBColor(200, 0, 0);
-        chart
-            .draw_series(LineSeries::new(vec![(x0, target.value), (x1, target.value)], red.stroke_width(2)))
-            .map_err(err)?
-            .label(target.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], red.stroke_width(2)));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(f.legend.clone())
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .draw()

@@ -138,8 +138,10 @@ impl RequestRecord {
 
     /// Mean time per output token after the first, in ms; `None` for one-token outputs.
     pub fn tpot_ms(&self) -> Option<f64> {
-        self.e2e()?;
-        self.ttft()?;
+        let finished = self.status == Status::Finished && self.first_token != SimTime::MAX;
+        if !finished {
+            return None;
+        }
         tpot_ms(self.first_token, self.finish, self.output_tokens)
     }
 }

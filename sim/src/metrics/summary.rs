@@ -307,17 +307,18 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
 /// The per-class summaries, when measured requests of more than one class arrived; `per_s`
 /// divides by the run's measured duration (so the classes' goodputs sum to the total).
 fn class_summaries(rec: &Recorder, slo: &SloSection, per_s: &dyn Fn(f64) -> f64) -> Vec<ClassSummary> {
-    let mut present = [false; 256];
+    // The measured records of each class, gathered in one pass.
+    let mut by_class: BTreeMap<u8, Vec<&super::RequestRecord>> = BTreeMap::new();
     for r in rec.records.iter().filter(|r| rec.counts(r.arrival)) {
-        present[r.class as usize] = true;
+        by_class.entry(r.class).or_default().push(r);
     }
-    if present.iter().filter(|&&p| p).count() < 2 {
+    if by_class.len() < 2 {
         return Vec::new();
     }
-    (0..=255u8)
-        .filter(|&c| present[c as usize])
-        .map(|class| {
-            let of = || rec.records.iter().filter(move |r| r.class == class && rec.counts(r.arrival));
+    by_class
+        .into_iter()
+        .map(|(class, records)| {
+            let of = || records.iter().copied();
             let done = || of().filter(|r| r.status == Status::Finished);
             let ms = |f: &dyn Fn(&super::RequestRecord) -> Option<f64>| -> Dist {
                 let mut v: Vec<f64> = done().filter_map(f).collect();

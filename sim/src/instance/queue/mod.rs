@@ -59,6 +59,10 @@ pub trait QueuePolicy {
     }
     /// The policy object of one instance; `seed` and `instance` seed its randomness, if any.
     fn build(&self, seed: u64, instance: u32) -> Box<dyn QueueOrder>;
+    /// What a user must know of these settings' results (knowledge no engine has), if anything.
+    fn caveat(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 impl Default for QueueSpec {

@@ -30,6 +30,13 @@ impl QueuePolicy for ShortestJob {
         )
     }
 
+    fn caveat(&self) -> Option<&'static str> {
+        (self.output_error == 0.0).then_some(
+            "shortest-job with output_error = 0 is an oracle: it knows every request's output length exactly, \
+             which no engine does; give output_error (the σ of a lognormal predictor) for a real one",
+        )
+    }
+
     fn build(&self, seed: u64, instance: u32) -> Box<dyn QueueOrder> {
         Box::new(Predicted {
             noise: (self.output_error > 0.0).then(|| LogNormal::new(0.0, self.output_error).expect("validated")),
