@@ -220,6 +220,60 @@ fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
     assert!(stderr(&o).contains("--filter nosuch=1: no column nosuch"), "{}", stderr(&o));
 }
 
+/// The predicted TTFT of each run row of a scoreboard, by row id.
+fn predicted_ttfts(dir: &std::path::Path) -> std::collections::BTreeMap<String, f64> {
+    let csv = read(&dir.join("silicon.csv"));
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let at = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    lines
+        .filter(|l| !l.contains("not expressed"))
+        .map(|l| {
+            let row: Vec<&str> = l.split(',').collect();
+            (row[at("id")].to_string(), row[at("predicted_ttft_ms")].parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_prompt_pool_makes_repeated_prompts_prefix_cache_hits() {
+    // AIPerf draws each request's prompt from a pool (100 by default). With a pool of one, every
+    // request after the first wave repeats a cached prompt and prefills only its last block:
+    // the mean TTFT must fall well below the all-distinct run's, row by row.
+    let scoreboard = |name: &str, extra: &[&str]| {
+        let dir = out_dir(name);
+        let mut args = vec![
+            "validate",
+            "--silicon",
+            "data/aiconfigurator/silicon_sample_slice.csv",
+            "--database",
+            SLICE,
+            "--rounds",
+            "4",
+            "--out",
+            dir.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = isolated(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        dir
+    };
+    let distinct = predicted_ttfts(&scoreboard("aic_pool_none", &[]));
+    let pooled_dir = scoreboard("aic_pool_one", &["--prompt-pool", "1"]);
+    let pooled = predicted_ttfts(&pooled_dir);
+    assert_eq!(distinct.len(), 3);
+    for (id, t) in &distinct {
+        // Rounds 2–4 hit: at most about a quarter of the prefill work remains, plus decode steps.
+        assert!(pooled[id] < 0.6 * t, "{id}: pooled {} ms vs distinct {t} ms", pooled[id]);
+    }
+    let json: serde_json::Value = serde_json::from_str(&read(&pooled_dir.join("silicon.json"))).unwrap();
+    assert_eq!((json["prompt_pool"].as_u64(), json["rounds"].as_u64()), (Some(1), Some(4)));
+
+    let o = isolated(&["validate", "--silicon", "data/aiconfigurator/silicon_sample_slice.csv", "--prompt-pool", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--prompt-pool: must be ≥ 1"), "{}", stderr(&o));
+}
+
 #[test]
 fn a_profile_op_servesim_does_not_read_is_an_error() {
     let dir = out_dir("aic_unknown_op");

@@ -51,9 +51,15 @@ pub struct Args {
     /// aiconfigurator_core package).
     #[arg(long, requires = "silicon")]
     database: Option<PathBuf>,
-    /// With --silicon: measured rounds of the concurrency after the 2-round warm-up.
-    #[arg(long, default_value_t = 5, requires = "silicon")]
+    /// With --silicon: rounds of the concurrency measured (requests = rounds × concurrency),
+    /// from a start with all clients together; the benchmark measured 20.
+    #[arg(long, default_value_t = 20, requires = "silicon")]
     rounds: u32,
+    /// With --silicon: prompts drawn from a pool of N distinct prompts (AIPerf's synthetic
+    /// dataset holds 100 by default and picks one at random per request), with the engine's
+    /// prefix cache on, so a repeated prompt is a cache hit. Default: every prompt distinct.
+    #[arg(long, value_name = "N", requires = "silicon")]
+    prompt_pool: Option<u32>,
     /// With --silicon: fit each engine's CPU overhead on the `fit` half of the rows (by a hash of
     /// their id) and report both halves with the fitted constants.
     #[arg(long, requires = "silicon")]
@@ -188,14 +194,16 @@ pub fn run(a: Args) -> Result<()> {
         if a.rounds == 0 {
             return Err(CliError::input("--rounds: must be ≥ 1, got 0"));
         }
+        if a.prompt_pool == Some(0) {
+            return Err(CliError::input("--prompt-pool: must be ≥ 1 prompts, got 0"));
+        }
         let database = a.database.as_ref().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()));
         return silicon::run(silicon::Options {
             file,
             filters: &a.filters,
             database: database.as_deref(),
-            rounds: a.rounds,
+            bench: silicon::Bench { rounds: a.rounds, prompt_pool: a.prompt_pool, staggered: a.staggered },
             fit_overhead: a.fit_overhead,
-            staggered: a.staggered,
             out: a.out.clone().unwrap_or_else(|| PathBuf::from("outputs").join("silicon-validate")),
             quiet: a.quiet,
         });

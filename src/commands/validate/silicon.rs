@@ -7,8 +7,19 @@
 //!   the benchmark (aiconfigurator generator/config/backend_templates/benchmark/bench_run.sh.j2):
 //!     aiperf --concurrency C --num-requests 20·C --warmup-request-count 2·C,
 //!     ISL and OSL fixed (stddev 0, ignore_eos)
-//!   here: C closed-loop clients, no think time, fixed ISL and OSL; the first 2·C requests are
-//!     the warm-up, the next rounds·C are measured; mean TTFT and mean TPOT of those
+//!   AIPerf (ai-dynamo/aiperf db4f639, aiperf/timing/credit_issuing_strategy.py, _execute_phases)
+//!     runs the warm-up as its own phase and waits for every warm-up request to return before
+//!     the profiling phase starts: that phase begins on an idle engine with all C clients
+//!     sending at once (a semaphore of C, no delay between credits: request_rate_strategy.py)
+//!   here: C closed-loop clients starting together, no think time, fixed ISL and OSL,
+//!     rounds·C requests (the benchmark's 20·C), all of them measured; the warm-up leaves
+//!     nothing behind in an engine without a prefix cache, so it is not simulated; mean TTFT
+//!     and mean TPOT of the requests
+//!   --prompt-pool N: AIPerf's synthetic dataset is 100 prompts (config_defaults.py,
+//!     NUM_DATASET_ENTRIES), each request one of them at random (dataset_manager.py,
+//!     _return_any_conversation); with the engine's prefix cache on (vLLM's and SGLang's
+//!     default) a repeated prompt hits. Whether the measured runs had it on is not recorded,
+//!     so both are reported; the pool starts cold (the warm-up's 2·C prompts are not cached)
 //!   the engine: its default scheduler settings on the row's GPU (below), one instance at the
 //!     row's TP, kernels from the database's newest version of the row's framework on its system
 //! ```
@@ -200,8 +211,19 @@ pub fn engine_settings(framework: &str, gpu: &servesim_sim::spec::GpuSpec) -> St
 /// Overrides of the engine overhead for fitting: (base µs, per-sequence µs, overlap).
 pub type Overhead = Option<(f64, f64, bool)>;
 
+/// How the benchmark is simulated.
+#[derive(Clone, Copy, Debug)]
+pub struct Bench {
+    /// Rounds of the concurrency: rounds × C requests, all measured.
+    pub rounds: u32,
+    /// Prompts drawn from this many distinct ones, prefix cache on; None: all distinct.
+    pub prompt_pool: Option<u32>,
+    /// Clients start evenly over a request's lifetime instead of together.
+    pub staggered: bool,
+}
+
 /// The scenario of a case.
-pub fn scenario_text(c: &Case, rounds: u32, database: Option<&Path>, overhead: Overhead, ramp_s: f64) -> String {
+pub fn scenario_text(c: &Case, bench: Bench, database: Option<&Path>, overhead: Overhead, ramp_s: f64) -> String {
     let gpu = GpuPreset::find(c.gpu).expect("cases have presets").spec();
     let weight_dtype = if c.weights == "bf16" { "bf16" } else { "fp8" };
     let path = database.map_or(String::new(), |p| format!(", path = {:?}", p.display().to_string()));
@@ -211,19 +233,32 @@ pub fn scenario_text(c: &Case, rounds: u32, database: Option<&Path>, overhead: O
         }
         None => String::new(),
     };
-    let requests = (2 + rounds) * c.concurrency;
+    let requests = bench.rounds * c.concurrency;
+    // A pooled prompt is the pool member (all but its last token, as a shared segment) and one
+    // token of its own, so that a repeat shares every full block of the prompt.
+    let (prompt, pool, cache) = match bench.prompt_pool {
+        Some(n) if c.isl > 1 => (
+            1,
+            format!(
+                "[workload.prefix]\nsystem = {{ groups = {n}, tokens = {{ kind = \"fixed\", value = {} }} }}\n",
+                c.isl - 1
+            ),
+            "[scheduler.prefix_cache]\nenabled = true\n",
+        ),
+        _ => (c.isl, String::new(), ""),
+    };
     format!(
         "name = \"silicon\"\nseed = 1\n[model]\npreset = \"{}\"\nweight_dtype = \"{weight_dtype}\"\n\
          [gpu]\npreset = \"{}\"\n[cluster]\ninstances = 1\ntp = {}\n{}\
          [workload]\nrequests = {requests}\narrival = {{ kind = \"closed-loop\", clients = {}, ramp_s = {ramp_s} }}\n\
-         prompt_tokens = {{ kind = \"fixed\", value = {} }}\noutput_tokens = {{ kind = \"fixed\", value = {} }}\n\
-         [cost]\noverhead = \"{}\"\ndatabase = {{ framework = \"{}\", system = \"{}\", weights = \"{}\"{path} }}\n{overhead}",
+         prompt_tokens = {{ kind = \"fixed\", value = {} }}\noutput_tokens = {{ kind = \"fixed\", value = {} }}\n{pool}\
+         [cost]\noverhead = \"{}\"\ndatabase = {{ framework = \"{}\", system = \"{}\", weights = \"{}\"{path} }}\n{overhead}{cache}",
         c.model,
         c.gpu,
         c.tp,
         engine_settings(&c.framework, &gpu),
         c.concurrency,
-        c.isl,
+        prompt,
         c.osl,
         c.framework,
         c.framework,
@@ -232,16 +267,15 @@ pub fn scenario_text(c: &Case, rounds: u32, database: Option<&Path>, overhead: O
     )
 }
 
-/// Predicted mean TTFT, TPOT and E2E (ms) of a case: the requests after the warm-up.
-pub fn predict(s: &Scenario, c: &Case) -> std::result::Result<(f64, f64, f64), String> {
+/// Predicted mean TTFT, TPOT and E2E (ms) of a case's requests.
+pub fn predict(s: &Scenario) -> std::result::Result<(f64, f64, f64), String> {
     let out = servesim_sim::engine::try_run(s).map_err(|e| e.to_string())?;
     if let Some(st) = &out.summary.stopped {
         return Err(format!("the run stopped early ({})", st.reason));
     }
-    let warm = 2 * c.concurrency as usize;
-    let recs: Vec<_> = out.recorder.records.iter().skip(warm).filter(|r| r.status == Status::Finished).collect();
+    let recs: Vec<_> = out.recorder.records.iter().filter(|r| r.status == Status::Finished).collect();
     if recs.is_empty() {
-        return Err("no request finished after the warm-up".into());
+        return Err("no request finished".into());
     }
     let ttft = recs.iter().filter_map(|r| r.ttft()).map(|t| t.as_millis_f64()).sum::<f64>() / recs.len() as f64;
     let tpots: Vec<f64> = recs.iter().filter_map(|r| r.tpot_ms()).collect();
@@ -305,24 +339,23 @@ impl Outcome {
 /// Runs the cases (in parallel; results in row order).
 pub fn run_cases(
     rows: &[Row],
-    rounds: u32,
+    bench: Bench,
     database: Option<&Path>,
     overhead: &(dyn Fn(&Case) -> Overhead + Sync),
     resources: &Arc<crate::scenario_file::FileResources>,
-    staggered: bool,
 ) -> Vec<Outcome> {
     rows.par_iter()
         .map(|r| {
             let case = case_of(r);
             let predicted = case.as_ref().ok().map(|c| {
                 let run = |ramp_s: f64| {
-                    let text = scenario_text(c, rounds, database, overhead(c), ramp_s);
+                    let text = scenario_text(c, bench, database, overhead(c), ramp_s);
                     let res: Arc<dyn Resources> = resources.clone();
                     let s = Scenario::from_toml_in(&text, "silicon", res).map_err(|e| e.to_string())?;
-                    predict(&s, c)
+                    predict(&s)
                 };
                 let (t, p, e2e) = run(0.0)?;
-                if !staggered {
+                if !bench.staggered {
                     return Ok((t, p));
                 }
                 // Staggered: the clients started evenly over one request's lifetime, as the run
@@ -354,10 +387,8 @@ pub struct Options<'a> {
     pub file: &'a Path,
     pub filters: &'a [String],
     pub database: Option<&'a Path>,
-    pub rounds: u32,
+    pub bench: Bench,
     pub fit_overhead: bool,
-    /// Clients start evenly over a request's lifetime instead of together.
-    pub staggered: bool,
     pub out: PathBuf,
     pub quiet: bool,
 }
@@ -403,7 +434,7 @@ pub fn run(o: Options) -> Result<()> {
                 for base in (0..=16).map(|i| i as f64 * 250.0) {
                     for per_seq in [0.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 80.0] {
                         let ov = (base, per_seq, overlap);
-                        let outs = run_cases(&fit_rows, o.rounds, o.database, &|_| Some(ov), &resources, o.staggered);
+                        let outs = run_cases(&fit_rows, o.bench, o.database, &|_| Some(ov), &resources);
                         let (n, t, p) = medians(&outs, &|_| true);
                         let (Some(t), Some(p)) = (t, p) else { continue };
                         let score = (t + p) / 2.0;
@@ -422,7 +453,7 @@ pub fn run(o: Options) -> Result<()> {
         }
     }
     let overhead = |c: &Case| fitted.get(&c.framework).copied();
-    let outs = run_cases(&rows, o.rounds, o.database, &overhead, &resources, o.staggered);
+    let outs = run_cases(&rows, o.bench, o.database, &overhead, &resources);
 
     // Per-row CSV.
     let mut csv = String::from(
@@ -516,8 +547,9 @@ pub fn run(o: Options) -> Result<()> {
     let json = serde_json::json!({
         "file": o.file.display().to_string(),
         "filters": o.filters,
-        "rounds": o.rounds,
-        "clients_start": if o.staggered { "staggered" } else { "together" },
+        "rounds": o.bench.rounds,
+        "clients_start": if o.bench.staggered { "staggered" } else { "together" },
+        "prompt_pool": o.bench.prompt_pool,
         "rows": outs.len(),
         "run": expressed,
         "not_run": reasons,
