@@ -230,7 +230,7 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
     }
     let limits = if limits.is_empty() { "no thresholds set".to_string() } else { limits.join(", ") };
     o += &format!(
-        "SLO         {limits}: attainment {:.2}% (target {:.2}%: {}), goodput {:.2} req/s\n",
+        "SLO         {limits}: attainment {:.2}% (target {:.2}%: {}), goodput {:.2} req/s of the offered window ({:.2} over the whole run, as vllm bench counts it)\n",
         sum.slo.attainment * 100.0,
         sum.slo.target * 100.0,
         match (sum.stopped.is_some(), sum.slo.met) {
@@ -239,7 +239,8 @@ pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
             (false, true) => "met",
             (false, false) => "MISSED",
         },
-        sum.slo.goodput_rps
+        sum.slo.goodput_rps,
+        sum.slo.goodput_vllm_bench_rps
     );
     o += &format!(
         "KV          utilisation mean {:.1}%, max {:.1}% of {} blocks; preemptions {}\n",

@@ -153,3 +153,42 @@ fn memory_command_reports_a_model_that_does_not_fit() {
     let o = servesim(&["memory", "--model", "llama-3-70b", "--gpu", "a100-80g", "--tp", "4", "--format", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+#[test]
+fn goodput_is_the_offered_load_times_attainment_and_vllm_bench_divides_by_the_whole_run() {
+    // 40 requests evenly spaced at 4 req/s on an idle 8B: every one meets a loose SLO. The
+    // offered window is 39 gaps of 0.25 s plus one = 10 s, so goodput = 40 / 10 = 4 req/s
+    // exactly; vLLM's request_goodput divides by first arrival → last finish (drain included).
+    let src = llama8b(
+        "requests = 40\narrival = { kind = \"constant\", rate = 4 }\n\
+         prompt_tokens = { kind = \"fixed\", value = 200 }\noutput_tokens = { kind = \"fixed\", value = 200 }",
+        "[slo]\nttft_ms = 10000\n",
+    );
+    let out = run(&src);
+    assert_eq!(out.summary.slo.attainment, 1.0);
+    assert!((out.summary.slo.goodput_rps - 4.0).abs() < 1e-9, "{}", out.summary.slo.goodput_rps);
+    let last_finish = out.recorder.records.iter().map(|r| r.finish).max().unwrap();
+    let bench = 40.0 / last_finish.as_secs_f64();
+    assert!((out.summary.slo.goodput_vllm_bench_rps - bench).abs() < 1e-9);
+    // The last request decodes 200 tokens (over a second) after arriving, longer than a gap.
+    assert!(bench < 3.9, "the drain after the last arrival lowers vLLM's figure: {bench}");
+
+    // A TTFT threshold only some requests meet: goodput = 4 req/s × attainment, still over the
+    // offered window.
+    let src = src.replace("ttft_ms = 10000", "ttft_ms = 0.001");
+    let out = run(&src);
+    assert_eq!(out.summary.slo.attainment, 0.0);
+    assert_eq!(out.summary.slo.goodput_rps, 0.0);
+}
+
+#[test]
+fn the_offered_window_of_n_arrivals_is_their_span_plus_one_gap() {
+    use servesim_sim::metrics::offered_window_s;
+    let t = |s: f64| SimTime::from_secs_f64(s);
+    assert_eq!(offered_window_s([t(1.0), t(2.0), t(3.0)].into_iter()), 3.0);
+    assert_eq!(offered_window_s([t(5.0)].into_iter()), 0.0);
+    assert_eq!(offered_window_s(std::iter::empty()), 0.0);
+    // Order does not matter; equal times span nothing.
+    assert_eq!(offered_window_s([t(3.0), t(1.0)].into_iter()), 4.0);
+    assert_eq!(offered_window_s([t(2.0), t(2.0)].into_iter()), 0.0);
+}

@@ -105,7 +105,7 @@ pub fn summary_tables(v: &Summary) -> String {
         o += "</tr>";
     }
     o += "</table>\n";
-    o += "<h2>Throughput and SLO</h2><table><tr><th>req/s</th><th>input tok/s</th><th>output tok/s</th><th>SLO attainment</th><th>target</th><th>goodput req/s</th><th>SLO</th></tr><tr>";
+    o += "<h2>Throughput and SLO</h2><table><tr><th>req/s</th><th>input tok/s</th><th>output tok/s</th><th>SLO attainment</th><th>target</th><th title=\"requests meeting the SLO per second of the window they arrived in\">goodput req/s</th><th title=\"the same requests per second of the whole run, drain included: vllm bench serve's request_goodput\">goodput, vllm bench</th><th>SLO</th></tr><tr>";
     let t = &v.throughput;
     o += &num(Some(t.requests_per_s), "throughput.requests_per_s", 3, 1.0, "");
     o += &num(Some(t.input_tokens_per_s), "throughput.input_tokens_per_s", 1, 1.0, "");
@@ -113,6 +113,7 @@ pub fn summary_tables(v: &Summary) -> String {
     o += &num(Some(v.slo.attainment), "slo.attainment", 2, 100.0, "%");
     o += &num(Some(v.slo.target), "slo.target", 2, 100.0, "%");
     o += &num(Some(v.slo.goodput_rps), "slo.goodput_rps", 3, 1.0, "");
+    o += &num(Some(v.slo.goodput_vllm_bench_rps), "slo.goodput_vllm_bench_rps", 3, 1.0, "");
     let met = v.slo.met;
     o += &format!("<td class=\"{}\">{}</td>", if met { "ok" } else { "miss" }, if met { "met" } else { "missed" });
     o += "</tr></table>\n";

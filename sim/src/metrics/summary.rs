@@ -79,8 +79,26 @@ pub struct ClassSummary {
     pub queue_ms: Dist,
     /// Fraction of the class's measured requests meeting the SLO.
     pub attainment: f64,
-    /// The class's requests per second meeting the SLO, over the run's measured duration.
+    /// The class's requests per second meeting the SLO, over the run's offered window (the
+    /// same window as the total's, so the classes' goodputs sum to it).
     pub goodput_rps: f64,
+}
+
+/// The window in which the measured requests arrived, in seconds: the span from the first
+/// measured arrival to the last, times n / (n − 1) for n arrivals — one mean gap added, so
+/// that n evenly spaced arrivals at rate λ span n / λ, and a workload ended by its duration
+/// spans that duration. Zero for fewer than two arrivals.
+pub fn offered_window_s(arrivals: impl Iterator<Item = SimTime>) -> f64 {
+    let (mut n, mut first, mut last) = (0u64, SimTime::MAX, SimTime::ZERO);
+    for t in arrivals {
+        n += 1;
+        first = first.min(t);
+        last = last.max(t);
+    }
+    if n < 2 {
+        return 0.0;
+    }
+    last.saturating_sub(first).as_secs_f64() * n as f64 / (n - 1) as f64
 }
 
 /// The `cost` section of a summary.
@@ -170,8 +188,15 @@ pub struct Throughput {
 pub struct SloSummary {
     /// Fraction of measured requests that finished within every threshold.
     pub attainment: f64,
-    /// Measured requests per second that finished within every threshold.
+    /// Goodput: measured requests meeting every threshold, per second of the window in which
+    /// they arrived ([`offered_window_s`]) — the offered load times the attainment, so a run
+    /// that meets the SLO shows its load, drain excluded.
     pub goodput_rps: f64,
+    /// vLLM's benchmark figure (`request_goodput` of `vllm bench serve`, vllm/benchmarks/serve.py
+    /// `calculate_metrics`): the same requests per second of the whole benchmark, from the
+    /// first measured arrival to the last finish, drain included.
+    #[serde(default)]
+    pub goodput_vllm_bench_rps: f64,
     /// The required attainment from `[slo]`.
     pub target: f64,
     /// Whether attainment ≥ target.
@@ -239,8 +264,10 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
     let per_s = |x: f64| if duration_s > 0.0 { x / duration_s } else { 0.0 };
     let met = measured().filter(|r| meets_slo(r, slo)).count() as f64;
     let attainment = if n_measured == 0 { 0.0 } else { met / n_measured as f64 };
+    let window_s = offered_window_s(measured().map(|r| r.arrival));
+    let per_window = |x: f64| if window_s > 0.0 { x / window_s } else { 0.0 };
 
-    let classes = class_summaries(rec, slo, &per_s);
+    let classes = class_summaries(rec, slo, &per_window);
     let (waiting, running, kv_used) = rec.occupancy_means();
     let kv_total = rec.kv_total().max(1) as f64;
     Summary {
@@ -268,7 +295,8 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
         },
         slo: SloSummary {
             attainment,
-            goodput_rps: per_s(met),
+            goodput_rps: per_window(met),
+            goodput_vllm_bench_rps: per_s(met),
             target: slo.attainment,
             met: attainment >= slo.attainment,
             ttft_ms: slo.ttft_ms,
@@ -304,9 +332,9 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
     }
 }
 
-/// The per-class summaries, when measured requests of more than one class arrived; `per_s`
-/// divides by the run's measured duration (so the classes' goodputs sum to the total).
-fn class_summaries(rec: &Recorder, slo: &SloSection, per_s: &dyn Fn(f64) -> f64) -> Vec<ClassSummary> {
+/// The per-class summaries, when measured requests of more than one class arrived;
+/// `per_window` divides by the run's offered window (so the classes' goodputs sum to the total).
+fn class_summaries(rec: &Recorder, slo: &SloSection, per_window: &dyn Fn(f64) -> f64) -> Vec<ClassSummary> {
     // The measured records of each class, gathered in one pass.
     let mut by_class: BTreeMap<u8, Vec<&super::RequestRecord>> = BTreeMap::new();
     for r in rec.records.iter().filter(|r| rec.counts(r.arrival)) {
@@ -337,7 +365,7 @@ fn class_summaries(rec: &Recorder, slo: &SloSection, per_s: &dyn Fn(f64) -> f64)
                 e2e_ms: ms(&|r| r.e2e().map(SimTime::as_millis_f64)),
                 queue_ms: ms(&|r| r.queue().map(SimTime::as_millis_f64)),
                 attainment: if measured == 0 { 0.0 } else { met / measured as f64 },
-                goodput_rps: per_s(met),
+                goodput_rps: per_window(met),
             }
         })
         .collect()
