@@ -319,6 +319,26 @@ fn plan_and_compare_reports_show_their_files_numbers() {
     for c in plan["candidates"].as_array().unwrap() {
         assert!(page.contains(c["name"].as_str().unwrap()));
     }
+    // The p99 frontiers, each with its SLO threshold, and hover values on the points.
+    assert!(page.contains("Cost frontier: worst-seed TTFT p99 at each count run"));
+    assert!(page.contains("Cost frontier: worst-seed TPOT p99 at each count run"));
+    assert!(page.contains("<title>") && page.contains("$ per hour, "), "points carry hover values");
+    // The evidence lines are the CLI's, word for word.
+    let cli = servesim(&[
+        "plan",
+        "--scenario",
+        "tests/plan/small.toml",
+        "--out",
+        out_dir("report_plan_cli").to_str().unwrap(),
+    ]);
+    let text = stdout(&cli);
+    let evidence = &text[text.find("method: capacity of one instance").expect("the CLI prints its evidence")..];
+    let escaped =
+        evidence.trim_end().replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;");
+    assert!(page.contains("<h2>Evidence</h2>") && page.contains(&escaped), "the report's evidence is the CLI's");
+    // One colour per candidate across charts: the cost bars are drawn in the palette, not one blue.
+    let fills: std::collections::BTreeSet<&str> = page.split("fill=\"#").skip(1).filter_map(|p| p.get(..6)).collect();
+    assert!(fills.len() >= n.min(3), "{} fill colours for {n} candidates", fills.len());
     // `servesim report DIR --kind plan` gives the same page.
     let again = dir.join("again.html");
     let o = servesim(&["report", dir.to_str().unwrap(), "--kind", "plan", "--out", again.to_str().unwrap()]);
@@ -357,7 +377,12 @@ fn plan_and_compare_reports_show_their_files_numbers() {
         "TTFT p99 per variant",
         "Throughput per variant",
         "SLO attainment per variant",
-        "(marked)",
+        // The baseline outlined and in the legend; the SLO, the baseline and the knee on the
+        // curves; hover values.
+        "baseline",
+        "knee: SLO met up to 9",
+        "SLO TTFT 2.0k",
+        "<title>",
         // Organised for a person: the key metrics first, variants named by their values, the
         // full table folded, and a numeric key drawn as curves over its values.
         "<h2>Key metrics</h2>",

@@ -81,6 +81,13 @@ pub struct Metrics {
     pub preemptions: u64,
     pub finished: u64,
     pub rejected: u64,
+    /// The variant's SLO thresholds and attainment target (`[slo]`), for the report's lines.
+    #[serde(default)]
+    pub slo_ttft_ms: Option<f64>,
+    #[serde(default)]
+    pub slo_tpot_ms: Option<f64>,
+    #[serde(default)]
+    pub slo_target: Option<f64>,
     /// Each priority class's figures, when the workload has several (`summary.classes`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<ClassMetrics>,
@@ -269,6 +276,9 @@ fn metrics(s: &servesim_sim::metrics::Summary) -> Metrics {
         preemptions: s.preemptions,
         finished: s.requests.finished,
         rejected: s.requests.rejected,
+        slo_ttft_ms: s.slo.ttft_ms,
+        slo_tpot_ms: s.slo.tpot_ms,
+        slo_target: Some(s.slo.target),
         classes: s
             .classes
             .iter()
@@ -411,6 +421,9 @@ fn csv(h: &CompareHeader, rows: &[Metrics]) -> String {
             "preemptions",
             "finished",
             "rejected",
+            "slo_ttft_ms",
+            "slo_tpot_ms",
+            "slo_target",
         ]
         .map(String::from),
     );
@@ -443,6 +456,8 @@ fn csv(h: &CompareHeader, rows: &[Metrics]) -> String {
         cells.push(format!("{:.3}", m.goodput_rps));
         cells.push(format!("{:.6}", m.kv_peak));
         cells.extend([m.preemptions, m.finished, m.rejected].map(|x| x.to_string()));
+        cells
+            .extend([m.slo_ttft_ms, m.slo_tpot_ms, m.slo_target].map(|x| x.map(|v| v.to_string()).unwrap_or_default()));
         cells.extend(
             CHANGED.iter().map(|(_, f)| change_pct(f(m), f(base)).map(|x| format!("{x:.3}")).unwrap_or_default()),
         );

@@ -253,7 +253,18 @@ pub fn table(r: &PlanReport) -> String {
         }
         None => o += "no candidate meets the SLO\n",
     }
-    o += "\nmethod: capacity of one instance → instances for the load → GPUs and memory; evidence:\n";
+    o += "\n";
+    o += &evidence(r);
+    o
+}
+
+/// The evidence of each candidate's count: its capacity, the count below failing, headroom,
+/// borderline counts, the binding constraint, spares and autoscaling (in the CLI's table and
+/// in the HTML report).
+pub fn evidence(r: &PlanReport) -> String {
+    let h = &r.header;
+    let mut o =
+        String::from("method: capacity of one instance → instances for the load → GPUs and memory; evidence:\n");
     for c in &r.candidates {
         if let Some(p) = &c.pools {
             o += &pool_lines(c, p);

@@ -16,20 +16,134 @@ pub const PALETTE: [RGBColor; 9] = [
     RGBColor(140, 86, 75),
 ];
 
-const W: u32 = 760;
-const H: u32 = 330;
+/// A chart's size in pixels: wide enough to read at 1400 px, with the legend in its own panel
+/// on the right (never over the data).
+const W: u32 = 1100;
+const H: u32 = 400;
+const LEGEND_W: u32 = 260;
 
-/// A named series of (x, y) points.
+/// A named series of (x, y) points; `colour` is an index into [`PALETTE`] (None: its position
+/// in the chart), so that one candidate keeps one colour across every chart of a report.
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
+    pub colour: Option<usize>,
 }
 
-/// A marked reference value (an SLO threshold, the chosen point).
+impl Series {
+    pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series { name: name.into(), points, colour: None }
+    }
+
+    pub fn coloured(mut self, colour: usize) -> Series {
+        self.colour = Some(colour);
+        self
+    }
+
+    fn colour(&self, position: usize) -> RGBColor {
+        PALETTE[self.colour.unwrap_or(position) % PALETTE.len()]
+    }
+}
+
+/// How a legend entry shows its colour.
+#[derive(Clone, Copy)]
+enum Swatch {
+    Line,
+    Box,
+    Outline,
+}
+
+/// One legend entry.
+struct Entry {
+    label: String,
+    colour: RGBColor,
+    swatch: Swatch,
+}
+
+const RED: RGBColor = RGBColor(200, 0, 0);
+const GREEN: RGBColor = RGBColor(0, 130, 0);
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// Splits a chart into its plot and its legend panel.
+fn panels<'a>(root: &Area<'a>) -> (Area<'a>, Area<'a>) {
+    root.split_horizontally(W - LEGEND_W)
+}
+
+/// Draws the legend in its own panel, one entry a line, names cut to fit.
+fn legend(area: &Area, entries: &[Entry]) -> anyhow::Result<()> {
+    let style = ("sans-serif", 13).into_font().color(&BLACK);
+    for (i, e) in entries.iter().enumerate() {
+        let y = 48 + 20 * i as i32;
+        let c = e.colour;
+        match e.swatch {
+            Swatch::Line => area.draw(&PathElement::new(vec![(8, y), (30, y)], c.stroke_width(3))).map_err(err)?,
+            Swatch::Box => area.draw(&Rectangle::new([(10, y - 6), (28, y + 6)], c.filled())).map_err(err)?,
+            Swatch::Outline => {
+                area.draw(&Rectangle::new([(10, y - 6), (28, y + 6)], c.stroke_width(2))).map_err(err)?
+            }
+        }
+        let label: String = if e.label.chars().count() > 30 {
+            e.label.chars().take(29).chain(['…']).collect()
+        } else {
+            e.label.clone()
+        };
+        area.draw_text(&label, &style, (36, y - 7)).map_err(err)?;
+    }
+    Ok(())
+}
+
+/// A point (or bar) to hover over, in pixels, with the text its tooltip shows.
+struct Hover {
+    at: (i32, i32),
+    text: String,
+}
+
+/// Appends an invisible circle with an SVG `<title>` at each hover point, so that a browser
+/// shows the exact value under the pointer.
+fn with_hovers(mut svg: String, hovers: &[Hover]) -> String {
+    if hovers.is_empty() {
+        return svg;
+    }
+    let mut g = String::from("<g class=\"hover\">");
+    for h in hovers {
+        g += &format!(
+            "<circle cx=\"{}\" cy=\"{}\" r=\"8\" fill=\"transparent\"><title>{}</title></circle>",
+            h.at.0,
+            h.at.1,
+            xml_escape(&h.text)
+        );
+    }
+    g += "</g>";
+    if let Some(end) = svg.rfind("</svg>") {
+        svg.insert_str(end, &g);
+    }
+    svg
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// A marked reference value (an SLO threshold, the chosen point: red or green), or a
+/// `reference` one (the baseline: grey).
 pub struct Marker {
     pub label: String,
     pub value: f64,
+    pub reference: bool,
 }
+
+impl Marker {
+    pub fn new(label: impl Into<String>, value: f64) -> Marker {
+        Marker { label: label.into(), value, reference: false }
+    }
+
+    pub fn reference(label: impl Into<String>, value: f64) -> Marker {
+        Marker { label: label.into(), value, reference: true }
+    }
+}
+
+const GREY: RGBColor = RGBColor(110, 110, 110);
 
 fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow::anyhow!("drawing a chart: {e}")
@@ -58,7 +172,11 @@ fn empty(title: &str, note: &str) -> anyhow::Result<String> {
 pub fn cdf(title: &str, x_desc: &str, series: &[Series], markers: &[Marker]) -> anyhow::Result<String> {
     let positive: Vec<Series> = series
         .iter()
-        .map(|s| Series { name: s.name.clone(), points: s.points.iter().copied().filter(|p| p.0 > 0.0).collect() })
+        .map(|s| Series {
+            name: s.name.clone(),
+            points: s.points.iter().copied().filter(|p| p.0 > 0.0).collect(),
+            colour: s.colour,
+        })
         .filter(|s| !s.points.is_empty())
         .collect();
     let Some((lo, hi)) = bounds(&positive, |p| p.0) else {
@@ -72,7 +190,9 @@ pub fn cdf(title: &str, x_desc: &str, series: &[Series], markers: &[Marker]) -> 
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
+        let (plot, side) = panels(&root);
+        let mut entries = Vec::new();
+        let mut chart = ChartBuilder::on(&plot)
             .caption(title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(42)
@@ -88,7 +208,7 @@ pub fn cdf(title: &str, x_desc: &str, series: &[Series], markers: &[Marker]) -> 
             .draw()
             .map_err(err)?;
         for (i, s) in positive.iter().enumerate() {
-            let c = PALETTE[i % PALETTE.len()];
+            let c = s.colour(i);
             // An empirical CDF is a step function: rise at each value from the previous level.
             let mut steps = Vec::with_capacity(2 * s.points.len());
             let mut level = 0.0;
@@ -97,27 +217,16 @@ pub fn cdf(title: &str, x_desc: &str, series: &[Series], markers: &[Marker]) -> 
                 steps.push((x, y));
                 level = y;
             }
-            chart
-                .draw_series(LineSeries::new(steps, c.stroke_width(2)))
-                .map_err(err)?
-                .label(s.name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+            chart.draw_series(LineSeries::new(steps, c.stroke_width(2))).map_err(err)?;
+            entries.push(Entry { label: s.name.clone(), colour: c, swatch: Swatch::Line });
         }
         for m in markers {
-            let red = RGBColor(200, 0, 0);
             chart
-                .draw_series(LineSeries::new(vec![(m.value, 0.0), (m.value, 1.0)], red.stroke_width(2)))
-                .map_err(err)?
-                .label(m.label.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], red.stroke_width(2)));
+                .draw_series(LineSeries::new(vec![(m.value, 0.0), (m.value, 1.0)], RED.stroke_width(2)))
+                .map_err(err)?;
+            entries.push(Entry { label: m.label.clone(), colour: RED, swatch: Swatch::Line });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        legend(&side, &entries)?;
         root.present().map_err(err)?;
     }
     Ok(svg)
@@ -140,8 +249,7 @@ pub fn lines(
     let (_, y_hi) = bounds(series, |p| p.1).unwrap_or((0.0, 1.0));
     let y_hi = hmarkers.iter().map(|m| m.value).fold(y_hi, f64::max);
     let y1 = if y_hi > 0.0 { y_hi * 1.1 } else { 1.0 };
-    let legend = if series.len() > 3 { SeriesLabelPosition::LowerRight } else { SeriesLabelPosition::UpperLeft };
-    let frame = Frame { title, x_desc, y_desc, x, y: (0.0, y1), y_labels: short_label, legend };
+    let frame = Frame { title, x_desc, y_desc, x, y: (0.0, y1), y_labels: short_label };
     draw_lines(&frame, series, hmarkers, vmarker, points)
 }
 
@@ -164,20 +272,12 @@ pub fn frontier(title: &str, x_desc: &str, y_desc: &str, series: &[Series], targ
         .map(|s| {
             let mut points: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (x, y.max(y0))).collect();
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            Series { name: s.name.clone(), points }
+            Series { name: s.name.clone(), points, colour: s.colour }
         })
         .collect();
     let span = (x1 - x0).max(1e-9);
     let x = (x0 - span * 0.05, x1 + span * 0.05);
-    let frame = Frame {
-        title: &title,
-        x_desc,
-        y_desc,
-        x,
-        y: (y0, y1),
-        y_labels: one_decimal,
-        legend: SeriesLabelPosition::LowerRight,
-    };
+    let frame = Frame { title: &title, x_desc, y_desc, x, y: (y0, y1), y_labels: one_decimal };
     draw_lines(&frame, &clamped, std::slice::from_ref(target), None, true)
 }
 
@@ -189,7 +289,7 @@ fn one_decimal(v: &f64) -> String {
     format!("{v:.1}")
 }
 
-/// What a line chart is drawn in: its titles, axis ranges, y labels and legend corner.
+/// What a line chart is drawn in: its titles, axis ranges and y labels.
 struct Frame<'a> {
     title: &'a str,
     x_desc: &'a str,
@@ -197,7 +297,6 @@ struct Frame<'a> {
     x: (f64, f64),
     y: (f64, f64),
     y_labels: fn(&f64) -> String,
-    legend: SeriesLabelPosition,
 }
 
 /// Draws `series` as lines (with a marker on each point when `points`, or when a series is
@@ -216,10 +315,13 @@ fn draw_lines(
     }
     let (y0, y1) = f.y;
     let mut svg = String::new();
+    let mut hovers = Vec::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
+        let (plot, side) = panels(&root);
+        let mut entries = Vec::new();
+        let mut chart = ChartBuilder::on(&plot)
             .caption(f.title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(42)
@@ -235,61 +337,56 @@ fn draw_lines(
             .draw()
             .map_err(err)?;
         for (i, s) in series.iter().enumerate() {
-            let c = PALETTE[i % PALETTE.len()];
-            chart
-                .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))
-                .map_err(err)?
-                .label(s.name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+            let c = s.colour(i);
+            chart.draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2))).map_err(err)?;
+            entries.push(Entry { label: s.name.clone(), colour: c, swatch: Swatch::Line });
             // Markers when asked, and always for short series, which a line alone may not show.
             if points || s.points.len() <= 3 {
                 chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 4, c.filled()))).map_err(err)?;
             }
+            for &(x, y) in &s.points {
+                let text = format!("{}: {} {}, {} {}", s.name, short(x), f.x_desc, (f.y_labels)(&y), f.y_desc);
+                hovers.push(Hover { at: chart.backend_coord(&(x, y)), text });
+            }
         }
-        let red = RGBColor(200, 0, 0);
         for m in hmarkers {
-            chart
-                .draw_series(LineSeries::new(vec![(x0, m.value), (x1, m.value)], red.stroke_width(2)))
-                .map_err(err)?
-                .label(m.label.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], red.stroke_width(2)));
+            let c = if m.reference { GREY } else { RED };
+            chart.draw_series(LineSeries::new(vec![(x0, m.value), (x1, m.value)], c.stroke_width(2))).map_err(err)?;
+            entries.push(Entry { label: m.label.clone(), colour: c, swatch: Swatch::Line });
         }
         if let Some(m) = vmarker {
-            let green = RGBColor(0, 130, 0);
             chart
-                .draw_series(LineSeries::new(vec![(m.value, y0), (m.value, y1)], green.stroke_width(2)))
-                .map_err(err)?
-                .label(m.label.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], green.stroke_width(2)));
+                .draw_series(LineSeries::new(vec![(m.value, y0), (m.value, y1)], GREEN.stroke_width(2)))
+                .map_err(err)?;
+            entries.push(Entry { label: m.label.clone(), colour: GREEN, swatch: Swatch::Line });
         }
-        chart
-            .configure_series_labels()
-            .position(f.legend.clone())
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        legend(&side, &entries)?;
         root.present().map_err(err)?;
     }
-    Ok(svg)
+    Ok(with_hovers(svg, &hovers))
 }
 
-/// One bar per category; the `highlight` bar (the baseline, the recommended candidate) is
-/// outlined in black.
+/// One bar per category, each in `colours[i]` (an index into [`PALETTE`]; None: all in the
+/// first colour); the `highlight` bar (the baseline, the recommended candidate) is outlined in
+/// red and named in the legend with its label.
 pub fn bars(
     title: &str,
     y_desc: &str,
     categories: &[String],
     values: &[f64],
-    highlight: Option<usize>,
+    colours: Option<&[usize]>,
+    highlight: Option<(usize, &str)>,
 ) -> anyhow::Result<String> {
     let y_hi = values.iter().copied().filter(|v| v.is_finite()).fold(0.0, f64::max);
     let y1 = if y_hi > 0.0 { y_hi * 1.15 } else { 1.0 };
+    let colour = |i: usize| PALETTE[colours.and_then(|c| c.get(i).copied()).unwrap_or(0) % PALETTE.len()];
     let mut svg = String::new();
+    let mut hovers = Vec::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
+        let (plot, side) = panels(&root);
+        let mut chart = ChartBuilder::on(&plot)
             .caption(title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(60)
@@ -314,40 +411,42 @@ pub fn bars(
             .y_label_formatter(&|v| short(*v))
             .draw()
             .map_err(err)?;
-        let c = PALETTE[0];
+        let height = |v: f64| if v.is_finite() { v } else { 0.0 };
         chart
             .draw_series(values.iter().enumerate().map(|(i, &v)| {
-                let col = if Some(i) == highlight { PALETTE[1] } else { c };
-                Rectangle::new(
-                    [(i as f64 + 0.15, 0.0), (i as f64 + 0.85, if v.is_finite() { v } else { 0.0 })],
-                    col.filled(),
-                )
+                Rectangle::new([(i as f64 + 0.15, 0.0), (i as f64 + 0.85, height(v))], colour(i).filled())
             }))
-            .map_err(err)?
-            .label(title.split(" per ").next().unwrap_or(title).to_string())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()));
-        if let Some(h) = highlight {
-            let v = values.get(h).copied().filter(|v| v.is_finite()).unwrap_or(0.0);
-            let name = categories.get(h).cloned().unwrap_or_default();
+            .map_err(err)?;
+        for (i, &v) in values.iter().enumerate() {
+            let name = categories.get(i).cloned().unwrap_or_default();
+            let text =
+                if v.is_finite() { format!("{name}: {} {y_desc}", short(v)) } else { format!("{name}: no value") };
+            hovers.push(Hover { at: chart.backend_coord(&(i as f64 + 0.5, height(v) / 2.0)), text });
+        }
+        let mut entries = Vec::new();
+        if colours.is_none() {
+            entries.push(Entry {
+                label: title.split(" per ").next().unwrap_or(title).to_string(),
+                colour: PALETTE[0],
+                swatch: Swatch::Box,
+            });
+        }
+        if let Some((h, label)) = highlight {
+            let v = values.get(h).copied().map(height).unwrap_or(0.0);
             chart
                 .draw_series(std::iter::once(Rectangle::new(
                     [(h as f64 + 0.15, 0.0), (h as f64 + 0.85, v)],
-                    BLACK.stroke_width(2),
+                    RED.stroke_width(4),
                 )))
-                .map_err(err)?
-                .label(format!("{name} (marked)"))
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], PALETTE[1].filled()));
+                .map_err(err)?;
+            let name = categories.get(h).cloned().unwrap_or_default();
+            let label = if name == label { name } else { format!("{name} ({label})") };
+            entries.push(Entry { label, colour: RED, swatch: Swatch::Outline });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        legend(&side, &entries)?;
         root.present().map_err(err)?;
     }
-    Ok(svg)
+    Ok(with_hovers(svg, &hovers))
 }
 
 #[allow(dead_code)] // kept for multi-series comparisons
@@ -367,7 +466,9 @@ pub fn grouped_bars(
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
+        let (plot, side) = panels(&root);
+        let mut entries = Vec::new();
+        let mut chart = ChartBuilder::on(&plot)
             .caption(title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(42)
@@ -404,11 +505,8 @@ pub fn grouped_bars(
                 })
                 .collect();
             let label = if outline { format!("{name} (baseline)") } else { name.clone() };
-            chart
-                .draw_series(rects)
-                .map_err(err)?
-                .label(label)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()));
+            chart.draw_series(rects).map_err(err)?;
+            entries.push(Entry { label, colour: c, swatch: Swatch::Box });
             if outline {
                 let frames: Vec<Rectangle<(f64, f64)>> = values
                     .iter()
@@ -424,13 +522,7 @@ pub fn grouped_bars(
                 chart.draw_series(frames).map_err(err)?;
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        legend(&side, &entries)?;
         root.present().map_err(err)?;
     }
     Ok(svg)

@@ -11,7 +11,7 @@ const CSS: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:
 h1{font-size:22px}h2{font-size:18px;margin-top:28px}\
 table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}\
 th{background:#f3f3f3}td.l,th.l{text-align:left}.charts{display:flex;flex-wrap:wrap;gap:12px}\
-.chart{border:1px solid #ddd}table.wide{font-size:12px}.meta{color:#555}.miss{color:#b00;font-weight:bold}.ok{color:#070;font-weight:bold}";
+.chart{border:1px solid #ddd}pre.evidence{font-size:12px;white-space:pre-wrap;background:#fafafa;border:1px solid #ddd;padding:8px}table.wide{font-size:12px}.meta{color:#555}.miss{color:#b00;font-weight:bold}.ok{color:#070;font-weight:bold}";
 
 pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")

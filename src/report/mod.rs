@@ -115,7 +115,8 @@ pub fn plan_report(dir: &Path) -> anyhow::Result<String> {
     let recommended = plan.recommended.as_deref().unwrap_or("");
     let series: Vec<Series> = candidates
         .iter()
-        .map(|c| {
+        .enumerate()
+        .map(|(i, c)| {
             let mut points: Vec<(f64, f64)> = c
                 .points
                 .iter()
@@ -126,59 +127,108 @@ pub fn plan_report(dir: &Path) -> anyhow::Result<String> {
                 })
                 .collect();
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            Series { name: c.name.clone(), points }
+            Series::new(c.name.clone(), points).coloured(i)
         })
         .collect();
     let chosen = candidates.iter().find(|c| c.name == recommended).and_then(|c| c.instances_min).map(f64::from);
-    let vmark = chosen.map(|n| Marker { label: format!("{recommended}: {n} instances"), value: n });
+    let vmark = chosen.map(|n| Marker::new(format!("{recommended}: {n} instances"), n));
     let mut charts = vec![charts::lines(
         "SLO attainment vs instance count (worst seed)",
         "instances",
         "attainment (%)",
         &series,
-        &[Marker { label: format!("target {:.1}%", target * 100.0), value: target * 100.0 }],
+        &[Marker::new(format!("target {:.1}%", target * 100.0), target * 100.0)],
         vmark.as_ref(),
         true,
     )?];
     // The cost frontier: every count each candidate ran on every seed (N − 1, N, the
     // recommended count), at its $/h (or GPUs without prices), by its worst seed's attainment.
     let priced = candidates.iter().all(|c| c.price_per_gpu_hour.is_some());
-    let frontier: Vec<Series> = candidates
-        .iter()
-        .map(|c| {
-            let mut pts: Vec<&plan::Point> = c.points.iter().collect();
-            if let Some(p) = &c.provisioned {
-                pts.push(&p.point);
-            }
-            let mut points: Vec<(f64, f64)> = pts
-                .iter()
-                .filter_map(|p| {
-                    let worst = p.seeds.iter().map(|s| s.attainment).reduce(f64::min)?;
-                    let gpus = p.instances as f64 * c.tp as f64;
-                    let x = if priced { gpus * c.price_per_gpu_hour.unwrap_or(0.0) } else { gpus };
-                    Some((x, worst * 100.0))
-                })
-                .collect();
-            points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            points.dedup_by(|a, b| a.0 == b.0);
-            Series { name: c.name.clone(), points }
-        })
-        .collect();
+    // One series per candidate (in its colour) of (cost, the worst seed's value) at every count.
+    let frontier_of = |pick: &dyn Fn(&[plan::SeedResult]) -> Option<f64>| -> Vec<Series> {
+        candidates
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut pts: Vec<&plan::Point> = c.points.iter().collect();
+                if let Some(p) = &c.provisioned {
+                    pts.push(&p.point);
+                }
+                let mut points: Vec<(f64, f64)> = pts
+                    .iter()
+                    .filter_map(|p| {
+                        let gpus = p.instances as f64 * c.tp as f64;
+                        let x = if priced { gpus * c.price_per_gpu_hour.unwrap_or(0.0) } else { gpus };
+                        Some((x, pick(&p.seeds)?))
+                    })
+                    .collect();
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                points.dedup_by(|a, b| a.0 == b.0);
+                Series::new(c.name.clone(), points).coloured(i)
+            })
+            .collect()
+    };
+    let x_desc = if priced { "$ per hour" } else { "GPUs" };
+    let frontier = frontier_of(&|seeds| seeds.iter().map(|s| s.attainment).reduce(f64::min).map(|a| a * 100.0));
     charts.push(charts::frontier(
         "Cost frontier: worst-seed SLO attainment at each count run",
-        if priced { "$ per hour" } else { "GPUs" },
+        x_desc,
         "attainment (%, worst seed)",
         &frontier,
-        &Marker { label: format!("target {:.1}%", target * 100.0), value: target * 100.0 },
+        &Marker::new(format!("target {:.1}%", target * 100.0), target * 100.0),
     )?);
+    // The same counts by their worst seed's p99 TTFT and TPOT, the SLO threshold drawn.
+    for (title, threshold, pick) in [
+        ("TTFT p99", plan.header.slo.ttft_ms, (|s: &plan::SeedResult| s.ttft_ms_p99) as fn(&plan::SeedResult) -> f64),
+        ("TPOT p99", plan.header.slo.tpot_ms, |s: &plan::SeedResult| s.tpot_ms_p99),
+    ] {
+        let mut series = frontier_of(&|seeds| seeds.iter().map(pick).filter(|v| v.is_finite()).reduce(f64::max));
+        let marks: Vec<Marker> =
+            threshold.map(|t| Marker::new(format!("SLO {title} ≤ {t} ms"), t)).into_iter().collect();
+        // Counts far over the threshold (one instance under the whole load) would flatten the
+        // band that decides: values above 4× the threshold are drawn on the top edge.
+        let mut note = String::new();
+        if let Some(cap) = threshold.map(|t| 4.0 * t) {
+            if series.iter().any(|s| s.points.iter().any(|p| p.1 > cap)) {
+                for s in &mut series {
+                    for p in &mut s.points {
+                        p.1 = p.1.min(cap);
+                    }
+                }
+                note = format!(" (over {} ms on the top edge)", charts::short(cap));
+            }
+        }
+        charts.push(charts::lines(
+            &format!("Cost frontier: worst-seed {title} at each count run{note}"),
+            x_desc,
+            "ms",
+            &series,
+            &marks,
+            None,
+            true,
+        )?);
+    }
     let names: Vec<String> = candidates.iter().map(|c| c.name.clone()).collect();
     let costs: Vec<f64> = candidates.iter().map(|c| c.cost_per_hour.unwrap_or(f64::NAN)).collect();
     if costs.iter().any(|c| c.is_finite()) {
-        let best = names.iter().position(|n| n == recommended);
-        charts.push(charts::bars("Cost of each candidate (with headroom)", "$ per hour", &names, &costs, best)?);
+        let best = names.iter().position(|n| n == recommended).map(|i| (i, "recommended"));
+        let colours: Vec<usize> = (0..names.len()).collect();
+        charts.push(charts::bars(
+            "Cost of each candidate (with headroom)",
+            "$ per hour",
+            &names,
+            &costs,
+            Some(&colours),
+            best,
+        )?);
     }
     let title = format!("servesim plan — {}", plan.header.scenario);
-    Ok(html::page(&title, &html::plan_header(&plan), &html::plan_table(&plan), &charts))
+    // The evidence the CLI prints, the same text.
+    let tables = html::plan_table(&plan)
+        + "<h2>Evidence</h2><pre class=\"evidence\">"
+        + &html::escape(&crate::commands::plan::evidence(&plan))
+        + "</pre>\n";
+    Ok(html::page(&title, &html::plan_header(&plan), &tables, &charts))
 }
 
 /// The report of a `compare`: bars per variant for the key metrics, the baseline outlined, and
@@ -217,21 +267,42 @@ pub fn compare_report(dir: &Path) -> anyhow::Result<String> {
         .flatten();
     if let Some(xs) = numeric.filter(|xs| xs.len() >= 2) {
         let others: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] != "baseline").collect();
-        for (metric, title, unit, scale) in [
-            ("ttft_ms_p99", "TTFT p99", "ms", 1.0),
-            ("tpot_ms_p99", "TPOT p99", "ms", 1.0),
-            ("attainment", "SLO attainment", "% of requests", 100.0),
+        let value = |r: &Vec<String>, name: &str| col(name).and_then(|c| r[c].parse::<f64>().ok());
+        // A setting every variant shares (the SLO, unless it is what varies), else none.
+        let shared = |name: &str| -> Option<f64> {
+            let v = value(rows.first()?, name)?;
+            rows.iter().all(|r| value(r, name) == Some(v)).then_some(v)
+        };
+        let target = shared("slo_target");
+        // The knee: the highest value of the key up to which every variant meets the SLO target.
+        let mut order: Vec<(f64, f64)> =
+            xs.iter().zip(&others).filter_map(|(&x, r)| Some((x, value(r, "attainment")?))).collect();
+        order.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let knee = target.and_then(|t| order.iter().take_while(|(_, a)| *a >= t).last().map(|(x, _)| *x));
+        let knee_mark = knee.map(|x| Marker::new(format!("knee: SLO met up to {}", charts::short(x)), x));
+        let base_row = rows.iter().find(|r| r[0] == "baseline");
+        for (metric, title, unit, scale, slo) in [
+            ("ttft_ms_p99", "TTFT p99", "ms", 1.0, shared("slo_ttft_ms").map(|v| ("SLO TTFT", v))),
+            ("tpot_ms_p99", "TPOT p99", "ms", 1.0, shared("slo_tpot_ms").map(|v| ("SLO TPOT", v))),
+            ("attainment", "SLO attainment", "% of requests", 100.0, target.map(|t| ("target", t * 100.0))),
         ] {
-            let Some(c) = col(metric) else { continue };
+            if col(metric).is_none() {
+                continue;
+            }
             let points: Vec<(f64, f64)> =
-                xs.iter().zip(&others).filter_map(|(&x, r)| Some((x, r[c].parse::<f64>().ok()? * scale))).collect();
+                xs.iter().zip(&others).filter_map(|(&x, r)| Some((x, value(r, metric)? * scale))).collect();
+            let mut marks: Vec<Marker> =
+                slo.map(|(label, v)| Marker::new(format!("{label} {}", charts::short(v)), v)).into_iter().collect();
+            if let Some(b) = base_row.and_then(|r| value(r, metric)) {
+                marks.push(Marker::reference(format!("baseline {}", charts::short(b * scale)), b * scale));
+            }
             charts.push(charts::lines(
                 &format!("{title} against {}", keys[0]),
                 &keys[0],
                 unit,
-                &[Series { name: title.to_string(), points }],
-                &[],
-                None,
+                &[Series::new(title, points)],
+                &marks,
+                knee_mark.as_ref(),
                 true,
             )?);
         }
@@ -246,7 +317,14 @@ pub fn compare_report(dir: &Path) -> anyhow::Result<String> {
     ] {
         let Some(c) = col(metric) else { continue };
         let values: Vec<f64> = rows.iter().map(|r| r[c].parse::<f64>().unwrap_or(f64::NAN) * scale).collect();
-        charts.push(charts::bars(&format!("{title} per variant"), unit, &labels, &values, baseline)?);
+        charts.push(charts::bars(
+            &format!("{title} per variant"),
+            unit,
+            &labels,
+            &values,
+            None,
+            baseline.map(|b| (b, "baseline")),
+        )?);
     }
     let title = format!("servesim compare — {}", dir.file_name().and_then(|n| n.to_str()).unwrap_or("compare"));
     let tables = html::compare_key_table(&headers, &rows, &labels)
@@ -405,7 +483,7 @@ fn read_latencies(path: &Path) -> anyhow::Result<(Vec<f64>, Vec<f64>, Vec<f64>)>
 }
 
 fn slo_marker(threshold: Option<f64>, label: &str) -> Vec<Marker> {
-    threshold.map(|v| Marker { label: format!("SLO {label} {v} ms"), value: v }).into_iter().collect()
+    threshold.map(|v| Marker::new(format!("SLO {label} {v} ms"), v)).into_iter().collect()
 }
 
 /// Reads an output file as the typed struct its command wrote (`summary.json`, `plan.json`).
@@ -433,7 +511,7 @@ pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
     let ds = downsample(&rows, window_s);
 
     let mut charts = vec![];
-    let one = |name: &str, values: &mut Vec<f64>| vec![Series { name: name.into(), points: cdf_points(values) }];
+    let one = |name: &str, values: &mut Vec<f64>| vec![Series::new(name, cdf_points(values))];
     charts.push(charts::cdf(
         "Time to first token — CDF",
         "TTFT (ms, log scale)",
@@ -456,7 +534,7 @@ pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
     let pts = |f: &dyn Fn(&Window) -> Option<f64>| -> Vec<(f64, f64)> {
         ds.iter().filter_map(|w| f(w).map(|v| (w.t_s, v))).collect()
     };
-    let s = |name: &str, points: Vec<(f64, f64)>| vec![Series { name: name.into(), points }];
+    let s = |name: &str, points: Vec<(f64, f64)>| vec![Series::new(name, points)];
     charts.push(charts::lines(
         "Arrival rate",
         "time (s)",
@@ -470,10 +548,7 @@ pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
         "Queue and running batch",
         "time (s)",
         "requests (mean over window)",
-        &[
-            Series { name: "waiting".into(), points: pts(&|w| Some(w.waiting)) },
-            Series { name: "running".into(), points: pts(&|w| Some(w.running)) },
-        ],
+        &[Series::new("waiting", pts(&|w| Some(w.waiting))), Series::new("running", pts(&|w| Some(w.running)))],
         &[],
         None,
         false,
@@ -510,10 +585,7 @@ pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
             "Instances over time",
             "time (s)",
             "instances (mean over window)",
-            &[
-                Series { name: "provisioned".into(), points: pts(&|w| w.instances) },
-                Series { name: "serving".into(), points: pts(&|w| w.instances_ready) },
-            ],
+            &[Series::new("provisioned", pts(&|w| w.instances)), Series::new("serving", pts(&|w| w.instances_ready))],
             &[],
             None,
             false,
@@ -522,10 +594,7 @@ pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
             "Failures and restarts",
             "time (s)",
             "per window",
-            &[
-                Series { name: "failures".into(), points: pts(&|w| Some(w.failures)) },
-                Series { name: "restarts".into(), points: pts(&|w| Some(w.restarts)) },
-            ],
+            &[Series::new("failures", pts(&|w| Some(w.failures))), Series::new("restarts", pts(&|w| Some(w.restarts)))],
             &[],
             None,
             false,
@@ -536,7 +605,7 @@ pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
             "time (s)",
             "attainment (%)",
             &s("attainment", pts(&|w| w.attainment.map(|a| a * 100.0))),
-            &[Marker { label: format!("target {target:.1}%"), value: target }],
+            &[Marker::new(format!("target {target:.1}%"), target)],
             None,
             false,
         )?);
