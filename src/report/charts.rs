@@ -111,7 +111,7 @@ fn with_hovers(mut svg: String, hovers: &[Hover]) -> String {
             "<circle cx=\"{}\" cy=\"{}\" r=\"8\" fill=\"transparent\"><title>{}</title></circle>",
             h.at.0,
             h.at.1,
-            xml_escape(&h.text)
+            super::html::escape(&h.text)
         );
     }
     g += "</g>";
@@ -119,10 +119,6 @@ fn with_hovers(mut svg: String, hovers: &[Hover]) -> String {
         svg.insert_str(end, &g);
     }
     svg
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// A marked reference value (an SLO threshold, the chosen point: red or green), or a
