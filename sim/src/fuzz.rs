@@ -1,6 +1,6 @@
 //! Entry points for fuzzing the parsers: each takes arbitrary bytes, must never panic, and
 //! returns whether the input was accepted. The cargo-fuzz targets in `fuzz/` call these, and
-//! `tests/fuzz_corpus.rs` replays the committed corpus and every past crash through them.
+//! `tests/it/fuzz_corpus.rs` replays the committed corpus and every past crash through them.
 
 use std::sync::Arc;
 

@@ -242,10 +242,20 @@ pub fn lines(
     let Some(x) = bounds(series, |p| p.0) else {
         return empty(title, "no data to plot");
     };
-    let (_, y_hi) = bounds(series, |p| p.1).unwrap_or((0.0, 1.0));
+    let (y_lo, y_hi) = bounds(series, |p| p.1).unwrap_or((0.0, 1.0));
+    let y_lo = hmarkers.iter().map(|m| m.value).fold(y_lo, f64::min);
     let y_hi = hmarkers.iter().map(|m| m.value).fold(y_hi, f64::max);
-    let y1 = if y_hi > 0.0 { y_hi * 1.1 } else { 1.0 };
-    let frame = Frame { title, x_desc, y_desc, x, y: (0.0, y1), y_labels: short_label };
+    // From zero, unless everything lies in the upper half: then from just under the lowest
+    // value, so that differences between close values show.
+    let (y0, y1) = if y_hi <= 0.0 {
+        (0.0, 1.0)
+    } else if y_lo >= 0.5 * y_hi {
+        let pad = ((y_hi - y_lo) * 0.1).max(y_hi * 0.01);
+        ((y_lo - pad).max(0.0), y_hi + pad)
+    } else {
+        (0.0, y_hi * 1.1)
+    };
+    let frame = Frame { title, x_desc, y_desc, x, y: (y0, y1), y_labels: short_label };
     draw_lines(&frame, series, hmarkers, vmarker, points)
 }
 

@@ -5,7 +5,7 @@
 //!   tokens = prefill tokens + one per decoding sequence;  sequences = prefills + decodes
 //! ```
 //! It is not a model of any GPU. It exists for cases with a known answer (a capacity that can
-//! be derived on paper, see `tests/plan.rs`) and for what-if questions about an engine whose
+//! be derived on paper, see `tests/it/plan.rs`) and for what-if questions about an engine whose
 //! step time has been measured as a line ("8 ms + 40 µs per token"). The model, GPU and memory
 //! sections still decide the KV blocks; only the iteration time comes from here.
 

@@ -1,9 +1,7 @@
 //! Results checked against values computed by hand (or by the cost model directly): one request
 //! on an idle instance, simultaneous arrivals batched together, and the KV block count.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use servesim_sim::cost::BatchShape;
 use servesim_sim::engine::cost_model;
 use servesim_sim::metrics::Status;

@@ -3,11 +3,9 @@
 //! KV block, ten thousand instances; and every run has an event budget (`run.max_events`) and
 //! the CLI a wall-clock limit (`--time-limit`), each ending the run with a message naming it.
 
-mod common;
-
 use std::time::Instant;
 
-use common::*;
+use crate::common::*;
 use servesim_sim::metrics::Status;
 
 #[test]

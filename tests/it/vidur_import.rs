@@ -2,11 +2,9 @@
 //! predict the held-out points within a 5% median and 10% P90 error for each op (and TP), the
 //! errors computed here from the raw CSV, and equal to those the profile records.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::{out_dir, root, servesim, stderr};
+use crate::common::{out_dir, root, servesim, stderr};
 use servesim_sim::cost::profile::{median_sorted, nearest_rank, Curve1, Profile};
 
 const FILES: [&str; 7] = [

@@ -2,12 +2,10 @@
 //! under `ulimit -v 2000000` (2 GB of address space): each ends with exit code 0, 2 or 3 and a
 //! message naming the key or line at fault — no abort, no panic, no run that fills memory.
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 #[derive(serde::Deserialize)]
 struct Cases {

@@ -2,12 +2,10 @@
 //! the raw trace files in data/traces/ (its own CSV/JSON reading, date arithmetic and
 //! statistics — none of servesim's code).
 
-mod common;
-
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const CONV: &str = "data/traces/AzureLLMInferenceTrace_conv.csv";

@@ -1,9 +1,7 @@
 //! The calibration pipeline end to end on the CPU backend (sweep → fit → profile → simulate),
 //! the CUDA backend's message on a machine without a GPU, and the profile commands.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use servesim_sim::cost::profile::Profile;
 use servesim_sim::cost::{BatchShape, CostModel, Profiled};
 use servesim_sim::scenario::CostSpec;

@@ -1,9 +1,7 @@
 //! Fleet dynamics against hand-computed values: the detection delay of a crash, a hang,
 //! retries and losses, the start-up delay, N + k planning, and autoscaling.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use servesim_sim::engine::{self, RunOutput};
 use servesim_sim::metrics::Status;
 use servesim_sim::SimTime;

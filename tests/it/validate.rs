@@ -4,11 +4,9 @@
 //! AIPerf files, and the errors of bad input. Timing-dependent checks are loose (the machine is
 //! shared); the checks of consistency are exact.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use servesim_sim::metrics::compare::run_metrics;
 use servesim_sim::metrics::measured;

@@ -2,11 +2,9 @@
 //! committed slice, and the shipped profiles with no database installed), loud fallbacks and
 //! `cost.strict`, and the `validate --silicon` scoreboard on five real rows.
 
-mod common;
-
 use std::process::{Command, Output};
 
-use common::*;
+use crate::common::*;
 
 const SLICE: &str = "data/aiconfigurator";
 

@@ -1,9 +1,7 @@
 //! `servesim compare`: variants on the identical request stream, against the scenario as
 //! written, and errors that name the key.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 const SRC: &str = "name = \"cmp\"\nseed = 5\n[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"h100-sxm\"\n\
     [cluster]\ninstances = 2\n[scheduler]\nmax_num_seqs = 64\n\

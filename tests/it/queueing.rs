@@ -1,8 +1,6 @@
 //! Queueing behaviour: Little's law at a stable load, and the saturation shape.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn fixed_lengths(rate: f64, duration_s: f64) -> String {
     llama8b(

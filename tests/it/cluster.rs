@@ -1,9 +1,7 @@
 //! Heterogeneous clusters: groups resolve with their own GPU, TP and overrides, round-trip
 //! through the resolved file, and capacity-weighted routers give faster groups more work.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use servesim_sim::Scenario;
 
 const WORKLOAD: &str = "duration_s = 120\narrival = { kind = \"poisson\", rate = 30 }\n\

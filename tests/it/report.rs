@@ -1,12 +1,10 @@
 //! HTML reports: their tables equal summary.json, they are self-contained, they stay small and
 //! readable from 1 to 1,000,000 requests, and they render in headless Chromium.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 /// Every `data-key` cell of a report: (key, text, decimals, scale).
 fn cells(html: &str) -> Vec<(String, String, i32, f64)> {

@@ -2,9 +2,6 @@
 //! showing the policy's characteristic effect (and its cost) on a small scenario, plus every
 //! policy run through the invariants after every event and checked for determinism.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod admission;
 mod batching;
 mod cpu;
@@ -19,7 +16,7 @@ mod speculative;
 use servesim_sim::engine::{RunOutput, Simulation};
 use servesim_sim::metrics::{RequestRecord, Status};
 
-pub use common::*;
+pub use crate::common::*;
 
 /// The finished requests' records.
 pub fn finished(out: &RunOutput) -> impl Iterator<Item = &RequestRecord> {

@@ -1,9 +1,7 @@
 //! `servesim plan`: a known answer computed by hand, the minimum count against independent
 //! runs, determinism across thread counts, and sharding.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use servesim_sim::engine;
 use servesim_sim::plan;
 

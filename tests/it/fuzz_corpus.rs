@@ -3,15 +3,13 @@
 //! call: none may panic. The fuzzers themselves run with `cargo fuzz run <target>` (see
 //! DEVELOPERS.md); this keeps what they found fixed.
 
-mod common;
-
 use std::path::Path;
 
 fn replay(target: &str, f: fn(&[u8]) -> bool) -> (usize, usize) {
     let mut seen = 0;
     let mut accepted = 0;
     for dir in ["fuzz/seeds", "fuzz/regressions"] {
-        let d = common::root().join(dir).join(target);
+        let d = crate::common::root().join(dir).join(target);
         let Ok(entries) = std::fs::read_dir(&d) else { continue };
         let mut files: Vec<_> = entries.map(|e| e.unwrap().path()).filter(|p| p.is_file()).collect();
         files.sort();
@@ -32,7 +30,7 @@ fn replay(target: &str, f: fn(&[u8]) -> bool) -> (usize, usize) {
 }
 
 fn rel(p: &Path) -> String {
-    p.strip_prefix(common::root()).unwrap_or(p).display().to_string()
+    p.strip_prefix(crate::common::root()).unwrap_or(p).display().to_string()
 }
 
 #[test]

@@ -1,9 +1,7 @@
 //! Routers in whole runs: load-aware routing against round-robin under skewed lengths, and
 //! session affinity checked request by request against its documented rule.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use servesim_sim::engine::{self, Simulation};
 use servesim_sim::metrics::Status;
 use servesim_sim::router::{SessionAffinity, SessionAffinitySpec};

@@ -4,9 +4,7 @@
 //! the median error of every GEMM must stay within 20%, and the table is printed for
 //! docs/fidelity.md (`cargo test --test fidelity_vidur -- --nocapture`).
 
-mod common;
-
-use common::root;
+use crate::common::root;
 use servesim_sim::cost::{BatchShape, Roofline, RooflineParams};
 use servesim_sim::spec::{Dtype, GpuPreset, ModelSpec};
 

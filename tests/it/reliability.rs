@@ -5,13 +5,11 @@
 //! output, FIFOs / `-` / devices as traces are read once with bounded lines, the time series is
 //! bounded, and `--time-limit` ends a command blocked on its input.
 
-mod common;
-
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 fn small(requests: u64) -> String {
     llama8b(

@@ -2,9 +2,7 @@
 //! point the outputs outside their folder, `workload generate` refuses to write over its own
 //! input, and a run's files replace the previous run's whole (written to a temporary, renamed).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn a_scenario_name_cannot_climb_out_of_the_outputs_folder() {

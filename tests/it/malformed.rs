@@ -2,9 +2,7 @@
 //! `# expect: <message>`. The binary must exit with code 2 and print that message, naming the
 //! file — never panic.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn each_malformed_scenario_gets_its_own_message_and_exit_code_2() {

@@ -2,11 +2,9 @@
 //! Kubernetes Indexed Job's shard command, with the variables their schedulers set, merge into
 //! the plan the unsharded run prints.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 fn path_with_servesim() -> String {
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_servesim")).parent().unwrap().to_path_buf();

@@ -1,9 +1,7 @@
 //! Invariants checked after every event of varied runs (conservation, KV ownership, time), and
 //! determinism of the outputs.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use servesim_sim::engine::Simulation;
 
 /// A small custom model on a small custom GPU, so that KV space runs out and preemption,

@@ -3,9 +3,7 @@
 //! what it costs), the invariants after every event under KV pressure in both pools,
 //! determinism, and `plan` sizing both pools.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use servesim_sim::engine::{self, RunOutput};
 use servesim_sim::metrics::Status;
 use servesim_sim::plan;

@@ -2,12 +2,10 @@
 //! aggregates, and durations an executor measures advance simulated time exactly as a cost
 //! model's would.
 
-mod common;
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use servesim_calibrate::emulate::{Emulator, Executor};
 use servesim_sim::cost::{BatchShape, CostModel, SeqWork};
 use servesim_sim::engine;
