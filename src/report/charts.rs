@@ -239,10 +239,32 @@ pub fn lines(
     vmarker: Option<&Marker>,
     points: bool,
 ) -> anyhow::Result<String> {
+    lines_capped(title, x_desc, y_desc, series, hmarkers, vmarker, points, None)
+}
+
+/// [`lines`] with values above `cap` drawn on the top edge (the title says so; hovering shows
+/// the true value), so that one far point does not flatten the band that decides.
+#[allow(clippy::too_many_arguments)]
+pub fn lines_capped(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[Series],
+    hmarkers: &[Marker],
+    vmarker: Option<&Marker>,
+    points: bool,
+    cap: Option<f64>,
+) -> anyhow::Result<String> {
     let Some(x) = bounds(series, |p| p.0) else {
         return empty(title, "no data to plot");
     };
-    let (y_lo, y_hi) = bounds(series, |p| p.1).unwrap_or((0.0, 1.0));
+    let cap = cap.filter(|c| series.iter().any(|s| s.points.iter().any(|p| p.1 > *c)));
+    let title = match cap {
+        Some(c) => format!("{title} (over {} on the top edge)", short(c)),
+        None => title.to_string(),
+    };
+    let title = title.as_str();
+    let (y_lo, y_hi) = bounds(series, |p| cap.map_or(p.1, |c| p.1.min(c))).unwrap_or((0.0, 1.0));
     let y_lo = hmarkers.iter().map(|m| m.value).fold(y_lo, f64::min);
     let y_hi = hmarkers.iter().map(|m| m.value).fold(y_hi, f64::max);
     // From zero, unless everything lies in the upper half: then from just under the lowest
@@ -255,7 +277,7 @@ pub fn lines(
     } else {
         (0.0, y_hi * 1.1)
     };
-    let frame = Frame { title, x_desc, y_desc, x, y: (y0, y1), y_labels: short_label };
+    let frame = Frame { title, x_desc, y_desc, x, y: (y0, y1), y_labels: short_label, cap };
     draw_lines(&frame, series, hmarkers, vmarker, points)
 }
 
@@ -283,7 +305,7 @@ pub fn frontier(title: &str, x_desc: &str, y_desc: &str, series: &[Series], targ
         .collect();
     let span = (x1 - x0).max(1e-9);
     let x = (x0 - span * 0.05, x1 + span * 0.05);
-    let frame = Frame { title: &title, x_desc, y_desc, x, y: (y0, y1), y_labels: one_decimal };
+    let frame = Frame { title: &title, x_desc, y_desc, x, y: (y0, y1), y_labels: one_decimal, cap: None };
     draw_lines(&frame, &clamped, std::slice::from_ref(target), None, true)
 }
 
@@ -303,6 +325,8 @@ struct Frame<'a> {
     x: (f64, f64),
     y: (f64, f64),
     y_labels: fn(&f64) -> String,
+    /// Values above this are drawn at it (their hover text keeps the value).
+    cap: Option<f64>,
 }
 
 /// Draws `series` as lines (with a marker on each point when `points`, or when a series is
@@ -342,17 +366,18 @@ fn draw_lines(
             .y_label_formatter(&f.y_labels)
             .draw()
             .map_err(err)?;
+        let drawn = |&(x, y): &(f64, f64)| (x, f.cap.map_or(y, |c| y.min(c)));
         for (i, s) in series.iter().enumerate() {
             let c = s.colour(i);
-            chart.draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2))).map_err(err)?;
+            chart.draw_series(LineSeries::new(s.points.iter().map(drawn), c.stroke_width(2))).map_err(err)?;
             entries.push(Entry { label: s.name.clone(), colour: c, swatch: Swatch::Line });
             // Markers when asked, and always for short series, which a line alone may not show.
             if points || s.points.len() <= 3 {
-                chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 4, c.filled()))).map_err(err)?;
+                chart.draw_series(s.points.iter().map(|p| Circle::new(drawn(p), 4, c.filled()))).map_err(err)?;
             }
-            for &(x, y) in &s.points {
-                let text = format!("{}: {} {}, {} {}", s.name, short(x), f.x_desc, (f.y_labels)(&y), f.y_desc);
-                hovers.push(Hover { at: chart.backend_coord(&(x, y)), text });
+            for p in &s.points {
+                let text = format!("{}: {} {}, {} {}", s.name, short(p.0), f.x_desc, (f.y_labels)(&p.1), f.y_desc);
+                hovers.push(Hover { at: chart.backend_coord(&drawn(p)), text });
             }
         }
         for m in hmarkers {

@@ -182,30 +182,20 @@ pub fn plan_report(dir: &Path) -> anyhow::Result<String> {
         ("TTFT p99", plan.header.slo.ttft_ms, (|s: &plan::SeedResult| s.ttft_ms_p99) as fn(&plan::SeedResult) -> f64),
         ("TPOT p99", plan.header.slo.tpot_ms, |s: &plan::SeedResult| s.tpot_ms_p99),
     ] {
-        let mut series = frontier_of(&|seeds| seeds.iter().map(pick).filter(|v| v.is_finite()).reduce(f64::max));
+        let series = frontier_of(&|seeds| seeds.iter().map(pick).filter(|v| v.is_finite()).reduce(f64::max));
         let marks: Vec<Marker> =
             threshold.map(|t| Marker::new(format!("SLO {title} ≤ {t} ms"), t)).into_iter().collect();
         // Counts far over the threshold (one instance under the whole load) would flatten the
-        // band that decides: values above 4× the threshold are drawn on the top edge.
-        let mut note = String::new();
-        if let Some(cap) = threshold.map(|t| 4.0 * t) {
-            if series.iter().any(|s| s.points.iter().any(|p| p.1 > cap)) {
-                for s in &mut series {
-                    for p in &mut s.points {
-                        p.1 = p.1.min(cap);
-                    }
-                }
-                note = format!(" (over {} ms on the top edge)", charts::short(cap));
-            }
-        }
-        charts.push(charts::lines(
-            &format!("Cost frontier: worst-seed {title} at each count run{note}"),
+        // band that decides: values above 4× the threshold go on the top edge.
+        charts.push(charts::lines_capped(
+            &format!("Cost frontier: worst-seed {title} at each count run"),
             x_desc,
             "ms",
             &series,
             &marks,
             None,
             true,
+            threshold.map(|t| 4.0 * t),
         )?);
     }
     let names: Vec<String> = candidates.iter().map(|c| c.name.clone()).collect();
@@ -296,7 +286,9 @@ pub fn compare_report(dir: &Path) -> anyhow::Result<String> {
             if let Some(b) = base_row.and_then(|r| value(r, metric)) {
                 marks.push(Marker::reference(format!("baseline {}", charts::short(b * scale)), b * scale));
             }
-            charts.push(charts::lines(
+            // Latencies far past the SLO (an overloaded variant) go on the top edge at 4× it.
+            let cap = slo.filter(|_| metric != "attainment").map(|(_, v)| 4.0 * v);
+            charts.push(charts::lines_capped(
                 &format!("{title} against {}", keys[0]),
                 &keys[0],
                 unit,
@@ -304,6 +296,7 @@ pub fn compare_report(dir: &Path) -> anyhow::Result<String> {
                 &marks,
                 knee_mark.as_ref(),
                 true,
+                cap,
             )?);
         }
     }
