@@ -9,7 +9,7 @@ use crate::output::thousands;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model preset (llama-3-8b, llama-3-70b, llama-2-7b, llama-2-70b, codellama-34b, mistral-7b, qwen2.5-72b, mixtral-8x7b).
+    /// Model preset (llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, llama-2-7b, llama-2-70b, codellama-34b, mistral-7b, qwen2.5-72b, qwen3-8b, qwen3-32b, mixtral-8x7b, qwen3-30b-a3b, qwen3-235b-a22b).
     #[arg(long)]
     model: String,
     /// GPU preset (a100-80g, h100-sxm, h200, l40s, b200).

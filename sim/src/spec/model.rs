@@ -242,6 +242,44 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         top_k: 1,
         tied_embeddings: false,
     },
+    // Qwen/Qwen3-30B-A3B config.json (ai-dynamo/aiconfigurator 095f58a51,
+    // model_configs/Qwen--Qwen3-30B-A3B_config.json): 48 layers, hidden 2048, 32 heads, 4 KV
+    // heads, head_dim 128, moe_intermediate_size 768 per expert, num_experts 128,
+    // num_experts_per_tok 8, every layer sparse (decoder_sparse_step 1, no mlp_only_layers), no
+    // shared expert, vocab 151936, max_position_embeddings 40960, untied; per-head QK norms as
+    // for qwen3-32b.
+    ModelPreset {
+        name: "qwen3-30b-a3b",
+        layers: 48,
+        hidden: 2048,
+        heads: 32,
+        kv_heads: 4,
+        head_dim: 128,
+        intermediate: 768,
+        vocab: 151936,
+        max_context: 40960,
+        experts: 128,
+        top_k: 8,
+        tied_embeddings: false,
+    },
+    // Qwen/Qwen3-235B-A22B config.json (same source, Qwen--Qwen3-235B-A22B_config.json): 94
+    // layers, hidden 4096, 64 heads, 4 KV heads, head_dim 128, moe_intermediate_size 1536 per
+    // expert, 128 experts, 8 per token, every layer sparse, no shared expert, vocab 151936,
+    // max_position_embeddings 40960, untied.
+    ModelPreset {
+        name: "qwen3-235b-a22b",
+        layers: 94,
+        hidden: 4096,
+        heads: 64,
+        kv_heads: 4,
+        head_dim: 128,
+        intermediate: 1536,
+        vocab: 151936,
+        max_context: 40960,
+        experts: 128,
+        top_k: 8,
+        tied_embeddings: false,
+    },
     // meta-llama/Meta-Llama-3.1-405B config.json (ai-dynamo/aiconfigurator 095f58a51,
     // model_configs/meta-llama--Meta-Llama-3.1-405B_config.json): 126 layers, hidden 16384,
     // 128 heads (head_dim 16384 / 128 = 128), 8 KV heads, intermediate 53248, vocab 128256,
@@ -389,6 +427,18 @@ mod tests {
         // per-head QK norms (36 layers × 2 × 128 = 9,216), left out here.
         assert_eq!(preset("qwen3-8b").params(), 8_190_726_144);
         assert_eq!(8_190_735_360 - preset("qwen3-8b").params(), 36 * 2 * 128);
+        // Qwen3-235B-A22B by hand: per layer q and o 2 × 4096 × 8192, k and v 2 × 4096 × 512
+        // (71,303,168), 128 experts × 3 × 4096 × 1536 (2,415,919,104), the router 4096 × 128,
+        // norms 2 × 4096 = 2,487,754,752; × 94 + embeddings 2 × 151936 × 4096 + the final norm
+        // = 235,093,610,496 ("235B in total" on its model card; QK norms, 94 × 256, left out).
+        assert_eq!(preset("qwen3-235b-a22b").params(), 235_093_610_496);
+        // Qwen3-30B-A3B by the same rule: 623,120,384 per layer × 48 + 2 × 151936 × 2048 + 2048
+        // = 30,532,110,336 ("30.5B").
+        assert_eq!(preset("qwen3-30b-a3b").params(), 30_532_110_336);
+        for (name, published) in [("qwen3-235b-a22b", 235e9), ("qwen3-30b-a3b", 30.5e9)] {
+            let p = preset(name).params() as f64;
+            assert!((p / published - 1.0).abs() < 0.01, "{name}: {p}");
+        }
     }
 
     #[test]
@@ -399,6 +449,8 @@ mod tests {
         // 2 × layers × KV heads × head_dim × 2 bytes.
         assert_eq!(preset("qwen3-8b").kv_bytes_per_token(), 2 * 36 * 8 * 128 * 2);
         assert_eq!(preset("llama-3.1-405b").kv_bytes_per_token(), 2 * 126 * 8 * 128 * 2);
+        assert_eq!(preset("qwen3-235b-a22b").kv_bytes_per_token(), 2 * 94 * 4 * 128 * 2);
+        assert_eq!(preset("qwen3-30b-a3b").kv_bytes_per_token(), 2 * 48 * 4 * 128 * 2);
         let mut fp8 = preset("llama-3-8b");
         fp8.kv_dtype = Dtype::Fp8;
         assert_eq!(fp8.kv_bytes_per_token(), 65_536);

@@ -100,6 +100,8 @@ fn model_of(path: &str) -> Option<&'static str> {
             "llama-3.1-8b"
         }
         "Qwen/Qwen3-32B" | "nvidia/Qwen3-32B-NVFP4" | "Qwen/Qwen3-32B-FP8" => "qwen3-32b",
+        "Qwen/Qwen3-235B-A22B" | "Qwen/Qwen3-235B-A22B-FP8" => "qwen3-235b-a22b",
+        "Qwen/Qwen3-30B-A3B" | "Qwen/Qwen3-30B-A3B-FP8" => "qwen3-30b-a3b",
         _ => return None,
     })
 }
@@ -117,7 +119,13 @@ pub fn case_of(r: &Row) -> std::result::Result<Case, String> {
     if !["vllm", "sglang", "trtllm"].contains(&framework.as_str()) {
         return Err(format!("backend {framework}: not an engine the database measured"));
     }
+    // Qwen's own FP8 checkpoints are block-scaled (`quantization_config.weight_block_size`
+    // [128, 128] in their config.json, as shipped in ai-dynamo/aiconfigurator 095f58a51
+    // model_configs/): a row saying "fp8" for them ran block-scaled kernels.
+    let block_fp8 =
+        matches!(r.get("model_path"), "Qwen/Qwen3-32B-FP8" | "Qwen/Qwen3-235B-A22B-FP8" | "Qwen/Qwen3-30B-A3B-FP8");
     let weights = match r.get("gemm_quant_mode") {
+        "fp8" if block_fp8 => "fp8-block",
         "fp8" => "fp8",
         "fp8_block" => "fp8-block",
         "nvfp4" => "fp4",
@@ -142,6 +150,18 @@ pub fn case_of(r: &Row) -> std::result::Result<Case, String> {
     if tp > 8 {
         return Err(format!("tp_size {tp}: more than one node"));
     }
+    // MoE layers: servesim splits the experts over the TP ranks (moe_tp = tp, no EP). Dense
+    // models' rows carry moe_tp 1 and mean nothing by it.
+    let moe = servesim_sim::spec::ModelPreset::find(model).is_some_and(|p| p.experts > 1);
+    if moe && int("moe_ep_size").is_some_and(|e| e > 1) {
+        return Err("expert parallelism is not modelled".into());
+    }
+    if moe && int("moe_tp_size").is_some_and(|m| m != tp) {
+        return Err(format!(
+            "moe_tp_size {} ≠ tp_size {tp}: MoE TP apart from attention TP is not modelled",
+            r.get("moe_tp_size")
+        ));
+    }
     let (isl, osl) = (int("isl").ok_or("isl")?, int("osl").ok_or("osl")?);
     let concurrency = int("batch_size").ok_or("batch_size (the concurrency)")? as u32;
     let (Some(ttft), Some(tpot)) = (r.num("silicon_ttft_ms"), r.num("silicon_tpot_ms")) else {
@@ -153,6 +173,9 @@ pub fn case_of(r: &Row) -> std::result::Result<Case, String> {
     }
     if weights == "fp4" {
         note.push("fp4 weights: kernels measured, memory counted at fp8 size");
+    }
+    if block_fp8 && r.get("gemm_quant_mode") == "fp8" {
+        note.push("fp8 read as fp8-block: the checkpoint is block-scaled (weight_block_size 128×128)");
     }
     Ok(Case {
         model,
@@ -521,19 +544,32 @@ pub fn run(o: Options) -> Result<()> {
         group_json.push(serde_json::json!({"model": m, "system": s, "framework": f, "weights": w, "rows": n,
             "ttft_median_abs_error_pct": t, "tpot_median_abs_error_pct": p}));
     }
-    let dense_vs = |x: &Outcome| x.case.as_ref().is_ok_and(|c| c.framework == "vllm" || c.framework == "sglang");
+    // The headline is the dense models' vLLM + SGLang rows (the target); MoE rows apart.
+    let is_moe = |c: &Case| servesim_sim::spec::ModelPreset::find(c.model).is_some_and(|p| p.experts > 1);
+    let vs = |x: &Outcome, moe: bool| {
+        x.case.as_ref().is_ok_and(|c| (c.framework == "vllm" || c.framework == "sglang") && is_moe(c) == moe)
+    };
     let mut headline = Vec::new();
     for half in ["fit", "report", "all"] {
-        let keep = |x: &Outcome| dense_vs(x) && (half == "all" || x.row.half() == half);
+        let keep = |x: &Outcome| vs(x, false) && (half == "all" || x.row.half() == half);
         let (n, t, p) = medians(&outs, &keep);
         table += &format!(
-            "vLLM + SGLang, {half:<6} half{}: {n} rows, median |error| TTFT {}, TPOT {}\n",
+            "vLLM + SGLang dense, {half:<6} half{}: {n} rows, median |error| TTFT {}, TPOT {}\n",
             if half == "all" { " (both)" } else { "" },
             pct(t),
             pct(p)
         );
         headline.push(serde_json::json!({"half": half, "rows": n, "ttft_median_abs_error_pct": t, "tpot_median_abs_error_pct": p}));
     }
+    let (n, t, p) = medians(&outs, &|x: &Outcome| vs(x, true));
+    if n > 0 {
+        table += &format!(
+            "vLLM + SGLang MoE (TP experts), both halves: {n} rows, median |error| TTFT {}, TPOT {}\n",
+            pct(t),
+            pct(p)
+        );
+    }
+    let moe_json = serde_json::json!({"rows": n, "ttft_median_abs_error_pct": t, "tpot_median_abs_error_pct": p});
     let expressed = outs.iter().filter(|x| x.errors().is_some()).count();
     table += &format!("rows {} in all: {expressed} run; not run:\n", outs.len());
     for (why, n) in &reasons {
@@ -555,6 +591,7 @@ pub fn run(o: Options) -> Result<()> {
         "not_run": reasons,
         "groups": group_json,
         "vllm_sglang": headline,
+        "vllm_sglang_moe": moe_json,
         "fitted_overheads": fitted.iter().map(|(k, (b, s, ov))| serde_json::json!({"framework": k, "base_us": b, "per_seq_us": s, "overlap": ov})).collect::<Vec<_>>(),
     });
     crate::atomic::write(&o.out.join("silicon.json"), serde_json::to_string_pretty(&json).expect("serialises") + "\n")?;
@@ -563,4 +600,47 @@ pub fn run(o: Options) -> Result<()> {
         outln!("outputs     {}/ (silicon.csv, silicon.json)", o.out.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(fields: &[(&str, &str)]) -> Row {
+        let mut base: BTreeMap<String, String> = [
+            ("mode", "agg"),
+            ("backend", "vllm"),
+            ("system", "h200_sxm"),
+            ("pp_size", "1"),
+            ("isl", "1000"),
+            ("osl", "100"),
+            ("batch_size", "8"),
+            ("silicon_ttft_ms", "100"),
+            ("silicon_tpot_ms", "10"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        for (k, v) in fields {
+            base.insert(k.to_string(), v.to_string());
+        }
+        Row { line: 2, id: "x".into(), fields: base }
+    }
+
+    #[test]
+    fn moe_rows_run_with_tp_experts_only_and_qwen_fp8_checkpoints_are_block_scaled() {
+        let qwen = [("model_path", "Qwen/Qwen3-235B-A22B-FP8"), ("gemm_quant_mode", "fp8"), ("tp_size", "4")];
+        let c = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("moe_tp_size", "4"), ("moe_ep_size", "1")])).unwrap();
+        assert_eq!((c.model, c.weights, c.tp), ("qwen3-235b-a22b", "fp8-block", 4));
+        assert!(c.note.contains("block-scaled"), "{}", c.note);
+        let ep = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("moe_tp_size", "1"), ("moe_ep_size", "4")]));
+        assert_eq!(ep.unwrap_err(), "expert parallelism is not modelled");
+        let split = case_of(&row(&[qwen[0], qwen[1], ("tp_size", "1"), ("moe_tp_size", "2"), ("moe_ep_size", "1")]));
+        assert!(split.unwrap_err().starts_with("moe_tp_size 2 ≠ tp_size 1"));
+        // A dense model's rows carry moe_tp 1 at any TP: they run; its per-tensor FP8 stays fp8.
+        let dense = [("model_path", "nvidia/Llama-3.1-70B-Instruct-FP8"), ("gemm_quant_mode", "fp8")];
+        let c =
+            case_of(&row(&[dense[0], dense[1], ("tp_size", "4"), ("moe_tp_size", "1"), ("moe_ep_size", "1")])).unwrap();
+        assert_eq!((c.model, c.weights), ("llama-3.1-70b", "fp8"));
+    }
 }
