@@ -277,7 +277,8 @@ pub fn lines_capped(
     } else {
         (0.0, y_hi * 1.1)
     };
-    let frame = Frame { title, x_desc, y_desc, x, y: (y0, y1), y_labels: short_label, cap };
+    let clamp = (f64::NEG_INFINITY, cap.unwrap_or(f64::INFINITY));
+    let frame = Frame { title, x_desc, y_desc, x, y: (y0, y1), y_labels: short_label, clamp };
     draw_lines(&frame, series, hmarkers, vmarker, points)
 }
 
@@ -295,18 +296,19 @@ pub fn frontier(title: &str, x_desc: &str, y_desc: &str, series: &[Series], targ
     let y0 = if lo >= floor { (lo.min(target.value) - 0.5).max(0.0) } else { floor };
     let y1 = hi + ((hi - y0) * 0.08).max(0.3);
     let title = if lo < y0 { format!("{title} (counts under {y0:.0}% on the bottom edge)") } else { title.to_string() };
-    let clamped: Vec<Series> = series
+    let sorted: Vec<Series> = series
         .iter()
         .map(|s| {
-            let mut points: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (x, y.max(y0))).collect();
+            let mut points = s.points.clone();
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
             Series { name: s.name.clone(), points, colour: s.colour }
         })
         .collect();
     let span = (x1 - x0).max(1e-9);
     let x = (x0 - span * 0.05, x1 + span * 0.05);
-    let frame = Frame { title: &title, x_desc, y_desc, x, y: (y0, y1), y_labels: one_decimal, cap: None };
-    draw_lines(&frame, &clamped, std::slice::from_ref(target), None, true)
+    let clamp = (y0, f64::INFINITY);
+    let frame = Frame { title: &title, x_desc, y_desc, x, y: (y0, y1), y_labels: one_decimal, clamp };
+    draw_lines(&frame, &sorted, std::slice::from_ref(target), None, true)
 }
 
 fn short_label(v: &f64) -> String {
@@ -325,8 +327,9 @@ struct Frame<'a> {
     x: (f64, f64),
     y: (f64, f64),
     y_labels: fn(&f64) -> String,
-    /// Values above this are drawn at it (their hover text keeps the value).
-    cap: Option<f64>,
+    /// Values outside (low, high) are drawn at the nearer bound, on the plot's edge; their hover
+    /// text keeps the value.
+    clamp: (f64, f64),
 }
 
 /// Draws `series` as lines (with a marker on each point when `points`, or when a series is
@@ -366,7 +369,7 @@ fn draw_lines(
             .y_label_formatter(&f.y_labels)
             .draw()
             .map_err(err)?;
-        let drawn = |&(x, y): &(f64, f64)| (x, f.cap.map_or(y, |c| y.min(c)));
+        let drawn = |&(x, y): &(f64, f64)| (x, y.clamp(f.clamp.0, f.clamp.1));
         for (i, s) in series.iter().enumerate() {
             let c = s.colour(i);
             chart.draw_series(LineSeries::new(s.points.iter().map(drawn), c.stroke_width(2))).map_err(err)?;

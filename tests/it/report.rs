@@ -285,9 +285,10 @@ fn report_renders_in_headless_chromium() {
     assert!(blue > 2000 && red > 200, "charts drawn: {blue} blue, {red} red pixels");
 }
 
-#[test]
-fn plan_and_compare_reports_show_their_files_numbers() {
-    let dir = out_dir("report_plan");
+/// `servesim plan` of tests/plan/small.toml with `--report` into a fresh folder `name`: the
+/// folder, the page's path and the run (its stdout is the CLI's table and evidence).
+fn plan_with_report(name: &str) -> (PathBuf, PathBuf, std::process::Output) {
+    let dir = out_dir(name);
     let html = dir.join("plan.html");
     let o = servesim(&[
         "plan",
@@ -300,6 +301,12 @@ fn plan_and_compare_reports_show_their_files_numbers() {
         "--quiet",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    (dir, html, o)
+}
+
+#[test]
+fn plan_and_compare_reports_show_their_files_numbers() {
+    let (dir, html, o) = plan_with_report("report_plan");
     let page = read(&html);
     let plan: serde_json::Value = serde_json::from_str(&read(&dir.join("plan.json"))).unwrap();
     let n = plan["candidates"].as_array().unwrap().len();
@@ -321,22 +328,22 @@ fn plan_and_compare_reports_show_their_files_numbers() {
     assert!(page.contains("Cost frontier: worst-seed TTFT p99 at each count run"));
     assert!(page.contains("Cost frontier: worst-seed TPOT p99 at each count run"));
     assert!(page.contains("<title>") && page.contains("$ per hour, "), "points carry hover values");
-    // The evidence lines are the CLI's, word for word.
-    let cli = servesim(&[
-        "plan",
-        "--scenario",
-        "tests/plan/small.toml",
-        "--out",
-        out_dir("report_plan_cli").to_str().unwrap(),
-    ]);
-    let text = stdout(&cli);
+    // The evidence lines are the CLI's (the same run's stdout), word for word.
+    let text = stdout(&o);
     let evidence = &text[text.find("method: capacity of one instance").expect("the CLI prints its evidence")..];
     let escaped =
         evidence.trim_end().replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;");
     assert!(page.contains("<h2>Evidence</h2>") && page.contains(&escaped), "the report's evidence is the CLI's");
-    // One colour per candidate across charts: the cost bars are drawn in the palette, not one blue.
-    let fills: std::collections::BTreeSet<&str> = page.split("fill=\"#").skip(1).filter_map(|p| p.get(..6)).collect();
-    assert!(fills.len() >= n.min(3), "{} fill colours for {n} candidates", fills.len());
+    // One colour per candidate across charts: each cost bar is in its candidate's colour (not
+    // all in one blue), the colours the other charts give the candidates' lines.
+    let bars = page.split("<div class=\"chart\">").find(|c| c.contains("Cost of each candidate")).expect("cost bars");
+    let fills: std::collections::BTreeSet<&str> = bars
+        .split("fill=\"#")
+        .skip(1)
+        .filter_map(|p| p.get(..6))
+        .filter(|c| !["000000", "FFFFFF"].contains(c))
+        .collect();
+    assert_eq!(fills.len(), n, "{fills:?}: one bar colour per candidate");
     // `servesim report DIR --kind plan` gives the same page.
     let again = dir.join("again.html");
     let o = servesim(&["report", dir.to_str().unwrap(), "--kind", "plan", "--out", again.to_str().unwrap()]);
@@ -403,19 +410,7 @@ fn plan_and_compare_reports_show_their_files_numbers() {
 
 #[test]
 fn plan_report_renders_in_headless_chromium() {
-    let dir = out_dir("report_plan_render");
-    let html = dir.join("plan.html");
-    let o = servesim(&[
-        "plan",
-        "--scenario",
-        "tests/plan/small.toml",
-        "--out",
-        dir.to_str().unwrap(),
-        "--report",
-        html.to_str().unwrap(),
-        "--quiet",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let (_, html, _) = plan_with_report("report_plan_render");
     let Some((w, h, px)) = screenshot(&html, &html.with_extension("png")) else { return };
     let non_white = px.chunks(4).filter(|p| p[0] < 240 || p[1] < 240 || p[2] < 240).count() as f64;
     let red = px.chunks(4).filter(|p| p[0] > 170 && p[1] < 50 && p[2] < 50).count();

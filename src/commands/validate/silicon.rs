@@ -76,6 +76,8 @@ impl Row {
 #[derive(Clone, Debug)]
 pub struct Case {
     pub model: &'static str,
+    /// A MoE model (its experts split over the TP ranks).
+    pub moe: bool,
     pub gpu: &'static str,
     pub system: String,
     pub framework: String,
@@ -179,6 +181,7 @@ pub fn case_of(r: &Row) -> std::result::Result<Case, String> {
     }
     Ok(Case {
         model,
+        moe,
         gpu: gpu.name,
         system,
         framework,
@@ -545,9 +548,8 @@ pub fn run(o: Options) -> Result<()> {
             "ttft_median_abs_error_pct": t, "tpot_median_abs_error_pct": p}));
     }
     // The headline is the dense models' vLLM + SGLang rows (the target); MoE rows apart.
-    let is_moe = |c: &Case| servesim_sim::spec::ModelPreset::find(c.model).is_some_and(|p| p.experts > 1);
     let vs = |x: &Outcome, moe: bool| {
-        x.case.as_ref().is_ok_and(|c| (c.framework == "vllm" || c.framework == "sglang") && is_moe(c) == moe)
+        x.case.as_ref().is_ok_and(|c| (c.framework == "vllm" || c.framework == "sglang") && c.moe == moe)
     };
     let mut headline = Vec::new();
     for half in ["fit", "report", "all"] {
