@@ -33,6 +33,7 @@ mod manifest;
 mod output;
 mod progress;
 mod report;
+mod rows;
 mod scenario_file;
 mod shard;
 mod trace_source;

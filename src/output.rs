@@ -9,18 +9,12 @@ use anyhow::Context;
 use servesim_sim::metrics::{Dist, Recorder, Status, StopReason, Summary};
 use servesim_sim::{Scenario, SimTime};
 
+use crate::rows::{Fixed, Ms, RequestRow, WindowRow};
+
 /// Milliseconds with exactly six decimals, from integer nanoseconds (exact, so outputs are
 /// byte-identical across runs and platforms).
 pub fn ms(t: SimTime) -> String {
     format!("{}.{:06}", t.0 / 1_000_000, t.0 % 1_000_000)
-}
-
-fn opt_ms(t: SimTime) -> String {
-    if t == SimTime::MAX {
-        String::new()
-    } else {
-        ms(t)
-    }
 }
 
 /// Writes every output file of a run into `dir`: all four are written to temporaries first and
@@ -51,73 +45,57 @@ pub fn write_run(dir: &Path, scenario: &Scenario, summary: &Summary, rec: &Recor
 
 /// One row per request, in id order, with a stable column order (written, not yet committed).
 fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<crate::atomic::AtomicFile> {
-    let mut w = crate::atomic::AtomicFile::create(path)?;
-    writeln!(
-        w,
-        "id,arrival_ms,scheduled_ms,first_token_ms,finish_ms,prompt_tokens,output_tokens,status,reject_reason,preemptions,instance,measured,ttft_ms,tpot_ms,e2e_ms,queue_ms,class"
-    )?;
-    for (id, r) in rec.records.iter().enumerate() {
-        let reason = match r.status {
+    let some = |t: SimTime| (t != SimTime::MAX).then_some(Ms(t));
+    let rows = rec.records.iter().enumerate().map(|(id, r)| RequestRow {
+        id: id as u64,
+        arrival_ms: Ms(r.arrival),
+        scheduled_ms: some(r.scheduled),
+        first_token_ms: some(r.first_token),
+        finish_ms: match r.status {
+            Status::Finished | Status::Rejected(_) | Status::TimedOut | Status::Lost => some(r.finish),
+            _ => None,
+        },
+        prompt_tokens: r.prompt_tokens,
+        output_tokens: r.output_tokens,
+        status: r.status.as_str(),
+        reject_reason: match r.status {
             Status::Rejected(why) => why.as_str(),
             _ => "",
-        };
-        let instance = if r.instance == u32::MAX { String::new() } else { r.instance.to_string() };
-        let tpot = r.tpot_ms().map(|v| format!("{v:.6}")).unwrap_or_default();
-        writeln!(
-            w,
-            "{id},{},{},{},{},{},{},{},{reason},{},{instance},{},{},{tpot},{},{},{}",
-            ms(r.arrival),
-            opt_ms(r.scheduled),
-            opt_ms(r.first_token),
-            if r.status == Status::Finished {
-                ms(r.finish)
-            } else {
-                opt_ms(if matches!(r.status, Status::Rejected(_) | Status::TimedOut | Status::Lost) {
-                    r.finish
-                } else {
-                    SimTime::MAX
-                })
-            },
-            r.prompt_tokens,
-            r.output_tokens,
-            r.status.as_str(),
-            r.preemptions,
-            rec.counts(r.arrival) as u8,
-            r.ttft().map(ms).unwrap_or_default(),
-            r.e2e().map(ms).unwrap_or_default(),
-            r.queue().map(ms).unwrap_or_default(),
-            r.class,
-        )?;
-    }
-    Ok(w)
+        },
+        preemptions: r.preemptions,
+        instance: (r.instance != u32::MAX).then_some(r.instance),
+        measured: rec.counts(r.arrival) as u8,
+        ttft_ms: r.ttft().map(Ms),
+        tpot_ms: r.tpot_ms().map(Fixed),
+        e2e_ms: r.e2e().map(Ms),
+        queue_ms: r.queue().map(Ms),
+        class: r.class,
+    });
+    Ok(crate::rows::write_rows(crate::atomic::AtomicFile::create(path)?, rows)?)
 }
 
 fn write_timeseries(path: &Path, rec: &Recorder) -> anyhow::Result<crate::atomic::AtomicFile> {
-    let mut w = crate::atomic::AtomicFile::create(path)?;
-    writeln!(w, "t_s,arrivals,rejections,completions,first_tokens,waiting_mean,running_mean,kv_used_blocks_mean,kv_utilization_mean,ttft_ms_p99,instances_mean,instances_ready_mean,failures,restarts,slo_attainment")?;
     let total = rec.kv_total().max(1) as f64;
-    for row in &rec.series {
-        writeln!(
-            w,
-            "{:.3},{},{},{},{},{:.4},{:.4},{:.2},{:.6},{},{:.4},{:.4},{},{},{}",
-            row.start.as_secs_f64(),
-            row.arrivals,
-            row.rejections,
-            row.completions,
-            row.first_tokens,
-            row.waiting_mean,
-            row.running_mean,
-            row.kv_used_blocks_mean,
+    let rows = rec.series.iter().map(|row| WindowRow {
+        t_s: Fixed(row.start.as_secs_f64()),
+        arrivals: row.arrivals,
+        rejections: row.rejections,
+        completions: row.completions,
+        first_tokens: row.first_tokens,
+        waiting_mean: Fixed(row.waiting_mean),
+        running_mean: Fixed(row.running_mean),
+        kv_used_blocks_mean: Fixed(row.kv_used_blocks_mean),
+        kv_utilization_mean: Fixed(
             row.kv_used_blocks_mean / if row.kv_blocks_mean > 0.0 { row.kv_blocks_mean } else { total },
-            row.ttft_ms_p99.map(|v| format!("{v:.3}")).unwrap_or_default(),
-            row.instances_mean,
-            row.instances_ready_mean,
-            row.failures,
-            row.restarts,
-            row.slo_attainment.map(|v| format!("{v:.6}")).unwrap_or_default(),
-        )?;
-    }
-    Ok(w)
+        ),
+        ttft_ms_p99: row.ttft_ms_p99.map(Fixed),
+        instances_mean: Fixed(row.instances_mean),
+        instances_ready_mean: Fixed(row.instances_ready_mean),
+        failures: row.failures,
+        restarts: row.restarts,
+        slo_attainment: row.slo_attainment.map(Fixed),
+    });
+    Ok(crate::rows::write_rows(crate::atomic::AtomicFile::create(path)?, rows)?)
 }
 
 /// Thousands separators for counts in tables.

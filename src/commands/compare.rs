@@ -123,6 +123,12 @@ const CHANGED: [Field; 7] = [
     ("kv_peak", |m| m.kv_peak),
 ];
 
+/// The metrics whose change is a column (`<name>_change_pct`).
+#[cfg(test)]
+pub fn changed_names() -> impl Iterator<Item = &'static str> {
+    CHANGED.iter().map(|(n, _)| *n)
+}
+
 fn change_pct(v: f64, base: f64) -> Option<f64> {
     (base != 0.0).then(|| (v - base) / base * 100.0)
 }
@@ -401,88 +407,55 @@ fn table(h: &CompareHeader, rows: &[Metrics]) -> String {
 }
 
 fn csv(h: &CompareHeader, rows: &[Metrics]) -> String {
-    let mut o = String::new();
+    use crate::rows::{header, ClassCells, CompareCells, Fixed, Plain};
+    let classes = classes_of(rows);
     let mut head = vec!["variant".to_string()];
     head.extend(h.keys.iter().cloned());
-    head.extend(
-        [
-            "ttft_ms_p50",
-            "ttft_ms_p99",
-            "tpot_ms_p50",
-            "tpot_ms_p99",
-            "itl_ms_p99",
-            "e2e_ms_p99",
-            "queue_ms_p99",
-            "throughput_rps",
-            "output_tokens_per_s",
-            "attainment",
-            "goodput_rps",
-            "kv_peak",
-            "preemptions",
-            "finished",
-            "rejected",
-            "slo_ttft_ms",
-            "slo_tpot_ms",
-            "slo_target",
-        ]
-        .map(String::from),
-    );
+    head.extend(header::<CompareCells>());
     head.extend(CHANGED.iter().map(|(n, _)| format!("{n}_change_pct")));
-    let classes = classes_of(rows);
     for c in &classes {
-        head.extend(["ttft_ms_p99", "queue_ms_p99", "attainment", "goodput_rps"].map(|k| format!("class{c}_{k}")));
+        head.extend(header::<ClassCells>().iter().map(|k| format!("class{c}_{k}")));
     }
-    o += &head.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",");
-    o += "\n";
+    let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(vec![]);
+    w.write_record(&head).expect("writes to memory");
     let base = &rows[0];
     for (i, m) in rows.iter().enumerate() {
-        let mut cells = vec![quote(&h.rows[i])];
-        cells.extend(h.values[i].iter().map(|v| quote(v)));
-        cells.extend(
-            [
-                m.ttft_ms_p50,
-                m.ttft_ms_p99,
-                m.tpot_ms_p50,
-                m.tpot_ms_p99,
-                m.itl_ms_p99,
-                m.e2e_ms_p99,
-                m.queue_ms_p99,
-                m.throughput_rps,
-                m.output_tokens_per_s,
-            ]
-            .map(|x| format!("{x:.3}")),
-        );
-        cells.push(format!("{:.6}", m.attainment));
-        cells.push(format!("{:.3}", m.goodput_rps));
-        cells.push(format!("{:.6}", m.kv_peak));
-        cells.extend([m.preemptions, m.finished, m.rejected].map(|x| x.to_string()));
-        cells
-            .extend([m.slo_ttft_ms, m.slo_tpot_ms, m.slo_target].map(|x| x.map(|v| v.to_string()).unwrap_or_default()));
-        cells.extend(
-            CHANGED.iter().map(|(_, f)| change_pct(f(m), f(base)).map(|x| format!("{x:.3}")).unwrap_or_default()),
-        );
-        for c in &classes {
-            match m.classes.iter().find(|x| x.class == *c) {
-                Some(x) => cells.extend([
-                    format!("{:.3}", x.ttft_ms_p99),
-                    format!("{:.3}", x.queue_ms_p99),
-                    format!("{:.6}", x.attainment),
-                    format!("{:.3}", x.goodput_rps),
-                ]),
-                None => cells.extend(std::iter::repeat_n(String::new(), 4)),
-            }
-        }
-        o += &cells.join(",");
-        o += "\n";
+        let cells = CompareCells {
+            ttft_ms_p50: Fixed(m.ttft_ms_p50),
+            ttft_ms_p99: Fixed(m.ttft_ms_p99),
+            tpot_ms_p50: Fixed(m.tpot_ms_p50),
+            tpot_ms_p99: Fixed(m.tpot_ms_p99),
+            itl_ms_p99: Fixed(m.itl_ms_p99),
+            e2e_ms_p99: Fixed(m.e2e_ms_p99),
+            queue_ms_p99: Fixed(m.queue_ms_p99),
+            throughput_rps: Fixed(m.throughput_rps),
+            output_tokens_per_s: Fixed(m.output_tokens_per_s),
+            attainment: Fixed(m.attainment),
+            goodput_rps: Fixed(m.goodput_rps),
+            kv_peak: Fixed(m.kv_peak),
+            preemptions: m.preemptions,
+            finished: m.finished,
+            rejected: m.rejected,
+            slo_ttft_ms: m.slo_ttft_ms.map(Plain),
+            slo_tpot_ms: m.slo_tpot_ms.map(Plain),
+            slo_target: m.slo_target.map(Plain),
+        };
+        let changes: Vec<Option<Fixed<3>>> =
+            CHANGED.iter().map(|(_, f)| change_pct(f(m), f(base)).map(Fixed)).collect();
+        let per_class: Vec<ClassCells> = classes
+            .iter()
+            .map(|c| match m.classes.iter().find(|x| x.class == *c) {
+                Some(x) => ClassCells {
+                    ttft_ms_p99: Some(Fixed(x.ttft_ms_p99)),
+                    queue_ms_p99: Some(Fixed(x.queue_ms_p99)),
+                    attainment: Some(Fixed(x.attainment)),
+                    goodput_rps: Some(Fixed(x.goodput_rps)),
+                },
+                None => ClassCells::default(),
+            })
+            .collect();
+        w.serialize((&h.rows[i], &h.values[i], cells, changes, per_class)).expect("writes to memory");
     }
-    o
+    String::from_utf8(w.into_inner().expect("writes to memory")).expect("UTF-8 cells")
 }
 
-/// CSV quoting for labels that hold commas or quotes (inline-table values).
-fn quote(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}

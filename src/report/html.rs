@@ -323,24 +323,27 @@ fn plan_fleet_table(plan: &PlanReport) -> String {
 
 /// The metrics a decision reads, one row per variant named by its values, each with its change
 /// against the baseline; cells showing a compare.csv value as written carry `data-csv`.
+/// The key-metrics table's columns of compare.csv (names of [`crate::rows::CompareCells`]
+/// fields: a test checks it), their headings and display scale.
+pub const KEY_METRICS: [(&str, &str, f64); 6] = [
+    ("ttft_ms_p99", "TTFT p99 (ms)", 1.0),
+    ("tpot_ms_p99", "TPOT p99 (ms)", 1.0),
+    ("e2e_ms_p99", "E2E p99 (ms)", 1.0),
+    ("attainment", "SLO attainment (%)", 100.0),
+    ("goodput_rps", "goodput (req/s)", 1.0),
+    ("throughput_rps", "throughput (req/s)", 1.0),
+];
+
 pub fn compare_key_table(headers: &[String], rows: &[Vec<String>], labels: &[String]) -> String {
     let col = |name: &str| headers.iter().position(|h| h == name);
     let mut o = String::from("<h2>Key metrics</h2><table><tr><th class=\"l\">variant</th>");
-    let metrics = [
-        ("ttft_ms_p99", "TTFT p99 (ms)", 1.0),
-        ("tpot_ms_p99", "TPOT p99 (ms)", 1.0),
-        ("e2e_ms_p99", "E2E p99 (ms)", 1.0),
-        ("attainment", "SLO attainment (%)", 100.0),
-        ("goodput_rps", "goodput (req/s)", 1.0),
-        ("throughput_rps", "throughput (req/s)", 1.0),
-    ];
-    for (_, name, _) in metrics {
+    for (_, name, _) in KEY_METRICS {
         o += &format!("<th>{name}</th>");
     }
     o += "</tr>";
     for (ri, r) in rows.iter().enumerate() {
         o += &format!("<tr><td class=\"l\">{}</td>", escape(labels.get(ri).map(String::as_str).unwrap_or("")));
-        for (key, _, scale) in metrics {
+        for (key, _, scale) in KEY_METRICS {
             let Some(c) = col(key) else {
                 o += "<td>–</td>";
                 continue;

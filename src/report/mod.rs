@@ -7,7 +7,7 @@
 //! buckets; statistics are never recomputed from the downsampled data.
 
 pub mod charts;
-mod html;
+pub(crate) mod html;
 
 use std::path::Path;
 
@@ -15,6 +15,8 @@ use anyhow::{bail, Context};
 
 use charts::{Marker, Series};
 use servesim_sim::metrics::Summary;
+
+use crate::rows::{CompareCells, Ms, Plain, RequestRow, WindowRow};
 use servesim_sim::plan::{self as plan, PlanReport};
 
 /// Most points drawn per CDF.
@@ -225,16 +227,20 @@ pub fn plan_report(dir: &Path) -> anyhow::Result<String> {
 /// the table of compare.csv.
 pub fn compare_report(dir: &Path) -> anyhow::Result<String> {
     let path = dir.join("compare.csv");
-    let mut rdr = csv::Reader::from_path(&path).with_context(|| format!("reading {}", path.display()))?;
-    let headers: Vec<String> = rdr.headers()?.iter().map(str::to_string).collect();
-    let rows: Vec<Vec<String>> =
-        rdr.records().map(|r| r.map(|r| r.iter().map(str::to_string).collect())).collect::<Result<_, _>>()?;
+    let (mut headers, mut rows, mut cells) = (vec![], vec![], vec![]);
+    crate::rows::each_record(&path, |rec, h| {
+        if headers.is_empty() {
+            headers = h.iter().map(str::to_string).collect();
+        }
+        cells.push(rec.deserialize::<CompareCells>(Some(h))?);
+        rows.push(rec.iter().map(str::to_string).collect::<Vec<String>>());
+        Ok(())
+    })?;
     let col = |name: &str| headers.iter().position(|h| h == name);
-    let variants: Vec<String> = rows.iter().map(|r| r[0].clone()).collect();
-    let baseline = variants.iter().position(|v| v == "baseline");
+    let baseline = rows.iter().position(|r| r[0] == "baseline");
     // The varied keys are the columns between the variant and the first metric; each variant is
     // named by its values ("64 · 2"), short enough for a bar label.
-    let keys_end = col("ttft_ms_p50").unwrap_or(1).max(1);
+    let keys_end = col(&crate::rows::header::<CompareCells>()[0]).unwrap_or(1).max(1);
     let keys: Vec<String> = headers[1..keys_end].to_vec();
     let labels: Vec<String> = rows
         .iter()
@@ -251,43 +257,41 @@ pub fn compare_report(dir: &Path) -> anyhow::Result<String> {
         })
         .collect();
     let mut charts = vec![];
+    type Metric = fn(&CompareCells) -> f64;
     // One numeric key: the metrics as curves over its values (latency against load).
-    let numeric: Option<Vec<f64>> = (keys.len() == 1)
-        .then(|| rows.iter().filter(|r| r[0] != "baseline").map(|r| r[1].parse::<f64>().ok()).collect())
+    let numeric: Option<Vec<(f64, &CompareCells)>> = (keys.len() == 1)
+        .then(|| {
+            rows.iter().zip(&cells).filter(|(r, _)| r[0] != "baseline").map(|(r, c)| Some((r[1].parse().ok()?, c))).collect()
+        })
         .flatten();
     if let Some(xs) = numeric.filter(|xs| xs.len() >= 2) {
-        let others: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] != "baseline").collect();
-        let value = |r: &Vec<String>, name: &str| col(name).and_then(|c| r[c].parse::<f64>().ok());
         // A setting every variant shares (the SLO, unless it is what varies), else none.
-        let shared = |name: &str| -> Option<f64> {
-            let v = value(rows.first()?, name)?;
-            rows.iter().all(|r| value(r, name) == Some(v)).then_some(v)
+        let shared = |f: fn(&CompareCells) -> Option<Plain>| -> Option<f64> {
+            let v = f(cells.first()?)?;
+            cells.iter().all(|c| f(c) == Some(v)).then_some(v.0)
         };
-        let target = shared("slo_target");
+        let target = shared(|c| c.slo_target);
         // The knee: the highest value of the key up to which every variant meets the SLO target.
-        let mut order: Vec<(f64, f64)> =
-            xs.iter().zip(&others).filter_map(|(&x, r)| Some((x, value(r, "attainment")?))).collect();
+        let mut order: Vec<(f64, f64)> = xs.iter().map(|(x, c)| (*x, c.attainment.0)).collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0));
         let knee = target.and_then(|t| order.iter().take_while(|(_, a)| *a >= t).last().map(|(x, _)| *x));
         let knee_mark = knee.map(|x| Marker::new(format!("knee: SLO met up to {}", charts::short(x)), x));
-        let base_row = rows.iter().find(|r| r[0] == "baseline");
-        for (metric, title, unit, scale, slo) in [
-            ("ttft_ms_p99", "TTFT p99", "ms", 1.0, shared("slo_ttft_ms").map(|v| ("SLO TTFT", v))),
-            ("tpot_ms_p99", "TPOT p99", "ms", 1.0, shared("slo_tpot_ms").map(|v| ("SLO TPOT", v))),
-            ("attainment", "SLO attainment", "% of requests", 100.0, target.map(|t| ("target", t * 100.0))),
-        ] {
-            if col(metric).is_none() {
-                continue;
-            }
-            let points: Vec<(f64, f64)> =
-                xs.iter().zip(&others).filter_map(|(&x, r)| Some((x, value(r, metric)? * scale))).collect();
+        let base_cells = baseline.map(|b| &cells[b]);
+        let curves: [(Metric, &str, &str, f64, Option<(&str, f64)>); 3] = [
+            (|c| c.ttft_ms_p99.0, "TTFT p99", "ms", 1.0, shared(|c| c.slo_ttft_ms).map(|v| ("SLO TTFT", v))),
+            (|c| c.tpot_ms_p99.0, "TPOT p99", "ms", 1.0, shared(|c| c.slo_tpot_ms).map(|v| ("SLO TPOT", v))),
+            (|c| c.attainment.0, "SLO attainment", "% of requests", 100.0, target.map(|t| ("target", t * 100.0))),
+        ];
+        for (i, (metric, title, unit, scale, slo)) in curves.into_iter().enumerate() {
+            let points: Vec<(f64, f64)> = xs.iter().map(|(x, c)| (*x, metric(c) * scale)).collect();
             let mut marks: Vec<Marker> =
                 slo.map(|(label, v)| Marker::new(format!("{label} {}", charts::short(v)), v)).into_iter().collect();
-            if let Some(b) = base_row.and_then(|r| value(r, metric)) {
+            if let Some(b) = base_cells.map(metric) {
                 marks.push(Marker::reference(format!("baseline {}", charts::short(b * scale)), b * scale));
             }
             // Latencies far past the SLO (an overloaded variant) go on the top edge at 4× it.
-            let cap = slo.filter(|_| metric != "attainment").map(|(_, v)| 4.0 * v);
+            let is_latency = i < 2;
+            let cap = slo.filter(|_| is_latency).map(|(_, v)| 4.0 * v);
             charts.push(charts::lines_capped(
                 &format!("{title} against {}", keys[0]),
                 &keys[0],
@@ -300,16 +304,16 @@ pub fn compare_report(dir: &Path) -> anyhow::Result<String> {
             )?);
         }
     }
-    for (metric, title, unit, scale) in [
-        ("ttft_ms_p99", "TTFT p99", "ms", 1.0),
-        ("tpot_ms_p99", "TPOT p99", "ms", 1.0),
-        ("e2e_ms_p99", "E2E p99", "ms", 1.0),
-        ("throughput_rps", "Throughput", "requests / s", 1.0),
-        ("goodput_rps", "Goodput", "requests / s within SLO", 1.0),
-        ("attainment", "SLO attainment", "% of requests", 100.0),
-    ] {
-        let Some(c) = col(metric) else { continue };
-        let values: Vec<f64> = rows.iter().map(|r| r[c].parse::<f64>().unwrap_or(f64::NAN) * scale).collect();
+    let bars: [(Metric, &str, &str, f64); 6] = [
+        (|c| c.ttft_ms_p99.0, "TTFT p99", "ms", 1.0),
+        (|c| c.tpot_ms_p99.0, "TPOT p99", "ms", 1.0),
+        (|c| c.e2e_ms_p99.0, "E2E p99", "ms", 1.0),
+        (|c| c.throughput_rps.0, "Throughput", "requests / s", 1.0),
+        (|c| c.goodput_rps.0, "Goodput", "requests / s within SLO", 1.0),
+        (|c| c.attainment.0, "SLO attainment", "% of requests", 100.0),
+    ];
+    for (metric, title, unit, scale) in bars {
+        let values: Vec<f64> = cells.iter().map(|c| metric(c) * scale).collect();
         charts.push(charts::bars(
             &format!("{title} per variant"),
             unit,
@@ -357,9 +361,9 @@ pub struct Window {
     pub running: f64,
     pub kv_util: f64,
     pub ttft_p99: Option<f64>,
-    /// Fleet columns (absent from outputs of older builds).
-    pub instances: Option<f64>,
-    pub instances_ready: Option<f64>,
+    /// Instances provisioned and serving.
+    pub instances: f64,
+    pub instances_ready: f64,
     pub failures: f64,
     pub restarts: f64,
     /// SLO attainment of the window's arrivals.
@@ -368,51 +372,24 @@ pub struct Window {
 
 /// Reads `timeseries.csv`.
 pub fn read_timeseries(path: &Path) -> anyhow::Result<Vec<Window>> {
-    let mut rdr = csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
-    let h = rdr.headers()?.clone();
-    let col =
-        |name: &str| h.iter().position(|x| x == name).with_context(|| format!("{}: no column {name}", path.display()));
-    let (ct, ca, cw, cr, ck, cp) = (
-        col("t_s")?,
-        col("arrivals")?,
-        col("waiting_mean")?,
-        col("running_mean")?,
-        col("kv_utilization_mean")?,
-        col("ttft_ms_p99")?,
-    );
-    let opt_col = |name: &str| h.iter().position(|x| x == name);
-    let (ci, cy, cf, cs, cat) = (
-        opt_col("instances_mean"),
-        opt_col("instances_ready_mean"),
-        opt_col("failures"),
-        opt_col("restarts"),
-        opt_col("slo_attainment"),
-    );
     let mut out = vec![];
-    for (i, rec) in rdr.records().enumerate() {
-        let rec = rec?;
-        let num = |c: usize| -> anyhow::Result<f64> {
-            rec[c]
-                .parse::<f64>()
-                .with_context(|| format!("{}:{}: {}: {:?} is not a number", path.display(), i + 2, &h[c], &rec[c]))
-        };
+    crate::rows::each_record(path, |rec, headers| {
+        let w: WindowRow = rec.deserialize(Some(headers))?;
         out.push(Window {
-            t_s: num(ct)?,
-            arrivals: num(ca)?,
-            waiting: num(cw)?,
-            running: num(cr)?,
-            kv_util: num(ck)?,
-            ttft_p99: if rec[cp].is_empty() { None } else { Some(num(cp)?) },
-            instances: ci.map(num).transpose()?,
-            instances_ready: cy.map(num).transpose()?,
-            failures: cf.map(num).transpose()?.unwrap_or(0.0),
-            restarts: cs.map(num).transpose()?.unwrap_or(0.0),
-            attainment: match cat {
-                Some(c) if !rec[c].is_empty() => Some(num(c)?),
-                _ => None,
-            },
+            t_s: w.t_s.0,
+            arrivals: w.arrivals as f64,
+            waiting: w.waiting_mean.0,
+            running: w.running_mean.0,
+            kv_util: w.kv_utilization_mean.0,
+            ttft_p99: w.ttft_ms_p99.map(|v| v.0),
+            instances: w.instances_mean.0,
+            instances_ready: w.instances_ready_mean.0,
+            failures: w.failures as f64,
+            restarts: w.restarts as f64,
+            attainment: w.slo_attainment.map(|v| v.0),
         });
-    }
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -434,10 +411,8 @@ pub fn downsample(rows: &[Window], window_s: f64) -> Vec<Window> {
                 running: c.iter().map(|w| w.running).sum::<f64>() / n,
                 kv_util: c.iter().map(|w| w.kv_util).sum::<f64>() / n,
                 ttft_p99: c.iter().filter_map(|w| w.ttft_p99).reduce(f64::max),
-                instances: c[0].instances.map(|_| c.iter().filter_map(|w| w.instances).sum::<f64>() / n),
-                instances_ready: c[0]
-                    .instances_ready
-                    .map(|_| c.iter().filter_map(|w| w.instances_ready).sum::<f64>() / n),
+                instances: c.iter().map(|w| w.instances).sum::<f64>() / n,
+                instances_ready: c.iter().map(|w| w.instances_ready).sum::<f64>() / n,
                 failures: c.iter().map(|w| w.failures).sum(),
                 restarts: c.iter().map(|w| w.restarts).sum(),
                 attainment: c.iter().filter_map(|w| w.attainment).reduce(f64::min),
@@ -448,30 +423,19 @@ pub fn downsample(rows: &[Window], window_s: f64) -> Vec<Window> {
 
 /// Latencies of measured, finished requests from `requests.csv`: (TTFT, TPOT, E2E) in ms.
 fn read_latencies(path: &Path) -> anyhow::Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
-    let mut rdr = csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
-    let h = rdr.headers()?.clone();
-    let col =
-        |name: &str| h.iter().position(|x| x == name).with_context(|| format!("{}: no column {name}", path.display()));
-    let (cm, cs, ct, cp, ce) = (col("measured")?, col("status")?, col("ttft_ms")?, col("tpot_ms")?, col("e2e_ms")?);
     let (mut ttft, mut tpot, mut e2e) = (vec![], vec![], vec![]);
-    let mut rec = csv::StringRecord::new();
-    let mut line = 1;
-    while rdr.read_record(&mut rec)? {
-        line += 1;
-        if &rec[cm] != "1" || &rec[cs] != "finished" {
-            continue;
+    crate::rows::each_record(path, |rec, headers| {
+        let r: RequestRow = rec.deserialize(Some(headers))?;
+        if r.measured == 1 && r.status == "finished" {
+            let need = |v: Option<Ms>, name: &str| {
+                v.map(Ms::as_f64).ok_or_else(|| csv::Error::from(std::io::Error::other(format!("a finished request without {name}"))))
+            };
+            ttft.push(need(r.ttft_ms, "ttft_ms")?);
+            e2e.push(need(r.e2e_ms, "e2e_ms")?);
+            tpot.extend(r.tpot_ms.map(|v| v.0));
         }
-        let num = |c: usize| -> anyhow::Result<f64> {
-            rec[c]
-                .parse::<f64>()
-                .with_context(|| format!("{}:{line}: {}: {:?} is not a number", path.display(), &h[c], &rec[c]))
-        };
-        ttft.push(num(ct)?);
-        e2e.push(num(ce)?);
-        if !rec[cp].is_empty() {
-            tpot.push(num(cp)?);
-        }
-    }
+        Ok(())
+    })?;
     Ok((ttft, tpot, e2e))
 }
 
@@ -578,7 +542,9 @@ pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
             "Instances over time",
             "time (s)",
             "instances (mean over window)",
-            &[Series::new("provisioned", pts(&|w| w.instances)), Series::new("serving", pts(&|w| w.instances_ready))],
+            &[Series::new("provisioned", pts(&|w| Some(w.instances))),
+                Series::new("serving", pts(&|w| Some(w.instances_ready))),
+            ],
             &[],
             None,
             false,
