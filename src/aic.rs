@@ -32,9 +32,9 @@ impl Files for DirFiles {
         v
     }
 
-    fn read(&self, path: &str) -> std::result::Result<Vec<u8>, String> {
+    fn read(&self, path: &str) -> std::result::Result<Vec<u8>, servesim_aic::Error> {
         let p = self.root.join(path);
-        std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+        std::fs::read(&p).map_err(|e| servesim_aic::Error::Table(format!("cannot read {}: {e}", p.display())))
     }
 
     fn root(&self) -> String {

@@ -54,7 +54,7 @@ pub struct AttnRead {
 }
 
 /// Reads the rows of one shape (or between measured head counts) from an attention file.
-pub fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<AttnRead, String> {
+pub fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<AttnRead, crate::Error> {
     let mut want = vec![
         "kernel_source",
         "batch_size",
@@ -104,7 +104,7 @@ pub fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<AttnRead
         return Err(format!(
             "{file}: no rows for {} KV heads of {} ({} KV cache, full attention)",
             s.kv_heads, s.head_dim, s.kv_dtype
-        ));
+        ).into());
     };
     // heads → (batch, tokens) → ms; first row wins.
     let mut by_heads: BTreeMap<u64, BTreeMap<(u64, u64), f64>> = BTreeMap::new();
@@ -113,7 +113,7 @@ pub fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<AttnRead
             return Err(format!(
                 "{file}: row {i}: batch {} isl {} latency {}: expected positive numbers",
                 b[i], isl[i], lat[i]
-            ));
+            ).into());
         }
         let tokens = (isl[i] + step[i]) as u64;
         by_heads.entry(nh[i] as u64).or_default().entry((b[i] as u64, tokens)).or_insert(lat[i]);
@@ -141,14 +141,14 @@ pub fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<AttnRead
         return Err(format!(
             "{file}: {} query heads are outside the measured head counts {measured:?} ({selection})",
             s.heads
-        ));
+        ).into());
     };
     let t = (s.heads - lo) as f64 / (hi - lo) as f64;
     let (a, c) = (&by_heads[&lo], &by_heads[&hi]);
     let points: Vec<(u64, u64, f64)> =
         a.iter().filter_map(|(key, &ya)| c.get(key).map(|&yc| (key.0, key.1, ya + t * (yc - ya)))).collect();
     if points.is_empty() {
-        return Err(format!("{file}: head counts {lo} and {hi} share no measured shapes ({selection})"));
+        return Err(format!("{file}: head counts {lo} and {hi} share no measured shapes ({selection})").into());
     }
     Ok(AttnRead {
         points,

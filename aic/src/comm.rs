@@ -26,7 +26,7 @@ pub struct ArRead {
 }
 
 /// The engine's all-reduce at `tp` GPUs, else NCCL's; None when neither has the GPU count.
-pub fn all_reduce(db: &Db, sel: &Selection, tp: u64, hidden: u64, graph_tokens: u64) -> Result<Option<ArRead>, String> {
+pub fn all_reduce(db: &Db, sel: &Selection, tp: u64, hidden: u64, graph_tokens: u64) -> Result<Option<ArRead>, crate::Error> {
     if let Some(r) = engine(db, sel, tp, hidden, graph_tokens)? {
         return Ok(Some(r));
     }
@@ -34,7 +34,7 @@ pub fn all_reduce(db: &Db, sel: &Selection, tp: u64, hidden: u64, graph_tokens: 
 }
 
 /// The engine table of the selected version, else of the newest older one, else the newest.
-fn engine(db: &Db, sel: &Selection, tp: u64, hidden: u64, graph_tokens: u64) -> Result<Option<ArRead>, String> {
+fn engine(db: &Db, sel: &Selection, tp: u64, hidden: u64, graph_tokens: u64) -> Result<Option<ArRead>, crate::Error> {
     let versions = db.folder_versions(&sel.system, "comm", &sel.framework);
     let mut order: Vec<&String> =
         versions.iter().filter(|v| version_cmp(v, &sel.version) != std::cmp::Ordering::Greater).rev().collect();
@@ -87,7 +87,7 @@ fn engine(db: &Db, sel: &Selection, tp: u64, hidden: u64, graph_tokens: u64) -> 
 }
 
 /// NCCL's all-reduce, from the newest NCCL version with rows for `tp` GPUs.
-fn nccl(db: &Db, system: &str, tp: u64) -> Result<Option<ArRead>, String> {
+fn nccl(db: &Db, system: &str, tp: u64) -> Result<Option<ArRead>, crate::Error> {
     for v in db.folder_versions(system, "comm", "nccl").iter().rev() {
         let file = format!("{system}/comm/nccl/{v}/nccl_perf.parquet");
         if !db.exists(&file) {

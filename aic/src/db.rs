@@ -22,7 +22,7 @@ pub trait Files {
     /// The entries of a folder (names only, any order); empty when it does not exist.
     fn list(&self, dir: &str) -> Vec<String>;
     /// A file's bytes, or why it cannot be read.
-    fn read(&self, path: &str) -> Result<Vec<u8>, String>;
+    fn read(&self, path: &str) -> Result<Vec<u8>, crate::Error>;
     /// The root, as a user would recognise it (for messages).
     fn root(&self) -> String;
 }
@@ -85,43 +85,43 @@ impl<'a> Db<'a> {
 
     /// Checks a system, framework and version (the newest when None), listing what there is
     /// when one is missing.
-    pub fn select(&self, system: &str, framework: &str, version: Option<&str>) -> Result<Selection, String> {
+    pub fn select(&self, system: &str, framework: &str, version: Option<&str>) -> Result<Selection, crate::Error> {
         let systems = self.systems();
         if systems.is_empty() {
-            return Err(format!(
+            return Err(crate::Error::NotInDatabase(format!(
                 "{}: no kernel tables here (expected <system>/gemm/<framework>/<version>/)",
                 self.root()
-            ));
+            )));
         }
         if !systems.iter().any(|s| s == system) {
-            return Err(format!(
+            return Err(crate::Error::NotInDatabase(format!(
                 "system {system} is not in the database at {} (it has {})",
                 self.root(),
                 systems.join(", ")
-            ));
+            )));
         }
         if !FRAMEWORKS.contains(&framework) {
-            return Err(format!("framework {framework} is not one of {}", FRAMEWORKS.join(", ")));
+            return Err(crate::Error::NotInDatabase(format!("framework {framework} is not one of {}", FRAMEWORKS.join(", "))));
         }
         let versions = self.versions(system, framework);
         if versions.is_empty() {
-            return Err(format!(
+            return Err(crate::Error::NotInDatabase(format!(
                 "{system} has no {framework} GEMM and attention tables (it has frameworks {})",
                 or_none(&self.frameworks(system))
-            ));
+            )));
         }
         let version = match version {
             None => versions.last().expect("non-empty").clone(),
             Some(v) if versions.iter().any(|x| x == v) => v.to_string(),
             Some(v) => {
-                return Err(format!("{system} has no {framework} version {v} (it has {})", versions.join(", ")));
+                return Err(crate::Error::NotInDatabase(format!("{system} has no {framework} version {v} (it has {})", versions.join(", "))));
             }
         };
         Ok(Selection { system: system.into(), framework: framework.into(), version })
     }
 
     /// Reads the named columns of a table, remembering the file for the provenance.
-    pub fn frame(&self, path: &str, want: &[&str]) -> Result<Frame, String> {
+    pub fn frame(&self, path: &str, want: &[&str]) -> Result<Frame, crate::Error> {
         let bytes = self.files.read(path)?;
         let sha = Sha256::digest(&bytes);
         let sha256 = sha.iter().map(|b| format!("{b:02x}")).collect();

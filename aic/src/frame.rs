@@ -46,10 +46,10 @@ impl Frame {
     /// Reads the columns named in `want` (all of them when empty) of a parquet file's bytes.
     /// A wanted column the file lacks is left out (see [`Frame::has`]); a file that is not
     /// parquet, or a column of a type other than integer, float or string, is an error.
-    pub fn read(file: &str, bytes: Vec<u8>, want: &[&str]) -> Result<Frame, String> {
+    pub fn read(file: &str, bytes: Vec<u8>, want: &[&str]) -> Result<Frame, crate::Error> {
         let err = |e: parquet::errors::ParquetError| format!("{file}: not a readable parquet file: {e}");
         if bytes.starts_with(b"version https://git-lfs") {
-            return Err(format!("{file}: is a git-lfs pointer, not the data (run `git lfs pull` where it came from)"));
+            return Err(format!("{file}: is a git-lfs pointer, not the data (run `git lfs pull` where it came from)").into());
         }
         let reader = SerializedFileReader::new(Bytes::from(bytes)).map_err(err)?;
         let meta = reader.metadata();
@@ -66,14 +66,14 @@ impl Frame {
                 continue;
             }
             if desc.max_rep_level() > 0 {
-                return Err(format!("{file}: column {name} is nested (repeated); expected flat columns"));
+                return Err(format!("{file}: column {name} is nested (repeated); expected flat columns").into());
             }
             let max_def = desc.max_def_level();
             let mut col = match desc.physical_type() {
                 Physical::INT32 | Physical::INT64 => Column::Int(Vec::with_capacity(rows)),
                 Physical::FLOAT | Physical::DOUBLE => Column::Float(Vec::with_capacity(rows)),
                 Physical::BYTE_ARRAY => Column::Str(Vec::with_capacity(rows)),
-                t => return Err(format!("{file}: column {name} has type {t}; expected integers, floats or strings")),
+                t => return Err(format!("{file}: column {name} has type {t}; expected integers, floats or strings").into()),
             };
             for rg in 0..reader.num_row_groups() {
                 let group = reader.get_row_group(rg).map_err(err)?;
@@ -105,11 +105,11 @@ impl Frame {
                         };
                         read_all(r, max_def, &mut intern, v).map_err(what)?
                     }
-                    _ => return Err(format!("{file}: column {name}: unexpected column reader")),
+                    _ => return Err(format!("{file}: column {name}: unexpected column reader").into()),
                 }
             }
             if col.len() != rows {
-                return Err(format!("{file}: column {name} has {} values for {rows} rows", col.len()));
+                return Err(format!("{file}: column {name} has {} values for {rows} rows", col.len()).into());
             }
             columns.push((name, col));
         }
@@ -121,40 +121,42 @@ impl Frame {
         self.columns.iter().any(|(n, _)| n == name)
     }
 
-    fn column(&self, name: &str) -> Result<&Column, String> {
+    fn column(&self, name: &str) -> Result<&Column, crate::Error> {
         self.columns.iter().find(|(n, _)| n == name).map(|(_, c)| c).ok_or_else(|| {
             let have: Vec<&str> = self.columns.iter().map(|(n, _)| n.as_str()).collect();
-            format!("{}: no column {name} (it has {})", self.file, have.join(", "))
+            crate::Error::Table(format!("{}: no column {name} (it has {})", self.file, have.join(", ")))
         })
     }
 
     /// An integer column; every value must be present.
-    pub fn ints(&self, name: &str) -> Result<Vec<i64>, String> {
+    pub fn ints(&self, name: &str) -> Result<Vec<i64>, crate::Error> {
         match self.column(name)? {
             Column::Int(v) => v
                 .iter()
                 .enumerate()
-                .map(|(i, x)| x.ok_or_else(|| format!("{}: column {name}, row {i}: empty", self.file)))
+                .map(|(i, x)| x.ok_or_else(|| format!("{}: column {name}, row {i}: empty", self.file).into()))
                 .collect(),
-            _ => Err(format!("{}: column {name} is not integers", self.file)),
+            _ => Err(format!("{}: column {name} is not integers", self.file).into()),
         }
     }
 
     /// A float column (integers are converted); every value must be present.
-    pub fn floats(&self, name: &str) -> Result<Vec<f64>, String> {
-        let ok = |i: usize, x: Option<f64>| x.ok_or_else(|| format!("{}: column {name}, row {i}: empty", self.file));
+    pub fn floats(&self, name: &str) -> Result<Vec<f64>, crate::Error> {
+        let ok = |i: usize, x: Option<f64>| {
+            x.ok_or_else(|| crate::Error::Table(format!("{}: column {name}, row {i}: empty", self.file)))
+        };
         match self.column(name)? {
             Column::Float(v) => v.iter().enumerate().map(|(i, x)| ok(i, *x)).collect(),
             Column::Int(v) => v.iter().enumerate().map(|(i, x)| ok(i, x.map(|x| x as f64))).collect(),
-            Column::Str(_) => Err(format!("{}: column {name} is strings, not numbers", self.file)),
+            Column::Str(_) => Err(format!("{}: column {name} is strings, not numbers", self.file).into()),
         }
     }
 
     /// A string column, as indices into [`Frame::string`]; an empty value reads as "".
-    pub fn strs(&self, name: &str) -> Result<Vec<&str>, String> {
+    pub fn strs(&self, name: &str) -> Result<Vec<&str>, crate::Error> {
         match self.column(name)? {
             Column::Str(v) => Ok(v.iter().map(|x| x.map_or("", |i| self.strings[i as usize].as_str())).collect()),
-            _ => Err(format!("{}: column {name} is not strings", self.file)),
+            _ => Err(format!("{}: column {name} is not strings", self.file).into()),
         }
     }
 }

@@ -63,7 +63,7 @@ pub struct GemmRead {
 impl GemmTable {
     /// Loads the rows of `dtype` (`bfloat16`, `fp8`, `fp8_block`, `nvfp4`, ...) from a GEMM file;
     /// `kernel` picks among several kernels for the dtype (default: the one with the most rows).
-    pub fn load(db: &Db, file: &str, dtype: &str, kernel: Option<&str>, sol: Sol) -> Result<GemmTable, String> {
+    pub fn load(db: &Db, file: &str, dtype: &str, kernel: Option<&str>, sol: Sol) -> Result<GemmTable, crate::Error> {
         let f = db.frame(file, &["kernel_source", "gemm_dtype", "m", "n", "k", "latency"])?;
         let dtypes = f.strs("gemm_dtype")?;
         let kernels = if f.has("kernel_source") { f.strs("kernel_source")? } else { vec![""; f.rows] };
@@ -78,7 +78,7 @@ impl GemmTable {
             let mut have: Vec<&str> = dtypes.clone();
             have.sort();
             have.dedup();
-            return Err(format!("{file}: no GEMMs of dtype {dtype} (it has {})", have.join(", ")));
+            return Err(format!("{file}: no GEMMs of dtype {dtype} (it has {})", have.join(", ")).into());
         }
         let mut ranked: Vec<(String, usize)> = counts.iter().map(|(k, n)| (k.to_string(), *n)).collect();
         ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -98,7 +98,7 @@ impl GemmTable {
                 return Err(format!(
                     "{file}: row {i}: m {} n {} k {} latency {}: expected positive numbers",
                     m[i], n[i], k[i], lat[i]
-                ));
+                ).into());
             }
             sites.entry((n[i] as u64, k[i] as u64)).or_default().push((m[i] as u64, lat[i]));
         }
@@ -118,7 +118,7 @@ impl GemmTable {
 
     /// The times of an (n, k) GEMM at every measured m: the site's own rows when it was
     /// measured, else read between sites in utilization (see the module's docs).
-    pub fn at(&self, n: u64, k: u64) -> Result<GemmRead, String> {
+    pub fn at(&self, n: u64, k: u64) -> Result<GemmRead, crate::Error> {
         if let Some(p) = self.sites.get(&(n, k)) {
             return Ok(GemmRead { points: p.clone(), measured: true, shape: format!("n {n}, k {k} measured") });
         }
@@ -126,7 +126,7 @@ impl GemmTable {
     }
 
     /// Reads (n, k) from the sites other than `skip`.
-    fn between(&self, n: u64, k: u64, skip: Option<(u64, u64)>) -> Result<GemmRead, String> {
+    fn between(&self, n: u64, k: u64, skip: Option<(u64, u64)>) -> Result<GemmRead, crate::Error> {
         let usable = |s: &(u64, u64)| Some(*s) != skip;
         let ns: Vec<u64> = dedup(self.sites.keys().filter(|s| usable(s)).map(|s| s.0).collect());
         let (n0, n1) = bracket(&ns, n).ok_or_else(|| format!("{}: no {} GEMMs", self.file, self.dtype))?;
@@ -158,7 +158,7 @@ impl GemmTable {
             points.push((m, ms));
         }
         if points.is_empty() {
-            return Err(format!("{}: the sites around n {n}, k {k} share no token counts", self.file));
+            return Err(format!("{}: the sites around n {n}, k {k} share no token counts", self.file).into());
         }
         let mut sites: Vec<String> = corners.iter().map(|(a, b, _)| format!("({a}, {b})")).collect();
         sites.dedup();

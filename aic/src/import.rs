@@ -120,7 +120,7 @@ pub fn graph_tokens(framework: &str) -> u64 {
 }
 
 /// Builds the profile; errors say which file or shape is missing.
-pub fn import(db: &Db, r: &Request) -> Result<Profile, String> {
+pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
     let sel = db.select(&r.system, &r.framework, r.version.as_deref())?;
     if r.tp.is_empty() {
         return Err("give at least one TP degree".into());
@@ -128,7 +128,7 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, String> {
     let m = &r.model;
     for &tp in &r.tp {
         if tp == 0 || !m.heads.is_multiple_of(tp as u64) {
-            return Err(format!("TP {tp} does not divide {}'s {} attention heads", m.name, m.heads));
+            return Err(format!("TP {tp} does not divide {}'s {} attention heads", m.name, m.heads).into());
         }
     }
     let gemm_file = format!("{}/gemm/{}/{}/gemm_perf.parquet", sel.system, sel.framework, sel.version);
@@ -259,7 +259,7 @@ fn gemm_op(
     n: u64,
     k: u64,
     transfer: &Option<servesim_sim::cost::profile::ErrorStats>,
-) -> Result<OpTable, String> {
+) -> Result<OpTable, crate::Error> {
     let read = t.at(n, k).map_err(|e| format!("{name} (tp {tp}): {e}"))?;
     let pts = read.points.iter().map(|&(m, ms)| vec![m as f64, ms]).collect();
     let mut table = fit_table(name, Some(tp), vec![Axis::Tokens], pts);
@@ -274,11 +274,11 @@ fn gemm_op(
 
 /// The routed experts of one MoE layer over the iteration's tokens, experts split over the TP
 /// GPUs (no expert parallelism).
-fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32) -> Result<OpTable, String> {
+fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32) -> Result<OpTable, crate::Error> {
     let m = &r.model;
     let file = format!("{}/moe/{}/{}/moe_perf.parquet", sel.system, sel.framework, sel.version);
     if !db.exists(&file) {
-        return Err(format!("moe_experts (tp {tp}): {file} is not in the database"));
+        return Err(format!("moe_experts (tp {tp}): {file} is not in the database").into());
     }
     let f = db.frame(
         &file,
@@ -331,7 +331,7 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32) -> Result<OpTable, Str
             m.top_k,
             m.experts,
             r.moe_distribution
-        ));
+        ).into());
     };
     let pts: Vec<Vec<f64>> =
         (0..f.rows).filter(|&i| ok(i) && kernel[i] == k).map(|i| vec![tokens[i] as f64, lat[i]]).collect();

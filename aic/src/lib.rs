@@ -21,4 +21,29 @@ pub mod gemm;
 pub mod import;
 
 pub use db::{Db, Files, Selection};
+
+/// Why the database could not give what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A system, framework or version the database does not hold; the message lists the
+    /// ones it does.
+    #[error("{0}")]
+    NotInDatabase(String),
+    /// A table that cannot be read, lacks a column, or has no measurement for a shape the
+    /// model needs: the file and what is missing.
+    #[error("{0}")]
+    Table(String),
+}
+
+impl From<&str> for Error {
+    fn from(msg: &str) -> Error {
+        Error::Table(msg.to_string())
+    }
+}
+
+impl From<String> for Error {
+    fn from(msg: String) -> Error {
+        Error::Table(msg)
+    }
+}
 pub use import::{import, Request, Weights};

@@ -17,8 +17,8 @@ impl Files for Dir {
         let Ok(rd) = std::fs::read_dir(self.0.join(dir)) else { return vec![] };
         rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect()
     }
-    fn read(&self, path: &str) -> Result<Vec<u8>, String> {
-        std::fs::read(self.0.join(path)).map_err(|e| format!("{path}: {e}"))
+    fn read(&self, path: &str) -> Result<Vec<u8>, servesim_aic::Error> {
+        std::fs::read(self.0.join(path)).map_err(|e| servesim_aic::Error::Table(format!("{path}: {e}")))
     }
     fn root(&self) -> String {
         self.0.display().to_string()
@@ -90,7 +90,7 @@ fn both_codecs_read_as_pyarrow_reads_them() {
     let want: String = sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(read[0].sha256, want);
     // Not parquet: one line naming the file.
-    let e = servesim_aic::frame::Frame::read("x.parquet", b"PAR1 nonsense".to_vec(), &[]).unwrap_err();
+    let e = servesim_aic::frame::Frame::read("x.parquet", b"PAR1 nonsense".to_vec(), &[]).unwrap_err().to_string();
     assert!(e.starts_with("x.parquet: not a readable parquet file"), "{e}");
 }
 
@@ -216,22 +216,29 @@ fn what_is_missing_is_named_with_what_there_is() {
     let mut r = request(vec![1]);
     r.system = "b300_sxm".into();
     let e = servesim_aic::import(&db, &r).unwrap_err();
+    assert!(matches!(e, servesim_aic::Error::NotInDatabase(_)), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("system b300_sxm is not in the database") && e.contains("(it has h100_sxm)"), "{e}");
     let mut r = request(vec![1]);
     r.version = Some("0.19.0".into());
     let e = servesim_aic::import(&db, &r).unwrap_err();
+    assert!(matches!(e, servesim_aic::Error::NotInDatabase(_)), "{e:?}");
+    let e = e.to_string();
     assert_eq!(e, "h100_sxm has no vllm version 0.19.0 (it has 0.24.0)");
     let mut r = request(vec![1]);
     r.framework = "sglang".into();
     assert!(servesim_aic::import(&db, &r)
         .unwrap_err()
+        .to_string()
         .contains("has no sglang GEMM and attention tables (it has frameworks vllm)"));
     let mut r = request(vec![3]);
     r.tp = vec![3];
-    assert!(servesim_aic::import(&db, &r).unwrap_err().contains("TP 3 does not divide"));
+    assert!(servesim_aic::import(&db, &r).unwrap_err().to_string().contains("TP 3 does not divide"));
     // fp4 GEMMs are not in the slice: the dtypes it has are listed.
     let mut r = request(vec![1]);
     r.weights = Weights::Fp4;
     let e = servesim_aic::import(&db, &r).unwrap_err();
+    assert!(matches!(e, servesim_aic::Error::Table(_)), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("no GEMMs of dtype nvfp4 (it has bfloat16, fp8)"), "{e}");
 }

@@ -15,6 +15,8 @@
 //! The library measures and fits; the `servesim` binary reads and writes the files.
 
 pub mod backend;
+mod error;
+pub use error::Error;
 pub mod clock;
 pub mod emulate;
 pub mod fit;

@@ -3,6 +3,7 @@
 //! first, until the plan or the deadline ends. Every measurement goes to the caller as it is
 //! taken, so the caller can stream it to disk: an interrupted run keeps what it measured.
 
+use crate::Error;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -54,7 +55,7 @@ pub fn run(
     on_point: &mut dyn FnMut(&Measurement, usize, usize),
 ) -> Outcome {
     let start = Instant::now();
-    let mut cache: HashMap<(&str, Shape), Result<Timing, String>> = HashMap::new();
+    let mut cache: HashMap<(&str, Shape), Result<Timing, Error>> = HashMap::new();
     let mut out = Outcome { planned: plan.len(), ..Outcome::default() };
     let by_op = backend.times_in_context();
     for (i, p) in plan.iter().enumerate() {

@@ -113,7 +113,11 @@ fn ops_of(t: &Table) -> Vec<String> {
 }
 
 /// Imports the CSVs; the error names the file, line and column.
-pub fn import(inp: Inputs) -> Result<Profile, String> {
+pub fn import(inp: Inputs) -> Result<Profile, crate::Error> {
+    import_tables(inp).map_err(crate::Error::Input)
+}
+
+fn import_tables(inp: Inputs) -> Result<Profile, String> {
     let mlp = Table::parse(&inp.mlp)?;
     let dims = ModelDims {
         name: inp.model_name.clone(),

@@ -22,7 +22,7 @@ use cudarc::driver::{
 use crate::nvrtc;
 
 /// Why the CUDA backend cannot run here.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum CudaUnavailable {
     #[error(
         "no CUDA driver found (libcuda.so could not be loaded): this machine has no NVIDIA GPU driver. \
@@ -48,6 +48,21 @@ pub enum CudaUnavailable {
     NoCublas { major: u32, dirs: Vec<std::path::PathBuf> },
     #[error("CUDA error while {0}")]
     Driver(String),
+}
+
+/// A CUDA call on an open GPU that failed: which call (with its shape), and the driver's or
+/// cuBLAS's error.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{op}: {detail}")]
+pub struct GpuError {
+    pub op: String,
+    pub detail: String,
+}
+
+impl GpuError {
+    pub fn new(op: impl Into<String>, e: impl std::fmt::Debug) -> GpuError {
+        GpuError { op: op.into(), detail: format!("{e:?}") }
+    }
 }
 
 /// What the device is, for the profile's metadata.
@@ -135,7 +150,7 @@ impl Gpu {
         let mut funcs = HashMap::new();
         for ((file, src), (_, entries)) in crate::SOURCES.iter().zip(crate::ENTRY_POINTS) {
             let extra = if *file == "prefill_attention.cu" { vec![format!("-DHEAD_DIM={head_dim}")] } else { vec![] };
-            let cubin = nvrtc::compile(file, src, &arch, &extra).map_err(CudaUnavailable::Driver)?;
+            let cubin = nvrtc::compile(file, src, &arch, &extra).map_err(|e| CudaUnavailable::Driver(e.to_string()))?;
             let module = drv(&format!("loading {file}"), ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin)))?;
             for e in *entries {
                 funcs.insert(*e, drv(&format!("finding kernel {e}"), module.load_function(e))?);
@@ -148,35 +163,35 @@ impl Gpu {
         &self.funcs[name]
     }
 
-    pub fn upload_bf16(&self, v: &[f32]) -> Result<CudaSlice<u16>, String> {
-        self.stream.clone_htod(&crate::bf16::encode(v)).map_err(|e| format!("upload: {e:?}"))
+    pub fn upload_bf16(&self, v: &[f32]) -> Result<CudaSlice<u16>, GpuError> {
+        self.stream.clone_htod(&crate::bf16::encode(v)).map_err(|e| GpuError::new("upload", e))
     }
 
-    pub fn upload<T: cudarc::driver::DeviceRepr>(&self, v: &[T]) -> Result<CudaSlice<T>, String> {
-        self.stream.clone_htod(v).map_err(|e| format!("upload: {e:?}"))
+    pub fn upload<T: cudarc::driver::DeviceRepr>(&self, v: &[T]) -> Result<CudaSlice<T>, GpuError> {
+        self.stream.clone_htod(v).map_err(|e| GpuError::new("upload", e))
     }
 
     pub fn zeros<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
         &self,
         n: usize,
-    ) -> Result<CudaSlice<T>, String> {
-        self.stream.alloc_zeros(n).map_err(|e| format!("alloc of {n} elements: {e:?}"))
+    ) -> Result<CudaSlice<T>, GpuError> {
+        self.stream.alloc_zeros(n).map_err(|e| GpuError::new(format!("alloc of {n} elements"), e))
     }
 
-    pub fn download_bf16(&self, s: &CudaSlice<u16>) -> Result<Vec<f32>, String> {
-        Ok(crate::bf16::decode(&self.stream.clone_dtoh(s).map_err(|e| format!("download: {e:?}"))?))
+    pub fn download_bf16(&self, s: &CudaSlice<u16>) -> Result<Vec<f32>, GpuError> {
+        Ok(crate::bf16::decode(&self.stream.clone_dtoh(s).map_err(|e| GpuError::new("download", e))?))
     }
 
-    pub fn download<T: cudarc::driver::DeviceRepr>(&self, s: &CudaSlice<T>) -> Result<Vec<T>, String> {
-        self.stream.clone_dtoh(s).map_err(|e| format!("download: {e:?}"))
+    pub fn download<T: cudarc::driver::DeviceRepr>(&self, s: &CudaSlice<T>) -> Result<Vec<T>, GpuError> {
+        self.stream.clone_dtoh(s).map_err(|e| GpuError::new("download", e))
     }
 
-    pub fn event(&self) -> Result<CudaEvent, String> {
-        self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| format!("event: {e:?}"))
+    pub fn event(&self) -> Result<CudaEvent, GpuError> {
+        self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| GpuError::new("event", e))
     }
 
-    pub fn sync(&self) -> Result<(), String> {
-        self.stream.synchronize().map_err(|e| format!("synchronize: {e:?}"))
+    pub fn sync(&self) -> Result<(), GpuError> {
+        self.stream.synchronize().map_err(|e| GpuError::new("synchronize", e))
     }
 
     /// c[m×n] = a[m×k] · w[k×n], row-major bf16, fp32 accumulation.
@@ -188,7 +203,7 @@ impl Gpu {
         m: usize,
         k: usize,
         n: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), GpuError> {
         let (alpha, beta) = (1.0f32, 0.0f32);
         let (ap, _ga) = a.device_ptr(&self.stream);
         let (wp, _gw) = w.device_ptr(&self.stream);
@@ -220,7 +235,7 @@ impl Gpu {
                 blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
         }
-        .map_err(|e| format!("cublasGemmEx {m}×{k}×{n}: {e:?}"))
+        .map_err(|e| GpuError::new(format!("cublasGemmEx {m}×{k}×{n}"), e))
     }
 
     /// Fused residual add + RMSNorm over `tokens` rows.
@@ -232,13 +247,13 @@ impl Gpu {
         residual: &mut CudaSlice<u16>,
         tokens: usize,
         hidden: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), GpuError> {
         let (h, eps) = (hidden as i32, 1e-5f32);
         let mut b = self.stream.launch_builder(self.f("rms_norm"));
         b.arg(out).arg(x).arg(weight).arg(residual).arg(&h).arg(&eps);
         let cfg = LaunchConfig { grid_dim: (tokens as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: argument types and order match rms_norm.cu; buffers hold tokens × hidden.
-        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| format!("rms_norm: {e:?}"))
+        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| GpuError::new("rms_norm", e))
     }
 
     /// RoPE in place on q and k (contiguous `[tokens, heads, head_dim]`).
@@ -252,14 +267,14 @@ impl Gpu {
         q_heads: usize,
         kv_heads: usize,
         head_dim: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), GpuError> {
         let (qh, kh, hd) = (q_heads as i32, kv_heads as i32, head_dim as i32);
         let (qs, ks, theta) = (qh * hd, kh * hd, 500000.0f32);
         let mut b = self.stream.launch_builder(self.f("rope"));
         b.arg(q).arg(k).arg(positions).arg(&qh).arg(&kh).arg(&hd).arg(&qs).arg(&ks).arg(&theta);
         let cfg = LaunchConfig { grid_dim: (tokens as u32, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: argument types and order match rope.cu.
-        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| format!("rope: {e:?}"))
+        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| GpuError::new("rope", e))
     }
 
     pub fn silu_mul(
@@ -268,13 +283,13 @@ impl Gpu {
         gate_up: &CudaSlice<u16>,
         tokens: usize,
         d: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), GpuError> {
         let d = d as i32;
         let mut b = self.stream.launch_builder(self.f("silu_mul"));
         b.arg(out).arg(gate_up).arg(&d);
         let cfg = LaunchConfig { grid_dim: (tokens as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: argument types and order match silu_mul.cu.
-        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| format!("silu_mul: {e:?}"))
+        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| GpuError::new("silu_mul", e))
     }
 
     /// Writes contiguous k, v (`[tokens, kv_heads, head_dim]`) into the cache slots.
@@ -289,14 +304,14 @@ impl Gpu {
         tokens: usize,
         kv_heads: usize,
         head_dim: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), GpuError> {
         let (kh, hd) = (kv_heads as i32, head_dim as i32);
         let stride = kh * hd;
         let mut b = self.stream.launch_builder(self.f("kv_write"));
         b.arg(k).arg(v).arg(k_cache).arg(v_cache).arg(slots).arg(&kh).arg(&hd).arg(&stride).arg(&stride);
         let cfg = LaunchConfig { grid_dim: (tokens as u32, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: argument types and order match kv_write.cu.
-        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| format!("kv_write: {e:?}"))
+        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| GpuError::new("kv_write", e))
     }
 
     /// Paged decode attention: partial slices then the merge.
@@ -311,7 +326,7 @@ impl Gpu {
         tables: &CudaSlice<i32>,
         ctx_lens: &CudaSlice<i32>,
         g: &AttnGeometry,
-    ) -> Result<(), String> {
+    ) -> Result<(), GpuError> {
         let group = g.q_heads / g.kv_heads;
         let (mb, qh, kh, hd, bs) =
             (g.max_blocks as i32, g.q_heads as i32, g.kv_heads as i32, g.head_dim as i32, g.block_size as i32);
@@ -328,7 +343,7 @@ impl Gpu {
         };
         // SAFETY: argument types and order match decode_attention.cu; the workspace holds
         // seqs × q_heads × max_splits slices.
-        unsafe { b.launch(cfg) }.map_err(|e| format!("decode_attention_partial: {e:?}"))?;
+        unsafe { b.launch(cfg) }.map_err(|e| GpuError::new("decode_attention_partial", e))?;
         let mut b = self.stream.launch_builder(self.f("decode_attention_reduce"));
         b.arg(out).arg(&ws.acc).arg(&ws.ml).arg(ctx_lens).arg(&qh).arg(&hd).arg(&split).arg(&splits);
         let cfg = LaunchConfig {
@@ -337,7 +352,7 @@ impl Gpu {
             shared_mem_bytes: 0,
         };
         // SAFETY: as above.
-        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| format!("decode_attention_reduce: {e:?}"))
+        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| GpuError::new("decode_attention_reduce", e))
     }
 
     /// Causal prefill attention over the paged cache; `max_new` is the longest chunk.
@@ -353,7 +368,7 @@ impl Gpu {
         ctx_lens: &CudaSlice<i32>,
         max_new: usize,
         g: &AttnGeometry,
-    ) -> Result<(), String> {
+    ) -> Result<(), GpuError> {
         assert_eq!(g.head_dim, self.head_dim, "the prefill kernel was compiled for another head size");
         let (mb, qh, kh, bs) = (g.max_blocks as i32, g.q_heads as i32, g.kv_heads as i32, g.block_size as i32);
         let scale = 1.0 / (g.head_dim as f32).sqrt();
@@ -366,7 +381,7 @@ impl Gpu {
             shared_mem_bytes: 0,
         };
         // SAFETY: argument types and order match prefill_attention.cu.
-        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| format!("prefill_attention: {e:?}"))
+        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| GpuError::new("prefill_attention", e))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -379,13 +394,13 @@ impl Gpu {
         vocab: usize,
         temperature: f32,
         top_p: f32,
-    ) -> Result<(), String> {
+    ) -> Result<(), GpuError> {
         let v = vocab as i32;
         let mut b = self.stream.launch_builder(self.f("sample"));
         b.arg(out).arg(logits).arg(uniforms).arg(&v).arg(&temperature).arg(&top_p);
         let cfg = LaunchConfig { grid_dim: (seqs as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: argument types and order match sample.cu.
-        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| format!("sample: {e:?}"))
+        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| GpuError::new("sample", e))
     }
 }
 
@@ -418,7 +433,7 @@ impl DecodeWorkspace {
         q_heads: usize,
         head_dim: usize,
         max_context: usize,
-    ) -> Result<DecodeWorkspace, String> {
+    ) -> Result<DecodeWorkspace, GpuError> {
         let max_splits = max_context.div_ceil(DECODE_SPLIT_TOKENS).max(1);
         Ok(DecodeWorkspace {
             acc: gpu.zeros(seqs * q_heads * max_splits * head_dim)?,
@@ -470,7 +485,7 @@ pub fn check_all(
     head_dim: usize,
     hidden: usize,
     seed: u64,
-) -> Result<Vec<Check>, String> {
+) -> Result<Vec<Check>, GpuError> {
     use rand::{RngExt, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut rand_vec = |n: usize, scale: f32| -> Vec<f32> {

@@ -83,20 +83,36 @@ pub fn nvrtc_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
+/// An NVRTC call that failed: the source (or call) it was for, the call, and NVRTC's error
+/// with its compile log.
+#[derive(Debug, thiserror::Error)]
+#[error("{source_name}: {}{detail}", if call.is_empty() { String::new() } else { format!("{call}: ") })]
+pub struct NvrtcError {
+    pub source_name: String,
+    pub call: &'static str,
+    pub detail: String,
+}
+
+impl NvrtcError {
+    fn new(source_name: &str, call: &'static str, detail: impl Into<String>) -> NvrtcError {
+        NvrtcError { source_name: source_name.to_string(), call, detail: detail.into() }
+    }
+}
+
 /// NVRTC's version, e.g. (13, 0). Call only when [`nvrtc_present`] is true.
-pub fn version() -> Result<(i32, i32), String> {
+pub fn version() -> Result<(i32, i32), NvrtcError> {
     let (mut major, mut minor) = (0, 0);
     // SAFETY: NVRTC is loaded (the caller checked); the pointers are valid for writes.
-    unsafe { sys::nvrtcVersion(&mut major, &mut minor) }.result().map_err(|e| format!("nvrtcVersion: {e:?}"))?;
+    unsafe { sys::nvrtcVersion(&mut major, &mut minor) }.result().map_err(|e| NvrtcError::new("nvrtcVersion", "", format!("{e:?}")))?;
     Ok((major, minor))
 }
 
 /// Compiles one CUDA C source to a CUBIN for `arch` (e.g. `sm_90`) with extra options
 /// (`-DHEAD_DIM=128`). The error carries NVRTC's log. Call only when [`nvrtc_present`] is true.
-pub fn compile(name: &str, src: &str, arch: &str, extra: &[String]) -> Result<Vec<u8>, String> {
-    let csrc = CString::new(src).map_err(|_| format!("{name}: source has a NUL byte"))?;
-    let cname = CString::new(name).map_err(|_| format!("{name}: name has a NUL byte"))?;
-    let prog = result::create_program(&csrc, Some(&cname)).map_err(|e| format!("{name}: nvrtcCreateProgram: {e:?}"))?;
+pub fn compile(name: &str, src: &str, arch: &str, extra: &[String]) -> Result<Vec<u8>, NvrtcError> {
+    let csrc = CString::new(src).map_err(|_| NvrtcError::new(name, "", "the source has a NUL byte"))?;
+    let cname = CString::new(name).map_err(|_| NvrtcError::new(name, "", "the name has a NUL byte"))?;
+    let prog = result::create_program(&csrc, Some(&cname)).map_err(|e| NvrtcError::new(name, "nvrtcCreateProgram", format!("{e:?}")))?;
     let mut opts = vec![format!("--gpu-architecture={arch}"), "--std=c++17".to_string()];
     if let Some(inc) = include_dir() {
         opts.push(format!("--include-path={}", inc.display()));
@@ -113,16 +129,20 @@ pub fn compile(name: &str, src: &str, arch: &str, extra: &[String]) -> Result<Ve
                         sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut c_char)
                             .result()
                             .map(|_| buf)
-                            .map_err(|e| format!("{name}: nvrtcGetCUBIN: {e:?}"))
+                            .map_err(|e| NvrtcError::new(name, "nvrtcGetCUBIN", format!("{e:?}")))
                     }
-                    Err(e) => Err(format!("{name}: nvrtcGetCUBINSize: {e:?}")),
+                    Err(e) => Err(NvrtcError::new(name, "nvrtcGetCUBINSize", format!("{e:?}"))),
                 }
             }
             Err(e) => {
                 let log = result::get_program_log(prog)
                     .map(|l| l.iter().map(|&c| c as u8 as char).collect::<String>())
                     .unwrap_or_default();
-                Err(format!("{name}: {e:?} with options {opts:?}\n{}", log.trim_end_matches('\0')))
+                Err(NvrtcError::new(
+                    name,
+                    "",
+                    format!("{e:?} with options {opts:?}\n{}", log.trim_end_matches('\0')),
+                ))
             }
         };
         let _ = result::destroy_program(prog);

@@ -72,5 +72,6 @@ fn a_broken_source_reports_the_compiler_log() {
     }
     let e =
         nvrtc::compile("bad.cu", "extern \"C\" __global__ void k() { undeclared_thing(); }", "sm_90", &[]).unwrap_err();
-    assert!(e.contains("bad.cu") && e.contains("undeclared_thing"), "{e}");
+    assert!(e.source_name == "bad.cu" && e.detail.contains("undeclared_thing"), "{e}");
+    assert!(e.to_string().starts_with("bad.cu: "), "{e}");
 }

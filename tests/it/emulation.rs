@@ -80,10 +80,10 @@ impl Executor for FakeExecutor {
     fn describe(&self) -> String {
         "fake".into()
     }
-    fn prepare(&mut self, _: &[SeqWork]) -> Result<(), String> {
+    fn prepare(&mut self, _: &[SeqWork]) -> Result<(), servesim_calibrate::Error> {
         Ok(())
     }
-    fn run(&mut self, seqs: &[SeqWork]) -> Result<u64, String> {
+    fn run(&mut self, seqs: &[SeqWork]) -> Result<u64, servesim_calibrate::Error> {
         // The three runs of an iteration measure x, x + 5, x − 5 µs: the median is x.
         let k = self.runs.fetch_add(1, Ordering::Relaxed) % 3;
         Ok(cost_of(&SeqWork::shape_of(seqs)) + [0, 5_000, 0][k as usize] - [0, 0, 5_000][k as usize])
@@ -112,11 +112,11 @@ impl Executor for Failing {
     fn describe(&self) -> String {
         "failing".into()
     }
-    fn prepare(&mut self, _: &[SeqWork]) -> Result<(), String> {
+    fn prepare(&mut self, _: &[SeqWork]) -> Result<(), servesim_calibrate::Error> {
         Ok(())
     }
-    fn run(&mut self, _: &[SeqWork]) -> Result<u64, String> {
-        Err("device lost".into())
+    fn run(&mut self, _: &[SeqWork]) -> Result<u64, servesim_calibrate::Error> {
+        Err(servesim_kernels::cuda::GpuError { op: "launch".into(), detail: "device lost".into() }.into())
     }
 }
 
@@ -127,5 +127,7 @@ fn an_execution_error_is_kept_for_the_caller() {
     let e = emu.clone();
     let out = engine::try_run_with_cost(&s, &|_| e.clone() as Arc<dyn CostModel>).unwrap();
     assert_eq!(out.summary.requests.finished, 3);
-    assert_eq!(emu.error().as_deref(), Some("device lost"));
+    let kept = emu.error().expect("the error is kept");
+    assert!(matches!(kept, servesim_calibrate::Error::Gpu(_)), "{kept:?}");
+    assert_eq!(kept.to_string(), "launch: device lost");
 }

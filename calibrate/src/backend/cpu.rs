@@ -2,6 +2,7 @@
 //! whole pipeline (sweep → fit → profile → simulate) runs anywhere, CI included; its times
 //! describe this CPU, not a GPU.
 
+use crate::Error;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use servesim_kernels::cpu;
@@ -182,7 +183,7 @@ impl Backend for CpuBackend {
         }
     }
 
-    fn measure(&mut self, shape: &Shape) -> Result<Timing, String> {
+    fn measure(&mut self, shape: &Shape) -> Result<Timing, Error> {
         let mut run = self.build(shape);
         run();
         let mut times = Vec::new();

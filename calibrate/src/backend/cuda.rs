@@ -6,6 +6,8 @@
 //! each `inner` back-to-back launches between two events (enough for about 0.2 ms, so event
 //! resolution and launch gaps matter little), and the median per launch.
 
+use crate::Error;
+use servesim_kernels::cuda::GpuError;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use servesim_kernels::cuda::{AttnGeometry, CudaUnavailable, DecodeWorkspace, Gpu};
@@ -26,7 +28,7 @@ impl CudaBackend {
         Ok(CudaBackend { gpu: Gpu::open(head_dim)?, rng: ChaCha8Rng::seed_from_u64(seed), samples: 15 })
     }
 
-    fn bf16(&mut self, n: usize) -> Result<CudaSlice<u16>, String> {
+    fn bf16(&mut self, n: usize) -> Result<CudaSlice<u16>, GpuError> {
         let v: Vec<f32> = (0..n).map(|_| self.rng.random_range(-1.0f32..1.0)).collect();
         self.gpu.upload_bf16(&v)
     }
@@ -40,11 +42,11 @@ impl CudaBackend {
     }
 }
 
-type Launch<'a> = Box<dyn FnMut(usize) -> Result<(), String> + 'a>;
+type Launch<'a> = Box<dyn FnMut(usize) -> Result<(), GpuError> + 'a>;
 
 impl CudaBackend {
     /// Times `launch(i)` (i rotates the buffer sets).
-    fn time(&self, mut launch: Launch) -> Result<Timing, String> {
+    fn time(&self, mut launch: Launch) -> Result<Timing, Error> {
         let gpu = &self.gpu;
         for i in 0..3 {
             launch(i)?;
@@ -52,15 +54,15 @@ impl CudaBackend {
         gpu.sync()?;
         let (e0, e1) = (gpu.event()?, gpu.event()?);
         let mut i = 3;
-        let mut once = |inner: usize, i: &mut usize| -> Result<f64, String> {
-            e0.record(&gpu.stream).map_err(|e| format!("event: {e:?}"))?;
+        let mut once = |inner: usize, i: &mut usize| -> Result<f64, Error> {
+            e0.record(&gpu.stream).map_err(|e| GpuError::new("event", e))?;
             for _ in 0..inner {
                 launch(*i)?;
                 *i += 1;
             }
-            e1.record(&gpu.stream).map_err(|e| format!("event: {e:?}"))?;
-            e1.synchronize().map_err(|e| format!("event sync: {e:?}"))?;
-            Ok(e0.elapsed_ms(&e1).map_err(|e| format!("elapsed: {e:?}"))? as f64 / inner as f64)
+            e1.record(&gpu.stream).map_err(|e| GpuError::new("event", e))?;
+            e1.synchronize().map_err(|e| GpuError::new("event sync", e))?;
+            Ok(e0.elapsed_ms(&e1).map_err(|e| GpuError::new("elapsed", e))? as f64 / inner as f64)
         };
         let first = once(1, &mut i)?;
         let inner = ((0.2 / first.max(1e-4)).ceil() as usize).clamp(1, 64);
@@ -95,12 +97,12 @@ impl Backend for CudaBackend {
         }
     }
 
-    fn measure(&mut self, shape: &Shape) -> Result<Timing, String> {
+    fn measure(&mut self, shape: &Shape) -> Result<Timing, Error> {
         let l2 = self.l2();
         let budget = self.free_bytes() / 2;
-        let too_big = |bytes: u64| -> Result<(), String> {
+        let too_big = |bytes: u64| -> Result<(), Error> {
             if bytes > budget {
-                Err(format!("{} needs {} MiB, more than half the free memory", shape.describe(), bytes >> 20))
+                Err(Error::unsupported(format!("{} needs {} MiB, more than half the free memory", shape.describe(), bytes >> 20)))
             } else {
                 Ok(())
             }
@@ -214,7 +216,7 @@ impl Backend for CudaBackend {
             Shape::Prefill { chunk, cached, q_heads, kv_heads, head_dim } => {
                 let (qh, kh, hd, bs) = (q_heads as usize, kv_heads as usize, head_dim as usize, 16usize);
                 if hd != self.gpu.head_dim {
-                    return Err(format!("prefill kernel compiled for head_dim {}, shape has {hd}", self.gpu.head_dim));
+                    return Err(Error::unsupported(format!("prefill kernel compiled for head_dim {}, shape has {hd}", self.gpu.head_dim)));
                 }
                 let total = (chunk + cached) as usize;
                 let max_blocks = total.div_ceil(bs);

@@ -9,6 +9,7 @@
 //! (docs/fidelity.md). The passes of a batch serve every op it covers: a token count's nine
 //! per-token ops share one set of passes.
 
+use crate::Error;
 use std::collections::HashMap;
 
 use servesim_sim::cost::SeqWork;
@@ -42,10 +43,10 @@ impl InPassBackend {
     }
 
     /// The batch that runs `p`'s op at its shape, and whether the op runs once per layer.
-    fn batch(p: &Point) -> Result<(Vec<SeqWork>, bool), String> {
+    fn batch(p: &Point) -> (Vec<SeqWork>, bool) {
         let chunk = |n: u64| vec![SeqWork::prefill(n.max(1), 0, false)];
         let decodes = |b: u64| (0..b.max(1)).map(|_| SeqWork::decode(SAMPLING_CONTEXT)).collect();
-        Ok(match (&p.shape, p.op) {
+        match (&p.shape, p.op) {
             (Shape::Gemm { m, .. }, "lm_head") => (decodes(*m), false),
             (Shape::Sample { batch, .. }, _) => (decodes(*batch), false),
             (Shape::Gemm { m: n, .. }, _)
@@ -59,7 +60,7 @@ impl InPassBackend {
             (Shape::Prefill { chunk, cached, .. }, _) => {
                 (vec![SeqWork::prefill((*chunk).max(1), *cached, false)], true)
             }
-        })
+        }
     }
 
     /// The name the executor records `op` under.
@@ -76,12 +77,12 @@ impl Backend for InPassBackend {
         self.device.clone()
     }
 
-    fn measure(&mut self, _: &Shape) -> Result<Timing, String> {
-        Err("in-pass timing needs the op, not only its shape (measure_point)".into())
+    fn measure(&mut self, _: &Shape) -> Result<Timing, Error> {
+        Err(Error::unsupported("in-pass timing needs the op, not only its shape (measure_point)"))
     }
 
-    fn measure_point(&mut self, p: &Point) -> Result<Timing, String> {
-        let (seqs, per_layer) = Self::batch(p)?;
+    fn measure_point(&mut self, p: &Point) -> Result<Timing, Error> {
+        let (seqs, per_layer) = Self::batch(p);
         if !self.passes.contains_key(&seqs) {
             let mut exec = self.exec.lock().expect("executor lock");
             exec.prepare(&seqs)?;
@@ -90,7 +91,7 @@ impl Backend for InPassBackend {
                 exec.run(&seqs)?;
                 let ops = exec.op_times();
                 if ops.is_empty() {
-                    return Err("this executor does not time its ops".into());
+                    return Err(Error::unsupported("this executor does not time its ops"));
                 }
                 runs.push(ops);
             }
@@ -104,7 +105,7 @@ impl Backend for InPassBackend {
             .map(|&(_, ns)| ns as f64 * 1e-6 / per)
             .collect();
         if times.is_empty() {
-            return Err(format!("the executor records no op named {name}"));
+            return Err(Error::unsupported(format!("the executor records no op named {name}")));
         }
         Ok(Timing { ms: median(times.clone()), samples: times.len() as u32 })
     }
@@ -135,10 +136,10 @@ mod tests {
         fn describe(&self) -> String {
             "fixed".into()
         }
-        fn prepare(&mut self, _: &[SeqWork]) -> Result<(), String> {
+        fn prepare(&mut self, _: &[SeqWork]) -> Result<(), Error> {
             Ok(())
         }
-        fn run(&mut self, seqs: &[SeqWork]) -> Result<u64, String> {
+        fn run(&mut self, seqs: &[SeqWork]) -> Result<u64, Error> {
             self.ran.lock().unwrap().push(seqs.to_vec());
             Ok(10_000)
         }
@@ -183,7 +184,7 @@ mod tests {
         assert_eq!(ran.lock().unwrap().len(), 9);
         // An op the executor does not record is an error, not a zero.
         let e = b.measure_point(&point("attn_rope", Shape::Rope { tokens: 5, q_heads: 1, kv_heads: 1, head_dim: 8 }));
-        assert!(e.unwrap_err().contains("attn_rope"));
+        assert!(e.unwrap_err().to_string().contains("attn_rope"));
         assert!(b.measure(&gemm(5)).is_err());
     }
 }

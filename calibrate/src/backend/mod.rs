@@ -4,6 +4,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod inpass;
 
+use crate::Error;
 use crate::plan::{Point, Shape};
 
 /// What the backend runs on, for the profile's metadata.
@@ -29,9 +30,9 @@ pub trait Backend {
     fn device(&self) -> Device;
     /// Times `shape` on fresh random data: warm-up, then the median of repeated runs over
     /// buffers rotated so the working set exceeds the caches. The error says why it could not.
-    fn measure(&mut self, shape: &Shape) -> Result<Timing, String>;
+    fn measure(&mut self, shape: &Shape) -> Result<Timing, Error>;
     /// Times a plan point: its shape, unless the backend also needs to know the op.
-    fn measure_point(&mut self, p: &Point) -> Result<Timing, String> {
+    fn measure_point(&mut self, p: &Point) -> Result<Timing, Error> {
         self.measure(&p.shape)
     }
     /// Whether an op's time depends on more than its shape (ops timed inside a forward pass):

@@ -6,6 +6,7 @@
 //! warmer than in a real model). Time is read on [`Clock`]: the thread's CPU time by default,
 //! which needs the GEMM on this thread (`MATMUL_NUM_THREADS=1`).
 
+use crate::Error;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use servesim_kernels::cpu;
@@ -192,7 +193,7 @@ impl Executor for CpuExecutor {
         )
     }
 
-    fn prepare(&mut self, seqs: &[SeqWork]) -> Result<(), String> {
+    fn prepare(&mut self, seqs: &[SeqWork]) -> Result<(), Error> {
         let d = self.d;
         let (blocks, t) = needs(seqs);
         let s = seqs.len();
@@ -229,7 +230,7 @@ impl Executor for CpuExecutor {
         Ok(())
     }
 
-    fn run(&mut self, seqs: &[SeqWork]) -> Result<u64, String> {
+    fn run(&mut self, seqs: &[SeqWork]) -> Result<u64, Error> {
         let start = self.clock.now_ns();
         self.op_ns = self.forward(seqs);
         let ns = self.clock.now_ns() - start;

@@ -13,6 +13,8 @@
 //! layer's weights and KV cache for every layer ("one layer's weights serve every layer": the
 //! GEMM times are the same; the KV cache then stays warmer in L2 for small batches).
 
+use crate::Error;
+use servesim_kernels::cuda::GpuError;
 use std::time::Instant;
 
 use rand::{RngExt, SeedableRng};
@@ -85,9 +87,9 @@ pub struct CudaExecutor {
 impl CudaExecutor {
     /// Opens GPU 0 (the error says what is missing: driver, device, NVRTC, cuBLAS) and uploads
     /// random weights for `model` at TP `tp` (one GPU's shard; the all-reduce is not executed).
-    pub fn open(model: &ModelSpec, tp: u64, seed: u64) -> Result<CudaExecutor, String> {
+    pub fn open(model: &ModelSpec, tp: u64, seed: u64) -> Result<CudaExecutor, Error> {
         let d = Dims::of(model, tp);
-        let gpu = Gpu::open(d.head_dim).map_err(|e| e.to_string())?;
+        let gpu = Gpu::open(d.head_dim)?;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let free = gpu.ctx.mem_get_info().map(|(f, _)| f).unwrap_or(0);
         let per_layer = 2 * d.layer_weights();
@@ -95,7 +97,7 @@ impl CudaExecutor {
         let n_layers = if share { 1 } else { d.layers };
         // Random values tiled from one block: their values do not change the kernels' times.
         let block: Vec<f32> = (0..1 << 16).map(|_| rng.random_range(-0.05f32..0.05)).collect();
-        let upload = |gpu: &Gpu, n: usize| -> Result<CudaSlice<u16>, String> {
+        let upload = |gpu: &Gpu, n: usize| -> Result<CudaSlice<u16>, GpuError> {
             let v: Vec<f32> = block.iter().copied().cycle().take(n).collect();
             gpu.upload_bf16(&v)
         };
@@ -133,7 +135,7 @@ impl CudaExecutor {
         })
     }
 
-    fn buffers(&mut self, tokens: usize, rows: usize, table_len: usize, seqs: usize) -> Result<Buffers, String> {
+    fn buffers(&mut self, tokens: usize, rows: usize, table_len: usize, seqs: usize) -> Result<Buffers, Error> {
         let (g, d) = (&self.gpu, self.d);
         let z16 = |n: usize| g.zeros::<u16>(n.max(1));
         let z32 = |n: usize| g.zeros::<i32>(n.max(1));
@@ -181,7 +183,7 @@ impl Executor for CudaExecutor {
         )
     }
 
-    fn prepare(&mut self, seqs: &[SeqWork]) -> Result<(), String> {
+    fn prepare(&mut self, seqs: &[SeqWork]) -> Result<(), Error> {
         let d = self.d;
         let (blocks, tokens) = needs(seqs);
         if blocks > self.kv_blocks {
@@ -214,7 +216,7 @@ impl Executor for CudaExecutor {
         Ok(())
     }
 
-    fn run(&mut self, seqs: &[SeqWork]) -> Result<u64, String> {
+    fn run(&mut self, seqs: &[SeqWork]) -> Result<u64, Error> {
         let start = Instant::now();
         self.forward(seqs)?;
         self.gpu.sync()?;
@@ -223,16 +225,16 @@ impl Executor for CudaExecutor {
 }
 
 impl CudaExecutor {
-    fn forward(&mut self, seqs: &[SeqWork]) -> Result<(), String> {
+    fn forward(&mut self, seqs: &[SeqWork]) -> Result<(), Error> {
         let d = self.d;
         let (h, hd, qh, kh) = (d.hidden, d.head_dim, d.q_heads, d.kv_heads);
         self.inputs.build(seqs);
         let inp = &self.inputs;
         let (t, dec) = (inp.tokens, inp.decodes);
         let gpu = &self.gpu;
-        let b = self.buf.as_mut().ok_or("prepare was not called")?;
+        let b = self.buf.as_mut().ok_or_else(|| Error::unsupported("run before prepare"))?;
         let st = &gpu.stream;
-        let e = |x: servesim_kernels::cudarc::driver::DriverError| format!("upload: {x:?}");
+        let e = |x: servesim_kernels::cudarc::driver::DriverError| GpuError::new("upload", x);
         st.memcpy_htod(&inp.positions, &mut b.positions).map_err(e)?;
         st.memcpy_htod(&inp.slots, &mut b.slots).map_err(e)?;
         st.memcpy_htod(&inp.decode_tables, &mut b.dec_tables).map_err(e)?;
@@ -253,7 +255,7 @@ impl CudaExecutor {
             gpu.rope(&mut b.q, &mut b.k, &b.positions, t, qh, kh, hd)?;
             gpu.kv_write(&b.k, &b.v, &mut l.k_cache, &mut l.v_cache, &b.slots, t, kh, hd)?;
             if dec > 0 {
-                let (ws, _, _) = self.ws.as_mut().ok_or("no decode workspace")?;
+                let (ws, _, _) = self.ws.as_mut().ok_or_else(|| Error::unsupported("no decode workspace"))?;
                 let g = AttnGeometry {
                     seqs: dec,
                     max_blocks: inp.decode_max_blocks,

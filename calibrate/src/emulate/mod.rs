@@ -18,6 +18,7 @@
 pub mod cpu;
 pub mod cuda;
 
+use crate::Error;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -34,10 +35,10 @@ pub trait Executor: Send {
     fn describe(&self) -> String;
     /// Makes every buffer big enough for `seqs` (allocation and first touch stay out of the
     /// timed run).
-    fn prepare(&mut self, seqs: &[SeqWork]) -> Result<(), String>;
+    fn prepare(&mut self, seqs: &[SeqWork]) -> Result<(), Error>;
     /// Executes one forward pass over `seqs` (decodes first, then prefill chunks) and returns
     /// its duration in nanoseconds on the executor's clock.
-    fn run(&mut self, seqs: &[SeqWork]) -> Result<u64, String>;
+    fn run(&mut self, seqs: &[SeqWork]) -> Result<u64, Error>;
     /// Whether the following runs also time each op (for [`Executor::op_times`]); executors
     /// that cannot ignore it.
     fn record_ops(&mut self, _on: bool) {}
@@ -74,7 +75,7 @@ pub struct Emulator {
     last_ops: Mutex<Vec<(&'static str, u64)>>,
     repeat: u32,
     log: Mutex<Vec<IterationLog>>,
-    error: Mutex<Option<String>>,
+    error: Mutex<Option<Error>>,
     executed_ns: AtomicU64,
     hook: Mutex<Option<Hook>>,
 }
@@ -126,7 +127,7 @@ impl Emulator {
     }
 
     /// The median duration (ns) of `repeat` executions of `seqs`.
-    pub fn measure(&self, seqs: &[SeqWork]) -> Result<u64, String> {
+    pub fn measure(&self, seqs: &[SeqWork]) -> Result<u64, Error> {
         let mut v = Vec::with_capacity(self.repeat as usize);
         {
             let mut exec = self.exec.lock().expect("executor lock");
@@ -147,7 +148,7 @@ impl Emulator {
 
     /// Runs a few batches (the largest prefill and decode batches the limits allow) so that
     /// buffers, page tables and caches are settled before anything is timed.
-    pub fn warm_up(&self, max_tokens: u64, max_seqs: u64, max_context: u64) -> Result<(), String> {
+    pub fn warm_up(&self, max_tokens: u64, max_seqs: u64, max_context: u64) -> Result<(), Error> {
         let prefill = [SeqWork::prefill(max_tokens.max(1), 0, true)];
         let decode: Vec<SeqWork> = (0..max_seqs.max(1)).map(|_| SeqWork::decode(max_context.max(1))).collect();
         for seqs in [&prefill[..], &decode[..]] {
@@ -164,7 +165,7 @@ impl Emulator {
     }
 
     /// The first execution error met during a run (the run's times are then meaningless).
-    pub fn error(&self) -> Option<String> {
+    pub fn error(&self) -> Option<Error> {
         self.error.lock().expect("error lock").clone()
     }
 }

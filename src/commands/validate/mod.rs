@@ -765,7 +765,7 @@ mod tests {
         fn device(&self) -> Device {
             Device { backend: "fixed".into(), name: "fixed".into(), dtype: "f32".into(), ..Device::default() }
         }
-        fn measure(&mut self, _: &plan::Shape) -> std::result::Result<Timing, String> {
+        fn measure(&mut self, _: &plan::Shape) -> std::result::Result<Timing, servesim_calibrate::Error> {
             Ok(Timing { ms: self.0.load(Ordering::Relaxed) as f64 * 1e-3, samples: 1 })
         }
     }
