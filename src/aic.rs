@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use servesim_aic::Files;
+use servesim_sim::scenario::ResourceError;
 
 use crate::error::{CliError, Result};
 
@@ -111,8 +112,9 @@ pub fn locate(explicit: Option<&Path>) -> Result<DirFiles> {
 pub fn build(
     files: &DirFiles,
     req: &servesim_sim::scenario::DatabaseRequest,
-) -> std::result::Result<servesim_sim::cost::profile::Profile, String> {
-    let weights = servesim_aic::Weights::parse(&req.weights).ok_or_else(|| format!("weights {:?}", req.weights))?;
+) -> std::result::Result<servesim_sim::cost::profile::Profile, ResourceError> {
+    let weights = servesim_aic::Weights::parse(&req.weights)
+        .ok_or_else(|| ResourceError::Unavailable(format!("weights {:?}", req.weights)))?;
     let r = servesim_aic::Request {
         system: req.system.clone(),
         framework: req.framework.clone(),
@@ -131,5 +133,11 @@ pub fn build(
         servesim_version: env!("CARGO_PKG_VERSION").into(),
     };
     let db = servesim_aic::Db::new(files);
-    servesim_aic::import(&db, &r).map_err(|e| format!("{}: {e}", files.root.display()))
+    servesim_aic::import(&db, &r).map_err(|e| {
+        let msg = format!("{}: {e}", files.root.display());
+        match e {
+            servesim_aic::Error::NotInDatabase(_) => ResourceError::Unavailable(msg),
+            servesim_aic::Error::Table(_) => ResourceError::File(msg),
+        }
+    })
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use servesim_sim::cost::profile::Profile;
-use servesim_sim::scenario::{DatabaseRequest, Resources};
+use servesim_sim::scenario::{DatabaseRequest, ResourceError, Resources};
 use servesim_sim::workload::trace::{TraceSource, TraceSpec};
 use servesim_sim::Scenario;
 
@@ -35,7 +35,7 @@ impl FileResources {
 }
 
 impl Resources for FileResources {
-    fn profile(&self, path: &str) -> std::result::Result<Arc<Profile>, String> {
+    fn profile(&self, path: &str) -> std::result::Result<Arc<Profile>, ResourceError> {
         let abs = self.base.join(path);
         if let Some(p) = self.profiles.lock().expect("not poisoned").get(&abs) {
             return Ok(p.clone());
@@ -45,7 +45,7 @@ impl Resources for FileResources {
         Ok(p)
     }
 
-    fn trace(&self, spec: &mut TraceSpec) -> std::result::Result<(), String> {
+    fn trace(&self, spec: &mut TraceSpec) -> std::result::Result<(), ResourceError> {
         let label = crate::trace_source::normalize(&self.base.join(&spec.path)).display().to_string();
         let abs =
             std::fs::canonicalize(&label).map_err(|e| format!("workload.trace.path: cannot read {label}: {e}"))?;
@@ -63,7 +63,7 @@ impl Resources for FileResources {
         Ok(())
     }
 
-    fn database(&self, req: &DatabaseRequest) -> std::result::Result<Arc<Profile>, String> {
+    fn database(&self, req: &DatabaseRequest) -> std::result::Result<Arc<Profile>, ResourceError> {
         let key = req.key();
         if let Some(p) = self.databases.lock().expect("not poisoned").get(&key) {
             return Ok(p.clone());

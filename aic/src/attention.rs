@@ -104,7 +104,8 @@ pub fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<AttnRead
         return Err(format!(
             "{file}: no rows for {} KV heads of {} ({} KV cache, full attention)",
             s.kv_heads, s.head_dim, s.kv_dtype
-        ).into());
+        )
+        .into());
     };
     // heads → (batch, tokens) → ms; first row wins.
     let mut by_heads: BTreeMap<u64, BTreeMap<(u64, u64), f64>> = BTreeMap::new();
@@ -113,7 +114,8 @@ pub fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<AttnRead
             return Err(format!(
                 "{file}: row {i}: batch {} isl {} latency {}: expected positive numbers",
                 b[i], isl[i], lat[i]
-            ).into());
+            )
+            .into());
         }
         let tokens = (isl[i] + step[i]) as u64;
         by_heads.entry(nh[i] as u64).or_default().entry((b[i] as u64, tokens)).or_insert(lat[i]);
@@ -141,7 +143,8 @@ pub fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<AttnRead
         return Err(format!(
             "{file}: {} query heads are outside the measured head counts {measured:?} ({selection})",
             s.heads
-        ).into());
+        )
+        .into());
     };
     let t = (s.heads - lo) as f64 / (hi - lo) as f64;
     let (a, c) = (&by_heads[&lo], &by_heads[&hi]);

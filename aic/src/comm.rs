@@ -26,7 +26,13 @@ pub struct ArRead {
 }
 
 /// The engine's all-reduce at `tp` GPUs, else NCCL's; None when neither has the GPU count.
-pub fn all_reduce(db: &Db, sel: &Selection, tp: u64, hidden: u64, graph_tokens: u64) -> Result<Option<ArRead>, crate::Error> {
+pub fn all_reduce(
+    db: &Db,
+    sel: &Selection,
+    tp: u64,
+    hidden: u64,
+    graph_tokens: u64,
+) -> Result<Option<ArRead>, crate::Error> {
     if let Some(r) = engine(db, sel, tp, hidden, graph_tokens)? {
         return Ok(Some(r));
     }

@@ -101,7 +101,10 @@ impl<'a> Db<'a> {
             )));
         }
         if !FRAMEWORKS.contains(&framework) {
-            return Err(crate::Error::NotInDatabase(format!("framework {framework} is not one of {}", FRAMEWORKS.join(", "))));
+            return Err(crate::Error::NotInDatabase(format!(
+                "framework {framework} is not one of {}",
+                FRAMEWORKS.join(", ")
+            )));
         }
         let versions = self.versions(system, framework);
         if versions.is_empty() {
@@ -114,7 +117,10 @@ impl<'a> Db<'a> {
             None => versions.last().expect("non-empty").clone(),
             Some(v) if versions.iter().any(|x| x == v) => v.to_string(),
             Some(v) => {
-                return Err(crate::Error::NotInDatabase(format!("{system} has no {framework} version {v} (it has {})", versions.join(", "))));
+                return Err(crate::Error::NotInDatabase(format!(
+                    "{system} has no {framework} version {v} (it has {})",
+                    versions.join(", ")
+                )));
             }
         };
         Ok(Selection { system: system.into(), framework: framework.into(), version })

@@ -49,7 +49,9 @@ impl Frame {
     pub fn read(file: &str, bytes: Vec<u8>, want: &[&str]) -> Result<Frame, crate::Error> {
         let err = |e: parquet::errors::ParquetError| format!("{file}: not a readable parquet file: {e}");
         if bytes.starts_with(b"version https://git-lfs") {
-            return Err(format!("{file}: is a git-lfs pointer, not the data (run `git lfs pull` where it came from)").into());
+            return Err(
+                format!("{file}: is a git-lfs pointer, not the data (run `git lfs pull` where it came from)").into()
+            );
         }
         let reader = SerializedFileReader::new(Bytes::from(bytes)).map_err(err)?;
         let meta = reader.metadata();
@@ -73,7 +75,11 @@ impl Frame {
                 Physical::INT32 | Physical::INT64 => Column::Int(Vec::with_capacity(rows)),
                 Physical::FLOAT | Physical::DOUBLE => Column::Float(Vec::with_capacity(rows)),
                 Physical::BYTE_ARRAY => Column::Str(Vec::with_capacity(rows)),
-                t => return Err(format!("{file}: column {name} has type {t}; expected integers, floats or strings").into()),
+                t => {
+                    return Err(
+                        format!("{file}: column {name} has type {t}; expected integers, floats or strings").into()
+                    )
+                }
             };
             for rg in 0..reader.num_row_groups() {
                 let group = reader.get_row_group(rg).map_err(err)?;

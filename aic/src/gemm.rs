@@ -98,7 +98,8 @@ impl GemmTable {
                 return Err(format!(
                     "{file}: row {i}: m {} n {} k {} latency {}: expected positive numbers",
                     m[i], n[i], k[i], lat[i]
-                ).into());
+                )
+                .into());
             }
             sites.entry((n[i] as u64, k[i] as u64)).or_default().push((m[i] as u64, lat[i]));
         }

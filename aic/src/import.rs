@@ -331,7 +331,8 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32) -> Result<OpTable, cra
             m.top_k,
             m.experts,
             r.moe_distribution
-        ).into());
+        )
+        .into());
     };
     let pts: Vec<Vec<f64>> =
         (0..f.rows).filter(|&i| ok(i) && kernel[i] == k).map(|i| vec![tokens[i] as f64, lat[i]]).collect();

@@ -103,7 +103,9 @@ impl NvrtcError {
 pub fn version() -> Result<(i32, i32), NvrtcError> {
     let (mut major, mut minor) = (0, 0);
     // SAFETY: NVRTC is loaded (the caller checked); the pointers are valid for writes.
-    unsafe { sys::nvrtcVersion(&mut major, &mut minor) }.result().map_err(|e| NvrtcError::new("nvrtcVersion", "", format!("{e:?}")))?;
+    unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(|e| NvrtcError::new("nvrtcVersion", "", format!("{e:?}")))?;
     Ok((major, minor))
 }
 
@@ -112,7 +114,8 @@ pub fn version() -> Result<(i32, i32), NvrtcError> {
 pub fn compile(name: &str, src: &str, arch: &str, extra: &[String]) -> Result<Vec<u8>, NvrtcError> {
     let csrc = CString::new(src).map_err(|_| NvrtcError::new(name, "", "the source has a NUL byte"))?;
     let cname = CString::new(name).map_err(|_| NvrtcError::new(name, "", "the name has a NUL byte"))?;
-    let prog = result::create_program(&csrc, Some(&cname)).map_err(|e| NvrtcError::new(name, "nvrtcCreateProgram", format!("{e:?}")))?;
+    let prog = result::create_program(&csrc, Some(&cname))
+        .map_err(|e| NvrtcError::new(name, "nvrtcCreateProgram", format!("{e:?}")))?;
     let mut opts = vec![format!("--gpu-architecture={arch}"), "--std=c++17".to_string()];
     if let Some(inc) = include_dir() {
         opts.push(format!("--include-path={}", inc.display()));
@@ -138,11 +141,7 @@ pub fn compile(name: &str, src: &str, arch: &str, extra: &[String]) -> Result<Ve
                 let log = result::get_program_log(prog)
                     .map(|l| l.iter().map(|&c| c as u8 as char).collect::<String>())
                     .unwrap_or_default();
-                Err(NvrtcError::new(
-                    name,
-                    "",
-                    format!("{e:?} with options {opts:?}\n{}", log.trim_end_matches('\0')),
-                ))
+                Err(NvrtcError::new(name, "", format!("{e:?} with options {opts:?}\n{}", log.trim_end_matches('\0'))))
             }
         };
         let _ = result::destroy_program(prog);

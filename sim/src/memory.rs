@@ -53,6 +53,12 @@ pub enum MemoryError {
         "{model} leaves room for no KV block on {gpu} at tp {tp}: {kv_bytes} bytes free, one block needs {block_bytes}"
     )]
     NoKvBlock { model: String, gpu: String, tp: u64, kv_bytes: u64, block_bytes: u64 },
+    /// Speculative decoding: the draft model's weights take all the KV memory left.
+    #[error("the draft model's {weights:.2} GiB of weights per GPU leave no room for KV ({kv:.2} GiB)")]
+    DraftWeights { weights: f64, kv: f64 },
+    /// Speculative decoding: the draft's KV per token leaves no whole block.
+    #[error("target and draft leave room for no KV block")]
+    DraftNoKvBlock,
 }
 
 /// Default reserve per GPU: 1 GiB fixed, plus the activations of the largest batch

@@ -458,4 +458,3 @@ fn csv(h: &CompareHeader, rows: &[Metrics]) -> String {
     }
     String::from_utf8(w.into_inner().expect("writes to memory")).expect("UTF-8 cells")
 }
-

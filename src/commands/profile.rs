@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use servesim_sim::cost::profile::{Curve, OpTable, Profile};
+use servesim_sim::scenario::ResourceError;
 
 use super::Format;
 use crate::error::{CliError, Result};
@@ -48,9 +49,9 @@ struct QueryArgs {
 }
 
 /// Reads and parses a profile; errors name the file.
-pub fn load(path: &Path) -> std::result::Result<Profile, String> {
-    let text = crate::input::read_text(path, "profile").map_err(|e| e.to_string())?;
-    Profile::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+pub fn load(path: &Path) -> std::result::Result<Profile, ResourceError> {
+    let text = crate::input::read_text(path, "profile").map_err(|e| ResourceError::File(e.to_string()))?;
+    Profile::from_json(&text).map_err(|e| ResourceError::File(format!("{}: {e}", path.display())))
 }
 
 pub fn run(a: Args) -> Result<()> {

@@ -261,7 +261,11 @@ pub fn compare_report(dir: &Path) -> anyhow::Result<String> {
     // One numeric key: the metrics as curves over its values (latency against load).
     let numeric: Option<Vec<(f64, &CompareCells)>> = (keys.len() == 1)
         .then(|| {
-            rows.iter().zip(&cells).filter(|(r, _)| r[0] != "baseline").map(|(r, c)| Some((r[1].parse().ok()?, c))).collect()
+            rows.iter()
+                .zip(&cells)
+                .filter(|(r, _)| r[0] != "baseline")
+                .map(|(r, c)| Some((r[1].parse().ok()?, c)))
+                .collect()
         })
         .flatten();
     if let Some(xs) = numeric.filter(|xs| xs.len() >= 2) {
@@ -277,7 +281,9 @@ pub fn compare_report(dir: &Path) -> anyhow::Result<String> {
         let knee = target.and_then(|t| order.iter().take_while(|(_, a)| *a >= t).last().map(|(x, _)| *x));
         let knee_mark = knee.map(|x| Marker::new(format!("knee: SLO met up to {}", charts::short(x)), x));
         let base_cells = baseline.map(|b| &cells[b]);
-        let curves: [(Metric, &str, &str, f64, Option<(&str, f64)>); 3] = [
+        // (metric, title, unit, scale, the threshold line)
+        type Curve<'a> = (Metric, &'a str, &'a str, f64, Option<(&'a str, f64)>);
+        let curves: [Curve; 3] = [
             (|c| c.ttft_ms_p99.0, "TTFT p99", "ms", 1.0, shared(|c| c.slo_ttft_ms).map(|v| ("SLO TTFT", v))),
             (|c| c.tpot_ms_p99.0, "TPOT p99", "ms", 1.0, shared(|c| c.slo_tpot_ms).map(|v| ("SLO TPOT", v))),
             (|c| c.attainment.0, "SLO attainment", "% of requests", 100.0, target.map(|t| ("target", t * 100.0))),
@@ -428,7 +434,9 @@ fn read_latencies(path: &Path) -> anyhow::Result<(Vec<f64>, Vec<f64>, Vec<f64>)>
         let r: RequestRow = rec.deserialize(Some(headers))?;
         if r.measured == 1 && r.status == "finished" {
             let need = |v: Option<Ms>, name: &str| {
-                v.map(Ms::as_f64).ok_or_else(|| csv::Error::from(std::io::Error::other(format!("a finished request without {name}"))))
+                v.map(Ms::as_f64).ok_or_else(|| {
+                    csv::Error::from(std::io::Error::other(format!("a finished request without {name}")))
+                })
             };
             ttft.push(need(r.ttft_ms, "ttft_ms")?);
             e2e.push(need(r.e2e_ms, "e2e_ms")?);
@@ -542,7 +550,8 @@ pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
             "Instances over time",
             "time (s)",
             "instances (mean over window)",
-            &[Series::new("provisioned", pts(&|w| Some(w.instances))),
+            &[
+                Series::new("provisioned", pts(&|w| Some(w.instances))),
                 Series::new("serving", pts(&|w| Some(w.instances_ready))),
             ],
             &[],

@@ -127,10 +127,13 @@ fn cpu_calibration_of_a_tiny_model_drives_simulate() {
 struct OneProfile(std::sync::Arc<Profile>);
 
 impl servesim_sim::scenario::Resources for OneProfile {
-    fn profile(&self, _path: &str) -> Result<std::sync::Arc<Profile>, String> {
+    fn profile(&self, _path: &str) -> Result<std::sync::Arc<Profile>, servesim_sim::scenario::ResourceError> {
         Ok(self.0.clone())
     }
-    fn trace(&self, _spec: &mut servesim_sim::workload::trace::TraceSpec) -> Result<(), String> {
+    fn trace(
+        &self,
+        _spec: &mut servesim_sim::workload::trace::TraceSpec,
+    ) -> Result<(), servesim_sim::scenario::ResourceError> {
         Ok(())
     }
 }

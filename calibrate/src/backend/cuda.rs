@@ -7,9 +7,9 @@
 //! resolution and launch gaps matter little), and the median per launch.
 
 use crate::Error;
-use servesim_kernels::cuda::GpuError;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use servesim_kernels::cuda::GpuError;
 use servesim_kernels::cuda::{AttnGeometry, CudaUnavailable, DecodeWorkspace, Gpu};
 use servesim_kernels::cudarc::driver::CudaSlice;
 
@@ -102,7 +102,11 @@ impl Backend for CudaBackend {
         let budget = self.free_bytes() / 2;
         let too_big = |bytes: u64| -> Result<(), Error> {
             if bytes > budget {
-                Err(Error::unsupported(format!("{} needs {} MiB, more than half the free memory", shape.describe(), bytes >> 20)))
+                Err(Error::unsupported(format!(
+                    "{} needs {} MiB, more than half the free memory",
+                    shape.describe(),
+                    bytes >> 20
+                )))
             } else {
                 Ok(())
             }
@@ -216,7 +220,10 @@ impl Backend for CudaBackend {
             Shape::Prefill { chunk, cached, q_heads, kv_heads, head_dim } => {
                 let (qh, kh, hd, bs) = (q_heads as usize, kv_heads as usize, head_dim as usize, 16usize);
                 if hd != self.gpu.head_dim {
-                    return Err(Error::unsupported(format!("prefill kernel compiled for head_dim {}, shape has {hd}", self.gpu.head_dim)));
+                    return Err(Error::unsupported(format!(
+                        "prefill kernel compiled for head_dim {}, shape has {hd}",
+                        self.gpu.head_dim
+                    )));
                 }
                 let total = (chunk + cached) as usize;
                 let max_blocks = total.div_ceil(bs);

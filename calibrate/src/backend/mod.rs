@@ -4,8 +4,8 @@ pub mod cpu;
 pub mod cuda;
 pub mod inpass;
 
-use crate::Error;
 use crate::plan::{Point, Shape};
+use crate::Error;
 
 /// What the backend runs on, for the profile's metadata.
 #[derive(Clone, Debug, Default)]

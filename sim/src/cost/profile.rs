@@ -14,6 +14,27 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// Why a profile cannot be used: not a profile at all, a version this build does not read, a
+/// table or value out of range (the message names the op or key), or measured for another
+/// model than the scenario's.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ProfileError {
+    #[error("not a servesim profile: {0}")]
+    NotAProfile(String),
+    #[error("profile format version {found} is not supported (this servesim reads {PROFILE_FORMAT_VERSION})")]
+    Version { found: u32 },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    OtherModel(String),
+}
+
+impl From<String> for ProfileError {
+    fn from(msg: String) -> ProfileError {
+        ProfileError::Invalid(msg)
+    }
+}
+
 /// The version of the profile format, written in every profile.
 pub const PROFILE_FORMAT_VERSION: u32 = 1;
 
@@ -146,11 +167,11 @@ pub struct ModelDims {
 
 impl Profile {
     /// Parses a profile file's text and checks every table; errors say what is wrong.
-    pub fn from_json(text: &str) -> Result<Profile, String> {
-        let p: Profile = serde_json::from_str(text).map_err(|e| format!("not a servesim profile: {e}"))?;
+    pub fn from_json(text: &str) -> Result<Profile, ProfileError> {
+        let p: Profile = serde_json::from_str(text).map_err(|e| ProfileError::NotAProfile(e.to_string()))?;
         // TP degrees divide head counts: 0 would divide by zero.
         if let Some(t) = p.meta.tp.iter().find(|&&t| !(1..=64).contains(&t)) {
-            return Err(format!("meta.tp: every degree must be in [1, 64], got {t}"));
+            return Err(format!("meta.tp: every degree must be in [1, 64], got {t}").into());
         }
         let m = &p.meta.model;
         for (key, v) in [
@@ -162,7 +183,7 @@ impl Profile {
             ("vocab", m.vocab),
         ] {
             if !(1..=crate::spec::MAX_DIMENSION).contains(&v) {
-                return Err(format!("meta.model.{key}: must be in [1, 2^40], got {v}"));
+                return Err(format!("meta.model.{key}: must be in [1, 2^40], got {v}").into());
             }
         }
         for t in &p.ops {
@@ -302,27 +323,27 @@ impl OpTable {
     }
 
     /// Checks the table's shape; the message names the op.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ProfileError> {
         let who = match self.tp {
             Some(t) => format!("op {} (tp {t})", self.name),
             None => format!("op {}", self.name),
         };
         if let Some(t) = self.tp.filter(|t| !(1..=64).contains(t)) {
-            return Err(format!("{who}: tp must be in [1, 64], got {t}"));
+            return Err(format!("{who}: tp must be in [1, 64], got {t}").into());
         }
         if self.axes.is_empty() || self.axes.len() > 2 {
-            return Err(format!("{who}: needs 1 or 2 axes, got {}", self.axes.len()));
+            return Err(format!("{who}: needs 1 or 2 axes, got {}", self.axes.len()).into());
         }
         if self.points.is_empty() {
-            return Err(format!("{who}: has no points"));
+            return Err(format!("{who}: has no points").into());
         }
         let width = self.axes.len() + 1;
         for p in &self.points {
             if p.len() != width {
-                return Err(format!("{who}: every point needs {width} numbers, got {p:?}"));
+                return Err(format!("{who}: every point needs {width} numbers, got {p:?}").into());
             }
             if p.iter().any(|v| !v.is_finite() || *v < 0.0) {
-                return Err(format!("{who}: point {p:?} has a negative or non-finite number"));
+                return Err(format!("{who}: point {p:?} has a negative or non-finite number").into());
             }
         }
         Ok(())

@@ -28,7 +28,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::profile::{Axis, Curve, ModelDims, OpTable, Profile, PROFILE_FORMAT_VERSION};
+use super::profile::{Axis, Curve, ModelDims, OpTable, Profile, ProfileError, PROFILE_FORMAT_VERSION};
 use super::roofline::RoofOp;
 use super::{BatchShape, CostAccount, CostModel, Roofline, RooflineParams};
 
@@ -71,18 +71,18 @@ pub const OTHER_AXES: &[(&str, &[Axis])] = &[("attn_prefill", &[Axis::Batch, Axi
 
 /// Checks that `name` is an op the profiled model reads and that its table has one of the
 /// accepted axis lists; the error names the op and what it needs.
-pub fn check_op_axes(name: &str, axes: &[Axis]) -> Result<(), String> {
+pub fn check_op_axes(name: &str, axes: &[Axis]) -> Result<(), ProfileError> {
     let forms: Vec<&[Axis]> = KNOWN_OPS.iter().chain(OTHER_AXES).filter(|(n, _)| *n == name).map(|(_, a)| *a).collect();
     if forms.is_empty() {
         let known: Vec<&str> = KNOWN_OPS.iter().map(|(n, _)| *n).collect();
-        return Err(format!("op {name} is not an op servesim reads (it reads {})", known.join(", ")));
+        return Err(format!("op {name} is not an op servesim reads (it reads {})", known.join(", ")).into());
     }
     if forms.contains(&axes) {
         return Ok(());
     }
     let names = |a: &[Axis]| format!("{:?}", a.iter().map(|x| x.name()).collect::<Vec<_>>());
     let want: Vec<String> = forms.iter().map(|f| names(f)).collect();
-    Err(format!("op {name} must have axes {}, got {}", want.join(" or "), names(axes)))
+    Err(format!("op {name} must have axes {}, got {}", want.join(" or "), names(axes)).into())
 }
 
 /// One op's contribution to an iteration, for breakdowns.
@@ -188,16 +188,13 @@ impl Profiled {
         tp: u64,
         params: RooflineParams,
         profile: &Profile,
-    ) -> Result<Profiled, String> {
+    ) -> Result<Profiled, ProfileError> {
         if profile.format_version != PROFILE_FORMAT_VERSION {
-            return Err(format!(
-                "profile format version {} is not supported (this servesim reads {PROFILE_FORMAT_VERSION})",
-                profile.format_version
-            ));
+            return Err(ProfileError::Version { found: profile.format_version });
         }
         let dims = &profile.meta.model;
         if !dims.same_shapes(&model) {
-            return Err(format!(
+            return Err(ProfileError::OtherModel(format!(
                 "the profile was measured for {} (hidden {}, heads {}, kv_heads {}, head_dim {}, intermediate {}, \
                  vocab {}); the scenario's model {} has hidden {}, heads {}, kv_heads {}, head_dim {}, intermediate {}, vocab {}",
                 dims.name,
@@ -214,13 +211,13 @@ impl Profiled {
                 model.head_dim,
                 model.intermediate,
                 model.vocab
-            ));
+            )));
         }
         let mut seen = std::collections::BTreeSet::new();
         for t in &profile.ops {
             t.check()?;
             if !seen.insert((t.name.clone(), t.tp)) {
-                return Err(format!("op {} appears twice for tp {:?}", t.name, t.tp));
+                return Err(format!("op {} appears twice for tp {:?}", t.name, t.tp).into());
             }
             check_op_axes(&t.name, &t.axes)?;
         }
@@ -573,7 +570,7 @@ mod tests {
         }
     }
 
-    fn build(p: &Profile, tp: u64) -> Result<Profiled, String> {
+    fn build(p: &Profile, tp: u64) -> Result<Profiled, ProfileError> {
         let g = GpuPreset::find("h100-sxm").unwrap().spec();
         Profiled::new(llama8b(), g, tp, RooflineParams::default(), p)
     }
@@ -646,17 +643,22 @@ mod tests {
         let mut p = profile(1);
         p.meta.model.hidden = 8192;
         let e = build(&p, 1).unwrap_err();
+        assert!(matches!(e, ProfileError::OtherModel(_)), "{e:?}");
+        let e = e.to_string();
         assert!(e.contains("hidden 8192") && e.contains("hidden 4096"), "{e}");
         let mut p = profile(1);
         p.ops[0].points[0] = vec![1.0];
-        assert!(build(&p, 1).unwrap_err().contains("op input_layernorm (tp 1): every point needs 2 numbers"));
+        assert!(build(&p, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("op input_layernorm (tp 1): every point needs 2 numbers"));
         let mut p = profile(1);
         p.ops[11].axes = vec![Axis::Tokens];
         p.ops[11].points = vec![vec![1.0, 1.0]];
-        assert!(build(&p, 1).unwrap_err().contains("op attn_prefill must have axes"));
+        assert!(build(&p, 1).unwrap_err().to_string().contains("op attn_prefill must have axes"));
         let mut p = profile(1);
         p.format_version = 9;
-        assert!(build(&p, 1).unwrap_err().contains("version 9"));
+        assert!(build(&p, 1).unwrap_err().to_string().contains("version 9"));
     }
 
     #[test]

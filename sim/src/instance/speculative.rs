@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{check, ConfigError};
 use crate::cost::RooflineParams;
-use crate::memory::MemoryBudget;
+use crate::memory::{MemoryBudget, MemoryError};
 use crate::spec::ModelSection;
 use crate::spec::{GpuSpec, ModelSpec};
 
@@ -86,14 +86,13 @@ pub struct DraftModel {
 
 /// Takes a draft model's weights (per GPU) and KV bytes per token out of the KV budget: the
 /// draft keeps a KV cache for the same tokens as the target, so each block holds both.
-pub fn plan_draft_memory(m: &mut MemoryBudget, draft: &ModelSpec, tp: u64) -> Result<(), String> {
+pub fn plan_draft_memory(m: &mut MemoryBudget, draft: &ModelSpec, tp: u64) -> Result<(), MemoryError> {
     let weights = draft.weight_bytes_per_gpu(tp);
     if weights >= m.kv_bytes {
-        return Err(format!(
-            "the draft model's {:.2} GiB of weights per GPU leave no room for KV ({:.2} GiB)",
-            weights as f64 / crate::memory::GIB,
-            m.kv_bytes as f64 / crate::memory::GIB
-        ));
+        return Err(MemoryError::DraftWeights {
+            weights: weights as f64 / crate::memory::GIB,
+            kv: m.kv_bytes as f64 / crate::memory::GIB,
+        });
     }
     m.weight_bytes += weights;
     m.kv_bytes -= weights;
@@ -101,7 +100,7 @@ pub fn plan_draft_memory(m: &mut MemoryBudget, draft: &ModelSpec, tp: u64) -> Re
     m.block_bytes = m.kv_bytes_per_token * m.block_tokens;
     m.kv_blocks = m.kv_bytes / m.block_bytes;
     if m.kv_blocks == 0 {
-        return Err("target and draft leave room for no KV block".into());
+        return Err(MemoryError::DraftNoKvBlock);
     }
     Ok(())
 }

@@ -121,17 +121,29 @@ impl MeasuredRun {
     }
 }
 
-/// Reads a measured file (`label` names it in errors). The error is one line naming the line,
-/// field or key.
-pub fn parse(text: &str, label: &str, format: Option<MeasuredFormat>) -> Result<MeasuredRun, String> {
+/// Why a measured file cannot be replayed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum MeasuredError {
+    /// Not a file of the format, or a bad value: one line naming the file and the line, field
+    /// or key.
+    #[error("{0}")]
+    Unreadable(String),
+    /// Read, but every request in it failed.
+    #[error("{file}: no request to replay ({failed} failed)")]
+    NothingToReplay { file: String, failed: u64 },
+}
+
+/// Reads a measured file (`label` names it in errors).
+pub fn parse(text: &str, label: &str, format: Option<MeasuredFormat>) -> Result<MeasuredRun, MeasuredError> {
     let format = format.unwrap_or_else(|| MeasuredFormat::detect(text));
     let mut run = match format {
-        MeasuredFormat::Vllm => vllm(text, label)?,
-        MeasuredFormat::Aiperf => aiperf(text, label)?,
-        MeasuredFormat::Csv => csv_file(text, label)?,
-    };
+        MeasuredFormat::Vllm => vllm(text, label),
+        MeasuredFormat::Aiperf => aiperf(text, label),
+        MeasuredFormat::Csv => csv_file(text, label),
+    }
+    .map_err(MeasuredError::Unreadable)?;
     if run.requests.is_empty() {
-        return Err(format!("{label}: no request to replay ({} failed)", run.failed));
+        return Err(MeasuredError::NothingToReplay { file: label.to_string(), failed: run.failed });
     }
     run.requests.sort_by_key(|r| r.arrival_ns);
     Ok(run)
@@ -518,12 +530,12 @@ mod tests {
         // E2E = TTFT + ITLs: 0.1 + 0.03 s.
         assert_eq!(o[1].finish, Some(SimTime(250_000_000 + 130_000_000)));
         let no_starts = j.replace(r#""start_times": [100.5, 100.6, 100.25], "#, "");
-        let e = parse(&no_starts, "v.json", None).unwrap_err();
+        let e = parse(&no_starts, "v.json", None).unwrap_err().to_string();
         assert!(e.contains("start_times: missing") && e.contains("4.0"), "{e}");
         let inf = no_starts.replace("4.0", "\"inf\"");
         assert!(parse(&inf, "v.json", None).unwrap().notes[0].contains("time 0"));
         let bad = j.replace("[0.1, 0.0, 0.2]", "[\"x\", 0.0, 0.2]");
-        assert!(parse(&bad, "v.json", None).unwrap_err().contains("ttfts[0]: expected a number"));
+        assert!(parse(&bad, "v.json", None).unwrap_err().to_string().contains("ttfts[0]: expected a number"));
     }
 
     #[test]
@@ -543,18 +555,25 @@ mod tests {
         assert_eq!(o[1].first_token, Some(SimTime(1000 + 31_500_000)));
         assert_eq!(o[1].finish, Some(SimTime(1000 + 400_250_000)));
         let bad = text.replace("\"ms\"}, \"request", "\"hours\"}, \"request");
-        assert!(parse(&bad, "a.jsonl", None).unwrap_err().contains("a.jsonl:1: metrics.time_to_first_token: unit"));
+        assert!(parse(&bad, "a.jsonl", None)
+            .unwrap_err()
+            .to_string()
+            .contains("a.jsonl:1: metrics.time_to_first_token: unit"));
     }
 
     #[test]
     fn csv_errors_name_line_and_column() {
-        let e = parse("a,b\n1,2\n", "m.csv", None).unwrap_err();
+        let e = parse("a,b\n1,2\n", "m.csv", None).unwrap_err().to_string();
         assert!(e.starts_with("m.csv:1: no arrival column"), "{e}");
         let head = "arrival_s,input_sequence_length,output_sequence_length,time_to_first_token,request_latency\n";
         let e = parse(&format!("{head}0.5,10,x,1,2\n"), "m.csv", None).unwrap_err();
-        assert_eq!(e, "m.csv:2: output_sequence_length: \"x\" is not a token count");
-        let e = parse(&format!("{head}0.5,10,3,5,2\n"), "m.csv", None).unwrap_err();
+        assert_eq!(e, MeasuredError::Unreadable("m.csv:2: output_sequence_length: \"x\" is not a token count".into()));
+        let e = parse(&format!("{head}0.5,10,3,5,2\n"), "m.csv", None).unwrap_err().to_string();
         assert!(e.contains("m.csv:2: request_latency is shorter"), "{e}");
+        assert_eq!(
+            parse(head, "m.csv", None).unwrap_err(),
+            MeasuredError::NothingToReplay { file: "m.csv".into(), failed: 0 }
+        );
         let ok = parse(&format!("{head}0.5,10,3,5,20\n0.25,1,1,1,1\n"), "m.csv", None).unwrap();
         assert_eq!(ok.outcomes()[1].finish, Some(SimTime(250_000_000 + 20_000_000)));
     }

@@ -134,7 +134,7 @@ fn materialise(
     if let Some(set) = &c.set {
         for (k, v) in set {
             set_path(&mut doc, k, v.clone())
-                .map_err(|m| ConfigError::at(&format!("{path} ({}).set.\"{k}\"", c.name), m))?;
+                .map_err(|m| ConfigError::at(&format!("{path} ({}).set.\"{k}\"", c.name), m.to_string()))?;
         }
     }
     let file: ScenarioFile = from_table(doc, "").map_err(err)?;

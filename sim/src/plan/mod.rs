@@ -18,12 +18,14 @@
 
 mod candidate;
 mod evidence;
+mod infeasible;
 mod pools;
 mod search;
 
 pub use crate::scenario::{CandidateSection, PlanSection};
 pub use candidate::{candidates, Candidate};
 pub use evidence::{classify, Binding, Misses, Point, SeedResult};
+pub use infeasible::Infeasible;
 pub use pools::{PairPoint, PairStep, PoolCandidate, PoolSpec, PoolsResult};
 pub use search::{
     assemble, header, instances, plan_candidate, AutoscaleComparison, AutoscaleSeed, Borderline, CandidateResult,

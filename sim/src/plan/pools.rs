@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::evidence::{classify, Point, SeedResult};
 use super::search::{CandidateResult, SearchConfig};
 use super::Candidate;
+use super::Infeasible;
 use crate::engine;
 use crate::metrics::meets_slo;
 use crate::metrics::SloSection;
@@ -218,17 +219,18 @@ impl PairSearch<'_> {
     }
 
     /// Steps 1–3 of the module docs; `Err` with the reason when no pair up to the maximum does.
-    fn solve(&mut self, start: (u32, u32)) -> Result<(u32, u32), String> {
+    fn solve(&mut self, start: (u32, u32)) -> Result<(u32, u32), Infeasible> {
         let max = self.cfg.max_instances;
-        let too_many = |pool: &str| format!("{max} {pool} instances (plan.max_instances) do not meet the SLO");
+        let too_many = |pool: &'static str| Infeasible::Pool { max, pool };
         let (mut np, mut nd) = (start.0.clamp(1, max), start.1.clamp(1, max));
         // Requests no count can serve (too long for an instance of either pool).
         let first = self.at(np, nd, 0).full;
         if first.misses.rejected as f64 > (1.0 - self.target()) * first.measured as f64 {
-            return Err(format!(
-                "{} of {} measured requests are rejected whatever the instance counts (they cannot fit one instance)",
-                first.misses.rejected, first.measured
-            ));
+            return Err(Infeasible::Rejected {
+                rejected: first.misses.rejected,
+                measured: first.measured,
+                pools: true,
+            });
         }
         for _ in 0..8 {
             let p = self.minimum(np, |s, n| s.pass(n, nd, "prefill")).ok_or_else(|| too_many("prefill"))?;
@@ -251,9 +253,7 @@ impl PairSearch<'_> {
                 nd += 1;
             }
             if np > max || nd > max {
-                return Err(format!(
-                    "no pair up to {max} instances per pool (plan.max_instances) meets the SLO on every seed"
-                ));
+                return Err(Infeasible::NoPair { max });
             }
             self.pass(np, nd, "slo");
         }
@@ -368,7 +368,7 @@ pub(super) fn plan_pools(
                 .collect();
             result.points = below.into_iter().chain(std::iter::once(top)).collect();
         }
-        Err(why) => out.infeasible_reason = Some(why),
+        Err(why) => out.infeasible_reason = Some(why.to_string()),
     }
     result.trail = std::mem::take(&mut s.trail);
     out.runs = s.runs;

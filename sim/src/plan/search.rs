@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::evidence::{classify, Binding, Point, SeedResult};
+use super::Infeasible;
 use super::{Candidate, PlanSection};
 use crate::engine;
 use crate::metrics::{SloSection, StopReason};
@@ -370,7 +371,7 @@ impl Search<'_> {
 
     /// The first-seed minimum N₀ and the decisive N: from N₀ up, the first count passing on
     /// every seed.
-    fn minimum(&mut self, start: u32) -> Result<(u32, u32), String> {
+    fn minimum(&mut self, start: u32) -> Result<(u32, u32), Infeasible> {
         let n0 = self.first_seed_minimum(start)?;
         let mut n = n0;
         loop {
@@ -378,10 +379,7 @@ impl Search<'_> {
                 return Ok((n0, n));
             }
             if n >= self.cfg.max_instances {
-                return Err(format!(
-                    "no count up to {} (plan.max_instances) meets the SLO on every seed",
-                    self.cfg.max_instances
-                ));
+                return Err(Infeasible::NotEverySeed { max: self.cfg.max_instances });
             }
             n += 1;
         }
@@ -402,13 +400,12 @@ impl Search<'_> {
 
     /// Misses no count of instances can fix: rejected requests (too long for the context, the
     /// token budget or the KV cache of an instance) beyond what the attainment target allows.
-    fn hopeless(&self, r: &SeedResult) -> Option<String> {
+    fn hopeless(&self, r: &SeedResult) -> Option<Infeasible> {
         let allowed = (1.0 - self.scenario.slo.attainment) * r.measured as f64;
-        (r.misses.rejected as f64 > allowed).then(|| {
-            format!(
-                "{} of {} measured requests are rejected whatever the instance count (they cannot fit one instance)",
-                r.misses.rejected, r.measured
-            )
+        (r.misses.rejected as f64 > allowed).then_some(Infeasible::Rejected {
+            rejected: r.misses.rejected,
+            measured: r.measured,
+            pools: false,
         })
     }
 
@@ -467,7 +464,7 @@ impl Search<'_> {
 
     /// The fewest instances passing on the first seed, assuming more never hurts: exponential
     /// steps from `start` to a bracket, then bisection. `Err` when none up to the maximum does.
-    fn first_seed_minimum(&mut self, start: u32) -> Result<u32, String> {
+    fn first_seed_minimum(&mut self, start: u32) -> Result<u32, Infeasible> {
         let max = self.cfg.max_instances;
         let floor = self.down;
         let start = start.clamp(floor + 1, max);
@@ -496,7 +493,7 @@ impl Search<'_> {
             let mut step = 1u32;
             loop {
                 if lo >= max {
-                    return Err(format!("{max} instances (plan.max_instances) do not meet the SLO"));
+                    return Err(Infeasible::MaxInstances { max });
                 }
                 let m = lo.saturating_add(step).min(max);
                 if self.pass(m) {
@@ -649,7 +646,7 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
             out.points = below.into_iter().chain(std::iter::once(top)).collect();
         }
         Err(why) => {
-            out.infeasible_reason = Some(why);
+            out.infeasible_reason = Some(why.to_string());
             let hopeless =
                 s.cache.get(&(start.clamp(s.down + 1, cfg.max_instances), 0)).and_then(|r| s.hopeless(r)).is_some();
             // Report the largest count run, as evidence.

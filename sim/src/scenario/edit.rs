@@ -17,7 +17,27 @@ enum Step {
 }
 
 /// Splits `a.b[2].c` into steps; `"quoted.keys"` are not supported (no scenario key has a dot).
-fn steps(path: &str) -> Result<Vec<Step>, String> {
+/// Why a key path cannot be set.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// Not a key path (`a.b[0].c`).
+    #[error("bad key path \"{0}\"")]
+    Syntax(String),
+    /// An index in brackets that is not a whole number.
+    #[error("bad index in key path \"{0}\"")]
+    BadIndex(String),
+    /// The path indexes a value that is not an array.
+    #[error("{at}: not an array, cannot index [{index}]")]
+    NotAnArray { at: String, index: usize },
+    /// The path indexes past the end of an array.
+    #[error("{at}: index {index} out of range (length {len})")]
+    OutOfRange { at: String, index: usize, len: usize },
+    /// The path goes through a value that is not a table.
+    #[error("{at}: is a {found}, not a table")]
+    NotATable { at: String, found: &'static str },
+}
+
+fn steps(path: &str) -> Result<Vec<Step>, PathError> {
     let mut out = Vec::new();
     for part in path.split('.') {
         let (key, mut rest) = match part.find('[') {
@@ -25,26 +45,26 @@ fn steps(path: &str) -> Result<Vec<Step>, String> {
             None => (part, ""),
         };
         if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-            return Err(format!("bad key path \"{path}\""));
+            return Err(PathError::Syntax(path.to_string()));
         }
         out.push(Step::Key(key.to_string()));
         while let Some(r) = rest.strip_prefix('[') {
-            let end = r.find(']').ok_or_else(|| format!("bad key path \"{path}\""))?;
-            let i: usize = r[..end].parse().map_err(|_| format!("bad index in key path \"{path}\""))?;
+            let end = r.find(']').ok_or_else(|| PathError::Syntax(path.to_string()))?;
+            let i: usize = r[..end].parse().map_err(|_| PathError::BadIndex(path.to_string()))?;
             out.push(Step::Index(i));
             rest = &r[end + 1..];
         }
         if !rest.is_empty() {
-            return Err(format!("bad key path \"{path}\""));
+            return Err(PathError::Syntax(path.to_string()));
         }
     }
     Ok(out)
 }
 
 /// Sets `path` (`a.b[0].c`) to `value` in `doc`, creating missing tables on the way. Errors
-/// (as messages) when the path goes through a value that is not a table or array, or past the
-/// end of an array.
-pub fn set_path(doc: &mut toml::Table, path: &str, value: toml::Value) -> Result<(), String> {
+/// when the path goes through a value that is not a table or array, or past the end of an
+/// array.
+pub fn set_path(doc: &mut toml::Table, path: &str, value: toml::Value) -> Result<(), PathError> {
     let steps = steps(path)?;
     let mut cur = doc;
     let mut walked = String::new();
@@ -60,10 +80,10 @@ pub fn set_path(doc: &mut toml::Table, path: &str, value: toml::Value) -> Result
         let mut slot = cur.entry(key.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
         while let Some(Step::Index(ix)) = steps.get(i) {
             let toml::Value::Array(a) = slot else {
-                return Err(format!("{walked}: not an array, cannot index [{ix}]"));
+                return Err(PathError::NotAnArray { at: walked, index: *ix });
             };
             let len = a.len();
-            slot = a.get_mut(*ix).ok_or_else(|| format!("{walked}: index {ix} out of range (length {len})"))?;
+            slot = a.get_mut(*ix).ok_or_else(|| PathError::OutOfRange { at: walked.clone(), index: *ix, len })?;
             walked = format!("{walked}[{ix}]");
             i += 1;
             if i == steps.len() {
@@ -73,7 +93,7 @@ pub fn set_path(doc: &mut toml::Table, path: &str, value: toml::Value) -> Result
         }
         cur = match slot {
             toml::Value::Table(t) => t,
-            other => return Err(format!("{walked}: is a {}, not a table", other.type_str())),
+            other => return Err(PathError::NotATable { at: walked, found: other.type_str() }),
         };
     }
 }
@@ -187,12 +207,17 @@ mod tests {
         assert_eq!(d["a"]["y"].as_integer(), Some(3));
         assert_eq!(d["b"]["c"]["d"].as_bool(), Some(true));
         assert_eq!(d["g"][1]["n"].as_integer(), Some(9));
-        assert_eq!(set_path(&mut d, "a.x.z", toml::Value::Integer(1)).unwrap_err(), "a.x: is a integer, not a table");
+        let e = set_path(&mut d, "a.x.z", toml::Value::Integer(1)).unwrap_err();
+        assert_eq!(e, PathError::NotATable { at: "a.x".into(), found: "integer" });
+        assert_eq!(e.to_string(), "a.x: is a integer, not a table");
+        let e = set_path(&mut d, "g[5].n", toml::Value::Integer(1)).unwrap_err();
+        assert_eq!(e.to_string(), "g: index 5 out of range (length 2)");
+        assert_eq!(set_path(&mut d, "a..b", toml::Value::Integer(1)), Err(PathError::Syntax("a..b".into())));
+        assert_eq!(set_path(&mut d, "g[x]", toml::Value::Integer(1)), Err(PathError::BadIndex("g[x]".into())));
         assert_eq!(
-            set_path(&mut d, "g[5].n", toml::Value::Integer(1)).unwrap_err(),
-            "g: index 5 out of range (length 2)"
+            set_path(&mut d, "a.x[0]", toml::Value::Integer(1)),
+            Err(PathError::NotAnArray { at: "a.x".into(), index: 0 })
         );
-        assert!(set_path(&mut d, "a..b", toml::Value::Integer(1)).is_err());
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub(crate) use cluster::gpu_or_preset;
 pub use cluster::GroupSection;
 pub use file::*;
 pub use plan_file::{CandidateSection, PlanSection};
-pub use resources::{NoFiles, Resources};
+pub use resources::{NoFiles, ResourceError, Resources};
 
 use std::sync::Arc;
 
@@ -93,7 +93,7 @@ pub(crate) fn group_memory(
         let key = format!("{scheduler_key}.speculative.draft");
         let draft = scheduler.kv_cache.model(&d.resolve(&key)?);
         crate::instance::speculative::plan_draft_memory(&mut memory, &draft, tp)
-            .map_err(|e| ConfigError::at(&key, e))?;
+            .map_err(|e| ConfigError::at(&key, e.to_string()))?;
     }
     Ok(memory)
 }
@@ -112,7 +112,7 @@ fn group_profile(
     let (p, key) = match (&c.profile, &c.database) {
         (Some(path), _) => {
             let key = format!("{path_key}.profile");
-            let p = resources.profile(path).map_err(|e| ConfigError::at(&key, e))?;
+            let p = resources.profile(path).map_err(|e| ConfigError::at(&key, e.to_string()))?;
             (p, format!("{key}: {path}"))
         }
         (None, Some(d)) => {
@@ -149,14 +149,14 @@ fn group_profile(
                 tp: g.tp as u32,
                 gpu: g.gpu.clone(),
             };
-            let p = resources.database(&req).map_err(|e| ConfigError::at(&key, e))?;
+            let p = resources.database(&req).map_err(|e| ConfigError::at(&key, e.to_string()))?;
             (p, key)
         }
         (None, None) => return Ok(None),
     };
     let m = Profiled::new(kv_model, g.gpu.clone(), g.tp, c.params(), &p).map_err(|e| {
         let (k, what) = key.split_once(": ").unwrap_or((&key, ""));
-        ConfigError::at(k, if what.is_empty() { e } else { format!("{what}: {e}") })
+        ConfigError::at(k, if what.is_empty() { e.to_string() } else { format!("{what}: {e}") })
     })?;
     if c.strict && !m.fallbacks().is_empty() {
         let list: Vec<String> = m.fallbacks().iter().map(|f| format!("{} ({})", f.op, f.reason)).collect();
@@ -268,7 +268,7 @@ impl Scenario {
         }
         if let Some(t) = file.workload.trace.as_mut() {
             if t.source.is_none() {
-                resources.trace(t).map_err(|e| ConfigError::at("", e))?;
+                resources.trace(t).map_err(|e| ConfigError::at("", e.to_string()))?;
             }
         }
         // A workload known to be larger than the run may hold is refused before anything runs.

@@ -15,27 +15,46 @@ use crate::cost::profile::Profile;
 use crate::cost::DatabaseRequest;
 use crate::workload::trace::TraceSpec;
 
+/// Why the caller could not give a file the scenario names: the message names the file and
+/// what is wrong with it (missing, unreadable, not a profile, no such kernel data).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResourceError {
+    /// The file is missing, unreadable, or not what it should be.
+    #[error("{0}")]
+    File(String),
+    /// This caller does not provide such resources (a scenario built from text alone, a
+    /// database request no shipped profile answers).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl From<String> for ResourceError {
+    fn from(msg: String) -> ResourceError {
+        ResourceError::File(msg)
+    }
+}
+
 /// Files a scenario names, as the caller provides them.
 pub trait Resources: Send + Sync + fmt::Debug {
     /// The profile at `path`, as written in the scenario.
-    fn profile(&self, path: &str) -> Result<Arc<Profile>, String>;
+    fn profile(&self, path: &str) -> Result<Arc<Profile>, ResourceError>;
 
     /// Gives `spec` a source for its trace (`spec.path` as written), checked and scanned. It
     /// may rewrite `spec.path` (for example to an absolute path, so the resolved scenario runs
     /// from anywhere). Leaving `spec.source` empty is allowed: the run then fails with a clear
     /// message unless someone installs a source first.
-    fn trace(&self, spec: &mut TraceSpec) -> Result<(), String>;
+    fn trace(&self, spec: &mut TraceSpec) -> Result<(), ResourceError>;
 
     /// The profile a kernel database gives for `req` (`[cost] database`), built or found by
     /// the caller and cached by its inputs. By default only the profiles built into servesim
     /// ([`crate::cost::shipped`]) answer.
-    fn database(&self, req: &DatabaseRequest) -> Result<Arc<Profile>, String> {
+    fn database(&self, req: &DatabaseRequest) -> Result<Arc<Profile>, ResourceError> {
         crate::cost::shipped::find(req).map(|(_, p)| p).ok_or_else(|| {
-            format!(
+            ResourceError::Unavailable(format!(
                 "no shipped profile for {}; other kernel databases are read by the program that loads the \
                  scenario (Scenario::from_file_in)",
                 req.describe()
-            )
+            ))
         })
     }
 }
@@ -46,13 +65,13 @@ pub trait Resources: Send + Sync + fmt::Debug {
 pub struct NoFiles;
 
 impl Resources for NoFiles {
-    fn profile(&self, path: &str) -> Result<Arc<Profile>, String> {
-        Err(format!(
+    fn profile(&self, path: &str) -> Result<Arc<Profile>, ResourceError> {
+        Err(ResourceError::Unavailable(format!(
             "cannot read {path}: profiles are read by the program that loads the scenario (Scenario::from_file_in)"
-        ))
+        )))
     }
 
-    fn trace(&self, _spec: &mut TraceSpec) -> Result<(), String> {
+    fn trace(&self, _spec: &mut TraceSpec) -> Result<(), ResourceError> {
         Ok(())
     }
 }
