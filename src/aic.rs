@@ -13,12 +13,12 @@ use servesim_sim::scenario::ResourceError;
 use crate::error::{CliError, Result};
 
 /// The install hint of every "not found" message.
-pub const INSTALL: &str = "pip install aiconfigurator-core==0.12.0 (or `pip download --no-deps \
+pub(crate) const INSTALL: &str = "pip install aiconfigurator-core==0.12.0 (or `pip download --no-deps \
 aiconfigurator-core==0.12.0` and unzip the wheel), then pass --database DIR or set SERVESIM_AIC_DATA";
 
 /// A database folder on disk.
 #[derive(Clone, Debug)]
-pub struct DirFiles {
+pub(crate) struct DirFiles {
     pub root: PathBuf,
     /// `aiconfigurator-core <version>` when the package's metadata is next to it.
     pub package: Option<String>,
@@ -82,7 +82,7 @@ fn installed_package() -> Option<PathBuf> {
 }
 
 /// Finds the database: `explicit` (`--database`), `SERVESIM_AIC_DATA`, the installed package.
-pub fn locate(explicit: Option<&Path>) -> Result<DirFiles> {
+pub(crate) fn locate(explicit: Option<&Path>) -> Result<DirFiles> {
     let found = |d: PathBuf| {
         let package = package_version(&d);
         DirFiles { root: d, package }
@@ -109,7 +109,7 @@ pub fn locate(explicit: Option<&Path>) -> Result<DirFiles> {
 }
 
 /// Builds the profile a scenario's `[cost] database` asks for (one TP degree).
-pub fn build(
+pub(crate) fn build(
     files: &DirFiles,
     req: &servesim_sim::scenario::DatabaseRequest,
 ) -> std::result::Result<servesim_sim::cost::profile::Profile, ResourceError> {

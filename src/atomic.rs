@@ -37,14 +37,14 @@ fn registry() -> std::sync::MutexGuard<'static, Registry> {
 
 /// Records `path` as an input of this run (`what`: "scenario", "trace", ...): no output may be
 /// written over it.
-pub fn register_input(path: &Path, what: &str) {
+pub(crate) fn register_input(path: &Path, what: &str) {
     if let Ok(c) = fs::canonicalize(path) {
         registry().inputs.push((c, what.to_string()));
     }
 }
 
 /// Records a temporary file to remove when the command ends ([`remove_temporaries`]).
-pub fn register_temporary(path: &Path) {
+pub(crate) fn register_temporary(path: &Path) {
     registry().temps.push(path.to_path_buf());
 }
 
@@ -53,7 +53,7 @@ fn forget_temporary(path: &Path) {
 }
 
 /// Removes the temporaries still registered (the process is about to end).
-pub fn remove_temporaries() {
+pub(crate) fn remove_temporaries() {
     for p in std::mem::take(&mut registry().temps) {
         let _ = fs::remove_file(p);
     }
@@ -62,7 +62,7 @@ pub fn remove_temporaries() {
 /// An output refused because of what the user asked (it would replace an input or another
 /// output, or its folder is in use): the CLI reports it as bad input, exit code 2.
 #[derive(Debug)]
-pub struct Refused(pub String);
+pub(crate) struct Refused(pub String);
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -116,14 +116,14 @@ fn claim(dir: &Path, name: &std::ffi::OsStr) -> anyhow::Result<()> {
 
 /// A file being written; [`AtomicFile::commit`] puts it in place. Dropped uncommitted (an error
 /// on the way), its temporary is removed and the target is left as it was.
-pub struct AtomicFile {
+pub(crate) struct AtomicFile {
     target: PathBuf,
     tmp: PathBuf,
     w: Option<BufWriter<File>>,
 }
 
 impl AtomicFile {
-    pub fn create(target: &Path) -> anyhow::Result<AtomicFile> {
+    pub(crate) fn create(target: &Path) -> anyhow::Result<AtomicFile> {
         let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let name = target.file_name().with_context(|| format!("{}: not a file path", target.display()))?;
         claim(dir, name)?;
@@ -134,7 +134,7 @@ impl AtomicFile {
     }
 
     /// Flushes, syncs and renames the file into place.
-    pub fn commit(self) -> anyhow::Result<()> {
+    pub(crate) fn commit(self) -> anyhow::Result<()> {
         commit_all([self])
     }
 }
@@ -161,7 +161,7 @@ impl Drop for AtomicFile {
 /// Flushes and syncs every file, then renames them all into place: the slow part (writing,
 /// syncing) is done before any target changes, so a process killed on the way leaves the
 /// previous files, unless it dies within the renames themselves.
-pub fn commit_all<const N: usize>(files: [AtomicFile; N]) -> anyhow::Result<()> {
+pub(crate) fn commit_all<const N: usize>(files: [AtomicFile; N]) -> anyhow::Result<()> {
     let mut ready = Vec::with_capacity(N);
     for mut f in files {
         let w = f.w.take().expect("not committed twice");
@@ -188,7 +188,7 @@ pub fn commit_all<const N: usize>(files: [AtomicFile; N]) -> anyhow::Result<()> 
 }
 
 /// Writes `bytes` to `path` whole or not at all.
-pub fn write(path: &Path, bytes: impl AsRef<[u8]>) -> anyhow::Result<()> {
+pub(crate) fn write(path: &Path, bytes: impl AsRef<[u8]>) -> anyhow::Result<()> {
     let mut f = AtomicFile::create(path)?;
     f.write_all(bytes.as_ref()).with_context(|| format!("writing {}", path.display()))?;
     f.commit()

@@ -6,7 +6,7 @@ use std::fmt;
 
 use servesim_sim::metrics::StopReason;
 
-pub enum CliError {
+pub(crate) enum CliError {
     /// The user's input is wrong; exit code 2.
     Input(anyhow::Error),
     /// Something else failed (writing outputs, ...); exit code 1.
@@ -16,7 +16,7 @@ pub enum CliError {
 }
 
 impl CliError {
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         match self {
             CliError::Input(_) => 2,
             CliError::Other(_) => 1,
@@ -24,7 +24,7 @@ impl CliError {
         }
     }
 
-    pub fn input(msg: impl fmt::Display) -> CliError {
+    pub(crate) fn input(msg: impl fmt::Display) -> CliError {
         CliError::Input(anyhow::anyhow!("{msg}"))
     }
 }
@@ -67,7 +67,7 @@ impl From<std::io::Error> for CliError {
     }
 }
 
-pub type Result<T> = std::result::Result<T, CliError>;
+pub(crate) type Result<T> = std::result::Result<T, CliError>;
 
 /// What set [`servesim_sim::engine::CANCEL`]: 0 nothing yet, 1 the wall-clock limit, else the
 /// number of the signal (SIGINT, SIGTERM) that asked the process to stop.
@@ -83,7 +83,7 @@ fn request_stop(cause: i32) {
 
 /// Once the wall-clock limit has passed or SIGINT/SIGTERM arrived: every run in progress stops at
 /// its next check and the command reports this instead of results (exit code 3).
-pub fn cancelled() -> Option<CliError> {
+pub(crate) fn cancelled() -> Option<CliError> {
     use std::sync::atomic::Ordering;
     if !servesim_sim::engine::CANCEL.load(Ordering::Relaxed) {
         return None;
@@ -105,7 +105,7 @@ pub fn cancelled() -> Option<CliError> {
 
 /// What a run's `summary.stopped.reason` says when it was cancelled: `time_limit`, `SIGINT` or
 /// `SIGTERM`.
-pub fn cancel_reason() -> StopReason {
+pub(crate) fn cancel_reason() -> StopReason {
     match STOP_CAUSE.load(std::sync::atomic::Ordering::Relaxed) {
         #[cfg(unix)]
         libc::SIGINT => StopReason::Sigint,
@@ -117,7 +117,7 @@ pub fn cancel_reason() -> StopReason {
 
 /// `Err` once the command has been asked to stop (see [`cancelled`]): for loops outside the
 /// simulator's event loop (candidates, calibration, trace reading) to look at between steps.
-pub fn check_cancel() -> Result<()> {
+pub(crate) fn check_cancel() -> Result<()> {
     cancelled().map_or(Ok(()), Err)
 }
 
@@ -125,10 +125,10 @@ pub fn check_cancel() -> Result<()> {
 const GRACE_S: f64 = 5.0;
 
 /// `--time-limit`, in seconds, once set.
-pub static TIME_LIMIT_S: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+pub(crate) static TIME_LIMIT_S: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
 
 /// Starts the wall-clock guard: after `seconds`, [`servesim_sim::engine::CANCEL`] is set.
-pub fn start_time_limit(seconds: f64) {
+pub(crate) fn start_time_limit(seconds: f64) {
     let _ = TIME_LIMIT_S.set(seconds);
     std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
@@ -166,7 +166,7 @@ pub fn start_time_limit(seconds: f64) {
 /// back, so a second signal ends the process at once (its temporaries are hidden files; no
 /// output is ever half written).
 #[cfg(unix)]
-pub fn install_signal_handlers() {
+pub(crate) fn install_signal_handlers() {
     extern "C" fn on_signal(sig: libc::c_int) {
         request_stop(sig);
         // SAFETY: signal() is async-signal-safe; SIG_DFL is a valid disposition.
@@ -186,7 +186,7 @@ pub fn install_signal_handlers() {
 pub fn install_signal_handlers() {}
 
 /// The error for a run whose summary says it stopped early, naming what stopped it.
-pub fn stopped_run(s: &servesim_sim::Scenario, st: &servesim_sim::metrics::StoppedEarly) -> CliError {
+pub(crate) fn stopped_run(s: &servesim_sim::Scenario, st: &servesim_sim::metrics::StoppedEarly) -> CliError {
     match st.reason {
         StopReason::EventBudget => CliError::Stopped(format!(
             "stopped: the run reached its event budget, run.max_events = {}, at simulated time {:.3} s; \
@@ -229,14 +229,14 @@ fn write_to(w: &mut dyn std::io::Write, name: &str, args: fmt::Arguments<'_>) {
 static STDOUT_USED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// What `outln!`/`out!` call: writes to stdout; a failure is kept for [`stdio_failure`].
-pub fn write_stdout(args: fmt::Arguments<'_>) {
+pub(crate) fn write_stdout(args: fmt::Arguments<'_>) {
     STDOUT_USED.store(true, std::sync::atomic::Ordering::Relaxed);
     write_to(&mut std::io::stdout().lock(), "output", args);
 }
 
 /// For a command stopped before it printed anything: stdout's first line says so too, so that
 /// a script reading stdout never takes an empty or partial answer for a result.
-pub fn announce_stop(e: &CliError) {
+pub(crate) fn announce_stop(e: &CliError) {
     if let CliError::Stopped(msg) = e {
         if !STDOUT_USED.load(std::sync::atomic::Ordering::Relaxed) {
             let rest = msg.strip_prefix("stopped").unwrap_or(msg);
@@ -246,12 +246,12 @@ pub fn announce_stop(e: &CliError) {
 }
 
 /// What `errln!`/`err!` call: writes to stderr; a failure is kept for [`stdio_failure`].
-pub fn write_stderr(args: fmt::Arguments<'_>) {
+pub(crate) fn write_stderr(args: fmt::Arguments<'_>) {
     write_to(&mut std::io::stderr().lock(), "error", args);
 }
 
 /// Flushes stdout; `Err` (exit code 1) if that or any earlier write to stdout/stderr failed.
-pub fn stdio_failure() -> Result<()> {
+pub(crate) fn stdio_failure() -> Result<()> {
     use std::io::Write;
     if let Err(e) = std::io::stdout().flush() {
         let _ = STDIO_FAILED.set(format!("writing to standard output: {e}"));
@@ -264,11 +264,11 @@ pub fn stdio_failure() -> Result<()> {
 
 /// The largest `RAYON_NUM_THREADS` accepted: more threads than this cannot speed anything up
 /// here, and rayon panics when the system refuses to start them.
-pub const MAX_THREADS: usize = 1024;
+pub(crate) const MAX_THREADS: usize = 1024;
 
 /// Checks `RAYON_NUM_THREADS` (the thread count of plan, compare and validate sweeps; results do
 /// not depend on it) and starts the pool, so a bad value is one clear error instead of a panic.
-pub fn check_rayon_threads() -> Result<()> {
+pub(crate) fn check_rayon_threads() -> Result<()> {
     let n = match std::env::var("RAYON_NUM_THREADS") {
         Err(std::env::VarError::NotPresent) => return Ok(()),
         Err(std::env::VarError::NotUnicode(v)) => {

@@ -14,14 +14,14 @@ use std::path::{Path, PathBuf};
 use crate::error::{CliError, Result};
 
 /// The largest text input read whole (scenario, profile, measured run, shard): 256 MiB.
-pub const MAX_TEXT_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_TEXT_BYTES: u64 = 256 << 20;
 
 /// The longest line any reader accepts: 1 MiB.
-pub const MAX_LINE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_LINE_BYTES: u64 = 1 << 20;
 
 /// Reads a text input whole: `-` is standard input. Errors name `what` and the path; a byte
 /// order mark is dropped (CRLF line ends are accepted by every reader).
-pub fn read_text(path: &Path, what: &str) -> Result<String> {
+pub(crate) fn read_text(path: &Path, what: &str) -> Result<String> {
     let label = path.display();
     let mut bytes = Vec::new();
     let read = if path.as_os_str() == "-" {
@@ -49,13 +49,13 @@ pub fn read_text(path: &Path, what: &str) -> Result<String> {
 }
 
 /// A reader that fails once a line runs past [`MAX_LINE_BYTES`] without a newline.
-pub struct LineBound<R> {
+pub(crate) struct LineBound<R> {
     inner: R,
     since_newline: u64,
 }
 
 impl<R> LineBound<R> {
-    pub fn new(inner: R) -> LineBound<R> {
+    pub(crate) fn new(inner: R) -> LineBound<R> {
         LineBound { inner, since_newline: 0 }
     }
 }
@@ -80,7 +80,7 @@ impl<R: Read> Read for LineBound<R> {
 /// Where a trace can be read from twice: a regular file is itself; `-`, a FIFO, a pipe or a
 /// device is copied once into a temporary file (removed when the command ends), looking at the
 /// stop request (`--time-limit`, signals) between chunks.
-pub fn rereadable(path: &Path, what: &str) -> Result<PathBuf> {
+pub(crate) fn rereadable(path: &Path, what: &str) -> Result<PathBuf> {
     let stdin = path.as_os_str() == "-";
     if !stdin {
         crate::atomic::register_input(path, what);

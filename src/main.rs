@@ -1,6 +1,8 @@
 //! The `servesim` command-line tool. Only this crate reads files, prints, or looks at the clock;
 //! the simulator itself lives in `servesim-sim`.
 
+#![warn(unreachable_pub)]
+
 /// `println!` that never panics: a failed write to standard output (a full disk, `> /dev/full`)
 /// is remembered and the command ends with exit code 1 saying so.
 macro_rules! outln {

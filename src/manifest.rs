@@ -13,16 +13,16 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 /// The manifest's file name.
-pub const FILE: &str = "manifest.json";
+pub(crate) const FILE: &str = "manifest.json";
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     /// One entry per command kind (`simulate`, `plan`, `compare`): the latest run of each.
     pub runs: BTreeMap<String, Run>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Run {
+pub(crate) struct Run {
     pub scenario: String,
     pub seed: u64,
     /// SHA-256 over the resolved scenario, the seeds and the command's settings and the
@@ -34,7 +34,7 @@ pub struct Run {
 }
 
 impl Run {
-    pub fn new(scenario: &str, seed: u64, inputs_sha256: String, files: &[&str]) -> Run {
+    pub(crate) fn new(scenario: &str, seed: u64, inputs_sha256: String, files: &[&str]) -> Run {
         Run {
             scenario: scenario.to_string(),
             seed,
@@ -46,20 +46,20 @@ impl Run {
 }
 
 /// The folder's manifest, if it has one this servesim can read.
-pub fn read(dir: &Path) -> Option<Manifest> {
+pub(crate) fn read(dir: &Path) -> Option<Manifest> {
     let text = std::fs::read_to_string(dir.join(FILE)).ok()?;
     serde_json::from_str(&text).ok()
 }
 
 /// The manifest text with `kind`'s entry set to `run` (other kinds' entries kept; a manifest
 /// that cannot be read is replaced).
-pub fn with_entry(dir: &Path, kind: &str, run: Run) -> String {
+pub(crate) fn with_entry(dir: &Path, kind: &str, run: Run) -> String {
     let mut m = read(dir).unwrap_or_default();
     m.runs.insert(kind.to_string(), run);
     serde_json::to_string_pretty(&m).expect("manifest serialises") + "\n"
 }
 
 /// Records `kind`'s entry (after its files are in place).
-pub fn record(dir: &Path, kind: &str, run: Run) -> crate::error::Result<()> {
+pub(crate) fn record(dir: &Path, kind: &str, run: Run) -> crate::error::Result<()> {
     crate::atomic::write(&dir.join(FILE), with_entry(dir, kind, run)).map_err(Into::into)
 }

@@ -13,14 +13,14 @@ use crate::rows::{Fixed, Ms, RequestRow, WindowRow};
 
 /// Milliseconds with exactly six decimals, from integer nanoseconds (exact, so outputs are
 /// byte-identical across runs and platforms).
-pub fn ms(t: SimTime) -> String {
+pub(crate) fn ms(t: SimTime) -> String {
     format!("{}.{:06}", t.0 / 1_000_000, t.0 % 1_000_000)
 }
 
 /// Writes every output file of a run into `dir`: all four are written to temporaries first and
 /// renamed into place together at the end, so a run killed while writing (even by SIGKILL)
 /// leaves the previous run's files or this one's, mixed only if it dies within the renames.
-pub fn write_run(dir: &Path, scenario: &Scenario, summary: &Summary, rec: &Recorder) -> anyhow::Result<()> {
+pub(crate) fn write_run(dir: &Path, scenario: &Scenario, summary: &Summary, rec: &Recorder) -> anyhow::Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("creating output folder {}", dir.display()))?;
     let requests = write_requests(&dir.join("requests.csv"), rec).context("writing requests.csv")?;
     let series = write_timeseries(&dir.join("timeseries.csv"), rec).context("writing timeseries.csv")?;
@@ -99,7 +99,7 @@ fn write_timeseries(path: &Path, rec: &Recorder) -> anyhow::Result<crate::atomic
 }
 
 /// Thousands separators for counts in tables.
-pub fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
@@ -116,7 +116,7 @@ fn dist_row(name: &str, d: &Dist) -> String {
 }
 
 /// The human-readable report of one run.
-pub fn summary_table(s: &Scenario, sum: &Summary) -> String {
+pub(crate) fn summary_table(s: &Scenario, sum: &Summary) -> String {
     let mut o = String::new();
     let groups: Vec<String> = s
         .groups
@@ -394,7 +394,7 @@ fn policy_lines(s: &Scenario, sum: &Summary) -> String {
 }
 
 /// Where a group's iteration times come from, in words.
-pub fn cost_source(g: &servesim_sim::scenario::InstanceGroup) -> String {
+pub(crate) fn cost_source(g: &servesim_sim::scenario::InstanceGroup) -> String {
     use servesim_sim::scenario::CostSpec;
     match (&g.cost, &g.profile) {
         (CostSpec::Linear(_), _) => "a linear cost (cost.kind = \"linear\")".into(),
@@ -423,7 +423,7 @@ pub fn cost_source(g: &servesim_sim::scenario::InstanceGroup) -> String {
 }
 
 /// What the cost model priced without measurements over a run, in one line (None: nothing).
-pub fn fallback_note(sum: &Summary) -> Option<String> {
+pub(crate) fn fallback_note(sum: &Summary) -> Option<String> {
     if sum.cost.fallbacks.is_empty() {
         return None;
     }
@@ -440,7 +440,7 @@ pub fn fallback_note(sum: &Summary) -> Option<String> {
 
 /// Under `cost.strict`, a table read beyond its measured range is an error (ops the profile
 /// lacks are refused when the scenario is validated).
-pub fn check_strict(s: &Scenario, sum: &Summary) -> crate::error::Result<()> {
+pub(crate) fn check_strict(s: &Scenario, sum: &Summary) -> crate::error::Result<()> {
     let strict = s.groups.iter().any(|g| matches!(&g.cost, servesim_sim::scenario::CostSpec::Roofline(c) if c.strict));
     if !strict {
         return Ok(());
@@ -460,7 +460,7 @@ pub fn check_strict(s: &Scenario, sum: &Summary) -> crate::error::Result<()> {
 
 /// One line per group of what prices its iterations and what the roofline stands in for (known
 /// before any run: a profile's missing ops).
-pub fn cost_lines(s: &Scenario) -> Vec<String> {
+pub(crate) fn cost_lines(s: &Scenario) -> Vec<String> {
     (0..s.groups.len())
         .map(|gi| {
             let g = &s.groups[gi];

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-pub struct Progress {
+pub(crate) struct Progress {
     bar: Option<ProgressBar>,
     shown: AtomicBool,
     start: Instant,
@@ -18,7 +18,7 @@ pub struct Progress {
 
 impl Progress {
     /// A bar over `items` work items (candidates, variants).
-    pub fn new(quiet: bool, what: &str, items: usize) -> Progress {
+    pub(crate) fn new(quiet: bool, what: &str, items: usize) -> Progress {
         let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
             let b = ProgressBar::with_draw_target(Some(items as u64), ProgressDrawTarget::hidden());
             let style =
@@ -44,7 +44,7 @@ impl Progress {
     }
 
     /// One simulation run finished, having simulated `requests` requests.
-    pub fn run_done(&self, requests: u64) {
+    pub(crate) fn run_done(&self, requests: u64) {
         let runs = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
         let reqs = self.requests.fetch_add(requests, Ordering::Relaxed) + requests;
         if let Some(b) = &self.bar {
@@ -54,21 +54,21 @@ impl Progress {
     }
 
     /// One work item finished.
-    pub fn item_done(&self) {
+    pub(crate) fn item_done(&self) {
         if let Some(b) = &self.bar {
             self.show_if_slow(b);
             b.inc(1);
         }
     }
 
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
     }
 
     /// (runs, simulated requests, wall seconds) so far.
-    pub fn totals(&self) -> (u64, u64, f64) {
+    pub(crate) fn totals(&self) -> (u64, u64, f64) {
         (self.runs.load(Ordering::Relaxed), self.requests.load(Ordering::Relaxed), self.start.elapsed().as_secs_f64())
     }
 }

@@ -10,7 +10,7 @@ use servesim_sim::SimTime;
 
 /// A float written with `D` decimals (`{:.D}`), read back as a plain float.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Fixed<const D: usize>(pub f64);
+pub(crate) struct Fixed<const D: usize>(pub f64);
 
 impl<const D: usize> Serialize for Fixed<D> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -27,11 +27,11 @@ impl<'de, const D: usize> Deserialize<'de> for Fixed<D> {
 /// Milliseconds written exactly from integer nanoseconds (`12.345678`, always six decimals, so
 /// outputs are byte-identical across runs and platforms), read back exactly.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Ms(pub SimTime);
+pub(crate) struct Ms(pub SimTime);
 
 impl Ms {
     /// The value in ms as the nearest float (the same float as parsing the written text).
-    pub fn as_f64(self) -> f64 {
+    pub(crate) fn as_f64(self) -> f64 {
         self.0 .0 as f64 / 1e6
     }
 }
@@ -71,7 +71,7 @@ fn parse_ms(v: &str) -> Option<u64> {
 /// One row of `requests.csv`: one request, in id order. Times are ms since the run's start;
 /// an empty cell is a time the request never reached (or a latency it has not got).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct RequestRow<'a> {
+pub(crate) struct RequestRow<'a> {
     pub id: u64,
     pub arrival_ms: Ms,
     pub scheduled_ms: Option<Ms>,
@@ -96,7 +96,7 @@ pub struct RequestRow<'a> {
 
 /// One row of `timeseries.csv`: one metrics window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct WindowRow {
+pub(crate) struct WindowRow {
     pub t_s: Fixed<3>,
     pub arrivals: u64,
     pub rejections: u64,
@@ -116,7 +116,7 @@ pub struct WindowRow {
 
 /// A float written as Rust's shortest text that reads back to it (`500`, `0.99`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Plain(pub f64);
+pub(crate) struct Plain(pub f64);
 
 impl Serialize for Plain {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -134,7 +134,7 @@ impl<'de> Deserialize<'de> for Plain {
 /// values, these cells, each changed metric's `<metric>_change_pct` against the baseline, and
 /// [`ClassCells`] per priority class (`class<N>_<metric>`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CompareCells {
+pub(crate) struct CompareCells {
     pub ttft_ms_p50: Fixed<3>,
     pub ttft_ms_p99: Fixed<3>,
     pub tpot_ms_p50: Fixed<3>,
@@ -158,7 +158,7 @@ pub struct CompareCells {
 
 /// One priority class's cells in a `compare.csv` row (empty when the variant has no such class).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ClassCells {
+pub(crate) struct ClassCells {
     pub ttft_ms_p99: Option<Fixed<3>>,
     pub queue_ms_p99: Option<Fixed<3>>,
     pub attainment: Option<Fixed<6>>,
@@ -166,7 +166,7 @@ pub struct ClassCells {
 }
 
 /// The column names of a row type, in order (the header the csv crate writes for it).
-pub fn header<T: Serialize + Default>() -> Vec<String> {
+pub(crate) fn header<T: Serialize + Default>() -> Vec<String> {
     let mut w = csv::Writer::from_writer(vec![]);
     w.serialize(T::default()).expect("a default row serialises");
     let text = String::from_utf8(w.into_inner().expect("writes to memory")).expect("UTF-8 names");
@@ -175,7 +175,7 @@ pub fn header<T: Serialize + Default>() -> Vec<String> {
 
 /// Writes `rows` as CSV with a header line, also when there are no rows (the header then comes
 /// from `T::default()`), and returns the writer.
-pub fn write_rows<W: Write, T: Serialize + Default>(w: W, rows: impl IntoIterator<Item = T>) -> csv::Result<W> {
+pub(crate) fn write_rows<W: Write, T: Serialize + Default>(w: W, rows: impl IntoIterator<Item = T>) -> csv::Result<W> {
     let mut out = csv::Writer::from_writer(w);
     let mut any = false;
     for r in rows {
@@ -190,7 +190,7 @@ pub fn write_rows<W: Write, T: Serialize + Default>(w: W, rows: impl IntoIterato
 
 /// Reads a CSV file a row at a time: `f` gets each record and the header (to deserialize a
 /// row type by column names, borrowing from the record); an error names the file and line.
-pub fn each_record(
+pub(crate) fn each_record(
     path: &std::path::Path,
     mut f: impl FnMut(&csv::StringRecord, &csv::StringRecord) -> Result<(), csv::Error>,
 ) -> anyhow::Result<()> {

@@ -15,7 +15,7 @@ use crate::error::{CliError, Result};
 /// and cached: scenarios derived from it (plan candidates, compare variants) share them without
 /// reading or checking them again.
 #[derive(Debug)]
-pub struct FileResources {
+pub(crate) struct FileResources {
     base: PathBuf,
     profiles: Mutex<HashMap<PathBuf, Arc<Profile>>>,
     traces: Mutex<HashMap<String, TraceSource>>,
@@ -24,7 +24,7 @@ pub struct FileResources {
 }
 
 impl FileResources {
-    pub fn new(base: &Path) -> Arc<FileResources> {
+    pub(crate) fn new(base: &Path) -> Arc<FileResources> {
         Arc::new(FileResources {
             base: base.to_path_buf(),
             profiles: Mutex::default(),
@@ -84,7 +84,7 @@ impl Resources for FileResources {
 
 /// Scenarios shipped in `scenarios/` and embedded in the binary, so that a command run without
 /// `--scenario` has a default that works anywhere.
-pub const EMBEDDED: &[(&str, &str)] =
+pub(crate) const EMBEDDED: &[(&str, &str)] =
     &[("chat", include_str!("../scenarios/chat.toml")), ("peak", include_str!("../scenarios/peak.toml"))];
 
 /// Validates scenario text whose files are relative to `dir`, its plan candidates included.
@@ -95,7 +95,7 @@ fn validated(src: &str, stem: &str, dir: &Path) -> std::result::Result<Scenario,
 }
 
 /// Loads and validates a scenario file; errors name the file and the key.
-pub fn load(path: &Path) -> Result<Scenario> {
+pub(crate) fn load(path: &Path) -> Result<Scenario> {
     let src = crate::input::read_text(path, "scenario")?;
     let stem =
         if path.as_os_str() == "-" { "stdin" } else { path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario") };
@@ -105,7 +105,7 @@ pub fn load(path: &Path) -> Result<Scenario> {
 }
 
 /// Loads an embedded scenario by name.
-pub fn embedded(name: &str) -> Result<Scenario> {
+pub(crate) fn embedded(name: &str) -> Result<Scenario> {
     let (_, src) = EMBEDDED
         .iter()
         .find(|(n, _)| *n == name)
@@ -114,7 +114,7 @@ pub fn embedded(name: &str) -> Result<Scenario> {
 }
 
 /// `--scenario PATH`, or the embedded default when no path is given.
-pub fn load_or_default(path: Option<&Path>, default: &str) -> Result<Scenario> {
+pub(crate) fn load_or_default(path: Option<&Path>, default: &str) -> Result<Scenario> {
     match path {
         Some(p) => load(p),
         None => {
@@ -126,7 +126,7 @@ pub fn load_or_default(path: Option<&Path>, default: &str) -> Result<Scenario> {
 
 /// A scenario's text, the name it takes when the file does not give one (the file stem), and
 /// a label naming it in error messages: `--scenario PATH`, or the embedded default.
-pub struct Source {
+pub(crate) struct Source {
     pub text: String,
     pub stem: String,
     pub label: String,
@@ -135,7 +135,7 @@ pub struct Source {
 }
 
 /// Reads `--scenario PATH` (or the embedded default) without validating it.
-pub fn read_source(path: Option<&Path>, default: &str) -> Result<Source> {
+pub(crate) fn read_source(path: Option<&Path>, default: &str) -> Result<Source> {
     match path {
         Some(p) => {
             let text = crate::input::read_text(p, "scenario")?;
@@ -166,7 +166,7 @@ pub fn read_source(path: Option<&Path>, default: &str) -> Result<Source> {
 
 impl Source {
     /// Validates the text as a scenario; errors name the file and the key.
-    pub fn scenario(&self) -> Result<Scenario> {
+    pub(crate) fn scenario(&self) -> Result<Scenario> {
         validated(&self.text, &self.stem, &self.base).map_err(|e| CliError::input(format!("{}: {e}", self.label)))
     }
 }

@@ -13,7 +13,7 @@ use crate::error::{CliError, Result};
 
 /// `--shard I/N` (1-based).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shard {
+pub(crate) struct Shard {
     pub index: u32,
     pub count: u32,
 }
@@ -35,18 +35,18 @@ impl std::str::FromStr for Shard {
 
 impl Shard {
     /// The item indices (of `items`) this shard runs.
-    pub fn select(&self, items: usize) -> Vec<usize> {
+    pub(crate) fn select(&self, items: usize) -> Vec<usize> {
         (0..items).filter(|i| i % self.count as usize == (self.index - 1) as usize).collect()
     }
 
-    pub fn file_name(&self, kind: &str) -> String {
+    pub(crate) fn file_name(&self, kind: &str) -> String {
         format!("{kind}-shard-{}-of-{}.json", self.index, self.count)
     }
 }
 
 /// What a shard writes.
 #[derive(Serialize, Deserialize)]
-pub struct ShardFile<H, R> {
+pub(crate) struct ShardFile<H, R> {
     /// "plan" or "compare".
     pub kind: String,
     pub shard: u32,
@@ -62,7 +62,7 @@ pub struct ShardFile<H, R> {
 
 /// The digest of a sweep: SHA-256 over `parts` (the resolved scenario, seeds, settings) and
 /// the servesim version, as hex.
-pub fn digest(parts: &[&str]) -> String {
+pub(crate) fn digest(parts: &[&str]) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     h.update(env!("CARGO_PKG_VERSION").as_bytes());
@@ -73,7 +73,7 @@ pub fn digest(parts: &[&str]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-pub fn write<H: Serialize, R: Serialize>(
+pub(crate) fn write<H: Serialize, R: Serialize>(
     dir: &Path,
     shard: Shard,
     kind: &str,
@@ -89,7 +89,7 @@ pub fn write<H: Serialize, R: Serialize>(
 }
 
 /// The shard files in `paths` (folders are searched for `*-shard-*-of-*.json`), sorted.
-pub fn find(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+pub(crate) fn find(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -116,7 +116,7 @@ pub fn find(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 }
 
 /// The kind of a shard file ("plan" or "compare").
-pub fn kind_of(path: &Path) -> Result<String> {
+pub(crate) fn kind_of(path: &Path) -> Result<String> {
     #[derive(Deserialize)]
     struct Kind {
         kind: String,
@@ -129,7 +129,7 @@ pub fn kind_of(path: &Path) -> Result<String> {
 
 /// Reads the shards of one sweep and returns its header and every item's result in item order,
 /// checking that they belong together and that every shard and item is there exactly once.
-pub fn join<H: DeserializeOwned + PartialEq, R: DeserializeOwned>(
+pub(crate) fn join<H: DeserializeOwned + PartialEq, R: DeserializeOwned>(
     files: &[PathBuf],
     kind: &str,
     items_of: impl Fn(&H) -> usize,

@@ -18,7 +18,7 @@ use crate::error::{CliError, Result};
 const BUFFER_BYTES: usize = 1 << 20;
 
 /// `a/b/../c` → `a/c`, without touching the file system (for labels in messages).
-pub fn normalize(p: &Path) -> PathBuf {
+pub(crate) fn normalize(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {
@@ -37,7 +37,7 @@ pub fn normalize(p: &Path) -> PathBuf {
 }
 
 /// A source that opens `path`; errors name it as `label`.
-pub fn file_source(path: PathBuf, label: String) -> TraceSource {
+pub(crate) fn file_source(path: PathBuf, label: String) -> TraceSource {
     TraceSource::new(label, move || {
         let f = crate::input::LineBound::new(File::open(&path)?);
         Ok(Box::new(BufReader::with_capacity(BUFFER_BYTES, f)) as Box<dyn BufRead + Send>)
@@ -46,7 +46,7 @@ pub fn file_source(path: PathBuf, label: String) -> TraceSource {
 
 /// Installs a source that opens `abs` (named `label` in messages), checks the trace and caches
 /// its scan.
-pub fn install(spec: &mut TraceSpec, abs: PathBuf, label: String) -> Result<()> {
+pub(crate) fn install(spec: &mut TraceSpec, abs: PathBuf, label: String) -> Result<()> {
     spec.source = Some(file_source(abs, label.clone()));
     let scan = trace::scan(spec).map_err(CliError::input)?;
     if scan.reordered > 0 {

@@ -18,13 +18,13 @@ use crate::db::Db;
 
 /// Which table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     Context,
     Generation,
 }
 
 impl Phase {
-    pub fn file(self) -> &'static str {
+    pub(crate) fn file(self) -> &'static str {
         match self {
             Phase::Context => "context_attention_perf.parquet",
             Phase::Generation => "generation_attention_perf.parquet",
@@ -34,7 +34,7 @@ impl Phase {
 
 /// What to select.
 #[derive(Clone, Debug, PartialEq)]
-pub struct AttnShape {
+pub(crate) struct AttnShape {
     pub heads: u64,
     pub kv_heads: u64,
     pub head_dim: u64,
@@ -44,7 +44,7 @@ pub struct AttnShape {
 
 /// An attention table read for one shape: (batch, tokens, ms) points.
 #[derive(Clone, Debug, PartialEq)]
-pub struct AttnRead {
+pub(crate) struct AttnRead {
     pub points: Vec<(u64, u64, f64)>,
     pub kernel: String,
     /// The rows used, in words.
@@ -54,7 +54,7 @@ pub struct AttnRead {
 }
 
 /// Reads the rows of one shape (or between measured head counts) from an attention file.
-pub fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<AttnRead, crate::Error> {
+pub(crate) fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<AttnRead, crate::Error> {
     let mut want = vec![
         "kernel_source",
         "batch_size",

@@ -19,14 +19,14 @@ use crate::db::{version_cmp, Db, Selection};
 
 /// An all-reduce table for one GPU count: (bytes, ms), bytes ascending.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ArRead {
+pub(crate) struct ArRead {
     pub file: String,
     pub points: Vec<(f64, f64)>,
     pub selection: String,
 }
 
 /// The engine's all-reduce at `tp` GPUs, else NCCL's; None when neither has the GPU count.
-pub fn all_reduce(
+pub(crate) fn all_reduce(
     db: &Db,
     sel: &Selection,
     tp: u64,

@@ -28,7 +28,7 @@ pub trait Files {
 }
 
 /// The engines whose kernels the database measured.
-pub const FRAMEWORKS: [&str; 3] = ["vllm", "sglang", "trtllm"];
+pub(crate) const FRAMEWORKS: [&str; 3] = ["vllm", "sglang", "trtllm"];
 
 /// A database: its files, and the files read so far.
 pub struct Db<'a> {
@@ -160,7 +160,7 @@ fn or_none(v: &[String]) -> String {
 }
 
 /// Orders versions like `0.5.6.post2`, `1.3.0rc20`, `0.24.0` by their numeric runs.
-pub fn version_cmp(a: &str, b: &str) -> Ordering {
+pub(crate) fn version_cmp(a: &str, b: &str) -> Ordering {
     fn parts(s: &str) -> Vec<(u64, String)> {
         let mut out = Vec::new();
         let mut num = String::new();

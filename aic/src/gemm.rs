@@ -21,7 +21,7 @@ use crate::db::Db;
 /// The speed-of-light model used to read between sites: peak FLOP/s of the dtype and memory
 /// bandwidth, bytes per weight element (activations are 2-byte).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Sol {
+pub(crate) struct Sol {
     pub flops: f64,
     pub bytes_per_s: f64,
     pub weight_bytes: f64,
@@ -29,7 +29,7 @@ pub struct Sol {
 
 impl Sol {
     /// Speed-of-light seconds of an m × n × k GEMM.
-    pub fn seconds(&self, m: f64, n: f64, k: f64) -> f64 {
+    pub(crate) fn seconds(&self, m: f64, n: f64, k: f64) -> f64 {
         let compute = 2.0 * m * n * k / self.flops;
         let memory = (n * k * self.weight_bytes + 2.0 * m * (n + k)) / self.bytes_per_s;
         compute.max(memory)
@@ -38,12 +38,10 @@ impl Sol {
 
 /// The measured GEMMs of one dtype and kernel.
 #[derive(Clone, Debug)]
-pub struct GemmTable {
+pub(crate) struct GemmTable {
     pub file: String,
     pub dtype: String,
     pub kernel: String,
-    /// Kernels the file has for this dtype, with their row counts.
-    pub kernels: Vec<(String, usize)>,
     /// (n, k) → sorted (m, ms).
     sites: BTreeMap<(u64, u64), Vec<(u64, f64)>>,
     sol: Sol,
@@ -51,7 +49,7 @@ pub struct GemmTable {
 
 /// An op's table read from a [`GemmTable`].
 #[derive(Clone, Debug, PartialEq)]
-pub struct GemmRead {
+pub(crate) struct GemmRead {
     /// (m, ms), m ascending.
     pub points: Vec<(u64, f64)>,
     /// Whether the (n, k) site itself was measured.
@@ -63,7 +61,13 @@ pub struct GemmRead {
 impl GemmTable {
     /// Loads the rows of `dtype` (`bfloat16`, `fp8`, `fp8_block`, `nvfp4`, ...) from a GEMM file;
     /// `kernel` picks among several kernels for the dtype (default: the one with the most rows).
-    pub fn load(db: &Db, file: &str, dtype: &str, kernel: Option<&str>, sol: Sol) -> Result<GemmTable, crate::Error> {
+    pub(crate) fn load(
+        db: &Db,
+        file: &str,
+        dtype: &str,
+        kernel: Option<&str>,
+        sol: Sol,
+    ) -> Result<GemmTable, crate::Error> {
         let f = db.frame(file, &["kernel_source", "gemm_dtype", "m", "n", "k", "latency"])?;
         let dtypes = f.strs("gemm_dtype")?;
         let kernels = if f.has("kernel_source") { f.strs("kernel_source")? } else { vec![""; f.rows] };
@@ -109,17 +113,12 @@ impl GemmTable {
             pts.sort_by_key(|p| p.0);
             pts.dedup_by_key(|p| p.0);
         }
-        Ok(GemmTable { file: file.to_string(), dtype: dtype.to_string(), kernel, kernels: ranked, sites, sol })
-    }
-
-    /// Measured (n, k) sites.
-    pub fn sites(&self) -> usize {
-        self.sites.len()
+        Ok(GemmTable { file: file.to_string(), dtype: dtype.to_string(), kernel, sites, sol })
     }
 
     /// The times of an (n, k) GEMM at every measured m: the site's own rows when it was
     /// measured, else read between sites in utilization (see the module's docs).
-    pub fn at(&self, n: u64, k: u64) -> Result<GemmRead, crate::Error> {
+    pub(crate) fn at(&self, n: u64, k: u64) -> Result<GemmRead, crate::Error> {
         if let Some(p) = self.sites.get(&(n, k)) {
             return Ok(GemmRead { points: p.clone(), measured: true, shape: format!("n {n}, k {k} measured") });
         }
@@ -172,7 +171,7 @@ impl GemmTable {
 
     /// The error of reading a site from the others: every site that has measured neighbours on
     /// both sides along n or k is left out in turn and read from the rest, at every m.
-    pub fn transfer_error(&self) -> Option<ErrorStats> {
+    pub(crate) fn transfer_error(&self) -> Option<ErrorStats> {
         let mut errs = Vec::new();
         let ns: Vec<u64> = dedup(self.sites.keys().map(|s| s.0).collect());
         for (&(n, k), pts) in &self.sites {
@@ -236,7 +235,6 @@ mod tests {
             file: "t".into(),
             dtype: "bfloat16".into(),
             kernel: "k".into(),
-            kernels: vec![],
             sites: sites.iter().cloned().collect(),
             sol,
         }

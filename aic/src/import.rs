@@ -112,7 +112,7 @@ pub struct Request {
 /// `max_cudagraph_capture_size`); SGLang captures decode batches only, up to
 /// `cuda_graph_max_bs` (160 by default on these GPUs), and TensorRT-LLM's graphs cover its
 /// generation batches too.
-pub fn graph_tokens(framework: &str) -> u64 {
+pub(crate) fn graph_tokens(framework: &str) -> u64 {
     match framework {
         "vllm" => 512,
         _ => 160,

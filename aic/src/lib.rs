@@ -13,12 +13,14 @@
 //! loaders (`aic-core/rust/aiconfigurator-core/src/perf_database/`) and collectors
 //! (`collector/`); the files read are named, with their SHA-256, in every profile built.
 
-pub mod attention;
-pub mod comm;
-pub mod db;
+#![warn(unreachable_pub)]
+
+pub(crate) mod attention;
+pub(crate) mod comm;
+pub(crate) mod db;
 pub mod frame;
-pub mod gemm;
-pub mod import;
+pub(crate) mod gemm;
+pub(crate) mod import;
 
 pub use db::{Db, Files, Selection};
 

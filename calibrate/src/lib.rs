@@ -14,6 +14,8 @@
 //! ```
 //! The library measures and fits; the `servesim` binary reads and writes the files.
 
+#![warn(unreachable_pub)]
+
 pub mod backend;
 mod error;
 pub use error::Error;

@@ -1,7 +1,7 @@
 //! bf16 as stored on the GPU (the top half of an f32), with round-to-nearest-even conversion.
 
 /// Rounds an f32 to the nearest bf16 (ties to even); NaN stays NaN.
-pub fn from_f32(x: f32) -> u16 {
+pub(crate) fn from_f32(x: f32) -> u16 {
     let bits = x.to_bits();
     if x.is_nan() {
         return ((bits >> 16) | 0x40) as u16;
@@ -10,22 +10,22 @@ pub fn from_f32(x: f32) -> u16 {
     ((bits + round) >> 16) as u16
 }
 
-pub fn to_f32(b: u16) -> f32 {
+pub(crate) fn to_f32(b: u16) -> f32 {
     f32::from_bits((b as u32) << 16)
 }
 
 /// Rounds every value to bf16 precision, in place (so CPU references see what the GPU sees).
-pub fn round_slice(v: &mut [f32]) {
+pub(crate) fn round_slice(v: &mut [f32]) {
     for x in v {
         *x = to_f32(from_f32(*x));
     }
 }
 
-pub fn encode(v: &[f32]) -> Vec<u16> {
+pub(crate) fn encode(v: &[f32]) -> Vec<u16> {
     v.iter().map(|&x| from_f32(x)).collect()
 }
 
-pub fn decode(v: &[u16]) -> Vec<f32> {
+pub(crate) fn decode(v: &[u16]) -> Vec<f32> {
     v.iter().map(|&b| to_f32(b)).collect()
 }
 

@@ -11,7 +11,9 @@
 //! CPU half runs on machines without CUDA; [`cuda::Gpu::open`] says what is missing instead of
 //! panicking.
 
-pub mod bf16;
+#![warn(unreachable_pub)]
+
+pub(crate) mod bf16;
 pub mod cpu;
 pub mod cuda;
 pub mod nvrtc;

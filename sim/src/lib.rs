@@ -19,18 +19,19 @@
 //! assert_eq!(s.arrived, s.finished + s.rejected + s.timed_out + s.in_flight);
 //! ```
 
-pub mod config;
+#![warn(unreachable_pub)]
+pub(crate) mod config;
 pub mod cost;
 pub mod disagg;
 pub mod engine;
-pub mod fleet;
+pub(crate) mod fleet;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod instance;
 pub mod memory;
 pub mod metrics;
 pub mod plan;
-pub mod rng;
+pub(crate) mod rng;
 pub mod router;
 pub mod scenario;
 pub mod spec;

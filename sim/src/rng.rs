@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 /// seeded result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u64)]
-pub enum Stream {
+pub(crate) enum Stream {
     Arrivals = 1,
     PromptTokens = 2,
     OutputTokens = 3,
@@ -29,7 +29,7 @@ pub enum Stream {
 
 /// Returns the generator for `stream` under `seed`. `index` separates several instances of the
 /// same component (for example one per instance group); use 0 when there is one.
-pub fn substream(seed: u64, stream: Stream, index: u64) -> ChaCha8Rng {
+pub(crate) fn substream(seed: u64, stream: Stream, index: u64) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream((stream as u64) << 32 | (index & 0xffff_ffff));
     rng

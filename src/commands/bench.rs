@@ -30,7 +30,7 @@ output_tokens = { kind = "uniform", min = 32, max = 512 }
 "#;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Simulated requests in the speed runs.
     #[arg(long, default_value_t = 200_000)]
     requests: u64,
@@ -99,7 +99,7 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub(crate) fn run(a: Args) -> Result<()> {
     let n = a.requests.max(1000);
     // Memory first, while the process is small: N then 2N requests.
     let rss0 = peak_rss_bytes();

@@ -15,7 +15,7 @@ use servesim_sim::spec::ModelSpec;
 use crate::error::{CliError, Result};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     command: Sub,
 }
@@ -31,7 +31,7 @@ enum Sub {
 }
 
 #[derive(clap::Args)]
-pub struct AicArgs {
+pub(crate) struct AicArgs {
     /// The database's system (h100_sxm, h200_sxm, b200_sxm, a100_sxm, l40s, ...), or a servesim
     /// GPU preset (h100-sxm, ...).
     #[arg(long)]
@@ -133,7 +133,7 @@ struct ImportArgs {
     out: PathBuf,
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub(crate) fn run(a: Args) -> Result<()> {
     match a.command {
         Sub::Run(r) => calibrate_run(r),
         Sub::ImportVidur(i) => import(i),
@@ -260,7 +260,7 @@ fn load_model(spec: &str) -> Result<ModelSpec> {
 }
 
 /// UTC now as `YYYY-MM-DDTHH:MM:SSZ` (no calendar crate: days to civil date, Hinnant's method).
-pub fn utc_now() -> String {
+pub(crate) fn utc_now() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
     let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
     let z = days + 719468;

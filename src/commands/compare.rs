@@ -21,7 +21,7 @@ use crate::scenario_file;
 use crate::shard::{self, Shard};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Scenario TOML file. Default: the embedded scenarios/chat.toml.
     #[arg(long)]
     scenario: Option<PathBuf>,
@@ -52,7 +52,7 @@ pub struct Args {
 
 /// What is compared: identical in every shard of one sweep.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CompareHeader {
+pub(crate) struct CompareHeader {
     pub scenario: String,
     pub seed: u64,
     /// The varied keys, in `--vary` order.
@@ -65,7 +65,7 @@ pub struct CompareHeader {
 
 /// One row's numbers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     pub ttft_ms_p50: f64,
     pub ttft_ms_p99: f64,
     pub tpot_ms_p50: f64,
@@ -95,7 +95,7 @@ pub struct Metrics {
 
 /// One priority class's figures in a row.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ClassMetrics {
+pub(crate) struct ClassMetrics {
     pub class: u8,
     pub ttft_ms_p99: f64,
     pub queue_ms_p99: f64,
@@ -125,7 +125,7 @@ const CHANGED: [Field; 7] = [
 
 /// The metrics whose change is a column (`<name>_change_pct`).
 #[cfg(test)]
-pub fn changed_names() -> impl Iterator<Item = &'static str> {
+pub(crate) fn changed_names() -> impl Iterator<Item = &'static str> {
     CHANGED.iter().map(|(n, _)| *n)
 }
 
@@ -159,7 +159,7 @@ fn parse_varies(varies: &[String]) -> Result<Vec<Vary>> {
     Ok(out)
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub(crate) fn run(a: Args) -> Result<()> {
     let src = scenario_file::read_source(a.scenario.as_deref(), "chat")?;
     let mut base = src.scenario()?;
     if let Some(seed) = a.seed {
@@ -300,7 +300,7 @@ fn metrics(s: &servesim_sim::metrics::Summary) -> Metrics {
 }
 
 /// Writes compare.csv into `dir` and prints the table (or JSON); shared with `merge`.
-pub fn finish(h: &CompareHeader, rows: &[Metrics], dir: &Path, format: Format, digest: String) -> Result<()> {
+pub(crate) fn finish(h: &CompareHeader, rows: &[Metrics], dir: &Path, format: Format, digest: String) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join("compare.csv");
     crate::atomic::write(&path, csv(h, rows))?;

@@ -8,7 +8,7 @@ use crate::error::{CliError, Result};
 use crate::output::thousands;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Model preset (llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, llama-2-7b, llama-2-70b, codellama-34b, mistral-7b, qwen2.5-72b, qwen3-8b, qwen3-32b, mixtral-8x7b, qwen3-30b-a3b, qwen3-235b-a22b).
     #[arg(long)]
     model: String,
@@ -59,7 +59,7 @@ impl From<DtypeArg> for Dtype {
     }
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub(crate) fn run(a: Args) -> Result<()> {
     let preset = ModelPreset::find(&a.model).ok_or_else(|| {
         CliError::input(format!("--model: unknown preset \"{}\"; known: {}", a.model, ModelPreset::names().join(", ")))
     })?;

@@ -11,7 +11,7 @@ use crate::error::{CliError, Result};
 use crate::shard;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Folders holding shard files (`plan-shard-I-of-N.json`, `compare-shard-I-of-N.json`),
     /// or the files themselves.
     #[arg(required = true)]
@@ -24,7 +24,7 @@ pub struct Args {
     format: Format,
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub(crate) fn run(a: Args) -> Result<()> {
     let files = shard::find(&a.paths)?;
     let kind = shard::kind_of(&files[0])?;
     match kind.as_str() {

@@ -1,18 +1,18 @@
-pub mod bench;
-pub mod calibrate;
-pub mod compare;
-pub mod memory;
-pub mod merge;
-pub mod plan;
-pub mod profile;
-pub mod report;
-pub mod simulate;
-pub mod validate;
-pub mod workload;
+pub(crate) mod bench;
+pub(crate) mod calibrate;
+pub(crate) mod compare;
+pub(crate) mod memory;
+pub(crate) mod merge;
+pub(crate) mod plan;
+pub(crate) mod profile;
+pub(crate) mod report;
+pub(crate) mod simulate;
+pub(crate) mod validate;
+pub(crate) mod workload;
 
 /// `--format` of commands that print a report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     Table,
     Json,
 }

@@ -15,7 +15,7 @@ use crate::scenario_file;
 use crate::shard::{self, Shard};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Scenario TOML file with a [plan] section. Default: the embedded scenarios/peak.toml.
     #[arg(long)]
     scenario: Option<PathBuf>,
@@ -42,7 +42,7 @@ pub struct Args {
     quiet: bool,
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub(crate) fn run(a: Args) -> Result<()> {
     let src = scenario_file::read_source(a.scenario.as_deref(), "peak")?;
     let mut s = src.scenario()?;
     if let Some(seed) = a.seed {
@@ -113,7 +113,7 @@ pub fn run(a: Args) -> Result<()> {
 
 /// Writes `plan.json` into `dir` and prints the report: shared by `plan` and `merge`, so that
 /// merged shards print exactly what the unsharded run prints.
-pub fn finish(report: &PlanReport, dir: &Path, format: Format, digest: String) -> Result<()> {
+pub(crate) fn finish(report: &PlanReport, dir: &Path, format: Format, digest: String) -> Result<()> {
     let json = serde_json::to_string_pretty(report).expect("report serialises");
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     crate::atomic::write(&dir.join("plan.json"), json.clone() + "\n")?;
@@ -148,7 +148,7 @@ fn slo_words(h: &PlanHeader) -> String {
 }
 
 /// The human-readable plan.
-pub fn table(r: &PlanReport) -> String {
+pub(crate) fn table(r: &PlanReport) -> String {
     let h = &r.header;
     let mut o = String::new();
     let load = match (h.load_rps_mean, h.load_rps_peak) {
@@ -261,7 +261,7 @@ pub fn table(r: &PlanReport) -> String {
 /// The evidence of each candidate's count: its capacity, the count below failing, headroom,
 /// borderline counts, the binding constraint, spares and autoscaling (in the CLI's table and
 /// in the HTML report).
-pub fn evidence(r: &PlanReport) -> String {
+pub(crate) fn evidence(r: &PlanReport) -> String {
     let h = &r.header;
     let mut o =
         String::from("method: capacity of one instance → instances for the load → GPUs and memory; evidence:\n");

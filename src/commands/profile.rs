@@ -9,7 +9,7 @@ use super::Format;
 use crate::error::{CliError, Result};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     command: Sub,
 }
@@ -49,12 +49,12 @@ struct QueryArgs {
 }
 
 /// Reads and parses a profile; errors name the file.
-pub fn load(path: &Path) -> std::result::Result<Profile, ResourceError> {
+pub(crate) fn load(path: &Path) -> std::result::Result<Profile, ResourceError> {
     let text = crate::input::read_text(path, "profile").map_err(|e| ResourceError::File(e.to_string()))?;
     Profile::from_json(&text).map_err(|e| ResourceError::File(format!("{}: {e}", path.display())))
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub(crate) fn run(a: Args) -> Result<()> {
     match a.command {
         Sub::Show { profile } => show(&profile),
         Sub::Query(q) => query(q),

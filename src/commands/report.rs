@@ -6,7 +6,7 @@ use crate::error::{CliError, Result};
 use crate::report;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// A run's output folder (with summary.json, requests.csv, timeseries.csv, scenario.toml).
     dir: PathBuf,
     /// Where to write the report. Default: DIR/report.html.
@@ -17,7 +17,7 @@ pub struct Args {
     kind: Option<report::Kind>,
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub(crate) fn run(a: Args) -> Result<()> {
     if !a.dir.is_dir() {
         return Err(CliError::input(format!("{}: no such output folder", a.dir.display())));
     }
@@ -29,7 +29,7 @@ pub fn run(a: Args) -> Result<()> {
 }
 
 /// Writes a report, creating its folder.
-pub fn write(path: &std::path::Path, html: &str) -> Result<()> {
+pub(crate) fn write(path: &std::path::Path, html: &str) -> Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
     }

@@ -9,7 +9,7 @@ use crate::error::{CliError, Result};
 use crate::{output, scenario_file};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Scenario TOML file. Default: the embedded scenarios/chat.toml.
     #[arg(long)]
     scenario: Option<PathBuf>,
@@ -30,7 +30,7 @@ pub struct Args {
     quiet: bool,
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub(crate) fn run(a: Args) -> Result<()> {
     let mut s = scenario_file::load_or_default(a.scenario.as_deref(), "chat")?;
     if let Some(seed) = a.seed {
         s.set_seed(seed);

@@ -4,7 +4,7 @@
 use plotters::prelude::*;
 
 /// Colours of successive series (colour-blind-safe Okabe–Ito palette).
-pub const PALETTE: [RGBColor; 9] = [
+pub(crate) const PALETTE: [RGBColor; 9] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),
@@ -24,18 +24,18 @@ const LEGEND_W: u32 = 260;
 
 /// A named series of (x, y) points; `colour` is an index into [`PALETTE`] (None: its position
 /// in the chart), so that one candidate keeps one colour across every chart of a report.
-pub struct Series {
+pub(crate) struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
     pub colour: Option<usize>,
 }
 
 impl Series {
-    pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+    pub(crate) fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
         Series { name: name.into(), points, colour: None }
     }
 
-    pub fn coloured(mut self, colour: usize) -> Series {
+    pub(crate) fn coloured(mut self, colour: usize) -> Series {
         self.colour = Some(colour);
         self
     }
@@ -123,18 +123,18 @@ fn with_hovers(mut svg: String, hovers: &[Hover]) -> String {
 
 /// A marked reference value (an SLO threshold, the chosen point: red or green), or a
 /// `reference` one (the baseline: grey).
-pub struct Marker {
+pub(crate) struct Marker {
     pub label: String,
     pub value: f64,
     pub reference: bool,
 }
 
 impl Marker {
-    pub fn new(label: impl Into<String>, value: f64) -> Marker {
+    pub(crate) fn new(label: impl Into<String>, value: f64) -> Marker {
         Marker { label: label.into(), value, reference: false }
     }
 
-    pub fn reference(label: impl Into<String>, value: f64) -> Marker {
+    pub(crate) fn reference(label: impl Into<String>, value: f64) -> Marker {
         Marker { label: label.into(), value, reference: true }
     }
 }
@@ -165,7 +165,7 @@ fn empty(title: &str, note: &str) -> anyhow::Result<String> {
 }
 
 /// Cumulative distributions on a log x axis, with vertical markers (e.g. SLO thresholds).
-pub fn cdf(title: &str, x_desc: &str, series: &[Series], markers: &[Marker]) -> anyhow::Result<String> {
+pub(crate) fn cdf(title: &str, x_desc: &str, series: &[Series], markers: &[Marker]) -> anyhow::Result<String> {
     let positive: Vec<Series> = series
         .iter()
         .map(|s| Series {
@@ -230,7 +230,7 @@ pub fn cdf(title: &str, x_desc: &str, series: &[Series], markers: &[Marker]) -> 
 
 /// Line chart over a linear x axis, with optional horizontal markers and an optional vertical
 /// marker (e.g. the chosen instance count).
-pub fn lines(
+pub(crate) fn lines(
     title: &str,
     x_desc: &str,
     y_desc: &str,
@@ -245,7 +245,7 @@ pub fn lines(
 /// [`lines`] with values above `cap` drawn on the top edge (the title says so; hovering shows
 /// the true value), so that one far point does not flatten the band that decides.
 #[allow(clippy::too_many_arguments)]
-pub fn lines_capped(
+pub(crate) fn lines_capped(
     title: &str,
     x_desc: &str,
     y_desc: &str,
@@ -286,7 +286,13 @@ pub fn lines_capped(
 /// drawn. The y axis shows the band where the decision lies, from 10 points under the target
 /// up (so that 95–100% is readable, not a sliver of 0–100%); counts further under it are drawn
 /// on the bottom edge, and the title says so.
-pub fn frontier(title: &str, x_desc: &str, y_desc: &str, series: &[Series], target: &Marker) -> anyhow::Result<String> {
+pub(crate) fn frontier(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[Series],
+    target: &Marker,
+) -> anyhow::Result<String> {
     let Some((x0, x1)) = bounds(series, |p| p.0) else {
         return empty(title, "no data to plot");
     };
@@ -403,7 +409,7 @@ fn draw_lines(
 /// One bar per category, each in `colours[i]` (an index into [`PALETTE`]; None: all in the
 /// first colour); the `highlight` bar (the baseline, the recommended candidate) is outlined in
 /// red and named in the legend with its label.
-pub fn bars(
+pub(crate) fn bars(
     title: &str,
     y_desc: &str,
     categories: &[String],
@@ -486,7 +492,7 @@ pub fn bars(
 #[allow(dead_code)] // kept for multi-series comparisons
 /// Grouped bars: one group per category (x), one bar per series; `baseline` names the series
 /// drawn with a black outline.
-pub fn grouped_bars(
+pub(crate) fn grouped_bars(
     title: &str,
     y_desc: &str,
     categories: &[String],
@@ -563,7 +569,7 @@ pub fn grouped_bars(
 }
 
 /// Short axis labels: 1.2k, 35, 0.25, 0.0012.
-pub fn short(v: f64) -> String {
+pub(crate) fn short(v: f64) -> String {
     let a = v.abs();
     if a > 0.0 && a < 0.01 {
         let decimals = (-a.log10()).ceil() as usize + 1;

@@ -13,13 +13,13 @@ table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #ccc;pad
 th{background:#f3f3f3}td.l,th.l{text-align:left}.charts{display:flex;flex-wrap:wrap;gap:12px}\
 .chart{border:1px solid #ddd}pre.evidence{font-size:12px;white-space:pre-wrap;background:#fafafa;border:1px solid #ddd;padding:8px}table.wide{font-size:12px}.meta{color:#555}.miss{color:#b00;font-weight:bold}.ok{color:#070;font-weight:bold}";
 
-pub fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// A table cell showing `x` (the value at `key` of the output file), times `scale`, with
 /// `decimals` decimals; "–" for none.
-pub fn num(x: Option<f64>, key: &str, decimals: usize, scale: f64, suffix: &str) -> String {
+pub(crate) fn num(x: Option<f64>, key: &str, decimals: usize, scale: f64, suffix: &str) -> String {
     match x {
         Some(x) => format!(
             "<td data-key=\"{key}\" data-decimals=\"{decimals}\" data-scale=\"{scale}\">{:.*}{suffix}</td>",
@@ -30,7 +30,7 @@ pub fn num(x: Option<f64>, key: &str, decimals: usize, scale: f64, suffix: &str)
     }
 }
 
-pub fn page(title: &str, header: &str, tables: &str, charts: &[String]) -> String {
+pub(crate) fn page(title: &str, header: &str, tables: &str, charts: &[String]) -> String {
     let mut o = String::with_capacity(64 * 1024);
     o += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">";
     o += &format!("<title>{}</title><style>{CSS}</style></head><body>\n", escape(title));
@@ -45,7 +45,7 @@ pub fn page(title: &str, header: &str, tables: &str, charts: &[String]) -> Strin
 }
 
 /// One line about the scenario: model, GPUs, seed, SLO.
-pub fn scenario_header(scenario: &toml::Value, summary: &Summary) -> String {
+pub(crate) fn scenario_header(scenario: &toml::Value, summary: &Summary) -> String {
     let s = |path: &[&str]| -> String {
         let mut v = scenario;
         for k in path {
@@ -71,7 +71,7 @@ pub fn scenario_header(scenario: &toml::Value, summary: &Summary) -> String {
 }
 
 /// The summary tables of a run.
-pub fn summary_tables(v: &Summary) -> String {
+pub(crate) fn summary_tables(v: &Summary) -> String {
     let mut o = String::new();
     let int = |x: u64, key: &str| num(Some(x as f64), key, 0, 1.0, "");
     o += "<h2>Requests</h2><table><tr><th>arrived</th><th>finished</th><th>rejected</th><th>timed out</th><th>lost</th><th>in flight</th><th>measured</th><th>preemptions</th></tr><tr>";
@@ -183,7 +183,7 @@ fn class_table(v: &Summary) -> String {
 
 /// The run's cost fallbacks (`cost.fallbacks` of summary.json): ops the roofline priced and
 /// tables read beyond their measured range, with their share of the iteration time.
-pub fn fallback_table(v: &Summary) -> String {
+pub(crate) fn fallback_table(v: &Summary) -> String {
     let list = &v.cost.fallbacks;
     if list.is_empty() {
         return "<h2>Cost model</h2><p>Every op priced from its measured table, within the measured range.</p>\n"
@@ -212,7 +212,7 @@ fn json(x: impl serde::Serialize) -> String {
 }
 
 /// One line about a plan: load, SLO, seeds, headroom.
-pub fn plan_header(plan: &PlanReport) -> String {
+pub(crate) fn plan_header(plan: &PlanReport) -> String {
     let h = &plan.header;
     let f = |x: Option<f64>| x.map(|x| format!("{x:.1}")).unwrap_or_else(|| "–".into());
     format!(
@@ -231,7 +231,7 @@ pub fn plan_header(plan: &PlanReport) -> String {
 }
 
 /// The cost table of a plan, one row per candidate; cells carry their plan.json key.
-pub fn plan_table(plan: &PlanReport) -> String {
+pub(crate) fn plan_table(plan: &PlanReport) -> String {
     let mut o = String::from(
         "<h2>Candidates</h2><table><tr><th class=\"l\">candidate</th><th>instances (min)</th><th>instances</th><th>GPUs</th><th>$/h</th>\
          <th>TTFT p99 ms</th><th>TPOT p99 ms</th><th>attainment</th><th>goodput req/s</th><th>KV peak</th>\
@@ -325,7 +325,7 @@ fn plan_fleet_table(plan: &PlanReport) -> String {
 /// against the baseline; cells showing a compare.csv value as written carry `data-csv`.
 /// The key-metrics table's columns of compare.csv (names of [`crate::rows::CompareCells`]
 /// fields: a test checks it), their headings and display scale.
-pub const KEY_METRICS: [(&str, &str, f64); 6] = [
+pub(crate) const KEY_METRICS: [(&str, &str, f64); 6] = [
     ("ttft_ms_p99", "TTFT p99 (ms)", 1.0),
     ("tpot_ms_p99", "TPOT p99 (ms)", 1.0),
     ("e2e_ms_p99", "E2E p99 (ms)", 1.0),
@@ -334,7 +334,7 @@ pub const KEY_METRICS: [(&str, &str, f64); 6] = [
     ("throughput_rps", "throughput (req/s)", 1.0),
 ];
 
-pub fn compare_key_table(headers: &[String], rows: &[Vec<String>], labels: &[String]) -> String {
+pub(crate) fn compare_key_table(headers: &[String], rows: &[Vec<String>], labels: &[String]) -> String {
     let col = |name: &str| headers.iter().position(|h| h == name);
     let mut o = String::from("<h2>Key metrics</h2><table><tr><th class=\"l\">variant</th>");
     for (_, name, _) in KEY_METRICS {
@@ -364,7 +364,7 @@ pub fn compare_key_table(headers: &[String], rows: &[Vec<String>], labels: &[Str
 }
 
 /// A CSV file as a table; numeric cells carry their column and row (`data-csv`).
-pub fn csv_table(headers: &[String], rows: &[Vec<String>], labels: &[String]) -> String {
+pub(crate) fn csv_table(headers: &[String], rows: &[Vec<String>], labels: &[String]) -> String {
     let mut o = String::from("<h2>Variants</h2><table class=\"wide\"><tr><th class=\"l\">bar</th>");
     for h in headers {
         o += &format!("<th>{}</th>", escape(h));

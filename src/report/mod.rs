@@ -6,7 +6,7 @@
 //! downsampled for drawing only: CDFs to at most 400 quantile points, time series to at most 800
 //! buckets; statistics are never recomputed from the downsampled data.
 
-pub mod charts;
+pub(crate) mod charts;
 pub(crate) mod html;
 
 use std::path::Path;
@@ -20,13 +20,13 @@ use crate::rows::{CompareCells, Ms, Plain, RequestRow, WindowRow};
 use servesim_sim::plan::{self as plan, PlanReport};
 
 /// Most points drawn per CDF.
-pub const CDF_POINTS: usize = 400;
+pub(crate) const CDF_POINTS: usize = 400;
 /// Most buckets drawn per time series.
-pub const SERIES_BUCKETS: usize = 800;
+pub(crate) const SERIES_BUCKETS: usize = 800;
 
 /// Which command's outputs a report shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Kind {
+pub(crate) enum Kind {
     Simulate,
     Plan,
     Compare,
@@ -53,7 +53,7 @@ impl Kind {
 /// Builds the report of the outputs in `dir`: of `kind`, or of the one command whose outputs
 /// it holds (by its `manifest.json`, else by its files: summary.json, plan.json, compare.csv);
 /// several without `kind` is an error. Returns the page and what it shows, in words.
-pub fn report_for_dir(dir: &Path, kind: Option<Kind>) -> anyhow::Result<(String, String)> {
+pub(crate) fn report_for_dir(dir: &Path, kind: Option<Kind>) -> anyhow::Result<(String, String)> {
     let manifest = crate::manifest::read(dir);
     let kind = match kind {
         Some(k) => k,
@@ -110,7 +110,7 @@ pub fn report_for_dir(dir: &Path, kind: Option<Kind>) -> anyhow::Result<(String,
 
 /// The report of a `plan`: attainment against instance count per candidate (the chosen count
 /// marked), and the cost table.
-pub fn plan_report(dir: &Path) -> anyhow::Result<String> {
+pub(crate) fn plan_report(dir: &Path) -> anyhow::Result<String> {
     let plan: PlanReport = read_typed(&dir.join("plan.json"), "plan")?;
     let candidates = &plan.candidates;
     let target = plan.header.slo.attainment;
@@ -225,7 +225,7 @@ pub fn plan_report(dir: &Path) -> anyhow::Result<String> {
 
 /// The report of a `compare`: bars per variant for the key metrics, the baseline outlined, and
 /// the table of compare.csv.
-pub fn compare_report(dir: &Path) -> anyhow::Result<String> {
+pub(crate) fn compare_report(dir: &Path) -> anyhow::Result<String> {
     let path = dir.join("compare.csv");
     let (mut headers, mut rows, mut cells) = (vec![], vec![], vec![]);
     crate::rows::each_record(&path, |rec, h| {
@@ -343,7 +343,7 @@ pub fn compare_report(dir: &Path) -> anyhow::Result<String> {
 
 /// The empirical CDF of `values` (sorted here), downsampled to at most `CDF_POINTS` points at
 /// evenly spaced ranks, always keeping the first and last.
-pub fn cdf_points(values: &mut [f64]) -> Vec<(f64, f64)> {
+pub(crate) fn cdf_points(values: &mut [f64]) -> Vec<(f64, f64)> {
     values.sort_unstable_by(|a, b| a.total_cmp(b));
     let n = values.len();
     if n == 0 {
@@ -360,7 +360,7 @@ pub fn cdf_points(values: &mut [f64]) -> Vec<(f64, f64)> {
 
 /// One row of `timeseries.csv`.
 #[derive(Clone, Debug, Default)]
-pub struct Window {
+pub(crate) struct Window {
     pub t_s: f64,
     pub arrivals: f64,
     pub waiting: f64,
@@ -377,7 +377,7 @@ pub struct Window {
 }
 
 /// Reads `timeseries.csv`.
-pub fn read_timeseries(path: &Path) -> anyhow::Result<Vec<Window>> {
+pub(crate) fn read_timeseries(path: &Path) -> anyhow::Result<Vec<Window>> {
     let mut out = vec![];
     crate::rows::each_record(path, |rec, headers| {
         let w: WindowRow = rec.deserialize(Some(headers))?;
@@ -402,7 +402,7 @@ pub fn read_timeseries(path: &Path) -> anyhow::Result<Vec<Window>> {
 /// Groups windows into at most `SERIES_BUCKETS` buckets: means for rates, occupancy and
 /// instance counts, sums for failures and restarts, the maximum for p99 TTFT and the minimum
 /// for SLO attainment (a bucket's worst window), so a short burst or dip stays visible.
-pub fn downsample(rows: &[Window], window_s: f64) -> Vec<Window> {
+pub(crate) fn downsample(rows: &[Window], window_s: f64) -> Vec<Window> {
     if rows.is_empty() {
         return vec![];
     }
@@ -463,7 +463,7 @@ fn read_typed<T: serde::de::DeserializeOwned>(path: &Path, command: &str) -> any
 }
 
 /// The report of one `simulate` run.
-pub fn simulate_report(dir: &Path) -> anyhow::Result<String> {
+pub(crate) fn simulate_report(dir: &Path) -> anyhow::Result<String> {
     let summary: Summary = read_typed(&dir.join("summary.json"), "simulate")?;
     let scenario: toml::Value = {
         let p = dir.join("scenario.toml");

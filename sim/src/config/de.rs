@@ -10,17 +10,17 @@
 use serde::de::{DeserializeOwned, Error};
 
 /// Separates a relative key path from the message inside a custom error.
-pub const PATH_MARK: char = '\u{1}';
+pub(crate) const PATH_MARK: char = '\u{1}';
 
 /// Splits a message produced by [`variant`] into its relative path and the message proper.
-pub fn split_marked(msg: &str) -> Option<(&str, &str)> {
+pub(crate) fn split_marked(msg: &str) -> Option<(&str, &str)> {
     let rest = msg.strip_prefix(PATH_MARK)?;
     let (path, message) = rest.split_once(PATH_MARK)?;
     Some((path, message))
 }
 
 /// Joins two key paths: `a` + `b` → `a.b`, `a` + `[0].b` → `a[0].b`.
-pub fn join_path(outer: &str, inner: &str) -> String {
+pub(crate) fn join_path(outer: &str, inner: &str) -> String {
     match (outer.is_empty() || outer == ".", inner.is_empty()) {
         (true, _) => inner.to_string(),
         (_, true) => outer.to_string(),
@@ -36,7 +36,7 @@ fn first_line(msg: &str) -> &str {
 }
 
 /// Removes the `kind` key of a tagged table and returns its value.
-pub fn take_kind<E: Error>(table: &mut toml::Table, kinds: &[&str]) -> Result<String, E> {
+pub(crate) fn take_kind<E: Error>(table: &mut toml::Table, kinds: &[&str]) -> Result<String, E> {
     let expected = kinds.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(", ");
     match table.remove("kind") {
         None => Err(E::custom(format!("{PATH_MARK}kind{PATH_MARK}missing; expected one of {expected}"))),
@@ -50,7 +50,7 @@ pub fn take_kind<E: Error>(table: &mut toml::Table, kinds: &[&str]) -> Result<St
 
 /// Deserialises the rest of a tagged table into the variant's struct, carrying the key path of
 /// any error out in the message.
-pub fn variant<T: DeserializeOwned, E: Error>(table: toml::Table) -> Result<T, E> {
+pub(crate) fn variant<T: DeserializeOwned, E: Error>(table: toml::Table) -> Result<T, E> {
     serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
         let path = e.path().to_string();
         let msg = e.into_inner().to_string();

@@ -9,7 +9,7 @@
 //! module may use `config`, and `config` uses only the standard library, serde and toml. The
 //! check in `sim/tests/layers.rs` keeps it so.
 
-pub mod de;
+pub(crate) mod de;
 mod registry;
 
 use std::fmt;
@@ -57,7 +57,7 @@ pub fn check<V: fmt::Display>(ok: bool, path: &str, key: &str, msg: &str, value:
 }
 
 /// Parses TOML text into a file model `T`, turning serde's errors into key-path messages.
-pub fn parse<T: DeserializeOwned>(src: &str) -> Result<T, ConfigError> {
+pub(crate) fn parse<T: DeserializeOwned>(src: &str) -> Result<T, ConfigError> {
     let de = toml::Deserializer::parse(src).map_err(|e| toml_error(src, "", &e))?;
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();

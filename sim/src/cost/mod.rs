@@ -4,7 +4,7 @@
 //! iteration is O(1) however many requests it holds. A [`CostModel`] turns it into time.
 
 mod linear;
-pub mod overhead;
+pub(crate) mod overhead;
 pub mod profile;
 mod profiled;
 mod roofline;

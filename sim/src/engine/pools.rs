@@ -17,7 +17,7 @@ use crate::time::SimTime;
 use crate::workload::{Request, NO_SESSION};
 
 /// The two pools of a disaggregated run.
-pub struct Pools {
+pub(super) struct Pools {
     /// Instances `[0, prefill)` form the prefill pool, `[prefill, n)` the decode pool.
     pub prefill: usize,
     router: Box<dyn Router>,
@@ -51,7 +51,7 @@ struct Stats {
 
 impl Pools {
     /// `order` lists the groups in instance order (prefill groups first).
-    pub fn new(s: &Scenario, link: &Disaggregation, order: &[usize]) -> Pools {
+    pub(super) fn new(s: &Scenario, link: &Disaggregation, order: &[usize]) -> Pools {
         let mut group = Vec::new();
         let mut prefill = 0;
         let mut decode_reps = Vec::new();
@@ -83,13 +83,13 @@ impl Pools {
     }
 
     /// Whether every decode group could ever serve `req` (prefill instances check themselves).
-    pub fn decode_fits(&self, req: &Request, instances: &[Instance]) -> Result<(), RejectReason> {
+    pub(super) fn decode_fits(&self, req: &Request, instances: &[Instance]) -> Result<(), RejectReason> {
         self.decode_reps.iter().try_for_each(|&d| instances[d].check_fits(req))
     }
 
     /// Bytes one GPU link carries per token from instance `from` to instance `to`: the KV
     /// shard of one GPU at the smaller TP degree of the two (each of those GPUs has a link).
-    pub fn shard_bytes_per_token(&self, from: usize, to: usize) -> (u64, u64) {
+    pub(super) fn shard_bytes_per_token(&self, from: usize, to: usize) -> (u64, u64) {
         let (gp, gd) = (self.group[from], self.group[to]);
         let links = self.tp[gp].min(self.tp[gd]);
         (self.kv_models[gp].kv_bytes_per_token_per_gpu(links), links)
@@ -97,7 +97,7 @@ impl Pools {
 
     /// After iteration of instance `i` ended: hands its prefilled requests to decode instances
     /// (prefill pool) or starts the transfers its freed blocks allow (decode pool).
-    pub fn after_iteration(
+    pub(super) fn after_iteration(
         &mut self,
         i: usize,
         now: SimTime,
@@ -158,7 +158,7 @@ impl Pools {
 
     /// The KV of request `id` reached decode instance `to`: the prefill instance `from` frees
     /// its blocks and the request joins the decode batch.
-    pub fn transfer_done(
+    pub(super) fn transfer_done(
         &mut self,
         id: u64,
         from: u32,
@@ -177,7 +177,7 @@ impl Pools {
     /// Cluster-wide transfer invariants: every request a prefill instance hands off is held by
     /// exactly one decode instance (incoming or receiving), and vice versa; the requests waiting
     /// for decode blocks are those the decode instances have not started; pools keep their roles.
-    pub fn check(&self, instances: &[Instance]) {
+    pub(super) fn check(&self, instances: &[Instance]) {
         let (mut out, mut held) = (Vec::new(), Vec::new());
         for (i, inst) in instances.iter().enumerate() {
             let role = if i < self.prefill { Role::Prefill } else { Role::Decode };
@@ -209,7 +209,7 @@ impl Pools {
         }
     }
 
-    pub fn summary(&self, instances: &[Instance], rec: &Recorder) -> DisaggSummary {
+    pub(super) fn summary(&self, instances: &[Instance], rec: &Recorder) -> DisaggSummary {
         let ms = |v: &[u64]| {
             let mut x: Vec<f64> = v.iter().map(|&ns| ns as f64 * 1e-6).collect();
             Dist::of(&mut x)

@@ -24,17 +24,17 @@
 //! ([`state::Fleet`]) and the fleet's summary; the event handling that moves requests between
 //! instances lives with the engine (`engine/fleet.rs`).
 
-pub mod autoscale;
-pub mod failures;
-pub mod state;
+pub(crate) mod autoscale;
+pub(crate) mod failures;
+pub(crate) mod state;
 mod summary;
 
 use serde::{Deserialize, Serialize};
 
-pub use autoscale::{AutoscaleSection, SignalSpec};
-pub use failures::{FailureEvent, FailureKind, FailuresSection, RepairDist};
-pub use state::{Fleet, FleetEvent, FleetEventKind, Phase};
-pub use summary::{fill_series, FleetSummary};
+pub(crate) use autoscale::AutoscaleSection;
+pub(crate) use failures::{FailureKind, FailuresSection};
+pub(crate) use state::{Fleet, FleetEvent, FleetEventKind};
+pub(crate) use summary::{fill_series, FleetSummary};
 
 use crate::config::{check, ConfigError};
 use crate::instance::InstanceGroup;
@@ -161,7 +161,7 @@ impl FleetSection {
 
 /// Instances the simulation creates for group `g` (more than the group's count when the group
 /// is autoscaled: the instances it may add). `fleet` is the scenario's `[fleet]`, if any.
-pub fn instances_built(fleet: Option<&FleetSection>, groups: &[InstanceGroup], g: usize) -> u32 {
+pub(crate) fn instances_built(fleet: Option<&FleetSection>, groups: &[InstanceGroup], g: usize) -> u32 {
     match fleet {
         Some(f) => f.instances_built(groups, g),
         None => groups[g].count,

@@ -16,11 +16,11 @@ use crate::time::SimTime;
 use crate::workload::Request;
 
 /// Marks a scheduled failure: it applies to whatever the instance is doing then.
-pub const ANY_EPOCH: u32 = u32::MAX;
+pub(crate) const ANY_EPOCH: u32 = u32::MAX;
 
 /// Where an instance is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Not provisioned (an autoscaled group's spare slot): costs nothing.
     Off,
     /// Loading weights and initialising.
@@ -38,11 +38,11 @@ pub enum Phase {
 
 impl Phase {
     /// Whether routers may send to an instance in this phase (believed healthy).
-    pub fn routable(self) -> bool {
+    pub(crate) fn routable(self) -> bool {
         matches!(self, Phase::Ready | Phase::Failed(_))
     }
 
-    pub fn provisioned(self) -> bool {
+    pub(crate) fn provisioned(self) -> bool {
         self != Phase::Off
     }
 }
@@ -83,7 +83,7 @@ struct Slot {
 
 /// The fleet's size from `at` on (until the next change).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Count {
+pub(crate) struct Count {
     pub at: SimTime,
     /// Instances provisioned (paid for), serving, and the KV blocks of those provisioned.
     pub provisioned: u32,
@@ -93,14 +93,14 @@ pub struct Count {
 
 /// A request whose instance crashed, waiting for its failure to be noticed.
 #[derive(Clone, Debug)]
-pub struct Limbo {
+pub(crate) struct Limbo {
     pub due: SimTime,
     pub req: Request,
     pub retries: u32,
 }
 
 /// The fleet: phases, stranded and tracked requests, accounting.
-pub struct Fleet {
+pub(crate) struct Fleet {
     pub cfg: FleetSection,
     slots: Vec<Slot>,
     /// Start-up delay, TP degree and KV blocks per instance of each group.
@@ -153,7 +153,7 @@ impl Fleet {
     /// start off; `failures.down` instances are down. `prices` is each group's $ per GPU-hour,
     /// when every group has one; `seed` is the scenario's. Returns the fleet and the events to
     /// schedule at the start.
-    pub fn new(
+    pub(crate) fn new(
         section: Option<&FleetSection>,
         groups: &[InstanceGroup],
         prices: Option<Vec<f64>>,
@@ -261,31 +261,31 @@ impl Fleet {
     }
 
     /// Whether `ev` still applies.
-    pub fn current(&self, ev: &FleetEvent) -> bool {
+    pub(crate) fn current(&self, ev: &FleetEvent) -> bool {
         ev.epoch == ANY_EPOCH || self.slots[ev.instance as usize].epoch == ev.epoch
     }
 
-    pub fn phase(&self, i: usize) -> Phase {
+    pub(crate) fn phase(&self, i: usize) -> Phase {
         self.slots[i].phase
     }
 
     /// Instances routers may send to.
-    pub fn routable(&self) -> u32 {
+    pub(crate) fn routable(&self) -> u32 {
         self.routable
     }
 
     /// Whether instance `i` has crashed and nobody knows yet (requests sent to it are stranded).
-    pub fn is_crashed(&self, i: usize) -> bool {
+    pub(crate) fn is_crashed(&self, i: usize) -> bool {
         self.slots[i].phase == Phase::Failed(FailureKind::Crash)
     }
 
-    pub fn is_draining(&self, i: usize) -> bool {
+    pub(crate) fn is_draining(&self, i: usize) -> bool {
         self.slots[i].phase == Phase::Draining
     }
 
     /// Moves instance `i` to `phase` at `now`, keeping the routers' view, the counts and the
     /// accounting in step; invalidates the events scheduled for its previous phase.
-    pub fn set_phase(&mut self, i: usize, phase: Phase, now: SimTime, inst: &mut Instance) {
+    pub(crate) fn set_phase(&mut self, i: usize, phase: Phase, now: SimTime, inst: &mut Instance) {
         self.integrate(now);
         let slot = &mut self.slots[i];
         let old = slot.phase;
@@ -299,7 +299,7 @@ impl Fleet {
         self.record(now);
     }
 
-    pub fn epoch(&self, i: usize) -> u32 {
+    pub(crate) fn epoch(&self, i: usize) -> u32 {
         self.slots[i].epoch
     }
 
@@ -336,7 +336,7 @@ impl Fleet {
     // Failures.
 
     /// Instance `i` fails now; returns the kind (a random failure's is drawn here).
-    pub fn begin_failure(&mut self, ev: &FleetEvent, now: SimTime, inst: &mut Instance) -> FailureKind {
+    pub(crate) fn begin_failure(&mut self, ev: &FleetEvent, now: SimTime, inst: &mut Instance) -> FailureKind {
         let i = ev.instance as usize;
         let FleetEventKind::Fail(kind, repair) = ev.kind else { unreachable!("a failure event") };
         let kind = kind.unwrap_or_else(|| {
@@ -354,7 +354,7 @@ impl Fleet {
     }
 
     /// The detection delay of a failure.
-    pub fn detection(&self, kind: FailureKind) -> SimTime {
+    pub(crate) fn detection(&self, kind: FailureKind) -> SimTime {
         SimTime::from_secs_f64(match kind {
             FailureKind::Crash => self.cfg.detection_s,
             FailureKind::Hang => self.cfg.hang_detection_s,
@@ -362,7 +362,7 @@ impl Fleet {
     }
 
     /// The failure of `i` is detected now: it restarts; returns when it will be ready.
-    pub fn begin_restart(&mut self, i: usize, now: SimTime, inst: &mut Instance) -> SimTime {
+    pub(crate) fn begin_restart(&mut self, i: usize, now: SimTime, inst: &mut Instance) -> SimTime {
         let repair = match self.slots[i].repair.take() {
             Some(r) => r,
             None => match &self.cfg.failures {
@@ -375,7 +375,12 @@ impl Fleet {
     }
 
     /// Start-up of `i` is over; returns its next random failure, if any.
-    pub fn become_ready(&mut self, i: usize, now: SimTime, inst: &mut Instance) -> Option<(SimTime, FleetEvent)> {
+    pub(crate) fn become_ready(
+        &mut self,
+        i: usize,
+        now: SimTime,
+        inst: &mut Instance,
+    ) -> Option<(SimTime, FleetEvent)> {
         if self.slots[i].phase == Phase::Restarting {
             self.restarts_at.push(now);
         }
@@ -386,23 +391,23 @@ impl Fleet {
     // Requests.
 
     /// Keeps a copy of a request now in flight on an instance, to retry it.
-    pub fn track(&mut self, req: &Request, retries: u32) {
+    pub(crate) fn track(&mut self, req: &Request, retries: u32) {
         self.tracked.insert(req.id, (req.clone(), retries));
     }
 
     /// Forgets a request that left its instance (finished, timed out).
-    pub fn untrack(&mut self, id: u64) {
+    pub(crate) fn untrack(&mut self, id: u64) {
         self.tracked.remove(&id);
     }
 
     /// The copy of a request taken off a failed instance, and its retries so far.
-    pub fn take_tracked(&mut self, id: u64) -> (Request, u32) {
+    pub(crate) fn take_tracked(&mut self, id: u64) -> (Request, u32) {
         self.tracked.remove(&id).expect("requests on instances are tracked when failures can happen")
     }
 
     /// Strands a request on a crashed instance until `due`; returns whether an event must be
     /// scheduled for `due` (one per distinct due time).
-    pub fn strand(&mut self, req: Request, retries: u32, due: SimTime) -> bool {
+    pub(crate) fn strand(&mut self, req: Request, retries: u32, due: SimTime) -> bool {
         let new = self.limbo.back().is_none_or(|l| l.due != due);
         debug_assert!(self.limbo.back().is_none_or(|l| l.due <= due), "stranded in due order");
         self.limbo.push_back(Limbo { due, req, retries });
@@ -410,7 +415,7 @@ impl Fleet {
     }
 
     /// The next stranded request due by `now`.
-    pub fn pop_due(&mut self, now: SimTime) -> Option<Limbo> {
+    pub(crate) fn pop_due(&mut self, now: SimTime) -> Option<Limbo> {
         if self.limbo.front().is_some_and(|l| l.due <= now) {
             self.limbo.pop_front()
         } else {
@@ -419,20 +424,20 @@ impl Fleet {
     }
 
     /// Requests stranded on crashed instances.
-    pub fn stranded(&self) -> usize {
+    pub(crate) fn stranded(&self) -> usize {
         self.limbo.len()
     }
 
     /// Requests tracked (in flight on instances, when failures can happen).
-    pub fn tracked(&self) -> usize {
+    pub(crate) fn tracked(&self) -> usize {
         self.tracked.len()
     }
 
-    pub fn count_retry(&mut self) {
+    pub(crate) fn count_retry(&mut self) {
         self.retries += 1;
     }
 
-    pub fn count_lost(&mut self) {
+    pub(crate) fn count_lost(&mut self) {
         self.lost += 1;
     }
 
@@ -445,7 +450,7 @@ impl Fleet {
     }
 
     /// What the autoscaler's signals read now.
-    pub fn measure(&self, instances: &[Instance], rec: &mut Recorder, now: SimTime) -> Measurements {
+    pub(crate) fn measure(&self, instances: &[Instance], rec: &mut Recorder, now: SimTime) -> Measurements {
         let a = self.cfg.autoscale.as_ref().expect("ticks come from [fleet.autoscale]");
         let ready: Vec<usize> = self.group_slots().filter(|(_, p)| *p == Phase::Ready).map(|(i, _)| i).collect();
         let mut m = Measurements::default();
@@ -476,7 +481,7 @@ impl Fleet {
 
     /// The autoscaler's decision at `now`: the change in instance count it makes (after its
     /// cooldowns), positive to add.
-    pub fn decide(&self, m: &Measurements, now: SimTime) -> i64 {
+    pub(crate) fn decide(&self, m: &Measurements, now: SimTime) -> i64 {
         let a = self.cfg.autoscale.as_ref().expect("ticks come from [fleet.autoscale]");
         let ready = self.group_slots().filter(|(_, p)| *p == Phase::Ready).count() as u32;
         let current = self.group_current();
@@ -492,7 +497,7 @@ impl Fleet {
     }
 
     /// Instances of the autoscaled group paid for and not draining.
-    pub fn group_current(&self) -> u32 {
+    pub(crate) fn group_current(&self) -> u32 {
         self.group_slots()
             .filter(|(_, p)| matches!(p, Phase::Starting | Phase::Ready | Phase::Failed(_) | Phase::Restarting))
             .count() as u32
@@ -500,7 +505,7 @@ impl Fleet {
 
     /// Instances to add, in order: draining ones first (taken back at once), then off ones
     /// (lowest index first).
-    pub fn scale_up_candidates(&self, n: usize) -> Vec<usize> {
+    pub(crate) fn scale_up_candidates(&self, n: usize) -> Vec<usize> {
         let draining = self.group_slots().filter(|(_, p)| *p == Phase::Draining).map(|(i, _)| i);
         let off = self.group_slots().filter(|(_, p)| *p == Phase::Off).map(|(i, _)| i);
         draining.chain(off).take(n).collect()
@@ -508,7 +513,7 @@ impl Fleet {
 
     /// Instances to remove, in order: restarting ones (their restart is cancelled), starting
     /// ones (newest first), then ready ones with the fewest requests (the last on a tie).
-    pub fn scale_down_candidates(&self, n: usize, instances: &[Instance]) -> Vec<usize> {
+    pub(crate) fn scale_down_candidates(&self, n: usize, instances: &[Instance]) -> Vec<usize> {
         let of = |phase: Phase| self.group_slots().filter(move |(_, p)| *p == phase).map(|(i, _)| i);
         let mut starting: Vec<usize> = of(Phase::Starting).collect();
         starting.reverse();
@@ -517,17 +522,17 @@ impl Fleet {
         of(Phase::Restarting).chain(starting).chain(ready).take(n).collect()
     }
 
-    pub fn startup(&self, i: usize) -> SimTime {
+    pub(crate) fn startup(&self, i: usize) -> SimTime {
         self.startup[self.slots[i].group]
     }
 
-    pub fn scaled_up(&mut self, now: SimTime, n: usize) {
+    pub(crate) fn scaled_up(&mut self, now: SimTime, n: usize) {
         self.scale_ups += n as u64;
         self.last_up = Some(now);
         self.last_change = Some(now);
     }
 
-    pub fn scaled_down(&mut self, now: SimTime, n: usize) {
+    pub(crate) fn scaled_down(&mut self, now: SimTime, n: usize) {
         self.scale_downs += n as u64;
         self.last_change = Some(now);
     }
@@ -535,31 +540,31 @@ impl Fleet {
     // Outputs.
 
     /// Closes the accounting at the end of the run.
-    pub fn finish(&mut self, end: SimTime) {
+    pub(crate) fn finish(&mut self, end: SimTime) {
         self.integrate(end);
     }
 
     /// The fleet's size after every change.
-    pub fn log(&self) -> &[Count] {
+    pub(crate) fn log(&self) -> &[Count] {
         &self.log
     }
 
     /// (time-weighted mean, maximum) of the KV blocks provisioned over a run that ended at `end`.
-    pub fn kv_blocks_over(&self, end: SimTime) -> (f64, u64) {
+    pub(crate) fn kv_blocks_over(&self, end: SimTime) -> (f64, u64) {
         let mean = if end > SimTime::ZERO { self.kv_ns as f64 / end.0 as f64 } else { self.kv_blocks() as f64 };
         (mean, self.kv_max)
     }
 
-    pub fn failures_at(&self) -> &[SimTime] {
+    pub(crate) fn failures_at(&self) -> &[SimTime] {
         &self.failures_at
     }
 
-    pub fn restarts_at(&self) -> &[SimTime] {
+    pub(crate) fn restarts_at(&self) -> &[SimTime] {
         &self.restarts_at
     }
 
     /// The fleet's summary over a run that ended at `end` (after [`Fleet::finish`]).
-    pub fn summary(&self, end: SimTime) -> FleetSummary {
+    pub(crate) fn summary(&self, end: SimTime) -> FleetSummary {
         let hours = |ns: u128| ns as f64 / 3.6e12;
         let span_h = end.as_secs_f64() / 3600.0;
         let gpu_hours: f64 = self.gpu_ns.iter().map(|&ns| hours(ns)).sum();
@@ -594,7 +599,7 @@ impl Fleet {
     }
 
     /// Checks the fleet's counts against the instances (tests).
-    pub fn check(&self, instances: &[Instance]) {
+    pub(crate) fn check(&self, instances: &[Instance]) {
         let mut routable = 0;
         for (i, s) in self.slots.iter().enumerate() {
             assert_eq!(instances[i].routable(), s.phase.routable(), "instance {i} routable flag out of step");

@@ -1,14 +1,14 @@
 //! The fleet's part of the run summary, and its columns of the time series.
 
 use super::Fleet;
-pub use crate::metrics::FleetSummary;
+pub(crate) use crate::metrics::FleetSummary;
 use crate::metrics::SloSection;
 use crate::metrics::{meets_slo, Recorder};
 use crate::time::SimTime;
 
 /// Fills the fleet's columns of the time series (instances provisioned and ready, failures and
 /// restarts per window) and each window's SLO attainment (of the requests that arrived in it).
-pub fn fill_series(rec: &mut Recorder, fleet: &Fleet, slo: &SloSection) {
+pub(crate) fn fill_series(rec: &mut Recorder, fleet: &Fleet, slo: &SloSection) {
     let width = rec.window();
     let n = rec.series.len();
     if n == 0 {

@@ -1,6 +1,7 @@
 //! Unit tests of the autoscaler's rule and the failure draws.
 
-use super::autoscale::{Measurements, QueueSignal, RateSignal, TtftSignal};
+use super::autoscale::{Measurements, QueueSignal, RateSignal, SignalSpec, TtftSignal};
+use super::failures::RepairDist;
 use super::*;
 use crate::rng::{substream, Stream};
 

@@ -6,7 +6,7 @@ use super::seq::Seq;
 use crate::cost::BatchShape;
 
 #[derive(Clone, Debug, Default)]
-pub struct Batch {
+pub(super) struct Batch {
     pub shape: BatchShape,
     /// Per draft depth j (from 1): requests drafting at least j tokens, and the sum of the
     /// contexts their j-th draft pass attends to.
@@ -14,18 +14,18 @@ pub struct Batch {
 }
 
 impl Batch {
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.shape = BatchShape::default();
         self.drafts.clear();
     }
 
     /// Adds `s`'s step (set, not yet run).
-    pub fn add(&mut self, s: &Seq) {
+    pub(super) fn add(&mut self, s: &Seq) {
         self.apply(s, 1);
     }
 
     /// Takes back `s`'s step.
-    pub fn remove(&mut self, s: &Seq) {
+    pub(super) fn remove(&mut self, s: &Seq) {
         self.apply(s, -1);
     }
 

@@ -26,7 +26,7 @@ use crate::time::SimTime;
 
 /// A hasher for keys that are already well-mixed 64-bit hashes.
 #[derive(Default)]
-pub struct IdHasher(u64);
+pub(crate) struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
@@ -42,13 +42,13 @@ impl Hasher for IdHasher {
     }
 }
 
-pub type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+pub(crate) type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 
 const NIL: u32 = u32::MAX;
 
 /// A pool of KV blocks.
 #[derive(Clone, Debug)]
-pub struct BlockAllocator {
+pub(crate) struct BlockAllocator {
     total: u32,
     /// Blocks `0..fresh` have been handed out at least once; the rest are free and untouched.
     fresh: u32,
@@ -78,7 +78,7 @@ struct Cache {
 }
 
 impl BlockAllocator {
-    pub fn new(total: u32) -> BlockAllocator {
+    pub(crate) fn new(total: u32) -> BlockAllocator {
         // Hand out low block numbers first (purely cosmetic; any order is correct).
         BlockAllocator { total, fresh: 0, free: Vec::new(), refs: Vec::new(), cache: None }
     }
@@ -106,7 +106,7 @@ impl BlockAllocator {
     }
 
     /// A pool whose blocks can be registered, shared and kept cached (prefix caching).
-    pub fn with_prefix_cache(total: u32) -> BlockAllocator {
+    pub(crate) fn with_prefix_cache(total: u32) -> BlockAllocator {
         let mut a = BlockAllocator::new(total);
         a.cache = Some(Box::new(Cache {
             hash: Vec::new(),
@@ -121,42 +121,44 @@ impl BlockAllocator {
         a
     }
 
-    pub fn total(&self) -> u32 {
+    pub(crate) fn total(&self) -> u32 {
         self.total
     }
 
     /// Blocks an allocation can take: free ones and evictable cached ones.
-    pub fn free(&self) -> u32 {
+    pub(crate) fn free(&self) -> u32 {
         self.free.len() as u32 + (self.total - self.fresh) + self.evictable()
     }
 
     /// Blocks owned by at least one request.
-    pub fn used(&self) -> u32 {
+    pub(crate) fn used(&self) -> u32 {
         self.total - self.free()
     }
 
     /// Cached blocks no request uses (reclaimable).
-    pub fn evictable(&self) -> u32 {
+    pub(crate) fn evictable(&self) -> u32 {
         self.cache.as_ref().map_or(0, |c| c.evictable)
     }
 
     /// Registered (cached) blocks, in use or not.
-    pub fn cached(&self) -> u32 {
+    #[cfg(test)]
+    pub(crate) fn cached(&self) -> u32 {
         self.cache.as_ref().map_or(0, |c| c.by_hash.len() as u32)
     }
 
-    pub fn refs(&self, b: u32) -> u32 {
+    pub(crate) fn refs(&self, b: u32) -> u32 {
         self.refs.get(b as usize).copied().unwrap_or(0)
     }
 
     /// Takes one block, or `None` when the pool is empty.
-    pub fn alloc(&mut self) -> Option<u32> {
+    #[cfg(test)]
+    pub(crate) fn alloc(&mut self) -> Option<u32> {
         self.alloc_evicting().map(|(b, _)| b)
     }
 
     /// Takes one block, evicting the least recently used cached block when no free one is
     /// left; returns the block and the hash it was evicted from, if any.
-    pub fn alloc_evicting(&mut self) -> Option<(u32, Option<u64>)> {
+    pub(crate) fn alloc_evicting(&mut self) -> Option<(u32, Option<u64>)> {
         if let Some(b) = self.pop_free() {
             debug_assert_eq!(self.refs[b as usize], 0, "block {b} on the free list but owned");
             self.refs[b as usize] = 1;
@@ -176,7 +178,7 @@ impl BlockAllocator {
 
     /// Takes one block from the free list (never evicting a cached one).
     #[inline]
-    pub fn alloc_free(&mut self) -> Option<u32> {
+    pub(crate) fn alloc_free(&mut self) -> Option<u32> {
         let b = self.pop_free()?;
         debug_assert_eq!(self.refs[b as usize], 0, "block {b} on the free list but owned");
         self.refs[b as usize] = 1;
@@ -184,7 +186,8 @@ impl BlockAllocator {
     }
 
     /// Takes `n` blocks into `table`, all or nothing.
-    pub fn alloc_n(&mut self, n: u32, table: &mut Vec<u32>) -> bool {
+    #[cfg(test)]
+    pub(crate) fn alloc_n(&mut self, n: u32, table: &mut Vec<u32>) -> bool {
         if n > self.free() {
             return false;
         }
@@ -196,12 +199,12 @@ impl BlockAllocator {
     }
 
     /// The cached block registered under `hash`, if any.
-    pub fn lookup(&self, hash: u64) -> Option<u32> {
+    pub(crate) fn lookup(&self, hash: u64) -> Option<u32> {
         self.cache.as_ref()?.by_hash.get(&hash).copied()
     }
 
     /// One more owner for a cached block (a prefix hit); an evictable block stops being one.
-    pub fn acquire(&mut self, b: u32) {
+    pub(crate) fn acquire(&mut self, b: u32) {
         let r = &mut self.refs[b as usize];
         if *r == 0 {
             self.cache.as_mut().expect("only cached blocks are acquired").unlink(b);
@@ -212,7 +215,7 @@ impl BlockAllocator {
     /// Registers an owned block under `hash`, unless the hash is already cached elsewhere (two
     /// requests computed the same prefix at once: the first keeps it) or the block already has
     /// one. Returns whether it was registered.
-    pub fn register(&mut self, b: u32, hash: u64) -> bool {
+    pub(crate) fn register(&mut self, b: u32, hash: u64) -> bool {
         let Some(c) = self.cache.as_mut() else { return false };
         debug_assert!(self.refs[b as usize] > 0, "only owned blocks are registered");
         if c.hash[b as usize].is_some() || c.by_hash.contains_key(&hash) {
@@ -226,7 +229,7 @@ impl BlockAllocator {
     /// Drops one owner of every block of `table` (at `now`) and empties it. Blocks nobody owns
     /// any more become free, or evictable if they are cached; the table's last blocks are
     /// released first, so they are evicted first (they are the least likely to be shared).
-    pub fn release_at(&mut self, table: &mut Vec<u32>, now: SimTime) {
+    pub(crate) fn release_at(&mut self, table: &mut Vec<u32>, now: SimTime) {
         for &b in table.iter().rev() {
             let r = &mut self.refs[b as usize];
             assert!(*r >= 1, "block {b} released but not owned");
@@ -246,12 +249,13 @@ impl BlockAllocator {
     }
 
     /// [`BlockAllocator::release_at`] without a time (no prefix caching).
-    pub fn release(&mut self, table: &mut Vec<u32>) {
+    #[cfg(test)]
+    pub(crate) fn release(&mut self, table: &mut Vec<u32>) {
         self.release_at(table, SimTime::ZERO);
     }
 
     /// Evicts cached blocks nobody has used since `before` (a time-to-live); returns how many.
-    pub fn expire(&mut self, before: SimTime) -> u64 {
+    pub(crate) fn expire(&mut self, before: SimTime) -> u64 {
         let Some(c) = self.cache.as_mut() else { return 0 };
         let mut n = 0;
         while c.head != NIL && c.released[c.head as usize] < before {
@@ -268,7 +272,7 @@ impl BlockAllocator {
     /// Checks that the free list, the LRU list, the hash map and the owner counts agree, and
     /// that `tables` (every block table in use) hold each owned block exactly as many times as
     /// its owner count, never twice in one table. O(total); for tests and debug checks.
-    pub fn check(&self, tables: &[&[u32]]) {
+    pub(crate) fn check(&self, tables: &[&[u32]]) {
         // Blocks from `fresh` on were never used: free, and in no table (checked below).
         let n = self.fresh as usize;
         assert!(self.fresh <= self.total && self.refs.len() == n, "high-water mark out of step");

@@ -16,21 +16,21 @@
 //! block and none is free. Each policy is one file under `batching/`, `queue/`, `admission/`,
 //! `preemption/`, plus `kv_policy.rs`, `prefix.rs`, `speculative.rs` and `cpu.rs`.
 
-pub mod admission;
+pub(crate) mod admission;
 mod batch;
-pub mod batching;
-pub mod cpu;
+pub(crate) mod batching;
+pub(crate) mod cpu;
 mod fleet;
 mod group;
-pub mod handoff;
-pub mod kv;
-pub mod kv_policy;
-pub mod policy;
-pub mod preemption;
-pub mod prefix;
+pub(crate) mod handoff;
+pub(crate) mod kv;
+pub(crate) mod kv_policy;
+pub(crate) mod policy;
+pub(crate) mod preemption;
+pub(crate) mod prefix;
 pub mod queue;
 mod seq;
-pub mod speculative;
+pub(crate) mod speculative;
 
 use std::collections::VecDeque;
 use std::sync::Arc;

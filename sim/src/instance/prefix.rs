@@ -48,7 +48,7 @@ impl PrefixCacheSection {
 /// Names every full KV block whose tokens `content` identifies: the prompt's covered blocks and,
 /// when the content covers the whole prompt, the blocks of generated tokens (named by
 /// [`output_hash`]), up to the `prompt + output − 1` tokens whose KV is ever written.
-pub fn block_hashes(content: &[Segment], prompt: u32, output: u32, block_tokens: u64, out: &mut Vec<u64>) {
+pub(crate) fn block_hashes(content: &[Segment], prompt: u32, output: u32, block_tokens: u64, out: &mut Vec<u64>) {
     out.clear();
     if content.is_empty() {
         return;
@@ -84,7 +84,7 @@ pub fn block_hashes(content: &[Segment], prompt: u32, output: u32, block_tokens:
 
 /// Where a block of a prefix hit comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hit {
+pub(crate) enum Hit {
     /// A cached GPU block, shared.
     Gpu(u32),
     /// A block in the CPU tier, to be loaded into a new GPU block.
@@ -93,7 +93,7 @@ pub enum Hit {
 
 /// The longest cached prefix of `hashes`, at most `max_blocks` blocks, into `out`. Returns
 /// (GPU hits, GPU hits on evictable blocks).
-pub fn lookup(
+pub(crate) fn lookup(
     kv: &BlockAllocator,
     tier: Option<&CpuTier>,
     hashes: &[u64],
@@ -118,7 +118,7 @@ pub fn lookup(
 
 /// The CPU-memory tier of the prefix cache: block hashes in LRU order, bounded in blocks.
 #[derive(Clone, Debug, Default)]
-pub struct CpuTier {
+pub(crate) struct CpuTier {
     capacity: u64,
     clock: u64,
     stamp: IdMap<u64>,
@@ -126,29 +126,21 @@ pub struct CpuTier {
 }
 
 impl CpuTier {
-    pub fn new(capacity_blocks: u64) -> CpuTier {
+    pub(crate) fn new(capacity_blocks: u64) -> CpuTier {
         CpuTier { capacity: capacity_blocks, ..CpuTier::default() }
     }
 
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.stamp.len() as u64
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.stamp.is_empty()
-    }
-
-    pub fn capacity(&self) -> u64 {
-        self.capacity
-    }
-
-    pub fn contains(&self, h: u64) -> bool {
+    pub(crate) fn contains(&self, h: u64) -> bool {
         self.stamp.contains_key(&h)
     }
 
     /// Stores (or refreshes) a block; the least recently used goes when full. Returns whether
     /// the block was newly stored (so it had to be copied over).
-    pub fn put(&mut self, h: u64) -> bool {
+    pub(crate) fn put(&mut self, h: u64) -> bool {
         if self.capacity == 0 {
             return false;
         }
@@ -167,7 +159,7 @@ impl CpuTier {
     }
 
     /// Checks the map and the LRU order agree and the capacity holds; for tests.
-    pub fn check(&self) {
+    pub(crate) fn check(&self) {
         assert!(self.len() <= self.capacity, "CPU tier over capacity");
         assert_eq!(self.lru.len(), self.stamp.len(), "CPU tier map and LRU disagree");
         for (s, h) in &self.lru {

@@ -86,7 +86,7 @@ pub struct DraftModel {
 
 /// Takes a draft model's weights (per GPU) and KV bytes per token out of the KV budget: the
 /// draft keeps a KV cache for the same tokens as the target, so each block holds both.
-pub fn plan_draft_memory(m: &mut MemoryBudget, draft: &ModelSpec, tp: u64) -> Result<(), MemoryError> {
+pub(crate) fn plan_draft_memory(m: &mut MemoryBudget, draft: &ModelSpec, tp: u64) -> Result<(), MemoryError> {
     let weights = draft.weight_bytes_per_gpu(tp);
     if weights >= m.kv_bytes {
         return Err(MemoryError::DraftWeights {
@@ -106,7 +106,7 @@ pub fn plan_draft_memory(m: &mut MemoryBudget, draft: &ModelSpec, tp: u64) -> Re
 }
 
 /// Proposed tokens accepted in one step: leading successes among `k` trials of probability α.
-pub fn accepted(rng: &mut ChaCha8Rng, k: u32, alpha: f64) -> u32 {
+pub(crate) fn accepted(rng: &mut ChaCha8Rng, k: u32, alpha: f64) -> u32 {
     let mut n = 0;
     while n < k && rng.random::<f64>() < alpha {
         n += 1;

@@ -11,7 +11,7 @@ mod fleet;
 pub mod measured;
 mod observer;
 mod parts;
-pub mod policy;
+pub(crate) mod policy;
 mod sections;
 pub mod stats;
 mod summary;

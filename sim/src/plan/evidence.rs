@@ -144,7 +144,7 @@ impl Binding {
 }
 
 /// KV use at or above which a run counts as KV-bound even without preemptions.
-pub const KV_FULL: f64 = 0.95;
+pub(super) const KV_FULL: f64 = 0.95;
 
 /// Classifies the binding constraint from the evidence run (the worst seed at N − 1, the
 /// largest failing count; or at N when N = 1 and nothing fails):

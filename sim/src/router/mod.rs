@@ -181,7 +181,7 @@ pub(crate) mod testing {
     use crate::workload::{Request, NO_CLIENT, NO_SESSION};
     use crate::SimTime;
 
-    pub fn config(kv_blocks: u32) -> InstanceConfig {
+    pub(crate) fn config(kv_blocks: u32) -> InstanceConfig {
         InstanceConfig {
             max_num_seqs: 256,
             max_num_batched_tokens: 8192,
@@ -195,12 +195,12 @@ pub(crate) mod testing {
     }
 
     /// `n` identical instances (linear cost: 5 ms + 50 µs per token).
-    pub fn instances(n: usize) -> Vec<Instance> {
+    pub(crate) fn instances(n: usize) -> Vec<Instance> {
         let cost = Arc::new(LinearCost::default());
         (0..n).map(|i| Instance::new(i as u32, config(10_000), cost.clone())).collect()
     }
 
-    pub fn request(prompt: u32, output: u32, session: u64) -> Request {
+    pub(crate) fn request(prompt: u32, output: u32, session: u64) -> Request {
         Request {
             id: 0,
             arrival: SimTime::ZERO,
@@ -214,7 +214,7 @@ pub(crate) mod testing {
     }
 
     /// Queues `k` requests of `prompt` tokens on instance `i`.
-    pub fn load(instances: &mut [Instance], i: usize, k: usize, prompt: u32) {
+    pub(crate) fn load(instances: &mut [Instance], i: usize, k: usize, prompt: u32) {
         for _ in 0..k {
             instances[i].enqueue(&request(prompt, 10, NO_SESSION), true);
         }

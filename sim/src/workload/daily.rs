@@ -192,7 +192,7 @@ impl Curve {
 
 /// The next arrival after `now_s` of a Poisson process whose rate is `rate(t)` ≤ `max_rate`,
 /// or `None` past `end_s`.
-pub fn next_thinned(
+pub(crate) fn next_thinned(
     rng: &mut ChaCha8Rng,
     now_s: f64,
     max_rate: f64,

@@ -4,14 +4,14 @@
 use super::{Request, NO_CLIENT};
 
 /// Requests replayed in arrival order.
-pub struct RequestList {
+pub(crate) struct RequestList {
     requests: std::vec::IntoIter<Request>,
 }
 
 impl RequestList {
     /// Sorts `requests` by arrival (stable: equal times keep their order) and makes every one
     /// an open-loop arrival.
-    pub fn new(mut requests: Vec<Request>) -> RequestList {
+    pub(crate) fn new(mut requests: Vec<Request>) -> RequestList {
         requests.sort_by_key(|r| r.arrival);
         for (i, r) in requests.iter_mut().enumerate() {
             r.id = i as u64;
@@ -20,11 +20,7 @@ impl RequestList {
         RequestList { requests: requests.into_iter() }
     }
 
-    pub fn pop(&mut self) -> Option<Request> {
+    pub(crate) fn pop(&mut self) -> Option<Request> {
         self.requests.next()
-    }
-
-    pub fn remaining(&self) -> usize {
-        self.requests.len()
     }
 }

@@ -5,11 +5,11 @@
 //! lengths, think times) has its own random substream.
 
 pub mod arrival;
-pub mod daily;
+pub(crate) mod daily;
 pub mod fit;
 pub mod length;
-pub mod list;
-pub mod prefix;
+pub(crate) mod list;
+pub(crate) mod prefix;
 pub mod profile;
 pub mod trace;
 

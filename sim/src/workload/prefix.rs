@@ -125,7 +125,7 @@ impl PrefixSpec {
 
 /// Mixes two 64-bit values into one (splitmix64's finaliser over a combination): the building
 /// block of every content identity. Deterministic on every platform.
-pub fn mix(a: u64, b: u64) -> u64 {
+pub(crate) fn mix(a: u64, b: u64) -> u64 {
     let mut z = a.rotate_left(23) ^ b.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -140,7 +140,7 @@ const USER_TAG: u64 = 0x7573_6572; // "user"
 /// The identity of the answer to a prompt whose content is `content` (which must cover the
 /// whole prompt): the next turn of a session names the previous answer with it, and the prefix
 /// cache names the blocks of generated tokens with it.
-pub fn output_hash(content: &[Segment]) -> u64 {
+pub(crate) fn output_hash(content: &[Segment]) -> u64 {
     let mut h = OUTPUT_TAG;
     for s in content {
         h = mix(mix(h, s.hash), s.tokens as u64);
@@ -149,7 +149,7 @@ pub fn output_hash(content: &[Segment]) -> u64 {
 }
 
 /// Identity of the unique user tokens of the request with generation index `index`.
-pub fn user_hash(index: u64) -> u64 {
+pub(crate) fn user_hash(index: u64) -> u64 {
     mix(USER_TAG, index)
 }
 
@@ -174,7 +174,7 @@ fn pick(cdf: &[f64], rng: &mut ChaCha8Rng) -> usize {
 }
 
 /// Clients at or above this number are open-loop session slots, not closed-loop users.
-pub const SESSION_CLIENT_BASE: u32 = 1 << 31;
+pub(crate) const SESSION_CLIENT_BASE: u32 = 1 << 31;
 
 /// A session in progress.
 #[derive(Clone, Debug)]
@@ -190,14 +190,14 @@ struct Session {
 }
 
 /// What a request's prompt is made of.
-pub struct Composed {
+pub(crate) struct Composed {
     pub prompt_tokens: u64,
     pub content: Vec<Segment>,
     pub session: Option<u64>,
 }
 
 /// Generates the prefix structure of requests.
-pub struct PrefixGen {
+pub(crate) struct PrefixGen {
     spec: PrefixSpec,
     system_tokens: Vec<u32>,
     system_cdf: Vec<f64>,
@@ -212,7 +212,7 @@ pub struct PrefixGen {
 }
 
 impl PrefixGen {
-    pub fn new(spec: PrefixSpec, seed: u64) -> PrefixGen {
+    pub(crate) fn new(spec: PrefixSpec, seed: u64) -> PrefixGen {
         // Index 0 draws the corpus once, index 1 the per-request choices, 2 and 3 the sessions.
         let mut corpus = substream(seed, Stream::Prefix, 0);
         let (system_tokens, system_cdf) = match &spec.system {
@@ -244,7 +244,7 @@ impl PrefixGen {
         }
     }
 
-    pub fn has_sessions(&self) -> bool {
+    pub(crate) fn has_sessions(&self) -> bool {
         self.spec.sessions.is_some()
     }
 
@@ -267,7 +267,7 @@ impl PrefixGen {
     }
 
     /// A new open-loop session's slot (its client number).
-    pub fn new_slot(&mut self) -> u32 {
+    pub(crate) fn new_slot(&mut self) -> u32 {
         let s = self.next_slot;
         self.next_slot = self.next_slot.checked_add(1).unwrap_or(SESSION_CLIENT_BASE);
         s
@@ -275,7 +275,7 @@ impl PrefixGen {
 
     /// Composes the prompt of request `index` with `user` new tokens and `output` answer
     /// tokens, sent by `client` (a closed-loop user or a session slot).
-    pub fn compose(&mut self, index: u64, client: u32, user: u64, output: u64) -> Composed {
+    pub(crate) fn compose(&mut self, index: u64, client: u32, user: u64, output: u64) -> Composed {
         let user_seg = Segment { hash: user_hash(index), tokens: user.min(u32::MAX as u64) as u32 };
         let Some(sessions) = self.spec.sessions.clone() else {
             let mut content = Vec::new();
@@ -306,7 +306,7 @@ impl PrefixGen {
     }
 
     /// Whether `client`'s session has turns left; ends (forgets) it otherwise.
-    pub fn continues(&mut self, client: u32) -> bool {
+    pub(crate) fn continues(&mut self, client: u32) -> bool {
         match self.sessions.get(&client) {
             Some(s) if s.turns_left > 0 => true,
             Some(_) => {
@@ -318,17 +318,17 @@ impl PrefixGen {
     }
 
     /// Forgets a session that will send no more turns (the workload ended).
-    pub fn end(&mut self, client: u32) {
+    pub(crate) fn end(&mut self, client: u32) {
         self.sessions.remove(&client);
     }
 
     /// Whether the request just sent by `client` was the first turn of its session.
-    pub fn first_turn(&self, client: u32) -> bool {
+    pub(crate) fn first_turn(&self, client: u32) -> bool {
         self.sessions.get(&client).is_some_and(|s| s.sent == 1)
     }
 
     /// Think time before a session's next turn, seconds.
-    pub fn think_s(&mut self) -> f64 {
+    pub(crate) fn think_s(&mut self) -> f64 {
         let mean = self.spec.sessions.as_ref().map_or(0.0, |s| s.think_time_s);
         if mean > 0.0 {
             Exp::new(1.0 / mean).expect("validated").sample(&mut self.think_rng)

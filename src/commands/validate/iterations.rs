@@ -15,7 +15,7 @@ use super::{emulator, interleave, take_back, with_profile, Args, BackendKind, Ou
 use crate::error::{CliError, Result};
 
 #[derive(Clone, Debug, Serialize)]
-pub struct KindStats {
+pub(super) struct KindStats {
     /// `decode`, `prefill`, `mixed` or `all`.
     pub kind: &'static str,
     pub batches: u64,
@@ -24,7 +24,7 @@ pub struct KindStats {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct BatchRow {
+pub(super) struct BatchRow {
     pub kind: &'static str,
     pub decode_seqs: u64,
     pub decode_context_tokens: u64,
@@ -41,7 +41,7 @@ pub struct BatchRow {
 /// One op over all batches: its time inside the executed forward passes (the last execution
 /// of each batch) against the profiled model's time for it.
 #[derive(Clone, Debug, Serialize)]
-pub struct OpRow {
+pub(super) struct OpRow {
     pub op: String,
     pub measured_ms: f64,
     pub profiled_ms: f64,
@@ -49,7 +49,7 @@ pub struct OpRow {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct IterationsReport {
+pub(super) struct IterationsReport {
     pub scenario: String,
     pub seed: u64,
     pub backend: &'static str,
@@ -69,7 +69,7 @@ pub struct IterationsReport {
     pub batches: Vec<BatchRow>,
 }
 
-pub fn run(a: &Args, backend: BackendKind, s: servesim_sim::Scenario, out_dir: &Path) -> Result<()> {
+pub(super) fn run(a: &Args, backend: BackendKind, s: servesim_sim::Scenario, out_dir: &Path) -> Result<()> {
     if a.batches == 0 {
         return Err(CliError::input("--batches: must be ≥ 1, got 0"));
     }

@@ -17,7 +17,7 @@ use crate::error::{CliError, Result};
 use crate::output;
 
 #[derive(Debug, Serialize)]
-pub struct MeasuredReport {
+pub(super) struct MeasuredReport {
     pub scenario: String,
     pub seed: u64,
     pub measured_file: String,
@@ -41,7 +41,7 @@ pub struct MeasuredReport {
 }
 
 /// `s` replaying the measured requests (arrivals in ns after the first) from memory.
-pub fn replay_scenario(s: &Scenario, run: &MeasuredRun, label: &str) -> Result<Scenario> {
+pub(super) fn replay_scenario(s: &Scenario, run: &MeasuredRun, label: &str) -> Result<Scenario> {
     let mut spec = TraceSpec::plain(TraceFormat::Csv, label);
     spec.columns = Some(Columns {
         arrival: Some("arrival_ns".into()),
@@ -90,7 +90,7 @@ fn predicted_metrics(s: &Scenario, run: &MeasuredRun, label: &str) -> Result<(Ru
     Ok((run_metrics(&o, &s.slo), out))
 }
 
-pub fn run(a: &Args, s: Scenario, out_dir: &Path) -> Result<()> {
+pub(super) fn run(a: &Args, s: Scenario, out_dir: &Path) -> Result<()> {
     let path = a.measured.as_ref().expect("checked by the caller");
     let label = path.display().to_string();
     let text = crate::input::read_text(path, "measured run")?;

@@ -35,7 +35,7 @@ use servesim_sim::Scenario;
 use crate::error::{CliError, Result};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Scenario TOML file: its model, scheduler, workload (with `requests`) and SLOs (not with
     /// --silicon, whose rows are the scenarios).
     #[arg(long, required_unless_present = "silicon")]
@@ -128,7 +128,7 @@ pub struct Args {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum BackendKind {
+pub(crate) enum BackendKind {
     Cpu,
     Cuda,
 }
@@ -149,13 +149,13 @@ enum ClockKind {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum OpTiming {
+pub(crate) enum OpTiming {
     Isolated,
     InPass,
 }
 
 impl OpTiming {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             OpTiming::Isolated => "isolated",
             OpTiming::InPass => "in-pass",
@@ -172,13 +172,13 @@ enum MeasuredKind {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutFormat {
+pub(crate) enum OutFormat {
     Table,
     Json,
     Csv,
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub(crate) fn run(a: Args) -> Result<()> {
     if a.iterations && a.measured.is_some() {
         return Err(CliError::input("--iterations and --measured are different validations: give one"));
     }
@@ -325,7 +325,7 @@ fn limits(s: &Scenario) -> plan::Limits {
 const EVICT_BYTES: usize = 4 << 20;
 
 /// Where a prediction's profile came from.
-pub struct ProfileSource {
+pub(crate) struct ProfileSource {
     pub path: PathBuf,
     /// How the calibration timed ops, when it was made here.
     pub op_timing: Option<OpTiming>,
@@ -345,7 +345,7 @@ pub struct ProfileSource {
 /// a profile of that phase's measurements alone, so each run is predicted from the machine as
 /// it was during that run; [`Predictor::finish`] fits one profile of every phase's measurements
 /// (the pooled profile, what a single calibration over the whole command gives).
-pub enum Predictor {
+pub(crate) enum Predictor {
     Given(Box<Profile>, PathBuf),
     Calibrating(Box<Calibration>),
 }
@@ -364,7 +364,7 @@ type PointKey = (String, u32, Vec<u64>);
 /// samples behind it.
 type PointTimes = (Vec<f64>, Vec<(usize, f64, u32)>);
 
-pub struct Calibration {
+pub(crate) struct Calibration {
     backend: Box<dyn Backend + Send>,
     device: servesim_calibrate::backend::Device,
     points: Vec<plan::Point>,
@@ -471,7 +471,7 @@ impl Calibration {
 }
 
 impl Predictor {
-    pub fn new(a: &Args, backend: BackendKind, s: &Scenario, emu: &Emulator) -> Result<Predictor> {
+    pub(crate) fn new(a: &Args, backend: BackendKind, s: &Scenario, emu: &Emulator) -> Result<Predictor> {
         if let Some(p) = &a.profile {
             let profile = super::profile::load(p).map_err(CliError::input)?;
             return Ok(Predictor::Given(Box::new(profile), p.clone()));
@@ -527,7 +527,7 @@ impl Predictor {
 
     /// Calibrates until its time is its share of `emulated_ns` of emulation (nothing with a
     /// given profile).
-    pub fn keep_up(&mut self, emulated_ns: u64) {
+    pub(crate) fn keep_up(&mut self, emulated_ns: u64) {
         if let Predictor::Calibrating(c) = self {
             c.keep_up(emulated_ns);
         }
@@ -536,7 +536,7 @@ impl Predictor {
     /// The profile of the phase that ends now (see [`Predictor`]): the given one, or the
     /// phase's passes completed (at least [`MIN_PASSES`]) and its measurements fitted, written to
     /// `out/profile.json` and `out/calibration.csv`. The next phase starts afresh.
-    pub fn phase(
+    pub(crate) fn phase(
         &mut self,
         a: &Args,
         backend: BackendKind,
@@ -583,7 +583,13 @@ impl Predictor {
 
     /// The profile of the whole command: the given one, or every measurement fitted (written
     /// to `out/profile.json`, its points to `out/calibration.csv`).
-    pub fn finish(self, a: &Args, backend: BackendKind, s: &Scenario, out: &Path) -> Result<(Profile, ProfileSource)> {
+    pub(crate) fn finish(
+        self,
+        a: &Args,
+        backend: BackendKind,
+        s: &Scenario,
+        out: &Path,
+    ) -> Result<(Profile, ProfileSource)> {
         let mut c = match self {
             Predictor::Given(p, path) => return Ok((*p, ProfileSource { path, op_timing: None, calibrated_s: None })),
             Predictor::Calibrating(c) => c,

@@ -10,11 +10,11 @@ use super::runs::CAPACITY_DEFINITION;
 use super::ProfileSource;
 
 /// The acceptance target: median absolute error of TTFT, TPOT and E2E (mean and p99).
-pub const TARGET_PCT: f64 = 10.0;
+pub(super) const TARGET_PCT: f64 = 10.0;
 
 /// One compared number with the roofline model's prediction beside it.
 #[derive(Clone, Debug, Serialize)]
-pub struct ReportRow {
+pub(super) struct ReportRow {
     pub metric: &'static str,
     pub stat: &'static str,
     pub measured: f64,
@@ -33,7 +33,11 @@ impl ReportRow {
 }
 
 /// Rows of measured vs predicted (and roofline, when given).
-pub fn report_rows(measured: &RunMetrics, predicted: &RunMetrics, roofline: Option<&RunMetrics>) -> Vec<ReportRow> {
+pub(super) fn report_rows(
+    measured: &RunMetrics,
+    predicted: &RunMetrics,
+    roofline: Option<&RunMetrics>,
+) -> Vec<ReportRow> {
     let p = rows(measured, predicted);
     let r = roofline.map(|r| rows(measured, r));
     p.into_iter()
@@ -51,7 +55,7 @@ pub fn report_rows(measured: &RunMetrics, predicted: &RunMetrics, roofline: Opti
 }
 
 /// Median absolute error of the headline rows (TTFT, TPOT, E2E; mean and p99).
-pub fn headline(rows: &[ReportRow], roofline: bool) -> Option<f64> {
+pub(super) fn headline(rows: &[ReportRow], roofline: bool) -> Option<f64> {
     let e =
         rows.iter().filter(|r| r.headline()).filter_map(|r| if roofline { r.roofline_error_pct } else { r.error_pct });
     abs_error_stats(e).map(|(m, _)| m)
@@ -59,7 +63,7 @@ pub fn headline(rows: &[ReportRow], roofline: bool) -> Option<f64> {
 
 impl PooledErrors {
     /// From the rows of a run compared with its pooled-profile prediction.
-    pub fn new(rows: &[ReportRow], iterations: ErrorStats) -> PooledErrors {
+    pub(super) fn new(rows: &[ReportRow], iterations: ErrorStats) -> PooledErrors {
         PooledErrors {
             headline_errors_pct: rows.iter().filter(|r| r.headline()).filter_map(|r| r.error_pct).collect(),
             headline_median_abs_error_pct: headline(rows, false),
@@ -70,7 +74,7 @@ impl PooledErrors {
 
 /// Per-iteration errors of a cost model against measured iteration times, in percent.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct ErrorStats {
+pub(super) struct ErrorStats {
     pub median_abs_pct: Option<f64>,
     pub p90_abs_pct: Option<f64>,
     /// Median signed error: negative means the model predicts too little time.
@@ -78,7 +82,7 @@ pub struct ErrorStats {
 }
 
 impl ErrorStats {
-    pub fn of(errors: &[f64]) -> ErrorStats {
+    pub(super) fn of(errors: &[f64]) -> ErrorStats {
         let stats = abs_error_stats(errors.iter().copied());
         let mut v: Vec<f64> = errors.iter().copied().filter(|x| x.is_finite()).collect();
         v.sort_by(f64::total_cmp);
@@ -91,20 +95,20 @@ impl ErrorStats {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct IterationErrors {
+pub(super) struct IterationErrors {
     pub iterations: u64,
     pub profiled: ErrorStats,
     pub roofline: ErrorStats,
 }
 
 impl IterationErrors {
-    pub fn new(iterations: u64, profiled: &[f64], roofline: &[f64]) -> IterationErrors {
+    pub(super) fn new(iterations: u64, profiled: &[f64], roofline: &[f64]) -> IterationErrors {
         IterationErrors { iterations, profiled: ErrorStats::of(profiled), roofline: ErrorStats::of(roofline) }
     }
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct CapacityReport {
+pub(super) struct CapacityReport {
     pub definition: &'static str,
     pub requests: u64,
     /// Measured on the emulated system (or given with --capacity).
@@ -117,7 +121,13 @@ pub struct CapacityReport {
 }
 
 impl CapacityReport {
-    pub fn new(measured: f64, given: bool, predicted: Option<f64>, roofline: Option<f64>, requests: u64) -> Self {
+    pub(super) fn new(
+        measured: f64,
+        given: bool,
+        predicted: Option<f64>,
+        roofline: Option<f64>,
+        requests: u64,
+    ) -> Self {
         CapacityReport {
             definition: CAPACITY_DEFINITION,
             requests,
@@ -134,7 +144,7 @@ impl CapacityReport {
 /// A run predicted with the pooled profile (every calibration phase's measurements), beside
 /// the main prediction with the profile calibrated during that run.
 #[derive(Clone, Debug, Serialize)]
-pub struct PooledErrors {
+pub(super) struct PooledErrors {
     /// Signed errors of TTFT, TPOT, E2E (mean and p99, in that order), percent.
     pub headline_errors_pct: Vec<f64>,
     /// Their median |error|.
@@ -144,7 +154,7 @@ pub struct PooledErrors {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct LoadReport {
+pub(super) struct LoadReport {
     pub load: f64,
     pub rate_rps: f64,
     pub rows: Vec<ReportRow>,
@@ -170,7 +180,7 @@ pub struct LoadReport {
 
 impl LoadReport {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(super) fn new(
         load: f64,
         rate: f64,
         measured: RunMetrics,
@@ -204,7 +214,7 @@ impl LoadReport {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct Acceptance {
+pub(super) struct Acceptance {
     pub target_pct: f64,
     /// Median |error| of TTFT, TPOT and E2E (mean and p99) over the loads ≤ 0.8.
     pub up_to_80_pct: Option<f64>,
@@ -221,7 +231,7 @@ pub struct Acceptance {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct RunsReport {
+pub(super) struct RunsReport {
     pub scenario: String,
     pub seed: u64,
     pub backend: &'static str,
@@ -241,7 +251,7 @@ pub struct RunsReport {
 
 impl RunsReport {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(super) fn new(
         s: &Scenario,
         backend: &'static str,
         executor: String,
@@ -330,7 +340,7 @@ fn num(x: f64) -> String {
 }
 
 /// The rows as an aligned table.
-pub fn rows_table(rows: &[ReportRow]) -> String {
+pub(super) fn rows_table(rows: &[ReportRow]) -> String {
     let roof = rows.iter().any(|r| r.roofline.is_some());
     let mut o = format!("  {:<22}{:>12}{:>12}{:>9}", "", "measured", "predicted", "error");
     if roof {
@@ -353,7 +363,7 @@ pub fn rows_table(rows: &[ReportRow]) -> String {
     o
 }
 
-pub fn runs_table(r: &RunsReport) -> String {
+pub(super) fn runs_table(r: &RunsReport) -> String {
     let mut o = format!("servesim validate: {} (seed {}), backend {}\n", r.scenario, r.seed, r.backend);
     o += &format!("  emulated: {}; median of {} runs per iteration\n", r.executor, r.repeat);
     o += &match r.calibrated_s {
@@ -458,7 +468,7 @@ fn opt(x: Option<f64>) -> String {
 
 /// `load,rate_rps,metric,stat,measured,predicted,error_pct,roofline,roofline_error_pct`, one
 /// row per compared number, the capacity first (load `capacity`).
-pub fn runs_csv(r: &RunsReport) -> String {
+pub(super) fn runs_csv(r: &RunsReport) -> String {
     let mut o = String::from("load,rate_rps,metric,stat,measured,predicted,error_pct,roofline,roofline_error_pct\n");
     let c = &r.capacity;
     o += &format!(
@@ -489,7 +499,7 @@ pub fn runs_csv(r: &RunsReport) -> String {
 }
 
 /// The rows of one comparison as CSV (`metric,stat,measured,predicted,error_pct[,roofline,roofline_error_pct]`).
-pub fn rows_csv(rows: &[ReportRow]) -> String {
+pub(super) fn rows_csv(rows: &[ReportRow]) -> String {
     let mut o = String::from("metric,stat,measured,predicted,error_pct,roofline,roofline_error_pct\n");
     for x in rows {
         o += &format!(

@@ -23,7 +23,7 @@ use crate::error::{CliError, Result};
 use crate::output;
 
 /// What load 1.0 stands for, in words (for the report and the docs).
-pub const CAPACITY_DEFINITION: &str = "saturation throughput: every request of the workload queued at time 0 \
+pub(super) const CAPACITY_DEFINITION: &str = "saturation throughput: every request of the workload queued at time 0 \
 (same lengths, same seed); completions per second between the S-th and the (N−S)-th completion \
 (S = max_num_seqs, N = requests), which leaves out the first wave and the drain (10th to 90th \
 percentile completion when N ≤ 4S)";
@@ -48,7 +48,7 @@ fn check_workload(s: &Scenario, path: &Path) -> Result<()> {
 
 /// The scenario with its arrival rate set to `rate` (a trace is rescaled to that mean rate),
 /// ended by its request count only.
-pub fn with_rate(s: &Scenario, rate: f64) -> Scenario {
+pub(super) fn with_rate(s: &Scenario, rate: f64) -> Scenario {
     let mut s = s.clone();
     match s.workload.arrival.as_mut() {
         Some(ArrivalSpec::Poisson(p)) => p.rate = rate,
@@ -66,7 +66,7 @@ pub fn with_rate(s: &Scenario, rate: f64) -> Scenario {
 }
 
 /// Completions per second at saturation (see [`CAPACITY_DEFINITION`]).
-pub fn capacity_of(out: &RunOutput, max_seqs: u64) -> Option<f64> {
+pub(super) fn capacity_of(out: &RunOutput, max_seqs: u64) -> Option<f64> {
     let mut done: Vec<SimTime> =
         out.recorder.records.iter().filter(|r| r.status == Status::Finished).map(|r| r.finish).collect();
     done.sort_unstable();
@@ -135,7 +135,7 @@ struct Emulated {
     wall_s: f64,
 }
 
-pub fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Result<()> {
+pub(super) fn run(a: &Args, backend: BackendKind, s: Scenario, out_dir: &Path) -> Result<()> {
     check_workload(&s, a.scenario.as_deref().expect("runs have a scenario"))?;
     for &l in &a.loads {
         if !(l.is_finite() && l > 0.0 && l <= 2.0) {

@@ -41,7 +41,7 @@ use crate::error::{CliError, Result};
 
 /// One measured row.
 #[derive(Clone, Debug)]
-pub struct Row {
+pub(super) struct Row {
     pub line: usize,
     pub id: String,
     pub fields: BTreeMap<String, String>,
@@ -57,7 +57,7 @@ impl Row {
     }
 
     /// Which half: `fit` or `report`.
-    pub fn half(&self) -> &'static str {
+    pub(super) fn half(&self) -> &'static str {
         // FNV-1a of the id: stable across runs, machines and row order.
         let mut h: u64 = 0xcbf29ce484222325;
         for b in self.id.bytes() {
@@ -74,7 +74,7 @@ impl Row {
 
 /// What a row becomes: a scenario, or why not.
 #[derive(Clone, Debug)]
-pub struct Case {
+pub(super) struct Case {
     pub model: &'static str,
     /// A MoE model (its experts split over the TP ranks).
     pub moe: bool,
@@ -109,7 +109,7 @@ fn model_of(path: &str) -> Option<&'static str> {
 }
 
 /// A row as a case, or the reason servesim cannot express it.
-pub fn case_of(r: &Row) -> std::result::Result<Case, String> {
+pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     if r.get("mode") != "agg" {
         return Err(format!("mode {}: disaggregated rows (prefill and decode workers) are not run", r.get("mode")));
     }
@@ -204,7 +204,7 @@ pub fn case_of(r: &Row) -> std::result::Result<Case, String> {
 /// SGLang (`python/sglang/srt/server_args.py`): `chunked_prefill_size` 8192 on 80–160 GB GPUs,
 /// 16384 above, 4096 on 48 GB; prefill batches first. TensorRT-LLM (`LlmArgs`): `max_num_tokens`
 /// 8192, `max_batch_size` 2048, context requests first.
-pub fn engine_settings(framework: &str, gpu: &servesim_sim::spec::GpuSpec) -> String {
+pub(super) fn engine_settings(framework: &str, gpu: &servesim_sim::spec::GpuSpec) -> String {
     let gib = gpu.memory_gib();
     let big = gib >= 70.0 && !gpu.name.starts_with("a100");
     match framework {
@@ -235,11 +235,11 @@ pub fn engine_settings(framework: &str, gpu: &servesim_sim::spec::GpuSpec) -> St
 }
 
 /// Overrides of the engine overhead for fitting: (base µs, per-sequence µs, overlap).
-pub type Overhead = Option<(f64, f64, bool)>;
+pub(super) type Overhead = Option<(f64, f64, bool)>;
 
 /// How the benchmark is simulated.
 #[derive(Clone, Copy, Debug)]
-pub struct Bench {
+pub(super) struct Bench {
     /// Rounds of the concurrency: rounds × C requests, all measured.
     pub rounds: u32,
     /// Prompts drawn from this many distinct ones, prefix cache on; None: all distinct.
@@ -249,7 +249,13 @@ pub struct Bench {
 }
 
 /// The scenario of a case.
-pub fn scenario_text(c: &Case, bench: Bench, database: Option<&Path>, overhead: Overhead, ramp_s: f64) -> String {
+pub(super) fn scenario_text(
+    c: &Case,
+    bench: Bench,
+    database: Option<&Path>,
+    overhead: Overhead,
+    ramp_s: f64,
+) -> String {
     let gpu = GpuPreset::find(c.gpu).expect("cases have presets").spec();
     let weight_dtype = if c.weights == "bf16" { "bf16" } else { "fp8" };
     let path = database.map_or(String::new(), |p| format!(", path = {:?}", p.display().to_string()));
@@ -294,7 +300,7 @@ pub fn scenario_text(c: &Case, bench: Bench, database: Option<&Path>, overhead: 
 }
 
 /// Predicted mean TTFT, TPOT and E2E (ms) of a case's requests.
-pub fn predict(s: &Scenario) -> std::result::Result<(f64, f64, f64), String> {
+pub(super) fn predict(s: &Scenario) -> std::result::Result<(f64, f64, f64), String> {
     let out = servesim_sim::engine::try_run(s).map_err(|e| e.to_string())?;
     if let Some(st) = &out.summary.stopped {
         return Err(format!("the run stopped early ({})", st.reason));
@@ -311,7 +317,7 @@ pub fn predict(s: &Scenario) -> std::result::Result<(f64, f64, f64), String> {
 }
 
 /// Reads the CSV; errors name the line.
-pub fn read(path: &Path) -> Result<Vec<Row>> {
+pub(super) fn read(path: &Path) -> Result<Vec<Row>> {
     let text = crate::input::read_text(path, "--silicon file")?;
     let mut rd = csv::ReaderBuilder::new().from_reader(text.as_bytes());
     let headers: Vec<String> = rd
@@ -348,14 +354,14 @@ pub fn read(path: &Path) -> Result<Vec<Row>> {
 
 /// One row's outcome.
 #[derive(Clone, Debug)]
-pub struct Outcome {
+pub(super) struct Outcome {
     pub row: Row,
     pub case: std::result::Result<Case, String>,
     pub predicted: Option<std::result::Result<(f64, f64), String>>,
 }
 
 impl Outcome {
-    pub fn errors(&self) -> Option<(f64, f64)> {
+    pub(super) fn errors(&self) -> Option<(f64, f64)> {
         let c = self.case.as_ref().ok()?;
         let (t, p) = *self.predicted.as_ref()?.as_ref().ok()?;
         Some(((t - c.measured_ttft) / c.measured_ttft * 100.0, (p - c.measured_tpot) / c.measured_tpot * 100.0))
@@ -363,7 +369,7 @@ impl Outcome {
 }
 
 /// Runs the cases (in parallel; results in row order).
-pub fn run_cases(
+pub(super) fn run_cases(
     rows: &[Row],
     bench: Bench,
     database: Option<&Path>,
@@ -403,13 +409,13 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 }
 
 /// Median |error| of TTFT and TPOT over outcomes that pass `keep`.
-pub fn medians(outs: &[Outcome], keep: &dyn Fn(&Outcome) -> bool) -> (usize, Option<f64>, Option<f64>) {
+pub(super) fn medians(outs: &[Outcome], keep: &dyn Fn(&Outcome) -> bool) -> (usize, Option<f64>, Option<f64>) {
     let errs: Vec<(f64, f64)> = outs.iter().filter(|o| keep(o)).filter_map(|o| o.errors()).collect();
     (errs.len(), median(errs.iter().map(|e| e.0.abs()).collect()), median(errs.iter().map(|e| e.1.abs()).collect()))
 }
 
 /// The arguments of the scoreboard.
-pub struct Options<'a> {
+pub(super) struct Options<'a> {
     pub file: &'a Path,
     pub filters: &'a [String],
     pub database: Option<&'a Path>,
@@ -438,7 +444,7 @@ fn pct(v: Option<f64>) -> String {
 }
 
 /// The scoreboard: prints the table, writes silicon.csv and silicon.json.
-pub fn run(o: Options) -> Result<()> {
+pub(super) fn run(o: Options) -> Result<()> {
     let rows = filter_rows(read(o.file)?, o.filters)?;
     if rows.is_empty() {
         return Err(CliError::input("--silicon: no rows (after --filter)"));

@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::output::thousands;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     input: Input,
     /// Width of the windows whose rates are reported (min, mean, max, peak-to-mean), seconds.
@@ -18,7 +18,7 @@ pub struct Args {
     format: Format,
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub(crate) fn run(a: Args) -> Result<()> {
     let loaded = a.input.load()?;
     let data = profile(&loaded.workload, loaded.seed, a.window_s)?;
     match a.format {
@@ -48,7 +48,7 @@ fn length_row(name: &str, l: &Lengths) -> String {
 }
 
 /// The human-readable profile.
-pub fn table(label: &str, p: &Profile) -> String {
+pub(crate) fn table(label: &str, p: &Profile) -> String {
     let mut o = format!("workload {label}\n");
     o += &format!(
         "  requests       {} over {:.1} s: mean {:.3} req/s\n",

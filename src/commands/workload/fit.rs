@@ -7,7 +7,7 @@ use crate::error::{CliError, Result};
 use crate::output::thousands;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ArrivalArg {
+pub(crate) enum ArrivalArg {
     /// One rate and one CV: gamma-distributed gaps (easy to scale to more load).
     Gamma,
     /// One phase per window with the window's rate, so the rate over time follows the trace.
@@ -15,7 +15,7 @@ pub enum ArrivalArg {
 }
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     input: Input,
     /// The arrival process to fit.
@@ -26,7 +26,7 @@ pub struct Args {
     window_s: f64,
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub(crate) fn run(a: Args) -> Result<()> {
     let loaded = a.input.load()?;
     let data = profile(&loaded.workload, loaded.seed, a.window_s)?;
     if data.profile.requests < 2 || data.profile.duration_s <= 0.0 {

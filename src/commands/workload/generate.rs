@@ -14,13 +14,13 @@ use super::{for_each_request, Input};
 use crate::error::{CliError, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutFormat {
+pub(crate) enum OutFormat {
     Csv,
     Jsonl,
 }
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     input: Input,
     /// The file to write.
@@ -36,7 +36,7 @@ pub struct Args {
     duration_s: Option<f64>,
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub(crate) fn run(a: Args) -> Result<()> {
     let mut loaded = a.input.load()?;
     if let Some(n) = a.requests {
         if n == 0 {

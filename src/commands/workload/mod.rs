@@ -1,9 +1,9 @@
 //! `servesim workload ...`: profile a trace or a scenario's workload (`describe`), fit a
 //! synthetic `[workload]` to it (`fit`), or write a workload out as a trace (`generate`).
 
-pub mod describe;
-pub mod fit;
-pub mod generate;
+pub(crate) mod describe;
+pub(crate) mod fit;
+pub(crate) mod generate;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -17,7 +17,7 @@ use crate::error::{CliError, Result};
 use crate::{scenario_file, trace_source};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     command: Cmd,
 }
@@ -33,7 +33,7 @@ enum Cmd {
     Generate(generate::Args),
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub(crate) fn run(a: Args) -> Result<()> {
     match a.command {
         Cmd::Describe(a) => describe::run(a),
         Cmd::Fit(a) => fit::run(a),
@@ -83,7 +83,7 @@ impl From<UnitArg> for TimeUnit {
 
 /// Where the requests come from: a trace file, or a scenario's `[workload]`.
 #[derive(clap::Args)]
-pub struct Input {
+pub(crate) struct Input {
     /// A trace file (Azure CSV, Mooncake JSONL, or a CSV/JSONL mapped with --column).
     #[arg(long, conflicts_with = "scenario", required_unless_present = "scenario")]
     trace: Option<PathBuf>,
@@ -159,7 +159,7 @@ fn columns(pairs: &[String]) -> Result<Option<Columns>> {
 }
 
 /// What was read: the workload, its seed, and how to name it.
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub workload: WorkloadSpec,
     pub seed: u64,
     pub label: String,
@@ -167,11 +167,11 @@ pub struct Loaded {
 
 impl Input {
     /// The files this input reads (to refuse writing over one of them).
-    pub fn paths(&self) -> Vec<&std::path::Path> {
+    pub(crate) fn paths(&self) -> Vec<&std::path::Path> {
         self.trace.iter().chain(self.scenario.iter()).map(|p| p.as_path()).collect()
     }
 
-    pub fn load(&self) -> Result<Loaded> {
+    pub(crate) fn load(&self) -> Result<Loaded> {
         if let Some(p) = &self.scenario {
             let s = scenario_file::load(p)?;
             return Ok(Loaded {
@@ -228,7 +228,7 @@ impl Input {
 }
 
 /// Calls `f` with every request of the workload, in arrival order.
-pub fn for_each_request(
+pub(crate) fn for_each_request(
     w: &WorkloadSpec,
     seed: u64,
     mut f: impl FnMut(&servesim_sim::workload::Request),
@@ -283,10 +283,10 @@ pub fn for_each_request(
 
 /// The most requests `workload describe`, `fit` and `generate` stream from one workload (a CSV
 /// of that many is over 20 GB at the 21 bytes of a short row).
-pub const MAX_STREAMED_REQUESTS: u64 = 1_000_000_000;
+pub(crate) const MAX_STREAMED_REQUESTS: u64 = 1_000_000_000;
 
 /// The profile of a workload.
-pub fn profile(w: &WorkloadSpec, seed: u64, window_s: f64) -> Result<ProfileData> {
+pub(crate) fn profile(w: &WorkloadSpec, seed: u64, window_s: f64) -> Result<ProfileData> {
     if !(window_s.is_finite() && window_s > 0.0) {
         return Err(CliError::input(format!("--window-s: must be > 0, got {window_s}")));
     }

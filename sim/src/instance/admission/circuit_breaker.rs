@@ -59,7 +59,7 @@ impl CircuitBreaker {
 
 /// The breaker's state on one instance.
 #[derive(Clone, Debug)]
-pub struct Breaker {
+pub(crate) struct Breaker {
     open_s: f64,
     close_s: f64,
     window_s: f64,
@@ -70,7 +70,7 @@ pub struct Breaker {
 }
 
 impl Breaker {
-    pub fn new(c: &CircuitBreaker) -> Breaker {
+    pub(crate) fn new(c: &CircuitBreaker) -> Breaker {
         Breaker {
             open_s: c.open_delay_s,
             close_s: c.close_delay_s.unwrap_or(c.open_delay_s / 2.0),
@@ -82,7 +82,7 @@ impl Breaker {
     }
 
     /// Estimated wait of an arrival behind `waiting` requests, seconds.
-    pub fn estimate_s(&self, waiting: usize) -> f64 {
+    pub(crate) fn estimate_s(&self, waiting: usize) -> f64 {
         if waiting == 0 {
             return 0.0;
         }
@@ -94,7 +94,7 @@ impl Breaker {
     }
 
     /// Whether an arrival finding `waiting` requests queued is accepted (updating the state).
-    pub fn allows(&mut self, waiting: usize) -> bool {
+    pub(crate) fn allows(&mut self, waiting: usize) -> bool {
         let est = self.estimate_s(waiting);
         if self.open {
             if est < self.close_s {
@@ -107,13 +107,9 @@ impl Breaker {
         !self.open
     }
 
-    pub fn is_open(&self) -> bool {
-        self.open
-    }
-
     /// An iteration of length `dur` admitted `admitted` requests and left the queue
     /// `backlogged` (non-empty) or not.
-    pub fn observe(&mut self, admitted: u32, backlogged: bool, dur: SimTime) {
+    pub(crate) fn observe(&mut self, admitted: u32, backlogged: bool, dur: SimTime) {
         if !backlogged || dur == SimTime::ZERO {
             return;
         }

@@ -10,12 +10,12 @@
 //! ```
 //! Rejected and timed-out requests count as SLO misses.
 
-pub mod circuit_breaker;
+pub(crate) mod circuit_breaker;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::{check, ConfigError};
-pub use circuit_breaker::{Breaker, CircuitBreaker};
+pub(crate) use circuit_breaker::{Breaker, CircuitBreaker};
 
 /// `[scheduler.admission]`: every limit is off unless given.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -6,9 +6,9 @@
 //! instance's helpers. The instance then turns the running set into a [`crate::cost::BatchShape`]
 //! of aggregates, so an iteration costs O(1) in the cost model.
 
-pub mod chunked;
-pub mod continuous;
-pub mod static_batch;
+pub(crate) mod chunked;
+pub(crate) mod continuous;
+pub(crate) mod static_batch;
 
 use serde::Serialize;
 

@@ -55,13 +55,13 @@ impl LengthTiers {
     }
 }
 
-pub struct Tiers {
+pub(super) struct Tiers {
     spec: LengthTiers,
     long_running: u32,
 }
 
 impl Tiers {
-    pub fn new(spec: LengthTiers) -> Tiers {
+    pub(super) fn new(spec: LengthTiers) -> Tiers {
         Tiers { spec, long_running: 0 }
     }
 }

@@ -45,7 +45,7 @@ impl QueuePolicy for ShortestJob {
     }
 }
 
-pub struct Predicted {
+pub(super) struct Predicted {
     noise: Option<LogNormal<f64>>,
     rng: ChaCha8Rng,
 }

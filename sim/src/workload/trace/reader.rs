@@ -11,7 +11,7 @@ use crate::workload::{Segment, NO_SESSION};
 
 /// One request as the file states it: absolute time, lengths, identity.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RawRecord {
+pub(super) struct RawRecord {
     pub line: u64,
     /// Arrival in nanoseconds, on the trace's own clock.
     pub t_ns: i64,
@@ -24,7 +24,7 @@ pub struct RawRecord {
 
 /// The column names in use, for error messages.
 #[derive(Clone, Debug)]
-pub struct Names {
+pub(super) struct Names {
     pub arrival: String,
     pub prompt: String,
     pub output: String,
@@ -115,7 +115,7 @@ impl Mapping {
 }
 
 /// Reads records from a trace.
-pub struct Reader {
+pub(super) struct Reader {
     file: String,
     map: Mapping,
     kind: Kind,
@@ -140,7 +140,7 @@ struct CsvIdx {
 }
 
 impl Reader {
-    pub fn new(spec: &TraceSpec, src: Box<dyn BufRead + Send>) -> Result<Reader, TraceError> {
+    pub(super) fn new(spec: &TraceSpec, src: Box<dyn BufRead + Send>) -> Result<Reader, TraceError> {
         let file = spec.label().to_string();
         let map = Mapping::of(spec);
         let kind = match spec.format {
@@ -209,11 +209,11 @@ impl Reader {
         Ok(Reader { file, map, kind })
     }
 
-    pub fn names(&self) -> Names {
+    pub(super) fn names(&self) -> Names {
         self.map.names()
     }
 
-    pub fn file(&self) -> &str {
+    pub(super) fn file(&self) -> &str {
         &self.file
     }
 
@@ -401,7 +401,7 @@ fn parse_time(s: &str, unit: TimeUnit) -> Result<i64, String> {
 }
 
 /// Parses a token count: a non-negative whole number.
-pub fn parse_len(s: &str) -> Result<u64, String> {
+pub(super) fn parse_len(s: &str) -> Result<u64, String> {
     let t = s.trim();
     if let Ok(v) = t.parse::<u64>() {
         return Ok(v);
