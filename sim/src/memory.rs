@@ -38,7 +38,7 @@ pub struct MemoryBudget {
     pub kv_bytes: u64,
     pub kv_bytes_per_token: u64,
     pub block_tokens: u64,
-    pub block_bytes: u64,
+    pub(crate) block_bytes: u64,
     pub kv_blocks: u64,
 }
 

@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
     pub path: String,
-    pub message: String,
-    pub line: Option<usize>,
+    pub(crate) message: String,
+    pub(crate) line: Option<usize>,
 }
 
 impl ConfigError {

@@ -20,11 +20,11 @@ use crate::time::SimTime;
 #[serde(deny_unknown_fields, default)]
 pub struct LinearCost {
     /// Fixed time of every iteration, µs. Default 5000.
-    pub base_us: f64,
+    pub(crate) base_us: f64,
     /// Time per token processed (prefill tokens plus one per decode), µs. Default 50.
-    pub per_token_us: f64,
+    pub(crate) per_token_us: f64,
     /// Time per sequence in the batch, µs. Default 0.
-    pub per_seq_us: f64,
+    pub(crate) per_seq_us: f64,
 }
 
 impl Default for LinearCost {

@@ -117,10 +117,10 @@ impl SeqWork {
 /// seconds and iterations per op slot of the model, and the seconds of every iteration.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CostAccount {
-    pub iterations: u64,
-    pub total_s: f64,
+    pub(crate) iterations: u64,
+    pub(crate) total_s: f64,
     /// Indexed by the model's op slot: (seconds, iterations).
-    pub by_slot: Vec<(f64, u64)>,
+    pub(crate) by_slot: Vec<(f64, u64)>,
 }
 
 impl CostAccount {

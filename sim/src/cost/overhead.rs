@@ -12,12 +12,12 @@
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EngineOverhead {
     pub name: &'static str,
-    pub base_us: f64,
-    pub per_seq_us: f64,
+    pub(crate) base_us: f64,
+    pub(crate) per_seq_us: f64,
     /// Whether the next step is scheduled while the GPU runs this one.
     pub overlap: bool,
     /// Where the numbers come from.
-    pub source: &'static str,
+    pub(crate) source: &'static str,
 }
 
 /// The engines' overheads. The constants of `vllm`, `sglang` and `trtllm` are fitted on half of

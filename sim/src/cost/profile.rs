@@ -132,7 +132,7 @@ pub struct ErrorStats {
     pub points: u64,
     pub median_pct: f64,
     pub p90_pct: f64,
-    pub max_pct: f64,
+    pub(crate) max_pct: f64,
 }
 
 impl ErrorStats {
@@ -284,9 +284,9 @@ impl Interp {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HeldOut {
-    pub interp: Interp,
+    pub(crate) interp: Interp,
     /// Held-out points.
-    pub points: u64,
+    pub(crate) points: u64,
     pub median_pct: f64,
     pub p90_pct: f64,
     pub max_pct: f64,

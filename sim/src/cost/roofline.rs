@@ -27,11 +27,11 @@ use crate::time::SimTime;
 /// The tunable constants of the roofline model (scenario section `[cost]`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RooflineParams {
-    pub compute_efficiency: f64,
-    pub memory_efficiency: f64,
-    pub interconnect_efficiency: f64,
+    pub(crate) compute_efficiency: f64,
+    pub(crate) memory_efficiency: f64,
+    pub(crate) interconnect_efficiency: f64,
     pub kernel_launch_us: f64,
-    pub allreduce_latency_us: f64,
+    pub(crate) allreduce_latency_us: f64,
     pub cpu_overhead_base_us: f64,
     pub cpu_overhead_per_seq_us: f64,
 }
@@ -103,8 +103,8 @@ impl RoofOp {
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpTime {
     pub name: &'static str,
-    pub flops: f64,
-    pub bytes: f64,
+    pub(crate) flops: f64,
+    pub(crate) bytes: f64,
     pub seconds: f64,
 }
 

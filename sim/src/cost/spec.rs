@@ -57,32 +57,32 @@ impl<'de> Deserialize<'de> for CostSpec {
 #[serde(deny_unknown_fields, default)]
 pub struct CostSection {
     /// Fraction of peak FLOP/s that compute-bound kernels reach. Default 0.7.
-    pub compute_efficiency: f64,
+    pub(crate) compute_efficiency: f64,
     /// Fraction of memory bandwidth that memory-bound kernels reach. Default 0.8.
-    pub memory_efficiency: f64,
+    pub(crate) memory_efficiency: f64,
     /// Fraction of interconnect bandwidth all-reduces reach. Default 0.8.
-    pub interconnect_efficiency: f64,
+    pub(crate) interconnect_efficiency: f64,
     /// Fixed cost per kernel, µs. Default 3.
-    pub kernel_launch_us: f64,
+    pub(crate) kernel_launch_us: f64,
     /// Fixed latency per all-reduce, µs. Default 15.
-    pub allreduce_latency_us: f64,
+    pub(crate) allreduce_latency_us: f64,
     /// The engine whose CPU overhead each iteration pays (`cost::overhead`: vllm, sglang,
     /// trtllm, vidur-2023, none). Default: the database's framework, else vllm.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub overhead: Option<String>,
+    pub(crate) overhead: Option<String>,
     /// CPU time per iteration, µs. Default: the overhead's.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu_overhead_base_us: Option<f64>,
+    pub(crate) cpu_overhead_base_us: Option<f64>,
     /// Extra CPU time per sequence in the batch, µs. Default: the overhead's.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu_overhead_per_seq_us: Option<f64>,
+    pub(crate) cpu_overhead_per_seq_us: Option<f64>,
     /// A cost profile (from `servesim calibrate`), relative to the scenario file: iteration
     /// times come from its measured tables, and the keys above only from ops it lacks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
     /// A kernel database to build the profile from, for this scenario's model, GPU and TP.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub database: Option<DatabaseSpec>,
+    pub(crate) database: Option<DatabaseSpec>,
     /// Make fallbacks errors: an op the profile lacks, or a table read beyond its measured range.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub strict: bool,
@@ -93,23 +93,23 @@ pub struct CostSection {
 #[serde(deny_unknown_fields)]
 pub struct DatabaseSpec {
     /// vllm, sglang or trtllm.
-    pub framework: String,
+    pub(crate) framework: String,
     /// The database's system (`h100_sxm`). Default: the GPU preset's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system: Option<String>,
+    pub(crate) system: Option<String>,
     /// The engine version. Default: the newest the database has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub(crate) version: Option<String>,
     /// GEMM weights: bf16, fp8, fp8-block or fp4. Default: the model's weight dtype.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weights: Option<String>,
+    pub(crate) weights: Option<String>,
     /// One GEMM kernel among several for the dtype. Default: the most measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gemm_kernel: Option<String>,
+    pub(crate) gemm_kernel: Option<String>,
     /// The database folder, relative to the scenario. Default: the profiles shipped with
     /// servesim, then `$SERVESIM_AIC_DATA`, then an installed aiconfigurator_core package.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
+    pub(crate) path: Option<String>,
 }
 
 /// The GEMM weight names a database knows.

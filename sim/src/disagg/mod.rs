@@ -47,11 +47,11 @@ pub const DEFAULT_LINK_LATENCY_US: f64 = 10.0;
 #[serde(deny_unknown_fields, default)]
 pub struct DisaggregationSection {
     /// Bandwidth of each GPU's KV link, per direction, GB/s. Default 50 (400 Gb/s per GPU).
-    pub link_gb_per_s: f64,
+    pub(crate) link_gb_per_s: f64,
     /// Fixed latency of each transfer, µs. Default 10.
-    pub link_latency_us: f64,
+    pub(crate) link_latency_us: f64,
     /// How prefilled requests are spread over decode instances. Default round-robin.
-    pub decode_router: RouterSpec,
+    pub(crate) decode_router: RouterSpec,
 }
 
 impl Default for DisaggregationSection {
@@ -77,9 +77,9 @@ impl DisaggregationSection {
 /// A validated disaggregated cluster: the link and the decode router.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Disaggregation {
-    pub link_bytes_per_s: f64,
-    pub latency: SimTime,
-    pub decode_router: RouterSpec,
+    pub(crate) link_bytes_per_s: f64,
+    pub(crate) latency: SimTime,
+    pub(crate) decode_router: RouterSpec,
 }
 
 /// Checks the groups' roles against `[cluster.disaggregation]`: either every group is mixed and

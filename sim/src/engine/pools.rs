@@ -19,7 +19,7 @@ use crate::workload::{Request, NO_SESSION};
 /// The two pools of a disaggregated run.
 pub(super) struct Pools {
     /// Instances `[0, prefill)` form the prefill pool, `[prefill, n)` the decode pool.
-    pub prefill: usize,
+    pub(crate) prefill: usize,
     router: Box<dyn Router>,
     link: Disaggregation,
     /// Group of each instance.

@@ -28,7 +28,7 @@ use crate::tagged_enum;
 /// A load signal and its target value per instance.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum SignalSpec {
+pub(crate) enum SignalSpec {
     Queue(QueueSignal),
     KvUtilization(KvSignal),
     TtftP99(TtftSignal),
@@ -45,36 +45,36 @@ tagged_enum!(SignalSpec {
 /// `{ kind = "queue", target = 4 }`: waiting requests per ready instance.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct QueueSignal {
-    pub target: f64,
+pub(crate) struct QueueSignal {
+    pub(crate) target: f64,
 }
 
 /// `{ kind = "kv-utilization", target = 0.7 }`: mean fraction of KV blocks in use on ready
 /// instances.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct KvSignal {
-    pub target: f64,
+pub(crate) struct KvSignal {
+    pub(crate) target: f64,
 }
 
 /// `{ kind = "ttft-p99", target_ms = 500, window_s = 60 }`: p99 TTFT of the first tokens of
 /// the last `window_s` seconds (no first token in the window: no opinion).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TtftSignal {
-    pub target_ms: f64,
+pub(crate) struct TtftSignal {
+    pub(crate) target_ms: f64,
     #[serde(default = "default_window_s")]
-    pub window_s: f64,
+    pub(crate) window_s: f64,
 }
 
 /// `{ kind = "request-rate", target_rps = 5, window_s = 60 }`: arrivals per second at the
 /// cluster over the last `window_s` seconds, against a target per instance.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RateSignal {
-    pub target_rps: f64,
+pub(crate) struct RateSignal {
+    pub(crate) target_rps: f64,
     #[serde(default = "default_window_s")]
-    pub window_s: f64,
+    pub(crate) window_s: f64,
 }
 
 fn default_window_s() -> f64 {
@@ -87,26 +87,26 @@ fn default_window_s() -> f64 {
 pub struct AutoscaleSection {
     /// Name of the group it scales. Default: the first (with one group, the only) group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group: Option<String>,
+    pub(crate) group: Option<String>,
     /// Fewest instances. Default 1.
     #[serde(default = "one")]
-    pub min: u32,
+    pub(crate) min: u32,
     /// Most instances (required).
-    pub max: u32,
+    pub(crate) max: u32,
     /// How often the autoscaler looks at its signals, s. Default 15.
     #[serde(default = "default_interval_s")]
-    pub interval_s: f64,
+    pub(crate) interval_s: f64,
     /// Relative deviation from a target that causes no change. Default 0.1.
     #[serde(default = "default_tolerance")]
-    pub tolerance: f64,
+    pub(crate) tolerance: f64,
     /// Least time between two scale-ups, s. Default 0.
     #[serde(default)]
-    pub scale_up_cooldown_s: f64,
+    pub(crate) scale_up_cooldown_s: f64,
     /// Least time since the last scale-up or scale-down before a scale-down, s. Default 300.
     #[serde(default = "default_down_cooldown_s")]
-    pub scale_down_cooldown_s: f64,
+    pub(crate) scale_down_cooldown_s: f64,
     /// The signals; the largest desired count wins.
-    pub signals: Vec<SignalSpec>,
+    pub(crate) signals: Vec<SignalSpec>,
 }
 
 fn one() -> u32 {
@@ -237,11 +237,11 @@ fn ceil_u32(x: f64) -> u32 {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Measurements {
     /// Waiting requests per ready instance (`None`: no ready instance).
-    pub queue_per_instance: Option<f64>,
+    pub(crate) queue_per_instance: Option<f64>,
     /// Mean KV use of ready instances.
-    pub kv_utilization: Option<f64>,
+    pub(crate) kv_utilization: Option<f64>,
     /// p99 TTFT over each signal's window (`None`: no first token in it).
-    pub ttft_p99_ms: std::collections::BTreeMap<u64, Option<f64>>,
+    pub(crate) ttft_p99_ms: std::collections::BTreeMap<u64, Option<f64>>,
     /// Arrivals per second over each signal's window.
-    pub rate_rps: std::collections::BTreeMap<u64, f64>,
+    pub(crate) rate_rps: std::collections::BTreeMap<u64, f64>,
 }

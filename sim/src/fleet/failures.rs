@@ -39,7 +39,7 @@ impl FailureKind {
 /// Distribution of repair times.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum RepairDist {
+pub(crate) enum RepairDist {
     /// Exponential with mean `mttr_s`.
     #[default]
     Exponential,
@@ -50,18 +50,18 @@ pub enum RepairDist {
 /// `[[fleet.failures.events]]`: one failure at a given time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FailureEvent {
+pub(crate) struct FailureEvent {
     /// When, in seconds from the start of the run.
-    pub at_s: f64,
+    pub(crate) at_s: f64,
     /// Which instance (0-based, in group order). An instance that is not serving then (off,
     /// starting, already failed) is left alone.
-    pub instance: u32,
+    pub(crate) instance: u32,
     /// "crash" (default) or "hang".
     #[serde(default)]
-    pub kind: FailureKind,
+    pub(crate) kind: FailureKind,
     /// Repair time after detection, s. Default: drawn like a random failure's (`mttr_s`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub repair_s: Option<f64>,
+    pub(crate) repair_s: Option<f64>,
 }
 
 /// `[fleet.failures]`.
@@ -71,20 +71,20 @@ pub struct FailuresSection {
     /// Mean time between failures of one serving instance, s (exponential). Default: no random
     /// failures.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mtbf_s: Option<f64>,
+    pub(crate) mtbf_s: Option<f64>,
     /// Mean repair time, from detection until the instance starts loading again, s. Default 0
     /// (restarted in place: only the start-up delay).
-    pub mttr_s: f64,
+    pub(crate) mttr_s: f64,
     /// "exponential" (default) or "fixed".
-    pub repair: RepairDist,
+    pub(crate) repair: RepairDist,
     /// Fraction of random failures that are hangs rather than crashes. Default 0.
-    pub hang_fraction: f64,
+    pub(crate) hang_fraction: f64,
     /// Instances down for the whole run, known to the router (the highest-capacity ones, the
     /// last on a tie). `plan` sets it from `[plan] spare`. Default 0.
-    pub down: u32,
+    pub(crate) down: u32,
     /// Failures at given times.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub events: Vec<FailureEvent>,
+    pub(crate) events: Vec<FailureEvent>,
 }
 
 impl FailuresSection {

@@ -43,7 +43,7 @@ use crate::time::SimTime;
 /// What happens to the requests of a failed instance.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum OnFailure {
+pub(crate) enum OnFailure {
     /// Re-routed to another instance, keeping their arrival time (up to `max_retries` times).
     #[default]
     Retry,
@@ -67,14 +67,14 @@ pub struct FleetSection {
     /// Crash detection delay, s: a request running on, or sent to, a crashed instance fails
     /// this long after the crash (or after it was sent), and the router stops sending to the
     /// instance this long after the crash. Default 10 (one Kubernetes probe period).
-    pub detection_s: f64,
+    pub(crate) detection_s: f64,
     /// How long a hung instance (accepting requests, making no progress) goes unnoticed, s.
     /// Default 30 (Kubernetes liveness probe: period 10 s × failure threshold 3).
-    pub hang_detection_s: f64,
+    pub(crate) hang_detection_s: f64,
     /// Requests of a failed instance: "retry" (default) or "lose".
-    pub on_failure: OnFailure,
+    pub(crate) on_failure: OnFailure,
     /// Times one request is retried before it is lost. Default 2.
-    pub max_retries: u32,
+    pub(crate) max_retries: u32,
     /// `[fleet.failures]`: random (MTBF/MTTR) and scheduled failures, instances down for the
     /// whole run.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -49,7 +49,7 @@ impl Phase {
 
 /// What a fleet event does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FleetEventKind {
+pub(crate) enum FleetEventKind {
     /// The instance fails (`None`: a random failure, its kind drawn then).
     Fail(Option<FailureKind>, Option<SimTime>),
     /// The failure is noticed: the router stops sending, a hung instance's requests fail, the
@@ -67,9 +67,9 @@ pub enum FleetEventKind {
 /// invalidate the events scheduled before them), except [`ANY_EPOCH`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FleetEvent {
-    pub kind: FleetEventKind,
-    pub instance: u32,
-    pub epoch: u32,
+    pub(crate) kind: FleetEventKind,
+    pub(crate) instance: u32,
+    pub(crate) epoch: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -84,24 +84,24 @@ struct Slot {
 /// The fleet's size from `at` on (until the next change).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Count {
-    pub at: SimTime,
+    pub(crate) at: SimTime,
     /// Instances provisioned (paid for), serving, and the KV blocks of those provisioned.
-    pub provisioned: u32,
-    pub ready: u32,
-    pub kv_blocks: u64,
+    pub(crate) provisioned: u32,
+    pub(crate) ready: u32,
+    pub(crate) kv_blocks: u64,
 }
 
 /// A request whose instance crashed, waiting for its failure to be noticed.
 #[derive(Clone, Debug)]
 pub(crate) struct Limbo {
-    pub due: SimTime,
-    pub req: Request,
-    pub retries: u32,
+    pub(crate) due: SimTime,
+    pub(crate) req: Request,
+    pub(crate) retries: u32,
 }
 
 /// The fleet: phases, stranded and tracked requests, accounting.
 pub(crate) struct Fleet {
-    pub cfg: FleetSection,
+    pub(crate) cfg: FleetSection,
     slots: Vec<Slot>,
     /// Start-up delay, TP degree and KV blocks per instance of each group.
     startup: Vec<SimTime>,
@@ -109,12 +109,12 @@ pub(crate) struct Fleet {
     blocks: Vec<u64>,
     rngs: Vec<ChaCha8Rng>,
     /// Whether the scenario has a `[fleet]` section (otherwise nothing here changes).
-    pub active: bool,
+    pub(crate) active: bool,
     /// Whether copies of requests in flight are kept (failures can happen).
-    pub tracks: bool,
+    pub(crate) tracks: bool,
     routable: u32,
     /// Fleet events in the engine's queue.
-    pub pending: usize,
+    pub(crate) pending: usize,
     limbo: VecDeque<Limbo>,
     /// Requests in flight on instances, with their retry counts.
     tracked: HashMap<u64, (Request, u32)>,

@@ -7,10 +7,10 @@ use crate::cost::BatchShape;
 
 #[derive(Clone, Debug, Default)]
 pub(super) struct Batch {
-    pub shape: BatchShape,
+    pub(crate) shape: BatchShape,
     /// Per draft depth j (from 1): requests drafting at least j tokens, and the sum of the
     /// contexts their j-th draft pass attends to.
-    pub drafts: Vec<(u64, u64)>,
+    pub(crate) drafts: Vec<(u64, u64)>,
 }
 
 impl Batch {

@@ -18,9 +18,9 @@ use crate::cost::RooflineParams;
 #[serde(deny_unknown_fields, default)]
 pub struct CpuSection {
     /// CPU time per iteration, µs. Default: `cost.cpu_overhead_base_us`.
-    pub base_us: Option<f64>,
+    pub(crate) base_us: Option<f64>,
     /// Extra CPU time per sequence in the batch, µs. Default: `cost.cpu_overhead_per_seq_us`.
-    pub per_seq_us: Option<f64>,
+    pub(crate) per_seq_us: Option<f64>,
     /// Overlap CPU work with the GPU: an iteration takes max(GPU, CPU). Default: the engine
     /// overhead's (`cost.overhead`).
     #[serde(skip_serializing_if = "Option::is_none")]

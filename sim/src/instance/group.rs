@@ -28,26 +28,26 @@ pub struct SchedulerSection {
     /// Most tokens in one iteration (prefill tokens + one per decode). Default 8192.
     pub max_num_batched_tokens: u32,
     /// Tokens per KV block. Default 16.
-    pub block_tokens: u32,
+    pub(crate) block_tokens: u32,
     /// Fraction of KV blocks kept free when admitting new requests, so running ones can grow
     /// without immediate preemption. Default 0.01 (vLLM's watermark).
-    pub watermark: f64,
+    pub(crate) watermark: f64,
     /// Longest prompt + output accepted. Default: the model's max context.
-    pub max_model_len: Option<u64>,
+    pub(crate) max_model_len: Option<u64>,
     /// `[scheduler.batching]`: continuous (default), static or chunked.
-    pub batching: BatchingSpec,
+    pub(crate) batching: BatchingSpec,
     /// `[scheduler.queue]`: queue order. Default FCFS.
     pub queue: QueueSpec,
     /// `[scheduler.admission]`: overload control. Default: none.
-    pub admission: AdmissionSection,
+    pub(crate) admission: AdmissionSection,
     /// `[scheduler.preemption]`: recompute (default) or swap.
-    pub preemption: PreemptionSpec,
+    pub(crate) preemption: PreemptionSpec,
     /// `[scheduler.kv_cache]`: paged (default) or max-length reservation; KV dtype override.
     pub kv_cache: KvCacheSection,
     /// `[scheduler.prefix_cache]`: automatic prefix caching. Default off.
     pub prefix_cache: PrefixCacheSection,
     /// `[scheduler.speculative]`: speculative decoding. Default off.
-    pub speculative: Option<SpeculativeSection>,
+    pub(crate) speculative: Option<SpeculativeSection>,
     /// `[scheduler.cpu]`: CPU overhead per iteration and its overlap with the GPU.
     pub cpu: CpuSection,
 }

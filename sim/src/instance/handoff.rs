@@ -23,20 +23,20 @@ use crate::time::SimTime;
 /// A prefilled request leaving its prefill instance: what the decode instance needs to know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Handoff {
-    pub id: u64,
-    pub arrival: SimTime,
-    pub prompt: u32,
-    pub output: u32,
-    pub client: u32,
-    pub class: u8,
+    pub(crate) id: u64,
+    pub(crate) arrival: SimTime,
+    pub(crate) prompt: u32,
+    pub(crate) output: u32,
+    pub(crate) client: u32,
+    pub(crate) class: u8,
     /// Whether its latencies enter the statistics.
-    pub counted: bool,
+    pub(crate) counted: bool,
     /// Tokens of KV that move (its prompt).
-    pub tokens: u64,
+    pub(crate) tokens: u64,
     /// When its first token was produced.
-    pub first_token: SimTime,
+    pub(crate) first_token: SimTime,
     /// The prefill instance holding its KV.
-    pub from: u32,
+    pub(crate) from: u32,
 }
 
 /// The requests an instance is handing off or taking in. Boxed like the running batch, since

@@ -13,7 +13,7 @@ use crate::spec::{Dtype, ModelSpec};
 /// How KV blocks are given to requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Allocation {
+pub(crate) enum Allocation {
     /// Blocks as the context grows (vLLM's paged attention).
     #[default]
     Paged,
@@ -27,11 +27,11 @@ pub enum Allocation {
 #[serde(deny_unknown_fields, default)]
 pub struct KvCacheSection {
     /// `paged` (default) or `reserve-max`.
-    pub allocation: Allocation,
+    pub(crate) allocation: Allocation,
     /// Output tokens reserved per request with `reserve-max`. Default: up to `max_model_len`.
-    pub reserve_output_tokens: Option<u64>,
+    pub(crate) reserve_output_tokens: Option<u64>,
     /// KV data type of this group, overriding `model.kv_dtype`: `bf16` or `fp8`.
-    pub dtype: Option<Dtype>,
+    pub(crate) dtype: Option<Dtype>,
 }
 
 impl KvCacheSection {

@@ -76,8 +76,8 @@ pub struct InstanceConfig {
 /// A request that left the instance during an iteration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Departure {
-    pub id: u64,
-    pub client: u32,
+    pub(crate) id: u64,
+    pub(crate) client: u32,
 }
 
 pub use crate::metrics::Gauges;
@@ -89,7 +89,7 @@ enum Draft {
 }
 
 pub struct Instance {
-    pub id: u32,
+    pub(crate) id: u32,
     cfg: InstanceConfig,
     cost: Arc<dyn CostModel>,
     kv: BlockAllocator,
@@ -121,9 +121,9 @@ pub struct Instance {
     /// When the in-flight iteration started, if one is in flight.
     iteration_start: Option<SimTime>,
     /// Iterations run so far.
-    pub iterations: u64,
+    pub(crate) iterations: u64,
     /// Decode token-steps run so far (one per decoding request per iteration).
-    pub decode_token_steps: u64,
+    pub(crate) decode_token_steps: u64,
     /// Tokens the queued and preempted requests have to (re)compute before they run, kept up
     /// to date for routers.
     pending_prefill: u64,
@@ -135,9 +135,9 @@ pub struct Instance {
     iteration_end: Option<SimTime>,
     /// Sequences over all iterations so far, the most in one, and the time spent in
     /// iterations (pool statistics of a disaggregated cluster).
-    pub batch_seqs: u64,
-    pub batch_seqs_max: u64,
-    pub busy_ns: u128,
+    pub(crate) batch_seqs: u64,
+    pub(crate) batch_seqs_max: u64,
+    pub(crate) busy_ns: u128,
     /// Requests handed off to, or taken in from, the other pool (disaggregation).
     xfer: handoff::Transfers,
     /// Whether the cost model wants each iteration's sequences, and the reused list of them.

@@ -13,29 +13,29 @@ use super::speculative::{DraftCost, DraftModel, SpeculativeSection};
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PolicyConfig {
-    pub batching: BatchingSpec,
-    pub queue: QueueSpec,
-    pub admission: AdmissionSection,
-    pub preemption: PreemptionSpec,
-    pub kv: KvCacheSection,
-    pub prefix: PrefixCacheSection,
-    pub speculative: Option<SpeculativeSection>,
-    pub draft: Option<DraftCost>,
-    pub cpu: CpuSection,
+    pub(crate) batching: BatchingSpec,
+    pub(crate) queue: QueueSpec,
+    pub(crate) admission: AdmissionSection,
+    pub(crate) preemption: PreemptionSpec,
+    pub(crate) kv: KvCacheSection,
+    pub(crate) prefix: PrefixCacheSection,
+    pub(crate) speculative: Option<SpeculativeSection>,
+    pub(crate) draft: Option<DraftCost>,
+    pub(crate) cpu: CpuSection,
     /// Whether CPU work overlaps the GPU (`scheduler.cpu.overlap`, else the engine overhead's).
-    pub cpu_overlap: bool,
+    pub(crate) cpu_overlap: bool,
     /// Bytes of one KV block on one GPU (what crosses one GPU's host link per block).
-    pub block_bytes: u64,
+    pub(crate) block_bytes: u64,
     /// Host link bandwidth of one GPU, bytes/s.
-    pub pcie_bytes_per_s: f64,
+    pub(crate) pcie_bytes_per_s: f64,
     /// Blocks the CPU swap space holds.
-    pub swap_blocks: u64,
+    pub(crate) swap_blocks: u64,
     /// Blocks the CPU tier of the prefix cache holds.
-    pub cpu_tier_blocks: u64,
+    pub(crate) cpu_tier_blocks: u64,
     /// Seed of the policies' randomness (predictor noise, speculative acceptance).
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// Which pool of a disaggregated cluster the instance is in (mixed: not disaggregated).
-    pub role: Role,
+    pub(crate) role: Role,
 }
 
 impl PolicyConfig {

@@ -28,12 +28,12 @@ pub struct PrefixCacheSection {
     pub enabled: bool,
     /// Cached prefixes shorter than this many tokens are recomputed rather than reused.
     /// Default 0.
-    pub min_prefix_tokens: u64,
+    pub(crate) min_prefix_tokens: u64,
     /// Cached blocks unused for this many seconds are dropped. Default: never.
-    pub ttl_s: Option<f64>,
+    pub(crate) ttl_s: Option<f64>,
     /// A second tier in CPU memory, GiB per GPU: blocks evicted from the GPU are kept there and
     /// loaded back over PCIe on a hit. Default 0 (none).
-    pub cpu_gib: f64,
+    pub(crate) cpu_gib: f64,
 }
 
 impl PrefixCacheSection {

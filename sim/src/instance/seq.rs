@@ -9,39 +9,39 @@ use crate::time::SimTime;
 
 #[derive(Debug)]
 pub struct Seq {
-    pub id: u64,
+    pub(crate) id: u64,
     /// Tokens whose K and V are in the cache (prefix hits included).
-    pub computed: u64,
+    pub(crate) computed: u64,
     /// Tokens this request processes in the in-flight iteration (0: not in it).
-    pub step: u64,
+    pub(crate) step: u64,
     /// KV block table.
-    pub blocks: Vec<u32>,
+    pub(crate) blocks: Vec<u32>,
     /// When this request's latest token was produced.
-    pub last_token: SimTime,
-    pub prompt: u32,
-    pub output: u32,
+    pub(crate) last_token: SimTime,
+    pub(crate) prompt: u32,
+    pub(crate) output: u32,
     /// Output tokens produced so far.
-    pub generated: u32,
-    pub client: u32,
+    pub(crate) generated: u32,
+    pub(crate) client: u32,
     /// Draft tokens it verifies in the in-flight iteration (speculative decoding).
-    pub draft: u32,
+    pub(crate) draft: u32,
     /// Whether this request's inter-token gaps enter the statistics.
-    pub counted: bool,
+    pub(crate) counted: bool,
     /// Whether it has been admitted before (preempted requests have).
-    pub admitted: bool,
-    pub class: u8,
-    pub cold: Cold,
+    pub(crate) admitted: bool,
+    pub(crate) class: u8,
+    pub(crate) cold: Cold,
 }
 
 /// What only some policies, or only queued requests, need.
 #[derive(Debug, Default)]
-pub struct Cold {
-    pub arrival: SimTime,
+pub(crate) struct Cold {
+    pub(crate) arrival: SimTime,
     /// Blocks of its KV held in CPU swap space while swapped out.
-    pub swapped_blocks: u64,
+    pub(crate) swapped_blocks: u64,
     /// Names of its full KV blocks (prefix caching; empty without it).
-    pub hashes: Vec<u64>,
-    pub qpos: QPos,
+    pub(crate) hashes: Vec<u64>,
+    pub(crate) qpos: QPos,
 }
 
 impl Seq {

@@ -26,21 +26,21 @@ use crate::spec::{GpuSpec, ModelSpec};
 /// `[scheduler.speculative]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SpeculativeSection {
+pub(crate) struct SpeculativeSection {
     /// Tokens proposed per step.
-    pub k: u32,
+    pub(crate) k: u32,
     /// Probability each proposed token is accepted (α).
-    pub acceptance: f64,
+    pub(crate) acceptance: f64,
     /// Cost of one draft pass as a fraction of a target decode iteration over the same
     /// requests. Give this or `draft`.
-    pub draft_cost_fraction: Option<f64>,
+    pub(crate) draft_cost_fraction: Option<f64>,
     /// The draft model (a `[model]`-like table: a preset or dimensions); it runs on the same
     /// GPUs with the same TP, and its weights and KV take memory from the KV cache.
-    pub draft: Option<ModelSection>,
+    pub(crate) draft: Option<ModelSection>,
 }
 
 impl SpeculativeSection {
-    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check((1..=16).contains(&self.k), path, "k", "must be in [1, 16]", self.k)?;
         check(
             self.acceptance.is_finite() && (0.0..1.0).contains(&self.acceptance),
@@ -59,7 +59,8 @@ impl SpeculativeSection {
     }
 
     /// Expected tokens per step: (1 − α^(k+1)) / (1 − α).
-    pub fn expected_tokens(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn expected_tokens(&self) -> f64 {
         let a = self.acceptance;
         (1.0 - a.powi(self.k as i32 + 1)) / (1.0 - a)
     }
@@ -67,7 +68,7 @@ impl SpeculativeSection {
 
 /// How a draft pass is costed.
 #[derive(Clone, Debug, PartialEq)]
-pub enum DraftCost {
+pub(crate) enum DraftCost {
     /// A fraction of the target's decode iteration over the same requests.
     Fraction(f64),
     /// A roofline of the draft model on the same GPUs (without the per-iteration CPU overhead,
@@ -77,11 +78,11 @@ pub enum DraftCost {
 
 /// A draft model on the target's GPUs.
 #[derive(Clone, Debug, PartialEq)]
-pub struct DraftModel {
-    pub model: ModelSpec,
-    pub gpu: GpuSpec,
-    pub tp: u64,
-    pub params: RooflineParams,
+pub(crate) struct DraftModel {
+    pub(crate) model: ModelSpec,
+    pub(crate) gpu: GpuSpec,
+    pub(crate) tp: u64,
+    pub(crate) params: RooflineParams,
 }
 
 /// Takes a draft model's weights (per GPU) and KV bytes per token out of the KV budget: the

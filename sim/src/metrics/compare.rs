@@ -22,13 +22,13 @@ use crate::time::SimTime;
 /// What a run says about one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outcome {
-    pub arrival: SimTime,
-    pub prompt_tokens: u32,
-    pub output_tokens: u32,
+    pub(crate) arrival: SimTime,
+    pub(crate) prompt_tokens: u32,
+    pub(crate) output_tokens: u32,
     /// When its first token came, if it came.
-    pub first_token: Option<SimTime>,
+    pub(crate) first_token: Option<SimTime>,
     /// When it finished, if it finished (rejected, failed and unfinished requests have none).
-    pub finish: Option<SimTime>,
+    pub(crate) finish: Option<SimTime>,
     /// Whether it enters the statistics (warm-up and cool-down windows, a load generator's
     /// warm-up phase).
     pub counted: bool,
@@ -80,14 +80,14 @@ pub struct RunMetrics {
     /// Counted requests that finished.
     pub finished: u64,
     pub ttft_ms: Dist,
-    pub tpot_ms: Dist,
+    pub(crate) tpot_ms: Dist,
     pub e2e_ms: Dist,
     /// Counted completions per second, from the first counted arrival to the last counted
     /// completion.
-    pub throughput_rps: f64,
-    pub output_tokens_per_s: f64,
+    pub(crate) throughput_rps: f64,
+    pub(crate) output_tokens_per_s: f64,
     /// Fraction of counted requests that finished within every SLO threshold.
-    pub slo_attainment: f64,
+    pub(crate) slo_attainment: f64,
 }
 
 /// The metrics of a list of outcomes.

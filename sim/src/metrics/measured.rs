@@ -62,14 +62,14 @@ impl MeasuredFormat {
 /// One request as the file states it, on the file's clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MeasuredRequest {
-    pub arrival_ns: i64,
-    pub prompt_tokens: u32,
-    pub output_tokens: u32,
-    pub ttft_ns: Option<i64>,
-    pub e2e_ns: Option<i64>,
+    pub(crate) arrival_ns: i64,
+    pub(crate) prompt_tokens: u32,
+    pub(crate) output_tokens: u32,
+    pub(crate) ttft_ns: Option<i64>,
+    pub(crate) e2e_ns: Option<i64>,
     /// Finished with its output (else rejected or unfinished: replayed, and a miss).
-    pub finished: bool,
-    pub counted: bool,
+    pub(crate) finished: bool,
+    pub(crate) counted: bool,
 }
 
 /// A measured run.

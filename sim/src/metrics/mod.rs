@@ -33,8 +33,8 @@ use crate::time::SimTime;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Gauges {
     pub waiting: u64,
-    pub running: u64,
-    pub kv_used: u64,
+    pub(crate) running: u64,
+    pub(crate) kv_used: u64,
 }
 
 /// Why a request was turned away.
@@ -201,28 +201,28 @@ pub struct Recorder {
     include_from: SimTime,
     include_to: SimTime,
     /// Inter-token gaps of counted requests.
-    pub itl: stats::LogHistogram,
+    pub(crate) itl: stats::LogHistogram,
     gauges: Gauges,
     kv_total: u64,
     last: SimTime,
     waiting_ns: u128,
     running_ns: u128,
     kv_ns: u128,
-    pub kv_used_max: u64,
-    pub iterations: u64,
-    pub batch_seqs_sum: u64,
-    pub batch_seqs_max: u64,
-    pub decode_token_steps: u64,
-    pub prefill_tokens: u64,
-    pub preemptions: u64,
+    pub(crate) kv_used_max: u64,
+    pub(crate) iterations: u64,
+    pub(crate) batch_seqs_sum: u64,
+    pub(crate) batch_seqs_max: u64,
+    pub(crate) decode_token_steps: u64,
+    pub(crate) prefill_tokens: u64,
+    pub(crate) preemptions: u64,
     /// Counters of the serving policies (prefix cache, swap, speculation, CPU overhead).
-    pub policy: PolicyStats,
+    pub(crate) policy: PolicyStats,
     window: SimTime,
     window_start: SimTime,
     acc: WindowAcc,
     pub series: Vec<WindowRow>,
     /// The series reached [`MAX_WINDOWS`]: the run stops at its next event (its summary says so).
-    pub series_full: bool,
+    pub(crate) series_full: bool,
     /// (time, TTFT ms) of recent first tokens, kept only for an autoscaler that reads them.
     recent_ttft: Option<std::collections::VecDeque<(SimTime, f64)>>,
 }

@@ -10,7 +10,7 @@ use super::Dist;
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FleetSummary {
     /// Instances provisioned at time zero (down ones included).
-    pub instances_initial: u32,
+    pub(crate) instances_initial: u32,
     /// Time-weighted mean of instances provisioned (starting, serving, draining, failed and
     /// restarting ones all cost money) over the simulated time.
     pub instances_mean: f64,
@@ -26,7 +26,7 @@ pub struct FleetSummary {
     /// `cost` at this run's mean rate, for 24 hours.
     pub cost_per_day: Option<f64>,
     /// The GPUs priced (empty without prices).
-    pub priced_gpus: Vec<String>,
+    pub(crate) priced_gpus: Vec<String>,
     pub failures: u64,
     pub crashes: u64,
     pub hangs: u64,

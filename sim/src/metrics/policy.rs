@@ -6,31 +6,31 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PolicyStats {
     /// Requests admitted for the first time with prefix caching on, and their prompt tokens.
-    pub prefix_lookups: u64,
-    pub prefix_lookup_tokens: u64,
+    pub(crate) prefix_lookups: u64,
+    pub(crate) prefix_lookup_tokens: u64,
     /// Of those: prompt tokens found cached, and requests with any.
-    pub prefix_hit_tokens: u64,
-    pub prefix_hit_requests: u64,
+    pub(crate) prefix_hit_tokens: u64,
+    pub(crate) prefix_hit_requests: u64,
     /// Prefill tokens skipped thanks to the cache (first admissions and recomputations).
-    pub prefix_saved_tokens: u64,
+    pub(crate) prefix_saved_tokens: u64,
     /// Of the tokens found cached, those loaded from the CPU tier.
-    pub prefix_cpu_hit_tokens: u64,
+    pub(crate) prefix_cpu_hit_tokens: u64,
     /// Cached blocks evicted from the GPU (for space or by TTL), and of them copied to the CPU tier.
-    pub prefix_evictions: u64,
-    pub prefix_cpu_offloads: u64,
-    pub swap_out_blocks: u64,
+    pub(crate) prefix_evictions: u64,
+    pub(crate) prefix_cpu_offloads: u64,
+    pub(crate) swap_out_blocks: u64,
     /// Preemptions that wanted to swap but found the swap space full, and recomputed.
-    pub swap_fallbacks: u64,
+    pub(crate) swap_fallbacks: u64,
     /// Time iterations spent on host-link transfers (swap, CPU tier), ns.
-    pub transfer_ns: u128,
-    pub spec_steps: u64,
-    pub spec_proposed: u64,
-    pub spec_accepted: u64,
+    pub(crate) transfer_ns: u128,
+    pub(crate) spec_steps: u64,
+    pub(crate) spec_proposed: u64,
+    pub(crate) spec_accepted: u64,
     /// Sum of iteration durations, of their CPU parts, and of the time the GPU did not compute.
     pub busy_ns: u128,
-    pub cpu_ns: u128,
-    pub gpu_wait_ns: u128,
-    pub breaker_trips: u64,
+    pub(crate) cpu_ns: u128,
+    pub(crate) gpu_wait_ns: u128,
+    pub(crate) breaker_trips: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -42,7 +42,7 @@ pub struct PrefixCacheSummary {
     pub prefill_tokens_saved: u64,
     pub cpu_hit_tokens: u64,
     pub evictions: u64,
-    pub cpu_offloads: u64,
+    pub(crate) cpu_offloads: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

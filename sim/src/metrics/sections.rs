@@ -53,9 +53,9 @@ impl SloSection {
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsSection {
     /// Requests arriving in the first `warmup_s` seconds are left out of the statistics.
-    pub warmup_s: f64,
+    pub(crate) warmup_s: f64,
     /// Requests arriving in the last `cooldown_s` seconds of the workload are left out.
-    pub cooldown_s: f64,
+    pub(crate) cooldown_s: f64,
     /// Width of a time-series window, seconds. Default 1.
     pub window_s: f64,
 }

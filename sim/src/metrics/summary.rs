@@ -75,7 +75,7 @@ pub struct ClassSummary {
     pub timed_out: u64,
     pub ttft_ms: Dist,
     pub tpot_ms: Dist,
-    pub e2e_ms: Dist,
+    pub(crate) e2e_ms: Dist,
     pub queue_ms: Dist,
     /// Fraction of the class's measured requests meeting the SLO.
     pub attainment: f64,

@@ -18,7 +18,7 @@ pub struct Candidate {
     pub price_per_gpu_hour: Option<f64>,
     /// A disaggregated candidate: its prefill and decode pools, both sized by the search
     /// (`gpu`, `tp` and the price above are the prefill pool's).
-    pub pools: Option<super::PoolCandidate>,
+    pub(crate) pools: Option<super::PoolCandidate>,
 }
 
 /// The candidates of a scenario's `[plan]` (or the scenario's own cluster when there are none).

@@ -11,36 +11,36 @@ use crate::metrics::{meets_slo, Status};
 /// several), and by cause: slow decoding versus a slow start.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Misses {
-    pub ttft: u64,
-    pub tpot: u64,
-    pub e2e: u64,
-    pub rejected: u64,
+    pub(crate) ttft: u64,
+    pub(crate) tpot: u64,
+    pub(crate) e2e: u64,
+    pub(crate) rejected: u64,
     /// In flight at the end, timed out, or lost to a failure.
-    pub unfinished: u64,
+    pub(crate) unfinished: u64,
     /// Missed because tokens came too slowly: TPOT over its limit, or only E2E over its limit
     /// with more time spent decoding than before the first token.
-    pub slow_decode: u64,
+    pub(crate) slow_decode: u64,
     /// Every other miss: the first token came too late (waiting for admission, or behind other
     /// prefills), or the request never finished or was rejected.
-    pub slow_start: u64,
+    pub(crate) slow_start: u64,
 }
 
 /// One run of a configuration with one seed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SeedResult {
-    pub seed: u64,
+    pub(crate) seed: u64,
     pub met: bool,
     pub attainment: f64,
     pub ttft_ms_p99: f64,
     pub tpot_ms_p99: f64,
-    pub goodput_rps: f64,
+    pub(crate) goodput_rps: f64,
     /// Peak fraction of the cluster's KV blocks in use.
-    pub kv_peak: f64,
-    pub preemptions: u64,
-    pub measured: u64,
+    pub(crate) kv_peak: f64,
+    pub(crate) preemptions: u64,
+    pub(crate) measured: u64,
     /// Requests simulated (all, not only measured).
-    pub requests: u64,
-    pub misses: Misses,
+    pub(crate) requests: u64,
+    pub(crate) misses: Misses,
 }
 
 impl SeedResult {

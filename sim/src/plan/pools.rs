@@ -33,10 +33,10 @@ use crate::metrics::SloSection;
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolCandidate {
     /// Indices of the prefill and decode groups in the candidate's scenario.
-    pub prefill_group: usize,
-    pub decode_group: usize,
-    pub prefill: PoolSpec,
-    pub decode: PoolSpec,
+    pub(crate) prefill_group: usize,
+    pub(crate) decode_group: usize,
+    pub(crate) prefill: PoolSpec,
+    pub(crate) decode: PoolSpec,
 }
 
 /// One pool's GPU, TP degree and price.
@@ -44,7 +44,7 @@ pub struct PoolCandidate {
 pub struct PoolSpec {
     pub gpu: String,
     pub tp: u64,
-    pub price_per_gpu_hour: Option<f64>,
+    pub(crate) price_per_gpu_hour: Option<f64>,
 }
 
 /// A (prefill, decode) pair run on every seed.
@@ -58,13 +58,13 @@ pub struct PairPoint {
 /// One step of the search on the first seed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PairStep {
-    pub prefill: u32,
-    pub decode: u32,
+    pub(crate) prefill: u32,
+    pub(crate) decode: u32,
     /// What was checked: "prefill" (the TTFT part), "decode" (the TPOT and E2E part), or
     /// "slo" (the whole SLO).
-    pub part: String,
-    pub met: bool,
-    pub attainment: f64,
+    pub(crate) part: String,
+    pub(crate) met: bool,
+    pub(crate) attainment: f64,
 }
 
 /// The plan's answer for a disaggregated candidate (the `pools` key of its result).
@@ -82,7 +82,7 @@ pub struct PoolsResult {
     pub decode_gpus: Option<u64>,
     /// The answer, one fewer prefill instance, one fewer decode instance: on every seed.
     pub points: Vec<PairPoint>,
-    pub trail: Vec<PairStep>,
+    pub(crate) trail: Vec<PairStep>,
 }
 
 /// What one run says under the whole SLO and under each part.

@@ -16,12 +16,12 @@ use crate::scenario::Scenario;
 pub struct SearchConfig {
     /// Seeds of the decisive points; the first drives the exploratory search.
     pub seeds: Vec<u64>,
-    pub max_instances: u32,
-    pub headroom: f64,
-    pub spare_instances: u32,
+    pub(crate) max_instances: u32,
+    pub(crate) headroom: f64,
+    pub(crate) spare_instances: u32,
     /// Instances down for the whole run while the SLO must hold (`[plan] spare`).
-    pub spare: u32,
-    pub capacity_precision: f64,
+    pub(crate) spare: u32,
+    pub(crate) capacity_precision: f64,
 }
 
 impl SearchConfig {
@@ -93,9 +93,9 @@ pub struct Borderline {
 /// One step of the exploratory search (first seed).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Step {
-    pub instances: u32,
-    pub met: bool,
-    pub attainment: f64,
+    pub(crate) instances: u32,
+    pub(crate) met: bool,
+    pub(crate) attainment: f64,
 }
 
 /// The plan's answer for one candidate.
@@ -133,10 +133,10 @@ pub struct CandidateResult {
     /// N − 1 and N on every seed.
     pub points: Vec<Point>,
     /// The exploratory search on the first seed, in order.
-    pub trail: Vec<Step>,
+    pub(crate) trail: Vec<Step>,
     /// Simulation runs and simulated requests this candidate took.
     pub runs: u64,
-    pub simulated_requests: u64,
+    pub(crate) simulated_requests: u64,
     /// With `[plan] spare = k`: the count without failures, and what k failures do to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spare_check: Option<SpareCheck>,
@@ -226,20 +226,20 @@ pub struct AutoscaleComparison {
     pub attainment: f64,
     /// Whether it meets the SLO on every seed.
     pub met: bool,
-    pub seeds: Vec<AutoscaleSeed>,
+    pub(crate) seeds: Vec<AutoscaleSeed>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AutoscaleSeed {
-    pub seed: u64,
-    pub attainment: f64,
-    pub met: bool,
-    pub instances_mean: f64,
-    pub instances_max: u32,
-    pub instance_hours: f64,
-    pub simulated_s: f64,
-    pub scale_ups: u64,
-    pub scale_downs: u64,
+    pub(crate) seed: u64,
+    pub(crate) attainment: f64,
+    pub(crate) met: bool,
+    pub(crate) instances_mean: f64,
+    pub(crate) instances_max: u32,
+    pub(crate) instance_hours: f64,
+    pub(crate) simulated_s: f64,
+    pub(crate) scale_ups: u64,
+    pub(crate) scale_downs: u64,
 }
 
 /// The whole plan: what `--format json` prints.

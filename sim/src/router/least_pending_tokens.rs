@@ -14,7 +14,7 @@ use crate::workload::Request;
 #[serde(deny_unknown_fields, default)]
 pub struct LeastPendingTokensSpec {
     /// Count output tokens still to generate (known only to the simulator). Default true.
-    pub count_decode: bool,
+    pub(crate) count_decode: bool,
 }
 
 impl Default for LeastPendingTokensSpec {

@@ -35,14 +35,14 @@ pub enum AffinityKey {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SessionAffinitySpec {
-    pub key: AffinityKey,
+    pub(crate) key: AffinityKey,
     /// How far above its fair share of the outstanding requests an instance may go before
     /// sessions spill to the least-loaded instance. Default 1.25.
-    pub load_factor: f64,
+    pub(crate) load_factor: f64,
     /// Requests an instance may take above `load_factor` × its share. Default 2.
-    pub slack: u32,
+    pub(crate) slack: u32,
     /// Ring points per instance of mean capacity. Default 64.
-    pub vnodes: u32,
+    pub(crate) vnodes: u32,
 }
 
 impl Default for SessionAffinitySpec {

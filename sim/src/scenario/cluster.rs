@@ -26,24 +26,24 @@ use crate::spec::{GpuSpec, ModelSpec};
 #[serde(deny_unknown_fields)]
 pub struct GroupSection {
     /// Label in reports. Default: `<gpu name>-tp<tp>`.
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// Instances in the group (1–100000).
-    pub count: u32,
+    pub(crate) count: u32,
     /// A GPU preset name (`"a100-80g"`) or a table like `[gpu]`. Default: the top-level `[gpu]`.
     #[serde(default, deserialize_with = "gpu_or_preset")]
-    pub gpu: Option<GpuSection>,
+    pub(crate) gpu: Option<GpuSection>,
     /// Tensor-parallel degree of each instance. Default 1.
-    pub tp: Option<u32>,
+    pub(crate) tp: Option<u32>,
     /// Keys overriding `[scheduler]` for this group.
-    pub scheduler: Option<toml::Table>,
+    pub(crate) scheduler: Option<toml::Table>,
     /// Keys overriding `[memory]` for this group.
-    pub memory: Option<toml::Table>,
+    pub(crate) memory: Option<toml::Table>,
     /// Keys overriding `[cost]` for this group (a different `kind` replaces it whole).
-    pub cost: Option<toml::Table>,
+    pub(crate) cost: Option<toml::Table>,
     /// `"prefill"` or `"decode"`: the group's pool in a disaggregated cluster (see
     /// [`crate::disagg`]). Default `"mixed"`: whole requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role: Option<Role>,
+    pub(crate) role: Option<Role>,
 }
 
 /// Accepts a GPU as a preset name or as a `[gpu]`-like table, keeping key paths in errors.

@@ -17,36 +17,36 @@ use crate::workload::WorkloadSpec;
 #[serde(deny_unknown_fields)]
 pub struct ScenarioFile {
     /// Names the output folder `outputs/<name>/`. Default: the file name without `.toml`.
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// Seed of every random choice in the run. Default 0; `--seed` overrides.
     #[serde(default)]
-    pub seed: u64,
-    pub model: ModelSection,
+    pub(crate) seed: u64,
+    pub(crate) model: ModelSection,
     /// Required unless every `[[cluster.groups]]` names its own GPU.
     #[serde(default)]
-    pub gpu: GpuSection,
+    pub(crate) gpu: GpuSection,
     #[serde(default)]
-    pub cluster: ClusterSection,
+    pub(crate) cluster: ClusterSection,
     #[serde(default)]
-    pub scheduler: SchedulerSection,
+    pub(crate) scheduler: SchedulerSection,
     #[serde(default)]
-    pub memory: MemorySection,
+    pub(crate) memory: MemorySection,
     #[serde(default)]
     pub cost: CostSpec,
     pub workload: WorkloadSpec,
     #[serde(default)]
-    pub slo: SloSection,
+    pub(crate) slo: SloSection,
     #[serde(default)]
-    pub metrics: MetricsSection,
+    pub(crate) metrics: MetricsSection,
     #[serde(default)]
-    pub run: RunSection,
+    pub(crate) run: RunSection,
     /// `[plan]`: the candidates `servesim plan` searches (ignored by `simulate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanSection>,
     /// `[fleet]`: instance start-up, failures and restarts, autoscaling. Default: a fixed
     /// fleet that never fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fleet: Option<crate::fleet::FleetSection>,
+    pub(crate) fleet: Option<crate::fleet::FleetSection>,
 }
 
 /// `[cluster]`: how many instances, their tensor-parallel degree, and the router.
@@ -54,19 +54,19 @@ pub struct ScenarioFile {
 #[serde(deny_unknown_fields, default)]
 pub struct ClusterSection {
     /// Identical instances behind the router. Default 1.
-    pub instances: u32,
+    pub(crate) instances: u32,
     /// Tensor-parallel degree: GPUs per instance. Default 1.
-    pub tp: u32,
+    pub(crate) tp: u32,
     /// How arrivals are spread over instances. Default round-robin.
-    pub router: RouterSpec,
+    pub(crate) router: RouterSpec,
     /// Heterogeneous cluster: groups of instances, each with its own GPU, TP degree and
     /// overrides (replaces `instances` and `tp`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub groups: Vec<GroupSection>,
+    pub(crate) groups: Vec<GroupSection>,
     /// `[cluster.disaggregation]`: the KV link and decode router of a cluster whose groups
     /// have `role = "prefill"` and `"decode"`. Default: written in full when there are roles.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub disaggregation: Option<crate::disagg::DisaggregationSection>,
+    pub(crate) disaggregation: Option<crate::disagg::DisaggregationSection>,
 }
 
 impl Default for ClusterSection {
@@ -110,10 +110,10 @@ impl ClusterSection {
 #[serde(deny_unknown_fields, default)]
 pub struct MemorySection {
     /// Fraction of GPU memory for weights, reserve and KV cache. Default 0.9.
-    pub gpu_memory_utilization: f64,
+    pub(crate) gpu_memory_utilization: f64,
     /// Workspace reserved per GPU (activations, CUDA context, graphs), GiB. Default: 1 GiB +
     /// activations of the largest batch + logits (see `memory::default_reserve_bytes`).
-    pub reserve_gib: Option<f64>,
+    pub(crate) reserve_gib: Option<f64>,
 }
 
 impl Default for MemorySection {

@@ -60,7 +60,7 @@ pub struct Scenario {
     pub seed: u64,
     pub model: ModelSpec,
     pub groups: Vec<InstanceGroup>,
-    pub router: RouterSpec,
+    pub(crate) router: RouterSpec,
     pub workload: WorkloadSpec,
     pub slo: SloSection,
     pub metrics: MetricsSection,
@@ -68,11 +68,11 @@ pub struct Scenario {
     /// `[fleet]`: failures, restarts, autoscaling (`None`: a fixed fleet that never fails).
     pub fleet: Option<crate::fleet::FleetSection>,
     /// Prefill and decode pools: the KV link and the decode router (`None`: colocated).
-    pub disaggregation: Option<crate::disagg::Disaggregation>,
+    pub(crate) disaggregation: Option<crate::disagg::Disaggregation>,
     /// The file with every default and preset filled in, for writing next to the outputs.
     pub resolved: ScenarioFile,
     /// Where the files the scenario names come from (see [`Resources`]).
-    pub resources: Arc<dyn Resources>,
+    pub(crate) resources: Arc<dyn Resources>,
 }
 
 /// Plans one GPU's memory for a group: the group may store its KV in another dtype, and a

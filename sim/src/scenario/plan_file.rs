@@ -15,32 +15,32 @@ use crate::spec::GpuSection;
 pub struct PlanSection {
     /// Seeds run at each decisive point (the scenario's seed, then seed + 1, ...). Default 3.
     #[serde(default = "default_seeds")]
-    pub seeds: u32,
+    pub(crate) seeds: u32,
     /// Extra instances as a fraction of the minimum: ⌈N × (1 + headroom)⌉. Default 0.
     #[serde(default)]
-    pub headroom: f64,
+    pub(crate) headroom: f64,
     /// Spare instances added on top (N + k), e.g. for a failure or a rolling update. Default 0.
     /// Added, not simulated: see `spare`.
     #[serde(default)]
-    pub spare_instances: u32,
+    pub(crate) spare_instances: u32,
     /// Instances that may be down while the SLO still holds: the count is searched with this
     /// many instances failed for the whole run (N + k verified by simulation). Default 0.
     #[serde(default)]
-    pub spare: u32,
+    pub(crate) spare: u32,
     /// Most instances tried per candidate; more needed = infeasible. Default 512.
     #[serde(default = "default_max_instances")]
-    pub max_instances: u32,
+    pub(crate) max_instances: u32,
     /// Relative precision of the single-instance capacity search. Default 0.01.
     #[serde(default = "default_capacity_precision")]
-    pub capacity_precision: f64,
+    pub(crate) capacity_precision: f64,
     /// $ per GPU-hour by GPU name (a preset name such as "h100-sxm", or a custom GPU's `name`).
     /// When given, every candidate's GPU needs a price; without it the cheapest is the one with
     /// the fewest GPUs.
     #[serde(default)]
-    pub price_per_gpu_hour: BTreeMap<String, f64>,
+    pub(crate) price_per_gpu_hour: BTreeMap<String, f64>,
     /// The configurations to size. Default: the scenario's own cluster, as one candidate.
     #[serde(default)]
-    pub candidates: Vec<CandidateSection>,
+    pub(crate) candidates: Vec<CandidateSection>,
 }
 
 fn default_seeds() -> u32 {
@@ -118,20 +118,20 @@ impl PlanSection {
 #[serde(deny_unknown_fields)]
 pub struct CandidateSection {
     /// Label in the report (letters, digits, `-`, `_`, `.`; unique).
-    pub name: String,
+    pub(crate) name: String,
     /// A GPU preset name or a `[gpu]`-like table; replaces `[gpu]`.
     #[serde(default, deserialize_with = "gpu_or_preset")]
-    pub gpu: Option<GpuSection>,
+    pub(crate) gpu: Option<GpuSection>,
     /// Tensor-parallel degree; replaces `cluster.tp`.
-    pub tp: Option<u32>,
+    pub(crate) tp: Option<u32>,
     /// Keys merged over `[scheduler]`.
-    pub scheduler: Option<toml::Table>,
+    pub(crate) scheduler: Option<toml::Table>,
     /// Keys merged over `[memory]`.
-    pub memory: Option<toml::Table>,
+    pub(crate) memory: Option<toml::Table>,
     /// Keys merged over `[cost]` (a different `kind` replaces it).
-    pub cost: Option<toml::Table>,
+    pub(crate) cost: Option<toml::Table>,
     /// Keys merged over `cluster.router` (a different `kind` replaces it).
-    pub router: Option<toml::Table>,
+    pub(crate) router: Option<toml::Table>,
     /// Any other key by dotted path, e.g. `set = { "model.weight_dtype" = "fp8" }`.
-    pub set: Option<toml::Table>,
+    pub(crate) set: Option<toml::Table>,
 }

@@ -11,30 +11,30 @@ pub struct GpuSpec {
     /// weights then run weight-only: half the bytes, bf16 math).
     pub fp8_flops: Option<f64>,
     /// Dense fp4 tensor-core peak, FLOP/s (Blackwell); `None` without fp4 tensor cores.
-    pub fp4_flops: Option<f64>,
+    pub(crate) fp4_flops: Option<f64>,
     /// Device memory bandwidth, bytes/s.
     pub hbm_bytes_per_s: f64,
     /// Device memory capacity, bytes.
-    pub memory_bytes: u64,
+    pub(crate) memory_bytes: u64,
     /// GPU-to-GPU bandwidth per direction for tensor-parallel collectives, bytes/s (NVLink, or
     /// PCIe where the GPU has no NVLink).
-    pub interconnect_bytes_per_s: f64,
+    pub(crate) interconnect_bytes_per_s: f64,
     /// Host link bandwidth per direction (KV swap, weight loading), bytes/s.
-    pub pcie_bytes_per_s: f64,
+    pub(crate) pcie_bytes_per_s: f64,
     /// Whether GPUs talk over NVLink/NVSwitch; false: collectives cross PCIe.
-    pub nvlink: bool,
+    pub(crate) nvlink: bool,
 }
 
 pub struct GpuPreset {
     pub name: &'static str,
-    pub bf16_tflops: f64,
-    pub fp8_tflops: Option<f64>,
-    pub fp4_tflops: Option<f64>,
-    pub hbm_gb_per_s: f64,
-    pub memory_mib: u64,
-    pub interconnect_gb_per_s: f64,
-    pub pcie_gb_per_s: f64,
-    pub nvlink: bool,
+    pub(crate) bf16_tflops: f64,
+    pub(crate) fp8_tflops: Option<f64>,
+    pub(crate) fp4_tflops: Option<f64>,
+    pub(crate) hbm_gb_per_s: f64,
+    pub(crate) memory_mib: u64,
+    pub(crate) interconnect_gb_per_s: f64,
+    pub(crate) pcie_gb_per_s: f64,
+    pub(crate) nvlink: bool,
     /// The system's name in AIConfigurator's kernel database (`h100_sxm`), the folder of its
     /// measured kernels.
     pub database_system: &'static str,

@@ -29,18 +29,18 @@ pub struct ModelSpec {
 
 /// A preset: the published dimensions of a model.
 pub struct ModelPreset {
-    pub name: &'static str,
-    pub layers: u64,
-    pub hidden: u64,
-    pub heads: u64,
-    pub kv_heads: u64,
-    pub head_dim: u64,
-    pub intermediate: u64,
-    pub vocab: u64,
-    pub max_context: u64,
+    pub(crate) name: &'static str,
+    pub(crate) layers: u64,
+    pub(crate) hidden: u64,
+    pub(crate) heads: u64,
+    pub(crate) kv_heads: u64,
+    pub(crate) head_dim: u64,
+    pub(crate) intermediate: u64,
+    pub(crate) vocab: u64,
+    pub(crate) max_context: u64,
     pub experts: u64,
-    pub top_k: u64,
-    pub tied_embeddings: bool,
+    pub(crate) top_k: u64,
+    pub(crate) tied_embeddings: bool,
 }
 
 pub const MODEL_PRESETS: &[ModelPreset] = &[

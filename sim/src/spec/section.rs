@@ -163,27 +163,27 @@ impl ModelSection {
 #[serde(deny_unknown_fields)]
 pub struct GpuSection {
     /// A GPU preset (`servesim memory --help` lists them), or a kernel database system name.
-    pub preset: Option<String>,
-    pub name: Option<String>,
+    pub(crate) preset: Option<String>,
+    pub(crate) name: Option<String>,
     /// Dense bf16 TFLOP/s.
-    pub bf16_tflops: Option<f64>,
+    pub(crate) bf16_tflops: Option<f64>,
     /// Dense fp8 TFLOP/s (omit or 0 for none).
-    pub fp8_tflops: Option<f64>,
+    pub(crate) fp8_tflops: Option<f64>,
     /// Dense fp4 TFLOP/s (omit or 0 for none).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fp4_tflops: Option<f64>,
+    pub(crate) fp4_tflops: Option<f64>,
     /// Memory bandwidth, GB/s.
-    pub hbm_gb_per_s: Option<f64>,
+    pub(crate) hbm_gb_per_s: Option<f64>,
     /// Memory capacity, GiB.
-    pub memory_gib: Option<f64>,
+    pub(crate) memory_gib: Option<f64>,
     /// GPU-to-GPU bandwidth per direction, GB/s.
-    pub interconnect_gb_per_s: Option<f64>,
+    pub(crate) interconnect_gb_per_s: Option<f64>,
     /// Host link bandwidth per direction, GB/s.
-    pub pcie_gb_per_s: Option<f64>,
+    pub(crate) pcie_gb_per_s: Option<f64>,
     /// Whether the GPUs talk over NVLink (default: when the interconnect is faster than the host
     /// link).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub nvlink: Option<bool>,
+    pub(crate) nvlink: Option<bool>,
 }
 
 impl GpuSection {

@@ -62,18 +62,18 @@ pub struct Constant {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Phases {
-    pub phases: Vec<Phase>,
+    pub(crate) phases: Vec<Phase>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Phase {
-    pub duration_s: f64,
+    pub(crate) duration_s: f64,
     /// Requests per second during the phase; 0 is an idle phase.
-    pub rate: f64,
+    pub(crate) rate: f64,
     /// Gap coefficient of variation within the phase (1 = Poisson, the default).
     #[serde(default = "one")]
-    pub cv: f64,
+    pub(crate) cv: f64,
 }
 
 fn one() -> f64 {
@@ -85,15 +85,15 @@ fn one() -> f64 {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClosedLoop {
-    pub clients: u32,
+    pub(crate) clients: u32,
     #[serde(default)]
-    pub think_time_s: f64,
+    pub(crate) think_time_s: f64,
     #[serde(default)]
-    pub think: ThinkKind,
+    pub(crate) think: ThinkKind,
     /// Clients start one by one, evenly over this many seconds (client i at i·ramp_s/clients),
     /// as a load generator ramps up its users; 0 (default): all at time zero.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub ramp_s: f64,
+    pub(crate) ramp_s: f64,
 }
 
 fn is_zero(v: &f64) -> bool {

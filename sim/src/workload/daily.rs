@@ -20,16 +20,16 @@ use crate::config::{check, ConfigError};
 #[serde(deny_unknown_fields)]
 pub struct Diurnal {
     /// Requests per second at the top of the cycle.
-    pub peak_rate: f64,
+    pub(crate) peak_rate: f64,
     /// Requests per second at the bottom of the cycle (half a period from the peak).
-    pub trough_rate: f64,
+    pub(crate) trough_rate: f64,
     /// Length of the cycle, s. Default 86400 (a day).
     #[serde(default = "day_s")]
-    pub period_s: f64,
+    pub(crate) period_s: f64,
     /// When the peak comes, s from the start of the run. Default 50400 (14:00 when the run
     /// starts at midnight).
     #[serde(default = "two_pm_s")]
-    pub peak_at_s: f64,
+    pub(crate) peak_at_s: f64,
 }
 
 fn day_s() -> f64 {
@@ -46,11 +46,11 @@ fn two_pm_s() -> f64 {
 pub struct Curve {
     /// `[t_s, rate]` pairs, the first at t = 0, times increasing; the rate is linear between
     /// them.
-    pub points: Vec<[f64; 2]>,
+    pub(crate) points: Vec<[f64; 2]>,
     /// Repeat the curve every `period_s` (its last point's time at most; from the last point
     /// back to the first linearly). Default: no repeat, arrivals end at the last point.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub period_s: Option<f64>,
+    pub(crate) period_s: Option<f64>,
 }
 
 fn check_rate(path: &str, key: &str, r: f64) -> Result<(), ConfigError> {

@@ -42,18 +42,18 @@ pub struct Fixed {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Uniform {
-    pub min: u64,
-    pub max: u64,
+    pub(crate) min: u64,
+    pub(crate) max: u64,
 }
 
 /// Normal with `mean` and `std`, rounded and clamped.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NormalLen {
-    pub mean: f64,
-    pub std: f64,
-    pub min: Option<u64>,
-    pub max: Option<u64>,
+    pub(crate) mean: f64,
+    pub(crate) std: f64,
+    pub(crate) min: Option<u64>,
+    pub(crate) max: Option<u64>,
 }
 
 /// Lognormal given either `median` and `p99` (the way people describe lengths) or the
@@ -61,30 +61,30 @@ pub struct NormalLen {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Lognormal {
-    pub median: Option<f64>,
-    pub p99: Option<f64>,
-    pub mu: Option<f64>,
-    pub sigma: Option<f64>,
-    pub min: Option<u64>,
-    pub max: Option<u64>,
+    pub(crate) median: Option<f64>,
+    pub(crate) p99: Option<f64>,
+    pub(crate) mu: Option<f64>,
+    pub(crate) sigma: Option<f64>,
+    pub(crate) min: Option<u64>,
+    pub(crate) max: Option<u64>,
 }
 
 /// A weighted mixture, for example 70% short / 25% medium / 5% long.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Mixture {
-    pub components: Vec<Component>,
-    pub min: Option<u64>,
-    pub max: Option<u64>,
+    pub(crate) components: Vec<Component>,
+    pub(crate) min: Option<u64>,
+    pub(crate) max: Option<u64>,
 }
 
 /// One part of a mixture: a weight and any length distribution, written inline:
 /// `{ weight = 0.7, kind = "uniform", min = 50, max = 300 }`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Component {
-    pub weight: f64,
+    pub(crate) weight: f64,
     #[serde(flatten)]
-    pub dist: LengthDist,
+    pub(crate) dist: LengthDist,
 }
 
 impl<'de> Deserialize<'de> for Component {

@@ -29,9 +29,9 @@ use crate::rng::{substream, Stream};
 #[serde(deny_unknown_fields)]
 pub struct PrefixSpec {
     /// Shared system prompts: each request starts with the prompt of one of `groups` groups.
-    pub system: Option<SystemPrompts>,
+    pub(crate) system: Option<SystemPrompts>,
     /// Retrieved documents from a Zipf-popular corpus, after the system prompt.
-    pub rag: Option<RagDocuments>,
+    pub(crate) rag: Option<RagDocuments>,
     /// Multi-turn sessions: each turn's prompt is the previous turn's prompt and answer plus
     /// new user tokens.
     pub sessions: Option<Sessions>,
@@ -40,31 +40,31 @@ pub struct PrefixSpec {
 /// `[workload.prefix.system]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SystemPrompts {
+pub(crate) struct SystemPrompts {
     /// Number of distinct system prompts.
-    pub groups: u32,
+    pub(crate) groups: u32,
     /// Length of each group's system prompt, drawn once per group.
-    pub tokens: LengthDist,
+    pub(crate) tokens: LengthDist,
     /// Zipf exponent of group popularity: group g (from 0) is chosen with weight 1/(g+1)^skew.
     /// 0 = uniform. Default 0.
     #[serde(default)]
-    pub skew: f64,
+    pub(crate) skew: f64,
 }
 
 /// `[workload.prefix.rag]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RagDocuments {
+pub(crate) struct RagDocuments {
     /// Documents in the corpus.
-    pub documents: u32,
+    pub(crate) documents: u32,
     /// Length of each document, drawn once per document.
-    pub tokens: LengthDist,
+    pub(crate) tokens: LengthDist,
     /// Zipf exponent of document popularity. Default 1.
     #[serde(default = "one")]
-    pub skew: f64,
+    pub(crate) skew: f64,
     /// Documents per request (drawn independently, in retrieval order). Default 1.
     #[serde(default = "one_u32")]
-    pub per_request: u32,
+    pub(crate) per_request: u32,
 }
 
 /// `[workload.prefix.sessions]`
@@ -72,11 +72,11 @@ pub struct RagDocuments {
 #[serde(deny_unknown_fields)]
 pub struct Sessions {
     /// Turns per session.
-    pub turns: LengthDist,
+    pub(crate) turns: LengthDist,
     /// Mean think time between a turn's last token and the next turn, seconds (exponential).
     /// Default 0.
     #[serde(default)]
-    pub think_time_s: f64,
+    pub(crate) think_time_s: f64,
 }
 
 fn one() -> f64 {
@@ -191,9 +191,9 @@ struct Session {
 
 /// What a request's prompt is made of.
 pub(crate) struct Composed {
-    pub prompt_tokens: u64,
-    pub content: Vec<Segment>,
-    pub session: Option<u64>,
+    pub(crate) prompt_tokens: u64,
+    pub(crate) content: Vec<Segment>,
+    pub(crate) session: Option<u64>,
 }
 
 /// Generates the prefix structure of requests.

@@ -215,11 +215,11 @@ pub struct Profiler {
 pub struct ProfileData {
     pub profile: Profile,
     /// Lengths, sorted.
-    pub prompt_sorted: Vec<u32>,
-    pub output_sorted: Vec<u32>,
+    pub(crate) prompt_sorted: Vec<u32>,
+    pub(crate) output_sorted: Vec<u32>,
     /// Arrivals per complete rate window, then the partial last window's count and width (s).
-    pub window_counts: Vec<u64>,
-    pub tail: (u64, f64),
+    pub(crate) window_counts: Vec<u64>,
+    pub(crate) tail: (u64, f64),
 }
 
 impl Profiler {

@@ -15,14 +15,14 @@ use crate::time::SimTime;
 /// `[scheduler.admission.circuit_breaker]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CircuitBreaker {
+pub(crate) struct CircuitBreaker {
     /// Open (reject arrivals) when the estimated queueing delay exceeds this, seconds.
-    pub open_delay_s: f64,
+    pub(crate) open_delay_s: f64,
     /// Close again when it falls below this, seconds. Default: half of `open_delay_s`.
-    pub close_delay_s: Option<f64>,
+    pub(crate) close_delay_s: Option<f64>,
     /// Time constant of the admission-rate estimate, seconds. Default 1.
     #[serde(default = "one")]
-    pub rate_window_s: f64,
+    pub(crate) rate_window_s: f64,
 }
 
 fn one() -> f64 {
@@ -30,7 +30,7 @@ fn one() -> f64 {
 }
 
 impl CircuitBreaker {
-    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check(
             self.open_delay_s.is_finite() && self.open_delay_s > 0.0,
             path,
@@ -66,7 +66,7 @@ pub(crate) struct Breaker {
     open: bool,
     /// Admissions per second while backlogged; `None` before the first backlog.
     rate: Option<f64>,
-    pub trips: u64,
+    pub(crate) trips: u64,
 }
 
 impl Breaker {

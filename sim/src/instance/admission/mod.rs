@@ -20,19 +20,19 @@ pub(crate) use circuit_breaker::{Breaker, CircuitBreaker};
 /// `[scheduler.admission]`: every limit is off unless given.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct AdmissionSection {
+pub(crate) struct AdmissionSection {
     /// Reject arrivals while this many requests wait.
-    pub max_queue: Option<u32>,
+    pub(crate) max_queue: Option<u32>,
     /// Reject prompts longer than this.
-    pub max_prompt_tokens: Option<u32>,
+    pub(crate) max_prompt_tokens: Option<u32>,
     /// Drop requests that waited this long without being admitted, seconds.
-    pub queue_timeout_s: Option<f64>,
+    pub(crate) queue_timeout_s: Option<f64>,
     /// Reject arrivals while the estimated queueing delay is too long.
-    pub circuit_breaker: Option<CircuitBreaker>,
+    pub(crate) circuit_breaker: Option<CircuitBreaker>,
 }
 
 impl AdmissionSection {
-    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
         if let Some(t) = self.queue_timeout_s {
             check(t.is_finite() && t > 0.0, path, "queue_timeout_s", "must be > 0", t)?;
         }

@@ -15,7 +15,7 @@ use crate::time::SimTime;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum ChunkedPriority {
+pub(crate) enum ChunkedPriority {
     #[default]
     Decode,
     Prefill,
@@ -24,9 +24,9 @@ pub enum ChunkedPriority {
 /// `kind = "chunked"`
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Chunked {
+pub(crate) struct Chunked {
     /// `decode` (default) or `prefill`.
-    pub priority: ChunkedPriority,
+    pub(crate) priority: ChunkedPriority,
 }
 
 pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Chunked, rec: &mut dyn Observer) {

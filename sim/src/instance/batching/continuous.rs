@@ -15,7 +15,7 @@ use crate::time::SimTime;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum ContinuousPriority {
+pub(crate) enum ContinuousPriority {
     #[default]
     Mixed,
     Prefill,
@@ -24,9 +24,9 @@ pub enum ContinuousPriority {
 /// `kind = "continuous"`
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Continuous {
+pub(crate) struct Continuous {
     /// `mixed` (default) or `prefill`.
-    pub priority: ContinuousPriority,
+    pub(crate) priority: ContinuousPriority,
 }
 
 pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Continuous, rec: &mut dyn Observer) {

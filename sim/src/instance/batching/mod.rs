@@ -21,7 +21,7 @@ use crate::time::SimTime;
 /// `[scheduler.batching]` (`kind = "..."`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum BatchingSpec {
+pub(crate) enum BatchingSpec {
     Continuous(continuous::Continuous),
     Static(Empty),
     Chunked(chunked::Chunked),
@@ -40,12 +40,12 @@ impl Default for BatchingSpec {
 }
 
 impl BatchingSpec {
-    pub fn validate(&self, _path: &str) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self, _path: &str) -> Result<(), ConfigError> {
         Ok(())
     }
 
     /// Whether prompts are split into chunks (so a prompt may exceed the token budget).
-    pub fn is_chunked(&self) -> bool {
+    pub(crate) fn is_chunked(&self) -> bool {
         matches!(self, BatchingSpec::Chunked(_))
     }
 }

@@ -19,7 +19,7 @@ use crate::tagged_enum;
 /// `[scheduler.preemption]` (`kind = "..."`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum PreemptionSpec {
+pub(crate) enum PreemptionSpec {
     Recompute(Empty),
     Swap(Swap),
 }
@@ -38,9 +38,9 @@ impl Default for PreemptionSpec {
 /// `kind = "swap"`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Swap {
+pub(crate) struct Swap {
     /// CPU memory for swapped-out KV, GiB per GPU. Default 4 (vLLM's `swap_space`).
-    pub cpu_swap_gib: f64,
+    pub(crate) cpu_swap_gib: f64,
 }
 
 impl Default for Swap {
@@ -50,7 +50,7 @@ impl Default for Swap {
 }
 
 impl PreemptionSpec {
-    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
         match self {
             PreemptionSpec::Recompute(_) => Ok(()),
             PreemptionSpec::Swap(s) => check(
@@ -64,7 +64,7 @@ impl PreemptionSpec {
     }
 
     /// CPU swap space in bytes per GPU (0 for recompute).
-    pub fn swap_bytes(&self) -> u64 {
+    pub(crate) fn swap_bytes(&self) -> u64 {
         match self {
             PreemptionSpec::Recompute(_) => 0,
             PreemptionSpec::Swap(s) => (s.cpu_swap_gib * crate::memory::GIB) as u64,

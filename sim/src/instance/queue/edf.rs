@@ -22,7 +22,7 @@ pub struct Edf {
     /// TTFT target of each priority class, ms: class c's deadline is arrival + `ttft_ms[c]`;
     /// classes past the list take its last entry. Default: `[slo] ttft_ms` for every class.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub ttft_ms: Vec<f64>,
+    pub(crate) ttft_ms: Vec<f64>,
 }
 
 /// Classes are 0–255; a longer list would name classes no request has.

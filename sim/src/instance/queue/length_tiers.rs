@@ -13,12 +13,12 @@ use crate::config::{check, ConfigError};
 #[serde(deny_unknown_fields)]
 pub struct LengthTiers {
     /// Prompts up to this many tokens are short.
-    pub short_max_tokens: u32,
+    pub(crate) short_max_tokens: u32,
     /// Prompts up to this many tokens (and above `short_max_tokens`) are medium; longer are long.
-    pub medium_max_tokens: u32,
+    pub(crate) medium_max_tokens: u32,
     /// Most long requests running at once. Default 1.
     #[serde(default = "one")]
-    pub long_max_running: u32,
+    pub(crate) long_max_running: u32,
 }
 
 fn one() -> u32 {

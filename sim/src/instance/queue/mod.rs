@@ -91,15 +91,15 @@ impl QueueSpec {
 #[derive(Clone, Copy, Debug)]
 pub struct QueueCtx {
     /// Requests waiting (queue, preempted and swapped).
-    pub waiting: usize,
+    pub(crate) waiting: usize,
 }
 
 /// Where a request sits in the queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QPos {
-    pub lane: u8,
-    pub key: u64,
-    pub order: u64,
+    pub(crate) lane: u8,
+    pub(crate) key: u64,
+    pub(crate) order: u64,
 }
 
 /// A queue-order policy.

@@ -14,7 +14,7 @@ use crate::config::{check, ConfigError};
 #[serde(deny_unknown_fields, default)]
 pub struct Priority {
     /// Classes gained per second of waiting. Default 0 (strict priority, FCFS within a class).
-    pub aging_per_s: f64,
+    pub(crate) aging_per_s: f64,
 }
 
 impl QueuePolicy for Priority {

@@ -12,9 +12,9 @@ use crate::config::{check, ConfigError};
 #[serde(deny_unknown_fields)]
 pub struct ShortJump {
     /// Prompts up to this many tokens are short.
-    pub short_max_tokens: u32,
+    pub(crate) short_max_tokens: u32,
     /// Short requests jump ahead while more than this many requests wait.
-    pub queue_threshold: u32,
+    pub(crate) queue_threshold: u32,
 }
 
 impl QueuePolicy for ShortJump {

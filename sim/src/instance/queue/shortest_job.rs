@@ -16,7 +16,7 @@ use crate::rng::{substream, Stream};
 #[serde(deny_unknown_fields, default)]
 pub struct ShortestJob {
     /// σ of the lognormal error of the output-length prediction. Default 0 (exact).
-    pub output_error: f64,
+    pub(crate) output_error: f64,
 }
 
 impl QueuePolicy for ShortestJob {

@@ -38,7 +38,7 @@ pub const DEFAULT_REORDER_WINDOW: u32 = 100_000;
 #[serde(deny_unknown_fields)]
 pub struct TraceSpec {
     /// `azure`, `mooncake`, `csv` or `jsonl`.
-    pub format: TraceFormat,
+    pub(crate) format: TraceFormat,
     /// The trace file, relative to the scenario file.
     pub path: String,
     /// Which column (CSV header) or key (JSONL) holds what; `csv` and `jsonl` only.
@@ -50,7 +50,7 @@ pub struct TraceSpec {
     pub arrival_unit: Option<TimeUnit>,
     /// Tokens per hash id of the `hash_ids` column. Default 512 (Mooncake's block).
     #[serde(default = "default_block")]
-    pub hash_block_tokens: u32,
+    pub(crate) hash_block_tokens: u32,
     /// Play the trace this many times faster (2 = twice the rate, half the duration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speedup: Option<f64>,
@@ -60,18 +60,18 @@ pub struct TraceSpec {
     /// Replay only requests in `[start, end)` seconds after the trace's first request; the
     /// replay starts at the first request of the window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window_s: Option<[f64; 2]>,
+    pub(crate) window_s: Option<[f64; 2]>,
     /// Keep each request with this probability (seeded): 0.1 replays a tenth of the trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sample: Option<f64>,
+    pub(crate) sample: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_prompt_tokens: Option<u32>,
+    pub(crate) min_prompt_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_prompt_tokens: Option<u32>,
+    pub(crate) max_prompt_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_output_tokens: Option<u32>,
+    pub(crate) min_output_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_output_tokens: Option<u32>,
+    pub(crate) max_output_tokens: Option<u32>,
     /// What to do when timestamps go backwards: `error` (default) or `sort`.
     #[serde(default)]
     pub unsorted: Unsorted,
@@ -173,7 +173,7 @@ pub struct Columns {
 #[derive(Clone)]
 pub struct TraceSource {
     /// How errors name the file (the path as the user gave it).
-    pub label: String,
+    pub(crate) label: String,
     open: Arc<dyn Fn() -> std::io::Result<Box<dyn BufRead + Send>> + Send + Sync>,
     /// The result of a scan, when the program already made one (saves reading the file again
     /// for a target rate, and sizes the run's records).
@@ -226,10 +226,10 @@ impl PartialEq for TraceSource {
 /// and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceError {
-    pub file: String,
-    pub line: Option<u64>,
-    pub field: Option<String>,
-    pub message: String,
+    pub(crate) file: String,
+    pub(crate) line: Option<u64>,
+    pub(crate) field: Option<String>,
+    pub(crate) message: String,
 }
 
 impl TraceError {

@@ -12,22 +12,22 @@ use crate::workload::{Segment, NO_SESSION};
 /// One request as the file states it: absolute time, lengths, identity.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct RawRecord {
-    pub line: u64,
+    pub(crate) line: u64,
     /// Arrival in nanoseconds, on the trace's own clock.
-    pub t_ns: i64,
-    pub prompt: u64,
-    pub output: u64,
-    pub session: u64,
-    pub class: u8,
-    pub content: Vec<Segment>,
+    pub(crate) t_ns: i64,
+    pub(crate) prompt: u64,
+    pub(crate) output: u64,
+    pub(crate) session: u64,
+    pub(crate) class: u8,
+    pub(crate) content: Vec<Segment>,
 }
 
 /// The column names in use, for error messages.
 #[derive(Clone, Debug)]
 pub(super) struct Names {
-    pub arrival: String,
-    pub prompt: String,
-    pub output: String,
+    pub(crate) arrival: String,
+    pub(crate) prompt: String,
+    pub(crate) output: String,
 }
 
 /// A column: its name, and whether the user named it (then it must exist).

@@ -16,10 +16,10 @@ use crate::workload::{Request, NO_CLIENT};
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceScan {
     /// Requests inside the window (all of them without a window).
-    pub requests: u64,
+    pub(crate) requests: u64,
     /// First and last arrival inside the window, in ns on the trace's clock.
-    pub first_ns: i64,
-    pub last_ns: i64,
+    pub(crate) first_ns: i64,
+    pub(crate) last_ns: i64,
     /// Requests that came after a later timestamp in the file (sorted by the reorder window).
     pub reordered: u64,
 }
