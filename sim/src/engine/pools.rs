@@ -195,16 +195,16 @@ impl Pools {
 
     fn pool(&self, instances: &[Instance], range: std::ops::Range<usize>, end: SimTime) -> PoolSummary {
         let pool = &instances[range.clone()];
-        let iterations: u64 = pool.iter().map(|i| i.iterations).sum();
-        let seqs: u64 = pool.iter().map(|i| i.batch_seqs).sum();
-        let busy: u128 = pool.iter().map(|i| i.busy_ns).sum();
+        let iterations: u64 = pool.iter().map(|i| i.work.iterations).sum();
+        let seqs: u64 = pool.iter().map(|i| i.work.batch_seqs).sum();
+        let busy: u128 = pool.iter().map(|i| i.work.busy_ns).sum();
         let span = pool.len() as f64 * end.0.max(1) as f64;
         PoolSummary {
             instances: pool.len() as u32,
             gpus: range.map(|i| self.tp[self.group[i]]).sum(),
             iterations,
             batch_mean: if iterations > 0 { seqs as f64 / iterations as f64 } else { 0.0 },
-            batch_max: pool.iter().map(|i| i.batch_seqs_max).max().unwrap_or(0),
+            batch_max: pool.iter().map(|i| i.work.batch_seqs_max).max().unwrap_or(0),
             busy_fraction: busy as f64 / span,
         }
     }

@@ -33,13 +33,11 @@ impl Instance {
     pub fn crash(&mut self) -> Vec<(u64, u32)> {
         let mut held = Vec::with_capacity(self.outstanding() as usize);
         held.extend(self.running.iter().map(|s| (s.id, s.client)));
-        held.extend(self.swapped.iter().map(|s| (s.id, s.client)));
-        held.extend(self.preempted.iter().map(|s| (s.id, s.client)));
-        held.extend(self.queue.iter().map(|s| (s.id, s.client)));
-        let (iterations, steps, routable) = (self.iterations, self.decode_token_steps, self.routable);
+        held.extend(self.waiting.held());
+        let (work, routable) = (self.work, self.routable);
         *self = Instance::new(self.id, self.cfg.clone(), self.cost.clone());
-        self.iterations = iterations;
-        self.decode_token_steps = steps;
+        self.work.iterations = work.iterations;
+        self.work.decode_token_steps = work.decode_token_steps;
         self.routable = routable;
         held
     }

@@ -97,7 +97,7 @@ impl Instance {
             }
             let s = self.running.remove(i);
             debug_assert!(s.generated == 1 && s.computed == s.prompt as u64, "request {} handed off mid-way", s.id);
-            self.queue.left(&s);
+            self.waiting.queue.left(&s);
             self.pending_decode -= (s.output - s.generated) as u64;
             self.xfer.ready.push(Handoff {
                 id: s.id,
@@ -125,7 +125,7 @@ impl Instance {
     pub fn release_handoff(&mut self, id: u64, now: SimTime) {
         let k = self.xfer.outgoing.iter().position(|s| s.id == id).expect("released request is outgoing");
         let mut s = self.xfer.outgoing.swap_remove(k);
-        self.kv.release_at(&mut s.blocks, now);
+        self.kv.blocks.release_at(&mut s.blocks, now);
     }
 
     /// Decode side: takes in a request prefilled elsewhere; it waits for blocks.
@@ -178,7 +178,7 @@ impl Instance {
         let s = self.xfer.receiving.remove(k);
         // It starts running here: the queue policy counts it (length tiers' long requests)
         // as it will count it leaving.
-        self.queue.admitted(&s);
+        self.waiting.queue.admitted(&s);
         self.running.push(s);
     }
 

@@ -24,6 +24,7 @@ mod fleet;
 mod group;
 pub(crate) mod handoff;
 pub(crate) mod kv;
+mod kv_manager;
 pub(crate) mod kv_policy;
 pub(crate) mod policy;
 pub(crate) mod preemption;
@@ -31,8 +32,8 @@ pub(crate) mod prefix;
 pub mod queue;
 mod seq;
 pub(crate) mod speculative;
+mod waiting;
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use rand_chacha::ChaCha8Rng;
@@ -47,12 +48,14 @@ use batch::Batch;
 pub use group::{InstanceGroup, Role, SchedulerSection};
 pub use handoff::Handoff;
 use kv::BlockAllocator;
+use kv_manager::KvManager;
 pub use policy::PolicyConfig;
 use preemption::PreemptionSpec;
-use prefix::{CpuTier, Hit};
-use queue::{QPos, Queue, QueueCtx};
+use prefix::Hit;
+use queue::{Queue, QueueCtx};
 use seq::{Cold, Seq};
 use speculative::DraftCost;
+use waiting::Waiting;
 
 /// The scheduler limits of one instance.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,57 +92,37 @@ enum Draft {
 }
 
 pub struct Instance {
-    pub(crate) id: u32,
+    pub id: u32,
     cfg: InstanceConfig,
     cost: Arc<dyn CostModel>,
-    kv: BlockAllocator,
-    /// Never-admitted requests, in the queue policy's order.
-    queue: Queue,
-    /// Requests preempted for recomputation: first in line.
-    preempted: VecDeque<Box<Seq>>,
-    /// Requests swapped out to CPU memory: resumed before any admission.
-    swapped: VecDeque<Box<Seq>>,
+    /// KV memory: GPU blocks, CPU tier, swap space, host-link bytes.
+    kv: KvManager,
+    /// Swapped-out, preempted and queued requests, and the queue timeouts.
+    waiting: Waiting,
     /// Running requests in admission order. Boxed on purpose: the batch is compacted every
     /// iteration a request finishes, and moving pointers is cheaper than moving requests.
     #[allow(clippy::vec_box)]
     running: Vec<Box<Seq>>,
-    /// (deadline, id, position) of queued requests, in arrival order, when a queue timeout is set.
-    timeouts: VecDeque<(SimTime, u64, QPos)>,
-    breaker: Option<Breaker>,
-    cpu_tier: Option<CpuTier>,
-    draft: Option<Draft>,
-    spec_rng: ChaCha8Rng,
-    swap_used: u64,
-    /// Per-iteration scratch: host-link bytes each way, admissions, whether anyone was preempted.
-    bytes_in: u64,
-    bytes_out: u64,
-    admitted_now: u32,
-    preempted_now: bool,
-    hits: Vec<Hit>,
     /// The iteration being formed.
     batch: Batch,
+    /// Requests handed off to, or taken in from, the other pool (disaggregation).
+    xfer: handoff::Transfers,
+    breaker: Option<Breaker>,
+    draft: Option<Draft>,
+    spec_rng: ChaCha8Rng,
+    /// Per-iteration scratch: admissions, whether anyone was preempted.
+    admitted_now: u32,
+    preempted_now: bool,
     /// When the in-flight iteration started, if one is in flight.
     iteration_start: Option<SimTime>,
-    /// Iterations run so far.
-    pub(crate) iterations: u64,
-    /// Decode token-steps run so far (one per decoding request per iteration).
-    pub(crate) decode_token_steps: u64,
-    /// Tokens the queued and preempted requests have to (re)compute before they run, kept up
-    /// to date for routers.
-    pending_prefill: u64,
+    /// When the in-flight iteration ends; `None` while a failed instance holds it forever.
+    iteration_end: Option<SimTime>,
     /// Output tokens every request here has yet to produce.
     pending_decode: u64,
     /// Whether routers may send here (the router believes it healthy; see `fleet`).
     routable: bool,
-    /// When the in-flight iteration ends; `None` while a failed instance holds it forever.
-    iteration_end: Option<SimTime>,
-    /// Sequences over all iterations so far, the most in one, and the time spent in
-    /// iterations (pool statistics of a disaggregated cluster).
-    pub(crate) batch_seqs: u64,
-    pub(crate) batch_seqs_max: u64,
-    pub(crate) busy_ns: u128,
-    /// Requests handed off to, or taken in from, the other pool (disaggregation).
-    xfer: handoff::Transfers,
+    /// The work done so far.
+    pub(crate) work: WorkDone,
     /// Whether the cost model wants each iteration's sequences, and the reused list of them.
     wants_seqs: bool,
     seqs: Vec<SeqWork>,
@@ -147,15 +130,24 @@ pub struct Instance {
     account: Option<Box<CostAccount>>,
 }
 
+/// What an instance has done so far (pool statistics of a disaggregated cluster; kept across
+/// a crash).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WorkDone {
+    pub(crate) iterations: u64,
+    /// Decode token-steps (one per decoding request per iteration).
+    pub(crate) decode_token_steps: u64,
+    /// Sequences over all iterations, and the most in one.
+    pub(crate) batch_seqs: u64,
+    pub(crate) batch_seqs_max: u64,
+    /// Time spent in iterations.
+    pub(crate) busy_ns: u128,
+}
+
 impl Instance {
     pub fn new(id: u32, cfg: InstanceConfig, cost: Arc<dyn CostModel>) -> Instance {
         let wants_seqs = cost.wants_seqs();
         let p = &cfg.policy;
-        let kv = if p.prefix.enabled {
-            BlockAllocator::with_prefix_cache(cfg.kv_blocks)
-        } else {
-            BlockAllocator::new(cfg.kv_blocks)
-        };
         let draft = p.draft.as_ref().map(|d| match d {
             DraftCost::Fraction(f) => Draft::Fraction(*f),
             DraftCost::Model(d) => {
@@ -164,34 +156,21 @@ impl Instance {
         });
         Instance {
             id,
-            kv,
-            queue: Queue::new(p.queue.build(p.seed, id)),
-            preempted: VecDeque::new(),
-            swapped: VecDeque::new(),
+            kv: KvManager::new(&cfg),
+            waiting: Waiting::new(Queue::new(p.queue.build(p.seed, id))),
             running: Vec::new(),
-            timeouts: VecDeque::new(),
+            batch: Batch::default(),
+            xfer: handoff::Transfers::default(),
             breaker: p.admission.circuit_breaker.as_ref().map(Breaker::new),
-            cpu_tier: (p.prefix.enabled && p.cpu_tier_blocks > 0).then(|| CpuTier::new(p.cpu_tier_blocks)),
             draft,
             spec_rng: substream(p.seed, Stream::Speculation, id as u64),
-            swap_used: 0,
-            bytes_in: 0,
-            bytes_out: 0,
             admitted_now: 0,
             preempted_now: false,
-            hits: Vec::new(),
-            batch: Batch::default(),
             iteration_start: None,
-            iterations: 0,
-            decode_token_steps: 0,
-            pending_prefill: 0,
+            iteration_end: None,
             pending_decode: 0,
             routable: true,
-            iteration_end: None,
-            batch_seqs: 0,
-            batch_seqs_max: 0,
-            busy_ns: 0,
-            xfer: handoff::Transfers::default(),
+            work: WorkDone::default(),
             cfg,
             wants_seqs,
             seqs: Vec::new(),
@@ -212,17 +191,17 @@ impl Instance {
     }
 
     pub fn kv_blocks_used(&self) -> u32 {
-        self.kv.used()
+        self.kv.blocks.used()
     }
 
     /// Fraction of KV blocks in use.
     pub fn kv_usage(&self) -> f64 {
-        self.kv.used() as f64 / self.kv.total().max(1) as f64
+        self.kv.blocks.used() as f64 / self.kv.blocks.total().max(1) as f64
     }
 
     /// Tokens the queued and preempted requests still have to prefill.
     pub fn pending_prefill_tokens(&self) -> u64 {
-        self.pending_prefill
+        self.waiting.pending_prefill
     }
 
     /// Output tokens the requests here have yet to produce. A real router cannot know this
@@ -251,34 +230,30 @@ impl Instance {
 
     /// Requests waiting: queued, preempted and swapped out.
     pub fn waiting_len(&self) -> usize {
-        self.queue.len() + self.preempted.len() + self.swapped.len()
+        self.waiting.len()
     }
 
     pub fn gauges(&self) -> Gauges {
         Gauges {
             waiting: (self.waiting_len() + self.xfer.held()) as u64,
             running: self.running.len() as u64,
-            kv_used: self.kv.used() as u64,
+            kv_used: self.kv.blocks.used() as u64,
         }
     }
 
     pub fn kv_blocks_total(&self) -> u32 {
-        self.kv.total()
+        self.kv.blocks.total()
     }
 
-    /// The one admission-capacity rule (queue admission, swap-in, a decode instance taking a
-    /// transfer): `need` new blocks fit when the free blocks, less `unusable` of them (free but
-    /// holding prefix-cache hits this admission will take), cover them plus the watermark. The
-    /// watermark keeps room for requests holding blocks to grow (running ones, and ones
-    /// receiving their KV); with none, it would only stall the queue.
+    /// [`KvManager::fits`], the one admission-capacity rule, for this instance: the watermark
+    /// applies while requests hold blocks that may grow (running ones, and ones receiving their
+    /// KV).
     fn fits(&self, need: u64, unusable: u64) -> bool {
-        let busy = !self.running.is_empty() || self.xfer.slots() > 0;
-        let reserve = if busy { self.cfg.watermark_blocks as u64 } else { 0 };
-        (self.kv.free() as u64).saturating_sub(unusable) >= need + reserve
+        self.kv.fits(need, unusable, !self.running.is_empty() || self.xfer.slots() > 0)
     }
 
     fn blocks_for(&self, tokens: u64) -> u64 {
-        tokens.div_ceil(self.cfg.block_tokens)
+        self.kv.blocks_for(tokens)
     }
 
     /// Blocks reserved up front for a request (`reserve-max`), 0 when paged.
@@ -302,7 +277,7 @@ impl Instance {
         // holds only the prompt's KV.
         let kept = if role == Role::Prefill { 1 } else { o };
         let tokens = (p + kept - 1).max(self.cfg.policy.kv.reservation(p, self.cfg.max_model_len));
-        if self.blocks_for(tokens) > self.kv.total() as u64 {
+        if self.blocks_for(tokens) > self.kv.blocks.total() as u64 {
             return Err(RejectReason::ExceedsKvCapacity);
         }
         Ok(())
@@ -333,7 +308,6 @@ impl Instance {
 
     /// Queues a request that passed [`Instance::check_fits`] (or [`Instance::accept`]).
     pub fn enqueue(&mut self, req: &Request, counted: bool) {
-        self.pending_prefill += req.prompt_tokens as u64;
         self.pending_decode += req.output_tokens as u64;
         let mut s = Box::new(Seq {
             id: req.id,
@@ -360,31 +334,21 @@ impl Instance {
                 &mut s.cold.hashes,
             );
         }
-        let pos = self.queue.push(s);
-        if let Some(t) = self.cfg.policy.admission.queue_timeout_s {
-            let deadline = req.arrival + SimTime::from_secs_f64(t);
-            // Arrivals come in time order; a retried request (its original arrival kept after
-            // an instance failure) may come earlier and takes its place in deadline order.
-            if self.timeouts.back().is_some_and(|b| b.0 > deadline) {
-                let at = self.timeouts.partition_point(|x| x.0 <= deadline);
-                self.timeouts.insert(at, (deadline, req.id, pos));
-            } else {
-                self.timeouts.push_back((deadline, req.id, pos));
-            }
-        }
+        let deadline = self.cfg.policy.admission.queue_timeout_s.map(|t| req.arrival + SimTime::from_secs_f64(t));
+        self.waiting.push(s, deadline);
     }
 
     /// Forms the next batch and starts it at `now`; returns when it ends, or `None` when there
     /// is nothing to run.
     pub fn start_iteration(&mut self, now: SimTime, rec: &mut dyn Observer) -> Option<SimTime> {
         debug_assert!(!self.is_busy());
-        self.bytes_in = 0;
-        self.bytes_out = 0;
+        self.kv.bytes_in = 0;
+        self.kv.bytes_out = 0;
         self.admitted_now = 0;
         self.preempted_now = false;
         if let Some(ttl) = self.cfg.policy.prefix.ttl_s {
             let before = now.saturating_sub(SimTime::from_secs_f64(ttl));
-            rec.policy().prefix_evictions += self.kv.expire(before);
+            rec.policy().prefix_evictions += self.kv.blocks.expire(before);
         }
         self.batch.clear();
         batching::form(self, now, rec);
@@ -428,18 +392,18 @@ impl Instance {
             gpu += t;
             dur += t;
         }
-        let bytes = self.bytes_in.max(self.bytes_out);
+        let bytes = self.kv.bytes_in.max(self.kv.bytes_out);
         if bytes > 0 {
             let t = SimTime((bytes as f64 / self.cfg.policy.pcie_bytes_per_s * 1e9).ceil() as u64);
             rec.policy().transfer_ns += t.0 as u128;
             dur += t;
         }
         self.iteration_start = Some(now);
-        self.iterations += 1;
-        self.decode_token_steps += shape.decode_seqs;
-        self.batch_seqs += shape.seqs();
-        self.batch_seqs_max = self.batch_seqs_max.max(shape.seqs());
-        self.busy_ns += dur.0 as u128;
+        self.work.iterations += 1;
+        self.work.decode_token_steps += shape.decode_seqs;
+        self.work.batch_seqs += shape.seqs();
+        self.work.batch_seqs_max = self.work.batch_seqs_max.max(shape.seqs());
+        self.work.busy_ns += dur.0 as u128;
         rec.iteration(&shape, dur);
         let p = rec.policy();
         p.busy_ns += dur.0 as u128;
@@ -507,7 +471,7 @@ impl Instance {
         // Fast pass, for as long as free blocks suffice (no eviction, no preemption): this runs
         // for every request, every iteration.
         {
-            let Instance { running, kv, batch, .. } = self;
+            let (running, kv, batch) = (&mut self.running, &mut self.kv.blocks, &mut self.batch);
             for s in running.iter_mut() {
                 if s.step == 0 && s.is_decode() {
                     let draft = k.min(s.output - s.generated - 1);
@@ -625,26 +589,15 @@ impl Instance {
         true
     }
 
-    /// One block, evicting a cached one if need be (and keeping it in the CPU tier, if any).
     fn alloc_block(&mut self, rec: &mut dyn Observer) -> Option<u32> {
-        let (b, evicted) = self.kv.alloc_evicting()?;
-        if let Some(h) = evicted {
-            rec.policy().prefix_evictions += 1;
-            if let Some(t) = &mut self.cpu_tier {
-                if t.put(h) {
-                    self.bytes_out += self.cfg.policy.block_bytes;
-                    rec.policy().prefix_cpu_offloads += 1;
-                }
-            }
-        }
-        Some(b)
+        self.kv.alloc_block(rec)
     }
 
     /// Preempts the most recently admitted running request: swaps it out when the policy says
     /// so and the swap space has room, otherwise frees its blocks for recomputation.
     fn preempt_last(&mut self, rec: &mut dyn Observer) {
         let mut v = self.running.pop().expect("running is not empty");
-        self.queue.left(&v);
+        self.waiting.queue.left(&v);
         rec.preempted(v.id);
         self.preempted_now = true;
         self.batch.remove(&v);
@@ -652,28 +605,26 @@ impl Instance {
         v.draft = 0;
         let blocks = self.blocks_for(v.computed);
         let swap = matches!(self.cfg.policy.preemption, PreemptionSpec::Swap(_));
-        if swap && blocks > 0 && self.swap_used + blocks <= self.cfg.policy.swap_blocks {
-            self.kv.release_at(&mut v.blocks, v.last_token);
-            self.swap_used += blocks;
+        if swap && blocks > 0 && self.kv.swap_has_room(blocks) {
+            self.kv.blocks.release_at(&mut v.blocks, v.last_token);
+            self.kv.swap_out(blocks);
             v.cold.swapped_blocks = blocks;
-            self.bytes_out += blocks * self.cfg.policy.block_bytes;
             rec.policy().swap_out_blocks += blocks;
-            self.swapped.push_front(v);
+            self.waiting.swapped.push_front(v);
         } else {
             if swap {
                 rec.policy().swap_fallbacks += 1;
             }
-            self.kv.release_at(&mut v.blocks, v.last_token);
+            self.kv.blocks.release_at(&mut v.blocks, v.last_token);
             v.computed = 0;
-            self.pending_prefill += v.context();
-            self.preempted.push_front(v);
+            self.waiting.push_preempted(v);
         }
     }
 
     /// Swaps requests back in, oldest preemption first, while the limits allow; each takes its
     /// step in this iteration.
     fn swap_in(&mut self, budget: &mut u64, chunked: bool) {
-        while let Some(s) = self.swapped.front() {
+        while let Some(s) = self.waiting.swapped.front() {
             if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
                 break;
             }
@@ -691,15 +642,14 @@ impl Instance {
             if !self.fits(need, 0) {
                 break;
             }
-            let mut s = self.swapped.pop_front().expect("front exists");
+            let mut s = self.waiting.swapped.pop_front().expect("front exists");
             for _ in 0..need {
                 // Evictions here cannot reach the CPU tier's accounting of this iteration's
                 // bytes wrongly: they are ordinary evictions.
-                let (b, _) = self.kv.alloc_evicting().expect("checked free blocks");
+                let (b, _) = self.kv.blocks.alloc_evicting().expect("checked free blocks");
                 s.blocks.push(b);
             }
-            self.bytes_in += s.cold.swapped_blocks * self.cfg.policy.block_bytes;
-            self.swap_used -= s.cold.swapped_blocks;
+            self.kv.swap_in(s.cold.swapped_blocks);
             s.cold.swapped_blocks = 0;
             self.register_computed(&s, 0);
             s.step = step;
@@ -707,7 +657,7 @@ impl Instance {
             self.batch.add(&s);
             *budget -= step;
             self.admitted_now += 1;
-            self.queue.admitted(&s);
+            self.waiting.queue.admitted(&s);
             self.running.push(s);
         }
     }
@@ -720,7 +670,7 @@ impl Instance {
         }
         let to = (s.computed / self.cfg.block_tokens).min(hashes.len() as u64).min(s.blocks.len() as u64);
         for i in from..to {
-            self.kv.register(s.blocks[i as usize], hashes[i as usize]);
+            self.kv.blocks.register(s.blocks[i as usize], hashes[i as usize]);
         }
     }
 
@@ -735,11 +685,11 @@ impl Instance {
                 break;
             }
             let ctx = QueueCtx { waiting: self.waiting_len() };
-            let from_preempted = !self.preempted.is_empty();
+            let from_preempted = !self.waiting.preempted.is_empty();
             let cand = if from_preempted {
-                self.preempted.front().expect("not empty")
+                self.waiting.preempted.front().expect("not empty")
             } else {
-                match self.queue.peek(&ctx) {
+                match self.waiting.queue.peek(&ctx) {
                     Some(s) => s,
                     None => break,
                 }
@@ -748,17 +698,22 @@ impl Instance {
             // The longest cached prefix, leaving at least one token to compute (its logits
             // give the next token).
             let (mut gpu_hits, mut evictable_hits) = (0, 0);
-            self.hits.clear();
+            self.kv.hits.clear();
             if self.cfg.policy.prefix.enabled {
                 let max_blocks = (context - 1) / bt;
-                (gpu_hits, evictable_hits) =
-                    prefix::lookup(&self.kv, self.cpu_tier.as_ref(), &cand.cold.hashes, max_blocks, &mut self.hits);
-                if (self.hits.len() as u64 * bt) < self.cfg.policy.prefix.min_prefix_tokens {
-                    self.hits.clear();
+                (gpu_hits, evictable_hits) = prefix::lookup(
+                    &self.kv.blocks,
+                    self.kv.cpu_tier.as_ref(),
+                    &cand.cold.hashes,
+                    max_blocks,
+                    &mut self.kv.hits,
+                );
+                if (self.kv.hits.len() as u64 * bt) < self.cfg.policy.prefix.min_prefix_tokens {
+                    self.kv.hits.clear();
                     (gpu_hits, evictable_hits) = (0, 0);
                 }
             }
-            let hit_tokens = self.hits.len() as u64 * bt;
+            let hit_tokens = self.kv.hits.len() as u64 * bt;
             let pending = context - hit_tokens;
             let step = if chunked {
                 pending.min(*budget)
@@ -779,16 +734,11 @@ impl Instance {
             if !self.fits(new, evictable_hits) {
                 break;
             }
-            let mut seq = if from_preempted {
-                self.preempted.pop_front().expect("front exists")
-            } else {
-                self.queue.pop(&ctx).expect("peeked")
-            };
-            self.pending_prefill -= seq.context();
-            let hits = std::mem::take(&mut self.hits);
+            let mut seq = self.waiting.take(from_preempted, &ctx);
+            let hits = std::mem::take(&mut self.kv.hits);
             for h in &hits {
                 if let Hit::Gpu(b) = h {
-                    self.kv.acquire(*b);
+                    self.kv.blocks.acquire(*b);
                 }
             }
             let mut cpu_hits = 0u64;
@@ -797,8 +747,8 @@ impl Instance {
                     Hit::Gpu(b) => seq.blocks.push(b),
                     Hit::Cpu(hash) => {
                         let b = self.alloc_block(rec).expect("checked free blocks");
-                        self.kv.register(b, hash);
-                        if let Some(t) = &mut self.cpu_tier {
+                        self.kv.blocks.register(b, hash);
+                        if let Some(t) = &mut self.kv.cpu_tier {
                             t.put(hash);
                         }
                         seq.blocks.push(b);
@@ -810,8 +760,8 @@ impl Instance {
                 let b = self.alloc_block(rec).expect("checked free blocks");
                 seq.blocks.push(b);
             }
-            self.hits = hits;
-            self.bytes_in += cpu_hits * self.cfg.policy.block_bytes;
+            self.kv.hits = hits;
+            self.kv.cpu_hits_in(cpu_hits);
             seq.computed = hit_tokens;
             seq.step = step;
             self.batch.add(&seq);
@@ -829,7 +779,7 @@ impl Instance {
             seq.admitted = true;
             rec.scheduled(seq.id, now);
             *budget = budget.saturating_sub(step);
-            self.queue.admitted(&seq);
+            self.waiting.queue.admitted(&seq);
             self.running.push(seq);
             self.admitted_now += 1;
             n += 1;
@@ -846,7 +796,8 @@ impl Instance {
         let bt = self.cfg.block_tokens;
         let alpha = self.cfg.policy.speculative.as_ref().map_or(0.0, |s| s.acceptance);
         let prefix_on = self.cfg.policy.prefix.enabled;
-        let Instance { running, kv, queue, spec_rng, .. } = self;
+        let (running, kv, queue, spec_rng) =
+            (&mut self.running, &mut self.kv.blocks, &mut self.waiting.queue, &mut self.spec_rng);
         let mut ctx = Finish { now, start, alpha, bt, prefix_on, steady: 0, gained: 0 };
         // What `retain_mut` does, written out so that `finish_one` is inlined into the loop;
         // the batch holds boxes, so keeping order costs pointer moves.
@@ -866,19 +817,12 @@ impl Instance {
         if steady > 0 {
             rec.token_gap(now - start, steady);
         }
-        while let Some(&(deadline, id, pos)) = self.timeouts.front() {
-            if deadline > now {
-                break;
-            }
-            self.timeouts.pop_front();
-            if let Some(s) = self.queue.remove(pos) {
-                debug_assert_eq!(s.id, id);
-                self.pending_prefill -= s.context();
-                self.pending_decode -= (s.output - s.generated) as u64;
-                rec.timed_out(id, deadline);
-                departed.push(Departure { id, client: s.client });
-            }
-        }
+        let pending_decode = &mut self.pending_decode;
+        self.waiting.expire(now, |s, deadline| {
+            *pending_decode -= (s.output - s.generated) as u64;
+            rec.timed_out(s.id, deadline);
+            departed.push(Departure { id: s.id, client: s.client });
+        });
         self.debug_check();
     }
 
@@ -891,27 +835,21 @@ impl Instance {
             if !self.cfg.policy.prefix.enabled {
                 let owned: usize = self.running.iter().map(|s| s.blocks.len()).sum::<usize>()
                     + self.xfer.tables().map(<[u32]>::len).sum::<usize>();
-                assert_eq!(owned, self.kv.used() as usize, "KV blocks not conserved on instance {}", self.id);
+                assert_eq!(owned, self.kv.blocks.used() as usize, "KV blocks not conserved on instance {}", self.id);
             }
-            assert!(
-                self.preempted.iter().chain(&self.swapped).all(|s| s.blocks.is_empty()),
-                "a waiting request holds blocks"
-            );
+            self.waiting.debug_check();
+            self.kv.debug_check();
             assert!(self.running.len() <= self.cfg.max_num_seqs as usize);
-            assert!(self.swap_used <= self.cfg.policy.swap_blocks);
             self.check_load_signals();
         }
     }
 
     /// The load signals routers read agree with the queues (O(requests here)).
     pub fn check_load_signals(&self) {
-        let prefill: u64 = self.queue.iter().chain(self.preempted.iter().map(|b| &**b)).map(|s| s.context()).sum();
-        assert_eq!(prefill, self.pending_prefill, "pending prefill tokens out of step on instance {}", self.id);
+        self.waiting.check_pending();
         let decode: u64 = self
-            .queue
+            .waiting
             .iter()
-            .chain(self.preempted.iter().map(|b| &**b))
-            .chain(self.swapped.iter().map(|b| &**b))
             .chain(self.running.iter().map(|b| &**b))
             .map(|s| (s.output - s.generated) as u64)
             .sum::<u64>()
@@ -924,23 +862,13 @@ impl Instance {
     /// by tests.
     pub fn check_kv_ownership(&self) {
         let tables: Vec<&[u32]> = self.running.iter().map(|s| s.blocks.as_slice()).chain(self.xfer.tables()).collect();
-        self.kv.check(&tables);
+        let swapped: u64 = self.waiting.swapped.iter().map(|s| s.cold.swapped_blocks).sum();
+        self.kv.check(&tables, swapped);
         self.check_transfers();
-        assert!(self.queue.iter().all(|s| s.blocks.is_empty() && s.computed == 0), "a queued request holds KV");
-        assert!(self.preempted.iter().all(|s| s.blocks.is_empty() && s.computed == 0 && s.cold.swapped_blocks == 0));
-        let swapped: u64 = self.swapped.iter().map(|s| s.cold.swapped_blocks).sum();
-        assert_eq!(swapped, self.swap_used, "swap space not conserved on instance {}", self.id);
-        assert!(self.swap_used <= self.cfg.policy.swap_blocks, "swap space over capacity");
-        assert!(self
-            .swapped
-            .iter()
-            .all(|s| s.blocks.is_empty() && s.cold.swapped_blocks == self.blocks_for(s.computed)));
+        self.waiting.check(|s| self.blocks_for(s.computed));
         for s in &self.running {
             assert!(s.computed <= s.context(), "request {} computed past its context", s.id);
             assert!(s.blocks.len() as u64 >= self.blocks_for(s.computed), "request {} lacks blocks", s.id);
-        }
-        if let Some(t) = &self.cpu_tier {
-            t.check();
         }
         assert!(self.running.len() <= self.cfg.max_num_seqs as usize);
     }

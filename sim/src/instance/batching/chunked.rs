@@ -40,7 +40,7 @@ pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Chunked, 
             if !inst.preempted_now {
                 let mut budget = left(inst);
                 inst.swap_in(&mut budget, true);
-                if inst.swapped.is_empty() {
+                if inst.waiting.swapped.is_empty() {
                     inst.admit(now, &mut budget, true, rec);
                 }
             }
@@ -53,7 +53,7 @@ pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Chunked, 
             inst.step_running_decodes(u64::MAX, rec);
             if !inst.preempted_now {
                 let mut budget = max.saturating_sub(prefill_tokens);
-                if inst.swapped.is_empty() {
+                if inst.waiting.swapped.is_empty() {
                     inst.admit(now, &mut budget, true, rec);
                 }
                 inst.trim_decodes(budget);

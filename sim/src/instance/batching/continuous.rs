@@ -37,14 +37,14 @@ pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Continuou
             if !inst.preempted_now {
                 let mut budget = max.saturating_sub(inst.budget_used());
                 inst.swap_in(&mut budget, false);
-                if inst.swapped.is_empty() {
+                if inst.waiting.swapped.is_empty() {
                     inst.admit(now, &mut budget, false, rec);
                 }
             }
         }
         ContinuousPriority::Prefill => {
             let mut budget = max;
-            let admitted = if inst.swapped.is_empty() { inst.admit(now, &mut budget, false, rec) } else { 0 };
+            let admitted = if inst.waiting.swapped.is_empty() { inst.admit(now, &mut budget, false, rec) } else { 0 };
             if admitted == 0 {
                 inst.step_running_decodes(u64::MAX, rec);
                 if !inst.preempted_now {

@@ -16,7 +16,7 @@ pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, rec: &mut dyn
     }
     let mut budget = u64::MAX;
     inst.swap_in(&mut budget, false);
-    if inst.swapped.is_empty() {
+    if inst.waiting.swapped.is_empty() {
         inst.admit(now, &mut budget, false, rec);
     }
 }

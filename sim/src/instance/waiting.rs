@@ -1,0 +1,138 @@
+//! The requests waiting at an instance, in the order they are taken: swapped out to CPU memory
+//! (resumed before any admission), preempted for recomputation (first in line), then never
+//! admitted ones in the queue policy's order; and the queue timeouts.
+//!
+//! Invariants ([`Waiting::check`]): no waiting request holds a KV block; preempted and queued
+//! ones have computed nothing; `pending_prefill` is the tokens the queued and preempted
+//! requests have to (re)compute; the timeouts are in deadline order.
+
+use std::collections::VecDeque;
+
+use super::queue::{QPos, Queue};
+use super::seq::Seq;
+use crate::time::SimTime;
+
+pub(crate) struct Waiting {
+    /// Never-admitted requests, in the queue policy's order.
+    pub(crate) queue: Queue,
+    /// Requests preempted for recomputation: first in line.
+    pub(crate) preempted: VecDeque<Box<Seq>>,
+    /// Requests swapped out to CPU memory: resumed before any admission.
+    pub(crate) swapped: VecDeque<Box<Seq>>,
+    /// (deadline, id, position) of queued requests, in deadline order, when a queue timeout
+    /// is set.
+    timeouts: VecDeque<(SimTime, u64, QPos)>,
+    /// Tokens the queued and preempted requests have to (re)compute, kept up to date for
+    /// routers.
+    pub(crate) pending_prefill: u64,
+}
+
+impl Waiting {
+    pub(crate) fn new(queue: Queue) -> Waiting {
+        Waiting {
+            queue,
+            preempted: VecDeque::new(),
+            swapped: VecDeque::new(),
+            timeouts: VecDeque::new(),
+            pending_prefill: 0,
+        }
+    }
+
+    /// Requests waiting: queued, preempted and swapped out.
+    pub(crate) fn len(&self) -> usize {
+        self.queue.len() + self.preempted.len() + self.swapped.len()
+    }
+
+    /// Queues a new request, with its queue deadline if a timeout is set.
+    pub(crate) fn push(&mut self, s: Box<Seq>, deadline: Option<SimTime>) {
+        self.pending_prefill += s.context();
+        let id = s.id;
+        let pos = self.queue.push(s);
+        if let Some(deadline) = deadline {
+            // Arrivals come in time order; a retried request (its original arrival kept after
+            // an instance failure) may come earlier and takes its place in deadline order.
+            if self.timeouts.back().is_some_and(|b| b.0 > deadline) {
+                let at = self.timeouts.partition_point(|x| x.0 <= deadline);
+                self.timeouts.insert(at, (deadline, id, pos));
+            } else {
+                self.timeouts.push_back((deadline, id, pos));
+            }
+        }
+    }
+
+    /// A request preempted for recomputation: first in line.
+    pub(crate) fn push_preempted(&mut self, s: Box<Seq>) {
+        self.pending_prefill += s.context();
+        self.preempted.push_front(s);
+    }
+
+    /// Takes the next preempted request (`preempted`), else the queue's next, for admission.
+    pub(crate) fn take(&mut self, preempted: bool, ctx: &super::queue::QueueCtx) -> Box<Seq> {
+        let s = if preempted {
+            self.preempted.pop_front().expect("front exists")
+        } else {
+            self.queue.pop(ctx).expect("peeked")
+        };
+        self.pending_prefill -= s.context();
+        s
+    }
+
+    /// Removes the queued requests whose deadline is at or before `now`, oldest deadline
+    /// first, giving each to `f` with its deadline.
+    pub(crate) fn expire(&mut self, now: SimTime, mut f: impl FnMut(Box<Seq>, SimTime)) {
+        while let Some(&(deadline, id, pos)) = self.timeouts.front() {
+            if deadline > now {
+                break;
+            }
+            self.timeouts.pop_front();
+            if let Some(s) = self.queue.remove(pos) {
+                debug_assert_eq!(s.id, id);
+                self.pending_prefill -= s.context();
+                f(s, deadline);
+            }
+        }
+    }
+
+    /// Every waiting request: queued, preempted, swapped.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Seq> {
+        self.queue.iter().chain(self.preempted.iter().map(|b| &**b)).chain(self.swapped.iter().map(|b| &**b))
+    }
+
+    /// Every waiting request as (id, client), in the order a crash drops them: swapped,
+    /// preempted, queued.
+    pub(crate) fn held(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.swapped
+            .iter()
+            .chain(&self.preempted)
+            .map(|s| (s.id, s.client))
+            .chain(self.queue.iter().map(|s| (s.id, s.client)))
+    }
+
+    /// The invariants (see the module's docs); `swapped_blocks(s)` is the swap space a
+    /// swapped-out request must hold.
+    pub(crate) fn check(&self, swapped_blocks: impl Fn(&Seq) -> u64) {
+        assert!(self.queue.iter().all(|s| s.blocks.is_empty() && s.computed == 0), "a queued request holds KV");
+        assert!(self.preempted.iter().all(|s| s.blocks.is_empty() && s.computed == 0 && s.cold.swapped_blocks == 0));
+        assert!(self.swapped.iter().all(|s| s.blocks.is_empty() && s.cold.swapped_blocks == swapped_blocks(s)));
+        assert!(
+            self.timeouts.iter().zip(self.timeouts.iter().skip(1)).all(|(a, b)| a.0 <= b.0),
+            "timeouts out of order"
+        );
+        self.check_pending();
+    }
+
+    /// `pending_prefill` agrees with the queued and preempted requests (O(requests)).
+    pub(crate) fn check_pending(&self) {
+        let prefill: u64 = self.queue.iter().chain(self.preempted.iter().map(|b| &**b)).map(|s| s.context()).sum();
+        assert_eq!(prefill, self.pending_prefill, "pending prefill tokens out of step");
+    }
+
+    /// No preempted or swapped request holds blocks (the cheap part of the check, every
+    /// iteration in debug builds).
+    pub(crate) fn debug_check(&self) {
+        assert!(
+            self.preempted.iter().chain(&self.swapped).all(|s| s.blocks.is_empty()),
+            "a waiting request holds blocks"
+        );
+    }
+}
