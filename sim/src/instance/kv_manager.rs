@@ -54,17 +54,20 @@ impl KvManager {
     /// holding prefix-cache hits this admission will take), cover them plus the watermark. The
     /// watermark keeps room for requests holding blocks to grow (`busy`: running ones, and ones
     /// receiving their KV); with none, it would only stall the queue.
+    #[inline]
     pub(crate) fn fits(&self, need: u64, unusable: u64, busy: bool) -> bool {
         let reserve = if busy { self.watermark } else { 0 };
         (self.blocks.free() as u64).saturating_sub(unusable) >= need + reserve
     }
 
     /// Blocks holding `tokens` tokens.
+    #[inline]
     pub(crate) fn blocks_for(&self, tokens: u64) -> u64 {
         tokens.div_ceil(self.block_tokens)
     }
 
     /// One block, evicting a cached one if need be (and keeping it in the CPU tier, if any).
+    #[inline]
     pub(crate) fn alloc_block(&mut self, rec: &mut dyn Observer) -> Option<u32> {
         let (b, evicted) = self.blocks.alloc_evicting()?;
         if let Some(h) = evicted {
@@ -80,23 +83,27 @@ impl KvManager {
     }
 
     /// Whether `blocks` more fit in the swap space.
+    #[inline]
     pub(crate) fn swap_has_room(&self, blocks: u64) -> bool {
         self.swap_used + blocks <= self.swap_blocks
     }
 
     /// Moves `blocks` blocks out to the swap space (their GPU blocks already released).
+    #[inline]
     pub(crate) fn swap_out(&mut self, blocks: u64) {
         self.swap_used += blocks;
         self.bytes_out += blocks * self.block_bytes;
     }
 
     /// Brings `blocks` blocks back from the swap space (into GPU blocks already taken).
+    #[inline]
     pub(crate) fn swap_in(&mut self, blocks: u64) {
         self.swap_used -= blocks;
         self.bytes_in += blocks * self.block_bytes;
     }
 
     /// `blocks` prefix blocks read back from the CPU tier.
+    #[inline]
     pub(crate) fn cpu_hits_in(&mut self, blocks: u64) {
         self.bytes_in += blocks * self.block_bytes;
     }
@@ -113,6 +120,7 @@ impl KvManager {
     }
 
     /// The cheap part of the check (every iteration in debug builds).
+    #[cfg(debug_assertions)]
     pub(crate) fn debug_check(&self) {
         assert!(self.swap_used <= self.swap_blocks);
     }

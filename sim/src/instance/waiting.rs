@@ -39,11 +39,13 @@ impl Waiting {
     }
 
     /// Requests waiting: queued, preempted and swapped out.
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.queue.len() + self.preempted.len() + self.swapped.len()
     }
 
     /// Queues a new request, with its queue deadline if a timeout is set.
+    #[inline]
     pub(crate) fn push(&mut self, s: Box<Seq>, deadline: Option<SimTime>) {
         self.pending_prefill += s.context();
         let id = s.id;
@@ -61,12 +63,14 @@ impl Waiting {
     }
 
     /// A request preempted for recomputation: first in line.
+    #[inline]
     pub(crate) fn push_preempted(&mut self, s: Box<Seq>) {
         self.pending_prefill += s.context();
         self.preempted.push_front(s);
     }
 
     /// Takes the next preempted request (`preempted`), else the queue's next, for admission.
+    #[inline]
     pub(crate) fn take(&mut self, preempted: bool, ctx: &super::queue::QueueCtx) -> Box<Seq> {
         let s = if preempted {
             self.preempted.pop_front().expect("front exists")
@@ -79,6 +83,7 @@ impl Waiting {
 
     /// Removes the queued requests whose deadline is at or before `now`, oldest deadline
     /// first, giving each to `f` with its deadline.
+    #[inline]
     pub(crate) fn expire(&mut self, now: SimTime, mut f: impl FnMut(Box<Seq>, SimTime)) {
         while let Some(&(deadline, id, pos)) = self.timeouts.front() {
             if deadline > now {
@@ -129,6 +134,7 @@ impl Waiting {
 
     /// No preempted or swapped request holds blocks (the cheap part of the check, every
     /// iteration in debug builds).
+    #[cfg(debug_assertions)]
     pub(crate) fn debug_check(&self) {
         assert!(
             self.preempted.iter().chain(&self.swapped).all(|s| s.blocks.is_empty()),
