@@ -35,22 +35,22 @@ impl Phase {
 /// What to select.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct AttnShape {
-    pub heads: u64,
-    pub kv_heads: u64,
-    pub head_dim: u64,
+    pub(crate) heads: u64,
+    pub(crate) kv_heads: u64,
+    pub(crate) head_dim: u64,
     /// `bfloat16` or `fp8`.
-    pub kv_dtype: String,
+    pub(crate) kv_dtype: String,
 }
 
 /// An attention table read for one shape: (batch, tokens, ms) points.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct AttnRead {
-    pub points: Vec<(u64, u64, f64)>,
-    pub kernel: String,
+    pub(crate) points: Vec<(u64, u64, f64)>,
+    pub(crate) kernel: String,
     /// The rows used, in words.
-    pub selection: String,
-    pub measured: bool,
-    pub shape: String,
+    pub(crate) selection: String,
+    pub(crate) measured: bool,
+    pub(crate) shape: String,
 }
 
 /// Reads the rows of one shape (or between measured head counts) from an attention file.

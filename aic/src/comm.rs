@@ -20,9 +20,9 @@ use crate::db::{version_cmp, Db, Selection};
 /// An all-reduce table for one GPU count: (bytes, ms), bytes ascending.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct ArRead {
-    pub file: String,
-    pub points: Vec<(f64, f64)>,
-    pub selection: String,
+    pub(crate) file: String,
+    pub(crate) points: Vec<(f64, f64)>,
+    pub(crate) selection: String,
 }
 
 /// The engine's all-reduce at `tp` GPUs, else NCCL's; None when neither has the GPU count.

@@ -39,9 +39,9 @@ pub struct Db<'a> {
 /// A system, framework and version whose GEMM and attention tables exist.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Selection {
-    pub system: String,
-    pub framework: String,
-    pub version: String,
+    pub(crate) system: String,
+    pub(crate) framework: String,
+    pub(crate) version: String,
 }
 
 impl<'a> Db<'a> {

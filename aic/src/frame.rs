@@ -36,7 +36,7 @@ impl Column {
 #[derive(Clone, Debug)]
 pub struct Frame {
     /// The file's name, for messages.
-    pub file: String,
+    pub(crate) file: String,
     pub rows: usize,
     columns: Vec<(String, Column)>,
     strings: Vec<String>,

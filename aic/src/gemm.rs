@@ -22,9 +22,9 @@ use crate::db::Db;
 /// bandwidth, bytes per weight element (activations are 2-byte).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Sol {
-    pub flops: f64,
-    pub bytes_per_s: f64,
-    pub weight_bytes: f64,
+    pub(crate) flops: f64,
+    pub(crate) bytes_per_s: f64,
+    pub(crate) weight_bytes: f64,
 }
 
 impl Sol {
@@ -39,9 +39,9 @@ impl Sol {
 /// The measured GEMMs of one dtype and kernel.
 #[derive(Clone, Debug)]
 pub(crate) struct GemmTable {
-    pub file: String,
-    pub dtype: String,
-    pub kernel: String,
+    pub(crate) file: String,
+    pub(crate) dtype: String,
+    pub(crate) kernel: String,
     /// (n, k) → sorted (m, ms).
     sites: BTreeMap<(u64, u64), Vec<(u64, f64)>>,
     sol: Sol,
@@ -51,11 +51,11 @@ pub(crate) struct GemmTable {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct GemmRead {
     /// (m, ms), m ascending.
-    pub points: Vec<(u64, f64)>,
+    pub(crate) points: Vec<(u64, f64)>,
     /// Whether the (n, k) site itself was measured.
-    pub measured: bool,
+    pub(crate) measured: bool,
     /// The sites read, in words.
-    pub shape: String,
+    pub(crate) shape: String,
 }
 
 impl GemmTable {

@@ -89,11 +89,11 @@ impl Shape {
 /// on the op's axes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Point {
-    pub op: &'static str,
-    pub tp: u32,
-    pub x: Vec<f64>,
-    pub shape: Shape,
-    pub level: u8,
+    pub(crate) op: &'static str,
+    pub(crate) tp: u32,
+    pub(crate) x: Vec<f64>,
+    pub(crate) shape: Shape,
+    pub(crate) level: u8,
 }
 
 /// How far a sweep reaches.

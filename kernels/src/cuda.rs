@@ -421,9 +421,9 @@ pub struct AttnGeometry {
 
 /// Scratch of split-K decode attention.
 pub struct DecodeWorkspace {
-    pub acc: CudaSlice<f32>,
-    pub ml: CudaSlice<f32>,
-    pub max_splits: usize,
+    pub(crate) acc: CudaSlice<f32>,
+    pub(crate) ml: CudaSlice<f32>,
+    pub(crate) max_splits: usize,
 }
 
 impl DecodeWorkspace {

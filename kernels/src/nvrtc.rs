@@ -89,7 +89,7 @@ pub fn nvrtc_present() -> bool {
 #[error("{source_name}: {}{detail}", if call.is_empty() { String::new() } else { format!("{call}: ") })]
 pub struct NvrtcError {
     pub source_name: String,
-    pub call: &'static str,
+    pub(crate) call: &'static str,
     pub detail: String,
 }
 

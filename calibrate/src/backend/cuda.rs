@@ -19,7 +19,7 @@ use crate::plan::Shape;
 pub struct CudaBackend {
     pub gpu: Gpu,
     rng: ChaCha8Rng,
-    pub samples: u32,
+    pub(crate) samples: u32,
 }
 
 impl CudaBackend {

@@ -217,14 +217,14 @@ impl CostModel for Emulator {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dims {
     pub layers: usize,
-    pub hidden: usize,
-    pub q_heads: usize,
-    pub kv_heads: usize,
-    pub head_dim: usize,
-    pub intermediate: usize,
-    pub vocab: usize,
+    pub(crate) hidden: usize,
+    pub(crate) q_heads: usize,
+    pub(crate) kv_heads: usize,
+    pub(crate) head_dim: usize,
+    pub(crate) intermediate: usize,
+    pub(crate) vocab: usize,
     /// Columns of the LM head on this GPU (vocab / tp).
-    pub vocab_shard: usize,
+    pub(crate) vocab_shard: usize,
 }
 
 impl Dims {
@@ -257,23 +257,23 @@ impl Dims {
 /// token rows sample.
 #[derive(Clone, Debug, Default)]
 pub struct Inputs {
-    pub tokens: usize,
-    pub decodes: usize,
-    pub positions: Vec<i32>,
-    pub slots: Vec<i64>,
-    pub decode_tables: Vec<i32>,
-    pub decode_max_blocks: usize,
-    pub decode_ctx: Vec<i32>,
-    pub prefill_tables: Vec<i32>,
-    pub prefill_max_blocks: usize,
-    pub prefill_ctx: Vec<i32>,
+    pub(crate) tokens: usize,
+    pub(crate) decodes: usize,
+    pub(crate) positions: Vec<i32>,
+    pub(crate) slots: Vec<i64>,
+    pub(crate) decode_tables: Vec<i32>,
+    pub(crate) decode_max_blocks: usize,
+    pub(crate) decode_ctx: Vec<i32>,
+    pub(crate) prefill_tables: Vec<i32>,
+    pub(crate) prefill_max_blocks: usize,
+    pub(crate) prefill_ctx: Vec<i32>,
     /// Cumulative query rows of the prefill chunks, from 0 (rows after the decodes).
-    pub prefill_cu: Vec<i32>,
-    pub prefill_max_new: usize,
+    pub(crate) prefill_cu: Vec<i32>,
+    pub(crate) prefill_max_new: usize,
     /// Token rows whose hidden state goes through the LM head.
-    pub sample_rows: Vec<usize>,
+    pub(crate) sample_rows: Vec<usize>,
     /// KV blocks the batch's tables use.
-    pub blocks: usize,
+    pub(crate) blocks: usize,
 }
 
 /// Blocks and tokens a batch needs, for sizing buffers.
