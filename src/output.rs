@@ -14,7 +14,7 @@ use crate::rows::{Fixed, Ms, RequestRow, WindowRow};
 /// Milliseconds with exactly six decimals, from integer nanoseconds (exact, so outputs are
 /// byte-identical across runs and platforms).
 pub(crate) fn ms(t: SimTime) -> String {
-    format!("{}.{:06}", t.0 / 1_000_000, t.0 % 1_000_000)
+    Ms(t).to_string()
 }
 
 /// Writes every output file of a run into `dir`: all four are written to temporaries first and

@@ -36,9 +36,15 @@ impl Ms {
     }
 }
 
+impl std::fmt::Display for Ms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{:06}", self.0 .0 / 1_000_000, self.0 .0 % 1_000_000)
+    }
+}
+
 impl Serialize for Ms {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(&format_args!("{}.{:06}", self.0 .0 / 1_000_000, self.0 .0 % 1_000_000))
+        s.collect_str(self)
     }
 }
 

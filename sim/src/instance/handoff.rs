@@ -164,7 +164,7 @@ impl Instance {
             }
             let mut s = self.xfer.incoming.pop_front().expect("front exists");
             for _ in 0..need {
-                let b = self.alloc_block(rec).expect("checked free blocks");
+                let b = self.kv.alloc_block(rec).expect("checked free blocks");
                 s.blocks.push(b);
             }
             started.push(s.id);

@@ -576,7 +576,7 @@ impl Instance {
 
     fn grow_slow(&mut self, i: usize, need: usize, rec: &mut dyn Observer) -> bool {
         while self.running[i].blocks.len() < need {
-            if let Some(b) = self.alloc_block(rec) {
+            if let Some(b) = self.kv.alloc_block(rec) {
                 self.running[i].blocks.push(b);
                 continue;
             }
@@ -587,10 +587,6 @@ impl Instance {
             }
         }
         true
-    }
-
-    fn alloc_block(&mut self, rec: &mut dyn Observer) -> Option<u32> {
-        self.kv.alloc_block(rec)
     }
 
     /// Preempts the most recently admitted running request: swaps it out when the policy says
@@ -746,7 +742,7 @@ impl Instance {
                 match *h {
                     Hit::Gpu(b) => seq.blocks.push(b),
                     Hit::Cpu(hash) => {
-                        let b = self.alloc_block(rec).expect("checked free blocks");
+                        let b = self.kv.alloc_block(rec).expect("checked free blocks");
                         self.kv.blocks.register(b, hash);
                         if let Some(t) = &mut self.kv.cpu_tier {
                             t.put(hash);
@@ -757,7 +753,7 @@ impl Instance {
                 }
             }
             while (seq.blocks.len() as u64) < need {
-                let b = self.alloc_block(rec).expect("checked free blocks");
+                let b = self.kv.alloc_block(rec).expect("checked free blocks");
                 seq.blocks.push(b);
             }
             self.kv.hits = hits;
