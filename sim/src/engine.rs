@@ -10,9 +10,19 @@
 //! ```
 //! Starting iterations only when no other event is due at the same instant lets every request
 //! that arrives at that instant join the batch. There is one event per iteration per instance
-//! and one pending arrival at a time, never one event per token. Fleet events (failures,
-//! detections, restarts, autoscaler ticks) are handled in `engine/fleet.rs`; a run ends when
-//! nothing but fleet events is left and no request is in flight.
+//! and one pending arrival at a time, never one event per token.
+//!
+//! Two components have their own events and handlers, and the loop calls them at fixed points
+//! without asking whether they are configured:
+//! - the fleet (`engine/fleet.rs`, state in `fleet::Fleet`): `Event::Fleet` (failures,
+//!   detections, restarts, autoscaler ticks); at an arrival, whether any instance is routable
+//!   and whether the chosen one has crashed unnoticed; a copy of each accepted request (kept
+//!   only when failures can happen); a stale iteration end (its instance failed); a draining
+//!   instance that has emptied. Without a `[fleet]` section every instance serves the whole
+//!   run, no fleet event exists, and each of these answers "nothing to do". A run ends when
+//!   nothing but fleet events is left and no request is in flight.
+//! - disaggregation (`engine/pools.rs`, present only with `[disaggregation]`): arrivals go to
+//!   the prefill pool, hand-offs after each iteration, `Event::KvTransferDone`.
 
 mod fleet;
 mod pools;
@@ -341,7 +351,7 @@ impl Simulation {
             return false;
         }
         let Some(t) = self.queue.peek_time() else { return false };
-        if self.fleet.active && self.fleet_idle() {
+        if self.fleet_idle() {
             return false;
         }
         if t > self.max_time {
@@ -390,9 +400,8 @@ impl Simulation {
         summary.fleet = self.fleet.summary(self.now);
         summary.disaggregation = self.disagg.as_ref().map(|p| p.summary(&self.instances, &self.rec));
         summary.cost = self.cost_summary();
-        if self.fleet.active {
+        if let Some((mean, max)) = self.fleet.kv_blocks_over(self.now) {
             // KV use as a share of the blocks provisioned (not of idle autoscaler slots).
-            let (mean, max) = self.fleet.kv_blocks_over(self.now);
             let used_mean = summary.kv.utilization_mean * self.rec.kv_total().max(1) as f64;
             summary.kv.blocks_total = max;
             summary.kv.utilization_mean = if mean > 0.0 { used_mean / mean } else { 0.0 };
@@ -475,7 +484,7 @@ impl Simulation {
         if req.class != 0 {
             self.rec.set_class(req.id, req.class);
         }
-        if self.fleet.active && self.fleet.routable() == 0 {
+        if self.fleet.routable() == 0 {
             self.rec.rejected(req.id, self.now, crate::metrics::RejectReason::NoInstance);
             self.client_done(req.client);
             return;
@@ -487,7 +496,7 @@ impl Simulation {
         };
         let i = self.router.route(&req, &self.instances[..front]);
         self.rec.routed(req.id, i as u32);
-        if self.fleet.active && self.fleet.is_crashed(i) {
+        if self.fleet.is_crashed(i) {
             self.strand_sent(req, 0);
             return;
         }
@@ -495,9 +504,7 @@ impl Simulation {
         match fits.and_then(|()| inst.accept(&req, self.now, &mut self.rec)) {
             Ok(()) => {
                 self.enqueue(i, &req);
-                if self.fleet.tracks {
-                    self.fleet.track(&req, 0);
-                }
+                self.fleet.track(&req, 0);
             }
             Err(why) => {
                 self.rec.rejected(req.id, self.now, why);
@@ -507,7 +514,7 @@ impl Simulation {
     }
 
     fn on_iteration_end(&mut self, i: u32) {
-        if self.fleet.active && self.instances[i as usize].iteration_end() != Some(self.now) {
+        if self.instances[i as usize].iteration_end() != Some(self.now) {
             // The iteration of an instance that failed meanwhile: it never ends.
             return;
         }
@@ -517,16 +524,12 @@ impl Simulation {
             inst.finish_iteration(now, rec, &mut departed)
         });
         for d in departed.drain(..) {
-            if self.fleet.tracks {
-                self.fleet.untrack(d.id);
-            }
+            self.fleet.untrack(d.id);
             self.client_done(d.client);
         }
         self.departed = departed;
         self.mark(i);
-        if self.fleet.active {
-            self.drained(i as usize);
-        }
+        self.drained(i as usize);
         if let Some(p) = self.disagg.as_mut() {
             p.after_iteration(i as usize, self.now, &mut self.instances, &mut self.rec, &mut self.queue);
         }

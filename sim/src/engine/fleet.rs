@@ -37,8 +37,11 @@ impl Simulation {
     /// Whether only fleet events are left and no request is in flight: the run is over (ticks
     /// and failures would otherwise go on forever).
     pub(super) fn fleet_idle(&self) -> bool {
-        let g = self.rec.gauges();
-        self.queue.len() == self.fleet.pending && self.fleet.stranded() == 0 && g.waiting + g.running == 0
+        // Without fleet events pending (no `[fleet]` section) the first test is false.
+        self.queue.len() == self.fleet.pending && self.fleet.stranded() == 0 && {
+            let g = self.rec.gauges();
+            g.waiting + g.running == 0
+        }
     }
 
     pub(super) fn on_fleet(&mut self, ev: FleetEvent) {
@@ -208,9 +211,6 @@ impl Simulation {
     /// The fleet's invariants (tests): phases agree with the routers' view, requests in flight
     /// on instances are tracked when failures can happen.
     pub(super) fn check_fleet(&self, held: u64) {
-        self.fleet.check(&self.instances);
-        if self.fleet.tracks {
-            assert_eq!(self.fleet.tracked() as u64, held, "requests on instances not all tracked");
-        }
+        self.fleet.check(&self.instances, held);
     }
 }

@@ -108,10 +108,11 @@ pub(crate) struct Fleet {
     tp: Vec<u64>,
     blocks: Vec<u64>,
     rngs: Vec<ChaCha8Rng>,
-    /// Whether the scenario has a `[fleet]` section (otherwise nothing here changes).
-    pub(crate) active: bool,
+    /// Whether the scenario has a `[fleet]` section (otherwise no phase ever changes: every
+    /// instance serves the whole run, and this is only its accounting).
+    active: bool,
     /// Whether copies of requests in flight are kept (failures can happen).
-    pub(crate) tracks: bool,
+    tracks: bool,
     routable: u32,
     /// Fleet events in the engine's queue.
     pub(crate) pending: usize,
@@ -390,14 +391,19 @@ impl Fleet {
 
     // Requests.
 
-    /// Keeps a copy of a request now in flight on an instance, to retry it.
+    /// Keeps a copy of a request now in flight on an instance, to retry it (when failures can
+    /// happen; otherwise nothing is kept).
     pub(crate) fn track(&mut self, req: &Request, retries: u32) {
-        self.tracked.insert(req.id, (req.clone(), retries));
+        if self.tracks {
+            self.tracked.insert(req.id, (req.clone(), retries));
+        }
     }
 
     /// Forgets a request that left its instance (finished, timed out).
     pub(crate) fn untrack(&mut self, id: u64) {
-        self.tracked.remove(&id);
+        if self.tracks {
+            self.tracked.remove(&id);
+        }
     }
 
     /// The copy of a request taken off a failed instance, and its retries so far.
@@ -426,11 +432,6 @@ impl Fleet {
     /// Requests stranded on crashed instances.
     pub(crate) fn stranded(&self) -> usize {
         self.limbo.len()
-    }
-
-    /// Requests tracked (in flight on instances, when failures can happen).
-    pub(crate) fn tracked(&self) -> usize {
-        self.tracked.len()
     }
 
     pub(crate) fn count_retry(&mut self) {
@@ -549,10 +550,14 @@ impl Fleet {
         &self.log
     }
 
-    /// (time-weighted mean, maximum) of the KV blocks provisioned over a run that ended at `end`.
-    pub(crate) fn kv_blocks_over(&self, end: SimTime) -> (f64, u64) {
+    /// (time-weighted mean, maximum) of the KV blocks provisioned over a run that ended at `end`;
+    /// `None` without a `[fleet]` section (every instance's blocks, the whole run).
+    pub(crate) fn kv_blocks_over(&self, end: SimTime) -> Option<(f64, u64)> {
+        if !self.active {
+            return None;
+        }
         let mean = if end > SimTime::ZERO { self.kv_ns as f64 / end.0 as f64 } else { self.kv_blocks() as f64 };
-        (mean, self.kv_max)
+        Some((mean, self.kv_max))
     }
 
     pub(crate) fn failures_at(&self) -> &[SimTime] {
@@ -598,8 +603,12 @@ impl Fleet {
         }
     }
 
-    /// Checks the fleet's counts against the instances (tests).
-    pub(crate) fn check(&self, instances: &[Instance]) {
+    /// Checks the fleet's counts against the instances, and that the `held` requests on them
+    /// are all tracked when failures can happen (tests).
+    pub(crate) fn check(&self, instances: &[Instance], held: u64) {
+        if self.tracks {
+            assert_eq!(self.tracked.len() as u64, held, "requests on instances not all tracked");
+        }
         let mut routable = 0;
         for (i, s) in self.slots.iter().enumerate() {
             assert_eq!(instances[i].routable(), s.phase.routable(), "instance {i} routable flag out of step");
