@@ -4,6 +4,7 @@
 //!   memory_bytes × gpu_memory_utilization
 //!   ├── weights per GPU           (params × bytes / tp)
 //!   ├── reserve                   (CUDA context, activations, logits; `memory.reserve_gib`)
+//!   ├── windowed layers' KV       (max_num_seqs × (window + block) tokens; gpt-oss, Llama-4)
 //!   └── KV cache                  → floor(kv bytes / (block_tokens × KV bytes per token per GPU)) blocks
 //! ```
 //! Every GPU of a tensor-parallel instance holds the same number of blocks, each covering the same
@@ -40,6 +41,11 @@ pub struct MemoryBudget {
     pub block_tokens: u64,
     pub(crate) block_bytes: u64,
     pub kv_blocks: u64,
+    /// KV of the windowed layers, set apart: `max_num_seqs` sequences × (window + one block)
+    /// tokens × their bytes per token (0 without windowed layers). Blocks outside a window are
+    /// freed as the engines' hybrid allocators do (vLLM's SlidingWindowManager), so they hold
+    /// at most this; the paged blocks cover the full-attention layers.
+    pub window_kv_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -69,7 +75,9 @@ pub fn default_reserve_bytes(model: &ModelSpec, cfg: &MemoryConfig) -> u64 {
     // In floating point, so that absurd batch limits saturate (and do not fit) instead of
     // wrapping around to a small reserve.
     let f = |x: u64| x as f64;
-    let ffn_per_gpu = f(model.top_k * model.intermediate / cfg.tp);
+    let moe_ffn = (model.top_k + model.arch.shared_experts) * model.intermediate;
+    let widest = if model.moe_layers() > 0 { moe_ffn.max(model.dense_ffn_width()) } else { model.intermediate };
+    let ffn_per_gpu = f(widest / cfg.tp);
     let activations = f(cfg.max_num_batched_tokens) * (4.0 * f(model.hidden) + 2.0 * ffn_per_gpu) * 2.0;
     let logits = f(cfg.max_num_seqs) * f(model.vocab.div_ceil(cfg.tp)) * 4.0;
     (f(DEFAULT_FIXED_RESERVE_BYTES) + activations + logits) as u64
@@ -79,14 +87,18 @@ pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Resu
     let usable_bytes = (gpu.memory_bytes as f64 * cfg.gpu_memory_utilization).floor() as u64;
     let weight_bytes = model.weight_bytes_per_gpu(cfg.tp);
     let reserve_bytes = cfg.reserve_bytes.unwrap_or_else(|| default_reserve_bytes(model, cfg));
-    let needed = weight_bytes.saturating_add(reserve_bytes);
+    let window_kv_bytes = model.arch.window.map_or(0, |w| {
+        let tokens = (w.tokens + cfg.block_tokens).min(model.max_context.max(1));
+        cfg.max_num_seqs.saturating_mul(tokens).saturating_mul(model.window_kv_bytes_per_token_per_gpu(cfg.tp))
+    });
+    let needed = weight_bytes.saturating_add(reserve_bytes).saturating_add(window_kv_bytes);
     if needed > usable_bytes {
         return Err(MemoryError::DoesNotFit {
             model: model.name.clone(),
             gpu: gpu.name.clone(),
             tp: cfg.tp,
             weights: weight_bytes as f64 / GIB,
-            reserve: reserve_bytes as f64 / GIB,
+            reserve: reserve_bytes.saturating_add(window_kv_bytes) as f64 / GIB,
             usable: usable_bytes as f64 / GIB,
             util: cfg.gpu_memory_utilization,
             short: (needed - usable_bytes) as f64 / GIB,
@@ -115,6 +127,7 @@ pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Resu
         block_tokens: cfg.block_tokens,
         block_bytes,
         kv_blocks,
+        window_kv_bytes,
     })
 }
 
@@ -179,6 +192,7 @@ mod tests {
             block_tokens: 16,
             block_bytes: 16,
             kv_blocks: 100,
+            window_kv_bytes: 0,
         };
         assert_eq!(b.concurrent_requests(16), 100);
         assert_eq!(b.concurrent_requests(17), 50);

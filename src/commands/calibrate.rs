@@ -328,6 +328,13 @@ fn compact_number_arrays(pretty: &str) -> String {
 
 fn calibrate_run(a: RunArgs) -> Result<()> {
     let model = load_model(&a.model)?;
+    if let Some(what) = model.unprofiled_layers() {
+        return Err(CliError::input(format!(
+            "--model {}: {} has {what}, which calibration does not measure yet (its kernels run plain \
+             decoder layers); the roofline prices it",
+            a.model, model.name
+        )));
+    }
     if a.tp.is_empty() || a.tp.iter().any(|&t| t == 0 || model.heads % t as u64 != 0) {
         return Err(CliError::input(format!(
             "--tp: every degree must divide the model's {} heads, got {:?}",

@@ -126,11 +126,13 @@ impl Roofline {
         &self.params
     }
 
-    /// Peak FLOP/s of the GEMMs: fp8 weights use fp8 tensor cores where the GPU has them
-    /// (W8A8), otherwise they are dequantised and multiplied in bf16 (weight-only).
-    fn gemm_peak(&self) -> f64 {
-        match (self.model.weight_dtype, self.gpu.fp8_flops) {
-            (Dtype::Fp8, Some(f)) => f,
+    /// Peak FLOP/s of GEMMs over weights of `dtype`: fp8 weights use fp8 tensor cores where
+    /// the GPU has them (W8A8), 4-bit weights fp4 tensor cores (Blackwell); otherwise they are
+    /// dequantised and multiplied in bf16 (weight-only, as Hopper runs MXFP4 experts).
+    fn gemm_peak(&self, dtype: Dtype) -> f64 {
+        match (dtype, self.gpu.fp8_flops, self.gpu.fp4_flops) {
+            (Dtype::Fp8, Some(f), _) => f,
+            (Dtype::Nvfp4 | Dtype::Mxfp4, _, Some(f)) => f,
             _ => self.gpu.bf16_flops,
         }
     }
@@ -141,12 +143,23 @@ impl Roofline {
         compute.max(memory)
     }
 
-    /// A GEMM of `n` tokens by a `k × m` weight matrix (one layer), bf16 activations.
+    /// A GEMM of `n` tokens by a `k × m` FFN weight matrix (one layer), bf16 activations.
     fn gemm(&self, n: f64, k: f64, m: f64) -> (f64, f64, f64) {
-        let wb = self.model.weight_dtype.bytes() as f64;
+        self.gemm_of(self.model.weight_dtype, n, k, m)
+    }
+
+    /// A GEMM over an attention projection: in the weight dtype, or bf16 for a 4-bit model
+    /// (whose checkpoints keep attention in 16 bits, [`ModelSpec::weight_bytes`]).
+    fn gemm_attn(&self, n: f64, k: f64, m: f64) -> (f64, f64, f64) {
+        let d = self.model.weight_dtype;
+        self.gemm_of(if d.is_4bit() { Dtype::Bf16 } else { d }, n, k, m)
+    }
+
+    fn gemm_of(&self, dtype: Dtype, n: f64, k: f64, m: f64) -> (f64, f64, f64) {
+        let wb = dtype.element_bytes();
         let flops = 2.0 * n * k * m;
         let bytes = k * m * wb + 2.0 * n * (k + m);
-        (flops, bytes, self.roof(flops, bytes, self.gemm_peak()))
+        (flops, bytes, self.roof(flops, bytes, self.gemm_peak(dtype)))
     }
 
     /// Every operator's time over the whole iteration, without launch and CPU overheads.
@@ -166,6 +179,8 @@ impl Roofline {
     }
 
     /// One operator over the whole iteration, or None when this model or batch does not run it.
+    /// Layers of different kinds (MoE and dense FFNs; full and windowed attention) are priced
+    /// per kind and summed.
     fn op(&self, op: RoofOp, b: &BatchShape) -> Option<OpTime> {
         let m = &self.model;
         let tp = self.tp as f64;
@@ -175,51 +190,147 @@ impl Roofline {
         let hd = m.head_dim as f64;
         let q_heads = m.heads as f64 / tp;
         let kv_heads = m.kv_heads_per_gpu(self.tp) as f64;
-        let kvb = m.kv_dtype.bytes() as f64;
+        let kvb = m.kv_dtype.element_bytes();
         let inter = m.intermediate as f64 / tp;
-        let moe = m.experts > 1;
+        let moe_layers = m.moe_layers() as f64;
+        let dense_layers = layers - moe_layers;
+        let dense_inter = m.dense_ffn_width() as f64 / tp;
+        let shared = m.arch.shared_experts as f64;
+        let full = m.full_attention_layers() as f64;
+        let window = m.arch.window.map_or(f64::INFINITY, |w| w.tokens as f64);
         let times = |name, (flops, bytes, seconds): (f64, f64, f64), k: f64| {
-            Some(OpTime { name, flops: flops * k, bytes: bytes * k, seconds: seconds * k })
+            (k > 0.0).then(|| OpTime { name, flops: flops * k, bytes: bytes * k, seconds: seconds * k })
         };
+        let add = |a: (f64, f64, f64), b: (f64, f64, f64)| (a.0 + b.0, a.1 + b.1, a.2 + b.2);
         match op {
-            RoofOp::Qkv => times(op.name(), self.gemm(n, h, (q_heads + 2.0 * kv_heads) * hd), layers),
-            RoofOp::O => times(op.name(), self.gemm(n, q_heads * hd, h), layers),
-            RoofOp::Moe if moe => {
+            RoofOp::Qkv => match m.arch.mla {
+                // MLA: Q through its low-rank pair (q_a replicated on every GPU, q_b split by
+                // head), the joint KV down-projection (replicated).
+                Some(a) => {
+                    let qk = (a.qk_nope_head_dim + a.qk_rope_head_dim) as f64;
+                    let q = match a.q_lora_rank as f64 {
+                        r if r > 0.0 => add(self.gemm_attn(n, h, r), self.gemm_attn(n, r, q_heads * qk)),
+                        _ => self.gemm_attn(n, h, q_heads * qk),
+                    };
+                    let kv = self.gemm_attn(n, h, (a.kv_lora_rank + a.qk_rope_head_dim) as f64);
+                    times(op.name(), add(q, kv), layers)
+                }
+                None => times(op.name(), self.gemm_attn(n, h, (q_heads + 2.0 * kv_heads) * hd), layers),
+            },
+            RoofOp::O => {
+                let v = m.arch.mla.map_or(hd, |a| a.v_head_dim as f64);
+                times(op.name(), self.gemm_attn(n, q_heads * v, h), layers)
+            }
+            RoofOp::Moe if moe_layers > 0.0 => {
                 // Tokens are routed to top_k of E experts; with uniform routing the expected
                 // number of distinct experts whose weights a step reads is E·(1 − (1 − k/E)^n).
                 let e = m.experts as f64;
                 let k = m.top_k as f64;
                 let active = e * (1.0 - (1.0 - k / e).powf(n));
-                let wb = m.weight_dtype.bytes() as f64;
+                let wb = m.weight_dtype.element_bytes();
                 let flops = 2.0 * n * k * 3.0 * h * inter;
                 let bytes = active * 3.0 * h * inter * wb + 2.0 * n * k * (2.0 * h + 3.0 * inter);
-                times(op.name(), (flops, bytes, self.roof(flops, bytes, self.gemm_peak())), layers)
+                let peak = self.gemm_peak(m.weight_dtype);
+                let mut t = (flops, bytes, self.roof(flops, bytes, peak));
+                if shared > 0.0 {
+                    // Shared experts: a dense gated MLP every token goes through.
+                    t = add(t, add(self.gemm(n, h, 2.0 * shared * inter), self.gemm(n, shared * inter, h)));
+                }
+                times(op.name(), t, moe_layers)
             }
-            RoofOp::GateUp if !moe => times(op.name(), self.gemm(n, h, 2.0 * inter), layers),
-            RoofOp::Down if !moe => times(op.name(), self.gemm(n, inter, h), layers),
+            RoofOp::GateUp if dense_inter > 0.0 => times(op.name(), self.gemm(n, h, 2.0 * dense_inter), dense_layers),
+            RoofOp::Down if dense_inter > 0.0 => times(op.name(), self.gemm(n, dense_inter, h), dense_layers),
             RoofOp::Prefill if b.prefill_tokens > 0 => {
-                // QKᵀ and PV: 2 FLOPs per multiply-add each, per query head and causal pair.
-                let flops = 4.0 * q_heads * hd * b.prefill_attn_pairs;
                 let new = b.prefill_tokens as f64;
                 let cached = b.prefill_cached_tokens as f64;
-                let bytes = new * (2.0 * q_heads + 2.0 * kv_heads) * hd * 2.0 + cached * 2.0 * kv_heads * hd * kvb;
-                times(op.name(), (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops)), layers)
+                // A windowed layer's query sees at most `window` keys.
+                let pairs = |windowed: bool| {
+                    if windowed {
+                        b.prefill_attn_pairs.min(new * window)
+                    } else {
+                        b.prefill_attn_pairs
+                    }
+                };
+                let kind = |l: bool| match m.arch.mla {
+                    // MLA prefill (not absorbed): the latent of every token in context is
+                    // up-projected to per-head K and V (kv_b), then attention over 192-wide
+                    // keys and 128-wide values.
+                    Some(a) => {
+                        let (nope, rope, v) =
+                            (a.qk_nope_head_dim as f64, a.qk_rope_head_dim as f64, a.v_head_dim as f64);
+                        let up = self.gemm_attn(new + cached, a.kv_lora_rank as f64, q_heads * (nope + v));
+                        let flops = 2.0 * q_heads * (nope + rope + v) * pairs(l);
+                        let bytes = new * q_heads * (nope + rope) * 2.0
+                            + (new + cached) * (a.kv_lora_rank as f64 + rope) * kvb
+                            + (new + cached) * q_heads * (nope + rope + v) * 2.0;
+                        add(up, (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops)))
+                    }
+                    // QKᵀ and PV: 2 FLOPs per multiply-add each, per query head and causal pair.
+                    None => {
+                        let flops = 4.0 * q_heads * hd * pairs(l);
+                        let bytes =
+                            new * (2.0 * q_heads + 2.0 * kv_heads) * hd * 2.0 + cached * 2.0 * kv_heads * hd * kvb;
+                        (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops))
+                    }
+                };
+                sum(op.name(), [times(op.name(), kind(false), full), times(op.name(), kind(true), layers - full)])
             }
             RoofOp::Decode if b.decode_seqs > 0 => {
-                // Each decode reads its whole context's K and V once.
-                let ctx = b.decode_context_tokens as f64;
-                let flops = 4.0 * q_heads * hd * ctx;
-                let bytes = ctx * 2.0 * kv_heads * hd * kvb + b.decode_seqs as f64 * 2.0 * q_heads * hd * 2.0;
-                times(op.name(), (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops)), layers)
+                let seqs = b.decode_seqs as f64;
+                // Each decode reads its whole context's K and V once (a windowed layer's last
+                // `window` tokens: a bound, exact when every context is longer).
+                let ctx = |windowed: bool| {
+                    let c = b.decode_context_tokens as f64;
+                    if windowed {
+                        c.min(seqs * window)
+                    } else {
+                        c
+                    }
+                };
+                let kind = |l: bool| match m.arch.mla {
+                    // MLA decode, absorbed: each query head attends over the 576-wide latent
+                    // keys and 512-wide latent values; W_UK and W_UV are applied per sequence.
+                    Some(a) => {
+                        let (lat, rope, nope, v) = (
+                            a.kv_lora_rank as f64,
+                            a.qk_rope_head_dim as f64,
+                            a.qk_nope_head_dim as f64,
+                            a.v_head_dim as f64,
+                        );
+                        let absorb =
+                            add(self.gemm_attn(seqs, q_heads * nope, lat), self.gemm_attn(seqs, lat, q_heads * v));
+                        let flops = 2.0 * q_heads * (lat + rope + lat) * ctx(l);
+                        let bytes = ctx(l) * (lat + rope) * kvb + seqs * q_heads * (lat + rope + lat) * 2.0;
+                        add(absorb, (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops)))
+                    }
+                    None => {
+                        let flops = 4.0 * q_heads * hd * ctx(l);
+                        let bytes = ctx(l) * 2.0 * kv_heads * hd * kvb + seqs * 2.0 * q_heads * hd * 2.0;
+                        (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops))
+                    }
+                };
+                sum(op.name(), [times(op.name(), kind(false), full), times(op.name(), kind(true), layers - full)])
             }
             RoofOp::Elementwise => {
                 // Memory-bound elementwise work per layer: two RMSNorms (read+write hidden),
                 // RoPE on Q and K, the KV write, two residual adds and SiLU·mul over the FFN
                 // width.
-                let ffn = if moe { inter * m.top_k as f64 } else { inter };
-                let bytes = n * 2.0 * (4.0 * h + 2.0 * (q_heads + kv_heads) * hd + 4.0 * h + 3.0 * ffn)
-                    + n * 2.0 * kv_heads * hd * kvb;
-                times(op.name(), (0.0, bytes, self.roof(0.0, bytes, self.gpu.bf16_flops)), layers)
+                let kv_write = match m.arch.mla {
+                    Some(a) => n * (a.kv_lora_rank + a.qk_rope_head_dim) as f64 * kvb,
+                    None => n * 2.0 * kv_heads * hd * kvb,
+                };
+                let per_layer = |ffn: f64| {
+                    let bytes = n * 2.0 * (4.0 * h + 2.0 * (q_heads + kv_heads) * hd + 4.0 * h + 3.0 * ffn) + kv_write;
+                    (0.0, bytes, self.roof(0.0, bytes, self.gpu.bf16_flops))
+                };
+                let moe_ffn = inter * (m.top_k as f64 + shared);
+                sum(
+                    op.name(),
+                    [
+                        times(op.name(), per_layer(moe_ffn), moe_layers),
+                        times(op.name(), per_layer(dense_inter), dense_layers),
+                    ],
+                )
             }
             RoofOp::AllReduce if self.tp > 1 => {
                 // Two ring all-reduces of the hidden state per layer.
@@ -229,7 +340,7 @@ impl Roofline {
                 times(op.name(), (0.0, bytes, secs), 2.0 * layers)
             }
             RoofOp::LmHead if b.sampled_seqs > 0 => {
-                times(op.name(), self.gemm(b.sampled_seqs as f64, h, m.vocab as f64 / tp), 1.0)
+                times(op.name(), self.gemm_attn(b.sampled_seqs as f64, h, m.vocab as f64 / tp), 1.0)
             }
             _ => None,
         }
@@ -258,6 +369,19 @@ impl Roofline {
         let gpu: f64 = RoofOp::ALL.iter().filter_map(|&op| self.op(op, b)).map(|o| o.seconds).sum();
         gpu + self.kernels(b) as f64 * self.params.kernel_launch_us * 1e-6 + self.cpu_overhead_s(b)
     }
+}
+
+/// The parts of one operator over layers of different kinds, summed (one part is returned as
+/// it is).
+fn sum<const N: usize>(name: &'static str, parts: [Option<OpTime>; N]) -> Option<OpTime> {
+    let mut present = parts.into_iter().flatten();
+    let first = present.next()?;
+    Some(present.fold(first, |a, b| OpTime {
+        name,
+        flops: a.flops + b.flops,
+        bytes: a.bytes + b.bytes,
+        seconds: a.seconds + b.seconds,
+    }))
 }
 
 impl CostModel for Roofline {

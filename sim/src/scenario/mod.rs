@@ -108,6 +108,19 @@ fn group_profile(
     path_key: &str,
 ) -> Result<Option<Arc<Profile>>, ConfigError> {
     let CostSpec::Roofline(c) = &g.cost else { return Ok(None) };
+    if c.profile.is_some() || c.database.is_some() {
+        if let Some(what) = model.unprofiled_layers() {
+            let key = if c.profile.is_some() { "profile" } else { "database" };
+            return Err(ConfigError::at(
+                &format!("{path_key}.{key}"),
+                format!(
+                    "{} has {what}: measured tables for those layers are not read yet, so it is priced by the \
+                     roofline; remove {key}",
+                    model.name
+                ),
+            ));
+        }
+    }
     let kv_model = g.scheduler.kv_cache.model(model);
     let (p, key) = match (&c.profile, &c.database) {
         (Some(path), _) => {

@@ -25,6 +25,53 @@ pub struct ModelSpec {
     pub tied_embeddings: bool,
     pub weight_dtype: Dtype,
     pub kv_dtype: Dtype,
+    /// What differs from a plain transformer: latent attention, shared experts, dense layers
+    /// of a MoE model, windowed layers, biases ([`Arch::PLAIN`] for none).
+    pub arch: Arch,
+}
+
+/// The parts of a 2025–26 architecture that change its memory and cost; each is off in
+/// [`Arch::PLAIN`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Arch {
+    /// Multi-head latent attention (DeepSeek-V2/V3/R1, Kimi-K2): the KV cache holds one latent
+    /// vector and one RoPE key per token and layer, shared by every head.
+    pub mla: Option<Mla>,
+    /// Shared experts of a MoE layer (every token goes through them), each as wide as a routed
+    /// expert (`intermediate`).
+    pub shared_experts: u64,
+    /// Layers of a MoE model whose FFN is dense (DeepSeek-V3: the first 3; Llama-4 Maverick:
+    /// every other), each `dense_intermediate` wide.
+    pub dense_layers: u64,
+    pub dense_intermediate: u64,
+    /// Layers that attend only to the last `window` tokens (gpt-oss: sliding windows of 128 on
+    /// every other layer; Llama-4: chunks of 8192 on 3 layers of 4).
+    pub window: Option<Window>,
+    /// Biases on the Q, K, V and O projections, and on each expert's projections and the
+    /// router (gpt-oss).
+    pub biases: bool,
+}
+
+/// Multi-head latent attention's ranks (`q_lora_rank` 0: Q is projected directly).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mla {
+    pub q_lora_rank: u64,
+    pub kv_lora_rank: u64,
+    pub qk_nope_head_dim: u64,
+    pub qk_rope_head_dim: u64,
+    pub v_head_dim: u64,
+}
+
+/// Windowed attention: `layers` layers see only the last `tokens` tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub tokens: u64,
+    pub layers: u64,
+}
+
+impl Arch {
+    pub const PLAIN: Arch =
+        Arch { mla: None, shared_experts: 0, dense_layers: 0, dense_intermediate: 0, window: None, biases: false };
 }
 
 /// A preset: the published dimensions of a model.
@@ -41,6 +88,7 @@ pub struct ModelPreset {
     pub experts: u64,
     pub(crate) top_k: u64,
     pub(crate) tied_embeddings: bool,
+    pub(crate) arch: Arch,
 }
 
 pub const MODEL_PRESETS: &[ModelPreset] = &[
@@ -60,6 +108,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 1,
         top_k: 1,
         tied_embeddings: false,
+        arch: Arch::PLAIN,
     },
     // meta-llama/Meta-Llama-3-70B config.json: 80 layers, hidden 8192, 64 heads, 8 KV heads,
     // intermediate 28672, vocab 128256, max_position_embeddings 8192.
@@ -76,6 +125,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 1,
         top_k: 1,
         tied_embeddings: false,
+        arch: Arch::PLAIN,
     },
     // meta-llama/Llama-2-7b-hf config.json: 32 layers, hidden 4096, 32 heads (no GQA),
     // intermediate 11008, vocab 32000, max_position_embeddings 4096.
@@ -92,6 +142,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 1,
         top_k: 1,
         tied_embeddings: false,
+        arch: Arch::PLAIN,
     },
     // meta-llama/Llama-2-70b-hf config.json: 80 layers, hidden 8192, 64 heads, 8 KV heads,
     // intermediate 28672, vocab 32000, max_position_embeddings 4096.
@@ -108,6 +159,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 1,
         top_k: 1,
         tied_embeddings: false,
+        arch: Arch::PLAIN,
     },
     // codellama/CodeLlama-34b-hf config.json: 48 layers, hidden 8192, 64 heads, 8 KV heads,
     // intermediate 22016, vocab 32000, max_position_embeddings 16384.
@@ -124,6 +176,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 1,
         top_k: 1,
         tied_embeddings: false,
+        arch: Arch::PLAIN,
     },
     // mistralai/Mistral-7B-Instruct-v0.2 config.json: 32 layers, hidden 4096, 32 heads, 8 KV heads,
     // intermediate 14336, vocab 32000, max_position_embeddings 32768, sliding_window null
@@ -141,6 +194,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 1,
         top_k: 1,
         tied_embeddings: false,
+        arch: Arch::PLAIN,
     },
     // Qwen/Qwen2.5-72B-Instruct config.json: 80 layers, hidden 8192, 64 heads, 8 KV heads,
     // intermediate 29568, vocab 152064, max_position_embeddings 32768 (131072 only with YaRN).
@@ -157,6 +211,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 1,
         top_k: 1,
         tied_embeddings: false,
+        arch: Arch::PLAIN,
     },
     // mistralai/Mixtral-8x7B-v0.1 config.json: 32 layers, hidden 4096, 32 heads, 8 KV heads,
     // intermediate 14336 per expert, num_local_experts 8, num_experts_per_tok 2, vocab 32000,
@@ -174,6 +229,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 8,
         top_k: 2,
         tied_embeddings: false,
+        arch: Arch::PLAIN,
     },
     // meta-llama/Llama-3.1-8B config.json (as shipped in aiconfigurator-core 0.12.0's
     // model_configs): the llama-3-8b dimensions with max_position_embeddings 131072.
@@ -190,6 +246,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 1,
         top_k: 1,
         tied_embeddings: false,
+        arch: Arch::PLAIN,
     },
     // meta-llama/Llama-3.1-70B config.json: the llama-3-70b dimensions with
     // max_position_embeddings 131072.
@@ -206,6 +263,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 1,
         top_k: 1,
         tied_embeddings: false,
+        arch: Arch::PLAIN,
     },
     // Qwen/Qwen3-32B config.json: 64 layers, hidden 5120, 64 heads, 8 KV heads, head_dim 128,
     // intermediate 25600, vocab 151936, max_position_embeddings 40960, untied embeddings (its
@@ -223,6 +281,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 1,
         top_k: 1,
         tied_embeddings: false,
+        arch: Arch::PLAIN,
     },
     // Qwen/Qwen3-8B config.json (as shipped in ai-dynamo/aiconfigurator 095f58a51,
     // aic-core/src/aiconfigurator_core/model_configs/Qwen--Qwen3-8B_config.json): 36 layers,
@@ -241,6 +300,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 1,
         top_k: 1,
         tied_embeddings: false,
+        arch: Arch::PLAIN,
     },
     // Qwen/Qwen3-30B-A3B config.json (ai-dynamo/aiconfigurator 095f58a51,
     // model_configs/Qwen--Qwen3-30B-A3B_config.json): 48 layers, hidden 2048, 32 heads, 4 KV
@@ -261,6 +321,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 128,
         top_k: 8,
         tied_embeddings: false,
+        arch: Arch::PLAIN,
     },
     // Qwen/Qwen3-235B-A22B config.json (same source, Qwen--Qwen3-235B-A22B_config.json): 94
     // layers, hidden 4096, 64 heads, 4 KV heads, head_dim 128, moe_intermediate_size 1536 per
@@ -279,6 +340,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 128,
         top_k: 8,
         tied_embeddings: false,
+        arch: Arch::PLAIN,
     },
     // meta-llama/Meta-Llama-3.1-405B config.json (ai-dynamo/aiconfigurator 095f58a51,
     // model_configs/meta-llama--Meta-Llama-3.1-405B_config.json): 126 layers, hidden 16384,
@@ -297,8 +359,187 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 1,
         top_k: 1,
         tied_embeddings: false,
+        arch: Arch::PLAIN,
+    },
+    // meta-llama/Llama-3.3-70B-Instruct config.json: the llama-3.1-70b dimensions (80 layers,
+    // hidden 8192, 64 heads, 8 KV heads, intermediate 28672, vocab 128256,
+    // max_position_embeddings 131072, untied); a newer post-training of the same network.
+    ModelPreset {
+        name: "llama-3.3-70b",
+        layers: 80,
+        hidden: 8192,
+        heads: 64,
+        kv_heads: 8,
+        head_dim: 128,
+        intermediate: 28672,
+        vocab: 128256,
+        max_context: 131072,
+        experts: 1,
+        top_k: 1,
+        tied_embeddings: false,
+        arch: Arch::PLAIN,
+    },
+    // deepseek-ai/DeepSeek-V3 config.json (ai-dynamo/aiconfigurator 095f58a51,
+    // model_configs/deepseek-ai--DeepSeek-V3_config.json): 61 layers, hidden 7168, 128 heads,
+    // MLA with q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64,
+    // v_head_dim 128 (head_dim here: the 192-wide query/key head); n_routed_experts 256,
+    // num_experts_per_tok 8, n_shared_experts 1, moe_intermediate_size 2048;
+    // first_k_dense_replace 3 dense layers of intermediate_size 18432; vocab 129280,
+    // max_position_embeddings 163840, untied. The multi-token-prediction layer
+    // (num_nextn_predict_layers 1, the 14B that make the checkpoint 685B) is left out.
+    ModelPreset {
+        name: "deepseek-v3",
+        layers: 61,
+        hidden: 7168,
+        heads: 128,
+        kv_heads: 128,
+        head_dim: 192,
+        intermediate: 2048,
+        vocab: 129280,
+        max_context: 163840,
+        experts: 256,
+        top_k: 8,
+        tied_embeddings: false,
+        arch: DEEPSEEK_V3_ARCH,
+    },
+    // deepseek-ai/DeepSeek-R1 config.json (same source, deepseek-ai--DeepSeek-R1_config.json):
+    // the DeepSeek-V3 network, every dimension equal.
+    ModelPreset {
+        name: "deepseek-r1",
+        layers: 61,
+        hidden: 7168,
+        heads: 128,
+        kv_heads: 128,
+        head_dim: 192,
+        intermediate: 2048,
+        vocab: 129280,
+        max_context: 163840,
+        experts: 256,
+        top_k: 8,
+        tied_embeddings: false,
+        arch: DEEPSEEK_V3_ARCH,
+    },
+    // moonshotai/Kimi-K2-Instruct config.json (same source,
+    // moonshotai--Kimi-K2-Instruct_config.json): the DeepSeek-V3 layout with 64 heads, 384
+    // routed experts (8 per token, 1 shared, 2048 wide), first_k_dense_replace 1, vocab
+    // 163840, max_position_embeddings 131072, untied, no MTP layer.
+    ModelPreset {
+        name: "kimi-k2",
+        layers: 61,
+        hidden: 7168,
+        heads: 64,
+        kv_heads: 64,
+        head_dim: 192,
+        intermediate: 2048,
+        vocab: 163840,
+        max_context: 131072,
+        experts: 384,
+        top_k: 8,
+        tied_embeddings: false,
+        arch: Arch { dense_layers: 1, ..DEEPSEEK_V3_ARCH },
+    },
+    // openai/gpt-oss-120b config.json (same source, openai--gpt-oss-120b_config.json): 36
+    // layers, hidden 2880, 64 heads of 64, 8 KV heads, 128 experts of intermediate 2880, 4 per
+    // token, vocab 201088, max_position_embeddings 131072, untied; layer_types alternate
+    // sliding_attention (sliding_window 128) and full_attention, so 18 layers are windowed;
+    // attention_bias true, and the experts and router carry biases. Published as MXFP4 experts
+    // with bf16 attention (quantization_config), so `weight_dtype = "mxfp4"` is the checkpoint.
+    ModelPreset {
+        name: "gpt-oss-120b",
+        layers: 36,
+        hidden: 2880,
+        heads: 64,
+        kv_heads: 8,
+        head_dim: 64,
+        intermediate: 2880,
+        vocab: 201088,
+        max_context: 131072,
+        experts: 128,
+        top_k: 4,
+        tied_embeddings: false,
+        arch: Arch { window: Some(Window { tokens: 128, layers: 18 }), biases: true, ..Arch::PLAIN },
+    },
+    // openai/gpt-oss-20b config.json (same source): as gpt-oss-120b with 24 layers (12
+    // windowed) and 32 experts.
+    ModelPreset {
+        name: "gpt-oss-20b",
+        layers: 24,
+        hidden: 2880,
+        heads: 64,
+        kv_heads: 8,
+        head_dim: 64,
+        intermediate: 2880,
+        vocab: 201088,
+        max_context: 131072,
+        experts: 32,
+        top_k: 4,
+        tied_embeddings: false,
+        arch: Arch { window: Some(Window { tokens: 128, layers: 12 }), biases: true, ..Arch::PLAIN },
+    },
+    // meta-llama/Llama-4-Scout-17B-16E-Instruct config.json (same source), text_config: 48
+    // layers, hidden 5120, 40 heads, 8 KV heads, head_dim 128, 16 experts of intermediate 8192,
+    // 1 per token, plus one shared expert of the same width, interleave_moe_layer_step 1 (every
+    // layer MoE), vocab 202048, max_position_embeddings 10485760, untied. attention_chunk_size
+    // 8192: the RoPE layers attend within chunks of 8192 tokens and every 4th layer (NoPE) to
+    // the whole context (Hugging Face transformers' Llama4TextConfig, no_rope_layer_interval 4),
+    // so 36 layers are windowed. (AIConfigurator 095f58a51 sdk/utils.py assumes every other
+    // layer, 24.) The vision encoder is left out.
+    ModelPreset {
+        name: "llama-4-scout",
+        layers: 48,
+        hidden: 5120,
+        heads: 40,
+        kv_heads: 8,
+        head_dim: 128,
+        intermediate: 8192,
+        vocab: 202048,
+        max_context: 10485760,
+        experts: 16,
+        top_k: 1,
+        tied_embeddings: false,
+        arch: Arch { shared_experts: 1, window: Some(Window { tokens: 8192, layers: 36 }), ..Arch::PLAIN },
+    },
+    // meta-llama/Llama-4-Maverick-17B-128E-Instruct config.json (same source): as Scout with
+    // 128 experts on every other layer (interleave_moe_layer_step 2) and dense layers of
+    // intermediate_size_mlp 16384 between them, max_position_embeddings 1048576.
+    ModelPreset {
+        name: "llama-4-maverick",
+        layers: 48,
+        hidden: 5120,
+        heads: 40,
+        kv_heads: 8,
+        head_dim: 128,
+        intermediate: 8192,
+        vocab: 202048,
+        max_context: 1048576,
+        experts: 128,
+        top_k: 1,
+        tied_embeddings: false,
+        arch: Arch {
+            shared_experts: 1,
+            dense_layers: 24,
+            dense_intermediate: 16384,
+            window: Some(Window { tokens: 8192, layers: 36 }),
+            ..Arch::PLAIN
+        },
     },
 ];
+
+/// DeepSeek-V3's MLA, shared expert and three dense layers.
+const DEEPSEEK_V3_ARCH: Arch = Arch {
+    mla: Some(Mla {
+        q_lora_rank: 1536,
+        kv_lora_rank: 512,
+        qk_nope_head_dim: 128,
+        qk_rope_head_dim: 64,
+        v_head_dim: 128,
+    }),
+    shared_experts: 1,
+    dense_layers: 3,
+    dense_intermediate: 18432,
+    window: None,
+    biases: false,
+};
 
 impl ModelPreset {
     pub fn find(name: &str) -> Option<&'static ModelPreset> {
@@ -331,25 +572,85 @@ impl ModelSpec {
             tied_embeddings: p.tied_embeddings,
             weight_dtype,
             kv_dtype,
+            arch: p.arch,
         }
     }
 
-    /// Parameters of one attention block: Q, K, V and O projections.
+    /// The layer kinds of this model that measured profiles (calibration, kernel databases)
+    /// do not cover yet, named for an error; `None` for a plain transformer.
+    pub fn unprofiled_layers(&self) -> Option<&'static str> {
+        let a = &self.arch;
+        if a.mla.is_some() {
+            Some("multi-head latent attention")
+        } else if a.window.is_some() {
+            Some("windowed attention layers")
+        } else if a.shared_experts > 0 {
+            Some("shared experts")
+        } else if self.moe_layers() > 0 && a.dense_layers > 0 {
+            Some("dense layers in a MoE model")
+        } else if a.biases {
+            Some("projection biases")
+        } else {
+            None
+        }
+    }
+
+    /// Parameters of one attention block: Q, K, V and O projections (with their biases, if
+    /// any); under MLA the low-rank Q and KV projections, their norms, and O.
     pub fn attn_params_per_layer(&self) -> u64 {
+        if let Some(a) = self.arch.mla {
+            let qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+            let q = match a.q_lora_rank {
+                0 => self.hidden * self.heads * qk,
+                r => self.hidden * r + r + r * self.heads * qk,
+            };
+            let kv = self.hidden * (a.kv_lora_rank + a.qk_rope_head_dim)
+                + a.kv_lora_rank
+                + a.kv_lora_rank * self.heads * (a.qk_nope_head_dim + a.v_head_dim);
+            return q + kv + self.heads * a.v_head_dim * self.hidden;
+        }
         let q = self.heads * self.head_dim;
         let kv = self.kv_heads * self.head_dim;
-        self.hidden * (q + 2 * kv) + q * self.hidden
+        let bias = if self.arch.biases { q + 2 * kv + self.hidden } else { 0 };
+        self.hidden * (q + 2 * kv) + q * self.hidden + bias
     }
 
-    /// Parameters of one expert's gated MLP (gate, up, down).
+    /// Parameters of one expert's gated MLP (gate, up, down, and their biases if any).
     pub fn expert_params(&self) -> u64 {
-        3 * self.hidden * self.intermediate
+        let bias = if self.arch.biases { 2 * self.intermediate + self.hidden } else { 0 };
+        3 * self.hidden * self.intermediate + bias
     }
 
-    /// Parameters of one decoder layer: attention, every expert's MLP, the MoE router, two norms.
-    pub fn params_per_layer(&self) -> u64 {
-        let router = if self.experts > 1 { self.hidden * self.experts } else { 0 };
-        self.attn_params_per_layer() + self.experts * self.expert_params() + router + 2 * self.hidden
+    /// Layers whose FFN is a MoE layer (0 for a dense model).
+    pub fn moe_layers(&self) -> u64 {
+        if self.experts > 1 {
+            self.layers.saturating_sub(self.arch.dense_layers)
+        } else {
+            0
+        }
+    }
+
+    /// Width of the dense FFN layers: `intermediate` for a dense model, `dense_intermediate`
+    /// for the dense layers of a MoE model.
+    pub fn dense_ffn_width(&self) -> u64 {
+        if self.experts > 1 {
+            self.arch.dense_intermediate
+        } else {
+            self.intermediate
+        }
+    }
+
+    /// FFN parameters of one MoE layer: every routed expert, the shared experts, the router.
+    fn moe_ffn_params(&self) -> u64 {
+        let router = self.hidden * self.experts + if self.arch.biases { self.experts } else { 0 };
+        (self.experts + self.arch.shared_experts) * self.expert_params() + router
+    }
+
+    /// Parameters of all FFNs (experts, shared experts, routers, dense MLPs): the part a 4-bit
+    /// weight format quantizes.
+    pub fn ffn_params(&self) -> u64 {
+        let dense = self.layers - self.moe_layers();
+        self.moe_layers() * self.moe_ffn_params() + dense * 3 * self.hidden * self.dense_ffn_width()
     }
 
     /// Embedding plus LM head (one matrix if tied).
@@ -364,14 +665,52 @@ impl ModelSpec {
 
     /// Total parameter count (llama-3-8b: 8,030,261,248).
     pub fn params(&self) -> u64 {
-        self.layers * self.params_per_layer() + self.embedding_params() + self.hidden
+        self.layers * (self.attn_params_per_layer() + 2 * self.hidden)
+            + self.ffn_params()
+            + self.embedding_params()
+            + self.hidden
+    }
+
+    /// Parameters one token goes through: attention, its top-k and the shared experts, the
+    /// dense layers, the LM head (the published "active" count; embeddings left out).
+    pub fn active_params(&self) -> u64 {
+        let moe = if self.moe_layers() > 0 {
+            let router = self.hidden * self.experts;
+            self.moe_layers() * ((self.top_k + self.arch.shared_experts) * self.expert_params() + router)
+        } else {
+            0
+        };
+        let dense = (self.layers - self.moe_layers()) * 3 * self.hidden * self.dense_ffn_width();
+        self.layers * (self.attn_params_per_layer() + 2 * self.hidden) + moe + dense + self.vocab * self.hidden
+    }
+
+    /// Bytes of all weights. bf16 and fp8 store every weight so; a 4-bit format (NVFP4,
+    /// MXFP4) stores the FFN weights (experts, shared experts, routers, dense MLPs) in 4 bits
+    /// with its scales, and attention, embeddings and the LM head in bf16 — as the published
+    /// checkpoints do (openai/gpt-oss-120b config.json `modules_to_not_convert`: self_attn,
+    /// router, embed_tokens, lm_head; nvidia/DeepSeek-V3.1-NVFP4 hf_quant_config.json
+    /// `exclude_modules`: lm_head and the attention projections).
+    pub fn weight_bytes(&self) -> u64 {
+        let d = self.weight_dtype;
+        if d.is_4bit() {
+            d.bytes_for(self.ffn_params()) + Dtype::Bf16.bytes_for(self.params() - self.ffn_params())
+        } else {
+            d.bytes_for(self.params())
+        }
+    }
+
+    /// Bytes per element of the FFN weights and of the other weights (attention, embeddings).
+    pub fn weight_element_bytes(&self) -> (f64, f64) {
+        let d = self.weight_dtype;
+        let other = if d.is_4bit() { Dtype::Bf16 } else { d };
+        (d.element_bytes(), other.element_bytes())
     }
 
     /// Weight bytes each GPU holds under tensor parallelism `tp`: every matrix is split `tp`
     /// ways (the vocabulary-parallel embedding and LM head included); norms are replicated but
     /// negligible, so they are split too.
     pub fn weight_bytes_per_gpu(&self, tp: u64) -> u64 {
-        (self.params() * self.weight_dtype.bytes()).div_ceil(tp)
+        self.weight_bytes().div_ceil(tp)
     }
 
     /// KV heads each GPU stores under TP: heads are split across GPUs, and replicated when
@@ -380,15 +719,39 @@ impl ModelSpec {
         (self.kv_heads / tp).max(1)
     }
 
-    /// KV-cache bytes per token of the whole model: 2 (K and V) × layers × kv_heads × head_dim
-    /// × bytes per element. llama-3-8b bf16: 131,072 B.
-    pub fn kv_bytes_per_token(&self) -> u64 {
-        2 * self.layers * self.kv_heads * self.head_dim * self.kv_dtype.bytes()
+    /// Elements of K and V one layer stores per token: 2 × KV heads × head_dim, or under MLA
+    /// the latent and the RoPE key (kv_lora_rank + qk_rope_head_dim: 576 for DeepSeek-V3).
+    fn kv_elements_per_layer(&self, kv_heads: u64) -> u64 {
+        match self.arch.mla {
+            Some(a) => a.kv_lora_rank + a.qk_rope_head_dim,
+            None => 2 * kv_heads * self.head_dim,
+        }
     }
 
-    /// KV-cache bytes per token held by each GPU under TP.
+    /// Layers that attend to the whole context (every layer but the windowed ones).
+    pub fn full_attention_layers(&self) -> u64 {
+        self.layers - self.arch.window.map_or(0, |w| w.layers.min(self.layers))
+    }
+
+    /// KV-cache bytes per token of the whole model, over its full-attention layers (windowed
+    /// layers hold a bounded number of tokens per sequence: [`Self::window_kv_bytes_per_token`]).
+    /// 2 (K and V) × layers × kv_heads × head_dim × bytes per element; llama-3-8b bf16:
+    /// 131,072 B; DeepSeek-V3 bf16: 61 × 576 × 2 = 70,272 B.
+    pub fn kv_bytes_per_token(&self) -> u64 {
+        self.kv_dtype.bytes_for(self.full_attention_layers() * self.kv_elements_per_layer(self.kv_heads))
+    }
+
+    /// KV-cache bytes per token held by each GPU under TP. MLA's latent is shared by all heads,
+    /// so every GPU of a TP group holds all of it (as vLLM and SGLang do without DP attention).
     pub fn kv_bytes_per_token_per_gpu(&self, tp: u64) -> u64 {
-        2 * self.layers * self.kv_heads_per_gpu(tp) * self.head_dim * self.kv_dtype.bytes()
+        let per_layer = self.kv_elements_per_layer(self.kv_heads_per_gpu(tp));
+        self.kv_dtype.bytes_for(self.full_attention_layers() * per_layer)
+    }
+
+    /// KV bytes per token of the windowed layers, per GPU under TP (0 without windows).
+    pub fn window_kv_bytes_per_token_per_gpu(&self, tp: u64) -> u64 {
+        let layers = self.layers - self.full_attention_layers();
+        self.kv_dtype.bytes_for(layers * self.kv_elements_per_layer(self.kv_heads_per_gpu(tp)))
     }
 }
 
@@ -439,6 +802,100 @@ mod tests {
             let p = preset(name).params() as f64;
             assert!((p / published - 1.0).abs() < 0.01, "{name}: {p}");
         }
+    }
+
+    #[test]
+    fn models_of_2026_match_a_hand_count_and_their_published_sizes() {
+        // DeepSeek-V3 by hand. MLA per layer: q_a 7168 × 1536 + its norm 1536, q_b 1536 × 128 ×
+        // 192, kv_a 7168 × 576 + its norm 512, kv_b 512 × 128 × 256, o 128 × 128 × 7168 =
+        // 187,107,328; + 2 norms. 3 dense layers of 3 × 7168 × 18432; 58 MoE layers of (256 + 1)
+        // experts × 3 × 7168 × 2048 + the router 7168 × 256; embeddings 2 × 129280 × 7168.
+        let attn = 7168 * 1536 + 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 + 512 * 128 * 256 + 128 * 128 * 7168;
+        assert_eq!(preset("deepseek-v3").attn_params_per_layer(), attn);
+        let total = 61 * (attn + 2 * 7168)
+            + 3 * 3 * 7168 * 18432
+            + 58 * (257 * 3 * 7168 * 2048 + 7168 * 256)
+            + 2 * 129280 * 7168
+            + 7168;
+        assert_eq!(preset("deepseek-v3").params(), total);
+        assert_eq!(total, 671_026_404_352);
+        assert_eq!(preset("deepseek-r1").params(), total);
+        // gpt-oss-120b by hand: attention q 2880 × 4096, k and v 2880 × 512, o 4096 × 2880 with
+        // biases (4096 + 2 × 512 + 2880); 128 experts of 3 × 2880 × 2880 + biases 2 × 2880 +
+        // 2880; router 2880 × 128 + 128.
+        let attn = 2880 * 4096 + 2 * 2880 * 512 + 4096 * 2880 + 4096 + 2 * 512 + 2880;
+        let expert = 3 * 2880 * 2880 + 3 * 2880;
+        let total = 36 * (attn + 2 * 2880 + 128 * expert + 2880 * 128 + 128) + 2 * 201088 * 2880 + 2880;
+        assert_eq!(preset("gpt-oss-120b").params(), total);
+        // Llama-4-Maverick by hand: 24 MoE layers of (128 + 1 shared) × 3 × 5120 × 8192 + the
+        // router, 24 dense of 3 × 5120 × 16384; attention 2 × 5120² + 2 × 5120 × 1024.
+        let attn = 2 * 5120 * 5120 + 2 * 5120 * 1024;
+        let total = 48 * (attn + 2 * 5120)
+            + 24 * (129 * 3 * 5120 * 8192 + 5120 * 128)
+            + 24 * 3 * 5120 * 16384
+            + 2 * 202048 * 5120
+            + 5120;
+        assert_eq!(preset("llama-4-maverick").params(), total);
+        // Published totals and active counts (OpenAI's gpt-oss model card, table 1: 116.83B and
+        // 5.13B, 20.91B and 3.61B; DeepSeek-V3's README: 671B, 37B activated; Meta's Llama 4 card:
+        // Maverick 400B, 17B active; Kimi-K2's README: 1T, 32B activated). Meta's active count
+        // includes the input embedding (16.14B + 1.03B); OpenAI's, DeepSeek's and Moonshot's do
+        // not (DeepSeek-V3 with it would be 37.55B).
+        let close = |name: &str, ours: u64, published: f64, tol: f64| {
+            let e = ours as f64 / published - 1.0;
+            assert!(e.abs() < tol, "{name}: {ours} vs {published:e} ({:+.2}%)", 100.0 * e);
+        };
+        // `half`: half a unit of the published active count's last digit.
+        for (name, total, active, half, embedded) in [
+            ("gpt-oss-120b", 116.83e9, 5.13e9, 0.005e9, false),
+            ("gpt-oss-20b", 20.91e9, 3.61e9, 0.005e9, false),
+            ("deepseek-v3", 671e9, 37e9, 0.5e9, false),
+            ("llama-4-maverick", 400e9, 17e9, 0.5e9, true),
+        ] {
+            let m = preset(name);
+            close(name, m.params(), total, 0.01);
+            let emb = if embedded { m.vocab * m.hidden } else { 0 };
+            close(name, m.active_params() + emb, active, half / active);
+        }
+        // Rounded figures: Kimi-K2 "1T" (1.026e12 by hand) and "32B activated"; Llama-4-Scout
+        // 109B counts its vision encoder, which is left out here (107.8B).
+        assert_eq!((preset("kimi-k2").params() as f64 / 1e12).round(), 1.0);
+        close("kimi-k2", preset("kimi-k2").active_params(), 32e9, 0.5e9 / 32e9);
+        close("llama-4-scout", preset("llama-4-scout").params(), 109e9, 0.015);
+        // Llama-3.3-70B is Llama-3.1-70B's network.
+        assert_eq!(preset("llama-3.3-70b").params(), preset("llama-3.1-70b").params());
+    }
+
+    #[test]
+    fn four_bit_weights_keep_attention_and_embeddings_in_bf16() {
+        let mut m = preset("gpt-oss-120b");
+        m.weight_dtype = Dtype::Mxfp4;
+        let ffn = m.ffn_params();
+        // MXFP4: 17 bytes per 32 values; the rest 2 bytes each.
+        assert_eq!(m.weight_bytes(), (ffn * 17).div_ceil(32) + 2 * (m.params() - ffn));
+        m.weight_dtype = Dtype::Nvfp4;
+        assert_eq!(m.weight_bytes(), (ffn * 18).div_ceil(32) + 2 * (m.params() - ffn));
+        m.weight_dtype = Dtype::Fp8;
+        assert_eq!(m.weight_bytes(), m.params());
+    }
+
+    #[test]
+    fn latent_and_windowed_kv_by_hand() {
+        // MLA: one 512-wide latent and one 64-wide RoPE key per layer, shared by all heads, so
+        // every GPU of a TP group holds all of it.
+        let d = preset("deepseek-r1");
+        assert_eq!(d.kv_bytes_per_token(), 61 * 576 * 2);
+        assert_eq!(d.kv_bytes_per_token_per_gpu(8), 61 * 576 * 2);
+        let mut f = d.clone();
+        f.kv_dtype = Dtype::Fp8;
+        assert_eq!(f.kv_bytes_per_token(), 61 * 576);
+        // gpt-oss-120b: 18 full-attention layers are paged; the 18 windowed ones apart.
+        let g = preset("gpt-oss-120b");
+        assert_eq!(g.kv_bytes_per_token(), 18 * 2 * 8 * 64 * 2);
+        assert_eq!(g.window_kv_bytes_per_token_per_gpu(1), 18 * 2 * 8 * 64 * 2);
+        assert_eq!(g.kv_bytes_per_token_per_gpu(2), 18 * 2 * 4 * 64 * 2);
+        // Llama-4: 12 global (NoPE) layers of 48.
+        assert_eq!(preset("llama-4-scout").kv_bytes_per_token(), 12 * 2 * 8 * 128 * 2);
     }
 
     #[test]

@@ -13,9 +13,10 @@ pub struct ModelSection {
     /// One of the presets (llama-3-8b, llama-3-70b, ...). Without it, give every dimension.
     pub preset: Option<String>,
     pub name: Option<String>,
-    /// bf16 (default) or fp8.
+    /// bf16 (default), fp8, nvfp4 or mxfp4 (4-bit: the FFN weights; attention and
+    /// embeddings stay bf16).
     pub weight_dtype: Option<Dtype>,
-    /// bf16 (default) or fp8.
+    /// bf16 (default), fp8 or nvfp4.
     pub kv_dtype: Option<Dtype>,
     pub layers: Option<u64>,
     pub hidden: Option<u64>,
@@ -30,6 +31,45 @@ pub struct ModelSection {
     /// Experts per token (1 = dense).
     pub top_k: Option<u64>,
     pub tied_embeddings: Option<bool>,
+    /// Multi-head latent attention: `{ q_lora_rank, kv_lora_rank, qk_nope_head_dim,
+    /// qk_rope_head_dim, v_head_dim }` (DeepSeek-V3: 1536, 512, 128, 64, 128).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mla: Option<MlaSection>,
+    /// Shared experts of each MoE layer, each `intermediate` wide.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_experts: Option<u64>,
+    /// Layers of a MoE model with a dense FFN, and that FFN's width.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dense_layers: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dense_intermediate: Option<u64>,
+    /// Windowed attention: `{ tokens, layers }` (gpt-oss-120b: 128 tokens on 18 layers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowSection>,
+    /// Biases on the attention projections, the experts and the router (gpt-oss).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub biases: Option<bool>,
+}
+
+/// `[model.mla]`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MlaSection {
+    /// 0: Q is projected directly (DeepSeek-V2-Lite).
+    #[serde(default)]
+    pub q_lora_rank: u64,
+    pub kv_lora_rank: u64,
+    pub qk_nope_head_dim: u64,
+    pub qk_rope_head_dim: u64,
+    pub v_head_dim: u64,
+}
+
+/// `[model.window]`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowSection {
+    pub tokens: u64,
+    pub layers: u64,
 }
 
 fn unknown_preset(path: &str, name: &str, known: Vec<&str>) -> ConfigError {
@@ -72,6 +112,7 @@ impl ModelSection {
                 tied_embeddings: false,
                 weight_dtype: wd,
                 kv_dtype: kd,
+                arch: super::Arch::PLAIN,
             },
         };
         if let Some(n) = &self.name {
@@ -93,6 +134,48 @@ impl ModelSection {
             top_k,
             tied_embeddings
         );
+        if let Some(a) = self.mla {
+            for (key, v) in [
+                ("kv_lora_rank", a.kv_lora_rank),
+                ("qk_nope_head_dim", a.qk_nope_head_dim),
+                ("qk_rope_head_dim", a.qk_rope_head_dim),
+                ("v_head_dim", a.v_head_dim),
+            ] {
+                check((1..=1 << 20).contains(&v), &format!("{path}.mla"), key, "must be in [1, 2^20]", v)?;
+            }
+            check(
+                a.q_lora_rank <= 1 << 20,
+                &format!("{path}.mla"),
+                "q_lora_rank",
+                "must be in [0, 2^20]",
+                a.q_lora_rank,
+            )?;
+            m.arch.mla = Some(super::model::Mla {
+                q_lora_rank: a.q_lora_rank,
+                kv_lora_rank: a.kv_lora_rank,
+                qk_nope_head_dim: a.qk_nope_head_dim,
+                qk_rope_head_dim: a.qk_rope_head_dim,
+                v_head_dim: a.v_head_dim,
+            });
+        }
+        if let Some(v) = self.shared_experts {
+            check(v <= 1 << 20, path, "shared_experts", "must be in [0, 2^20]", v)?;
+            m.arch.shared_experts = v;
+        }
+        if let Some(v) = self.dense_layers {
+            m.arch.dense_layers = v;
+        }
+        if let Some(v) = self.dense_intermediate {
+            check(v <= super::MAX_DIMENSION, path, "dense_intermediate", "must be in [0, 2^40]", v)?;
+            m.arch.dense_intermediate = v;
+        }
+        if let Some(w) = self.window {
+            check(w.tokens >= 1, &format!("{path}.window"), "tokens", "must be ≥ 1", w.tokens)?;
+            m.arch.window = Some(super::model::Window { tokens: w.tokens, layers: w.layers });
+        }
+        if let Some(v) = self.biases {
+            m.arch.biases = v;
+        }
         for (key, v) in [
             ("layers", m.layers),
             ("hidden", m.hidden),
@@ -133,6 +216,22 @@ impl ModelSection {
         )?;
         check(m.heads % m.kv_heads == 0, path, "kv_heads", &format!("must divide heads ({})", m.heads), m.kv_heads)?;
         check(m.top_k <= m.experts, path, "top_k", &format!("must be ≤ experts ({})", m.experts), m.top_k)?;
+        let dl = m.arch.dense_layers;
+        check(dl <= m.layers, path, "dense_layers", &format!("must be ≤ layers ({})", m.layers), dl)?;
+        if m.experts > 1 && dl > 0 {
+            check(m.arch.dense_intermediate >= 1, path, "dense_intermediate", "must be ≥ 1 with dense_layers", 0)?;
+        }
+        if let Some(w) = m.arch.window {
+            let p = format!("{path}.window");
+            check(w.layers <= m.layers, &p, "layers", &format!("must be ≤ layers ({})", m.layers), w.layers)?;
+        }
+        check(
+            m.kv_dtype != Dtype::Mxfp4,
+            path,
+            "kv_dtype",
+            "mxfp4 is a weight format; KV caches are bf16, fp8 or nvfp4",
+            m.kv_dtype.name(),
+        )?;
         Ok(m)
     }
 
@@ -154,6 +253,18 @@ impl ModelSection {
             experts: Some(m.experts),
             top_k: Some(m.top_k),
             tied_embeddings: Some(m.tied_embeddings),
+            mla: m.arch.mla.map(|a| MlaSection {
+                q_lora_rank: a.q_lora_rank,
+                kv_lora_rank: a.kv_lora_rank,
+                qk_nope_head_dim: a.qk_nope_head_dim,
+                qk_rope_head_dim: a.qk_rope_head_dim,
+                v_head_dim: a.v_head_dim,
+            }),
+            shared_experts: (m.arch.shared_experts > 0).then_some(m.arch.shared_experts),
+            dense_layers: (m.arch.dense_layers > 0).then_some(m.arch.dense_layers),
+            dense_intermediate: (m.arch.dense_intermediate > 0).then_some(m.arch.dense_intermediate),
+            window: m.arch.window.map(|w| WindowSection { tokens: w.tokens, layers: w.layers }),
+            biases: m.arch.biases.then_some(true),
         }
     }
 }
