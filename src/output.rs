@@ -122,8 +122,10 @@ pub(crate) fn summary_table(s: &Scenario, sum: &Summary) -> String {
         .groups
         .iter()
         .map(|g| match g.role {
-            servesim_sim::disagg::Role::Mixed => format!("{} × {} (tp {})", g.count, g.gpu.name, g.tp),
-            role => format!("{} × {} (tp {}, {})", g.count, g.gpu.name, g.tp, role.as_str()),
+            servesim_sim::disagg::Role::Mixed => {
+                format!("{} × {} (tp {}{})", g.count, g.gpu.name, g.tp, g.layout.words())
+            }
+            role => format!("{} × {} (tp {}{}, {})", g.count, g.gpu.name, g.tp, g.layout.words(), role.as_str()),
         })
         .collect();
     if let Some(st) = &sum.stopped {

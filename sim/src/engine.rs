@@ -158,7 +158,7 @@ pub fn cost_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
                     Profiled::new(model, g.gpu.clone(), g.tp, params, p)
                         .expect("the profile was checked when the scenario was validated"),
                 ),
-                None => Arc::new(Roofline::new(model, g.gpu.clone(), g.tp, params)),
+                None => Arc::new(Roofline::new(model, g.gpu.clone(), g.tp, params).with_layout(g.layout)),
             }
         }
         CostSpec::Linear(l) => Arc::new(l.clone()),

@@ -21,6 +21,8 @@ pub const DEFAULT_FIXED_RESERVE_BYTES: u64 = 1 << 30;
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemoryConfig {
     pub tp: u64,
+    /// Attention data-parallel ranks of the instance (1: none; see [`crate::cost::Layout`]).
+    pub dp_attention: u64,
     pub gpu_memory_utilization: f64,
     pub block_tokens: u64,
     /// Explicit reserve per GPU in bytes; `None` uses [`default_reserve_bytes`].
@@ -40,6 +42,8 @@ pub struct MemoryBudget {
     pub kv_bytes_per_token: u64,
     pub block_tokens: u64,
     pub(crate) block_bytes: u64,
+    /// The instance's blocks: one GPU's, times the attention DP ranks (each rank's GPUs hold
+    /// their own sequences).
     pub kv_blocks: u64,
     /// KV of the windowed layers, set apart: `max_num_seqs` sequences × (window + one block)
     /// tokens × their bytes per token (0 without windowed layers). Blocks outside a window are
@@ -85,11 +89,16 @@ pub fn default_reserve_bytes(model: &ModelSpec, cfg: &MemoryConfig) -> u64 {
 
 pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Result<MemoryBudget, MemoryError> {
     let usable_bytes = (gpu.memory_bytes as f64 * cfg.gpu_memory_utilization).floor() as u64;
-    let weight_bytes = model.weight_bytes_per_gpu(cfg.tp);
+    // Under DP attention each rank of tp / dp GPUs holds the attention weights and its own
+    // sequences' KV; the FFNs and the embeddings are split over all tp GPUs.
+    let dp = cfg.dp_attention.max(1);
+    let tp_a = cfg.tp / dp;
+    let weight_bytes = model.weight_bytes_per_gpu_dp(cfg.tp, dp);
     let reserve_bytes = cfg.reserve_bytes.unwrap_or_else(|| default_reserve_bytes(model, cfg));
     let window_kv_bytes = model.arch.window.map_or(0, |w| {
         let tokens = (w.tokens + cfg.block_tokens).min(model.max_context.max(1));
-        cfg.max_num_seqs.saturating_mul(tokens).saturating_mul(model.window_kv_bytes_per_token_per_gpu(cfg.tp))
+        let seqs = cfg.max_num_seqs.div_ceil(dp);
+        seqs.saturating_mul(tokens).saturating_mul(model.window_kv_bytes_per_token_per_gpu(tp_a))
     });
     let needed = weight_bytes.saturating_add(reserve_bytes).saturating_add(window_kv_bytes);
     if needed > usable_bytes {
@@ -105,9 +114,9 @@ pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Resu
         });
     }
     let kv_bytes = usable_bytes - needed;
-    let kv_bytes_per_token = model.kv_bytes_per_token_per_gpu(cfg.tp);
+    let kv_bytes_per_token = model.kv_bytes_per_token_per_gpu(tp_a);
     let block_bytes = kv_bytes_per_token * cfg.block_tokens;
-    let kv_blocks = kv_bytes / block_bytes;
+    let kv_blocks = kv_bytes / block_bytes * dp;
     if kv_blocks == 0 {
         return Err(MemoryError::NoKvBlock {
             model: model.name.clone(),
@@ -152,6 +161,7 @@ mod tests {
     fn cfg(tp: u64) -> MemoryConfig {
         MemoryConfig {
             tp,
+            dp_attention: 1,
             gpu_memory_utilization: 0.9,
             block_tokens: 16,
             reserve_bytes: Some(2 << 30),
@@ -178,6 +188,51 @@ mod tests {
         assert!(err.to_string().contains(&format!("by {short:.2} GiB")), "{err}");
         // At TP 4 it fits.
         assert!(plan_memory(&m, &g, &cfg(4)).is_ok());
+    }
+
+    #[test]
+    fn gpt_oss_120b_fits_one_h100_in_mxfp4_and_not_in_bf16() {
+        let g = GpuPreset::find("h100-sxm").unwrap().spec();
+        let p = ModelPreset::find("gpt-oss-120b").unwrap();
+        let mx = ModelSpec::from_preset(p, Dtype::Mxfp4, Dtype::Bf16);
+        let b = plan_memory(&mx, &g, &cfg(1)).unwrap();
+        // MXFP4 FFN (114,714,874,368 parameters × 17/32 bytes) + bf16 rest (2,114,280,000 × 2).
+        assert_eq!(b.weight_bytes, 60_942_277_008 + 4_228_560_000);
+        // Windowed layers: 256 sequences × (128 + 16) tokens × 18 layers × 2 × 8 × 64 × 2 bytes.
+        assert_eq!(b.window_kv_bytes, 256 * 144 * 36_864);
+        assert_eq!(b.kv_bytes_per_token, 36_864);
+        let usable = (81_559.0 * 1_048_576.0 * 0.9f64).floor() as u64;
+        assert_eq!(b.kv_bytes, usable - b.weight_bytes - (2 << 30) - b.window_kv_bytes);
+        let bf = ModelSpec::from_preset(p, Dtype::Bf16, Dtype::Bf16);
+        match plan_memory(&bf, &g, &cfg(1)).unwrap_err() {
+            MemoryError::DoesNotFit { short, .. } => {
+                let need = 116_829_154_368u64 * 2 + (2 << 30) + 256 * 144 * 36_864;
+                assert!((short - (need - usable) as f64 / GIB).abs() < 1e-9, "{short}");
+                assert!(short > 145.0, "{short}");
+            }
+            e => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn dp_attention_replicates_attention_and_multiplies_the_latent_kv() {
+        let g = GpuPreset::find("h200").unwrap().spec();
+        let m = ModelSpec::from_preset(ModelPreset::find("deepseek-r1").unwrap(), Dtype::Fp8, Dtype::Bf16);
+        let tp = plan_memory(&m, &g, &cfg(8)).unwrap();
+        let dp = plan_memory(&m, &g, &MemoryConfig { dp_attention: 8, ..cfg(8) }).unwrap();
+        // TP8: every weight split 8 ways; every GPU holds the whole latent of every sequence.
+        assert_eq!(tp.weight_bytes, 671_026_404_352u64.div_ceil(8));
+        assert_eq!(tp.kv_bytes_per_token, 61 * 576 * 2);
+        assert_eq!(tp.kv_blocks, tp.kv_bytes / (16 * 70_272));
+        // DP8: FFNs and embeddings split 8 ways, attention (with the norms) whole on each GPU;
+        // each GPU holds its own sequences' latent, so the instance has 8 GPUs' worth of blocks.
+        let (ffn, emb) = (m.ffn_params(), m.embedding_params());
+        let attn = 671_026_404_352 - ffn - emb;
+        assert_eq!(attn, 61 * (187_107_328 + 2 * 7168) + 7168);
+        assert_eq!(dp.weight_bytes, (ffn + emb).div_ceil(8) + attn);
+        assert_eq!(dp.kv_blocks, dp.kv_bytes / (16 * 70_272) * 8);
+        // The replicated attention (11.4 GB a GPU) leaves each GPU less KV room: 6.4× the blocks.
+        assert!(dp.kv_blocks > 6 * tp.kv_blocks, "{} vs {}", dp.kv_blocks, tp.kv_blocks);
     }
 
     #[test]

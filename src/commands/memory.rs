@@ -9,19 +9,22 @@ use crate::output::thousands;
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// Model preset (llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, llama-2-7b, llama-2-70b, codellama-34b, mistral-7b, qwen2.5-72b, qwen3-8b, qwen3-32b, mixtral-8x7b, qwen3-30b-a3b, qwen3-235b-a22b).
+    /// Model preset (llama-3.1-8b, deepseek-r1, gpt-oss-120b, ...; an unknown name lists them all).
     #[arg(long)]
     model: String,
-    /// GPU preset (a100-80g, h100-sxm, h200, l40s, b200).
+    /// GPU preset (h100-sxm, h200, b200, ...; an unknown name lists them all).
     #[arg(long)]
     gpu: String,
     /// Tensor-parallel degree.
     #[arg(long, default_value_t = 1)]
     tp: u64,
+    /// Attention data-parallel ranks over the tp GPUs of a MoE model (SGLang --enable-dp-attention --dp).
+    #[arg(long, default_value_t = 1)]
+    dp_attention: u64,
     /// Context length (prompt + output) of the requests to count.
     #[arg(long, default_value_t = 4096)]
     context: u64,
-    /// Weight dtype.
+    /// Weight dtype (nvfp4, mxfp4: the FFN weights in 4 bits, attention and embeddings in bf16).
     #[arg(long, value_enum, default_value_t = DtypeArg::Bf16)]
     weight_dtype: DtypeArg,
     /// KV-cache dtype.
@@ -48,6 +51,8 @@ pub(crate) struct Args {
 pub enum DtypeArg {
     Bf16,
     Fp8,
+    Nvfp4,
+    Mxfp4,
 }
 
 impl From<DtypeArg> for Dtype {
@@ -55,6 +60,8 @@ impl From<DtypeArg> for Dtype {
         match d {
             DtypeArg::Bf16 => Dtype::Bf16,
             DtypeArg::Fp8 => Dtype::Fp8,
+            DtypeArg::Nvfp4 => Dtype::Nvfp4,
+            DtypeArg::Mxfp4 => Dtype::Mxfp4,
         }
     }
 }
@@ -69,6 +76,9 @@ pub(crate) fn run(a: Args) -> Result<()> {
         })?
         .spec();
     let model = ModelSpec::from_preset(preset, a.weight_dtype.into(), a.kv_dtype.into());
+    if model.kv_dtype == Dtype::Mxfp4 {
+        return Err(CliError::input("--kv-dtype: mxfp4 is a weight format; KV caches are bf16, fp8 or nvfp4"));
+    }
     if a.tp == 0 || !model.heads.is_multiple_of(a.tp) {
         return Err(CliError::input(format!(
             "--tp: must divide the model's {} attention heads, got {}",
@@ -89,8 +99,15 @@ pub(crate) fn run(a: Args) -> Result<()> {
             return Err(CliError::input(format!("--reserve-gib: must be ≥ 0, got {r}")));
         }
     }
+    if a.dp_attention > 1 && (model.experts <= 1 || !a.tp.is_multiple_of(a.dp_attention)) {
+        return Err(CliError::input(format!(
+            "--dp-attention: needs a MoE model and must divide --tp ({}), got {}",
+            a.tp, a.dp_attention
+        )));
+    }
     let cfg = MemoryConfig {
         tp: a.tp,
+        dp_attention: a.dp_attention.max(1),
         gpu_memory_utilization: a.gpu_memory_utilization,
         block_tokens: a.block_tokens,
         reserve_bytes: a.reserve_gib.map(|g| (g * GIB) as u64),
@@ -102,9 +119,11 @@ pub(crate) fn run(a: Args) -> Result<()> {
     match a.format {
         Format::Json => {
             let v = serde_json::json!({
-                "model": model.name, "gpu": gpu.name, "tp": a.tp,
+                "model": model.name, "gpu": gpu.name, "tp": a.tp, "dp_attention": a.dp_attention.max(1),
                 "memory_bytes": b.memory_bytes, "usable_bytes": b.usable_bytes,
-                "weight_bytes": b.weight_bytes, "reserve_bytes": b.reserve_bytes, "kv_bytes": b.kv_bytes,
+                "params": model.params(), "active_params": model.active_params(),
+                "weight_bytes": b.weight_bytes, "reserve_bytes": b.reserve_bytes,
+                "window_kv_bytes": b.window_kv_bytes, "kv_bytes": b.kv_bytes,
                 "kv_bytes_per_token": model.kv_bytes_per_token(), "kv_bytes_per_token_per_gpu": b.kv_bytes_per_token,
                 "block_tokens": b.block_tokens, "kv_blocks": b.kv_blocks, "kv_tokens": b.kv_tokens(),
                 "context": a.context, "concurrent_requests": fits,
@@ -123,19 +142,47 @@ pub(crate) fn run(a: Args) -> Result<()> {
             );
             outln!("  GPU memory              {:>10.2} GiB", gib(b.memory_bytes));
             outln!("  usable at {:<4}          {:>10.2} GiB", a.gpu_memory_utilization, gib(b.usable_bytes));
+            let split = if model.weight_dtype.is_4bit() {
+                format!("; FFN in {}, attention and embeddings in bf16", model.weight_dtype.name())
+            } else {
+                String::new()
+            };
             outln!(
-                "  weights                 {:>10.2} GiB  ({} parameters / tp {})",
+                "  weights                 {:>10.2} GiB  ({} parameters, {} active / tp {}{split})",
                 gib(b.weight_bytes),
                 thousands(model.params()),
+                thousands(model.active_params()),
                 a.tp
             );
             outln!("  reserve                 {:>10.2} GiB", gib(b.reserve_bytes));
+            if let Some(w) = model.arch.window {
+                outln!(
+                    "  windowed layers' KV     {:>10.2} GiB  ({} layers × {} seqs × ({} window + {} block) tokens; a bound)",
+                    gib(b.window_kv_bytes),
+                    model.layers - model.full_attention_layers(),
+                    a.max_num_seqs,
+                    w.tokens,
+                    a.block_tokens
+                );
+            }
             outln!("  KV cache                {:>10.2} GiB", gib(b.kv_bytes));
+            let kind = match (model.arch.mla, model.arch.window) {
+                (Some(_), _) => ", MLA latent: every GPU holds all of it",
+                (None, Some(_)) => ", full-attention layers",
+                (None, None) => "",
+            };
             outln!(
-                "  KV bytes per token      {:>10}      ({} per GPU)",
+                "  KV bytes per token      {:>10}      ({} per GPU{kind})",
                 thousands(model.kv_bytes_per_token()),
                 thousands(b.kv_bytes_per_token)
             );
+            if a.dp_attention > 1 {
+                outln!(
+                    "  attention DP ranks      {:>10}      (each of {} GPUs holds its own sequences' KV)",
+                    a.dp_attention,
+                    a.tp / a.dp_attention
+                );
+            }
             outln!(
                 "  KV blocks               {:>10}      × {} tokens = {} tokens",
                 thousands(b.kv_blocks),

@@ -19,6 +19,7 @@ mod hostile;
 mod hostile_inputs;
 mod invariants;
 mod malformed;
+mod models;
 mod plan;
 mod policies;
 mod queueing;

@@ -14,7 +14,7 @@ mod spec;
 pub use linear::LinearCost;
 pub use overhead::{EngineOverhead, OVERHEADS};
 pub use profiled::{check_op_axes, Fallback, FallbackShare, Profiled, ProfiledOp, KNOWN_OPS, OTHER_AXES};
-pub use roofline::{OpTime, Roofline, RooflineParams};
+pub use roofline::{Layout, OpTime, Roofline, RooflineParams};
 pub use spec::{CostSection, CostSpec, DatabaseRequest, DatabaseSpec, DATABASE_FRAMEWORKS, DATABASE_WEIGHTS};
 
 use crate::time::SimTime;

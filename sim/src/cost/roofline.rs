@@ -34,6 +34,43 @@ pub struct RooflineParams {
     pub(crate) allreduce_latency_us: f64,
     pub cpu_overhead_base_us: f64,
     pub cpu_overhead_per_seq_us: f64,
+    /// The busiest expert's load over the mean (≥ 1): MoE layers take this much longer than
+    /// with perfectly balanced routing. Default 1.
+    pub(crate) moe_imbalance: f64,
+}
+
+/// How an instance's `tp` GPUs share the model beyond tensor parallelism (SGLang
+/// `--enable-dp-attention --dp D`, `--ep`; vLLM `--data-parallel-size`, `--enable-expert-parallel`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Attention data-parallel ranks: each of `dp_attention` groups of `tp / dp_attention`
+    /// GPUs runs attention for its own sequences, with its own KV cache; the FFNs span all `tp`
+    /// GPUs, tokens exchanged all-to-all. 1: attention is tensor parallel over all `tp`.
+    pub dp_attention: u64,
+    /// Experts placed whole on GPUs (expert parallelism) instead of sliced by tensor
+    /// parallelism. Same bytes and FLOPs per GPU under uniform routing; `moe_imbalance` prices
+    /// the skew.
+    pub ep: bool,
+}
+
+impl Layout {
+    /// `-dp8-ep` style suffix for names and reports ("" for plain tensor parallelism).
+    pub fn suffix(&self) -> String {
+        let dp = if self.dp_attention > 1 { format!("-dp{}", self.dp_attention) } else { String::new() };
+        dp + if self.ep { "-ep" } else { "" }
+    }
+
+    /// `, dp-attention 8, ep` style words for reports ("" for plain tensor parallelism).
+    pub fn words(&self) -> String {
+        let dp = if self.dp_attention > 1 { format!(", dp-attention {}", self.dp_attention) } else { String::new() };
+        dp + if self.ep { ", ep" } else { "" }
+    }
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Layout { dp_attention: 1, ep: false }
+    }
 }
 
 impl Default for RooflineParams {
@@ -46,6 +83,7 @@ impl Default for RooflineParams {
             allreduce_latency_us: 15.0,
             cpu_overhead_base_us: 806.3,
             cpu_overhead_per_seq_us: 37.48,
+            moe_imbalance: 1.0,
         }
     }
 }
@@ -62,6 +100,7 @@ pub(crate) enum RoofOp {
     Decode,
     Elementwise,
     AllReduce,
+    AllToAll,
     LmHead,
 }
 
@@ -70,7 +109,7 @@ impl RoofOp {
         RoofOp::ALL.iter().copied().find(|o| o.name() == name)
     }
 
-    const ALL: [RoofOp; 10] = [
+    const ALL: [RoofOp; 11] = [
         RoofOp::Qkv,
         RoofOp::O,
         RoofOp::Moe,
@@ -80,6 +119,7 @@ impl RoofOp {
         RoofOp::Decode,
         RoofOp::Elementwise,
         RoofOp::AllReduce,
+        RoofOp::AllToAll,
         RoofOp::LmHead,
     ];
 
@@ -94,6 +134,7 @@ impl RoofOp {
             RoofOp::Decode => "attn_decode",
             RoofOp::Elementwise => "elementwise",
             RoofOp::AllReduce => "allreduce",
+            RoofOp::AllToAll => "all_to_all",
             RoofOp::LmHead => "lm_head",
         }
     }
@@ -115,11 +156,18 @@ pub struct Roofline {
     gpu: GpuSpec,
     tp: u64,
     params: RooflineParams,
+    layout: Layout,
 }
 
 impl Roofline {
+    /// Attention and FFNs split `layout`'s way instead of plain tensor parallelism.
+    pub fn with_layout(mut self, layout: Layout) -> Roofline {
+        self.layout = layout;
+        self
+    }
+
     pub fn new(model: ModelSpec, gpu: GpuSpec, tp: u64, params: RooflineParams) -> Roofline {
-        Roofline { model, gpu, tp, params }
+        Roofline { model, gpu, tp, params, layout: Layout::default() }
     }
 
     pub fn params(&self) -> &RooflineParams {
@@ -188,8 +236,13 @@ impl Roofline {
         let n = b.tokens() as f64;
         let h = m.hidden as f64;
         let hd = m.head_dim as f64;
-        let q_heads = m.heads as f64 / tp;
-        let kv_heads = m.kv_heads_per_gpu(self.tp) as f64;
+        // Attention runs on `dp` ranks of `tp / dp` GPUs, each with its share of the batch
+        // (balanced); the FFNs see every token over all `tp` GPUs.
+        let dp = self.layout.dp_attention as f64;
+        let tp_a = self.tp / self.layout.dp_attention;
+        let na = n / dp;
+        let q_heads = m.heads as f64 / tp_a as f64;
+        let kv_heads = m.kv_heads_per_gpu(tp_a) as f64;
         let kvb = m.kv_dtype.element_bytes();
         let inter = m.intermediate as f64 / tp;
         let moe_layers = m.moe_layers() as f64;
@@ -209,17 +262,17 @@ impl Roofline {
                 Some(a) => {
                     let qk = (a.qk_nope_head_dim + a.qk_rope_head_dim) as f64;
                     let q = match a.q_lora_rank as f64 {
-                        r if r > 0.0 => add(self.gemm_attn(n, h, r), self.gemm_attn(n, r, q_heads * qk)),
-                        _ => self.gemm_attn(n, h, q_heads * qk),
+                        r if r > 0.0 => add(self.gemm_attn(na, h, r), self.gemm_attn(na, r, q_heads * qk)),
+                        _ => self.gemm_attn(na, h, q_heads * qk),
                     };
-                    let kv = self.gemm_attn(n, h, (a.kv_lora_rank + a.qk_rope_head_dim) as f64);
+                    let kv = self.gemm_attn(na, h, (a.kv_lora_rank + a.qk_rope_head_dim) as f64);
                     times(op.name(), add(q, kv), layers)
                 }
-                None => times(op.name(), self.gemm_attn(n, h, (q_heads + 2.0 * kv_heads) * hd), layers),
+                None => times(op.name(), self.gemm_attn(na, h, (q_heads + 2.0 * kv_heads) * hd), layers),
             },
             RoofOp::O => {
                 let v = m.arch.mla.map_or(hd, |a| a.v_head_dim as f64);
-                times(op.name(), self.gemm_attn(n, q_heads * v, h), layers)
+                times(op.name(), self.gemm_attn(na, q_heads * v, h), layers)
             }
             RoofOp::Moe if moe_layers > 0.0 => {
                 // Tokens are routed to top_k of E experts; with uniform routing the expected
@@ -236,7 +289,8 @@ impl Roofline {
                     // Shared experts: a dense gated MLP every token goes through.
                     t = add(t, add(self.gemm(n, h, 2.0 * shared * inter), self.gemm(n, shared * inter, h)));
                 }
-                times(op.name(), t, moe_layers)
+                let skew = self.params.moe_imbalance;
+                times(op.name(), (t.0, t.1, t.2 * skew), moe_layers)
             }
             RoofOp::GateUp if dense_inter > 0.0 => times(op.name(), self.gemm(n, h, 2.0 * dense_inter), dense_layers),
             RoofOp::Down if dense_inter > 0.0 => times(op.name(), self.gemm(n, dense_inter, h), dense_layers),
@@ -276,11 +330,11 @@ impl Roofline {
                 sum(op.name(), [times(op.name(), kind(false), full), times(op.name(), kind(true), layers - full)])
             }
             RoofOp::Decode if b.decode_seqs > 0 => {
-                let seqs = b.decode_seqs as f64;
+                let seqs = b.decode_seqs as f64 / dp;
                 // Each decode reads its whole context's K and V once (a windowed layer's last
                 // `window` tokens: a bound, exact when every context is longer).
                 let ctx = |windowed: bool| {
-                    let c = b.decode_context_tokens as f64;
+                    let c = b.decode_context_tokens as f64 / dp;
                     if windowed {
                         c.min(seqs * window)
                     } else {
@@ -316,11 +370,11 @@ impl Roofline {
                 // RoPE on Q and K, the KV write, two residual adds and SiLU·mul over the FFN
                 // width.
                 let kv_write = match m.arch.mla {
-                    Some(a) => n * (a.kv_lora_rank + a.qk_rope_head_dim) as f64 * kvb,
-                    None => n * 2.0 * kv_heads * hd * kvb,
+                    Some(a) => na * (a.kv_lora_rank + a.qk_rope_head_dim) as f64 * kvb,
+                    None => na * 2.0 * kv_heads * hd * kvb,
                 };
                 let per_layer = |ffn: f64| {
-                    let bytes = n * 2.0 * (4.0 * h + 2.0 * (q_heads + kv_heads) * hd + 4.0 * h + 3.0 * ffn) + kv_write;
+                    let bytes = na * 2.0 * (4.0 * h + 2.0 * (q_heads + kv_heads) * hd + 4.0 * h + 3.0 * ffn) + kv_write;
                     (0.0, bytes, self.roof(0.0, bytes, self.gpu.bf16_flops))
                 };
                 let moe_ffn = inter * (m.top_k as f64 + shared);
@@ -332,12 +386,33 @@ impl Roofline {
                     ],
                 )
             }
-            RoofOp::AllReduce if self.tp > 1 => {
-                // Two ring all-reduces of the hidden state per layer.
-                let bytes = n * h * 2.0;
+            RoofOp::AllReduce if tp_a > 1 => {
+                // Two ring all-reduces of the hidden state per layer (within an attention rank
+                // under DP attention, which then has no FFN all-reduce).
+                let tp_a = tp_a as f64;
+                let bytes = na * h * 2.0;
                 let bw = self.gpu.interconnect_bytes_per_s * self.params.interconnect_efficiency;
-                let secs = self.params.allreduce_latency_us * 1e-6 + 2.0 * (tp - 1.0) / tp * bytes / bw;
-                times(op.name(), (0.0, bytes, secs), 2.0 * layers)
+                let secs = self.params.allreduce_latency_us * 1e-6 + 2.0 * (tp_a - 1.0) / tp_a * bytes / bw;
+                let per_layer = if self.layout.dp_attention > 1 { 1.0 } else { 2.0 };
+                times(op.name(), (0.0, bytes, secs), per_layer * layers)
+            }
+            RoofOp::AllToAll if self.layout.dp_attention > 1 => {
+                // DP attention: each rank sends its tokens' hidden states to the GPUs of their
+                // experts and takes the results back (dispatch and combine, as DeepEP does):
+                // per MoE layer each token goes to at most top_k GPUs, (tp − 1)/tp of them
+                // elsewhere; a dense FFN layer gathers and scatters every token.
+                let bw = self.gpu.interconnect_bytes_per_s * self.params.interconnect_efficiency;
+                let lat = self.params.allreduce_latency_us * 1e-6;
+                let away = (tp - 1.0) / tp;
+                let moe = na * (m.top_k as f64).min(tp) * h * 2.0 * away;
+                let dense = n * h * 2.0 * away;
+                sum(
+                    op.name(),
+                    [
+                        times(op.name(), (0.0, moe, lat + moe / bw), 2.0 * moe_layers),
+                        times(op.name(), (0.0, dense, lat + dense / bw), 2.0 * dense_layers),
+                    ],
+                )
             }
             RoofOp::LmHead if b.sampled_seqs > 0 => {
                 times(op.name(), self.gemm_attn(b.sampled_seqs as f64, h, m.vocab as f64 / tp), 1.0)
@@ -519,5 +594,96 @@ mod tests {
         }
         // 64 tokens touch essentially all 8.
         assert!((moe(&many) / expert_bytes - 8.0).abs() < 0.05);
+    }
+
+    fn op(r: &Roofline, b: &BatchShape, name: &str) -> Option<OpTime> {
+        r.breakdown(b).into_iter().find(|o| o.name == name)
+    }
+
+    fn decodes(n: u64, ctx: u64) -> BatchShape {
+        let mut b = BatchShape::default();
+        for _ in 0..n {
+            b.add_decode(ctx);
+        }
+        b
+    }
+
+    #[test]
+    fn dp_attention_runs_each_ranks_share_of_the_batch() {
+        let m = ModelSpec::from_preset(ModelPreset::find("deepseek-r1").unwrap(), Dtype::Fp8, Dtype::Bf16);
+        let g = GpuPreset::find("h200").unwrap().spec();
+        let dp =
+            Roofline::new(m.clone(), g.clone(), 8, no_overheads()).with_layout(Layout { dp_attention: 8, ep: true });
+        let one = Roofline::new(m.clone(), g.clone(), 1, no_overheads());
+        // 64 decodes over 8 ranks: each rank's attention is one GPU's over 8 of them.
+        let (b64, b8) = (decodes(64, 1000), decodes(8, 1000));
+        for name in ["attn_decode", "qkv_proj", "o_proj"] {
+            assert_eq!(op(&dp, &b64, name).unwrap().seconds, op(&one, &b8, name).unwrap().seconds, "{name}");
+        }
+        // No all-reduce (attention TP 1 per rank); dispatch and combine instead: per MoE layer
+        // 8 tokens × 8 GPUs × 7168 × 2 bytes × 7/8 each way, per dense layer all 64 tokens.
+        assert!(op(&dp, &b64, "allreduce").is_none());
+        let a2a = op(&dp, &b64, "all_to_all").unwrap();
+        let moe = 8.0 * 8.0 * 7168.0 * 2.0 * 7.0 / 8.0;
+        let dense = 64.0 * 7168.0 * 2.0 * 7.0 / 8.0;
+        assert!((a2a.bytes - (2.0 * 58.0 * moe + 2.0 * 3.0 * dense)).abs() < 1e-6, "{}", a2a.bytes);
+        // Plain TP8 all-reduces twice per layer and has no all-to-all.
+        let tp = Roofline::new(m, g, 8, no_overheads());
+        assert!(op(&tp, &b64, "all_to_all").is_none());
+        assert!((op(&tp, &b64, "allreduce").unwrap().bytes - 2.0 * 61.0 * 64.0 * 7168.0 * 2.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn mla_decode_reads_the_latent_once_per_token() {
+        let m = ModelSpec::from_preset(ModelPreset::find("deepseek-v3").unwrap(), Dtype::Fp8, Dtype::Bf16);
+        let g = GpuPreset::find("h200").unwrap().spec();
+        let r = Roofline::new(m, g, 8, no_overheads());
+        let a = op(&r, &decodes(4, 1000), "attn_decode").unwrap();
+        let b = op(&r, &decodes(4, 2000), "attn_decode").unwrap();
+        // Doubling the context adds 4 × 1000 tokens × 576 latent values × 2 bytes per layer.
+        assert!((b.bytes - a.bytes - 61.0 * 4000.0 * 576.0 * 2.0).abs() < 1e-3, "{}", b.bytes - a.bytes);
+        // And per head 2 × (576 + 512) FLOPs per token: 16 heads per GPU at TP 8.
+        assert!((b.flops - a.flops - 61.0 * 4000.0 * 16.0 * 2.0 * 1088.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn windowed_layers_read_at_most_their_window() {
+        let m = ModelSpec::from_preset(ModelPreset::find("gpt-oss-120b").unwrap(), Dtype::Mxfp4, Dtype::Bf16);
+        let g = GpuPreset::find("h100-sxm").unwrap().spec();
+        let r = Roofline::new(m, g, 1, no_overheads());
+        let kv = |ctx| op(&r, &decodes(1, ctx), "attn_decode").unwrap().bytes;
+        // Per layer and token: 2 × 8 KV heads × 64 × 2 bytes = 2048. Past the 128-token window
+        // only the 18 full layers read more.
+        assert!((kv(1128) - kv(128) - 1000.0 * 18.0 * 2048.0).abs() < 1e-6);
+        assert!((kv(128) - kv(64) - 64.0 * 36.0 * 2048.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn moe_imbalance_stretches_the_expert_layers_only() {
+        let m = ModelSpec::from_preset(ModelPreset::find("qwen3-30b-a3b").unwrap(), Dtype::Bf16, Dtype::Bf16);
+        let g = GpuPreset::find("h100-sxm").unwrap().spec();
+        let even = Roofline::new(m.clone(), g.clone(), 1, no_overheads());
+        let skewed = Roofline::new(m, g, 1, RooflineParams { moe_imbalance: 1.5, ..no_overheads() });
+        let b = decodes(32, 500);
+        let (e, s) = (op(&even, &b, "moe_experts").unwrap(), op(&skewed, &b, "moe_experts").unwrap());
+        assert_eq!(s.seconds, e.seconds * 1.5);
+        assert_eq!(op(&even, &b, "attn_decode"), op(&skewed, &b, "attn_decode"));
+    }
+
+    #[test]
+    fn four_bit_experts_use_fp4_tensor_cores_only_where_there_are_some() {
+        let m = ModelSpec::from_preset(ModelPreset::find("gpt-oss-120b").unwrap(), Dtype::Mxfp4, Dtype::Bf16);
+        let mut prefill = BatchShape::default();
+        prefill.add_prefill(65536, 0, true);
+        let moe = |gpu: &str| {
+            let r = Roofline::new(m.clone(), GpuPreset::find(gpu).unwrap().spec(), 1, no_overheads());
+            op(&r, &prefill, "moe_experts").unwrap()
+        };
+        let (h, b) = (moe("h100-sxm"), moe("b200"));
+        let gh = GpuPreset::find("h100-sxm").unwrap().spec();
+        let gb = GpuPreset::find("b200").unwrap().spec();
+        // Compute-bound at 65536 tokens: Hopper at its bf16 rate, Blackwell at its fp4 rate.
+        assert!((h.seconds - h.flops / (gh.bf16_flops * 0.7)).abs() < 1e-12 * h.seconds.max(1.0));
+        assert!((b.seconds - b.flops / (gb.fp4_flops.unwrap() * 0.7)).abs() < 1e-12 * b.seconds.max(1.0));
     }
 }

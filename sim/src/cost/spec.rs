@@ -86,6 +86,10 @@ pub struct CostSection {
     /// Make fallbacks errors: an op the profile lacks, or a table read beyond its measured range.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub strict: bool,
+    /// MoE load imbalance: the busiest expert's tokens over the mean (≥ 1); MoE layers take
+    /// this much longer than under uniform routing. Default 1 (uniform).
+    #[serde(skip_serializing_if = "is_one")]
+    pub(crate) moe_imbalance: f64,
 }
 
 /// `[cost] database = { framework = "vllm", ... }`: AIConfigurator's measured kernels.
@@ -112,6 +116,10 @@ pub struct DatabaseSpec {
     pub(crate) path: Option<String>,
 }
 
+fn is_one(x: &f64) -> bool {
+    *x == 1.0
+}
+
 /// The GEMM weight names a database knows.
 pub const DATABASE_WEIGHTS: [&str; 4] = ["bf16", "fp8", "fp8-block", "fp4"];
 /// The frameworks a database measured.
@@ -132,6 +140,7 @@ impl Default for CostSection {
             profile: None,
             database: None,
             strict: false,
+            moe_imbalance: 1.0,
         }
     }
 }
@@ -155,6 +164,8 @@ impl CostSection {
                 check(v.is_finite() && (0.0..1e9).contains(&v), path, key, "must be ≥ 0", v)?;
             }
         }
+        let skew = self.moe_imbalance;
+        check(skew.is_finite() && (1.0..=100.0).contains(&skew), path, "moe_imbalance", "must be in [1, 100]", skew)?;
         if let Some(o) = &self.overhead {
             check(
                 crate::cost::EngineOverhead::find(o).is_some(),
@@ -215,6 +226,7 @@ impl CostSection {
             allreduce_latency_us: self.allreduce_latency_us,
             cpu_overhead_base_us: self.cpu_overhead_base_us.unwrap_or(o.base_us),
             cpu_overhead_per_seq_us: self.cpu_overhead_per_seq_us.unwrap_or(o.per_seq_us),
+            moe_imbalance: self.moe_imbalance,
         }
     }
 }

@@ -143,6 +143,8 @@ pub struct InstanceGroup {
     pub count: u32,
     pub gpu: GpuSpec,
     pub tp: u64,
+    /// DP attention and expert parallelism over the `tp` GPUs.
+    pub layout: crate::cost::Layout,
     pub scheduler: SchedulerSection,
     pub memory: MemoryBudget,
     pub cost: CostSpec,

@@ -34,6 +34,12 @@ pub struct GroupSection {
     pub(crate) gpu: Option<GpuSection>,
     /// Tensor-parallel degree of each instance. Default 1.
     pub(crate) tp: Option<u32>,
+    /// Attention data-parallel ranks over the instance's GPUs (as `cluster.dp_attention`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) dp_attention: Option<u32>,
+    /// Expert parallelism (as `cluster.ep`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ep: Option<bool>,
     /// Keys overriding `[scheduler]` for this group.
     pub(crate) scheduler: Option<toml::Table>,
     /// Keys overriding `[memory]` for this group.
@@ -101,8 +107,10 @@ pub(crate) fn resolve_groups(
         let cost: CostSpec = from_table(section(&base_cost, &g.cost), &format!("{path}.cost"))?;
         cost.validate(&format!("{path}.cost"))?;
 
+        let layout = super::layout(model, tp as u64, g.dp_attention.unwrap_or(1), g.ep.unwrap_or(false), &path)?;
         let cfg = MemoryConfig {
             tp: tp as u64,
+            dp_attention: layout.dp_attention,
             gpu_memory_utilization: memory.gpu_memory_utilization,
             block_tokens: scheduler.block_tokens as u64,
             reserve_bytes: memory.reserve_gib.map(|x| (x * crate::memory::GIB) as u64),
@@ -118,13 +126,15 @@ pub(crate) fn resolve_groups(
             &format!("{path}.memory"),
             &format!("{path}.scheduler"),
         )?;
-        let name = g.name.clone().unwrap_or_else(|| format!("{}-tp{tp}", gpu.name));
+        let name = g.name.clone().unwrap_or_else(|| format!("{}-tp{tp}{}", gpu.name, layout.suffix()));
         let role = g.role.unwrap_or_default();
         *g = GroupSection {
             name: Some(name.clone()),
             count: g.count,
             gpu: Some(GpuSection::from_spec(&gpu)),
             tp: Some(tp),
+            dp_attention: (layout.dp_attention > 1).then_some(layout.dp_attention as u32),
+            ep: layout.ep.then_some(true),
             scheduler: Some(to_table(&scheduler)),
             memory: Some(to_table(&memory)),
             cost: Some(to_table(&cost)),
@@ -135,6 +145,7 @@ pub(crate) fn resolve_groups(
             count: g.count,
             gpu,
             tp: tp as u64,
+            layout,
             scheduler,
             memory: budget,
             cost,

@@ -49,6 +49,10 @@ pub struct ScenarioFile {
     pub(crate) fleet: Option<crate::fleet::FleetSection>,
 }
 
+fn is_one(x: &u32) -> bool {
+    *x == 1
+}
+
 /// `[cluster]`: how many instances, their tensor-parallel degree, and the router.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -57,6 +61,15 @@ pub struct ClusterSection {
     pub(crate) instances: u32,
     /// Tensor-parallel degree: GPUs per instance. Default 1.
     pub(crate) tp: u32,
+    /// Attention data-parallel ranks over the `tp` GPUs of a MoE instance (SGLang
+    /// `--enable-dp-attention --dp`): each rank of tp / dp_attention GPUs serves its own
+    /// sequences; the experts span all `tp`. Default 1 (tensor-parallel attention).
+    #[serde(skip_serializing_if = "is_one")]
+    pub(crate) dp_attention: u32,
+    /// Expert parallelism: whole experts per GPU instead of TP slices (`--enable-expert-parallel`,
+    /// `--ep`). Default false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) ep: bool,
     /// How arrivals are spread over instances. Default round-robin.
     pub(crate) router: RouterSpec,
     /// Heterogeneous cluster: groups of instances, each with its own GPU, TP degree and
@@ -74,6 +87,8 @@ impl Default for ClusterSection {
         ClusterSection {
             instances: 1,
             tp: 1,
+            dp_attention: 1,
+            ep: false,
             router: RouterSpec::RoundRobin(Empty {}),
             groups: Vec::new(),
             disaggregation: None,
@@ -100,6 +115,9 @@ impl ClusterSection {
                 self.instances,
             )?;
             check(self.tp == 1, path, "tp", "must not be set with cluster.groups (give each group its tp)", self.tp)?;
+            let msg = "must not be set with cluster.groups (give each group its own)";
+            check(self.dp_attention == 1, path, "dp_attention", msg, self.dp_attention)?;
+            check(!self.ep, path, "ep", msg, self.ep)?;
         }
         self.router.validate(&format!("{path}.router"))
     }

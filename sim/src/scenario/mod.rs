@@ -75,6 +75,29 @@ pub struct Scenario {
     pub(crate) resources: Arc<dyn Resources>,
 }
 
+/// The parallel layout of a group (`path` names the table holding `tp`, `dp_attention`, `ep`).
+pub(crate) fn layout(
+    model: &ModelSpec,
+    tp: u64,
+    dp: u32,
+    ep: bool,
+    path: &str,
+) -> Result<crate::cost::Layout, ConfigError> {
+    check((1..=64).contains(&dp), path, "dp_attention", "must be in [1, 64]", dp)?;
+    check(tp.is_multiple_of(dp as u64), path, "dp_attention", &format!("must divide tp ({tp})"), dp)?;
+    for (key, on, v) in [("dp_attention", dp > 1, dp.to_string()), ("ep", ep, ep.to_string())] {
+        if on {
+            let msg = format!("needs a MoE model; {} has no experts", model.name);
+            check(model.experts > 1, path, key, &msg, v)?;
+        }
+    }
+    if ep {
+        let msg = format!("needs tp ({tp}) to divide the model's {} experts", model.experts);
+        check(model.experts.is_multiple_of(tp), path, "ep", &msg, ep)?;
+    }
+    Ok(crate::cost::Layout { dp_attention: dp as u64, ep })
+}
+
 /// Plans one GPU's memory for a group: the group may store its KV in another dtype, and a
 /// draft model (speculative decoding) takes its weights and KV out of the same memory.
 /// `memory_key` and `scheduler_key` name the sections in errors.
@@ -91,6 +114,9 @@ pub(crate) fn group_memory(
     let mut memory = plan_memory(&kv_model, gpu, cfg).map_err(|e| ConfigError::at(memory_key, e.to_string()))?;
     if let Some(d) = scheduler.speculative.as_ref().and_then(|s| s.draft.as_ref()) {
         let key = format!("{scheduler_key}.speculative.draft");
+        if cfg.dp_attention > 1 {
+            return Err(ConfigError::at(&key, "a draft model with DP attention is not simulated yet".into()));
+        }
         let draft = scheduler.kv_cache.model(&d.resolve(&key)?);
         crate::instance::speculative::plan_draft_memory(&mut memory, &draft, tp)
             .map_err(|e| ConfigError::at(&key, e.to_string()))?;
@@ -109,7 +135,8 @@ fn group_profile(
 ) -> Result<Option<Arc<Profile>>, ConfigError> {
     let CostSpec::Roofline(c) = &g.cost else { return Ok(None) };
     if c.profile.is_some() || c.database.is_some() {
-        if let Some(what) = model.unprofiled_layers() {
+        let layout = (g.layout.dp_attention > 1).then_some("DP attention");
+        if let Some(what) = model.unprofiled_layers().or(layout) {
             let key = if c.profile.is_some() { "profile" } else { "database" };
             return Err(ConfigError::at(
                 &format!("{path_key}.{key}"),
@@ -263,6 +290,15 @@ impl Scenario {
         }
         let disaggregation = crate::disagg::resolve(file.cluster.disaggregation.as_ref(), &groups, heterogeneous)?;
         file.cluster.disaggregation = disaggregation.clone();
+        if disaggregation.is_some() {
+            if let Some(i) = groups.iter().position(|g| g.layout.dp_attention > 1) {
+                return Err(ConfigError::at(
+                    &format!("cluster.groups[{i}].dp_attention"),
+                    "DP attention in a disaggregated cluster is not simulated yet (KV transfers assume TP ranks)"
+                        .into(),
+                ));
+            }
+        }
         if let (Some(plan), Some(_)) = (&file.plan, &disaggregation) {
             if plan.spare > 0 {
                 return Err(ConfigError::at(
@@ -337,8 +373,10 @@ impl Scenario {
             tp,
         )?;
         let max_model_len = file.scheduler.max_model_len.expect("resolved by from_file");
+        let layout = layout(model, tp, file.cluster.dp_attention, file.cluster.ep, "cluster")?;
         let cfg = MemoryConfig {
             tp,
+            dp_attention: layout.dp_attention,
             gpu_memory_utilization: file.memory.gpu_memory_utilization,
             block_tokens: file.scheduler.block_tokens as u64,
             reserve_bytes: file.memory.reserve_gib.map(|g| (g * crate::memory::GIB) as u64),
@@ -347,10 +385,11 @@ impl Scenario {
         };
         let memory = group_memory(model, &gpu, &cfg, &file.scheduler, tp, "memory", "scheduler")?;
         Ok(InstanceGroup {
-            name: format!("{}-tp{}", gpu.name, tp),
+            name: format!("{}-tp{}{}", gpu.name, tp, layout.suffix()),
             count: file.cluster.instances,
             gpu,
             tp,
+            layout,
             scheduler: file.scheduler.clone(),
             memory,
             cost: file.cost.clone(),

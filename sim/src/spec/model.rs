@@ -713,6 +713,19 @@ impl ModelSpec {
         self.weight_bytes().div_ceil(tp)
     }
 
+    /// Weight bytes each GPU holds when attention is data parallel over `dp` ranks of
+    /// `tp / dp` GPUs: attention weights split `tp / dp` ways, FFNs and embeddings `tp` ways
+    /// ([`Self::weight_bytes_per_gpu`] when `dp` is 1).
+    pub fn weight_bytes_per_gpu_dp(&self, tp: u64, dp: u64) -> u64 {
+        if dp <= 1 {
+            return self.weight_bytes_per_gpu(tp);
+        }
+        let other = if self.weight_dtype.is_4bit() { Dtype::Bf16 } else { self.weight_dtype };
+        let attn = self.params() - self.ffn_params() - self.embedding_params();
+        (self.weight_dtype.bytes_for(self.ffn_params()) + other.bytes_for(self.embedding_params())).div_ceil(tp)
+            + other.bytes_for(attn).div_ceil(tp / dp)
+    }
+
     /// KV heads each GPU stores under TP: heads are split across GPUs, and replicated when
     /// there are fewer KV heads than GPUs (as vLLM does).
     pub fn kv_heads_per_gpu(&self, tp: u64) -> u64 {

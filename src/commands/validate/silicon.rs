@@ -90,6 +90,14 @@ pub(super) struct Case {
     pub measured_tpot: f64,
     /// What servesim approximates for this row, in words (empty: nothing).
     pub note: String,
+    /// Priced by the roofline: a model whose layers the kernel database profile does not cover
+    /// (MLA, windowed attention; [`servesim_sim::spec::ModelSpec::unprofiled_layers`]).
+    pub roofline: bool,
+    /// The model's weight dtype for a roofline row (the database's GEMM name otherwise).
+    pub weight_dtype: &'static str,
+    /// Attention data-parallel ranks and expert parallelism over the `tp` GPUs.
+    pub dp: u32,
+    pub ep: bool,
 }
 
 /// The model of a row's `model_path`.
@@ -104,6 +112,9 @@ fn model_of(path: &str) -> Option<&'static str> {
         "Qwen/Qwen3-32B" | "nvidia/Qwen3-32B-NVFP4" | "Qwen/Qwen3-32B-FP8" => "qwen3-32b",
         "Qwen/Qwen3-235B-A22B" | "Qwen/Qwen3-235B-A22B-FP8" => "qwen3-235b-a22b",
         "Qwen/Qwen3-30B-A3B" | "Qwen/Qwen3-30B-A3B-FP8" => "qwen3-30b-a3b",
+        "deepseek-ai/DeepSeek-R1" | "nvidia/DeepSeek-R1-NVFP4" => "deepseek-r1",
+        "deepseek-ai/DeepSeek-V3" => "deepseek-v3",
+        "openai/gpt-oss-120b" => "gpt-oss-120b",
         _ => return None,
     })
 }
@@ -113,8 +124,17 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     if r.get("mode") != "agg" {
         return Err(format!("mode {}: disaggregated rows (prefill and decode workers) are not run", r.get("mode")));
     }
-    let model = model_of(r.get("model_path"))
-        .ok_or_else(|| format!("model {}: no servesim preset (MoE and MLA models)", r.get("model_path")))?;
+    let model =
+        model_of(r.get("model_path")).ok_or_else(|| format!("model {}: no servesim preset", r.get("model_path")))?;
+    let preset = servesim_sim::spec::ModelPreset::find(model).expect("mapped to a preset");
+    let spec = servesim_sim::spec::ModelSpec::from_preset(
+        preset,
+        servesim_sim::spec::Dtype::Bf16,
+        servesim_sim::spec::Dtype::Bf16,
+    );
+    if spec.unprofiled_layers().is_some() {
+        return roofline_case_of(r, model);
+    }
     let system = r.get("system").to_string();
     let gpu = GpuPreset::find(&system).ok_or_else(|| format!("system {system}: no servesim GPU preset"))?;
     let framework = r.get("backend").to_string();
@@ -193,6 +213,80 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
         measured_ttft: ttft,
         measured_tpot: tpot,
         note: note.join("; "),
+        roofline: false,
+        weight_dtype: if weights == "bf16" { "bf16" } else { "fp8" },
+        dp: 1,
+        ep: false,
+    })
+}
+
+/// A row of a model the database profile does not cover (MLA, windowed layers): priced by the
+/// roofline, with the row's attention DP and expert parallelism. AIConfigurator's columns:
+/// `tp_size` is attention TP per DP rank, `attention_dp_size` the ranks, `moe_tp_size` ×
+/// `moe_ep_size` the GPUs the experts span.
+fn roofline_case_of(r: &Row, model: &'static str) -> std::result::Result<Case, String> {
+    let system = r.get("system").to_string();
+    let gpu = GpuPreset::find(&system).ok_or_else(|| format!("system {system}: no servesim GPU preset"))?;
+    let framework = r.get("backend").to_string();
+    if !["vllm", "sglang", "trtllm"].contains(&framework.as_str()) {
+        return Err(format!("backend {framework}: not an engine servesim prices"));
+    }
+    let int = |k: &str| r.num(k).filter(|v| *v >= 1.0 && v.fract() == 0.0).map(|v| v as u64);
+    let tp_attn = int("tp_size").ok_or_else(|| format!("tp_size {:?}", r.get("tp_size")))?;
+    let dp = int("attention_dp_size").unwrap_or(1);
+    if int("pp_size") != Some(1) {
+        return Err(format!("pp_size {}: pipeline parallelism is not modelled", r.get("pp_size")));
+    }
+    let gpus = tp_attn * dp;
+    if gpus > 8 {
+        return Err(format!("tp_size × attention_dp_size {gpus}: more than one node"));
+    }
+    let (moe_tp, moe_ep) = (int("moe_tp_size").unwrap_or(1), int("moe_ep_size").unwrap_or(1));
+    let ep = match (moe_tp, moe_ep) {
+        (t, 1) if t == gpus => false,
+        (1, e) if e == gpus => true,
+        _ => {
+            return Err(format!(
+                "moe_tp_size {moe_tp} × moe_ep_size {moe_ep} on {gpus} GPUs: MoE TP × EP hybrids are not modelled"
+            ))
+        }
+    };
+    let gpt_oss = model.starts_with("gpt-oss");
+    let (weights, weight_dtype) = match r.get("gemm_quant_mode") {
+        "fp8" | "fp8_block" => ("fp8", "fp8"),
+        // The gpt-oss checkpoint is MXFP4 (its config.json quantization_config); the rows say
+        // nvfp4 for its 4-bit experts.
+        "nvfp4" if gpt_oss => ("mxfp4", "mxfp4"),
+        "nvfp4" => ("nvfp4", "nvfp4"),
+        q => return Err(format!("GEMM quantization {q:?}: not a weight dtype servesim prices for {model}")),
+    };
+    let (isl, osl) = (int("isl").ok_or("isl")?, int("osl").ok_or("osl")?);
+    let concurrency = int("batch_size").ok_or("batch_size (the concurrency)")? as u32;
+    let (Some(ttft), Some(tpot)) = (r.num("silicon_ttft_ms"), r.num("silicon_tpot_ms")) else {
+        return Err("no measured TTFT or TPOT".into());
+    };
+    let mut note = vec!["roofline: the database's MLA and windowed-attention tables are not read yet"];
+    if gpt_oss && r.get("gemm_quant_mode") == "nvfp4" {
+        note.push("nvfp4 read as mxfp4: the published checkpoint");
+    }
+    Ok(Case {
+        model,
+        moe: true,
+        gpu: gpu.name,
+        system,
+        framework,
+        weights,
+        tp: gpus as u32,
+        isl,
+        osl,
+        concurrency,
+        measured_ttft: ttft,
+        measured_tpot: tpot,
+        note: note.join("; "),
+        roofline: true,
+        weight_dtype,
+        dp: dp as u32,
+        ep,
     })
 }
 
@@ -257,8 +351,20 @@ pub(super) fn scenario_text(
     ramp_s: f64,
 ) -> String {
     let gpu = GpuPreset::find(c.gpu).expect("cases have presets").spec();
-    let weight_dtype = if c.weights == "bf16" { "bf16" } else { "fp8" };
+    let weight_dtype = c.weight_dtype;
     let path = database.map_or(String::new(), |p| format!(", path = {:?}", p.display().to_string()));
+    let database = if c.roofline {
+        String::new()
+    } else {
+        format!(
+            "database = {{ framework = \"{}\", system = \"{}\", weights = \"{}\"{path} }}\n",
+            c.framework, c.system, c.weights
+        )
+    };
+    let layout = match (c.dp, c.ep) {
+        (1, false) => String::new(),
+        (dp, ep) => format!("dp_attention = {dp}\nep = {ep}\n"),
+    };
     let overhead = match overhead {
         Some((b, s, o)) => {
             format!("cpu_overhead_base_us = {b}\ncpu_overhead_per_seq_us = {s}\n[scheduler.cpu]\noverlap = {o}\n")
@@ -281,10 +387,10 @@ pub(super) fn scenario_text(
     };
     format!(
         "name = \"silicon\"\nseed = 1\n[model]\npreset = \"{}\"\nweight_dtype = \"{weight_dtype}\"\n\
-         [gpu]\npreset = \"{}\"\n[cluster]\ninstances = 1\ntp = {}\n{}\
+         [gpu]\npreset = \"{}\"\n[cluster]\ninstances = 1\ntp = {}\n{layout}{}\
          [workload]\nrequests = {requests}\narrival = {{ kind = \"closed-loop\", clients = {}, ramp_s = {ramp_s} }}\n\
          prompt_tokens = {{ kind = \"fixed\", value = {} }}\noutput_tokens = {{ kind = \"fixed\", value = {} }}\n{pool}\
-         [cost]\noverhead = \"{}\"\ndatabase = {{ framework = \"{}\", system = \"{}\", weights = \"{}\"{path} }}\n{overhead}{cache}",
+         [cost]\noverhead = \"{}\"\n{database}{overhead}{cache}",
         c.model,
         c.gpu,
         c.tp,
@@ -293,9 +399,6 @@ pub(super) fn scenario_text(
         prompt,
         c.osl,
         c.framework,
-        c.framework,
-        c.system,
-        c.weights
     )
 }
 
@@ -555,7 +658,7 @@ pub(super) fn run(o: Options) -> Result<()> {
     }
     // The headline is the dense models' vLLM + SGLang rows (the issue's target); MoE rows apart.
     let vs = |x: &Outcome, moe: bool| {
-        x.case.as_ref().is_ok_and(|c| (c.framework == "vllm" || c.framework == "sglang") && c.moe == moe)
+        x.case.as_ref().is_ok_and(|c| (c.framework == "vllm" || c.framework == "sglang") && c.moe == moe && !c.roofline)
     };
     let mut headline = Vec::new();
     for half in ["fit", "report", "all"] {
@@ -578,6 +681,20 @@ pub(super) fn run(o: Options) -> Result<()> {
         );
     }
     let moe_json = serde_json::json!({"rows": n, "ttft_median_abs_error_pct": t, "tpot_median_abs_error_pct": p});
+    // Models priced by the roofline (MLA, windowed layers), every engine, by half.
+    let mut roofline_json = Vec::new();
+    for half in ["fit", "report", "all"] {
+        let keep = |x: &Outcome| x.case.as_ref().is_ok_and(|c| c.roofline) && (half == "all" || x.row.half() == half);
+        let (n, t, p) = medians(&outs, &keep);
+        if n > 0 {
+            table += &format!(
+                "MLA and windowed models (roofline), all engines, {half:<6} half: {n} rows, median |error| TTFT {}, TPOT {}\n",
+                pct(t),
+                pct(p)
+            );
+        }
+        roofline_json.push(serde_json::json!({"half": half, "rows": n, "ttft_median_abs_error_pct": t, "tpot_median_abs_error_pct": p}));
+    }
     let expressed = outs.iter().filter(|x| x.errors().is_some()).count();
     table += &format!("rows {} in all: {expressed} run; not run:\n", outs.len());
     for (why, n) in &reasons {
@@ -600,6 +717,7 @@ pub(super) fn run(o: Options) -> Result<()> {
         "groups": group_json,
         "vllm_sglang": headline,
         "vllm_sglang_moe": moe_json,
+        "roofline_models": roofline_json,
         "fitted_overheads": fitted.iter().map(|(k, (b, s, ov))| serde_json::json!({"framework": k, "base_us": b, "per_seq_us": s, "overlap": ov})).collect::<Vec<_>>(),
     });
     crate::atomic::write(&o.out.join("silicon.json"), serde_json::to_string_pretty(&json).expect("serialises") + "\n")?;

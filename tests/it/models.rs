@@ -1,0 +1,108 @@
+//! Models of 2026 end to end: the shipped DeepSeek-R1, gpt-oss-120b and Qwen3-235B scenarios
+//! simulate and plan, DP attention holds more KV than tensor-parallel attention, and the new
+//! keys refuse what cannot be simulated with the key and the value.
+
+use crate::common::{out_dir, plan_json, root, servesim, stderr, stdout};
+
+/// The error of a scenario made of `text` and a small workload.
+fn refused(text: &str) -> String {
+    let text = format!(
+        "{text}[workload]\nrequests = 10\narrival = {{ kind = \"poisson\", rate = 1 }}\n\
+         prompt_tokens = {{ kind = \"fixed\", value = 100 }}\noutput_tokens = {{ kind = \"fixed\", value = 10 }}\n"
+    );
+    servesim_sim::Scenario::from_toml(&text, "t").err().map(|e| e.to_string()).unwrap_or_default()
+}
+
+const DEEPSEEK: &str =
+    "name = \"t\"\n[model]\npreset = \"deepseek-r1\"\nweight_dtype = \"fp8\"\n[gpu]\npreset = \"h200\"\n";
+
+#[test]
+fn deepseek_r1_on_8_h200_with_ep8_and_dp_attention_simulates_and_plans() {
+    let dir = out_dir("models_deepseek");
+    let sim = servesim(&["simulate", "--scenario", "scenarios/deepseek-r1-h200.toml", "--out", dir.to_str().unwrap()]);
+    assert!(sim.status.success(), "{}", stderr(&sim));
+    assert!(stdout(&sim).contains("2 × h200 (tp 8, dp-attention 8, ep)"), "{}", stdout(&sim));
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["requests"]["finished"], s["requests"]["arrived"], "{s}");
+    let plan = plan_json("scenarios/deepseek-r1-h200.toml", &out_dir("models_deepseek_plan"));
+    let cand = |name: &str| plan["candidates"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone();
+    let (dp, tp) = (cand("h200-tp8-dp8-ep8"), cand("h200-tp8"));
+    assert_eq!(dp["feasible"], true, "{dp}");
+    // Each of the 8 ranks keeps its own sequences' latent; under TP every GPU keeps all of it.
+    let blocks = |c: &serde_json::Value| c["kv_blocks_per_instance"].as_u64().unwrap();
+    assert!(blocks(&dp) > 6 * blocks(&tp), "{} vs {}", blocks(&dp), blocks(&tp));
+    assert!(plan["recommended"].is_string() || plan["recommended"].is_object(), "{plan}");
+}
+
+#[test]
+fn gpt_oss_120b_fits_one_h100_in_mxfp4_and_the_bf16_error_says_by_how_much() {
+    let o = servesim(&[
+        "simulate",
+        "--scenario",
+        "scenarios/gpt-oss-120b-h100.toml",
+        "--out",
+        out_dir("models_oss").to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(root().join("scenarios/gpt-oss-120b-h100.toml")).unwrap();
+    let bf16 = text.replace("weight_dtype = \"mxfp4\"", "weight_dtype = \"bf16\"");
+    let e = servesim_sim::Scenario::from_toml(&bf16, "t").err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("gpt-oss-120b does not fit on h100-sxm at tp 1") && e.contains("by 14"), "{e}");
+    let q = servesim(&[
+        "simulate",
+        "--scenario",
+        "scenarios/qwen3-235b-b200.toml",
+        "--out",
+        out_dir("models_qwen").to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(q.status.success(), "{}", stderr(&q));
+}
+
+#[test]
+fn parallel_layouts_and_new_model_keys_refuse_what_cannot_be_simulated() {
+    let cases = [
+        (format!("{DEEPSEEK}[cluster]\ntp = 8\ndp_attention = 3\n"), "cluster.dp_attention: must divide tp (8), got 3"),
+        (
+            "name = \"t\"\n[model]\npreset = \"llama-3.1-8b\"\n[gpu]\npreset = \"h100-sxm\"\n[cluster]\ntp = 2\nep = true\n".to_string(),
+            "cluster.ep: needs a MoE model; llama-3.1-8b has no experts",
+        ),
+        (
+            "name = \"t\"\n[model]\npreset = \"mixtral-8x7b\"\n[gpu]\npreset = \"h100-sxm\"\n[cluster]\ntp = 16\nep = true\n".to_string(),
+            "cluster.ep: needs tp (16) to divide the model's 8 experts",
+        ),
+        (
+            format!("{DEEPSEEK}[cluster]\ntp = 8\n[cost]\ndatabase = {{ framework = \"sglang\" }}\n"),
+            "cost.database: deepseek-r1 has multi-head latent attention",
+        ),
+        (DEEPSEEK.replace("[gpu]", "kv_dtype = \"mxfp4\"\n[gpu]") + "[cluster]\ntp = 8\n", "model.kv_dtype: mxfp4 is a weight format"),
+        (
+            "name = \"t\"\n[model]\npreset = \"llama-3.1-8b\"\nwindow = { tokens = 128, layers = 40 }\n[gpu]\npreset = \"h100-sxm\"\n".to_string(),
+            "model.window.layers: must be ≤ layers (32), got 40",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = refused(&text);
+        assert!(e.contains(want), "want {want:?}, got {e:?}");
+    }
+    let c = servesim(&[
+        "calibrate",
+        "run",
+        "--backend",
+        "cpu",
+        "--model",
+        "deepseek-r1",
+        "--tp",
+        "8",
+        "--out",
+        "/nonexistent/x.json",
+    ]);
+    assert!(!c.status.success());
+    assert!(
+        stderr(&c).contains("deepseek-r1 has multi-head latent attention, which calibration does not measure yet"),
+        "{}",
+        stderr(&c)
+    );
+}
