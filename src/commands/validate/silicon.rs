@@ -769,4 +769,41 @@ mod tests {
             case_of(&row(&[dense[0], dense[1], ("tp_size", "4"), ("moe_tp_size", "1"), ("moe_ep_size", "1")])).unwrap();
         assert_eq!((c.model, c.weights), ("llama-3.1-70b", "fp8"));
     }
+
+    #[test]
+    fn mla_and_windowed_rows_run_on_the_roofline_with_their_layout() {
+        let ds = [("model_path", "deepseek-ai/DeepSeek-R1"), ("gemm_quant_mode", "fp8"), ("backend", "sglang")];
+        // Attention TP 1 on 8 DP ranks, experts over 8 GPUs by EP: servesim's tp 8, dp 8, ep.
+        let c = case_of(&row(&[
+            ds[0],
+            ds[1],
+            ds[2],
+            ("tp_size", "1"),
+            ("attention_dp_size", "8"),
+            ("moe_tp_size", "1"),
+            ("moe_ep_size", "8"),
+        ]))
+        .unwrap();
+        assert_eq!((c.model, c.tp, c.dp, c.ep, c.roofline, c.weight_dtype), ("deepseek-r1", 8, 8, true, true, "fp8"));
+        let text = scenario_text(&c, Bench { rounds: 1, prompt_pool: None, staggered: false }, None, None, 0.0);
+        assert!(text.contains("dp_attention = 8\nep = true\n") && !text.contains("database"), "{text}");
+        let s = Scenario::from_toml(&text, "t").unwrap();
+        assert_eq!((s.groups[0].tp, s.groups[0].layout.dp_attention), (8, 8));
+        // Plain TP8 experts; a TP × EP hybrid is refused.
+        let tp = case_of(&row(&[ds[0], ds[1], ds[2], ("tp_size", "8"), ("moe_tp_size", "8"), ("moe_ep_size", "1")]));
+        assert_eq!((tp.as_ref().unwrap().dp, tp.as_ref().unwrap().ep), (1, false));
+        let hybrid = case_of(&row(&[ds[0], ds[1], ("tp_size", "4"), ("moe_tp_size", "2"), ("moe_ep_size", "2")]));
+        assert!(hybrid.unwrap_err().contains("MoE TP × EP hybrids are not modelled"));
+        // gpt-oss's "nvfp4" rows ran its MXFP4 checkpoint.
+        let oss = case_of(&row(&[
+            ("model_path", "openai/gpt-oss-120b"),
+            ("gemm_quant_mode", "nvfp4"),
+            ("tp_size", "2"),
+            ("moe_tp_size", "2"),
+            ("moe_ep_size", "1"),
+        ]))
+        .unwrap();
+        assert_eq!((oss.weight_dtype, oss.tp), ("mxfp4", 2));
+        assert!(oss.note.contains("nvfp4 read as mxfp4"), "{}", oss.note);
+    }
 }
