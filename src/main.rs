@@ -86,6 +86,8 @@ enum Command {
     Merge(commands::merge::Args),
     /// Predicted vs executed: emulated runs, iteration times, or a measured serving run.
     Validate(commands::validate::Args),
+    /// Write an editable scenario from a real launch command: `scenario from-vllm -- <vllm serve args>`.
+    Scenario(commands::scenario::Args),
 }
 
 fn main() {
@@ -119,6 +121,7 @@ fn main() {
         Command::Compare(a) => commands::compare::run(a),
         Command::Merge(a) => commands::merge::run(a),
         Command::Validate(a) => commands::validate::run(a),
+        Command::Scenario(a) => commands::scenario::run(a),
     };
     finish(result.and_then(|()| error::check_cancel()));
 }

@@ -6,6 +6,7 @@ pub(crate) mod merge;
 pub(crate) mod plan;
 pub(crate) mod profile;
 pub(crate) mod report;
+pub(crate) mod scenario;
 pub(crate) mod simulate;
 pub(crate) mod validate;
 pub(crate) mod workload;

@@ -541,13 +541,60 @@ const DEEPSEEK_V3_ARCH: Arch = Arch {
     biases: false,
 };
 
+/// Checkpoint names (the last part of a Hugging Face id, lowercased, suffixes such as
+/// `-instruct` or `-fp8` removed) that are another preset's network.
+const CHECKPOINT_ALIASES: &[(&str, &str)] = &[
+    ("meta-llama-3-8b", "llama-3-8b"),
+    ("meta-llama-3-70b", "llama-3-70b"),
+    ("meta-llama-3.1-8b", "llama-3.1-8b"),
+    ("meta-llama-3.1-70b", "llama-3.1-70b"),
+    ("meta-llama-3.1-405b", "llama-3.1-405b"),
+    ("llama-4-scout-17b-16e", "llama-4-scout"),
+    ("llama-4-maverick-17b-128e", "llama-4-maverick"),
+];
+
+/// Suffixes of checkpoint names that do not change the network (post-training, quantized
+/// copies, dates), removed before matching.
+const CHECKPOINT_SUFFIXES: &[&str] = &[
+    "-instruct",
+    "-chat",
+    "-hf",
+    "-base",
+    "-fp8",
+    "-fp4",
+    "-nvfp4",
+    "-fp8-dynamic",
+    "-2507",
+    "-0324",
+    "-0528",
+    "-v0.1",
+    "-v0.2",
+    "-v0.3",
+];
+
 impl ModelPreset {
     pub fn find(name: &str) -> Option<&'static ModelPreset> {
         MODEL_PRESETS.iter().find(|p| p.name == name)
     }
 
+    /// The preset of a checkpoint named as engines take it (`meta-llama/Llama-3.1-8B-Instruct`,
+    /// `nvidia/DeepSeek-R1-FP4`, `openai/gpt-oss-120b`), if servesim has its network; a distilled
+    /// or otherwise different network (`DeepSeek-R1-Distill-Llama-70B`) is not matched.
+    pub fn for_checkpoint(id: &str) -> Option<&'static ModelPreset> {
+        let mut name = id.trim_end_matches('/').rsplit('/').next()?.to_ascii_lowercase();
+        while let Some(s) = CHECKPOINT_SUFFIXES.iter().find(|s| name.ends_with(**s)) {
+            name.truncate(name.len() - s.len());
+        }
+        let name = CHECKPOINT_ALIASES.iter().find(|(a, _)| *a == name).map_or(name.as_str(), |(_, p)| *p);
+        ModelPreset::find(name)
+    }
+
     pub fn names() -> Vec<&'static str> {
         MODEL_PRESETS.iter().map(|p| p.name).collect()
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
     }
 }
 
@@ -909,6 +956,25 @@ mod tests {
         assert_eq!(g.kv_bytes_per_token_per_gpu(2), 18 * 2 * 4 * 64 * 2);
         // Llama-4: 12 global (NoPE) layers of 48.
         assert_eq!(preset("llama-4-scout").kv_bytes_per_token(), 12 * 2 * 8 * 128 * 2);
+    }
+
+    #[test]
+    fn checkpoints_map_to_their_network() {
+        let of = |id: &str| ModelPreset::for_checkpoint(id).map(|p| p.name);
+        assert_eq!(of("meta-llama/Llama-3.1-8B-Instruct"), Some("llama-3.1-8b"));
+        assert_eq!(of("meta-llama/Meta-Llama-3-70B-Instruct"), Some("llama-3-70b"));
+        assert_eq!(of("nvidia/Llama-3.1-70B-Instruct-FP8"), Some("llama-3.1-70b"));
+        assert_eq!(of("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"), Some("qwen3-235b-a22b"));
+        assert_eq!(of("deepseek-ai/DeepSeek-R1-0528"), Some("deepseek-r1"));
+        assert_eq!(of("nvidia/DeepSeek-R1-NVFP4"), Some("deepseek-r1"));
+        assert_eq!(of("openai/gpt-oss-120b"), Some("gpt-oss-120b"));
+        assert_eq!(of("meta-llama/Llama-4-Scout-17B-16E-Instruct"), Some("llama-4-scout"));
+        assert_eq!(of("mistralai/Mixtral-8x7B-Instruct-v0.1"), Some("mixtral-8x7b"));
+        assert_eq!(of("/models/llama-3.1-8b/"), Some("llama-3.1-8b"));
+        // Different networks.
+        assert_eq!(of("deepseek-ai/DeepSeek-R1-Distill-Llama-70B"), None);
+        assert_eq!(of("moonshotai/Kimi-K2.5"), None);
+        assert_eq!(of("nvidia/DeepSeek-V3.1-NVFP4"), None);
     }
 
     #[test]

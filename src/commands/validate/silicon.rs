@@ -100,23 +100,9 @@ pub(super) struct Case {
     pub ep: bool,
 }
 
-/// The model of a row's `model_path`.
+/// The model of a row's `model_path` (the shared checkpoint-name rule).
 fn model_of(path: &str) -> Option<&'static str> {
-    Some(match path {
-        "meta-llama/Llama-3.1-70B" | "meta-llama/Llama-3.1-70B-Instruct" | "nvidia/Llama-3.1-70B-Instruct-FP8" => {
-            "llama-3.1-70b"
-        }
-        "meta-llama/Llama-3.1-8B" | "meta-llama/Llama-3.1-8B-Instruct" | "nvidia/Llama-3.1-8B-Instruct-FP8" => {
-            "llama-3.1-8b"
-        }
-        "Qwen/Qwen3-32B" | "nvidia/Qwen3-32B-NVFP4" | "Qwen/Qwen3-32B-FP8" => "qwen3-32b",
-        "Qwen/Qwen3-235B-A22B" | "Qwen/Qwen3-235B-A22B-FP8" => "qwen3-235b-a22b",
-        "Qwen/Qwen3-30B-A3B" | "Qwen/Qwen3-30B-A3B-FP8" => "qwen3-30b-a3b",
-        "deepseek-ai/DeepSeek-R1" | "nvidia/DeepSeek-R1-NVFP4" => "deepseek-r1",
-        "deepseek-ai/DeepSeek-V3" => "deepseek-v3",
-        "openai/gpt-oss-120b" => "gpt-oss-120b",
-        _ => return None,
-    })
+    servesim_sim::spec::ModelPreset::for_checkpoint(path).map(|p| p.name())
 }
 
 /// A row as a case, or the reason servesim cannot express it.

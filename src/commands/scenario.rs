@@ -1,0 +1,467 @@
+//! `servesim scenario from-vllm -- <vllm serve args>` and `from-sglang -- <launch_server args>`:
+//! an editable scenario from a real launch command.
+//!
+//! ```text
+//!   vllm serve MODEL --tensor-parallel-size 4 --max-num-seqs 128 ...
+//!        │ flags servesim understands → [model] [cluster] [scheduler] [memory] [cost]
+//!        │ flags that change nothing it models (--port, --host, ...) → dropped
+//!        └ anything else → named in one warning line on stderr
+//! ```
+//! The workload and SLO are placeholders to edit: a launch command does not say what traffic
+//! the server sees. Flag names and defaults: vLLM `vllm/engine/arg_utils.py` (`EngineArgs`,
+//! v0.11), SGLang `python/sglang/srt/server_args.py` (`ServerArgs`, v0.5).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use servesim_sim::spec::{GpuPreset, ModelPreset};
+
+use crate::error::{CliError, Result};
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(clap::Subcommand)]
+enum Cmd {
+    /// A scenario from a `vllm serve` command line (everything after `--`).
+    FromVllm(FromArgs),
+    /// A scenario from a `python -m sglang.launch_server` command line (everything after `--`).
+    FromSglang(FromArgs),
+}
+
+#[derive(clap::Args)]
+pub(crate) struct FromArgs {
+    /// The GPU preset the server runs on (a launch command does not say).
+    #[arg(long)]
+    gpu: String,
+    /// Write the scenario here (refused if the file exists); default: stdout.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The launch command's arguments (`vllm serve` may be included or left out).
+    #[arg(last = true, required = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    Vllm,
+    Sglang,
+}
+
+/// What a flag is to servesim.
+enum Flag {
+    /// Takes a value, stored under this name.
+    Value(&'static str),
+    /// A switch, stored as "true" (or "false" for a `--no-` form).
+    Switch(&'static str, bool),
+    /// Changes nothing servesim models; takes a value or not.
+    Ignored(bool),
+}
+
+/// The flags of each engine servesim reads (long forms and the aliases the engines accept).
+fn flag(engine: Engine, name: &str) -> Option<Flag> {
+    use Flag::*;
+    let f = match (engine, name) {
+        (Engine::Vllm, "--model") => Value("model"),
+        (Engine::Vllm, "--tensor-parallel-size" | "-tp") => Value("tp"),
+        (Engine::Vllm, "--pipeline-parallel-size" | "-pp") => Value("pp"),
+        (Engine::Vllm, "--data-parallel-size" | "-dp") => Value("dp"),
+        (Engine::Vllm, "--enable-expert-parallel") => Switch("ep", true),
+        (Engine::Vllm, "--max-num-seqs") => Value("max_num_seqs"),
+        (Engine::Vllm, "--max-num-batched-tokens") => Value("max_num_batched_tokens"),
+        (Engine::Vllm, "--gpu-memory-utilization") => Value("gpu_memory_utilization"),
+        (Engine::Vllm, "--enable-chunked-prefill") => Switch("chunked", true),
+        (Engine::Vllm, "--no-enable-chunked-prefill") => Switch("chunked", false),
+        (Engine::Vllm, "--enable-prefix-caching") => Switch("prefix", true),
+        (Engine::Vllm, "--no-enable-prefix-caching") => Switch("prefix", false),
+        (Engine::Vllm, "--kv-cache-dtype") => Value("kv_dtype"),
+        (Engine::Vllm, "--block-size") => Value("block_size"),
+        (Engine::Vllm, "--max-model-len") => Value("max_model_len"),
+        (Engine::Vllm, "--quantization" | "-q") => Value("quantization"),
+        (Engine::Vllm, "--async-scheduling") => Switch("async", true),
+        (Engine::Vllm, "--speculative-config") => Value("speculative"),
+        (
+            Engine::Vllm,
+            "--host"
+            | "--port"
+            | "--served-model-name"
+            | "--api-key"
+            | "--tokenizer"
+            | "--download-dir"
+            | "--seed"
+            | "--dtype"
+            | "--uvicorn-log-level"
+            | "--chat-template"
+            | "--revision",
+        ) => Ignored(true),
+        (Engine::Vllm, "--trust-remote-code" | "--disable-log-requests" | "--disable-log-stats") => Ignored(false),
+        (Engine::Sglang, "--model-path" | "--model") => Value("model"),
+        (Engine::Sglang, "--tp" | "--tp-size" | "--tensor-parallel-size") => Value("tp"),
+        (Engine::Sglang, "--pp" | "--pp-size") => Value("pp"),
+        (Engine::Sglang, "--dp" | "--dp-size" | "--data-parallel-size") => Value("dp"),
+        (Engine::Sglang, "--enable-dp-attention") => Switch("dp_attention", true),
+        (Engine::Sglang, "--ep" | "--ep-size" | "--expert-parallel-size") => Value("ep_size"),
+        (Engine::Sglang, "--max-running-requests") => Value("max_num_seqs"),
+        (Engine::Sglang, "--chunked-prefill-size") => Value("max_num_batched_tokens"),
+        (Engine::Sglang, "--mem-fraction-static") => Value("gpu_memory_utilization"),
+        (Engine::Sglang, "--disable-radix-cache") => Switch("prefix", false),
+        (Engine::Sglang, "--kv-cache-dtype") => Value("kv_dtype"),
+        (Engine::Sglang, "--page-size") => Value("block_size"),
+        (Engine::Sglang, "--context-length") => Value("max_model_len"),
+        (Engine::Sglang, "--quantization") => Value("quantization"),
+        (Engine::Sglang, "--speculative-algorithm") => Value("speculative"),
+        (
+            Engine::Sglang,
+            "--host"
+            | "--port"
+            | "--served-model-name"
+            | "--api-key"
+            | "--tokenizer-path"
+            | "--random-seed"
+            | "--dtype"
+            | "--log-level"
+            | "--chat-template"
+            | "--revision",
+        ) => Ignored(true),
+        (Engine::Sglang, "--trust-remote-code" | "--enable-metrics" | "--disable-cuda-graph") => Ignored(false),
+        _ => return None,
+    };
+    Some(f)
+}
+
+/// The flags of a command line, and the ones servesim does not understand.
+fn parse_flags(engine: Engine, args: &[String]) -> Result<(BTreeMap<&'static str, String>, Vec<String>)> {
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // The program and subcommand may be pasted with the flags.
+    let lead: &[&str] = match engine {
+        Engine::Vllm => &["vllm", "serve"],
+        Engine::Sglang => &["python", "python3", "-m", "sglang.launch_server"],
+    };
+    while args.first().is_some_and(|a| lead.contains(a)) {
+        args.remove(0);
+    }
+    let mut got = BTreeMap::new();
+    let mut unknown = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let (name, inline) = match args[i].split_once('=') {
+            Some((n, v)) if n.starts_with('-') => (n, Some(v.to_string())),
+            _ => (args[i], None),
+        };
+        i += 1;
+        if !name.starts_with('-') {
+            // vLLM takes the model as its first positional argument.
+            if engine == Engine::Vllm && !got.contains_key("model") {
+                got.insert("model", name.to_string());
+            } else {
+                unknown.push(name.to_string());
+            }
+            continue;
+        }
+        let takes_value = |i: usize| args.get(i).is_some_and(|a| !a.starts_with("--"));
+        match flag(engine, name) {
+            Some(Flag::Value(key)) => {
+                let v = match inline {
+                    Some(v) => v,
+                    None if takes_value(i) => {
+                        i += 1;
+                        args[i - 1].to_string()
+                    }
+                    None => return Err(CliError::input(format!("{name}: needs a value"))),
+                };
+                got.insert(key, v);
+            }
+            Some(Flag::Switch(key, on)) => {
+                got.insert(key, on.to_string());
+            }
+            Some(Flag::Ignored(value)) => {
+                if value && inline.is_none() && takes_value(i) {
+                    i += 1;
+                }
+            }
+            None => {
+                // An unknown flag's value (if it has one) goes with it.
+                let mut shown = args[i - 1].to_string();
+                if inline.is_none() && takes_value(i) {
+                    shown = format!("{shown} {}", args[i]);
+                    i += 1;
+                }
+                unknown.push(shown);
+            }
+        }
+    }
+    Ok((got, unknown))
+}
+
+fn int(got: &BTreeMap<&str, String>, key: &str, flag_name: &str) -> Result<Option<u64>> {
+    got.get(key)
+        .map(|v| {
+            v.parse::<u64>()
+                .ok()
+                .filter(|&n| n >= 1)
+                .ok_or_else(|| CliError::input(format!("{flag_name}: not a whole number ≥ 1: {v:?}")))
+        })
+        .transpose()
+}
+
+/// The scenario text of a launch command, and the warnings (flags not understood, settings
+/// not modelled).
+fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<String>)> {
+    let (got, unknown) = parse_flags(engine, args)?;
+    let mut warn = Vec::new();
+    if !unknown.is_empty() {
+        warn.push(format!("not understood, left out: {}", unknown.join(", ")));
+    }
+    let gpu = GpuPreset::find(gpu)
+        .ok_or_else(|| {
+            CliError::input(format!("--gpu: unknown preset \"{gpu}\"; known: {}", GpuPreset::names().join(", ")))
+        })?
+        .spec();
+    let model_id = got.get("model").ok_or_else(|| CliError::input("the command names no model"))?;
+    let preset = ModelPreset::for_checkpoint(model_id).ok_or_else(|| {
+        CliError::input(format!(
+            "model {model_id:?}: no servesim preset has its network; known: {} (or write [model] by hand)",
+            ModelPreset::names().join(", ")
+        ))
+    })?;
+    let (tp_flag, dp_flag) = match engine {
+        Engine::Vllm => ("--tensor-parallel-size", "--data-parallel-size"),
+        Engine::Sglang => ("--tp", "--dp"),
+    };
+    let tp = int(&got, "tp", tp_flag)?.unwrap_or(1);
+    let dp = int(&got, "dp", dp_flag)?.unwrap_or(1);
+    if int(&got, "pp", "--pipeline-parallel-size")?.unwrap_or(1) > 1 {
+        warn.push("pipeline parallelism is not modelled: the scenario uses tensor parallelism only".into());
+    }
+    let moe = preset.experts > 1;
+    // vLLM: --data-parallel-size with --enable-expert-parallel on a MoE model is DP attention
+    // over dp × tp GPUs with the experts across all of them; otherwise DP replicas (instances).
+    // SGLang: --tp is every GPU; --enable-dp-attention splits attention into --dp ranks.
+    let (gpus, dp_attention, instances, ep) = match engine {
+        Engine::Vllm => {
+            let ep = got.get("ep").is_some_and(|v| v == "true");
+            if dp > 1 && ep && moe {
+                (tp * dp, dp, 1, true)
+            } else {
+                (tp, 1, dp, ep)
+            }
+        }
+        Engine::Sglang => {
+            let dpa = got.get("dp_attention").is_some_and(|v| v == "true");
+            let ep = int(&got, "ep_size", "--ep-size")?.is_some_and(|e| e > 1);
+            if dpa {
+                (tp, dp, 1, ep)
+            } else {
+                (tp, 1, dp, ep)
+            }
+        }
+    };
+    let weight_dtype = match got.get("quantization").map(String::as_str) {
+        None => None,
+        Some("fp8" | "fbgemm_fp8" | "modelopt") => Some("fp8"),
+        Some("mxfp4") => Some("mxfp4"),
+        Some("modelopt_fp4" | "nvfp4") => Some("nvfp4"),
+        Some(q) => {
+            warn.push(format!("quantization {q:?} is not a weight format servesim sizes: bf16 weights assumed"));
+            None
+        }
+    };
+    // A checkpoint name says its own quantization when the flag does not.
+    let lower = model_id.to_ascii_lowercase();
+    let weight_dtype = weight_dtype.or(if preset.name().starts_with("gpt-oss") {
+        Some("mxfp4")
+    } else if lower.contains("nvfp4") || lower.ends_with("-fp4") {
+        Some("nvfp4")
+    } else if lower.contains("fp8") || preset.name().starts_with("deepseek") || preset.name() == "kimi-k2" {
+        Some("fp8")
+    } else {
+        None
+    });
+    let kv_dtype = match got.get("kv_cache_dtype").or(got.get("kv_dtype")).map(String::as_str) {
+        None | Some("auto") => None,
+        Some("fp8" | "fp8_e4m3" | "fp8_e5m2") => Some("fp8"),
+        Some("fp4_e2m1" | "nvfp4") => Some("nvfp4"),
+        Some(k) => {
+            warn.push(format!("kv cache dtype {k:?} is not one servesim sizes: bf16 assumed"));
+            None
+        }
+    };
+    if got.contains_key("speculative") {
+        warn.push("speculative decoding is not translated: add [scheduler.speculative] by hand".into());
+    }
+    let mut t = String::new();
+    let engine_name = if engine == Engine::Vllm { "vllm" } else { "sglang" };
+    t += &format!(
+        "# From a {engine_name} launch command (servesim scenario from-{engine_name}):\n#   {}\n",
+        args.join(" ")
+    );
+    t += "# The workload and the SLO below are placeholders: put in your traffic and targets.\n";
+    t +=
+        &format!("name = \"{}-{}\"\nseed = 1\n\n[model]\npreset = \"{}\"\n", engine_name, preset.name(), preset.name());
+    if let Some(w) = weight_dtype {
+        t += &format!("weight_dtype = \"{w}\"\n");
+    }
+    if let Some(k) = kv_dtype {
+        t += &format!("kv_dtype = \"{k}\"\n");
+    }
+    t += &format!("\n[gpu]\npreset = \"{}\"\n\n[cluster]\ninstances = {instances}\ntp = {gpus}\n", gpu.name);
+    if dp_attention > 1 {
+        t += &format!("dp_attention = {dp_attention}\n");
+    }
+    if ep {
+        t += "ep = true\n";
+    }
+    // The engines' defaults where the command says nothing (vLLM V1 on a ≥ 70 GiB GPU:
+    // max_num_seqs 1024, max_num_batched_tokens 8192; SGLang: chunked_prefill_size 8192 on
+    // 80–160 GB GPUs; see `validate --silicon`'s engine_settings).
+    let big = gpu.memory_gib() >= 70.0 && !gpu.name.starts_with("a100");
+    let (seqs_default, tokens_default) = match engine {
+        Engine::Vllm if big => (1024, 8192),
+        Engine::Vllm => (256, 2048),
+        Engine::Sglang => (1024, if gpu.memory_gib() > 160.0 { 16384 } else { 8192 }),
+    };
+    let seqs = int(&got, "max_num_seqs", "--max-num-seqs")?.unwrap_or(seqs_default);
+    let tokens = int(&got, "max_num_batched_tokens", "--max-num-batched-tokens")?.unwrap_or(tokens_default);
+    t += &format!("\n[scheduler]\nmax_num_seqs = {seqs}\nmax_num_batched_tokens = {tokens}\n");
+    if let Some(b) = int(&got, "block_size", "--block-size")? {
+        t += &format!("block_tokens = {b}\n");
+    }
+    if let Some(l) = int(&got, "max_model_len", "--max-model-len")? {
+        t += &format!("max_model_len = {l}\n");
+    }
+    // vLLM V1 always chunks prefills (decodes first); SGLang runs prefill batches first.
+    let chunked = got.get("chunked").is_none_or(|v| v == "true");
+    let priority = if engine == Engine::Vllm { "decode" } else { "prefill" };
+    t += &if chunked {
+        format!("[scheduler.batching]\nkind = \"chunked\"\npriority = \"{priority}\"\n")
+    } else {
+        "[scheduler.batching]\nkind = \"continuous\"\n".to_string()
+    };
+    // Prefix caching is on by default in vLLM V1 and SGLang (the radix cache).
+    let prefix = got.get("prefix").is_none_or(|v| v == "true");
+    t += &format!("[scheduler.prefix_cache]\nenabled = {prefix}\n");
+    if engine == Engine::Vllm && got.get("async").is_some_and(|v| v == "true") {
+        t += "[scheduler.cpu]\noverlap = true\n";
+    }
+    if let Some(u) = got.get("gpu_memory_utilization") {
+        let x: f64 = u
+            .parse()
+            .ok()
+            .filter(|x: &f64| *x > 0.0 && *x <= 1.0)
+            .ok_or_else(|| CliError::input(format!("gpu memory fraction: not a number in (0, 1]: {u:?}")))?;
+        t += &format!("\n[memory]\ngpu_memory_utilization = {x}\n");
+    }
+    t += &format!("\n[cost]\noverhead = \"{engine_name}\"\n");
+    t += "\n# Placeholder traffic: replace with yours (or `workload fit --trace` of a request log).\n\
+          [workload]\nduration_s = 120\narrival = { kind = \"poisson\", rate = 5 }\n\
+          prompt_tokens = { kind = \"lognormal\", median = 1000, p99 = 6000, max = 8000 }\n\
+          output_tokens = { kind = \"lognormal\", median = 300, p99 = 1500, max = 2048 }\n\n\
+          [slo]\nttft_ms = 2000\ntpot_ms = 100\nattainment = 0.99\n";
+    Ok((t, warn))
+}
+
+pub(crate) fn run(a: Args) -> Result<()> {
+    let (engine, f) = match a.command {
+        Cmd::FromVllm(f) => (Engine::Vllm, f),
+        Cmd::FromSglang(f) => (Engine::Sglang, f),
+    };
+    let (text, warn) = scenario(engine, &f.gpu, &f.args)?;
+    // The scenario must load as written: what it says is what a run would use.
+    servesim_sim::Scenario::from_toml(&text, "from-command")
+        .map_err(|e| CliError::input(format!("the scenario from this command is refused: {e}")))?;
+    for w in &warn {
+        errln!("warning: {w}");
+    }
+    match &f.out {
+        Some(p) if p.exists() => {
+            Err(CliError::input(format!("--out {}: exists; choose another name or remove it", p.display())))
+        }
+        Some(p) => {
+            crate::atomic::write(p, text)?;
+            Ok(())
+        }
+        None => {
+            out!("{text}");
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    fn scenario_of(engine: Engine, gpu: &str, cmd: &str) -> (servesim_sim::Scenario, Vec<String>) {
+        let (text, warn) = scenario(engine, gpu, &args(cmd)).unwrap();
+        (servesim_sim::Scenario::from_toml(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}")), warn)
+    }
+
+    #[test]
+    fn a_vllm_command_becomes_the_scenario_it_describes() {
+        let (s, warn) = scenario_of(
+            Engine::Vllm,
+            "h100-sxm",
+            "vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4 --max-num-seqs 128 \
+             --max-num-batched-tokens=4096 --gpu-memory-utilization 0.85 --kv-cache-dtype fp8 --block-size 32 \
+             --max-model-len 16384 --no-enable-prefix-caching --port 8000 --trust-remote-code --foo-bar 3 --enforce-eager",
+        );
+        let g = &s.groups[0];
+        assert_eq!((s.model.name.as_str(), g.tp, g.count), ("llama-3.1-70b", 4, 1));
+        assert_eq!(
+            (g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens, g.memory.block_tokens),
+            (128, 4096, 32)
+        );
+        assert_eq!(g.max_model_len, 16384);
+        assert_eq!(s.model.kv_dtype.name(), "fp8");
+        assert!(!g.scheduler.prefix_cache.enabled);
+        assert_eq!(g.memory.usable_bytes, (g.memory.memory_bytes as f64 * 0.85).floor() as u64);
+        // One warning line naming every flag not understood, with its value.
+        assert_eq!(warn, vec!["not understood, left out: --foo-bar 3, --enforce-eager".to_string()]);
+    }
+
+    #[test]
+    fn data_parallel_moe_is_dp_attention_and_dense_dp_is_replicas() {
+        let (s, _) = scenario_of(
+            Engine::Vllm,
+            "h200",
+            "deepseek-ai/DeepSeek-R1 --tensor-parallel-size 1 --data-parallel-size 8 --enable-expert-parallel",
+        );
+        let g = &s.groups[0];
+        assert_eq!((g.tp, g.layout.dp_attention, g.layout.ep, g.count), (8, 8, true, 1));
+        assert_eq!(s.model.weight_dtype.name(), "fp8");
+        let (d, _) = scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct -dp 3");
+        assert_eq!((d.groups[0].tp, d.groups[0].count), (1, 3));
+        let (sg, warn) = scenario_of(
+            Engine::Sglang,
+            "h200",
+            "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention \
+             --ep-size 8 --mem-fraction-static 0.8 --chunked-prefill-size 16384 --max-running-requests 512 --disable-radix-cache",
+        );
+        let g = &sg.groups[0];
+        assert_eq!((g.tp, g.layout.dp_attention, g.layout.ep), (8, 8, true));
+        assert_eq!((g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens), (512, 16384));
+        assert!(!g.scheduler.prefix_cache.enabled);
+        assert!(warn.is_empty(), "{warn:?}");
+    }
+
+    #[test]
+    fn unknown_models_gpus_and_bad_values_are_named() {
+        let e = |engine, gpu, cmd| scenario(engine, gpu, &args(cmd)).unwrap_err().to_string();
+        assert!(e(Engine::Vllm, "h100-sxm", "org/Some-Other-Model")
+            .contains("model \"org/Some-Other-Model\": no servesim preset"));
+        assert!(e(Engine::Vllm, "h9000", "openai/gpt-oss-20b").contains("--gpu: unknown preset \"h9000\""));
+        assert!(e(Engine::Vllm, "h100-sxm", "openai/gpt-oss-20b --max-num-seqs lots")
+            .contains("--max-num-seqs: not a whole number ≥ 1: \"lots\""));
+        assert!(
+            e(Engine::Vllm, "h100-sxm", "openai/gpt-oss-20b --max-num-seqs").contains("--max-num-seqs: needs a value")
+        );
+        assert!(e(Engine::Sglang, "h100-sxm", "--tp 2").contains("names no model"));
+    }
+}
