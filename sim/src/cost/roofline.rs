@@ -252,7 +252,7 @@ impl Roofline {
         let full = m.full_attention_layers() as f64;
         let window = m.arch.window.map_or(f64::INFINITY, |w| w.tokens as f64);
         let times = |name, (flops, bytes, seconds): (f64, f64, f64), k: f64| {
-            (k > 0.0).then(|| OpTime { name, flops: flops * k, bytes: bytes * k, seconds: seconds * k })
+            (k > 0.0).then_some(OpTime { name, flops: flops * k, bytes: bytes * k, seconds: seconds * k })
         };
         let add = |a: (f64, f64, f64), b: (f64, f64, f64)| (a.0 + b.0, a.1 + b.1, a.2 + b.2);
         match op {
