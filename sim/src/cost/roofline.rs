@@ -157,17 +157,68 @@ pub struct Roofline {
     tp: u64,
     params: RooflineParams,
     layout: Layout,
+    /// The model's per-GPU dimensions under this layout, worked out once.
+    dims: Dims,
+}
+
+/// What every operator reads of the model and layout, per GPU, as floats.
+#[derive(Clone, Debug)]
+struct Dims {
+    tp: f64,
+    layers: f64,
+    h: f64,
+    hd: f64,
+    dp: f64,
+    tp_a: u64,
+    q_heads: f64,
+    kv_heads: f64,
+    kvb: f64,
+    inter: f64,
+    moe_layers: f64,
+    dense_layers: f64,
+    dense_inter: f64,
+    shared: f64,
+    full: f64,
+    window: f64,
+}
+
+impl Dims {
+    fn new(m: &ModelSpec, tp: u64, layout: Layout) -> Dims {
+        let tp_a = tp / layout.dp_attention;
+        let layers = m.layers as f64;
+        let moe_layers = m.moe_layers() as f64;
+        Dims {
+            tp: tp as f64,
+            layers,
+            h: m.hidden as f64,
+            hd: m.head_dim as f64,
+            dp: layout.dp_attention as f64,
+            tp_a,
+            q_heads: m.heads as f64 / tp_a as f64,
+            kv_heads: m.kv_heads_per_gpu(tp_a) as f64,
+            kvb: m.kv_dtype.element_bytes(),
+            inter: m.intermediate as f64 / tp as f64,
+            moe_layers,
+            dense_layers: layers - moe_layers,
+            dense_inter: m.dense_ffn_width() as f64 / tp as f64,
+            shared: m.arch.shared_experts as f64,
+            full: m.full_attention_layers() as f64,
+            window: m.arch.window.map_or(f64::INFINITY, |w| w.tokens as f64),
+        }
+    }
 }
 
 impl Roofline {
     /// Attention and FFNs split `layout`'s way instead of plain tensor parallelism.
     pub fn with_layout(mut self, layout: Layout) -> Roofline {
         self.layout = layout;
+        self.dims = Dims::new(&self.model, self.tp, layout);
         self
     }
 
     pub fn new(model: ModelSpec, gpu: GpuSpec, tp: u64, params: RooflineParams) -> Roofline {
-        Roofline { model, gpu, tp, params, layout: Layout::default() }
+        let dims = Dims::new(&model, tp, Layout::default());
+        Roofline { model, gpu, tp, params, layout: Layout::default(), dims }
     }
 
     pub fn params(&self) -> &RooflineParams {
@@ -231,26 +282,28 @@ impl Roofline {
     /// per kind and summed.
     fn op(&self, op: RoofOp, b: &BatchShape) -> Option<OpTime> {
         let m = &self.model;
-        let tp = self.tp as f64;
-        let layers = m.layers as f64;
+        let Dims {
+            tp,
+            layers,
+            h,
+            hd,
+            dp,
+            tp_a,
+            q_heads,
+            kv_heads,
+            kvb,
+            inter,
+            moe_layers,
+            dense_layers,
+            dense_inter,
+            shared,
+            full,
+            window,
+        } = self.dims;
         let n = b.tokens() as f64;
-        let h = m.hidden as f64;
-        let hd = m.head_dim as f64;
         // Attention runs on `dp` ranks of `tp / dp` GPUs, each with its share of the batch
         // (balanced); the FFNs see every token over all `tp` GPUs.
-        let dp = self.layout.dp_attention as f64;
-        let tp_a = self.tp / self.layout.dp_attention;
         let na = n / dp;
-        let q_heads = m.heads as f64 / tp_a as f64;
-        let kv_heads = m.kv_heads_per_gpu(tp_a) as f64;
-        let kvb = m.kv_dtype.element_bytes();
-        let inter = m.intermediate as f64 / tp;
-        let moe_layers = m.moe_layers() as f64;
-        let dense_layers = layers - moe_layers;
-        let dense_inter = m.dense_ffn_width() as f64 / tp;
-        let shared = m.arch.shared_experts as f64;
-        let full = m.full_attention_layers() as f64;
-        let window = m.arch.window.map_or(f64::INFINITY, |w| w.tokens as f64);
         let times = |name, (flops, bytes, seconds): (f64, f64, f64), k: f64| {
             (k > 0.0).then_some(OpTime { name, flops: flops * k, bytes: bytes * k, seconds: seconds * k })
         };
