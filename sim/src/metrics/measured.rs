@@ -8,6 +8,13 @@
 //!   AIPerf profile_export.jsonl (or a JSON array of its records):
 //!     metadata.request_start_ns, metadata.benchmark_phase, metrics.input_sequence_length,
 //!     output_sequence_length, time_to_first_token, request_latency ({value, unit}), error
+//!   SGLang bench_serving --output-file (JSON lines, one run per line, the same per-request
+//!     arrays as vLLM's): the last run is read, and said so
+//!   per-request JSONL: one object per request with its timestamps, e.g.
+//!     {"arrival_time": 12.5, "queued_time": 12.51, "first_token_time": 12.9,
+//!      "last_token_time": 15.2, "prompt_tokens": 812, "output_tokens": 128}
+//!     (times in seconds; `_ns`, `_ms` or `_s` key suffixes give the unit; `error` or a
+//!     `status` other than finished marks a failure)
 //!   CSV with a header: servesim's requests.csv, or the same columns under AIPerf's names
 //! ```
 //! Arrival times are taken relative to the first request. Failed requests (an error, no
@@ -27,6 +34,8 @@ use crate::workload::trace::parse_decimal_ns;
 pub enum MeasuredFormat {
     Vllm,
     Aiperf,
+    /// One JSON object per request with its timestamps.
+    Jsonl,
     Csv,
 }
 
@@ -35,12 +44,15 @@ impl MeasuredFormat {
         match self {
             MeasuredFormat::Vllm => "vllm",
             MeasuredFormat::Aiperf => "aiperf",
+            MeasuredFormat::Jsonl => "jsonl",
             MeasuredFormat::Csv => "csv",
         }
     }
 
-    /// Recognises a file by its content: a JSON object with `ttfts` is vLLM's, JSON objects with
-    /// `metadata` and `metrics` (one per line, or in an array) are AIPerf's, anything else CSV.
+    /// Recognises a file by its content: JSON objects with `metadata` and `metrics` (one per
+    /// line, or in an array) are AIPerf's; objects with an arrival and a first-token time are
+    /// per-request JSONL; other JSON (vLLM's and SGLang's result files, with `ttfts`) is vLLM's;
+    /// anything else CSV.
     pub fn detect(text: &str) -> MeasuredFormat {
         let t = text.trim_start();
         if t.starts_with('[') {
@@ -51,6 +63,9 @@ impl MeasuredFormat {
             if let Ok(Value::Object(o)) = serde_json::from_str::<Value>(first_line) {
                 if o.contains_key("metadata") || o.contains_key("metrics") {
                     return MeasuredFormat::Aiperf;
+                }
+                if timed(&o, ARRIVAL_KEYS).is_some() && timed(&o, FIRST_KEYS).is_some() {
+                    return MeasuredFormat::Jsonl;
                 }
             }
             return MeasuredFormat::Vllm;
@@ -133,12 +148,106 @@ pub enum MeasuredError {
     NothingToReplay { file: String, failed: u64 },
 }
 
+/// Keys of a per-request record's times, each with its unit in ns (a bare key is seconds).
+const ARRIVAL_KEYS: &[&str] = &["arrival_time", "arrival", "start_time", "sent_time"];
+const QUEUED_KEYS: &[&str] = &["queued_time", "queued", "scheduled_time"];
+const FIRST_KEYS: &[&str] = &["first_token_time", "first_token"];
+const LAST_KEYS: &[&str] = &["last_token_time", "last_token", "finish_time", "end_time"];
+
+/// The first of `keys` the record has, with any unit suffix: (key as written, ns per unit).
+fn timed(o: &serde_json::Map<String, Value>, keys: &[&str]) -> Option<(String, i64)> {
+    keys.iter().find_map(|k| {
+        [("", 1_000_000_000), ("_s", 1_000_000_000), ("_ms", 1_000_000), ("_ns", 1)].iter().find_map(
+            |(suffix, unit)| {
+                let key = format!("{k}{suffix}");
+                o.contains_key(&key).then_some((key, *unit))
+            },
+        )
+    })
+}
+
+/// Per-request JSONL: one object per request with its timestamps.
+fn jsonl(text: &str, label: &str) -> Result<MeasuredRun, String> {
+    let mut requests = Vec::new();
+    let mut failed = 0;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = format!("{label}:{}", i + 1);
+        let v: Value = serde_json::from_str(line).map_err(|e| format!("{at}: not JSON: {e}"))?;
+        let o = v.as_object().ok_or_else(|| format!("{at}: expected a JSON object per request"))?;
+        let time = |keys: &[&str], what: &str| -> Result<Option<i64>, String> {
+            let Some((key, unit)) = timed(o, keys) else { return Ok(None) };
+            match &o[&key] {
+                Value::Null => Ok(None),
+                Value::Number(n) => {
+                    let ns =
+                        n.as_f64().map(|x| (x * unit as f64).round()).filter(|x| x.is_finite() && x.abs() < 9.0e18);
+                    ns.map(|x| Some(x as i64)).ok_or_else(|| format!("{at}: {key}: {n} is not a time"))
+                }
+                other => Err(format!("{at}: {key}: {other} is not a number ({what})")),
+            }
+        };
+        let count = |keys: &[&str]| -> Result<u32, String> {
+            let (key, v) = keys
+                .iter()
+                .find_map(|k| o.get(*k).map(|v| (*k, v)))
+                .ok_or_else(|| format!("{at}: no {} key", keys.join(" or ")))?;
+            v.as_f64()
+                .ok_or_else(|| format!("{at}: {key}: {v} is not a token count"))
+                .and_then(|x| tokens(x, &format!("{at}: {key}")))
+        };
+        let status = o.get("status").and_then(Value::as_str).unwrap_or("");
+        let errored = o.get("error").is_some_and(|e| !e.is_null() && e != "" && e != false)
+            || status == "error"
+            || status == "failed";
+        let output = count(&["output_tokens", "output_len", "completion_tokens"])?;
+        if errored || output == 0 {
+            failed += 1;
+            continue;
+        }
+        let arrival = time(ARRIVAL_KEYS, "the arrival")?
+            .ok_or_else(|| format!("{at}: no arrival time ({})", ARRIVAL_KEYS.join(", ")))?;
+        let first = time(FIRST_KEYS, "the first token")?;
+        let last = time(LAST_KEYS, "the last token")?;
+        let finished = !matches!(status, "rejected" | "in_flight" | "timed_out");
+        if finished && (first.is_none() || last.is_none()) {
+            return Err(format!("{at}: a finished request needs a first-token and a last-token time"));
+        }
+        if let Some(q) = time(QUEUED_KEYS, "the queue entry")? {
+            if q < arrival || first.is_some_and(|f| q > f) {
+                return Err(format!("{at}: the queued time is not between the arrival and the first token"));
+            }
+        }
+        let ttft = first.map(|f| f - arrival);
+        let e2e = last.map(|l| l - arrival);
+        if ttft.is_some_and(|t| t < 0)
+            || e2e.is_some_and(|e| e < 0)
+            || matches!((ttft, e2e), (Some(t), Some(e)) if e < t)
+        {
+            return Err(format!("{at}: times out of order (arrival ≤ first token ≤ last token)"));
+        }
+        requests.push(MeasuredRequest {
+            arrival_ns: arrival,
+            prompt_tokens: count(&["prompt_tokens", "input_len", "input_tokens"])?,
+            output_tokens: output,
+            ttft_ns: ttft,
+            e2e_ns: if finished { e2e } else { None },
+            finished,
+            counted: o.get("warmup") != Some(&Value::Bool(true)),
+        });
+    }
+    Ok(MeasuredRun { format: MeasuredFormat::Jsonl, requests, failed, notes: Vec::new() })
+}
+
 /// Reads a measured file (`label` names it in errors).
 pub fn parse(text: &str, label: &str, format: Option<MeasuredFormat>) -> Result<MeasuredRun, MeasuredError> {
     let format = format.unwrap_or_else(|| MeasuredFormat::detect(text));
     let mut run = match format {
         MeasuredFormat::Vllm => vllm(text, label),
         MeasuredFormat::Aiperf => aiperf(text, label),
+        MeasuredFormat::Jsonl => jsonl(text, label),
         MeasuredFormat::Csv => csv_file(text, label),
     }
     .map_err(MeasuredError::Unreadable)?;
@@ -167,7 +276,32 @@ fn secs_to_ns(x: f64, what: &str) -> Result<i64, String> {
 }
 
 fn vllm(text: &str, label: &str) -> Result<MeasuredRun, String> {
-    let v: Value = serde_json::from_str(text).map_err(|e| format!("{label}: not JSON: {e}"))?;
+    // SGLang's bench_serving appends one result object per line to its output file: the last
+    // line is the latest run.
+    let lines: Vec<(usize, &str)> = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).collect();
+    let one: Result<Value, _> = serde_json::from_str(text);
+    let (v, note) = match one {
+        Ok(v) => (v, None),
+        Err(_) if lines.len() > 1 && lines.iter().all(|(_, l)| l.trim_start().starts_with('{')) => {
+            let (i, last) = *lines.last().expect("more than one line");
+            let v = serde_json::from_str(last).map_err(|e| format!("{label}:{}: not JSON: {e}", i + 1))?;
+            (
+                v,
+                Some(format!(
+                    "{} runs in the file, one per line (SGLang bench_serving appends): line {} read",
+                    lines.len(),
+                    i + 1
+                )),
+            )
+        }
+        Err(e) => return Err(format!("{label}: not JSON: {e}")),
+    };
+    let mut run = vllm_object(&v, label)?;
+    run.notes.extend(note);
+    Ok(run)
+}
+
+fn vllm_object(v: &Value, label: &str) -> Result<MeasuredRun, String> {
     let o = v.as_object().ok_or_else(|| format!("{label}: expected a JSON object (vLLM's result file)"))?;
     let array = |key: &str| -> Result<Option<&Vec<Value>>, String> {
         match o.get(key) {
@@ -536,6 +670,50 @@ mod tests {
         assert!(parse(&inf, "v.json", None).unwrap().notes[0].contains("time 0"));
         let bad = j.replace("[0.1, 0.0, 0.2]", "[\"x\", 0.0, 0.2]");
         assert!(parse(&bad, "v.json", None).unwrap_err().to_string().contains("ttfts[0]: expected a number"));
+    }
+
+    #[test]
+    fn per_request_jsonl_reads_timestamps_in_any_unit() {
+        let j = concat!(
+            r#"{"arrival_time": 12.5, "queued_time": 12.51, "first_token_time": 12.9, "last_token_time": 15.25, "prompt_tokens": 812, "output_tokens": 128}"#,
+            "\n",
+            r#"{"arrival_ms": 12000, "first_token_ms": 12100.5, "last_token_ms": 12400, "prompt_tokens": 10, "output_tokens": 5}"#,
+            "\n\n",
+            r#"{"arrival_ns": 13000000000, "first_token_ns": null, "last_token_ns": null, "prompt_tokens": 7, "output_tokens": 3, "error": "timeout"}"#,
+            "\n",
+        );
+        let run = parse(j, "r.jsonl", None).unwrap();
+        assert_eq!((run.format, run.failed), (MeasuredFormat::Jsonl, 1));
+        let o = run.outcomes();
+        // Sorted by arrival: the ms record (12.0 s) first, then 12.5 s.
+        assert_eq!((o[0].prompt_tokens, o[0].arrival, o[0].first_token), (10, SimTime(0), Some(SimTime(100_500_000))));
+        assert_eq!(o[0].finish, Some(SimTime(400_000_000)));
+        assert_eq!(o[1].arrival, SimTime(500_000_000));
+        assert_eq!(o[1].first_token, Some(SimTime(500_000_000 + 400_000_000)));
+        assert_eq!(o[1].finish, Some(SimTime(500_000_000 + 2_750_000_000)));
+        // Errors name the line and the key.
+        let e = |text: &str| parse(text, "r.jsonl", Some(MeasuredFormat::Jsonl)).unwrap_err().to_string();
+        let bad = r#"{"arrival_time": 1, "first_token_time": 0.5, "last_token_time": 2, "prompt_tokens": 1, "output_tokens": 1}"#;
+        assert!(e(bad).contains("r.jsonl:1: times out of order"), "{}", e(bad));
+        let q = r#"{"arrival_time": 1, "queued_time": 3, "first_token_time": 2, "last_token_time": 4, "prompt_tokens": 1, "output_tokens": 1}"#;
+        assert!(e(q).contains("queued time is not between"), "{}", e(q));
+        let s = r#"{"arrival_time": "soon", "first_token_time": 2, "last_token_time": 4, "prompt_tokens": 1, "output_tokens": 1}"#;
+        assert!(e(s).contains("r.jsonl:1: arrival_time: \"soon\" is not a number"), "{}", e(s));
+        assert!(e("{\"arrival_time\": 1, \"first_token_time\": 2}\nnot json").contains("r.jsonl:1: no output_tokens"));
+    }
+
+    #[test]
+    fn sglang_output_files_with_several_runs_read_the_last() {
+        let run = |ttft: f64| {
+            format!(
+                r#"{{"input_lens": [10], "output_lens": [2], "ttfts": [{ttft}], "itls": [[0.01]], "start_times": [5.0]}}"#
+            )
+        };
+        let text = format!("{}\n{}\n", run(0.1), run(0.3));
+        let r = parse(&text, "s.jsonl", None).unwrap();
+        assert_eq!(r.format, MeasuredFormat::Vllm);
+        assert_eq!(r.outcomes()[0].first_token, Some(SimTime(300_000_000)));
+        assert!(r.notes.iter().any(|n| n.contains("2 runs in the file") && n.contains("line 2 read")), "{:?}", r.notes);
     }
 
     #[test]

@@ -98,6 +98,7 @@ pub(super) fn run(a: &Args, s: Scenario, out_dir: &Path) -> Result<()> {
         MeasuredKind::Auto => None,
         MeasuredKind::Vllm => Some(MeasuredFormat::Vllm),
         MeasuredKind::Aiperf => Some(MeasuredFormat::Aiperf),
+        MeasuredKind::Jsonl => Some(MeasuredFormat::Jsonl),
         MeasuredKind::Csv => Some(MeasuredFormat::Csv),
     };
     let run = measured::parse(&text, &label, format).map_err(CliError::input)?;

@@ -166,8 +166,11 @@ impl OpTiming {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum MeasuredKind {
     Auto,
+    /// vLLM's `bench serve --save-result --save-detailed` JSON, or SGLang bench_serving's output file.
     Vllm,
     Aiperf,
+    /// One JSON object per request with arrival, first-token and last-token times.
+    Jsonl,
     Csv,
 }
 
