@@ -105,6 +105,28 @@ fn model_of(path: &str) -> Option<&'static str> {
     servesim_sim::spec::ModelPreset::for_checkpoint(path).map(|p| p.name())
 }
 
+/// A row's system, its GPU preset and its engine.
+fn engine_of(r: &Row) -> std::result::Result<(String, &'static str, String), String> {
+    let system = r.get("system").to_string();
+    let gpu = GpuPreset::find(&system).ok_or_else(|| format!("system {system}: no servesim GPU preset"))?;
+    let framework = r.get("backend").to_string();
+    if !["vllm", "sglang", "trtllm"].contains(&framework.as_str()) {
+        return Err(format!("backend {framework}: not an engine servesim models"));
+    }
+    Ok((system, gpu.name, framework))
+}
+
+/// A row's benchmark (ISL, OSL, concurrency) and its measured mean TTFT and TPOT.
+fn measured_of(r: &Row) -> std::result::Result<(u64, u64, u32, f64, f64), String> {
+    let int = |k: &str| r.num(k).filter(|v| *v >= 1.0 && v.fract() == 0.0).map(|v| v as u64);
+    let (isl, osl) = (int("isl").ok_or("isl")?, int("osl").ok_or("osl")?);
+    let concurrency = int("batch_size").ok_or("batch_size (the concurrency)")? as u32;
+    let (Some(ttft), Some(tpot)) = (r.num("silicon_ttft_ms"), r.num("silicon_tpot_ms")) else {
+        return Err("no measured TTFT or TPOT".into());
+    };
+    Ok((isl, osl, concurrency, ttft, tpot))
+}
+
 /// A row as a case, or the reason servesim cannot express it.
 pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     if r.get("mode") != "agg" {
@@ -121,12 +143,7 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     if spec.unprofiled_layers().is_some() {
         return roofline_case_of(r, model);
     }
-    let system = r.get("system").to_string();
-    let gpu = GpuPreset::find(&system).ok_or_else(|| format!("system {system}: no servesim GPU preset"))?;
-    let framework = r.get("backend").to_string();
-    if !["vllm", "sglang", "trtllm"].contains(&framework.as_str()) {
-        return Err(format!("backend {framework}: not an engine the database measured"));
-    }
+    let (system, gpu, framework) = engine_of(r)?;
     // Qwen's own FP8 checkpoints are block-scaled (`quantization_config.weight_block_size`
     // [128, 128] in their config.json, as shipped in ai-dynamo/aiconfigurator 095f58a51
     // model_configs/): a row saying "fp8" for them ran block-scaled kernels.
@@ -170,11 +187,7 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
             r.get("moe_tp_size")
         ));
     }
-    let (isl, osl) = (int("isl").ok_or("isl")?, int("osl").ok_or("osl")?);
-    let concurrency = int("batch_size").ok_or("batch_size (the concurrency)")? as u32;
-    let (Some(ttft), Some(tpot)) = (r.num("silicon_ttft_ms"), r.num("silicon_tpot_ms")) else {
-        return Err("no measured TTFT or TPOT".into());
-    };
+    let (isl, osl, concurrency, ttft, tpot) = measured_of(r)?;
     let mut note = Vec::new();
     if r.get("gemm_quant_mode").is_empty() {
         note.push("no precision given: bf16, the checkpoint's dtype");
@@ -188,7 +201,7 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     Ok(Case {
         model,
         moe,
-        gpu: gpu.name,
+        gpu,
         system,
         framework,
         weights,
@@ -211,12 +224,7 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
 /// `tp_size` is attention TP per DP rank, `attention_dp_size` the ranks, `moe_tp_size` ×
 /// `moe_ep_size` the GPUs the experts span.
 fn roofline_case_of(r: &Row, model: &'static str) -> std::result::Result<Case, String> {
-    let system = r.get("system").to_string();
-    let gpu = GpuPreset::find(&system).ok_or_else(|| format!("system {system}: no servesim GPU preset"))?;
-    let framework = r.get("backend").to_string();
-    if !["vllm", "sglang", "trtllm"].contains(&framework.as_str()) {
-        return Err(format!("backend {framework}: not an engine servesim prices"));
-    }
+    let (system, gpu, framework) = engine_of(r)?;
     let int = |k: &str| r.num(k).filter(|v| *v >= 1.0 && v.fract() == 0.0).map(|v| v as u64);
     let tp_attn = int("tp_size").ok_or_else(|| format!("tp_size {:?}", r.get("tp_size")))?;
     let dp = int("attention_dp_size").unwrap_or(1);
@@ -246,11 +254,7 @@ fn roofline_case_of(r: &Row, model: &'static str) -> std::result::Result<Case, S
         "nvfp4" => ("nvfp4", "nvfp4"),
         q => return Err(format!("GEMM quantization {q:?}: not a weight dtype servesim prices for {model}")),
     };
-    let (isl, osl) = (int("isl").ok_or("isl")?, int("osl").ok_or("osl")?);
-    let concurrency = int("batch_size").ok_or("batch_size (the concurrency)")? as u32;
-    let (Some(ttft), Some(tpot)) = (r.num("silicon_ttft_ms"), r.num("silicon_tpot_ms")) else {
-        return Err("no measured TTFT or TPOT".into());
-    };
+    let (isl, osl, concurrency, ttft, tpot) = measured_of(r)?;
     let mut note = vec!["roofline: the database's MLA and windowed-attention tables are not read yet"];
     if gpt_oss && r.get("gemm_quant_mode") == "nvfp4" {
         note.push("nvfp4 read as mxfp4: the published checkpoint");
@@ -258,7 +262,7 @@ fn roofline_case_of(r: &Row, model: &'static str) -> std::result::Result<Case, S
     Ok(Case {
         model,
         moe: true,
-        gpu: gpu.name,
+        gpu,
         system,
         framework,
         weights,
