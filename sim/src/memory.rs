@@ -29,6 +29,9 @@ pub struct MemoryConfig {
     pub reserve_bytes: Option<u64>,
     pub max_num_batched_tokens: u64,
     pub max_num_seqs: u64,
+    /// KV blocks per GPU as the engine reported them (vLLM's "# GPU blocks", SGLang's
+    /// max_total_num_tokens ÷ page size): pinned instead of computed (`memory.kv_blocks`).
+    pub kv_blocks: Option<u64>,
 }
 
 /// The memory budget of one GPU of an instance.
@@ -69,6 +72,12 @@ pub enum MemoryError {
     /// Speculative decoding: the draft's KV per token leaves no whole block.
     #[error("target and draft leave room for no KV block")]
     DraftNoKvBlock,
+    /// A pinned block count that cannot fit beside the weights.
+    #[error(
+        "{blocks} KV blocks of {block_bytes} bytes ({kv:.2} GiB) and {weights:.2} GiB of weights exceed the \
+         {gpu}'s {memory:.2} GiB"
+    )]
+    PinnedTooMany { blocks: u64, block_bytes: u64, kv: f64, weights: f64, gpu: String, memory: f64 },
 }
 
 /// Default reserve per GPU: 1 GiB fixed, plus the activations of the largest batch
@@ -88,6 +97,9 @@ pub fn default_reserve_bytes(model: &ModelSpec, cfg: &MemoryConfig) -> u64 {
 }
 
 pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Result<MemoryBudget, MemoryError> {
+    if let Some(n) = cfg.kv_blocks {
+        return pinned_memory(model, gpu, cfg, n);
+    }
     let usable_bytes = (gpu.memory_bytes as f64 * cfg.gpu_memory_utilization).floor() as u64;
     // Under DP attention each rank of tp / dp GPUs holds the attention weights and its own
     // sequences' KV; the FFNs and the embeddings are split over all tp GPUs.
@@ -140,6 +152,44 @@ pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Resu
     })
 }
 
+/// The budget of a GPU whose engine reported its KV block count: the count as given, the
+/// weights as computed, and what is left of the GPU shown as the reserve. The count must fit
+/// beside the weights in the GPU's whole memory.
+fn pinned_memory(
+    model: &ModelSpec,
+    gpu: &GpuSpec,
+    cfg: &MemoryConfig,
+    blocks: u64,
+) -> Result<MemoryBudget, MemoryError> {
+    let dp = cfg.dp_attention.max(1);
+    let weight_bytes = model.weight_bytes_per_gpu_dp(cfg.tp, dp);
+    let kv_bytes_per_token = model.kv_bytes_per_token_per_gpu(cfg.tp / dp);
+    let block_bytes = kv_bytes_per_token * cfg.block_tokens;
+    let kv_bytes = blocks.saturating_mul(block_bytes);
+    if weight_bytes.saturating_add(kv_bytes) > gpu.memory_bytes {
+        return Err(MemoryError::PinnedTooMany {
+            blocks,
+            block_bytes,
+            kv: kv_bytes as f64 / GIB,
+            weights: weight_bytes as f64 / GIB,
+            gpu: gpu.name.clone(),
+            memory: gpu.memory_bytes as f64 / GIB,
+        });
+    }
+    Ok(MemoryBudget {
+        memory_bytes: gpu.memory_bytes,
+        usable_bytes: gpu.memory_bytes,
+        weight_bytes,
+        reserve_bytes: gpu.memory_bytes - weight_bytes - kv_bytes,
+        kv_bytes,
+        kv_bytes_per_token,
+        block_tokens: cfg.block_tokens,
+        block_bytes,
+        kv_blocks: blocks * dp,
+        window_kv_bytes: 0,
+    })
+}
+
 impl MemoryBudget {
     /// Tokens of KV the instance can hold.
     pub fn kv_tokens(&self) -> u64 {
@@ -167,6 +217,7 @@ mod tests {
             reserve_bytes: Some(2 << 30),
             max_num_batched_tokens: 8192,
             max_num_seqs: 256,
+            kv_blocks: None,
         }
     }
 
@@ -233,6 +284,17 @@ mod tests {
         assert_eq!(dp.kv_blocks, dp.kv_bytes / (16 * 70_272) * 8);
         // The replicated attention (11.4 GB a GPU) leaves each GPU less KV room: 6.4× the blocks.
         assert!(dp.kv_blocks > 6 * tp.kv_blocks, "{} vs {}", dp.kv_blocks, tp.kv_blocks);
+    }
+
+    #[test]
+    fn a_pinned_block_count_is_taken_as_given_if_it_fits() {
+        let g = GpuPreset::find("h100-sxm").unwrap().spec();
+        let m = ModelSpec::from_preset(ModelPreset::find("llama-3-8b").unwrap(), Dtype::Bf16, Dtype::Bf16);
+        let b = plan_memory(&m, &g, &MemoryConfig { kv_blocks: Some(27_000), ..cfg(1) }).unwrap();
+        assert_eq!((b.kv_blocks, b.kv_bytes), (27_000, 27_000 * 16 * 131_072));
+        assert_eq!(b.reserve_bytes + b.kv_bytes + b.weight_bytes, b.memory_bytes);
+        let e = plan_memory(&m, &g, &MemoryConfig { kv_blocks: Some(40_000), ..cfg(1) }).unwrap_err().to_string();
+        assert!(e.contains("40000 KV blocks of 2097152 bytes (78.12 GiB) and 14.96 GiB of weights exceed"), "{e}");
     }
 
     #[test]

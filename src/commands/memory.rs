@@ -113,6 +113,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
         reserve_bytes: a.reserve_gib.map(|g| (g * GIB) as u64),
         max_num_batched_tokens: a.max_num_batched_tokens,
         max_num_seqs: a.max_num_seqs,
+        kv_blocks: None,
     };
     let b = plan_memory(&model, &gpu, &cfg).map_err(CliError::input)?;
     let fits = b.concurrent_requests(a.context);

@@ -73,6 +73,7 @@ fn flag(engine: Engine, name: &str) -> Option<Flag> {
         (Engine::Vllm, "--max-num-seqs") => Value("max_num_seqs"),
         (Engine::Vllm, "--max-num-batched-tokens") => Value("max_num_batched_tokens"),
         (Engine::Vllm, "--gpu-memory-utilization") => Value("gpu_memory_utilization"),
+        (Engine::Vllm, "--num-gpu-blocks-override") => Value("kv_blocks"),
         (Engine::Vllm, "--enable-chunked-prefill") => Switch("chunked", true),
         (Engine::Vllm, "--no-enable-chunked-prefill") => Switch("chunked", false),
         (Engine::Vllm, "--enable-prefix-caching") => Switch("prefix", true),
@@ -346,13 +347,20 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
     if engine == Engine::Vllm && got.get("async").is_some_and(|v| v == "true") {
         t += "[scheduler.cpu]\noverlap = true\n";
     }
+    let blocks = int(&got, "kv_blocks", "--num-gpu-blocks-override")?;
+    if got.contains_key("gpu_memory_utilization") || blocks.is_some() {
+        t += "\n[memory]\n";
+    }
     if let Some(u) = got.get("gpu_memory_utilization") {
         let x: f64 = u
             .parse()
             .ok()
             .filter(|x: &f64| *x > 0.0 && *x <= 1.0)
             .ok_or_else(|| CliError::input(format!("gpu memory fraction: not a number in (0, 1]: {u:?}")))?;
-        t += &format!("\n[memory]\ngpu_memory_utilization = {x}\n");
+        t += &format!("gpu_memory_utilization = {x}\n");
+    }
+    if let Some(n) = blocks {
+        t += &format!("kv_blocks = {n}\n");
     }
     t += &format!("\n[cost]\noverhead = \"{engine_name}\"\n");
     t += "\n# Placeholder traffic: replace with yours (or `workload fit --trace` of a request log).\n\
@@ -410,7 +418,8 @@ mod tests {
             "h100-sxm",
             "vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4 --max-num-seqs 128 \
              --max-num-batched-tokens=4096 --gpu-memory-utilization 0.85 --kv-cache-dtype fp8 --block-size 32 \
-             --max-model-len 16384 --no-enable-prefix-caching --port 8000 --trust-remote-code --foo-bar 3 --enforce-eager",
+             --max-model-len 16384 --no-enable-prefix-caching --port 8000 --trust-remote-code --foo-bar 3 --enforce-eager \
+             --num-gpu-blocks-override 3000",
         );
         let g = &s.groups[0];
         assert_eq!((s.model.name.as_str(), g.tp, g.count), ("llama-3.1-70b", 4, 1));
@@ -420,8 +429,9 @@ mod tests {
         );
         assert_eq!(g.max_model_len, 16384);
         assert_eq!(s.model.kv_dtype.name(), "fp8");
+        assert_eq!(g.memory.kv_blocks, 3000);
         assert!(!g.scheduler.prefix_cache.enabled);
-        assert_eq!(g.memory.usable_bytes, (g.memory.memory_bytes as f64 * 0.85).floor() as u64);
+        assert!(s.resolved_toml().contains("gpu_memory_utilization = 0.85"));
         // One warning line naming every flag not understood, with its value.
         assert_eq!(warn, vec!["not understood, left out: --foo-bar 3, --enforce-eager".to_string()]);
     }

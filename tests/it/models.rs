@@ -106,3 +106,27 @@ fn parallel_layouts_and_new_model_keys_refuse_what_cannot_be_simulated() {
         stderr(&c)
     );
 }
+
+#[test]
+fn a_kv_block_count_the_engine_reported_is_used_as_given() {
+    let text = |blocks: &str| {
+        format!(
+            "name = \"t\"\n[model]\npreset = \"llama-3.1-8b\"\n[gpu]\npreset = \"h100-sxm\"\n[cluster]\ninstances = 2\n\
+             [memory]\nkv_blocks = {blocks}\n"
+        )
+    };
+    let s = servesim_sim::Scenario::from_toml(
+        &format!(
+            "{}[workload]\nrequests = 10\narrival = {{ kind = \"poisson\", rate = 1 }}\n\
+             prompt_tokens = {{ kind = \"fixed\", value = 100 }}\noutput_tokens = {{ kind = \"fixed\", value = 10 }}\n",
+            text("5000")
+        ),
+        "t",
+    )
+    .unwrap();
+    assert_eq!(s.groups[0].memory.kv_blocks, 5000);
+    let out = servesim_sim::engine::run(&s);
+    assert_eq!(out.summary.kv.blocks_total, 10_000, "two instances of 5000 blocks");
+    assert!(refused(&text("0")).contains("memory.kv_blocks: must be in [1, 2^32), got 0"));
+    assert!(refused(&text("100000")).contains("100000 KV blocks of 2097152 bytes"), "{}", refused(&text("100000")));
+}

@@ -116,6 +116,7 @@ pub(crate) fn resolve_groups(
             reserve_bytes: memory.reserve_gib.map(|x| (x * crate::memory::GIB) as u64),
             max_num_batched_tokens: scheduler.max_num_batched_tokens as u64,
             max_num_seqs: scheduler.max_num_seqs as u64,
+            kv_blocks: memory.kv_blocks,
         };
         let budget = super::group_memory(
             model,

@@ -132,11 +132,16 @@ pub struct MemorySection {
     /// Workspace reserved per GPU (activations, CUDA context, graphs), GiB. Default: 1 GiB +
     /// activations of the largest batch + logits (see `memory::default_reserve_bytes`).
     pub(crate) reserve_gib: Option<f64>,
+    /// KV blocks per GPU as the engine reports them at start-up (vLLM logs "# GPU blocks: N";
+    /// SGLang max_total_num_tokens ÷ page size), in blocks of `scheduler.block_tokens`: used
+    /// instead of the computed count. Default: computed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) kv_blocks: Option<u64>,
 }
 
 impl Default for MemorySection {
     fn default() -> Self {
-        MemorySection { gpu_memory_utilization: 0.9, reserve_gib: None }
+        MemorySection { gpu_memory_utilization: 0.9, reserve_gib: None, kv_blocks: None }
     }
 }
 
@@ -146,6 +151,9 @@ impl MemorySection {
         check(u.is_finite() && u > 0.0 && u <= 1.0, path, "gpu_memory_utilization", "must be in (0, 1]", u)?;
         if let Some(r) = self.reserve_gib {
             check(r.is_finite() && (0.0..=1e6).contains(&r), path, "reserve_gib", "must be in [0, 1e6] GiB", r)?;
+        }
+        if let Some(n) = self.kv_blocks {
+            check((1..=u32::MAX as u64).contains(&n), path, "kv_blocks", "must be in [1, 2^32)", n)?;
         }
         Ok(())
     }

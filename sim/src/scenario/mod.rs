@@ -112,7 +112,9 @@ pub(crate) fn group_memory(
 ) -> Result<MemoryBudget, ConfigError> {
     let kv_model = scheduler.kv_cache.model(model);
     let mut memory = plan_memory(&kv_model, gpu, cfg).map_err(|e| ConfigError::at(memory_key, e.to_string()))?;
-    if let Some(d) = scheduler.speculative.as_ref().and_then(|s| s.draft.as_ref()) {
+    // A pinned count is the engine's, draft model included.
+    let draft = scheduler.speculative.as_ref().and_then(|s| s.draft.as_ref()).filter(|_| cfg.kv_blocks.is_none());
+    if let Some(d) = draft {
         let key = format!("{scheduler_key}.speculative.draft");
         if cfg.dp_attention > 1 {
             return Err(ConfigError::at(&key, "a draft model with DP attention is not simulated yet".into()));
@@ -382,6 +384,7 @@ impl Scenario {
             reserve_bytes: file.memory.reserve_gib.map(|g| (g * crate::memory::GIB) as u64),
             max_num_batched_tokens: file.scheduler.max_num_batched_tokens as u64,
             max_num_seqs: file.scheduler.max_num_seqs as u64,
+            kv_blocks: file.memory.kv_blocks,
         };
         let memory = group_memory(model, &gpu, &cfg, &file.scheduler, tp, "memory", "scheduler")?;
         Ok(InstanceGroup {
