@@ -242,20 +242,19 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A TOML file holding a `[gpu]` section (a custom GPU), resolved like a scenario's.
+pub(crate) fn load_gpu(path: &Path) -> Result<servesim_sim::spec::GpuSpec> {
+    let src = crate::input::read_text(path, "--gpu file")?;
+    servesim_sim::spec::gpu_from_toml(&src).map_err(|e| CliError::input(format!("--gpu {}: {e}", path.display())))
+}
+
 /// A preset name, or a TOML file holding a `[model]` section.
-fn load_model(spec: &str) -> Result<ModelSpec> {
-    use servesim_sim::scenario::ModelSection;
-    let section = if Path::new(spec).is_file() {
-        #[derive(serde::Deserialize)]
-        struct File {
-            model: ModelSection,
-        }
+pub(crate) fn load_model(spec: &str) -> Result<ModelSpec> {
+    if Path::new(spec).is_file() {
         let src = crate::input::read_text(Path::new(spec), "--model file")?;
-        let f: File = toml::from_str(&src).map_err(|e| CliError::input(format!("--model {spec}: {}", e.message())))?;
-        f.model
-    } else {
-        ModelSection { preset: Some(spec.to_string()), ..ModelSection::default() }
-    };
+        return servesim_sim::spec::model_from_toml(&src).map_err(|e| CliError::input(format!("--model {spec}: {e}")));
+    }
+    let section = servesim_sim::scenario::ModelSection { preset: Some(spec.to_string()), ..Default::default() };
     section.resolve("model").map_err(|e| CliError::input(format!("--model {spec}: {e}")))
 }
 

@@ -9,10 +9,10 @@ use crate::output::thousands;
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// Model preset (llama-3.1-8b, deepseek-r1, gpt-oss-120b, ...; an unknown name lists them all).
+    /// Model preset (llama-3.1-8b, deepseek-r1, gpt-oss-120b, ...; an unknown name lists them all), or a TOML file with a [model] section like a scenario's.
     #[arg(long)]
     model: String,
-    /// GPU preset (h100-sxm, h200, b200, ...; an unknown name lists them all).
+    /// GPU preset (h100-sxm, h200, b200, ...; an unknown name lists them all), or a TOML file with a [gpu] section like a scenario's (a custom GPU).
     #[arg(long)]
     gpu: String,
     /// Tensor-parallel degree.
@@ -24,12 +24,12 @@ pub(crate) struct Args {
     /// Context length (prompt + output) of the requests to count.
     #[arg(long, default_value_t = 4096)]
     context: u64,
-    /// Weight dtype (nvfp4, mxfp4: the FFN weights in 4 bits, attention and embeddings in bf16).
-    #[arg(long, value_enum, default_value_t = DtypeArg::Bf16)]
-    weight_dtype: DtypeArg,
-    /// KV-cache dtype.
-    #[arg(long, value_enum, default_value_t = DtypeArg::Bf16)]
-    kv_dtype: DtypeArg,
+    /// Weight dtype (nvfp4, mxfp4: the FFN weights in 4 bits, attention and embeddings in bf16). Default: bf16, or the --model file's.
+    #[arg(long, value_enum)]
+    weight_dtype: Option<DtypeArg>,
+    /// KV-cache dtype. Default: bf16, or the --model file's.
+    #[arg(long, value_enum)]
+    kv_dtype: Option<DtypeArg>,
     /// Fraction of GPU memory the engine may use.
     #[arg(long, default_value_t = 0.9)]
     gpu_memory_utilization: f64,
@@ -67,15 +67,38 @@ impl From<DtypeArg> for Dtype {
 }
 
 pub(crate) fn run(a: Args) -> Result<()> {
-    let preset = ModelPreset::find(&a.model).ok_or_else(|| {
-        CliError::input(format!("--model: unknown preset \"{}\"; known: {}", a.model, ModelPreset::names().join(", ")))
-    })?;
-    let gpu = GpuPreset::find(&a.gpu)
-        .ok_or_else(|| {
-            CliError::input(format!("--gpu: unknown preset \"{}\"; known: {}", a.gpu, GpuPreset::names().join(", ")))
-        })?
-        .spec();
-    let model = ModelSpec::from_preset(preset, a.weight_dtype.into(), a.kv_dtype.into());
+    let mut model = if std::path::Path::new(&a.model).is_file() {
+        super::calibrate::load_model(&a.model)?
+    } else {
+        let preset = ModelPreset::find(&a.model).ok_or_else(|| {
+            CliError::input(format!(
+                "--model: unknown preset \"{}\"; known: {}",
+                a.model,
+                ModelPreset::names().join(", ")
+            ))
+        })?;
+        ModelSpec::from_preset(preset, Dtype::Bf16, Dtype::Bf16)
+    };
+    if let Some(d) = a.weight_dtype {
+        model.weight_dtype = d.into();
+    }
+    if let Some(d) = a.kv_dtype {
+        model.kv_dtype = d.into();
+    }
+    let gpu_file = std::path::Path::new(&a.gpu);
+    let gpu = if gpu_file.is_file() {
+        super::calibrate::load_gpu(gpu_file)?
+    } else {
+        GpuPreset::find(&a.gpu)
+            .ok_or_else(|| {
+                CliError::input(format!(
+                    "--gpu: unknown preset \"{}\"; known: {}",
+                    a.gpu,
+                    GpuPreset::names().join(", ")
+                ))
+            })?
+            .spec()
+    };
     if model.kv_dtype == Dtype::Mxfp4 {
         return Err(CliError::input("--kv-dtype: mxfp4 is a weight format; KV caches are bf16, fp8 or nvfp4"));
     }

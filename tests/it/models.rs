@@ -130,3 +130,29 @@ fn a_kv_block_count_the_engine_reported_is_used_as_given() {
     assert!(refused(&text("0")).contains("memory.kv_blocks: must be in [1, 2^32), got 0"));
     assert!(refused(&text("100000")).contains("100000 KV blocks of 2097152 bytes"), "{}", refused(&text("100000")));
 }
+
+#[test]
+fn memory_takes_a_custom_gpu_and_a_model_file() {
+    let dir = out_dir("models_memory_files");
+    std::fs::create_dir_all(&dir).unwrap();
+    let gpu = dir.join("gpu.toml");
+    std::fs::write(
+        &gpu,
+        "[gpu]\nname = \"my-h20\"\nbf16_tflops = 148\nhbm_gb_per_s = 4000\nmemory_gib = 96\n\
+         interconnect_gb_per_s = 450\npcie_gb_per_s = 64\n",
+    )
+    .unwrap();
+    let model = dir.join("model.toml");
+    std::fs::write(&model, "[model]\npreset = \"qwen3-30b-a3b\"\nweight_dtype = \"fp8\"\n").unwrap();
+    let o =
+        servesim(&["memory", "--model", model.to_str().unwrap(), "--gpu", gpu.to_str().unwrap(), "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // 96 GiB; fp8 from the model file: one byte per parameter.
+    assert_eq!((v["gpu"].as_str(), v["memory_bytes"].as_u64()), (Some("my-h20"), Some(96 << 30)));
+    assert_eq!(v["weight_bytes"].as_u64(), Some(30_532_110_336));
+    std::fs::write(&gpu, "[gpu]\nname = 3\n").unwrap();
+    let o = servesim(&["memory", "--model", "llama-3-8b", "--gpu", gpu.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("line 2: gpu.name: invalid type: integer `3`, expected a string"), "{}", stderr(&o));
+}

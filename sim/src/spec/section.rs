@@ -269,6 +269,25 @@ impl ModelSection {
     }
 }
 
+/// The `[model]` section of a TOML text (a file holding only it, or a scenario), resolved;
+/// errors name the line and the key.
+pub fn model_from_toml(src: &str) -> Result<ModelSpec, ConfigError> {
+    #[derive(Deserialize)]
+    struct File {
+        model: ModelSection,
+    }
+    crate::config::parse::<File>(src)?.model.resolve("model")
+}
+
+/// The `[gpu]` section of a TOML text (a custom GPU), resolved; errors name the line and key.
+pub fn gpu_from_toml(src: &str) -> Result<GpuSpec, ConfigError> {
+    #[derive(Deserialize)]
+    struct File {
+        gpu: GpuSection,
+    }
+    crate::config::parse::<File>(src)?.gpu.resolve("gpu")
+}
+
 /// `[gpu]`: a preset, optionally with numbers overridden, or every number given.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
