@@ -156,3 +156,28 @@ fn memory_takes_a_custom_gpu_and_a_model_file() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("line 2: gpu.name: invalid type: integer `3`, expected a string"), "{}", stderr(&o));
 }
+
+#[test]
+fn the_new_layouts_keep_every_invariant_under_pressure() {
+    // KV-tight on purpose: preemptions happen, with 8 DP ranks' blocks in one pool, windowed
+    // layers set apart, and a pinned block count.
+    let workload = "[workload]\nrequests = 300\narrival = { kind = \"poisson\", rate = 50 }\n\
+                    prompt_tokens = { kind = \"lognormal\", median = 3000, p99 = 12000, max = 16000 }\n\
+                    output_tokens = { kind = \"lognormal\", median = 400, p99 = 2000, max = 3000 }\n";
+    for (name, head) in [
+        ("dp8", format!("{DEEPSEEK}[cluster]\ntp = 8\ndp_attention = 8\nep = true\n[memory]\nkv_blocks = 600\n")),
+        (
+            "oss",
+            "name = \"t\"\n[model]\npreset = \"gpt-oss-120b\"\nweight_dtype = \"mxfp4\"\n[gpu]\npreset = \"h100-sxm\"\n\
+             [memory]\ngpu_memory_utilization = 0.86\n"
+                .to_string(),
+        ),
+    ] {
+        let text = format!("{head}[scheduler]\nmax_num_batched_tokens = 16384\n[scheduler.batching]\nkind = \"chunked\"\n{workload}");
+        let out = crate::common::run_checked(&text);
+        let c = &out.summary.requests;
+        assert_eq!(c.finished + c.rejected, c.arrived, "{name}: {c:?}");
+        assert!(c.finished > 250, "{name}: {c:?}");
+        assert!(out.summary.preemptions > 0 && out.summary.kv.utilization_max > 0.9, "{name}: no pressure");
+    }
+}
