@@ -80,7 +80,11 @@ fn parallel_layouts_and_new_model_keys_refuse_what_cannot_be_simulated() {
         (DEEPSEEK.replace("[gpu]", "kv_dtype = \"mxfp4\"\n[gpu]") + "[cluster]\ntp = 8\n", "model.kv_dtype: mxfp4 is a weight format"),
         (
             "name = \"t\"\n[model]\npreset = \"llama-3.1-8b\"\nwindow = { tokens = 128, layers = 40 }\n[gpu]\npreset = \"h100-sxm\"\n".to_string(),
-            "model.window.layers: must be ≤ layers (32), got 40",
+            "model.window.layers: must be < layers (32): at least one layer attends to the whole context, got 40",
+        ),
+        (
+            "name = \"t\"\n[model]\npreset = \"llama-3.1-8b\"\nwindow = { tokens = 128, layers = 32 }\n[gpu]\npreset = \"h100-sxm\"\n".to_string(),
+            "model.window.layers: must be < layers (32)",
         ),
     ];
     for (text, want) in cases {

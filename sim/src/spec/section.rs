@@ -223,7 +223,8 @@ impl ModelSection {
         }
         if let Some(w) = m.arch.window {
             let p = format!("{path}.window");
-            check(w.layers <= m.layers, &p, "layers", &format!("must be ≤ layers ({})", m.layers), w.layers)?;
+            let msg = format!("must be < layers ({}): at least one layer attends to the whole context", m.layers);
+            check(w.layers < m.layers, &p, "layers", &msg, w.layers)?;
         }
         check(
             m.kv_dtype != Dtype::Mxfp4,
