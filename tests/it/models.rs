@@ -86,6 +86,14 @@ fn parallel_layouts_and_new_model_keys_refuse_what_cannot_be_simulated() {
             "name = \"t\"\n[model]\npreset = \"llama-3.1-8b\"\nwindow = { tokens = 128, layers = 32 }\n[gpu]\npreset = \"h100-sxm\"\n".to_string(),
             "model.window.layers: must be < layers (32)",
         ),
+        (
+            DEEPSEEK.replace("[gpu]", "shared_experts = 1048576\nintermediate = 1099511627776\n[gpu]"),
+            "at most 1e17 can be sized",
+        ),
+        (
+            DEEPSEEK.replace("[gpu]", "window = { tokens = 1152921504606846976, layers = 1 }\n[gpu]"),
+            "model.window.tokens: must be in [1, 2^40]",
+        ),
     ];
     for (text, want) in cases {
         let e = refused(&text);

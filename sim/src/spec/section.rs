@@ -170,7 +170,8 @@ impl ModelSection {
             m.arch.dense_intermediate = v;
         }
         if let Some(w) = self.window {
-            check(w.tokens >= 1, &format!("{path}.window"), "tokens", "must be ≥ 1", w.tokens)?;
+            let p = format!("{path}.window");
+            check((1..=super::MAX_DIMENSION).contains(&w.tokens), &p, "tokens", "must be in [1, 2^40]", w.tokens)?;
             m.arch.window = Some(super::model::Window { tokens: w.tokens, layers: w.layers });
         }
         if let Some(v) = self.biases {
@@ -193,9 +194,19 @@ impl ModelSection {
         // Products of the dimensions (parameters, KV bytes) must stay far inside 64 bits: sizes
         // near 2^32 each would otherwise wrap around silently.
         let f = |x: u64| x as f64;
+        let mla = m.arch.mla.map_or(0.0, |a| {
+            let qk = f(a.qk_nope_head_dim + a.qk_rope_head_dim);
+            f(m.hidden) * f(a.q_lora_rank)
+                + f(a.q_lora_rank.max(m.hidden)) * f(m.heads) * qk
+                + f(m.hidden) * f(a.kv_lora_rank + a.qk_rope_head_dim)
+                + f(a.kv_lora_rank) * f(m.heads) * f(a.qk_nope_head_dim + a.v_head_dim)
+                + f(m.heads) * f(a.v_head_dim) * f(m.hidden)
+        });
         let params = f(m.layers)
             * (f(m.hidden) * f(m.head_dim) * (2.0 * f(m.heads) + 2.0 * f(m.kv_heads))
-                + f(m.experts) * 3.0 * f(m.hidden) * f(m.intermediate))
+                + mla
+                + (f(m.experts) + f(m.arch.shared_experts)) * 3.0 * f(m.hidden) * f(m.intermediate)
+                + 3.0 * f(m.hidden) * f(m.arch.dense_intermediate))
             + 2.0 * f(m.vocab) * f(m.hidden);
         check(
             params <= MAX_PARAMS,
