@@ -97,15 +97,17 @@ pub fn default_reserve_bytes(model: &ModelSpec, cfg: &MemoryConfig) -> u64 {
 }
 
 pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Result<MemoryBudget, MemoryError> {
-    if let Some(n) = cfg.kv_blocks {
-        return pinned_memory(model, gpu, cfg, n);
-    }
-    let usable_bytes = (gpu.memory_bytes as f64 * cfg.gpu_memory_utilization).floor() as u64;
     // Under DP attention each rank of tp / dp GPUs holds the attention weights and its own
     // sequences' KV; the FFNs and the embeddings are split over all tp GPUs.
     let dp = cfg.dp_attention.max(1);
     let tp_a = cfg.tp / dp;
     let weight_bytes = model.weight_bytes_per_gpu_dp(cfg.tp, dp);
+    let kv_bytes_per_token = model.kv_bytes_per_token_per_gpu(tp_a);
+    let block_bytes = kv_bytes_per_token * cfg.block_tokens;
+    if let Some(n) = cfg.kv_blocks {
+        return pinned_memory(gpu, cfg, n, weight_bytes, block_bytes);
+    }
+    let usable_bytes = (gpu.memory_bytes as f64 * cfg.gpu_memory_utilization).floor() as u64;
     let reserve_bytes = cfg.reserve_bytes.unwrap_or_else(|| default_reserve_bytes(model, cfg));
     let window_kv_bytes = model.arch.window.map_or(0, |w| {
         let tokens = (w.tokens + cfg.block_tokens).min(model.max_context.max(1));
@@ -126,8 +128,6 @@ pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Resu
         });
     }
     let kv_bytes = usable_bytes - needed;
-    let kv_bytes_per_token = model.kv_bytes_per_token_per_gpu(tp_a);
-    let block_bytes = kv_bytes_per_token * cfg.block_tokens;
     let kv_blocks = kv_bytes / block_bytes * dp;
     if kv_blocks == 0 {
         return Err(MemoryError::NoKvBlock {
@@ -156,15 +156,12 @@ pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Resu
 /// weights as computed, and what is left of the GPU shown as the reserve. The count must fit
 /// beside the weights in the GPU's whole memory.
 fn pinned_memory(
-    model: &ModelSpec,
     gpu: &GpuSpec,
     cfg: &MemoryConfig,
     blocks: u64,
+    weight_bytes: u64,
+    block_bytes: u64,
 ) -> Result<MemoryBudget, MemoryError> {
-    let dp = cfg.dp_attention.max(1);
-    let weight_bytes = model.weight_bytes_per_gpu_dp(cfg.tp, dp);
-    let kv_bytes_per_token = model.kv_bytes_per_token_per_gpu(cfg.tp / dp);
-    let block_bytes = kv_bytes_per_token * cfg.block_tokens;
     let kv_bytes = blocks.saturating_mul(block_bytes);
     if weight_bytes.saturating_add(kv_bytes) > gpu.memory_bytes {
         return Err(MemoryError::PinnedTooMany {
@@ -182,10 +179,10 @@ fn pinned_memory(
         weight_bytes,
         reserve_bytes: gpu.memory_bytes - weight_bytes - kv_bytes,
         kv_bytes,
-        kv_bytes_per_token,
+        kv_bytes_per_token: block_bytes / cfg.block_tokens,
         block_tokens: cfg.block_tokens,
         block_bytes,
-        kv_blocks: blocks * dp,
+        kv_blocks: blocks * cfg.dp_attention.max(1),
         window_kv_bytes: 0,
     })
 }

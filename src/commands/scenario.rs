@@ -228,13 +228,13 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
             ModelPreset::names().join(", ")
         ))
     })?;
-    let (tp_flag, dp_flag) = match engine {
-        Engine::Vllm => ("--tensor-parallel-size", "--data-parallel-size"),
-        Engine::Sglang => ("--tp", "--dp"),
+    let (tp_flag, dp_flag, pp_flag) = match engine {
+        Engine::Vllm => ("--tensor-parallel-size", "--data-parallel-size", "--pipeline-parallel-size"),
+        Engine::Sglang => ("--tp", "--dp", "--pp"),
     };
     let tp = int(&got, "tp", tp_flag)?.unwrap_or(1);
     let dp = int(&got, "dp", dp_flag)?.unwrap_or(1);
-    if int(&got, "pp", "--pipeline-parallel-size")?.unwrap_or(1) > 1 {
+    if int(&got, "pp", pp_flag)?.unwrap_or(1) > 1 {
         warn.push("pipeline parallelism is not modelled: the scenario uses tensor parallelism only".into());
     }
     let moe = preset.experts > 1;

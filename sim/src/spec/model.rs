@@ -746,13 +746,6 @@ impl ModelSpec {
         }
     }
 
-    /// Bytes per element of the FFN weights and of the other weights (attention, embeddings).
-    pub fn weight_element_bytes(&self) -> (f64, f64) {
-        let d = self.weight_dtype;
-        let other = if d.is_4bit() { Dtype::Bf16 } else { d };
-        (d.element_bytes(), other.element_bytes())
-    }
-
     /// Weight bytes each GPU holds under tensor parallelism `tp`: every matrix is split `tp`
     /// ways (the vocabulary-parallel embedding and LM head included); norms are replicated but
     /// negligible, so they are split too.
