@@ -44,6 +44,8 @@ use crate::workload::{Request, TraceError, Workload, NO_CLIENT};
 #[derive(Debug)]
 pub enum Event {
     Arrival(Request),
+    /// The frontend has processed a request (`[frontend]`): the router gets it now.
+    Frontend(Request),
     IterationEnd(u32),
     /// A failure, detection, restart, stranded requests due, or an autoscaler tick.
     Fleet(FleetEvent),
@@ -215,6 +217,8 @@ pub struct Simulation {
     disagg: Option<Box<pools::Pools>>,
     /// Each group's name, cost model and instances, for the summary's `cost` section.
     group_costs: Vec<(String, Arc<dyn CostModel>, Vec<u32>)>,
+    /// The API server between clients and the router (`[frontend]`).
+    frontend: Option<Box<crate::frontend::Frontend>>,
 }
 
 impl Simulation {
@@ -289,6 +293,10 @@ impl Simulation {
         };
         let mut rec = Recorder::new((from, to), kv_total, SimTime::from_secs_f64(s.metrics.window_s));
         rec.reserve(expected_requests(&s.workload));
+        let frontend = s.frontend.map(|f| Box::new(crate::frontend::Frontend::new(f)));
+        if let Some(f) = &frontend {
+            rec.token_delay = f.token_delay();
+        }
         let n = instances.len();
         let prices = s.resolved.plan.as_ref().and_then(|p| {
             s.groups.iter().map(|g| p.price_per_gpu_hour.get(&g.gpu.name).copied()).collect::<Option<Vec<f64>>>()
@@ -315,6 +323,7 @@ impl Simulation {
             fleet: Box::new(fleet),
             disagg: s.disaggregation.as_ref().map(|d| Box::new(pools::Pools::new(s, d, &order))),
             group_costs,
+            frontend,
         };
         sim.start_fleet(fleet_events);
         sim
@@ -381,6 +390,10 @@ impl Simulation {
                 return false;
             }
             Event::Arrival(req) => self.on_arrival(req),
+            Event::Frontend(req) => {
+                self.frontend.as_mut().expect("frontend events need a frontend").holding -= 1;
+                self.route(req)
+            }
             Event::IterationEnd(i) => self.on_iteration_end(i),
             Event::Fleet(f) => self.on_fleet(f),
             Event::KvTransferDone { id, from, to } => self.on_transfer_done(id, from, to),
@@ -400,6 +413,12 @@ impl Simulation {
         summary.fleet = self.fleet.summary(self.now);
         summary.disaggregation = self.disagg.as_ref().map(|p| p.summary(&self.instances, &self.rec));
         summary.cost = self.cost_summary();
+        summary.frontend = self.frontend.as_ref().map(|f| crate::metrics::FrontendSummary {
+            requests: f.passed,
+            mean_ms: if f.passed > 0 { f.total.as_millis_f64() / f.passed as f64 } else { 0.0 },
+            max_ms: f.max.as_millis_f64(),
+            token_delay_ms: f.token_delay().as_millis_f64(),
+        });
         if let Some((mean, max)) = self.fleet.kv_blocks_over(self.now) {
             // KV use as a share of the blocks provisioned (not of idle autoscaler slots).
             let used_mean = summary.kv.utilization_mean * self.rec.kv_total().max(1) as f64;
@@ -457,7 +476,12 @@ impl Simulation {
         let in_flight = self.rec.records.iter().filter(|r| r.status == Status::InFlight).count() as u64;
         let held: u64 = self.instances.iter().map(|i| i.gauges().waiting + i.gauges().running).sum();
         let stranded = self.fleet.stranded() as u64;
-        assert_eq!(in_flight, held + stranded, "in-flight requests not all held by an instance or stranded");
+        let in_frontend = self.frontend.as_ref().map_or(0, |f| f.holding);
+        assert_eq!(
+            in_flight,
+            held + stranded + in_frontend,
+            "in-flight requests not all held by an instance, stranded or in the frontend"
+        );
         self.check_fleet(held);
         let g = self.rec.gauges();
         assert_eq!(g.waiting + g.running, held, "recorder gauges out of step with the instances");
@@ -484,6 +508,16 @@ impl Simulation {
         if req.class != 0 {
             self.rec.set_class(req.id, req.class);
         }
+        if let Some(f) = self.frontend.as_mut() {
+            let at = f.admit(self.now, req.prompt_tokens);
+            self.queue.push(at, Event::Frontend(req));
+            return;
+        }
+        self.route(req);
+    }
+
+    /// Sends a request that arrived (and passed the frontend, if any) to an instance.
+    fn route(&mut self, req: Request) {
         if self.fleet.routable() == 0 {
             self.rec.rejected(req.id, self.now, crate::metrics::RejectReason::NoInstance);
             self.client_done(req.client);
@@ -549,7 +583,8 @@ impl Simulation {
         if client == NO_CLIENT {
             return;
         }
-        if let Some(next) = self.workload.next_for_client(client, self.now) {
+        // The client has its last token once the frontend has streamed it.
+        if let Some(next) = self.workload.next_for_client(client, self.now + self.rec.token_delay) {
             self.queue.push(next.arrival, Event::Arrival(next));
         }
     }

@@ -25,6 +25,7 @@ pub mod cost;
 pub mod disagg;
 pub mod engine;
 pub(crate) mod fleet;
+pub mod frontend;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod instance;

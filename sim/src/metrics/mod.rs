@@ -22,8 +22,8 @@ pub use policy::PolicyStats;
 pub use sections::{MetricsSection, SloSection};
 pub use stats::Dist;
 pub use summary::{
-    meets_slo, offered_window_s, summarize, ClassSummary, CostSummary, KvSummary, RequestCounts, SloSummary,
-    StopReason, StoppedEarly, Summary, Throughput,
+    meets_slo, offered_window_s, summarize, ClassSummary, CostSummary, FrontendSummary, KvSummary, RequestCounts,
+    SloSummary, StopReason, StoppedEarly, Summary, Throughput,
 };
 
 use crate::cost::BatchShape;
@@ -225,6 +225,9 @@ pub struct Recorder {
     pub(crate) series_full: bool,
     /// (time, TTFT ms) of recent first tokens, kept only for an autoscaler that reads them.
     recent_ttft: Option<std::collections::VecDeque<(SimTime, f64)>>,
+    /// From a token's iteration end to the client (`frontend.token_us`): first-token and
+    /// finish times are the client's.
+    pub(crate) token_delay: SimTime,
 }
 
 impl Recorder {
@@ -256,6 +259,7 @@ impl Recorder {
             series: Vec::new(),
             series_full: false,
             recent_ttft: None,
+            token_delay: SimTime::ZERO,
         }
     }
 
@@ -395,6 +399,7 @@ impl Recorder {
     }
 
     pub fn first_token(&mut self, id: u64, now: SimTime) {
+        let now = now + self.token_delay;
         let counted = self.is_counted(id);
         let r = &mut self.records[id as usize];
         r.first_token = now;
@@ -408,6 +413,7 @@ impl Recorder {
     }
 
     pub fn finished(&mut self, id: u64, now: SimTime) {
+        let now = now + self.token_delay;
         let r = &mut self.records[id as usize];
         debug_assert!(r.first_token <= now);
         r.status = Status::Finished;

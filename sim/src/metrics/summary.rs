@@ -52,6 +52,9 @@ pub struct Summary {
     /// What the cost model priced without measurements (ops the roofline stood in for, tables
     /// read beyond their measured range), with each one's share of the iteration time.
     pub cost: CostSummary,
+    /// The API server's time per request (`[frontend]` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend: Option<FrontendSummary>,
     /// Each priority class's requests on their own (`workload.class_weights`), when requests of
     /// more than one class arrived: the question "does class 2 starve?" answered per class.
     /// The counts and the goodput of the classes sum to the totals above.
@@ -105,6 +108,17 @@ pub fn offered_window_s(arrivals: impl Iterator<Item = SimTime>) -> f64 {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CostSummary {
     pub fallbacks: Vec<crate::cost::FallbackShare>,
+}
+
+/// The `frontend` section of a summary: requests it processed (all, warm-up included), the
+/// time each spent there (queued and processed) before reaching the router, and the delay
+/// added to every token's delivery.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FrontendSummary {
+    pub requests: u64,
+    pub mean_ms: f64,
+    pub max_ms: f64,
+    pub token_delay_ms: f64,
 }
 
 /// Why a run stopped before its workload ended (`summary.stopped.reason`).
@@ -327,6 +341,7 @@ pub fn summarize(rec: &Recorder, slo: &SloSection, scenario: &str, seed: u64) ->
         fleet: crate::metrics::FleetSummary::default(),
         disaggregation: None,
         cost: CostSummary::default(),
+        frontend: None,
         classes,
         stopped: None,
     }

@@ -47,6 +47,9 @@ pub struct ScenarioFile {
     /// fleet that never fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) fleet: Option<crate::fleet::FleetSection>,
+    /// `[frontend]`: the API server's work per request and per token. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) frontend: Option<crate::frontend::FrontendSection>,
 }
 
 fn is_one(x: &u32) -> bool {

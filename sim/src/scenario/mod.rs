@@ -67,6 +67,8 @@ pub struct Scenario {
     pub run: RunSection,
     /// `[fleet]`: failures, restarts, autoscaling (`None`: a fixed fleet that never fails).
     pub fleet: Option<crate::fleet::FleetSection>,
+    /// `[frontend]`, resolved (`None`: requests reach the router when sent).
+    pub frontend: Option<crate::frontend::FrontendSpec>,
     /// Prefill and decode pools: the KV link and the decode router (`None`: colocated).
     pub(crate) disaggregation: Option<crate::disagg::Disaggregation>,
     /// The file with every default and preset filled in, for writing next to the outputs.
@@ -290,6 +292,8 @@ impl Scenario {
         if let Some(f) = &file.fleet {
             f.validate("fleet", &groups)?;
         }
+        let at_start = groups.iter().map(|g| g.count).fold(0u32, u32::saturating_add);
+        let frontend = file.frontend.as_ref().map(|f| f.resolve("frontend", at_start)).transpose()?;
         let disaggregation = crate::disagg::resolve(file.cluster.disaggregation.as_ref(), &groups, heterogeneous)?;
         file.cluster.disaggregation = disaggregation.clone();
         if disaggregation.is_some() {
@@ -351,6 +355,7 @@ impl Scenario {
             metrics: file.metrics.clone(),
             run: file.run.clone(),
             fleet: file.fleet.clone(),
+            frontend,
             disaggregation: disaggregation.as_ref().map(Into::into),
             resolved: file,
             resources,

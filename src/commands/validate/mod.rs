@@ -68,6 +68,10 @@ pub(crate) struct Args {
     /// all of them starting together predicts it) instead of all at once as the benchmark does.
     #[arg(long, requires = "silicon")]
     staggered: bool,
+    /// With --silicon: put each engine's API server in front of it (`[frontend] engine = ROW'S
+    /// ENGINE`: serial tokenization per request, docs/scenario.md) instead of none.
+    #[arg(long, requires = "silicon")]
+    frontend: bool,
     /// What executes the emulated side: cpu (the CPU reference ops) or cuda (the CUDA kernels
     /// on GPU 0). Needed for runs and --iterations; not with --measured.
     #[arg(long, value_enum)]
@@ -205,7 +209,12 @@ pub(crate) fn run(a: Args) -> Result<()> {
             file,
             filters: &a.filters,
             database: database.as_deref(),
-            bench: silicon::Bench { rounds: a.rounds, prompt_pool: a.prompt_pool, staggered: a.staggered },
+            bench: silicon::Bench {
+                rounds: a.rounds,
+                prompt_pool: a.prompt_pool,
+                staggered: a.staggered,
+                frontend: a.frontend,
+            },
             fit_overhead: a.fit_overhead,
             out: a.out.clone().unwrap_or_else(|| PathBuf::from("outputs").join("silicon-validate")),
             quiet: a.quiet,

@@ -330,6 +330,8 @@ pub(super) struct Bench {
     pub prompt_pool: Option<u32>,
     /// Clients start evenly over a request's lifetime instead of together.
     pub staggered: bool,
+    /// The engine's frontend (`[frontend] engine = ...`) in front of it.
+    pub frontend: bool,
 }
 
 /// The scenario of a case.
@@ -375,12 +377,13 @@ pub(super) fn scenario_text(
         ),
         _ => (c.isl, String::new(), ""),
     };
+    let frontend = if bench.frontend { format!("[frontend]\nengine = \"{}\"\n", c.framework) } else { String::new() };
     format!(
         "name = \"silicon\"\nseed = 1\n[model]\npreset = \"{}\"\nweight_dtype = \"{weight_dtype}\"\n\
          [gpu]\npreset = \"{}\"\n[cluster]\ninstances = 1\ntp = {}\n{layout}{}\
          [workload]\nrequests = {requests}\narrival = {{ kind = \"closed-loop\", clients = {}, ramp_s = {ramp_s} }}\n\
          prompt_tokens = {{ kind = \"fixed\", value = {} }}\noutput_tokens = {{ kind = \"fixed\", value = {} }}\n{pool}\
-         [cost]\noverhead = \"{}\"\n{database}{overhead}{cache}",
+         [cost]\noverhead = \"{}\"\n{database}{overhead}{cache}{frontend}",
         c.model,
         c.gpu,
         c.tp,
@@ -701,6 +704,7 @@ pub(super) fn run(o: Options) -> Result<()> {
         "rounds": o.bench.rounds,
         "clients_start": if o.bench.staggered { "staggered" } else { "together" },
         "prompt_pool": o.bench.prompt_pool,
+        "frontend": o.bench.frontend,
         "rows": outs.len(),
         "run": expressed,
         "not_run": reasons,
@@ -775,7 +779,13 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!((c.model, c.tp, c.dp, c.ep, c.roofline, c.weight_dtype), ("deepseek-r1", 8, 8, true, true, "fp8"));
-        let text = scenario_text(&c, Bench { rounds: 1, prompt_pool: None, staggered: false }, None, None, 0.0);
+        let text = scenario_text(
+            &c,
+            Bench { rounds: 1, prompt_pool: None, staggered: false, frontend: false },
+            None,
+            None,
+            0.0,
+        );
         assert!(text.contains("dp_attention = 8\nep = true\n") && !text.contains("database"), "{text}");
         let s = Scenario::from_toml(&text, "t").unwrap();
         assert_eq!((s.groups[0].tp, s.groups[0].layout.dp_attention), (8, 8));
