@@ -30,7 +30,7 @@ pub struct EngineFrontend {
     pub request_us: f64,
     pub prompt_token_us: f64,
     pub token_us: f64,
-    /// Where the numbers come from.
+    /// Where the numbers come from (`servesim scenario`-level docs and docs/scenario.md).
     pub source: &'static str,
 }
 
@@ -62,18 +62,19 @@ pub const FRONTENDS: &[EngineFrontend] = &[
 
 // The per-token tokenization cost is vLLM PR #19334's measurement (vllm-project/vllm,
 // "microbatch tokenization"): 100 identical ~10,000-token prompts sent at once to one API
-// server, answered from the prefix cache with max_tokens 1, took 1.338 s before the change,
+// server, answered from the prefix cache with max_tokens 1, took 1.338 s before the change:
 // 13.4 ms a request, 1.3 µs a prompt token. The per-request cost (HTTP parsing, the chat
-// template, request validation, the hand-off to the engine process) is fitted on the fit half
-// of the scoreboard (`servesim validate --silicon --fit-frontend`, docs/fidelity.md).
+// template, request validation, the hand-off to the engine process) is an estimate, not a
+// measurement: no published figure separates it. The scoreboard does not support turning this
+// section on by default (docs/fidelity.md, "The frontend").
 const VLLM_PROMPT_TOKEN_US: f64 = 1.3;
 const VLLM_REQUEST_US: f64 = 1000.0;
-const VLLM_SOURCE: &str = "vLLM: 1.3 µs per prompt token from vLLM PR #19334 (100 ~10k-token prompts through one \
-                           API server in 1.338 s); 1000 µs per request (docs/fidelity.md)";
+const VLLM_SOURCE: &str = "vLLM: 1.3 µs per prompt token measured in vLLM PR #19334 (100 ~10k-token prompts \
+                           through one API server in 1.338 s); 1000 µs per request estimated, not measured";
 const SGLANG_PROMPT_TOKEN_US: f64 = 1.3;
 const SGLANG_REQUEST_US: f64 = 1000.0;
-const SGLANG_SOURCE: &str = "SGLang: tokenizer manager in one process like vLLM's API server; vLLM's numbers \
-                             (docs/fidelity.md)";
+const SGLANG_SOURCE: &str = "SGLang: its tokenizer manager is one process like vLLM's API server; vLLM's numbers \
+                             stand in (not measured on SGLang)";
 
 impl EngineFrontend {
     pub fn find(name: &str) -> Option<&'static EngineFrontend> {

@@ -196,7 +196,7 @@ fn config_imports_no_other_module() {
 fn the_runtime_does_not_reach_up_to_the_scenario_or_the_planner() {
     // The resolved scenario is above the components it builds; the planner is above the engine.
     let g = sim_graph();
-    for m in ["workload", "cost", "metrics", "instance", "router", "fleet", "disagg"] {
+    for m in ["workload", "cost", "metrics", "instance", "router", "fleet", "disagg", "frontend"] {
         for up in ["scenario", "engine", "plan"] {
             assert!(!g[m].contains_key(up), "{m} imports {up} ({:?}): the runtime must not import its configuration's resolver, the engine or the planner", g[m][up]);
         }

@@ -190,3 +190,72 @@ fn the_offered_window_of_n_arrivals_is_their_span_plus_one_gap() {
     assert_eq!(offered_window_s([t(3.0), t(1.0)].into_iter()), 4.0);
     assert_eq!(offered_window_s([t(2.0), t(2.0)].into_iter()), 0.0);
 }
+
+#[test]
+fn the_frontend_processes_requests_one_at_a_time_and_delays_each_token() {
+    // Two closed-loop clients send 300-token prompts at time zero. One API server takes
+    // 1000 µs + 2 µs × 300 = 1.6 ms per request, so the engine gets request 0 at 1.6 ms (and,
+    // idle, prefills it alone) and request 1 at 3.2 ms, during that prefill: request 1 joins the
+    // next iteration beside request 0's decode. Every token reaches the client 0.5 ms after its
+    // iteration ends.
+    let src = llama8b(
+        "requests = 2\narrival = { kind = \"closed-loop\", clients = 2 }\n\
+         prompt_tokens = { kind = \"fixed\", value = 300 }\noutput_tokens = { kind = \"fixed\", value = 2 }",
+        "[frontend]\nrequest_us = 1000\nprompt_token_us = 2\ntoken_us = 500\nservers = 1\n",
+    );
+    let s = scenario(&src);
+    let cost = cost_model(&s, 0);
+    let ms = |x: f64| SimTime::from_secs_f64(x / 1e3);
+    let mut p1 = BatchShape::default();
+    p1.add_prefill(300, 0, true);
+    let t1 = cost.iteration_time(&p1);
+    let mut mixed = BatchShape::default();
+    mixed.add_decode(301);
+    mixed.add_prefill(300, 0, true);
+    let t2 = cost.iteration_time(&mixed);
+    let mut d = BatchShape::default();
+    d.add_decode(301);
+    let t3 = cost.iteration_time(&d);
+    let e1 = ms(1.6) + t1;
+    assert!(e1 > ms(3.2), "request 1 must reach the engine during the first prefill");
+    let delay = ms(0.5);
+
+    let out = run(&src);
+    let r = &out.recorder.records;
+    assert_eq!(r[0].arrival, SimTime::ZERO);
+    assert_eq!(r[1].arrival, SimTime::ZERO);
+    assert_eq!(r[0].first_token, e1 + delay);
+    assert_eq!(r[0].finish, e1 + t2 + delay);
+    assert_eq!(r[1].first_token, e1 + t2 + delay);
+    assert_eq!(r[1].finish, e1 + t2 + t3 + delay);
+    // The gaps between tokens are the iterations' (the delay shifts every token alike).
+    assert!((out.summary.itl_ms.max - t2.max(t3).as_millis_f64()).abs() < 1e-9);
+    let f = out.summary.frontend.as_ref().expect("summary.frontend");
+    assert_eq!(f.requests, 2);
+    assert!((f.mean_ms - 2.4).abs() < 1e-9 && (f.max_ms - 3.2).abs() < 1e-9, "{f:?}");
+    assert!((f.token_delay_ms - 0.5).abs() < 1e-12);
+
+    // Without the section: both prompts in one iteration at time zero.
+    let plain = run(&llama8b(
+        "requests = 2\narrival = { kind = \"closed-loop\", clients = 2 }\n\
+         prompt_tokens = { kind = \"fixed\", value = 300 }\noutput_tokens = { kind = \"fixed\", value = 2 }",
+        "",
+    ));
+    assert!(plain.summary.frontend.is_none());
+    assert_eq!(plain.recorder.records[0].first_token, plain.recorder.records[1].first_token);
+}
+
+#[test]
+fn frontend_keys_are_checked_by_name() {
+    let base = "requests = 1\narrival = { kind = \"constant\", rate = 1 }\n\
+                prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 2 }";
+    for (extra, key) in [
+        ("[frontend]\nservers = 0\n", "frontend.servers"),
+        ("[frontend]\nprompt_token_us = -2\n", "frontend.prompt_token_us"),
+        ("[frontend]\nengine = \"tgi\"\n", "frontend.engine"),
+        ("[frontend]\ntokenize_us = 3\n", "tokenize_us"),
+    ] {
+        let e = servesim_sim::Scenario::from_toml(&llama8b(base, extra), "t").unwrap_err().to_string();
+        assert!(e.contains(key), "{extra}: {e}");
+    }
+}

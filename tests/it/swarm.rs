@@ -397,6 +397,17 @@ fn draw(seed: u64) -> String {
             o += "]\n";
         }
     }
+    // The API server in front (drawn last, so the draws above stay those of earlier builds).
+    if d.chance(0.25) {
+        o += &format!(
+            "[frontend]\nengine = \"{}\"\nrequest_us = {}\nprompt_token_us = {}\ntoken_us = {}\nservers = {}\n",
+            d.pick(&["vllm", "sglang", "none"]),
+            d.real(0.0, 5000.0),
+            d.real(0.0, 5.0),
+            d.real(0.0, 2000.0),
+            d.int(1, 4)
+        );
+    }
     o
 }
 
@@ -533,6 +544,7 @@ fn the_swarm_covers_every_policy() {
         "kind = \"diurnal\"",
         "session-affinity",
         "[run]",
+        "[frontend]",
     ] {
         let n = all.matches(key).count();
         assert!(n >= 3, "only {n} of 300 drawn scenarios have {key}");

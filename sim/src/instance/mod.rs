@@ -249,7 +249,8 @@ impl Instance {
     /// applies while requests hold blocks that may grow (running ones, and ones receiving their
     /// KV).
     fn fits(&self, need: u64, unusable: u64) -> bool {
-        self.kv.fits(need, unusable, !self.running.is_empty() || self.xfer.slots() > 0)
+        let growing = !self.running.is_empty() || self.xfer.slots() > 0;
+        self.kv.fits(need, unusable, growing && self.cfg.policy.batching.keeps_watermark())
     }
 
     fn blocks_for(&self, tokens: u64) -> u64 {
@@ -562,6 +563,37 @@ impl Instance {
         }
     }
 
+    /// vLLM V1's pass over the running requests: in admission order, each gets the tokens it
+    /// is owed (a decode step, or a prefill chunk of at most the policy's chunk cap) while
+    /// `budget` lasts, and the blocks for them, preempting the most recently admitted
+    /// requests when none are free; stops when the budget is spent or a request had to preempt
+    /// itself.
+    fn step_running_in_order(&mut self, budget: u64, rec: &mut dyn Observer) {
+        let cap = self.cfg.policy.batching.chunk_cap();
+        let mut used = 0;
+        let mut i = 0;
+        while i < self.running.len() && used < budget {
+            let s = &self.running[i];
+            if s.step == 0 {
+                let (step, draft) =
+                    if s.is_decode() { self.decode_step(s) } else { (s.pending().min(cap).min(budget - used), 0) };
+                if used + step > budget {
+                    // A speculative step larger than what is left (vLLM would cut its drafts).
+                    break;
+                }
+                let s = &mut self.running[i];
+                s.step = step;
+                s.draft = draft;
+                self.batch.add(&self.running[i]);
+                used += step;
+                if !self.grow(i, rec) {
+                    break;
+                }
+            }
+            i += 1;
+        }
+    }
+
     /// Gives running request `i` the blocks its step needs, preempting the most recently
     /// admitted requests while none are free. Returns false if `i` itself was preempted.
     #[inline]
@@ -712,7 +744,7 @@ impl Instance {
             let hit_tokens = self.kv.hits.len() as u64 * bt;
             let pending = context - hit_tokens;
             let step = if chunked {
-                pending.min(*budget)
+                pending.min(*budget).min(self.cfg.policy.batching.chunk_cap())
             } else {
                 // A recomputation can exceed the token budget (prompt + generated tokens); it
                 // then runs as the only prefill of its iteration rather than never.

@@ -22,6 +22,7 @@ fn cases() -> Vec<(&'static str, &'static str, &'static str)> {
         ("static", "max_num_seqs = 32\nmax_num_batched_tokens = 2048\n[scheduler.batching]\nkind = \"static\"", LOAD),
         ("chunked", "max_num_batched_tokens = 256\n[scheduler.batching]\nkind = \"chunked\"", LOAD),
         ("chunked prefill-first", "max_num_batched_tokens = 256\n[scheduler.batching]\nkind = \"chunked\"\npriority = \"prefill\"", LOAD),
+        ("vllm-v1", "max_num_batched_tokens = 256\n[scheduler.batching]\nkind = \"vllm-v1\"\nlong_prefill_token_threshold = 96", LOAD),
         ("shortest prompt", "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"shortest-prompt\"", LOAD),
         ("shortest job", "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"shortest-job\"\noutput_error = 0.8", LOAD),
         ("priority aging", "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"priority\"\naging_per_s = 0.3", LOAD),

@@ -9,6 +9,7 @@
 pub(crate) mod chunked;
 pub(crate) mod continuous;
 pub(crate) mod static_batch;
+pub(crate) mod vllm_v1;
 
 use serde::Serialize;
 
@@ -25,12 +26,14 @@ pub(crate) enum BatchingSpec {
     Continuous(continuous::Continuous),
     Static(Empty),
     Chunked(chunked::Chunked),
+    VllmV1(vllm_v1::VllmV1),
 }
 
 tagged_enum!(BatchingSpec {
     "continuous" => Continuous(continuous::Continuous),
     "static" => Static(Empty),
     "chunked" => Chunked(chunked::Chunked),
+    "vllm-v1" => VllmV1(vllm_v1::VllmV1),
 });
 
 impl Default for BatchingSpec {
@@ -40,13 +43,29 @@ impl Default for BatchingSpec {
 }
 
 impl BatchingSpec {
-    pub(crate) fn validate(&self, _path: &str) -> Result<(), ConfigError> {
-        Ok(())
+    pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        match self {
+            BatchingSpec::VllmV1(v) => v.validate(path),
+            _ => Ok(()),
+        }
     }
 
     /// Whether prompts are split into chunks (so a prompt may exceed the token budget).
     pub(crate) fn is_chunked(&self) -> bool {
-        matches!(self, BatchingSpec::Chunked(_))
+        matches!(self, BatchingSpec::Chunked(_) | BatchingSpec::VllmV1(_))
+    }
+
+    /// The most tokens one request computes in one iteration.
+    pub(crate) fn chunk_cap(&self) -> u64 {
+        match self {
+            BatchingSpec::VllmV1(v) => v.chunk_cap(),
+            _ => u64::MAX,
+        }
+    }
+
+    /// Whether admissions keep `scheduler.watermark` free (vLLM V1 keeps none).
+    pub(crate) fn keeps_watermark(&self) -> bool {
+        !matches!(self, BatchingSpec::VllmV1(_))
     }
 }
 
@@ -56,5 +75,6 @@ pub(super) fn form(inst: &mut Instance, now: SimTime, rec: &mut dyn Observer) {
         BatchingSpec::Continuous(c) => continuous::form(inst, now, &c, rec),
         BatchingSpec::Static(_) => static_batch::form(inst, now, rec),
         BatchingSpec::Chunked(c) => chunked::form(inst, now, &c, rec),
+        BatchingSpec::VllmV1(_) => vllm_v1::form(inst, now, rec),
     }
 }

@@ -1,0 +1,60 @@
+//! vLLM V1's scheduler (`vllm/v1/core/sched/scheduler.py`, `Scheduler.schedule`, read at
+//! vllm-project/vllm 00024d31): one token budget, `max_num_batched_tokens`, and no prefill or
+//! decode phase — each request is owed the tokens it has not computed yet.
+//!
+//! 1. The running requests, in the order they were admitted, each take
+//!    min(tokens owed, `long_prefill_token_threshold` if set, budget left) while the budget
+//!    lasts: a request still prefilling ahead of a decoding one is served first, and the loop
+//!    stops when the budget is spent (later running requests skip the iteration).
+//! 2. A request that needs a KV block when none is free preempts the last-admitted running
+//!    request (its blocks freed, recomputed later from the head of the waiting queue), again
+//!    until the block is found; if it preempted itself, the running loop stops.
+//! 3. Waiting requests are admitted only if nobody was preempted in this iteration, in queue
+//!    order, each with its first chunk, while `max_num_seqs`, the budget and the free blocks
+//!    allow. `KVCacheManager.allocate_slots` keeps no watermark: blocks are free or not.
+//!
+//! Chunked prefill is always on. Prefix caching is `[scheduler.prefix_cache]`'s (vLLM V1 turns
+//! it on by default; servesim does not, so that a scenario's cache is what it says).
+
+use serde::{Deserialize, Serialize};
+
+use super::super::Instance;
+use crate::config::{check, ConfigError};
+use crate::metrics::Observer;
+use crate::time::SimTime;
+
+/// `kind = "vllm-v1"`
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct VllmV1 {
+    /// The most tokens one request computes in an iteration (`--long-prefill-token-threshold`);
+    /// 0 (default): no limit but the budget.
+    pub(crate) long_prefill_token_threshold: u64,
+}
+
+impl VllmV1 {
+    pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        let t = self.long_prefill_token_threshold;
+        check(t <= 1 << 40, path, "long_prefill_token_threshold", "must be ≤ 2^40", t)
+    }
+
+    /// The most tokens one request computes in one iteration.
+    pub(crate) fn chunk_cap(&self) -> u64 {
+        match self.long_prefill_token_threshold {
+            0 => u64::MAX,
+            t => t,
+        }
+    }
+}
+
+pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, rec: &mut dyn Observer) {
+    let max = inst.cfg.max_num_batched_tokens;
+    inst.step_running_in_order(max, rec);
+    if !inst.preempted_now {
+        let mut budget = max.saturating_sub(inst.budget_used());
+        inst.swap_in(&mut budget, true);
+        if inst.waiting.swapped.is_empty() {
+            inst.admit(now, &mut budget, true, rec);
+        }
+    }
+}
