@@ -391,7 +391,7 @@ impl Simulation {
             }
             Event::Arrival(req) => self.on_arrival(req),
             Event::Frontend(req) => {
-                self.frontend.as_mut().expect("frontend events need a frontend").holding -= 1;
+                self.frontend.as_mut().expect("frontend events need a frontend").release();
                 self.route(req)
             }
             Event::IterationEnd(i) => self.on_iteration_end(i),
@@ -413,12 +413,7 @@ impl Simulation {
         summary.fleet = self.fleet.summary(self.now);
         summary.disaggregation = self.disagg.as_ref().map(|p| p.summary(&self.instances, &self.rec));
         summary.cost = self.cost_summary();
-        summary.frontend = self.frontend.as_ref().map(|f| crate::metrics::FrontendSummary {
-            requests: f.passed,
-            mean_ms: if f.passed > 0 { f.total.as_millis_f64() / f.passed as f64 } else { 0.0 },
-            max_ms: f.max.as_millis_f64(),
-            token_delay_ms: f.token_delay().as_millis_f64(),
-        });
+        summary.frontend = self.frontend.as_ref().map(|f| f.summary());
         if let Some((mean, max)) = self.fleet.kv_blocks_over(self.now) {
             // KV use as a share of the blocks provisioned (not of idle autoscaler slots).
             let used_mean = summary.kv.utilization_mean * self.rec.kv_total().max(1) as f64;

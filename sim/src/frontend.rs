@@ -21,6 +21,7 @@ use std::collections::BinaryHeap;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{check, ConfigError};
+use crate::metrics::FrontendSummary;
 use crate::time::SimTime;
 
 /// One engine's frontend costs.
@@ -60,17 +61,19 @@ pub const FRONTENDS: &[EngineFrontend] = &[
     EngineFrontend { name: "none", request_us: 0.0, prompt_token_us: 0.0, token_us: 0.0, source: "no frontend cost" },
 ];
 
-// The per-token tokenization cost is vLLM PR #19334's measurement (vllm-project/vllm,
-// "microbatch tokenization"): 100 identical ~10,000-token prompts sent at once to one API
-// server, answered from the prefix cache with max_tokens 1, took 1.338 s before the change:
-// 13.4 ms a request, 1.3 µs a prompt token. The per-request cost (HTTP parsing, the chat
+// The per-token tokenization cost is read from vLLM PR #19334 (vllm-project/vllm,
+// "microbatch tokenization"): 100 requests with the same ~10,000-token prompt ("hello " × 10000)
+// and max_tokens 1, sent at once to one API server, took 1.338 s before the change, 13.4 ms a
+// request. Taking all of it as tokenization gives 1.3 µs a prompt token: an upper bound, since
+// the 1.338 s also holds the engine's work. The per-request cost (HTTP parsing, the chat
 // template, request validation, the hand-off to the engine process) is an estimate, not a
 // measurement: no published figure separates it. The scoreboard does not support turning this
 // section on by default (docs/fidelity.md, "The frontend").
 const VLLM_PROMPT_TOKEN_US: f64 = 1.3;
 const VLLM_REQUEST_US: f64 = 1000.0;
-const VLLM_SOURCE: &str = "vLLM: 1.3 µs per prompt token measured in vLLM PR #19334 (100 ~10k-token prompts \
-                           through one API server in 1.338 s); 1000 µs per request estimated, not measured";
+const VLLM_SOURCE: &str = "vLLM: 1.3 µs per prompt token read from vLLM PR #19334 (100 ~10k-token prompts \
+                           through one API server in 1.338 s, engine work included: an upper bound); 1000 µs per \
+                           request estimated, not measured";
 const SGLANG_PROMPT_TOKEN_US: f64 = 1.3;
 const SGLANG_REQUEST_US: f64 = 1000.0;
 const SGLANG_SOURCE: &str = "SGLang: its tokenizer manager is one process like vLLM's API server; vLLM's numbers \
@@ -118,8 +121,10 @@ pub struct FrontendSpec {
 }
 
 impl FrontendSection {
-    /// Checks the keys; `instances` is the default server count.
-    pub fn resolve(&self, path: &str, instances: u32) -> Result<FrontendSpec, ConfigError> {
+    /// Checks the keys and writes the engine's defaults into those not given (the resolved
+    /// scenario shows the numbers a run used); `instances` is the default server count, left
+    /// unwritten so that a derived scenario with other instance counts follows them.
+    pub fn resolve(&mut self, path: &str, instances: u32) -> Result<FrontendSpec, ConfigError> {
         let name = self.engine.as_deref().unwrap_or("vllm");
         let e = EngineFrontend::find(name).ok_or_else(|| {
             ConfigError::at(
@@ -137,6 +142,8 @@ impl FrontendSection {
         let token = us("token_us", self.token_us, e.token_us)?;
         let servers = self.servers.unwrap_or(instances.max(1));
         check((1..=100_000).contains(&servers), path, "servers", "must be in [1, 100000]", servers)?;
+        self.engine = Some(e.name.to_string());
+        (self.request_us, self.prompt_token_us, self.token_us) = (Some(request), Some(prompt), Some(token));
         Ok(FrontendSpec {
             request: SimTime((request * 1e3).round() as u64),
             prompt_token_ns: prompt * 1e3,
@@ -155,9 +162,9 @@ pub(crate) struct Frontend {
     /// Requests sent and not yet handed to the router.
     pub(crate) holding: u64,
     /// Time requests spent in the frontend (waiting and being processed), for the summary.
-    pub(crate) total: SimTime,
-    pub(crate) max: SimTime,
-    pub(crate) passed: u64,
+    total: SimTime,
+    max: SimTime,
+    passed: u64,
 }
 
 impl Frontend {
@@ -186,9 +193,24 @@ impl Frontend {
         done
     }
 
+    /// A request admitted earlier has been handed to the router.
+    pub(crate) fn release(&mut self) {
+        self.holding -= 1;
+    }
+
     /// The delay from a token's iteration end to the client.
     pub(crate) fn token_delay(&self) -> SimTime {
         self.spec.token
+    }
+
+    /// The summary's `frontend` section.
+    pub(crate) fn summary(&self) -> FrontendSummary {
+        FrontendSummary {
+            requests: self.passed,
+            mean_ms: if self.passed > 0 { self.total.as_millis_f64() / self.passed as f64 } else { 0.0 },
+            max_ms: self.max.as_millis_f64(),
+            token_delay_ms: self.spec.token.as_millis_f64(),
+        }
     }
 }
 
@@ -197,14 +219,13 @@ mod tests {
     use super::*;
 
     fn spec(request_us: f64, prompt_token_us: f64, servers: u32) -> FrontendSpec {
-        FrontendSection {
+        let mut f = FrontendSection {
             request_us: Some(request_us),
             prompt_token_us: Some(prompt_token_us),
             servers: Some(servers),
             ..Default::default()
-        }
-        .resolve("frontend", 1)
-        .unwrap()
+        };
+        f.resolve("frontend", 1).unwrap()
     }
 
     #[test]
@@ -218,8 +239,8 @@ mod tests {
         assert_eq!(f.admit(t(0.0), 1000), t(6.0));
         assert_eq!(f.admit(t(10.0), 1000), t(12.0));
         assert_eq!(f.holding, 4);
-        assert_eq!(f.max, t(6.0));
-        assert_eq!(f.total, t(2.0 + 4.0 + 6.0 + 2.0));
+        let sum = f.summary();
+        assert_eq!((sum.requests, sum.max_ms, sum.mean_ms), (4, 6.0, 14.0 / 4.0));
     }
 
     #[test]

@@ -293,7 +293,7 @@ impl Scenario {
             f.validate("fleet", &groups)?;
         }
         let at_start = groups.iter().map(|g| g.count).fold(0u32, u32::saturating_add);
-        let frontend = file.frontend.as_ref().map(|f| f.resolve("frontend", at_start)).transpose()?;
+        let frontend = file.frontend.as_mut().map(|f| f.resolve("frontend", at_start)).transpose()?;
         let disaggregation = crate::disagg::resolve(file.cluster.disaggregation.as_ref(), &groups, heterogeneous)?;
         file.cluster.disaggregation = disaggregation.clone();
         if disaggregation.is_some() {
