@@ -9,6 +9,18 @@
 //! ```
 //! Every GPU of a tensor-parallel instance holds the same number of blocks, each covering the same
 //! `block_tokens` tokens (its share of the heads), so the instance's block count is one GPU's.
+//!
+//! `memory.engine = "vllm"` or `"sglang"` sizes the KV cache by that engine's own rule instead
+//! (the terms are in [`EngineTerms`]):
+//!
+//! ```text
+//!   vLLM   (vllm/v1/worker/gpu_worker.py, Worker.determine_available_memory; vllm/utils/mem_utils.py,
+//!           memory_profiling):
+//!     KV = total as CUDA sees it × gpu_memory_utilization
+//!          − (weights + peak activation of the profiling run + non-torch memory [+ CUDA graphs])
+//!   SGLang (model_runner.py, profile_max_num_token):
+//!     KV = free memory at start-up × mem_fraction_static − weights
+//! ```
 
 use crate::spec::{GpuSpec, ModelSpec};
 
@@ -32,6 +44,77 @@ pub struct MemoryConfig {
     /// KV blocks per GPU as the engine reported them (vLLM's "# GPU blocks", SGLang's
     /// max_total_num_tokens ÷ page size): pinned instead of computed (`memory.kv_blocks`).
     pub kv_blocks: Option<u64>,
+    /// Whose rule sizes the KV cache, with the terms only a real start-up measures.
+    pub engine: EngineMemory,
+}
+
+/// Whose rule sizes the KV cache (`memory.engine`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryEngine {
+    /// servesim's own: weights, a reserve ([`default_reserve_bytes`]), the rest for KV.
+    #[default]
+    Servesim,
+    /// vLLM V1's profiling rule.
+    Vllm,
+    /// SGLang's `mem_fraction_static` rule.
+    Sglang,
+}
+
+impl MemoryEngine {
+    pub fn is_servesim(&self) -> bool {
+        *self == MemoryEngine::Servesim
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryEngine::Servesim => "servesim",
+            MemoryEngine::Vllm => "vllm",
+            MemoryEngine::Sglang => "sglang",
+        }
+    }
+}
+
+/// The engine rule and the inputs a start-up log measures, which servesim otherwise estimates.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EngineMemory {
+    pub engine: MemoryEngine,
+    /// vLLM: the "non-torch memory" its profiling run adds (NCCL, cuBLAS and attention
+    /// workspaces); SGLang: the memory already in use when it measures the free memory (CUDA
+    /// context, NCCL). `None`: [`default_non_torch_bytes`].
+    pub non_torch_bytes: Option<u64>,
+    /// vLLM: CUDA-graph memory counted against the budget. vLLM before its CUDA-graph memory
+    /// profiling took the graphs from outside the budget (0); with it, its estimate is
+    /// subtracted ("Estimated CUDA graph memory: X GiB" in the log). `None`: 0.
+    pub cuda_graph_bytes: Option<u64>,
+    /// SGLang's `--mem-fraction-static`; `None`: [`sglang_mem_fraction_static`].
+    pub mem_fraction_static: Option<f64>,
+}
+
+/// Every term of an engine's rule, as `servesim memory --engine` shows them (bytes per GPU).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineTerms {
+    pub engine: MemoryEngine,
+    /// The GPU's memory as CUDA reports it (`torch.cuda.mem_get_info()[1]`).
+    pub visible_bytes: u64,
+    /// Whether `visible_bytes` is a measured CUDA total; false: the nominal capacity stands in.
+    pub visible_measured: bool,
+    /// vLLM: gpu_memory_utilization; SGLang: mem_fraction_static.
+    pub fraction: f64,
+    /// The weights as counted by parameters (without the RoPE table).
+    pub parameter_bytes: u64,
+    /// The RoPE cos/sin table every GPU holds: max_position_embeddings × rotary dim × 2 bytes.
+    pub rope_cache_bytes: u64,
+    /// vLLM's profiling forward pass at max_num_batched_tokens: its largest live activations.
+    pub forward_peak_bytes: u64,
+    /// vLLM's dummy sampler run over min(max_num_seqs, max_num_batched_tokens) sequences.
+    pub sampler_peak_bytes: u64,
+    /// vLLM's "peak activation": the larger of the two.
+    pub activation_bytes: u64,
+    /// See [`EngineMemory::non_torch_bytes`].
+    pub non_torch_bytes: u64,
+    pub non_torch_estimated: bool,
+    pub cuda_graph_bytes: u64,
 }
 
 /// The memory budget of one GPU of an instance.
@@ -53,15 +136,17 @@ pub struct MemoryBudget {
     /// freed as the engines' hybrid allocators do (vLLM's SlidingWindowManager), so they hold
     /// at most this; the paged blocks cover the full-attention layers.
     pub window_kv_bytes: u64,
+    /// The engine rule's terms (`memory.engine` other than servesim; not for a pinned count).
+    pub terms: Option<EngineTerms>,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum MemoryError {
     #[error(
         "{model} does not fit on {gpu} at tp {tp}: weights {weights:.2} GiB + reserve {reserve:.2} GiB \
-         per GPU exceed the {usable:.2} GiB usable at gpu_memory_utilization {util} by {short:.2} GiB"
+         per GPU exceed the {usable:.2} GiB usable at {rule} by {short:.2} GiB"
     )]
-    DoesNotFit { model: String, gpu: String, tp: u64, weights: f64, reserve: f64, usable: f64, util: f64, short: f64 },
+    DoesNotFit { model: String, gpu: String, tp: u64, weights: f64, reserve: f64, usable: f64, rule: String, short: f64 },
     #[error(
         "{model} leaves room for no KV block on {gpu} at tp {tp}: {kv_bytes} bytes free, one block needs {block_bytes}"
     )]
@@ -101,14 +186,34 @@ pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Resu
     // sequences' KV; the FFNs and the embeddings are split over all tp GPUs.
     let dp = cfg.dp_attention.max(1);
     let tp_a = cfg.tp / dp;
-    let weight_bytes = model.weight_bytes_per_gpu_dp(cfg.tp, dp);
+    let mut weight_bytes = model.weight_bytes_per_gpu_dp(cfg.tp, dp);
     let kv_bytes_per_token = model.kv_bytes_per_token_per_gpu(tp_a);
     let block_bytes = kv_bytes_per_token * cfg.block_tokens;
     if let Some(n) = cfg.kv_blocks {
         return pinned_memory(gpu, cfg, n, weight_bytes, block_bytes);
     }
-    let usable_bytes = (gpu.memory_bytes as f64 * cfg.gpu_memory_utilization).floor() as u64;
-    let reserve_bytes = cfg.reserve_bytes.unwrap_or_else(|| default_reserve_bytes(model, cfg));
+    let (usable_bytes, reserve_bytes, rule, terms) = match cfg.engine.engine {
+        MemoryEngine::Servesim => {
+            let usable = (gpu.memory_bytes as f64 * cfg.gpu_memory_utilization).floor() as u64;
+            let reserve = cfg.reserve_bytes.unwrap_or_else(|| default_reserve_bytes(model, cfg));
+            (usable, reserve, format!("gpu_memory_utilization {}", cfg.gpu_memory_utilization), None)
+        }
+        MemoryEngine::Vllm | MemoryEngine::Sglang => {
+            let t = engine_terms(model, gpu, cfg, weight_bytes);
+            weight_bytes += t.rope_cache_bytes;
+            if t.engine == MemoryEngine::Vllm {
+                // requested_memory = total × gpu_memory_utilization (a float; int() at the end).
+                let usable = (t.visible_bytes as f64 * t.fraction).floor() as u64;
+                let reserve = t.activation_bytes.saturating_add(t.non_torch_bytes).saturating_add(t.cuda_graph_bytes);
+                (usable, reserve, format!("vLLM's gpu_memory_utilization {}", t.fraction), Some(t))
+            } else {
+                // rest = free after weights − free at start × (1 − f) = free at start × f − weights.
+                let free = t.visible_bytes.saturating_sub(t.non_torch_bytes);
+                let usable = (free as f64 * t.fraction).floor() as u64;
+                (usable, 0, format!("SGLang's mem_fraction_static {}", t.fraction), Some(t))
+            }
+        }
+    };
     let window_kv_bytes = model.arch.window.map_or(0, |w| {
         let tokens = (w.tokens + cfg.block_tokens).min(model.max_context.max(1));
         let seqs = cfg.max_num_seqs.div_ceil(dp);
@@ -123,11 +228,14 @@ pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Resu
             weights: weight_bytes as f64 / GIB,
             reserve: reserve_bytes.saturating_add(window_kv_bytes) as f64 / GIB,
             usable: usable_bytes as f64 / GIB,
-            util: cfg.gpu_memory_utilization,
+            rule,
             short: (needed - usable_bytes) as f64 / GIB,
         });
     }
     let kv_bytes = usable_bytes - needed;
+    // vLLM: num_blocks = available // page_size // num_layers (kv_cache_utils.get_num_blocks), the
+    // same floor as here since every full-attention layer's page is the same size; SGLang:
+    // max_total_num_tokens = rest // cell_size, then whole pages.
     let kv_blocks = kv_bytes / block_bytes * dp;
     if kv_blocks == 0 {
         return Err(MemoryError::NoKvBlock {
@@ -149,7 +257,110 @@ pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Resu
         block_bytes,
         kv_blocks,
         window_kv_bytes,
+        terms,
     })
+}
+
+/// Bytes the dummy sampler run of vLLM's profiling keeps alive per (sequence × vocabulary
+/// entry) at its peak, counted from `vllm/v1/sample/ops/topk_topp_sampler.py`
+/// (`apply_top_k_top_p`, vllm-project/vllm 3babc05a) with top-k and top-p both on, as the dummy
+/// run sets them: the bf16 logits (2), their fp32 copy (4), the raw log-probs (4), the sorted
+/// logits (4) and their int64 indices (8), the top-k mask (1), the top-p softmax and its
+/// in-place cumsum (4), the top-p mask (1) and the scattered result (4).
+pub const VLLM_SAMPLER_BYTES_PER_LOGIT: u64 = 32;
+
+/// Default [`EngineMemory::non_torch_bytes`]. vLLM's profiling adds little outside torch on
+/// one GPU — 0.02, 0.04 and 0.07 GiB in three published start-up logs (vLLM 0.10–0.11, one
+/// GPU; docs/fidelity.md lists them) — so 0.05 GiB; with TP the NCCL and custom all-reduce
+/// buffers add about a GiB (0.95 and 1.38 GiB logged), so 1 GiB. SGLang measures free memory
+/// after the CUDA context and NCCL are up: 0.53 GiB in use on one H100 and 0.60 GiB per GPU on
+/// H200 with TP in vLLM's start-up lines ("Free memory on device (78.66/79.19 GiB) on
+/// startup"). Estimates from logs, not measured here: a log of your own beats them
+/// (`memory.non_torch_gib`).
+pub fn default_non_torch_bytes(engine: MemoryEngine, tp: u64) -> u64 {
+    let gib = match (engine, tp > 1) {
+        (MemoryEngine::Sglang, false) => 0.53,
+        (MemoryEngine::Sglang, true) => 0.60,
+        (_, false) => 0.05,
+        (_, true) => 1.0,
+    };
+    (gib * GIB) as u64
+}
+
+/// SGLang's default `mem_fraction_static` (python/sglang/srt/server_args.py,
+/// `ServerArgs.__post_init__`, the 2025 rule): GPU memory in MiB less a reserve for activations
+/// and CUDA graphs of (2.8 + tp/10) GiB under 35 GiB, (9.5 + tp/2) GiB under 90 GiB, (12 + tp/2)
+/// GiB under 160 GiB, 32 GiB above, plus 4 GiB with DP attention; rounded to 3 decimals.
+pub fn sglang_mem_fraction_static(gpu: &GpuSpec, tp: u64, dp_attention: bool) -> f64 {
+    let mib = gpu.memory_bytes as f64 / (1u64 << 20) as f64;
+    let tp = tp as f64;
+    let mut reserved = if mib < 35.0 * 1024.0 {
+        (2.8 + tp / 10.0) * 1024.0
+    } else if mib < 90.0 * 1024.0 {
+        (9.5 + tp / 2.0) * 1024.0
+    } else if mib < 160.0 * 1024.0 {
+        (12.0 + tp / 2.0) * 1024.0
+    } else {
+        32.0 * 1024.0
+    };
+    if dp_attention {
+        reserved += 4.0 * 1024.0;
+    }
+    ((mib - reserved) / mib * 1000.0).round() / 1000.0
+}
+
+/// The terms of an engine's rule for one GPU (see the module doc).
+pub fn engine_terms(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig, parameter_bytes: u64) -> EngineTerms {
+    let f = |x: u64| x as f64;
+    let e = &cfg.engine;
+    let (visible_bytes, visible_measured) = match gpu.visible_bytes {
+        Some(v) => (v, true),
+        None => (gpu.memory_bytes, false),
+    };
+    // One RoPE table, shared by the layers (vLLM's get_rope caches it), in the model dtype
+    // (bf16): llama-3.1-8b 131072 × 128 × 2 B = 32 MiB, the 0.03 GiB by which vLLM's "Model
+    // loading took 14.99 GiB" exceeds 8,030,261,248 × 2 B = 14.96 GiB.
+    let rotary = model.arch.mla.map_or(model.head_dim, |m| m.qk_rope_head_dim);
+    let rope_cache_bytes = model.max_context.saturating_mul(rotary).saturating_mul(2);
+    // The profiling forward pass (gpu_model_runner.profile_run → _dummy_run(max_num_tokens)):
+    // at the FFN the residual, the normed input, the gate-up output and the activation are
+    // alive: N × (2 × hidden + 3 × FFN width per GPU) bf16 values (the MoE width is the top-k
+    // experts' plus the shared ones, and each routed expert's output of `hidden`).
+    let moe = model.moe_layers() > 0;
+    let widest = if moe {
+        ((model.top_k + model.arch.shared_experts) * model.intermediate).max(model.dense_ffn_width())
+    } else {
+        model.intermediate
+    };
+    let expert_out = if moe { model.top_k * model.hidden } else { 0 };
+    let n = f(cfg.max_num_batched_tokens);
+    let forward = n * (2.0 * f(model.hidden) + 3.0 * f(widest) / f(cfg.tp) + f(expert_out)) * 2.0;
+    // The dummy sampler run over one sequence per request, its logits gathered over the whole
+    // vocabulary, while the pass's hidden states (N × hidden bf16) are still held.
+    let seqs = cfg.max_num_seqs.min(cfg.max_num_batched_tokens);
+    let sampler = f(seqs) * f(model.vocab) * f(VLLM_SAMPLER_BYTES_PER_LOGIT) + n * f(model.hidden) * 2.0;
+    let (forward_peak_bytes, sampler_peak_bytes) = (forward as u64, sampler as u64);
+    let fraction = match e.engine {
+        MemoryEngine::Sglang => e
+            .mem_fraction_static
+            .unwrap_or_else(|| sglang_mem_fraction_static(gpu, cfg.tp, cfg.dp_attention > 1)),
+        _ => cfg.gpu_memory_utilization,
+    };
+    let (vllm, sglang) = (e.engine == MemoryEngine::Vllm, e.engine == MemoryEngine::Sglang);
+    EngineTerms {
+        engine: e.engine,
+        visible_bytes,
+        visible_measured,
+        fraction,
+        parameter_bytes,
+        rope_cache_bytes,
+        forward_peak_bytes: if sglang { 0 } else { forward_peak_bytes },
+        sampler_peak_bytes: if sglang { 0 } else { sampler_peak_bytes },
+        activation_bytes: if vllm { forward_peak_bytes.max(sampler_peak_bytes) } else { 0 },
+        non_torch_bytes: e.non_torch_bytes.unwrap_or_else(|| default_non_torch_bytes(e.engine, cfg.tp)),
+        non_torch_estimated: e.non_torch_bytes.is_none(),
+        cuda_graph_bytes: if vllm { e.cuda_graph_bytes.unwrap_or(0) } else { 0 },
+    }
 }
 
 /// The budget of a GPU whose engine reported its KV block count: the count as given, the
@@ -184,6 +395,7 @@ fn pinned_memory(
         block_bytes,
         kv_blocks: blocks * cfg.dp_attention.max(1),
         window_kv_bytes: 0,
+        terms: None,
     })
 }
 
@@ -215,6 +427,7 @@ mod tests {
             max_num_batched_tokens: 8192,
             max_num_seqs: 256,
             kv_blocks: None,
+            engine: EngineMemory::default(),
         }
     }
 
@@ -307,6 +520,7 @@ mod tests {
             block_bytes: 16,
             kv_blocks: 100,
             window_kv_bytes: 0,
+            terms: None,
         };
         assert_eq!(b.concurrent_requests(16), 100);
         assert_eq!(b.concurrent_requests(17), 50);

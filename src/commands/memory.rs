@@ -1,6 +1,6 @@
 //! `servesim memory`: the per-GPU memory budget of a model on a GPU.
 
-use servesim_sim::memory::{plan_memory, MemoryConfig, GIB};
+use servesim_sim::memory::{plan_memory, EngineMemory, EngineTerms, MemoryConfig, MemoryEngine, GIB};
 use servesim_sim::spec::{Dtype, GpuPreset, ModelPreset, ModelSpec};
 
 use super::Format;
@@ -43,8 +43,33 @@ pub(crate) struct Args {
     max_num_batched_tokens: u64,
     #[arg(long, default_value_t = 256)]
     max_num_seqs: u64,
+    /// Whose rule sizes the KV cache: servesim (weights + reserve), vllm (its profiling rule:
+    /// total as CUDA sees it × --gpu-memory-utilization − weights − peak activation − non-torch
+    /// − CUDA graphs) or sglang (free memory at start × --mem-fraction-static − weights). Each
+    /// term is shown.
+    #[arg(long, value_enum, default_value_t = EngineArg::Servesim)]
+    engine: EngineArg,
+    /// vllm: the "non-torch memory" of your start-up log; sglang: memory in use at start (CUDA
+    /// context, NCCL), GiB. Default: an estimate from published logs (shown as such).
+    #[arg(long)]
+    non_torch_gib: Option<f64>,
+    /// vllm: CUDA-graph memory counted in the budget ("Estimated CUDA graph memory" of a vLLM
+    /// with CUDA-graph memory profiling), GiB. Default 0: older vLLM takes the graphs from
+    /// outside the budget.
+    #[arg(long)]
+    cuda_graph_gib: Option<f64>,
+    /// sglang: --mem-fraction-static. Default: SGLang's own rule for the GPU and TP degree.
+    #[arg(long)]
+    mem_fraction_static: Option<f64>,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum EngineArg {
+    Servesim,
+    Vllm,
+    Sglang,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -128,6 +153,33 @@ pub(crate) fn run(a: Args) -> Result<()> {
             a.tp, a.dp_attention
         )));
     }
+    let engine = match a.engine {
+        EngineArg::Servesim => MemoryEngine::Servesim,
+        EngineArg::Vllm => MemoryEngine::Vllm,
+        EngineArg::Sglang => MemoryEngine::Sglang,
+    };
+    let only = |flag: &str, set: bool, ok: bool, with: &str| -> Result<()> {
+        if set && !ok {
+            return Err(CliError::input(format!("{flag}: only with --engine {with}")));
+        }
+        Ok(())
+    };
+    only("--reserve-gib", a.reserve_gib.is_some(), engine == MemoryEngine::Servesim, "servesim")?;
+    only("--non-torch-gib", a.non_torch_gib.is_some(), engine != MemoryEngine::Servesim, "vllm or sglang")?;
+    only("--cuda-graph-gib", a.cuda_graph_gib.is_some(), engine == MemoryEngine::Vllm, "vllm")?;
+    only("--mem-fraction-static", a.mem_fraction_static.is_some(), engine == MemoryEngine::Sglang, "sglang")?;
+    for (flag, v) in [("--non-torch-gib", a.non_torch_gib), ("--cuda-graph-gib", a.cuda_graph_gib)] {
+        if let Some(x) = v {
+            if !(x.is_finite() && (0.0..=1e4).contains(&x)) {
+                return Err(CliError::input(format!("{flag}: must be in [0, 1e4] GiB, got {x}")));
+            }
+        }
+    }
+    if let Some(x) = a.mem_fraction_static {
+        if !(x.is_finite() && x > 0.0 && x < 1.0) {
+            return Err(CliError::input(format!("--mem-fraction-static: must be in (0, 1), got {x}")));
+        }
+    }
     let cfg = MemoryConfig {
         tp: a.tp,
         dp_attention: a.dp_attention.max(1),
@@ -137,6 +189,12 @@ pub(crate) fn run(a: Args) -> Result<()> {
         max_num_batched_tokens: a.max_num_batched_tokens,
         max_num_seqs: a.max_num_seqs,
         kv_blocks: None,
+        engine: EngineMemory {
+            engine,
+            non_torch_bytes: a.non_torch_gib.map(|g| (g * GIB) as u64),
+            cuda_graph_bytes: a.cuda_graph_gib.map(|g| (g * GIB) as u64),
+            mem_fraction_static: a.mem_fraction_static,
+        },
     };
     let b = plan_memory(&model, &gpu, &cfg).map_err(CliError::input)?;
     let fits = b.concurrent_requests(a.context);
@@ -151,6 +209,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
                 "kv_bytes_per_token": model.kv_bytes_per_token(), "kv_bytes_per_token_per_gpu": b.kv_bytes_per_token,
                 "block_tokens": b.block_tokens, "kv_blocks": b.kv_blocks, "kv_tokens": b.kv_tokens(),
                 "context": a.context, "concurrent_requests": fits,
+                "engine": engine.name(), "terms": b.terms.as_ref().map(terms_json),
             });
             outln!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
         }
@@ -165,7 +224,38 @@ pub(crate) fn run(a: Args) -> Result<()> {
                 gpu.name
             );
             outln!("  GPU memory              {:>10.2} GiB", gib(b.memory_bytes));
-            outln!("  usable at {:<4}          {:>10.2} GiB", a.gpu_memory_utilization, gib(b.usable_bytes));
+            match &b.terms {
+                None => {
+                    outln!("  usable at {:<4}          {:>10.2} GiB", a.gpu_memory_utilization, gib(b.usable_bytes))
+                }
+                Some(t) => {
+                    let seen = if t.visible_measured {
+                        "as CUDA reports it"
+                    } else {
+                        "not known for this GPU: its capacity stands in; set [gpu] visible_gib"
+                    };
+                    outln!("  visible to CUDA         {:>10.2} GiB  ({seen})", gib(t.visible_bytes));
+                    match t.engine {
+                        MemoryEngine::Sglang => {
+                            outln!(
+                                "  in use at start         {:>10.2} GiB  (CUDA context, NCCL{})",
+                                gib(t.non_torch_bytes),
+                                estimate(t.non_torch_estimated)
+                            );
+                            outln!(
+                                "  × mem_fraction_static {:<5} {:>8.2} GiB  (SGLang: weights + KV)",
+                                t.fraction,
+                                gib(b.usable_bytes)
+                            );
+                        }
+                        _ => outln!(
+                            "  requested at {:<5}      {:>10.2} GiB  (vLLM: total × gpu_memory_utilization)",
+                            t.fraction,
+                            gib(b.usable_bytes)
+                        ),
+                    }
+                }
+            }
             let split = if model.weight_dtype.is_4bit() {
                 format!("; FFN in {}, attention and embeddings in bf16", model.weight_dtype.name())
             } else {
@@ -178,7 +268,42 @@ pub(crate) fn run(a: Args) -> Result<()> {
                 thousands(model.active_params()),
                 a.tp
             );
-            outln!("  reserve                 {:>10.2} GiB", gib(b.reserve_bytes));
+            match &b.terms {
+                None => outln!("  reserve                 {:>10.2} GiB", gib(b.reserve_bytes)),
+                Some(t) => {
+                    outln!(
+                        "    of which RoPE table   {:>10.2} GiB  (max_position × rotary dim × 2 B)",
+                        gib(t.rope_cache_bytes)
+                    );
+                    if t.engine == MemoryEngine::Vllm {
+                        outln!(
+                            "  peak activation         {:>10.2} GiB  (profiling run: the larger of the two below)",
+                            gib(t.activation_bytes)
+                        );
+                        outln!(
+                            "    forward pass          {:>10.2} GiB  ({} tokens)",
+                            gib(t.forward_peak_bytes),
+                            thousands(a.max_num_batched_tokens)
+                        );
+                        outln!(
+                            "    sampler               {:>10.2} GiB  ({} sequences × vocabulary)",
+                            gib(t.sampler_peak_bytes),
+                            thousands(a.max_num_seqs.min(a.max_num_batched_tokens))
+                        );
+                        outln!(
+                            "  non-torch memory        {:>10.2} GiB  (NCCL, workspaces{})",
+                            gib(t.non_torch_bytes),
+                            estimate(t.non_torch_estimated)
+                        );
+                        let graphs = if t.cuda_graph_bytes == 0 {
+                            "not counted: older vLLM takes them from outside the budget; --cuda-graph-gib"
+                        } else {
+                            "counted, as vLLM's CUDA-graph memory profiling does"
+                        };
+                        outln!("  CUDA graphs             {:>10.2} GiB  ({graphs})", gib(t.cuda_graph_bytes));
+                    }
+                }
+            }
             if let Some(w) = model.arch.window {
                 outln!(
                     "  windowed layers' KV     {:>10.2} GiB  ({} layers × {} seqs × ({} window + {} block) tokens; a bound)",
@@ -214,7 +339,30 @@ pub(crate) fn run(a: Args) -> Result<()> {
                 thousands(b.kv_tokens())
             );
             outln!("  requests of {} tokens   {:>10}      at once", a.context, thousands(fits));
+            if b.terms.is_some() {
+                outln!(
+                    "  (engine terms are estimates of what its start-up measures; docs/fidelity.md compares them with logs)"
+                );
+            }
         }
     }
     Ok(())
+}
+
+fn estimate(estimated: bool) -> &'static str {
+    if estimated {
+        "; an estimate from published logs: --non-torch-gib from yours"
+    } else {
+        "; as given"
+    }
+}
+
+fn terms_json(t: &EngineTerms) -> serde_json::Value {
+    serde_json::json!({
+        "engine": t.engine.name(), "visible_bytes": t.visible_bytes, "visible_measured": t.visible_measured,
+        "fraction": t.fraction, "parameter_bytes": t.parameter_bytes, "rope_cache_bytes": t.rope_cache_bytes,
+        "forward_peak_bytes": t.forward_peak_bytes, "sampler_peak_bytes": t.sampler_peak_bytes,
+        "activation_bytes": t.activation_bytes, "non_torch_bytes": t.non_torch_bytes,
+        "non_torch_estimated": t.non_torch_estimated, "cuda_graph_bytes": t.cuda_graph_bytes,
+    })
 }

@@ -117,6 +117,7 @@ pub(crate) fn resolve_groups(
             max_num_batched_tokens: scheduler.max_num_batched_tokens as u64,
             max_num_seqs: scheduler.max_num_seqs as u64,
             kv_blocks: memory.kv_blocks,
+            engine: memory.engine_memory(),
         };
         let budget = super::group_memory(
             model,
@@ -132,7 +133,13 @@ pub(crate) fn resolve_groups(
         *g = GroupSection {
             name: Some(name.clone()),
             count: g.count,
-            gpu: Some(GpuSection::from_spec(&gpu)),
+            gpu: Some({
+                let mut s = GpuSection::from_spec(&gpu);
+                if memory.engine.is_servesim() {
+                    s.visible_gib = None;
+                }
+                s
+            }),
             tp: Some(tp),
             dp_attention: (layout.dp_attention > 1).then_some(layout.dp_attention as u32),
             ep: layout.ep.then_some(true),

@@ -6,6 +6,7 @@ use super::cluster::GroupSection;
 use super::plan_file::PlanSection;
 use crate::config::{check, ConfigError, Empty};
 use crate::cost::CostSpec;
+use crate::memory::{EngineMemory, MemoryEngine};
 pub use crate::instance::SchedulerSection;
 use crate::metrics::{MetricsSection, SloSection};
 pub use crate::router::RouterSpec;
@@ -140,11 +141,36 @@ pub struct MemorySection {
     /// instead of the computed count. Default: computed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) kv_blocks: Option<u64>,
+    /// Whose rule sizes the KV cache: "servesim" (weights + reserve, the default), "vllm"
+    /// (total as CUDA sees it × gpu_memory_utilization − weights − profiled peak activation −
+    /// non-torch memory − CUDA graphs) or "sglang" (free memory at start × mem_fraction_static −
+    /// weights). See `memory::plan_memory`.
+    #[serde(skip_serializing_if = "MemoryEngine::is_servesim")]
+    pub(crate) engine: MemoryEngine,
+    /// vLLM: the "non-torch memory" of its start-up log; SGLang: the memory in use when it
+    /// starts (CUDA context, NCCL), GiB. Default: `memory::default_non_torch_bytes`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) non_torch_gib: Option<f64>,
+    /// vLLM: CUDA-graph memory its budget counts (its log's "Estimated CUDA graph memory"),
+    /// GiB. Default 0 (vLLM before CUDA-graph memory profiling).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cuda_graph_gib: Option<f64>,
+    /// SGLang's `--mem-fraction-static`. Default: SGLang's own rule for the GPU and TP degree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) mem_fraction_static: Option<f64>,
 }
 
 impl Default for MemorySection {
     fn default() -> Self {
-        MemorySection { gpu_memory_utilization: 0.9, reserve_gib: None, kv_blocks: None }
+        MemorySection {
+            gpu_memory_utilization: 0.9,
+            reserve_gib: None,
+            kv_blocks: None,
+            engine: MemoryEngine::Servesim,
+            non_torch_gib: None,
+            cuda_graph_gib: None,
+            mem_fraction_static: None,
+        }
     }
 }
 
@@ -158,7 +184,46 @@ impl MemorySection {
         if let Some(n) = self.kv_blocks {
             check((1..=u32::MAX as u64).contains(&n), path, "kv_blocks", "must be in [1, 2^32)", n)?;
         }
+        let engine = self.engine.name();
+        let only = |key: &str, set: bool, allowed: bool, what: &str| -> Result<(), ConfigError> {
+            if set && !allowed {
+                Err(ConfigError::at(
+                    &format!("{path}.{key}"),
+                    format!("only with engine = {what} (this section has engine = \"{engine}\")"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        only("reserve_gib", self.reserve_gib.is_some(), self.engine.is_servesim(), "\"servesim\"")?;
+        only("non_torch_gib", self.non_torch_gib.is_some(), !self.engine.is_servesim(), "\"vllm\" or \"sglang\"")?;
+        only("cuda_graph_gib", self.cuda_graph_gib.is_some(), self.engine == MemoryEngine::Vllm, "\"vllm\"")?;
+        only(
+            "mem_fraction_static",
+            self.mem_fraction_static.is_some(),
+            self.engine == MemoryEngine::Sglang,
+            "\"sglang\"",
+        )?;
+        for (key, v) in [("non_torch_gib", self.non_torch_gib), ("cuda_graph_gib", self.cuda_graph_gib)] {
+            if let Some(x) = v {
+                check(x.is_finite() && (0.0..=1e4).contains(&x), path, key, "must be in [0, 1e4] GiB", x)?;
+            }
+        }
+        if let Some(x) = self.mem_fraction_static {
+            check(x.is_finite() && x > 0.0 && x < 1.0, path, "mem_fraction_static", "must be in (0, 1)", x)?;
+        }
         Ok(())
+    }
+
+    /// The engine rule and its measured inputs, for [`crate::memory::MemoryConfig`].
+    pub fn engine_memory(&self) -> EngineMemory {
+        let bytes = |g: Option<f64>| g.map(|x| (x * crate::memory::GIB) as u64);
+        EngineMemory {
+            engine: self.engine,
+            non_torch_bytes: bytes(self.non_torch_gib),
+            cuda_graph_bytes: bytes(self.cuda_graph_gib),
+            mem_fraction_static: self.mem_fraction_static,
+        }
     }
 }
 

@@ -261,6 +261,10 @@ impl Scenario {
         file.model = ModelSection::from_spec(&model);
         if let Some(gpu) = &top_gpu {
             file.gpu = GpuSection::from_spec(gpu);
+            // CUDA's memory total matters only to the engines' memory rules.
+            if file.memory.engine.is_servesim() {
+                file.gpu.visible_gib = None;
+            }
         }
         file.cluster.validate("cluster")?;
         file.memory.validate("memory")?;
@@ -390,6 +394,7 @@ impl Scenario {
             max_num_batched_tokens: file.scheduler.max_num_batched_tokens as u64,
             max_num_seqs: file.scheduler.max_num_seqs as u64,
             kv_blocks: file.memory.kv_blocks,
+            engine: file.memory.engine_memory(),
         };
         let memory = group_memory(model, &gpu, &cfg, &file.scheduler, tp, "memory", "scheduler")?;
         Ok(InstanceGroup {

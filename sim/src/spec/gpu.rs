@@ -16,6 +16,9 @@ pub struct GpuSpec {
     pub hbm_bytes_per_s: f64,
     /// Device memory capacity, bytes.
     pub(crate) memory_bytes: u64,
+    /// The memory CUDA reports (`cudaMemGetInfo`'s total, what vLLM multiplies by
+    /// gpu_memory_utilization): a little less than the capacity; `None` where no log gives it.
+    pub(crate) visible_bytes: Option<u64>,
     /// GPU-to-GPU bandwidth per direction for tensor-parallel collectives, bytes/s (NVLink, or
     /// PCIe where the GPU has no NVLink).
     pub(crate) interconnect_bytes_per_s: f64,
@@ -42,6 +45,16 @@ pub struct GpuPreset {
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
+
+/// Memory CUDA reports per preset, where a published log gives it: vLLM's start-up line "Free
+/// memory on device (78.66/79.19 GiB)" on an H100 80GB (vLLM 0.10.2) and "(139.21/139.81 GiB)"
+/// on an H200; torch's `total_memory=85093777408` on an A100 80GB PCIe. vLLM prints GiB to two
+/// decimals, so those two are good to ±0.005 GiB.
+const CUDA_VISIBLE: &[(&str, u64)] = &[
+    ("h100-sxm", (79.19 * GIB as f64) as u64),
+    ("h200", (139.81 * GIB as f64) as u64),
+    ("a100-pcie", 85_093_777_408),
+];
 
 pub const GPU_PRESETS: &[GpuPreset] = &[
     // NVIDIA A100 80GB SXM datasheet (2021): BF16 tensor 312 TFLOPS dense (624 with sparsity),
@@ -270,6 +283,7 @@ impl GpuPreset {
             fp4_flops: self.fp4_tflops.map(|t| t * 1e12),
             hbm_bytes_per_s: self.hbm_gb_per_s * 1e9,
             memory_bytes: self.memory_mib * MIB,
+            visible_bytes: CUDA_VISIBLE.iter().find(|(n, _)| *n == self.name).map(|&(_, b)| b),
             interconnect_bytes_per_s: self.interconnect_gb_per_s * 1e9,
             pcie_bytes_per_s: self.pcie_gb_per_s * 1e9,
             nvlink: self.nvlink,
@@ -280,6 +294,11 @@ impl GpuPreset {
 impl GpuSpec {
     pub fn memory_gib(&self) -> f64 {
         self.memory_bytes as f64 / GIB as f64
+    }
+
+    /// Memory as CUDA reports it, if known (see `visible_bytes`).
+    pub fn visible_bytes(&self) -> Option<u64> {
+        self.visible_bytes
     }
 }
 

@@ -318,6 +318,10 @@ pub struct GpuSection {
     pub(crate) hbm_gb_per_s: Option<f64>,
     /// Memory capacity, GiB.
     pub(crate) memory_gib: Option<f64>,
+    /// Memory as CUDA reports it, GiB (vLLM's "Free memory on device (free/TOTAL GiB)"), used by
+    /// `memory.engine = "vllm" | "sglang"`. Default: the preset's where known, else memory_gib.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) visible_gib: Option<f64>,
     /// GPU-to-GPU bandwidth per direction, GB/s.
     pub(crate) interconnect_gb_per_s: Option<f64>,
     /// Host link bandwidth per direction, GB/s.
@@ -341,6 +345,7 @@ impl GpuSection {
                 fp4_flops: None,
                 hbm_bytes_per_s: required(self.hbm_gb_per_s, path, "hbm_gb_per_s")? * 1e9,
                 memory_bytes: (required(self.memory_gib, path, "memory_gib")? * super::GIB) as u64,
+                visible_bytes: None,
                 interconnect_bytes_per_s: required(self.interconnect_gb_per_s, path, "interconnect_gb_per_s")? * 1e9,
                 pcie_bytes_per_s: required(self.pcie_gb_per_s, path, "pcie_gb_per_s")? * 1e9,
                 nvlink: false,
@@ -356,6 +361,7 @@ impl GpuSection {
         pos("bf16_tflops", self.bf16_tflops)?;
         pos("hbm_gb_per_s", self.hbm_gb_per_s)?;
         pos("memory_gib", self.memory_gib)?;
+        pos("visible_gib", self.visible_gib)?;
         pos("interconnect_gb_per_s", self.interconnect_gb_per_s)?;
         pos("pcie_gb_per_s", self.pcie_gb_per_s)?;
         for (key, v) in [("fp8_tflops", self.fp8_tflops), ("fp4_tflops", self.fp4_tflops)] {
@@ -380,6 +386,13 @@ impl GpuSection {
         }
         if let Some(x) = self.memory_gib {
             g.memory_bytes = (x * super::GIB) as u64;
+            // A preset's CUDA total belongs to its capacity.
+            g.visible_bytes = None;
+        }
+        if let Some(x) = self.visible_gib {
+            let v = (x * super::GIB) as u64;
+            check(v <= g.memory_bytes, path, "visible_gib", "must not exceed memory_gib", x)?;
+            g.visible_bytes = Some(v);
         }
         if let Some(x) = self.interconnect_gb_per_s {
             g.interconnect_bytes_per_s = x * 1e9;
@@ -404,6 +417,7 @@ impl GpuSection {
             fp4_tflops: g.fp4_flops.map(|f| f / 1e12),
             hbm_gb_per_s: Some(g.hbm_bytes_per_s / 1e9),
             memory_gib: Some(g.memory_bytes as f64 / super::GIB),
+            visible_gib: g.visible_bytes.map(|v| v as f64 / super::GIB),
             interconnect_gb_per_s: Some(g.interconnect_bytes_per_s / 1e9),
             pcie_gb_per_s: Some(g.pcie_bytes_per_s / 1e9),
             nvlink: Some(g.nvlink),
