@@ -507,6 +507,105 @@ mod tests {
         assert!(e.contains("40000 KV blocks of 2097152 bytes (78.12 GiB) and 14.96 GiB of weights exceed"), "{e}");
     }
 
+    fn engine(e: MemoryEngine) -> MemoryConfig {
+        MemoryConfig {
+            reserve_bytes: None,
+            max_num_seqs: 256,
+            engine: EngineMemory { engine: e, ..Default::default() },
+            ..cfg(1)
+        }
+    }
+
+    #[test]
+    fn vllm_rule_for_llama_3_1_8b_on_an_h100_term_by_term() {
+        // vllm/v1/worker/gpu_worker.py (Worker.determine_available_memory) and
+        // vllm/utils/mem_utils.py (memory_profiling), vllm-project/vllm 35d5cda / a6d5c39:
+        // available = total × gpu_memory_utilization − (weights + torch peak increase +
+        // non-torch increase); kv_cache_utils.get_num_blocks floors it to pages.
+        let g = GpuPreset::find("h100-sxm").unwrap().spec();
+        let m = ModelSpec::from_preset(ModelPreset::find("llama-3.1-8b").unwrap(), Dtype::Bf16, Dtype::Bf16);
+        let b = plan_memory(&m, &g, &engine(MemoryEngine::Vllm)).unwrap();
+        let t = b.terms.clone().unwrap();
+        let visible = (79.19 * GIB) as u64; // "Free memory on device (78.66/79.19 GiB)"
+        assert_eq!((t.visible_bytes, t.visible_measured), (visible, true));
+        let requested = (visible as f64 * 0.9).floor() as u64;
+        assert_eq!(b.usable_bytes, requested);
+        // 8,030,261,248 bf16 parameters + the RoPE table 131072 × 128 × 2 B: 14.99 GiB, as
+        // vLLM logs "Model loading took 14.99 GiB" for this model.
+        assert_eq!(t.rope_cache_bytes, 33_554_432);
+        assert_eq!(b.weight_bytes, 16_060_522_496 + 33_554_432);
+        assert_eq!(format!("{:.2}", b.weight_bytes as f64 / GIB), "14.99");
+        // Forward pass at 8192 tokens: 8192 × (2 × 4096 + 3 × 14336) × 2 B.
+        assert_eq!(t.forward_peak_bytes, 838_860_800);
+        // Sampler over 256 sequences: 256 × 128256 × 32 B + the 8192 × 4096 bf16 hidden states.
+        assert_eq!(t.sampler_peak_bytes, 1_050_673_152 + 67_108_864);
+        assert_eq!(t.activation_bytes, t.sampler_peak_bytes);
+        assert_eq!(t.non_torch_bytes, (0.05 * GIB) as u64);
+        let kv = requested - b.weight_bytes - t.activation_bytes - t.non_torch_bytes;
+        assert_eq!((b.reserve_bytes, b.kv_bytes), (t.activation_bytes + t.non_torch_bytes, kv));
+        assert_eq!(b.kv_blocks, kv / (16 * 131_072));
+        assert_eq!(b.kv_blocks, 28_257);
+        // Published start-up logs of this model (docs/fidelity.md): 14.99 GiB weights, 1.19 GiB
+        // peak activation, 0.04 GiB non-torch — 16.22 GiB, which leaves vLLM 71.27 − 16.22 =
+        // 55.05 GiB at 0.9 on an H100. The rule here is within 1% of that (+0.26%).
+        let logged = (71.27 - 16.22) * GIB;
+        let err = b.kv_bytes as f64 / logged - 1.0;
+        assert!(err.abs() < 0.01, "{err}");
+        // A measured term replaces its estimate; CUDA graphs come out of the budget when given.
+        let measured = MemoryConfig {
+            engine: EngineMemory {
+                engine: MemoryEngine::Vllm,
+                non_torch_bytes: Some(0),
+                cuda_graph_bytes: Some(1 << 30),
+                mem_fraction_static: None,
+            },
+            ..engine(MemoryEngine::Vllm)
+        };
+        let b2 = plan_memory(&m, &g, &measured).unwrap();
+        assert_eq!(b2.kv_bytes, kv + t.non_torch_bytes - (1 << 30));
+        assert!(!b2.terms.unwrap().non_torch_estimated);
+    }
+
+    #[test]
+    fn sglang_rule_and_its_default_fraction() {
+        // python/sglang/srt/server_args.py: H100 (81,559 MiB, under 90 GiB) at TP 1 reserves
+        // (9.5 + 1/2) GiB: round((81559 − 10240) / 81559, 3) = 0.874.
+        let h100 = GpuPreset::find("h100-sxm").unwrap().spec();
+        assert_eq!(sglang_mem_fraction_static(&h100, 1, false), 0.874);
+        // H200 (143,771 MiB) at TP 8: (12 + 4) GiB; with DP attention 4 GiB more.
+        let h200 = GpuPreset::find("h200").unwrap().spec();
+        assert_eq!(sglang_mem_fraction_static(&h200, 8, false), 0.886);
+        assert_eq!(sglang_mem_fraction_static(&h200, 8, true), 0.858);
+        // B200 (171,661 MiB): a flat 32 GiB.
+        let b200 = GpuPreset::find("b200").unwrap().spec();
+        assert_eq!(sglang_mem_fraction_static(&b200, 8, false), 0.809);
+        // model_runner.profile_max_num_token: rest = free after weights − free at start × (1 − f)
+        // = free at start × f − weights; tokens = rest // bytes per token.
+        let m = ModelSpec::from_preset(ModelPreset::find("llama-3.1-8b").unwrap(), Dtype::Bf16, Dtype::Bf16);
+        let b = plan_memory(&m, &h100, &engine(MemoryEngine::Sglang)).unwrap();
+        let free = (79.19 * GIB) as u64 - (0.53 * GIB) as u64;
+        let usable = (free as f64 * 0.874).floor() as u64;
+        assert_eq!(b.usable_bytes, usable);
+        assert_eq!(b.kv_bytes, usable - 16_094_076_928);
+        assert_eq!(b.kv_blocks, 27_525);
+        let e = MemoryConfig {
+            engine: EngineMemory { mem_fraction_static: Some(0.15), ..engine(MemoryEngine::Sglang).engine },
+            ..engine(MemoryEngine::Sglang)
+        };
+        let err = plan_memory(&m, &h100, &e).unwrap_err().to_string();
+        assert!(err.contains("usable at SGLang's mem_fraction_static 0.15 by"), "{err}");
+    }
+
+    #[test]
+    fn a_gpu_without_a_cuda_total_says_its_capacity_stands_in() {
+        let g = GpuPreset::find("l40s").unwrap().spec();
+        let m = ModelSpec::from_preset(ModelPreset::find("llama-3.1-8b").unwrap(), Dtype::Bf16, Dtype::Bf16);
+        let t = plan_memory(&m, &g, &engine(MemoryEngine::Vllm)).unwrap().terms.unwrap();
+        assert_eq!((t.visible_bytes, t.visible_measured), (46_068 << 20, false));
+        // TP > 1: NCCL and custom all-reduce buffers, 1 GiB by default.
+        assert_eq!(default_non_torch_bytes(MemoryEngine::Vllm, 2), 1 << 30);
+    }
+
     #[test]
     fn concurrent_requests_round_up_to_blocks() {
         let b = MemoryBudget {

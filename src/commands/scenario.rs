@@ -107,7 +107,7 @@ fn flag(engine: Engine, name: &str) -> Option<Flag> {
         (Engine::Sglang, "--ep" | "--ep-size" | "--expert-parallel-size") => Value("ep_size"),
         (Engine::Sglang, "--max-running-requests") => Value("max_num_seqs"),
         (Engine::Sglang, "--chunked-prefill-size") => Value("max_num_batched_tokens"),
-        (Engine::Sglang, "--mem-fraction-static") => Value("gpu_memory_utilization"),
+        (Engine::Sglang, "--mem-fraction-static") => Value("mem_fraction_static"),
         (Engine::Sglang, "--disable-radix-cache") => Switch("prefix", false),
         (Engine::Sglang, "--kv-cache-dtype") => Value("kv_dtype"),
         (Engine::Sglang, "--page-size") => Value("block_size"),
@@ -348,16 +348,22 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
         t += "[scheduler.cpu]\noverlap = true\n";
     }
     let blocks = int(&got, "kv_blocks", "--num-gpu-blocks-override")?;
-    if got.contains_key("gpu_memory_utilization") || blocks.is_some() {
-        t += "\n[memory]\n";
-    }
-    if let Some(u) = got.get("gpu_memory_utilization") {
-        let x: f64 = u
-            .parse()
+    // The engine's own rule sizes the KV cache (memory::plan_memory), unless the command pins
+    // the block count.
+    t += &format!("\n[memory]\nengine = \"{engine_name}\"\n");
+    let fraction = |key: &str, flag: &str, hi_open: bool| -> Result<Option<f64>> {
+        let Some(u) = got.get(key) else { return Ok(None) };
+        u.parse()
             .ok()
-            .filter(|x: &f64| *x > 0.0 && *x <= 1.0)
-            .ok_or_else(|| CliError::input(format!("gpu memory fraction: not a number in (0, 1]: {u:?}")))?;
+            .filter(|x: &f64| *x > 0.0 && (*x < 1.0 || (!hi_open && *x == 1.0)))
+            .map(Some)
+            .ok_or_else(|| CliError::input(format!("{flag}: not a number in (0, 1{}: {u:?}", if hi_open { ")" } else { "]" })))
+    };
+    if let Some(x) = fraction("gpu_memory_utilization", "--gpu-memory-utilization", false)? {
         t += &format!("gpu_memory_utilization = {x}\n");
+    }
+    if let Some(x) = fraction("mem_fraction_static", "--mem-fraction-static", true)? {
+        t += &format!("mem_fraction_static = {x}\n");
     }
     if let Some(n) = blocks {
         t += &format!("kv_blocks = {n}\n");
@@ -432,6 +438,11 @@ mod tests {
         assert_eq!(g.memory.kv_blocks, 3000);
         assert!(!g.scheduler.prefix_cache.enabled);
         assert!(s.resolved_toml().contains("gpu_memory_utilization = 0.85"));
+        // vLLM's own memory rule, unless the command pins the block count (as this one does).
+        assert!(s.resolved_toml().contains("engine = \"vllm\""));
+        let (free, _) = scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct");
+        let servesim_rule = servesim_sim::memory::MemoryEngine::Servesim;
+        assert_ne!(free.groups[0].memory.terms.as_ref().map_or(servesim_rule, |t| t.engine), servesim_rule);
         // One warning line naming every flag not understood, with its value.
         assert_eq!(warn, vec!["not understood, left out: --foo-bar 3, --enforce-eager".to_string()]);
     }
@@ -459,6 +470,9 @@ mod tests {
         assert_eq!((g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens), (512, 16384));
         assert!(!g.scheduler.prefix_cache.enabled);
         assert!(warn.is_empty(), "{warn:?}");
+        // SGLang's rule with its fraction, not vLLM's utilisation.
+        let t = g.memory.terms.as_ref().unwrap();
+        assert_eq!((t.engine.name(), t.fraction), ("sglang", 0.8));
     }
 
     #[test]
@@ -473,5 +487,7 @@ mod tests {
             e(Engine::Vllm, "h100-sxm", "openai/gpt-oss-20b --max-num-seqs").contains("--max-num-seqs: needs a value")
         );
         assert!(e(Engine::Sglang, "h100-sxm", "--tp 2").contains("names no model"));
+        assert!(e(Engine::Sglang, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct --mem-fraction-static 1")
+            .contains("--mem-fraction-static: not a number in (0, 1): \"1\""));
     }
 }

@@ -123,3 +123,37 @@ fn the_resolved_file_of_a_heterogeneous_cluster_round_trips() {
     assert_eq!(again.groups[0].scheduler.max_num_seqs, 64);
     assert_eq!((again.groups[1].tp, again.groups[1].gpu.name.as_str()), (2, "a100-80g"));
 }
+
+#[test]
+fn memory_engine_rules_and_their_keys() {
+    // vLLM's rule sizes the KV cache: 79.19 GiB as CUDA sees the H100, × 0.9, less the weights
+    // (with the RoPE table), the profiled peak and the non-torch estimate.
+    let s = Scenario::from_toml(&format!("{BASE}[memory]\nengine = \"vllm\"\n"), "t").unwrap();
+    let m = &s.groups[0].memory;
+    let t = m.terms.as_ref().unwrap();
+    assert_eq!(m.usable_bytes, (t.visible_bytes as f64 * 0.9).floor() as u64);
+    assert_eq!(m.kv_bytes, m.usable_bytes - m.weight_bytes - t.activation_bytes - t.non_torch_bytes);
+    // The resolved scenario keeps the rule and CUDA's total, so that it reruns the same.
+    let resolved = s.resolved_toml();
+    assert!(resolved.contains("engine = \"vllm\"") && resolved.contains("visible_gib = 79.18"), "{resolved}");
+    let again = Scenario::from_toml(&resolved, "t").unwrap();
+    assert_eq!(again.groups[0].memory.kv_blocks, m.kv_blocks);
+    // Without an engine rule the resolved file says nothing of it (unchanged outputs).
+    let plain = Scenario::from_toml(BASE, "t").unwrap().resolved_toml();
+    assert!(!plain.contains("visible_gib") && !plain.contains("engine ="), "{plain}");
+    // Keys that belong to another rule are refused, by name.
+    let e = err(&format!("{BASE}[memory]\nengine = \"vllm\"\nreserve_gib = 1\n"));
+    assert_eq!(e, "memory.reserve_gib: only with engine = \"servesim\" (this section has engine = \"vllm\")");
+    let e = err(&format!("{BASE}[memory]\nengine = \"sglang\"\ncuda_graph_gib = 1\n"));
+    assert_eq!(e, "memory.cuda_graph_gib: only with engine = \"vllm\" (this section has engine = \"sglang\")");
+    let e = err(&format!("{BASE}[memory]\nengine = \"sglang\"\nmem_fraction_static = 1.2\n"));
+    assert!(e.starts_with("memory.mem_fraction_static: must be in (0, 1), got 1.2"), "{e}");
+    let e = err(&format!("{BASE}[memory]\nengine = \"tgi\"\n"));
+    assert!(e.contains("memory.engine") && e.contains("unknown variant `tgi`"), "{e}");
+    let e = err(&BASE.replace("preset = \"h100-sxm\"", "preset = \"h100-sxm\"\nvisible_gib = 90"));
+    assert!(e.starts_with("gpu.visible_gib: must not exceed memory_gib, got 90"), "{e}");
+    // A GPU's CUDA total, given: the rule uses it.
+    let custom = BASE.replace("preset = \"h100-sxm\"", "preset = \"h100-sxm\"\nvisible_gib = 78");
+    let s = Scenario::from_toml(&format!("{custom}[memory]\nengine = \"vllm\"\n"), "t").unwrap();
+    assert_eq!(s.groups[0].memory.terms.as_ref().unwrap().visible_bytes, 78 << 30);
+}
