@@ -146,7 +146,16 @@ pub enum MemoryError {
         "{model} does not fit on {gpu} at tp {tp}: weights {weights:.2} GiB + reserve {reserve:.2} GiB \
          per GPU exceed the {usable:.2} GiB usable at {rule} by {short:.2} GiB"
     )]
-    DoesNotFit { model: String, gpu: String, tp: u64, weights: f64, reserve: f64, usable: f64, rule: String, short: f64 },
+    DoesNotFit {
+        model: String,
+        gpu: String,
+        tp: u64,
+        weights: f64,
+        reserve: f64,
+        usable: f64,
+        rule: String,
+        short: f64,
+    },
     #[error(
         "{model} leaves room for no KV block on {gpu} at tp {tp}: {kv_bytes} bytes free, one block needs {block_bytes}"
     )]
@@ -341,9 +350,9 @@ pub fn engine_terms(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig, parame
     let sampler = f(seqs) * f(model.vocab) * f(VLLM_SAMPLER_BYTES_PER_LOGIT) + n * f(model.hidden) * 2.0;
     let (forward_peak_bytes, sampler_peak_bytes) = (forward as u64, sampler as u64);
     let fraction = match e.engine {
-        MemoryEngine::Sglang => e
-            .mem_fraction_static
-            .unwrap_or_else(|| sglang_mem_fraction_static(gpu, cfg.tp, cfg.dp_attention > 1)),
+        MemoryEngine::Sglang => {
+            e.mem_fraction_static.unwrap_or_else(|| sglang_mem_fraction_static(gpu, cfg.tp, cfg.dp_attention > 1))
+        }
         _ => cfg.gpu_memory_utilization,
     };
     let (vllm, sglang) = (e.engine == MemoryEngine::Vllm, e.engine == MemoryEngine::Sglang);

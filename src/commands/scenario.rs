@@ -353,11 +353,9 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
     t += &format!("\n[memory]\nengine = \"{engine_name}\"\n");
     let fraction = |key: &str, flag: &str, hi_open: bool| -> Result<Option<f64>> {
         let Some(u) = got.get(key) else { return Ok(None) };
-        u.parse()
-            .ok()
-            .filter(|x: &f64| *x > 0.0 && (*x < 1.0 || (!hi_open && *x == 1.0)))
-            .map(Some)
-            .ok_or_else(|| CliError::input(format!("{flag}: not a number in (0, 1{}: {u:?}", if hi_open { ")" } else { "]" })))
+        u.parse().ok().filter(|x: &f64| *x > 0.0 && (*x < 1.0 || (!hi_open && *x == 1.0))).map(Some).ok_or_else(|| {
+            CliError::input(format!("{flag}: not a number in (0, 1{}: {u:?}", if hi_open { ")" } else { "]" }))
+        })
     };
     if let Some(x) = fraction("gpu_memory_utilization", "--gpu-memory-utilization", false)? {
         t += &format!("gpu_memory_utilization = {x}\n");

@@ -153,6 +153,95 @@ fn memory_command_reports_a_model_that_does_not_fit() {
 }
 
 #[test]
+fn memory_engine_vllm_shows_every_term_of_vllms_rule() {
+    // vllm/v1/worker/gpu_worker.py Worker.determine_available_memory (vllm-project/vllm
+    // 35d5cda): requested = total × 0.9 with the H100 80GB's total as CUDA reports it (79.19
+    // GiB in vLLM's start-up line), less weights (+ the 131072 × 128 bf16 RoPE table), the
+    // profiling peak (the dummy sampler's 256 × 128256 × 32 B + the 8192 × 4096 bf16 hidden
+    // states beat the forward pass's 8192 × (2 × 4096 + 3 × 14336) × 2 B) and 0.05 GiB non-torch.
+    let o =
+        servesim(&["memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let visible = (79.19 * (1u64 << 30) as f64) as u64;
+    let requested = (visible as f64 * 0.9).floor() as u64;
+    let weights = 8_030_261_248u64 * 2 + 131_072 * 128 * 2;
+    let peak = 256 * 128_256 * 32 + 8192 * 4096 * 2;
+    let non_torch = (0.05 * (1u64 << 30) as f64) as u64;
+    let kv = requested - weights - peak - non_torch;
+    assert_eq!(v["terms"]["visible_bytes"], visible);
+    assert_eq!(v["usable_bytes"], requested);
+    assert_eq!(v["weight_bytes"], weights);
+    assert_eq!(v["terms"]["activation_bytes"], peak);
+    assert_eq!(v["terms"]["forward_peak_bytes"], 8192 * (2 * 4096 + 3 * 14336) * 2);
+    assert_eq!(v["kv_bytes"], kv);
+    assert_eq!(v["kv_blocks"], kv / (16 * 131_072));
+    // The table names each term, and says which are estimates.
+    let o = servesim(&["memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm"]);
+    let t = stdout(&o);
+    for line in [
+        "visible to CUDA",
+        "requested at 0.9",
+        "of which RoPE table",
+        "peak activation",
+        "forward pass",
+        "sampler",
+        "non-torch memory",
+        "an estimate from published logs",
+        "CUDA graphs",
+        "not counted",
+    ] {
+        assert!(t.contains(line), "{line}: {t}");
+    }
+    // A measured term replaces its estimate; flags of another rule are refused by name.
+    let o = servesim(&[
+        "memory",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--engine",
+        "vllm",
+        "--non-torch-gib",
+        "0",
+        "--cuda-graph-gib",
+        "1",
+        "--format",
+        "json",
+    ]);
+    let w: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(w["kv_bytes"], kv + non_torch - (1 << 30));
+    let o =
+        servesim(&["memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--reserve-gib", "2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--reserve-gib: only with --engine servesim"), "{}", stderr(&o));
+    let o = servesim(&[
+        "memory",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--engine",
+        "sglang",
+        "--cuda-graph-gib",
+        "1",
+    ]);
+    assert!(stderr(&o).contains("--cuda-graph-gib: only with --engine vllm"), "{}", stderr(&o));
+    let o = servesim(&[
+        "memory",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--engine",
+        "sglang",
+        "--mem-fraction-static",
+        "1.5",
+    ]);
+    assert!(stderr(&o).contains("--mem-fraction-static: must be in (0, 1), got 1.5"), "{}", stderr(&o));
+}
+
+#[test]
 fn goodput_is_the_offered_load_times_attainment_and_vllm_bench_divides_by_the_whole_run() {
     // 40 requests evenly spaced at 4 req/s on an idle 8B: every one meets a loose SLO. The
     // offered window is 39 gaps of 0.25 s plus one = 10 s, so goodput = 40 / 10 = 4 req/s
