@@ -83,6 +83,7 @@ fn flag(engine: Engine, name: &str) -> Option<Flag> {
         (Engine::Vllm, "--max-model-len") => Value("max_model_len"),
         (Engine::Vllm, "--quantization" | "-q") => Value("quantization"),
         (Engine::Vllm, "--async-scheduling") => Switch("async", true),
+        (Engine::Vllm, "--long-prefill-token-threshold") => Value("long_prefill"),
         (Engine::Vllm, "--speculative-config") => Value("speculative"),
         (
             Engine::Vllm,
@@ -301,7 +302,7 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
     );
     t += "# The workload and the SLO below are placeholders: put in your traffic and targets.\n";
     t +=
-        &format!("name = \"{}-{}\"\nseed = 1\n\n[model]\npreset = \"{}\"\n", engine_name, preset.name(), preset.name());
+        &format!("name = \"{}-{}\"\nseed = 1\n# The engine's rules are the defaults of what this file leaves out.\nengine = \"{engine_name}\"\n\n[model]\npreset = \"{}\"\n", engine_name, preset.name(), preset.name());
     if let Some(w) = weight_dtype {
         t += &format!("weight_dtype = \"{w}\"\n");
     }
@@ -333,14 +334,24 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
     if let Some(l) = int(&got, "max_model_len", "--max-model-len")? {
         t += &format!("max_model_len = {l}\n");
     }
-    // vLLM V1 always chunks prefills (decodes first); SGLang runs prefill batches first.
+    // vLLM V1's scheduler (running requests first, then waiting ones, in one token budget);
+    // SGLang runs prefill batches first.
     let chunked = got.get("chunked").is_none_or(|v| v == "true");
-    let priority = if engine == Engine::Vllm { "decode" } else { "prefill" };
-    t += &if chunked {
-        format!("[scheduler.batching]\nkind = \"chunked\"\npriority = \"{priority}\"\n")
-    } else {
-        "[scheduler.batching]\nkind = \"continuous\"\n".to_string()
+    t += match (chunked, engine) {
+        (true, Engine::Vllm) => "[scheduler.batching]\nkind = \"vllm-v1\"\n",
+        (true, Engine::Sglang) => "[scheduler.batching]\nkind = \"chunked\"\npriority = \"prefill\"\n",
+        (false, _) => "[scheduler.batching]\nkind = \"continuous\"\n",
     };
+    // 0 is vLLM's "no threshold", servesim's default too.
+    let threshold = match got.get("long_prefill").map(String::as_str) {
+        Some("0") => None,
+        _ => int(&got, "long_prefill", "--long-prefill-token-threshold")?,
+    };
+    if let Some(n) = threshold {
+        if chunked && engine == Engine::Vllm {
+            t += &format!("long_prefill_token_threshold = {n}\n");
+        }
+    }
     // Prefix caching is on by default in vLLM V1 and SGLang (the radix cache).
     let prefix = got.get("prefix").is_none_or(|v| v == "true");
     t += &format!("[scheduler.prefix_cache]\nenabled = {prefix}\n");
@@ -436,6 +447,15 @@ mod tests {
         assert_eq!(g.memory.kv_blocks, 3000);
         assert!(!g.scheduler.prefix_cache.enabled);
         assert!(s.resolved_toml().contains("gpu_memory_utilization = 0.85"));
+        // vLLM V1's scheduler, its prefill threshold taken from the command.
+        let (v1, _) = scenario_of(
+            Engine::Vllm,
+            "h100-sxm",
+            "meta-llama/Llama-3.1-8B-Instruct --long-prefill-token-threshold 512",
+        );
+        let r = v1.resolved_toml();
+        assert!(r.starts_with("name = \"vllm-llama-3.1-8b\"\nseed = 1\nengine = \"vllm\""), "{r}");
+        assert!(r.contains("kind = \"vllm-v1\"\nlong_prefill_token_threshold = 512"), "{r}");
         // vLLM's own memory rule, unless the command pins the block count (as this one does).
         assert!(s.resolved_toml().contains("engine = \"vllm\""));
         let (free, _) = scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct");
@@ -485,7 +505,7 @@ mod tests {
             e(Engine::Vllm, "h100-sxm", "openai/gpt-oss-20b --max-num-seqs").contains("--max-num-seqs: needs a value")
         );
         assert!(e(Engine::Sglang, "h100-sxm", "--tp 2").contains("names no model"));
-        assert!(e(Engine::Sglang, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct --mem-fraction-static 1")
+        assert!(e(Engine::Sglang, "h100-sxm", "--model-path meta-llama/Llama-3.1-8B-Instruct --mem-fraction-static 1")
             .contains("--mem-fraction-static: not a number in (0, 1): \"1\""));
     }
 }

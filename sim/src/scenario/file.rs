@@ -22,6 +22,11 @@ pub struct ScenarioFile {
     /// Seed of every random choice in the run. Default 0; `--seed` overrides.
     #[serde(default)]
     pub(crate) seed: u64,
+    /// The serving engine the scenario models (`vllm`, `sglang`, `trtllm`): its rules become
+    /// the defaults of the keys the file leaves out (see [`ServingEngine::apply_defaults`]).
+    /// Default: none (servesim's own defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) engine: Option<ServingEngine>,
     pub(crate) model: ModelSection,
     /// Required unless every `[[cluster.groups]]` names its own GPU.
     #[serde(default)]
@@ -262,5 +267,72 @@ impl RunSection {
 impl Default for RunSection {
     fn default() -> Self {
         RunSection { max_time_s: None, max_events: Self::DEFAULT_MAX_EVENTS, max_requests: Self::DEFAULT_MAX_REQUESTS }
+    }
+}
+
+/// The top-level `engine` key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServingEngine {
+    Vllm,
+    Sglang,
+    Trtllm,
+}
+
+impl ServingEngine {
+    pub fn name(self) -> &'static str {
+        match self {
+            ServingEngine::Vllm => "vllm",
+            ServingEngine::Sglang => "sglang",
+            ServingEngine::Trtllm => "trtllm",
+        }
+    }
+
+    /// Fills in the engine's own rules where `given` (the file as written) leaves the key out:
+    ///
+    /// | key | vllm | sglang | trtllm |
+    /// |---|---|---|---|
+    /// | `scheduler.batching` | `vllm-v1` | `chunked`, prefill first | — |
+    /// | `scheduler.prefix_cache.enabled` | true | true (the radix cache) | — |
+    /// | `memory.engine` (unless `reserve_gib` or `kv_blocks` is given) | `vllm` | `sglang` | — |
+    /// | `cost.overhead` (roofline) | `vllm` | `sglang` | `trtllm` |
+    ///
+    /// vLLM V1 always chunks prefills and caches prefixes by default (vllm/config/cache.py,
+    /// `enable_prefix_caching`); SGLang's radix cache is on unless `--disable-radix-cache`.
+    pub(crate) fn apply_defaults(self, file: &mut ScenarioFile, given: &toml::Table) {
+        use crate::instance::batching::{chunked, vllm_v1, BatchingSpec};
+        let has = |path: &[&str]| -> bool {
+            let mut t = given;
+            for (i, k) in path.iter().enumerate() {
+                match t.get(*k) {
+                    None => return false,
+                    Some(_) if i + 1 == path.len() => return true,
+                    Some(toml::Value::Table(inner)) => t = inner,
+                    Some(_) => return true,
+                }
+            }
+            true
+        };
+        let (vllm, sglang) = (self == ServingEngine::Vllm, self == ServingEngine::Sglang);
+        if !has(&["scheduler", "batching"]) {
+            if vllm {
+                file.scheduler.batching = BatchingSpec::VllmV1(vllm_v1::VllmV1::default());
+            } else if sglang {
+                file.scheduler.batching =
+                    BatchingSpec::Chunked(chunked::Chunked { priority: chunked::ChunkedPriority::Prefill });
+            }
+        }
+        if (vllm || sglang) && !has(&["scheduler", "prefix_cache", "enabled"]) {
+            file.scheduler.prefix_cache.enabled = true;
+        }
+        let sized_by_hand = has(&["memory", "reserve_gib"]) || has(&["memory", "kv_blocks"]);
+        if (vllm || sglang) && !has(&["memory", "engine"]) && !sized_by_hand {
+            file.memory.engine = if vllm { MemoryEngine::Vllm } else { MemoryEngine::Sglang };
+        }
+        if let CostSpec::Roofline(c) = &mut file.cost {
+            if c.overhead.is_none() {
+                c.overhead = Some(self.name().to_string());
+            }
+        }
     }
 }

@@ -222,7 +222,12 @@ impl Scenario {
 
     /// Like [`Scenario::from_toml`], with `resources` providing the files the scenario names.
     pub fn from_toml_in(src: &str, default_name: &str, resources: Arc<dyn Resources>) -> Result<Scenario, ConfigError> {
-        let file = parse(src)?;
+        let mut file = parse(src)?;
+        if let Some(engine) = file.engine {
+            // The file parsed, so it is a TOML table; its keys say what the user gave.
+            let given: toml::Table = src.parse().unwrap_or_default();
+            engine.apply_defaults(&mut file, &given);
+        }
         Scenario::from_file_in(file, default_name, resources)
     }
 

@@ -25,7 +25,10 @@ fn base_is_valid_and_resolves_presets() {
     // The resolved file round-trips to the same scenario.
     let again = Scenario::from_toml(&s.resolved_toml(), "t").unwrap();
     assert_eq!(again.model, s.model);
-    assert_eq!(again.groups[0].gpu, s.groups[0].gpu);
+    // CUDA's memory total is written only where an engine's memory rule uses it.
+    let mut gpu = s.groups[0].gpu.clone();
+    gpu.visible_bytes = None;
+    assert_eq!(again.groups[0].gpu, gpu);
     assert_eq!(again.groups[0].memory, s.groups[0].memory);
     assert_eq!(again.resolved, s.resolved);
 }
@@ -156,4 +159,47 @@ fn memory_engine_rules_and_their_keys() {
     let custom = BASE.replace("preset = \"h100-sxm\"", "preset = \"h100-sxm\"\nvisible_gib = 78");
     let s = Scenario::from_toml(&format!("{custom}[memory]\nengine = \"vllm\"\n"), "t").unwrap();
     assert_eq!(s.groups[0].memory.terms.as_ref().unwrap().visible_bytes, 78 << 30);
+}
+
+#[test]
+fn a_top_level_engine_supplies_its_rules_where_the_file_is_silent() {
+    use crate::instance::batching::{chunked, BatchingSpec};
+    use crate::memory::MemoryEngine;
+    let s = Scenario::from_toml(&format!("engine = \"vllm\"\n{BASE}"), "t").unwrap();
+    let g = &s.groups[0];
+    assert!(matches!(g.scheduler.batching, BatchingSpec::VllmV1(_)), "{:?}", g.scheduler.batching);
+    assert!(g.scheduler.prefix_cache.enabled);
+    assert_eq!(g.memory.terms.as_ref().map(|t| t.engine), Some(MemoryEngine::Vllm));
+    let CostSpec::Roofline(c) = &g.cost else { panic!() };
+    assert_eq!(c.overhead.as_deref(), Some("vllm"));
+    // The resolved file spells every rule out and reruns the same.
+    let again = Scenario::from_toml(&s.resolved_toml(), "t").unwrap();
+    assert_eq!(again.groups[0].scheduler, g.scheduler);
+    assert_eq!(again.groups[0].memory, g.memory);
+
+    // What the file says wins; a hand-sized reserve keeps servesim's memory rule.
+    let src = format!(
+        "engine = \"vllm\"\n{BASE}[scheduler.batching]\nkind = \"continuous\"\n[scheduler.prefix_cache]\nenabled = false\n\
+         [memory]\nreserve_gib = 2\n[cost]\noverhead = \"sglang\"\n"
+    );
+    let s = Scenario::from_toml(&src, "t").unwrap();
+    let g = &s.groups[0];
+    assert!(matches!(g.scheduler.batching, BatchingSpec::Continuous(_)));
+    assert!(!g.scheduler.prefix_cache.enabled);
+    assert!(g.memory.terms.is_none());
+    let CostSpec::Roofline(c) = &g.cost else { panic!() };
+    assert_eq!(c.overhead.as_deref(), Some("sglang"));
+
+    // SGLang: prefill batches first, the radix cache, mem_fraction_static.
+    let s = Scenario::from_toml(&format!("engine = \"sglang\"\n{BASE}"), "t").unwrap();
+    let g = &s.groups[0];
+    let want = BatchingSpec::Chunked(chunked::Chunked { priority: chunked::ChunkedPriority::Prefill });
+    assert_eq!(g.scheduler.batching, want);
+    assert_eq!(g.memory.terms.as_ref().map(|t| t.engine), Some(MemoryEngine::Sglang));
+
+    // No engine: nothing changes (every shipped scenario).
+    let plain = Scenario::from_toml(BASE, "t").unwrap();
+    assert!(matches!(plain.groups[0].scheduler.batching, BatchingSpec::Continuous(_)));
+    let e = err(&format!("engine = \"tgi\"\n{BASE}"));
+    assert!(e.contains("engine: unknown variant `tgi`, expected one of `vllm`, `sglang`, `trtllm`"), "{e}");
 }
