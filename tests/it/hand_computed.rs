@@ -163,7 +163,7 @@ fn memory_engine_vllm_shows_every_term_of_vllms_rule() {
         servesim(&["memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--format", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let visible = (79.19 * (1u64 << 30) as f64) as u64;
+    let visible = 81_091u64 << 20; // 79.1904 GiB: vLLM prints 79.19
     let requested = (visible as f64 * 0.9).floor() as u64;
     let weights = 8_030_261_248u64 * 2 + 131_072 * 128 * 2;
     let peak = 256 * 128_256 * 32 + 8192 * 4096 * 2;

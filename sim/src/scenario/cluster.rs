@@ -133,13 +133,7 @@ pub(crate) fn resolve_groups(
         *g = GroupSection {
             name: Some(name.clone()),
             count: g.count,
-            gpu: Some({
-                let mut s = GpuSection::from_spec(&gpu);
-                if memory.engine.is_servesim() {
-                    s.visible_gib = None;
-                }
-                s
-            }),
+            gpu: Some(GpuSection::from_spec(&gpu)),
             tp: Some(tp),
             dp_attention: (layout.dp_attention > 1).then_some(layout.dp_attention as u32),
             ep: layout.ep.then_some(true),

@@ -266,10 +266,6 @@ impl Scenario {
         file.model = ModelSection::from_spec(&model);
         if let Some(gpu) = &top_gpu {
             file.gpu = GpuSection::from_spec(gpu);
-            // CUDA's memory total matters only to the engines' memory rules.
-            if file.memory.engine.is_servesim() {
-                file.gpu.visible_gib = None;
-            }
         }
         file.cluster.validate("cluster")?;
         file.memory.validate("memory")?;

@@ -49,9 +49,10 @@ const MIB: u64 = 1 << 20;
 /// Memory CUDA reports per preset, where a published log gives it: vLLM's start-up line "Free
 /// memory on device (78.66/79.19 GiB)" on an H100 80GB (vLLM 0.10.2) and "(139.21/139.81 GiB)"
 /// on an H200; torch's `total_memory=85093777408` on an A100 80GB PCIe. vLLM prints GiB to two
-/// decimals, so those two are good to ±0.005 GiB.
+/// decimals, so those two are known to ±0.005 GiB: the whole MiB nearest (81,091 MiB =
+/// 79.1904 GiB; 143,165 MiB = 139.8096 GiB) stands for them.
 const CUDA_VISIBLE: &[(&str, u64)] =
-    &[("h100-sxm", (79.19 * GIB as f64) as u64), ("h200", (139.81 * GIB as f64) as u64), ("a100-pcie", 85_093_777_408)];
+    &[("h100-sxm", 81_091 * MIB), ("h200", 143_165 * MIB), ("a100-pcie", 85_093_777_408)];
 
 pub const GPU_PRESETS: &[GpuPreset] = &[
     // NVIDIA A100 80GB SXM datasheet (2021): BF16 tensor 312 TFLOPS dense (624 with sparsity),
