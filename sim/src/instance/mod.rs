@@ -128,6 +128,8 @@ pub struct Instance {
     seqs: Vec<SeqWork>,
     /// What the cost model priced without measurements (models that keep an account).
     account: Option<Box<CostAccount>>,
+    /// SGLang's scheduler state (`kind = "sglang"`).
+    sglang: batching::sglang::State,
 }
 
 /// What an instance has done so far (pool statistics of a disaggregated cluster; kept across
@@ -176,6 +178,7 @@ impl Instance {
             seqs: Vec::new(),
             account: cost.accounts().then(Box::default),
             cost,
+            sglang: batching::sglang::State::default(),
         }
     }
 
@@ -624,7 +627,13 @@ impl Instance {
     /// Preempts the most recently admitted running request: swaps it out when the policy says
     /// so and the swap space has room, otherwise frees its blocks for recomputation.
     fn preempt_last(&mut self, rec: &mut dyn Observer) {
-        let mut v = self.running.pop().expect("running is not empty");
+        let last = self.running.len().checked_sub(1).expect("running is not empty");
+        self.preempt_at(last, rec);
+    }
+
+    /// Preempts running request `i` (see [`Instance::preempt_last`]); later ones move up.
+    fn preempt_at(&mut self, i: usize, rec: &mut dyn Observer) {
+        let mut v = self.running.remove(i);
         self.waiting.queue.left(&v);
         rec.preempted(v.id);
         self.preempted_now = true;
@@ -706,6 +715,18 @@ impl Instance {
     /// `max_num_seqs`, `budget` and the free blocks allow; whole prompts, or with `chunked` the
     /// first chunk that fits the budget. Returns how many were admitted.
     fn admit(&mut self, now: SimTime, budget: &mut u64, chunked: bool, rec: &mut dyn Observer) -> u32 {
+        let rule = BudgetRule {
+            budget,
+            chunked,
+            max_batched: self.cfg.max_num_batched_tokens,
+            cap: self.cfg.policy.batching.chunk_cap(),
+        };
+        self.admit_by(now, rule, rec)
+    }
+
+    /// [`Instance::admit`] with the batching policy's `rule` deciding each candidate's step
+    /// (after its prefix-cache hit) or stopping the admissions.
+    fn admit_by(&mut self, now: SimTime, mut rule: impl AdmitRule, rec: &mut dyn Observer) -> u32 {
         let bt = self.cfg.block_tokens;
         let mut n = 0u32;
         loop {
@@ -743,17 +764,7 @@ impl Instance {
             }
             let hit_tokens = self.kv.hits.len() as u64 * bt;
             let pending = context - hit_tokens;
-            let step = if chunked {
-                pending.min(*budget).min(self.cfg.policy.batching.chunk_cap())
-            } else {
-                // A recomputation can exceed the token budget (prompt + generated tokens); it
-                // then runs as the only prefill of its iteration rather than never.
-                let oversized = pending > self.cfg.max_num_batched_tokens && n == 0;
-                if pending > *budget && !oversized {
-                    break;
-                }
-                pending
-            };
+            let Some(step) = rule.step(cand, pending, n) else { break };
             if step == 0 {
                 break;
             }
@@ -806,7 +817,7 @@ impl Instance {
             }
             seq.admitted = true;
             rec.scheduled(seq.id, now);
-            *budget = budget.saturating_sub(step);
+            rule.taken(&seq, step);
             self.waiting.queue.admitted(&seq);
             self.running.push(seq);
             self.admitted_now += 1;
@@ -899,6 +910,41 @@ impl Instance {
             assert!(s.blocks.len() as u64 >= self.blocks_for(s.computed), "request {} lacks blocks", s.id);
         }
         assert!(self.running.len() <= self.cfg.max_num_seqs as usize);
+    }
+}
+
+/// How a batching policy admits: the step each candidate takes (after its prefix-cache hit,
+/// `pending` tokens are left to compute), or `None` to stop admitting.
+trait AdmitRule {
+    /// `n`: requests admitted so far in this iteration.
+    fn step(&mut self, s: &Seq, pending: u64, n: u32) -> Option<u64>;
+    /// The candidate was admitted with `step` tokens.
+    fn taken(&mut self, s: &Seq, step: u64);
+}
+
+/// The token-budget rule of continuous and chunked batching (see [`Instance::admit`]).
+struct BudgetRule<'a> {
+    budget: &'a mut u64,
+    chunked: bool,
+    max_batched: u64,
+    cap: u64,
+}
+
+impl AdmitRule for BudgetRule<'_> {
+    #[inline]
+    fn step(&mut self, _s: &Seq, pending: u64, n: u32) -> Option<u64> {
+        if self.chunked {
+            return Some(pending.min(*self.budget).min(self.cap));
+        }
+        // A recomputation can exceed the token budget (prompt + generated tokens); it then
+        // runs as the only prefill of its iteration rather than never.
+        let oversized = pending > self.max_batched && n == 0;
+        (pending <= *self.budget || oversized).then_some(pending)
+    }
+
+    #[inline]
+    fn taken(&mut self, _s: &Seq, step: u64) {
+        *self.budget = self.budget.saturating_sub(step);
     }
 }
 

@@ -8,6 +8,7 @@
 
 pub(crate) mod chunked;
 pub(crate) mod continuous;
+pub(crate) mod sglang;
 pub(crate) mod static_batch;
 pub(crate) mod vllm_v1;
 
@@ -27,6 +28,7 @@ pub(crate) enum BatchingSpec {
     Static(Empty),
     Chunked(chunked::Chunked),
     VllmV1(vllm_v1::VllmV1),
+    Sglang(sglang::Sglang),
 }
 
 tagged_enum!(BatchingSpec {
@@ -34,6 +36,7 @@ tagged_enum!(BatchingSpec {
     "static" => Static(Empty),
     "chunked" => Chunked(chunked::Chunked),
     "vllm-v1" => VllmV1(vllm_v1::VllmV1),
+    "sglang" => Sglang(sglang::Sglang),
 });
 
 impl Default for BatchingSpec {
@@ -46,13 +49,14 @@ impl BatchingSpec {
     pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
         match self {
             BatchingSpec::VllmV1(v) => v.validate(path),
+            BatchingSpec::Sglang(s) => s.validate(path),
             _ => Ok(()),
         }
     }
 
     /// Whether prompts are split into chunks (so a prompt may exceed the token budget).
     pub(crate) fn is_chunked(&self) -> bool {
-        matches!(self, BatchingSpec::Chunked(_) | BatchingSpec::VllmV1(_))
+        matches!(self, BatchingSpec::Chunked(_) | BatchingSpec::VllmV1(_) | BatchingSpec::Sglang(_))
     }
 
     /// The most tokens one request computes in one iteration.
@@ -63,9 +67,9 @@ impl BatchingSpec {
         }
     }
 
-    /// Whether admissions keep `scheduler.watermark` free (vLLM V1 keeps none).
+    /// Whether admissions keep `scheduler.watermark` free (vLLM V1 and SGLang keep none).
     pub(crate) fn keeps_watermark(&self) -> bool {
-        !matches!(self, BatchingSpec::VllmV1(_))
+        !matches!(self, BatchingSpec::VllmV1(_) | BatchingSpec::Sglang(_))
     }
 }
 
@@ -76,5 +80,6 @@ pub(super) fn form(inst: &mut Instance, now: SimTime, rec: &mut dyn Observer) {
         BatchingSpec::Static(_) => static_batch::form(inst, now, rec),
         BatchingSpec::Chunked(c) => chunked::form(inst, now, &c, rec),
         BatchingSpec::VllmV1(_) => vllm_v1::form(inst, now, rec),
+        BatchingSpec::Sglang(s) => sglang::form(inst, now, &s, rec),
     }
 }

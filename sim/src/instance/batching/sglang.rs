@@ -1,0 +1,310 @@
+//! SGLang's scheduler (`kind = "sglang"`), read in `python/sglang/srt/managers/scheduler.py`
+//! (`get_next_batch_to_run`, `get_new_batch_prefill`, `update_running_batch`) and
+//! `schedule_policy.py` (`PrefillAdder`, sgl-project/sglang ad0119fd), with the constants of
+//! `python/sglang/srt/environ.py` (SGLANG_INIT_NEW_TOKEN_RATIO 0.7,
+//! SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR 0.14, SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS 600,
+//! SGLANG_RETRACT_DECODE_STEPS 20, SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION 4096).
+//!
+//! An iteration is a prefill batch if one can be formed, else a decode batch of every running
+//! request — the two never mix (`--enable-mixed-chunk` is off by default).
+//!
+//! **Prefill batch.** The request in the middle of a chunked prefill, if any, takes its next
+//! chunk first: min(tokens left, chunk budget, tokens the KV budget leaves). Then waiting
+//! requests, in queue order, while `max_num_seqs` allows, each adding its prompt (less its
+//! prefix-cache hit) and a reservation of min(max new tokens, 4096) to the batch's offset:
+//!
+//! ```text
+//!   KV tokens left = (free + evictable blocks) × block_tokens
+//!                    − Σ running requests min(output left, 4096) × new_token_ratio
+//!                    − Σ this batch's (prompt tokens + min(output, 4096))
+//! ```
+//!
+//! A candidate needing prompt + min(output left, 4096) ≥ what is left stops the batch and
+//! marks the running batch full (no prefill is tried again until a running request leaves);
+//! one whose prompt reaches the `max_prefill_tokens` left stops it unless it would be the
+//! first; a prompt longer than the chunk budget (`max_num_batched_tokens`, SGLang's
+//! `--chunked-prefill-size`) is cut there and becomes the chunked request, which ends the batch.
+//!
+//! **Decode batch.** If the free and evictable blocks cannot give every running request its
+//! next token, requests are retracted (recomputed later) — fewest output tokens first, longest
+//! prompt among equals, at least one, never the last — and
+//! `new_token_ratio` = min(1, (Σ output so far + 20 × requests left) / (Σ max new tokens + 1))
+//! over the requests left; otherwise it decays by (init − min) / 600 towards
+//! min = 0.14 × init, init = min(0.7 × `schedule_conservativeness`, 1). It returns to init
+//! when the instance has nothing running (SGLang resets it when idle).
+//!
+//! Differences that remain: retracted requests are re-admitted first (servesim's preempted
+//! list; SGLang puts them back in its waiting queue); the KV budget counts in whole blocks of
+//! `scheduler.block_tokens` (SGLang's page size is 1 token by default); the queue order is
+//! `[scheduler.queue]`'s (SGLang's default `lpm` sorts by cached prefix, falling back to FCFS
+//! beyond 128 waiting requests).
+
+use serde::{Deserialize, Serialize};
+
+use super::super::seq::Seq;
+use super::super::{AdmitRule, Instance};
+use crate::config::{check, ConfigError};
+use crate::metrics::Observer;
+use crate::time::SimTime;
+
+/// SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: the most output tokens a request reserves.
+pub(crate) const CLIP_MAX_NEW_TOKENS: u64 = 4096;
+/// SGLANG_RETRACT_DECODE_STEPS.
+pub(crate) const RETRACT_DECODE_STEPS: u64 = 20;
+/// SGLANG_INIT_NEW_TOKEN_RATIO, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR,
+/// SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS.
+const INIT_RATIO: f64 = 0.7;
+const MIN_RATIO_FACTOR: f64 = 0.14;
+const DECAY_STEPS: f64 = 600.0;
+
+/// `kind = "sglang"`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct Sglang {
+    /// `--max-prefill-tokens`: prompt tokens one prefill batch may take (the first request may
+    /// exceed it). Default 16384.
+    pub(crate) max_prefill_tokens: u64,
+    /// `--schedule-conservativeness`: scales the new-token ratio's start. Default 1.
+    pub(crate) schedule_conservativeness: f64,
+}
+
+impl Default for Sglang {
+    fn default() -> Self {
+        Sglang { max_prefill_tokens: 16384, schedule_conservativeness: 1.0 }
+    }
+}
+
+impl Sglang {
+    pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        let m = self.max_prefill_tokens;
+        check((1..=1 << 40).contains(&m), path, "max_prefill_tokens", "must be in [1, 2^40]", m)?;
+        let c = self.schedule_conservativeness;
+        check(c.is_finite() && (0.0..=100.0).contains(&c), path, "schedule_conservativeness", "must be in [0, 100]", c)
+    }
+
+    /// The new-token ratio's start, floor and decay per decode batch.
+    pub(crate) fn ratios(&self) -> (f64, f64, f64) {
+        let init = (INIT_RATIO * self.schedule_conservativeness).min(1.0);
+        let min = (init * MIN_RATIO_FACTOR).min(1.0);
+        (init, min, (init - min) / DECAY_STEPS)
+    }
+}
+
+/// What SGLang's scheduler carries from one iteration to the next.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct State {
+    /// `new_token_ratio` (`None` until the first iteration).
+    pub(crate) ratio: Option<f64>,
+    /// `running_batch.batch_is_full`, and the running requests when it was set: it clears when
+    /// fewer run.
+    pub(crate) full: Option<usize>,
+}
+
+/// SGLang's `PrefillAdder` budget for one prefill batch (tokens).
+struct Adder {
+    /// Free and evictable KV tokens when the batch started forming.
+    available: f64,
+    /// `rem_total_token_offset`: the running requests' reservations and this batch's tokens.
+    total_offset: f64,
+    /// `cur_rem_token_offset`: this batch's prompt tokens.
+    cur_offset: f64,
+    /// `rem_input_tokens` (from `max_prefill_tokens`).
+    rem_input: i64,
+    /// `rem_chunk_tokens` (from the chunk budget).
+    rem_chunk: i64,
+    /// Requests in the batch, the chunked one included.
+    can_run: u32,
+    /// Why admissions stopped: the KV budget ran out (marks the batch full).
+    no_token: bool,
+    /// Whether a request was cut into a chunk (ends the batch).
+    chunked: bool,
+    /// Requests the running batch may still take (`max_num_seqs` − running).
+    allocatable: u32,
+    /// Nothing runs: the first request is admitted whatever its reservation (SGLang would
+    /// wait forever for memory no one will free).
+    idle: bool,
+}
+
+impl Adder {
+    fn rem_total(&self) -> f64 {
+        self.available - self.total_offset
+    }
+
+    fn cur_rem(&self) -> f64 {
+        self.available - self.cur_offset
+    }
+
+    /// `_update_prefill_budget`.
+    fn update(&mut self, extend: u64, reserve: u64) {
+        self.total_offset += (extend + reserve) as f64;
+        self.cur_offset += extend as f64;
+        self.rem_input -= extend as i64;
+        self.rem_chunk -= extend as i64;
+        self.can_run += 1;
+    }
+
+    /// `budget_state`: whether more requests may be added.
+    fn open(&mut self) -> bool {
+        if self.rem_total() <= 0.0 || self.cur_rem() <= 0.0 {
+            self.no_token = true;
+            return false;
+        }
+        !self.chunked && self.rem_input > 0 && self.rem_chunk > 0
+    }
+}
+
+fn reserve(output_left: u64) -> u64 {
+    output_left.min(CLIP_MAX_NEW_TOKENS)
+}
+
+impl AdmitRule for &mut Adder {
+    fn step(&mut self, s: &Seq, pending: u64, _n: u32) -> Option<u64> {
+        if !self.open() || self.can_run >= self.allocatable {
+            return None;
+        }
+        // `add_one_req`: the prompt left and the output still to come must fit what is left.
+        let total = pending + reserve((s.output - s.generated) as u64);
+        if total as f64 >= self.rem_total() && !(self.idle && self.can_run == 0) {
+            self.no_token = true;
+            return None;
+        }
+        if pending as i64 >= self.rem_input && self.can_run > 0 {
+            return None;
+        }
+        if pending as i64 <= self.rem_chunk {
+            return Some(pending);
+        }
+        // Chunked prefill: the chunk budget left, the rest in later prefill batches.
+        (self.rem_chunk > 0).then_some(self.rem_chunk as u64)
+    }
+
+    fn taken(&mut self, s: &Seq, step: u64) {
+        if step < s.pending() {
+            self.chunked = true;
+            self.update(step, 0);
+        } else {
+            self.update(step, reserve(s.output as u64));
+        }
+    }
+}
+
+pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Sglang, rec: &mut dyn Observer) {
+    let (init, min, decay) = c.ratios();
+    if inst.running.is_empty() || inst.sglang.ratio.is_none() {
+        inst.sglang.ratio = Some(init);
+    }
+    if inst.sglang.full.is_some_and(|n| inst.running.len() < n) {
+        inst.sglang.full = None;
+    }
+    if !prefill_batch(inst, now, c, rec) {
+        decode_batch(inst, min, decay, rec);
+    }
+}
+
+/// `get_new_batch_prefill`: forms a prefill batch; false if there is none to run.
+fn prefill_batch(inst: &mut Instance, now: SimTime, c: &Sglang, rec: &mut dyn Observer) -> bool {
+    let chunked = inst.running.iter().position(|s| !s.is_decode());
+    if chunked.is_none() && (inst.sglang.full.is_some() || inst.waiting_len() == 0) {
+        return false;
+    }
+    let max_seqs = inst.cfg.max_num_seqs as usize;
+    let running = inst.running.len() - chunked.is_some() as usize;
+    if chunked.is_none() && running >= max_seqs {
+        inst.sglang.full = Some(inst.running.len());
+        return false;
+    }
+    let ratio = inst.sglang.ratio.expect("set by form");
+    let bt = inst.cfg.block_tokens;
+    // The running batch's reservations (the chunked request is not in it).
+    let reserved: f64 = inst
+        .running
+        .iter()
+        .filter(|s| s.is_decode())
+        .map(|s| reserve((s.output - s.generated) as u64) as f64 * ratio)
+        .sum();
+    let mut adder = Adder {
+        available: (inst.kv.blocks.free() as u64 * bt) as f64,
+        total_offset: reserved,
+        cur_offset: 0.0,
+        rem_input: c.max_prefill_tokens as i64,
+        rem_chunk: inst.cfg.max_num_batched_tokens as i64,
+        can_run: 0,
+        no_token: false,
+        chunked: false,
+        allocatable: (max_seqs - running) as u32,
+        idle: inst.running.is_empty(),
+    };
+    if let Some(i) = chunked {
+        // `add_chunked_req`: the next chunk, as much as the chunk and KV budgets leave.
+        let s = &inst.running[i];
+        let room = adder.rem_chunk.min(adder.rem_total() as i64).max(0) as u64;
+        let free_tokens = (s.blocks.len() as u64 + inst.kv.blocks.free() as u64) * bt - s.computed;
+        let step = s.pending().min(room).min(free_tokens);
+        if step > 0 {
+            let truncated = step < s.pending();
+            let output = s.output as u64;
+            inst.running[i].step = step;
+            inst.batch.add(&inst.running[i]);
+            let grown = inst.grow(i, rec);
+            debug_assert!(grown, "blocks were counted");
+            adder.chunked = truncated;
+            adder.update(step, if truncated { 0 } else { reserve(output) });
+        }
+    }
+    if inst.sglang.full.is_none() && inst.waiting.swapped.is_empty() {
+        inst.admit_by(now, &mut adder, rec);
+        let running_batch = inst.running.iter().filter(|s| s.is_decode()).count();
+        if (adder.no_token || adder.can_run >= adder.allocatable) && running_batch > 0 {
+            inst.sglang.full = Some(inst.running.len());
+        }
+    }
+    !inst.batch.shape.is_empty()
+}
+
+/// `update_running_batch`: retracts when the next tokens do not fit, then decodes everyone.
+fn decode_batch(inst: &mut Instance, min: f64, decay: f64, rec: &mut dyn Observer) {
+    let before = inst.running.len();
+    if !decode_fits(inst) {
+        // `retract_decode`: fewest output tokens first, longest prompt among equals; at least
+        // one, never the last.
+        let mut first = true;
+        while first || !decode_fits(inst) {
+            let decodes = inst.running.iter().filter(|s| s.is_decode()).count();
+            if decodes <= 1 {
+                break;
+            }
+            first = false;
+            let victim = inst
+                .running
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.is_decode())
+                .min_by_key(|(i, s)| (s.generated, std::cmp::Reverse(s.prompt), std::cmp::Reverse(*i)))
+                .map(|(i, _)| i)
+                .expect("two decodes at least");
+            inst.preempt_at(victim, rec);
+        }
+        let (mut done, mut max_new, mut n) = (0u64, 0u64, 0u64);
+        for s in inst.running.iter().filter(|s| s.is_decode()) {
+            done += s.generated as u64;
+            max_new += s.output as u64;
+            n += 1;
+        }
+        inst.sglang.ratio = Some((((done + RETRACT_DECODE_STEPS * n) as f64) / (max_new + 1) as f64).min(1.0));
+    } else {
+        let r = inst.sglang.ratio.expect("set by form");
+        inst.sglang.ratio = Some((r - decay).max(min));
+    }
+    if inst.running.len() < before {
+        inst.sglang.full = None;
+    }
+    inst.step_running_decodes(u64::MAX, rec);
+}
+
+/// `check_decode_mem`: whether the free and evictable blocks give every running decode the
+/// block its next token may need.
+fn decode_fits(inst: &Instance) -> bool {
+    let bt = inst.cfg.block_tokens;
+    let need = inst.running.iter().filter(|s| s.is_decode() && (s.blocks.len() as u64) * bt < s.computed + 1).count();
+    need as u64 <= inst.kv.blocks.free() as u64
+}
