@@ -408,6 +408,29 @@ fn draw(seed: u64) -> String {
             d.int(1, 4)
         );
     }
+    // The engines' own schedulers in place of continuous or chunked batching (drawn last, as
+    // above); SGLang's only where preemption recomputes, and neither for disaggregated pools.
+    if !disaggregated && d.chance(0.3) {
+        let engine = d.pick(&["vllm-v1", "sglang"]);
+        if engine == "vllm-v1" || !o.contains("kind = \"swap\"") {
+            let extra = match engine {
+                "sglang" => format!(
+                    "max_prefill_tokens = {}\nschedule_conservativeness = {}",
+                    d.int(16, 4096),
+                    d.real(0.0, 2.0)
+                ),
+                _ => format!("long_prefill_token_threshold = {}", d.int(0, 512)),
+            };
+            for (kind, priority) in
+                [("continuous", "mixed"), ("continuous", "prefill"), ("chunked", "decode"), ("chunked", "prefill")]
+            {
+                o = o.replace(
+                    &format!("kind = \"{kind}\"\npriority = \"{priority}\""),
+                    &format!("kind = \"{engine}\"\n{extra}"),
+                );
+            }
+        }
+    }
     o
 }
 

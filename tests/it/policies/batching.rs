@@ -155,3 +155,163 @@ fn vllm_v1_shares_one_budget_running_requests_first_then_waiting_ones() {
     assert_eq!(r[2].first_token, us(4300));
     assert_eq!(out.summary.preemptions, 0);
 }
+
+/// Requests at given arrival times (µs) with given prompt and output lengths.
+fn requests(list: &[(u64, u32, u32)]) -> Vec<servesim_sim::workload::Request> {
+    use servesim_sim::workload::{Request, NO_CLIENT, NO_SESSION};
+    list.iter()
+        .enumerate()
+        .map(|(id, &(at, prompt, output))| Request {
+            id: id as u64,
+            arrival: servesim_sim::SimTime(at * 1000),
+            prompt_tokens: prompt,
+            output_tokens: output,
+            client: NO_CLIENT,
+            session: NO_SESSION,
+            class: 0,
+            content: vec![],
+        })
+        .collect()
+}
+
+#[test]
+fn sglang_runs_prefill_batches_apart_from_decode_batches() {
+    // python/sglang/srt/managers/scheduler.py `get_next_batch_to_run` (SGLang's default, no
+    // --enable-mixed-chunk): a prefill batch whenever one can be formed, else a decode batch.
+    // Iteration = 1000 + 10 µs per token. A (10-token prompt, 4 out) at 0, B (10, 4) at 1500.
+    // 0: prefill A → 1100 (A's first token). 1100: decode A → 2110. 2110: B waits: a prefill
+    // batch of B alone, A's decode skipped → 3210. 3210, 4230: decode A and B → A's 4th token
+    // at 5250. 5250: decode B → 6260.
+    use servesim_sim::engine::Simulation;
+    let us = |x: u64| servesim_sim::SimTime(x * 1000);
+    let s = scenario(&paper(
+        "max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"sglang\"",
+        1000,
+        "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
+         prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 4 }",
+    ));
+    let out = Simulation::with_requests(&s, requests(&[(0, 10, 4), (1500, 10, 4)])).run();
+    let r = &out.recorder.records;
+    assert_eq!((r[0].first_token, r[1].scheduled, r[1].first_token), (us(1100), us(2110), us(3210)));
+    assert_eq!((r[0].finish, r[1].finish), (us(5250), us(6260)));
+    // Chunked decode-first puts B's prompt beside A's decode at 2110 instead: 1110 µs.
+    let c = scenario(&paper(
+        "max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"chunked\"",
+        1000,
+        "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
+         prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 4 }",
+    ));
+    let out = Simulation::with_requests(&c, requests(&[(0, 10, 4), (1500, 10, 4)])).run();
+    assert_eq!(out.recorder.records[1].first_token, us(3220));
+}
+
+#[test]
+fn sglang_admits_against_the_running_requests_reservation_times_new_token_ratio() {
+    // schedule_policy.py `PrefillAdder` (sgl-project/sglang ad0119fd): a waiting request is
+    // admitted if prompt + min(output, 4096) < (free + evictable) tokens − Σ running requests'
+    // min(output left, 4096) × new_token_ratio. 20 blocks of 16 tokens; A (32-token prompt, 100
+    // out) is prefilled at 0 (1320 µs) and holds 2 blocks: 288 tokens free. At 1320 A has 99
+    // tokens to go and the ratio is its start, 0.7: 288 − 69.3 = 218.7 left. B (arrived at 100
+    // µs, 100 out) with a 118-token prompt needs 218 < 218.7: admitted at 1320; with 119 it
+    // needs 219: refused, the batch is marked full and B waits until A has finished (99 decode
+    // batches of 1010 µs: 1320 + 99 × 1010 = 101,310 µs).
+    use servesim_sim::engine::Simulation;
+    let us = |x: u64| servesim_sim::SimTime(x * 1000);
+    let sched = |extra: &str| {
+        scenario(&paper(
+            &format!("max_num_batched_tokens = 1000\n[scheduler.batching]\nkind = \"sglang\"\n{extra}"),
+            20,
+            "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
+             prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 4 }",
+        ))
+    };
+    let b_scheduled = |s: &servesim_sim::Scenario, prompt: u32| {
+        let out = Simulation::with_requests(s, requests(&[(0, 32, 100), (100, prompt, 100)])).run();
+        assert_eq!(out.recorder.records[0].first_token, us(1320));
+        (out.recorder.records[1].scheduled, out.summary.preemptions)
+    };
+    let s = sched("");
+    // The ratio is an estimate: together A and B need 9 + 14 blocks by their last tokens, so
+    // admitting B costs a retraction later; waiting for A costs none.
+    let (at, retracted) = b_scheduled(&s, 118);
+    assert_eq!(at, us(1320));
+    assert!(retracted >= 1, "{retracted}");
+    assert_eq!(b_scheduled(&s, 119), (us(101_310), 0));
+    // schedule_conservativeness 2: the ratio starts at min(0.7 × 2, 1) = 1, so A reserves all
+    // 99 tokens: 288 − 99 = 189 left, and even 118 + 100 = 218 waits.
+    let s = sched("schedule_conservativeness = 2");
+    assert_eq!(b_scheduled(&s, 118), (us(101_310), 0));
+    assert_eq!(b_scheduled(&s, 88).0, us(1320));
+}
+
+#[test]
+fn sglang_retracts_the_request_with_the_least_output_and_the_longest_prompt() {
+    // schedule_batch.py `retract_decode`, called from scheduler.py `update_running_batch` when
+    // the next decode does not fit: sort by (output tokens, −prompt tokens), retract from the
+    // smallest. 6 blocks of 16 tokens, schedule_conservativeness 0 (no reservation for the
+    // running requests, so both are admitted). A (20-token prompt, 40 out) at 0: prefill 1200
+    // µs, 2 blocks. B (16, 40) arrives at 100 µs, prefilled alone 1200 → 2360, 1 block. Then
+    // both decode (1020 µs a batch), equal in output; A's 4th block is due at its 29th token
+    // (d = 28 batches after 2360, t = 30,920), when none is free: A, the longer prompt, is
+    // retracted — not B, the most recently admitted, as vLLM would. B alone finishes its 11
+    // last tokens at 30,920 + 11 × 1010 = 42,030; A is then recomputed (49 tokens, 1490 µs)
+    // and decodes its last 10: 43,520 + 10 × 1010 = 53,620.
+    use servesim_sim::engine::Simulation;
+    let us = |x: u64| servesim_sim::SimTime(x * 1000);
+    let s = scenario(&paper(
+        "max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"sglang\"\nschedule_conservativeness = 0",
+        6,
+        "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
+         prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 4 }",
+    ));
+    let out = Simulation::with_requests(&s, requests(&[(0, 20, 40), (100, 16, 40)])).run();
+    let r = &out.recorder.records;
+    assert_eq!((r[0].first_token, r[1].scheduled, r[1].first_token), (us(1200), us(1200), us(2360)));
+    assert_eq!((r[0].preemptions, r[1].preemptions), (1, 0));
+    assert_eq!(r[1].finish, us(42_030));
+    assert_eq!(r[0].finish, us(53_620));
+    // vLLM V1's rule preempts the latest admitted instead: B.
+    let v = scenario(&paper(
+        "max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"vllm-v1\"",
+        6,
+        "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
+         prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 4 }",
+    ));
+    let out = Simulation::with_requests(&v, requests(&[(0, 20, 40), (100, 16, 40)])).run();
+    let r = &out.recorder.records;
+    assert_eq!(r[0].preemptions, 0);
+    assert!(r[1].preemptions >= 1, "{}", r[1].preemptions);
+}
+
+#[test]
+fn sglang_cuts_a_long_prompt_at_the_chunk_budget_and_ends_the_batch_there() {
+    // `PrefillAdder.add_one_req`: a prompt over the chunk budget (max_num_batched_tokens,
+    // SGLang's --chunked-prefill-size) is cut there and becomes the chunked request, which the
+    // next prefill batch continues first (`add_chunked_req`). Budget 64: A (150-token prompt,
+    // 2 out) and B (10, 2) both at 0. 0: A's first 64 → 1640. 1640: A's next 64, budget spent
+    // → 3280. 3280: A's last 22, then B's 10 → 1320 µs, both first tokens at 4600.
+    use servesim_sim::engine::Simulation;
+    let us = |x: u64| servesim_sim::SimTime(x * 1000);
+    let s = scenario(&paper(
+        "max_num_batched_tokens = 64\n[scheduler.batching]\nkind = \"sglang\"",
+        1000,
+        "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
+         prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 4 }",
+    ));
+    let out = Simulation::with_requests(&s, requests(&[(0, 150, 2), (0, 10, 2)])).run();
+    let r = &out.recorder.records;
+    assert_eq!((r[0].first_token, r[1].scheduled, r[1].first_token), (us(4600), us(3280), us(4600)));
+    // max_prefill_tokens 27 (the chunked request continues regardless): after A's last 22
+    // tokens 5 are left and B's 10 reach them (B would not be the first of its batch), so B
+    // waits for the next prefill batch: A's first token at 3280 + 1220 = 4500, then B alone
+    // (A's decode waits) 1100 µs → 5600.
+    let s = scenario(&paper(
+        "max_num_batched_tokens = 64\n[scheduler.batching]\nkind = \"sglang\"\nmax_prefill_tokens = 27",
+        1000,
+        "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
+         prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 4 }",
+    ));
+    let out = Simulation::with_requests(&s, requests(&[(0, 150, 2), (0, 10, 2)])).run();
+    let r = &out.recorder.records;
+    assert_eq!((r[0].first_token, r[1].first_token), (us(4500), us(5600)));
+}

@@ -23,6 +23,13 @@ fn cases() -> Vec<(&'static str, &'static str, &'static str)> {
         ("chunked", "max_num_batched_tokens = 256\n[scheduler.batching]\nkind = \"chunked\"", LOAD),
         ("chunked prefill-first", "max_num_batched_tokens = 256\n[scheduler.batching]\nkind = \"chunked\"\npriority = \"prefill\"", LOAD),
         ("vllm-v1", "max_num_batched_tokens = 256\n[scheduler.batching]\nkind = \"vllm-v1\"\nlong_prefill_token_threshold = 96", LOAD),
+        ("sglang", "max_num_batched_tokens = 256\n[scheduler.batching]\nkind = \"sglang\"\nmax_prefill_tokens = 512", LOAD),
+        (
+            "sglang prefix cache",
+            "max_num_batched_tokens = 256\n[scheduler.batching]\nkind = \"sglang\"\nschedule_conservativeness = 0.3\n\
+             [scheduler.prefix_cache]\nenabled = true\nmin_prefix_tokens = 32",
+            PREFIXED,
+        ),
         ("shortest prompt", "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"shortest-prompt\"", LOAD),
         ("shortest job", "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"shortest-job\"\noutput_error = 0.8", LOAD),
         ("priority aging", "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"priority\"\naging_per_s = 0.3", LOAD),

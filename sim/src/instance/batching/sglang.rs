@@ -253,8 +253,8 @@ fn prefill_batch(inst: &mut Instance, now: SimTime, c: &Sglang, rec: &mut dyn Ob
     }
     if inst.sglang.full.is_none() && inst.waiting.swapped.is_empty() {
         inst.admit_by(now, &mut adder, rec);
-        let running_batch = inst.running.iter().filter(|s| s.is_decode()).count();
-        if (adder.no_token || adder.can_run >= adder.allocatable) && running_batch > 0 {
+        // It clears when fewer requests run; with none running it could never clear.
+        if (adder.no_token || adder.can_run >= adder.allocatable) && !inst.running.is_empty() {
             inst.sglang.full = Some(inst.running.len());
         }
     }
