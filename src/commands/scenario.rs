@@ -109,6 +109,8 @@ fn flag(engine: Engine, name: &str) -> Option<Flag> {
         (Engine::Sglang, "--max-running-requests") => Value("max_num_seqs"),
         (Engine::Sglang, "--chunked-prefill-size") => Value("max_num_batched_tokens"),
         (Engine::Sglang, "--mem-fraction-static") => Value("mem_fraction_static"),
+        (Engine::Sglang, "--max-prefill-tokens") => Value("max_prefill_tokens"),
+        (Engine::Sglang, "--schedule-conservativeness") => Value("conservativeness"),
         (Engine::Sglang, "--disable-radix-cache") => Switch("prefix", false),
         (Engine::Sglang, "--kv-cache-dtype") => Value("kv_dtype"),
         (Engine::Sglang, "--page-size") => Value("block_size"),
@@ -339,9 +341,21 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
     let chunked = got.get("chunked").is_none_or(|v| v == "true");
     t += match (chunked, engine) {
         (true, Engine::Vllm) => "[scheduler.batching]\nkind = \"vllm-v1\"\n",
-        (true, Engine::Sglang) => "[scheduler.batching]\nkind = \"chunked\"\npriority = \"prefill\"\n",
+        (true, Engine::Sglang) => "[scheduler.batching]\nkind = \"sglang\"\n",
         (false, _) => "[scheduler.batching]\nkind = \"continuous\"\n",
     };
+    if chunked && engine == Engine::Sglang {
+        if let Some(n) = int(&got, "max_prefill_tokens", "--max-prefill-tokens")? {
+            t += &format!("max_prefill_tokens = {n}\n");
+        }
+        if let Some(c) = got.get("conservativeness") {
+            let x: f64 =
+                c.parse().ok().filter(|x: &f64| x.is_finite() && (0.0..=100.0).contains(x)).ok_or_else(|| {
+                    CliError::input(format!("--schedule-conservativeness: not a number in [0, 100]: {c:?}"))
+                })?;
+            t += &format!("schedule_conservativeness = {x}\n");
+        }
+    }
     // 0 is vLLM's "no threshold", servesim's default too.
     let threshold = match got.get("long_prefill").map(String::as_str) {
         Some("0") => None,
@@ -481,13 +495,16 @@ mod tests {
             Engine::Sglang,
             "h200",
             "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention \
-             --ep-size 8 --mem-fraction-static 0.8 --chunked-prefill-size 16384 --max-running-requests 512 --disable-radix-cache",
+             --ep-size 8 --mem-fraction-static 0.8 --chunked-prefill-size 16384 --max-running-requests 512 --disable-radix-cache \
+             --max-prefill-tokens 4096 --schedule-conservativeness 0.5",
         );
         let g = &sg.groups[0];
         assert_eq!((g.tp, g.layout.dp_attention, g.layout.ep), (8, 8, true));
         assert_eq!((g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens), (512, 16384));
         assert!(!g.scheduler.prefix_cache.enabled);
         assert!(warn.is_empty(), "{warn:?}");
+        let r = sg.resolved_toml();
+        assert!(r.contains("kind = \"sglang\"\nmax_prefill_tokens = 4096\nschedule_conservativeness = 0.5"), "{r}");
         // SGLang's rule with its fraction, not vLLM's utilisation.
         let t = g.memory.terms.as_ref().unwrap();
         assert_eq!((t.engine.name(), t.fraction), ("sglang", 0.8));

@@ -292,7 +292,7 @@ impl ServingEngine {
     ///
     /// | key | vllm | sglang | trtllm |
     /// |---|---|---|---|
-    /// | `scheduler.batching` | `vllm-v1` | `chunked`, prefill first | — |
+    /// | `scheduler.batching` | `vllm-v1` | `sglang` | — |
     /// | `scheduler.prefix_cache.enabled` | true | true (the radix cache) | — |
     /// | `memory.engine` (unless `reserve_gib` or `kv_blocks` is given) | `vllm` | `sglang` | — |
     /// | `cost.overhead` (roofline) | `vllm` | `sglang` | `trtllm` |
@@ -300,7 +300,7 @@ impl ServingEngine {
     /// vLLM V1 always chunks prefills and caches prefixes by default (vllm/config/cache.py,
     /// `enable_prefix_caching`); SGLang's radix cache is on unless `--disable-radix-cache`.
     pub(crate) fn apply_defaults(self, file: &mut ScenarioFile, given: &toml::Table) {
-        use crate::instance::batching::{chunked, vllm_v1, BatchingSpec};
+        use crate::instance::batching::{sglang, vllm_v1, BatchingSpec};
         let has = |path: &[&str]| -> bool {
             let mut t = given;
             for (i, k) in path.iter().enumerate() {
@@ -318,8 +318,7 @@ impl ServingEngine {
             if vllm {
                 file.scheduler.batching = BatchingSpec::VllmV1(vllm_v1::VllmV1::default());
             } else if sglang {
-                file.scheduler.batching =
-                    BatchingSpec::Chunked(chunked::Chunked { priority: chunked::ChunkedPriority::Prefill });
+                file.scheduler.batching = BatchingSpec::Sglang(sglang::Sglang::default());
             }
         }
         if (vllm || sglang) && !has(&["scheduler", "prefix_cache", "enabled"]) {

@@ -72,6 +72,10 @@ pub(crate) struct Args {
     /// ENGINE`: serial tokenization per request, docs/scenario.md) instead of none.
     #[arg(long, requires = "silicon")]
     frontend: bool,
+    /// With --silicon: schedule each row with its engine's own scheduler (`kind = "vllm-v1"` for
+    /// vLLM rows, `"sglang"` for SGLang rows) instead of chunked batching.
+    #[arg(long, requires = "silicon")]
+    engine_schedulers: bool,
     /// What executes the emulated side: cpu (the CPU reference ops) or cuda (the CUDA kernels
     /// on GPU 0). Needed for runs and --iterations; not with --measured.
     #[arg(long, value_enum)]
@@ -214,6 +218,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
                 prompt_pool: a.prompt_pool,
                 staggered: a.staggered,
                 frontend: a.frontend,
+                engine_schedulers: a.engine_schedulers,
             },
             fit_overhead: a.fit_overhead,
             out: a.out.clone().unwrap_or_else(|| PathBuf::from("outputs").join("silicon-validate")),

@@ -288,15 +288,17 @@ fn roofline_case_of(r: &Row, model: &'static str) -> std::result::Result<Case, S
 /// SGLang (`python/sglang/srt/server_args.py`): `chunked_prefill_size` 8192 on 80–160 GB GPUs,
 /// 16384 above, 4096 on 48 GB; prefill batches first. TensorRT-LLM (`LlmArgs`): `max_num_tokens`
 /// 8192, `max_batch_size` 2048, context requests first.
-pub(super) fn engine_settings(framework: &str, gpu: &servesim_sim::spec::GpuSpec) -> String {
+/// With `own`, vLLM rows run `kind = "vllm-v1"` and SGLang rows `kind = "sglang"`.
+pub(super) fn engine_settings(framework: &str, gpu: &servesim_sim::spec::GpuSpec, own: bool) -> String {
     let gib = gpu.memory_gib();
     let big = gib >= 70.0 && !gpu.name.starts_with("a100");
     match framework {
         "vllm" => {
             let (tokens, seqs) = if big { (8192, 1024) } else { (2048, 256) };
+            let batching = if own { "kind = \"vllm-v1\"" } else { "kind = \"chunked\"\npriority = \"decode\"" };
             format!(
                 "[scheduler]\nmax_num_seqs = {seqs}\nmax_num_batched_tokens = {tokens}\n\
-                 [scheduler.batching]\nkind = \"chunked\"\npriority = \"decode\"\n"
+                 [scheduler.batching]\n{batching}\n"
             )
         }
         "sglang" => {
@@ -307,9 +309,10 @@ pub(super) fn engine_settings(framework: &str, gpu: &servesim_sim::spec::GpuSpec
             } else {
                 4096
             };
+            let batching = if own { "kind = \"sglang\"" } else { "kind = \"chunked\"\npriority = \"prefill\"" };
             format!(
                 "[scheduler]\nmax_num_seqs = 1024\nmax_num_batched_tokens = {tokens}\n\
-                 [scheduler.batching]\nkind = \"chunked\"\npriority = \"prefill\"\n"
+                 [scheduler.batching]\n{batching}\n"
             )
         }
         _ => "[scheduler]\nmax_num_seqs = 2048\nmax_num_batched_tokens = 8192\n\
@@ -332,6 +335,8 @@ pub(super) struct Bench {
     pub staggered: bool,
     /// The engine's frontend (`[frontend] engine = ...`) in front of it.
     pub frontend: bool,
+    /// The engine's own scheduler (vllm-v1, sglang) instead of chunked batching.
+    pub engine_schedulers: bool,
 }
 
 /// The scenario of a case.
@@ -387,7 +392,7 @@ pub(super) fn scenario_text(
         c.model,
         c.gpu,
         c.tp,
-        engine_settings(&c.framework, &gpu),
+        engine_settings(&c.framework, &gpu, bench.engine_schedulers),
         c.concurrency,
         prompt,
         c.osl,
@@ -705,6 +710,7 @@ pub(super) fn run(o: Options) -> Result<()> {
         "clients_start": if o.bench.staggered { "staggered" } else { "together" },
         "prompt_pool": o.bench.prompt_pool,
         "frontend": o.bench.frontend,
+        "engine_schedulers": o.bench.engine_schedulers,
         "rows": outs.len(),
         "run": expressed,
         "not_run": reasons,
@@ -781,7 +787,7 @@ mod tests {
         assert_eq!((c.model, c.tp, c.dp, c.ep, c.roofline, c.weight_dtype), ("deepseek-r1", 8, 8, true, true, "fp8"));
         let text = scenario_text(
             &c,
-            Bench { rounds: 1, prompt_pool: None, staggered: false, frontend: false },
+            Bench { rounds: 1, prompt_pool: None, staggered: false, frontend: false, engine_schedulers: false },
             None,
             None,
             0.0,
