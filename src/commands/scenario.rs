@@ -312,6 +312,13 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
         t += &format!("kv_dtype = \"{k}\"\n");
     }
     t += &format!("\n[gpu]\npreset = \"{}\"\n\n[cluster]\ninstances = {instances}\ntp = {gpus}\n", gpu.name);
+    // The engine's own balancer across its DP replicas: vLLM's lowest 4 × waiting + running
+    // (router `vllm-dp`); SGLang's data-parallel controller round-robin by default
+    // (`--load-balance-method round_robin`).
+    if instances > 1 {
+        let router = if engine == Engine::Vllm { "vllm-dp" } else { "round-robin" };
+        t += &format!("router = {{ kind = \"{router}\" }}\n");
+    }
     if dp_attention > 1 {
         t += &format!("dp_attention = {dp_attention}\n");
     }
@@ -491,6 +498,8 @@ mod tests {
         assert_eq!(s.model.weight_dtype.name(), "fp8");
         let (d, _) = scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct -dp 3");
         assert_eq!((d.groups[0].tp, d.groups[0].count), (1, 3));
+        // Behind vLLM's own DP balancer.
+        assert!(d.resolved_toml().contains("kind = \"vllm-dp\""), "{}", d.resolved_toml());
         let (sg, warn) = scenario_of(
             Engine::Sglang,
             "h200",

@@ -408,6 +408,14 @@ fn draw(seed: u64) -> String {
             d.int(1, 4)
         );
     }
+    // vLLM's DP balancer as the cluster's router (drawn last, as above).
+    if d.chance(0.15) {
+        if let Some(at) = o.find("\nrouter = ") {
+            let end = at + 1 + o[at + 1..].find('\n').expect("a line");
+            let interval = d.real(0.0, 500.0);
+            o.replace_range(at + 1..end, &format!("router = {{ kind = \"vllm-dp\", stats_interval_ms = {interval} }}"));
+        }
+    }
     // The engines' own schedulers in place of continuous or chunked batching (drawn last, as
     // above); SGLang's only where preemption recomputes, and neither for disaggregated pools.
     if !disaggregated && d.chance(0.3) {
@@ -568,6 +576,9 @@ fn the_swarm_covers_every_policy() {
         "session-affinity",
         "[run]",
         "[frontend]",
+        "kind = \"vllm-v1\"",
+        "kind = \"sglang\"",
+        "kind = \"vllm-dp\"",
     ] {
         let n = all.matches(key).count();
         assert!(n >= 3, "only {n} of 300 drawn scenarios have {key}");

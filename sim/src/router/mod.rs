@@ -20,6 +20,7 @@ mod power_of_two;
 mod random;
 mod round_robin;
 mod session_affinity;
+mod vllm_dp;
 
 pub use capacity::{capacity_weight, REFERENCE_BATCH, REFERENCE_CONTEXT};
 pub use least_kv_usage::LeastKvUsage;
@@ -29,6 +30,7 @@ pub use power_of_two::PowerOfTwo;
 pub use random::Random;
 pub use round_robin::RoundRobin;
 pub use session_affinity::{AffinityKey, SessionAffinity, SessionAffinitySpec};
+pub use vllm_dp::{VllmDp, VllmDpSpec};
 
 use serde::Serialize;
 
@@ -59,6 +61,10 @@ pub trait Load {
     fn kv_blocks_total(&self) -> u32;
     /// Tokens per KV block.
     fn block_tokens(&self) -> u64;
+    /// Requests queued there (waiting, preempted, swapped out, awaiting their KV).
+    fn waiting(&self) -> u64;
+    /// Requests in its running batch.
+    fn running(&self) -> u64;
 }
 
 impl Load for Instance {
@@ -86,6 +92,12 @@ impl Load for Instance {
     fn block_tokens(&self) -> u64 {
         self.config().block_tokens
     }
+    fn waiting(&self) -> u64 {
+        self.gauges().waiting
+    }
+    fn running(&self) -> u64 {
+        self.gauges().running
+    }
 }
 
 /// A routing policy (`kind = "..."`).
@@ -99,6 +111,7 @@ pub enum RouterSpec {
     LeastPendingTokens(LeastPendingTokensSpec),
     PowerOfTwo(Empty),
     SessionAffinity(SessionAffinitySpec),
+    VllmDp(VllmDpSpec),
 }
 
 tagged_enum!(RouterSpec {
@@ -109,6 +122,7 @@ tagged_enum!(RouterSpec {
     "least-pending-tokens" => LeastPendingTokens(LeastPendingTokensSpec),
     "power-of-two" => PowerOfTwo(Empty),
     "session-affinity" => SessionAffinity(SessionAffinitySpec),
+    "vllm-dp" => VllmDp(VllmDpSpec),
 });
 
 /// Builds the router a scenario asks for.
@@ -127,6 +141,7 @@ pub fn build_indexed(spec: &RouterSpec, seed: u64, index: u64) -> Box<dyn Router
         RouterSpec::LeastPendingTokens(s) => Box::new(LeastPendingTokens::new(s.clone())),
         RouterSpec::PowerOfTwo(_) => Box::new(PowerOfTwo::new(substream(seed, Stream::Router, index))),
         RouterSpec::SessionAffinity(s) => Box::new(SessionAffinity::new(s.clone())),
+        RouterSpec::VllmDp(s) => Box::new(VllmDp::new(s)),
     }
 }
 
@@ -134,6 +149,7 @@ impl RouterSpec {
     pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         match self {
             RouterSpec::SessionAffinity(s) => s.validate(path),
+            RouterSpec::VllmDp(s) => s.validate(path),
             _ => Ok(()),
         }
     }
