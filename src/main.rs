@@ -80,6 +80,8 @@ enum Command {
     Profile(commands::profile::Args),
     /// Find the fewest instances of each candidate configuration that meet the SLOs, and the cheapest.
     Plan(commands::plan::Args),
+    /// Search the [tune] knobs (GPU, TP, batch limits, batching, router, prefix caching, weights): the cheapest configuration meeting the SLOs, the cost/latency frontier, the winner as a scenario and a launch command.
+    Tune(commands::tune::Args),
     /// Compare variants of a scenario (--vary KEY=V1,V2) on the identical request stream.
     Compare(commands::compare::Args),
     /// Join the shard files of a plan or compare sweep (--shard I/N) into its report.
@@ -118,6 +120,7 @@ fn main() {
         Command::Calibrate(a) => commands::calibrate::run(a),
         Command::Profile(a) => commands::profile::run(a),
         Command::Plan(a) => commands::plan::run(a),
+        Command::Tune(a) => commands::tune::run(a),
         Command::Compare(a) => commands::compare::run(a),
         Command::Merge(a) => commands::merge::run(a),
         Command::Validate(a) => commands::validate::run(a),

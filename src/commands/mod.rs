@@ -8,6 +8,7 @@ pub(crate) mod profile;
 pub(crate) mod report;
 pub(crate) mod scenario;
 pub(crate) mod simulate;
+pub(crate) mod tune;
 pub(crate) mod validate;
 pub(crate) mod workload;
 

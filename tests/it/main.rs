@@ -27,6 +27,7 @@ mod reliability;
 mod report;
 mod routers;
 mod swarm;
+mod tune;
 mod validate;
 mod vidur_import;
 mod workload_traces;

@@ -21,6 +21,7 @@ mod evidence;
 mod infeasible;
 mod pools;
 mod search;
+pub mod tune;
 
 pub use crate::scenario::{CandidateSection, PlanSection};
 pub use candidate::{candidates, Candidate};

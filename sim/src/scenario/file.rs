@@ -49,6 +49,9 @@ pub struct ScenarioFile {
     /// `[plan]`: the candidates `servesim plan` searches (ignored by `simulate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanSection>,
+    /// `[tune]`: the knobs `servesim tune` searches (ignored by the other commands).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tune: Option<super::plan_file::TuneSection>,
     /// `[fleet]`: instance start-up, failures and restarts, autoscaling. Default: a fixed
     /// fleet that never fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]

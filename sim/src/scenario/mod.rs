@@ -20,7 +20,7 @@ pub use crate::metrics::{MetricsSection, SloSection};
 pub(crate) use cluster::gpu_or_preset;
 pub use cluster::GroupSection;
 pub use file::*;
-pub use plan_file::{CandidateSection, PlanSection};
+pub use plan_file::{CandidateSection, PlanSection, TuneSection};
 pub use resources::{NoFiles, ResourceError, Resources};
 
 use std::sync::Arc;
@@ -276,6 +276,9 @@ impl Scenario {
         file.run.validate("run")?;
         if let Some(p) = &file.plan {
             p.validate("plan")?;
+        }
+        if let Some(t) = &file.tune {
+            t.validate("tune")?;
         }
 
         let max_model_len = file.scheduler.max_model_len.unwrap_or(model.max_context);

@@ -135,3 +135,74 @@ pub struct CandidateSection {
     /// Any other key by dotted path, e.g. `set = { "model.weight_dtype" = "fp8" }`.
     pub(crate) set: Option<toml::Table>,
 }
+
+/// `[tune]`: the knobs `servesim tune` searches, each a list of values to try (a knob left out
+/// keeps the scenario's value). Every combination becomes a `[plan]` candidate.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TuneSection {
+    /// GPU presets.
+    pub(crate) gpu: Vec<String>,
+    /// Tensor-parallel degrees.
+    pub(crate) tp: Vec<u32>,
+    pub(crate) max_num_seqs: Vec<u32>,
+    pub(crate) max_num_batched_tokens: Vec<u32>,
+    /// Batching kinds (`continuous`, `chunked`, `vllm-v1`, `sglang`, `static`), with their
+    /// default settings.
+    pub(crate) batching: Vec<String>,
+    /// Router kinds, with their default settings.
+    pub(crate) router: Vec<String>,
+    /// Prefix caching off and/or on.
+    pub(crate) prefix_caching: Vec<bool>,
+    /// Weight dtypes (`bf16`, `fp8`, `nvfp4`, `mxfp4`).
+    pub(crate) weight_dtype: Vec<String>,
+    /// The most combinations allowed (a guard against a typo's product). Default 5000.
+    pub(crate) max_configurations: Option<u64>,
+}
+
+impl TuneSection {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        fn distinct<T: PartialEq + std::fmt::Debug>(path: &str, key: &str, xs: &[T]) -> Result<(), ConfigError> {
+            for (i, x) in xs.iter().enumerate() {
+                if xs[..i].contains(x) {
+                    return Err(ConfigError::at(&format!("{path}.{key}"), format!("lists {x:?} twice")));
+                }
+            }
+            Ok(())
+        }
+        distinct(path, "gpu", &self.gpu)?;
+        distinct(path, "tp", &self.tp)?;
+        distinct(path, "max_num_seqs", &self.max_num_seqs)?;
+        distinct(path, "max_num_batched_tokens", &self.max_num_batched_tokens)?;
+        distinct(path, "batching", &self.batching)?;
+        distinct(path, "router", &self.router)?;
+        distinct(path, "prefix_caching", &self.prefix_caching)?;
+        distinct(path, "weight_dtype", &self.weight_dtype)?;
+        for (key, xs) in [
+            ("tp", &self.tp),
+            ("max_num_seqs", &self.max_num_seqs),
+            ("max_num_batched_tokens", &self.max_num_batched_tokens),
+        ] {
+            if let Some(x) = xs.iter().find(|&&x| x == 0) {
+                return Err(ConfigError::at(&format!("{path}.{key}"), format!("must be ≥ 1, got {x}")));
+            }
+        }
+        let n = self.configurations();
+        let max = self.max_configurations.unwrap_or(5000);
+        check((1..=1_000_000).contains(&max), path, "max_configurations", "must be in [1, 1000000]", max)?;
+        check(n <= max, path, "max_configurations", &format!("is exceeded: the lists make {n} configurations"), max)
+    }
+
+    /// How many configurations the lists make.
+    pub fn configurations(&self) -> u64 {
+        let len = |n: usize| n.max(1) as u64;
+        len(self.gpu.len())
+            * len(self.tp.len())
+            * len(self.max_num_seqs.len())
+            * len(self.max_num_batched_tokens.len())
+            * len(self.batching.len())
+            * len(self.router.len())
+            * len(self.prefix_caching.len())
+            * len(self.weight_dtype.len())
+    }
+}

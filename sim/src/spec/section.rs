@@ -333,6 +333,11 @@ pub struct GpuSection {
 }
 
 impl GpuSection {
+    /// A section naming a preset, nothing overridden.
+    pub fn preset(name: &str) -> GpuSection {
+        GpuSection { preset: Some(name.to_string()), ..GpuSection::default() }
+    }
+
     pub fn resolve(&self, path: &str) -> Result<GpuSpec, ConfigError> {
         let mut g = match &self.preset {
             Some(p) => super::GpuPreset::find(p)

@@ -1,0 +1,206 @@
+//! `servesim tune`: every combination of a scenario's `[tune]` knobs sized by the plan's
+//! instance search; the cheapest configuration meeting the SLO on every seed, the Pareto
+//! frontier of cost against p99 TTFT and TPOT, the winner as a scenario and a launch command.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use rayon::prelude::*;
+use servesim_sim::plan::{self, tune, CandidateResult, SearchConfig};
+
+use super::Format;
+use crate::error::{CliError, Result};
+use crate::output::thousands;
+use crate::progress::Progress;
+use crate::scenario_file;
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Scenario TOML file with a [tune] section (and, for prices, a [plan] section).
+    #[arg(long)]
+    scenario: PathBuf,
+    /// Seeds at each decisive point (overrides [plan] seeds; default 3).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    seeds: Option<u32>,
+    /// Output folder for tune.json and winner.toml. Default: outputs/<scenario name>/.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// What to print on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// No progress bar and no timing line on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(serde::Serialize)]
+struct TuneReport<'a> {
+    scenario: &'a str,
+    configurations: usize,
+    /// The cheapest configuration meeting the SLO on every seed.
+    recommended: Option<&'a str>,
+    /// Feasible configurations no other beats on $/h (or GPUs), p99 TTFT and p99 TPOT at once.
+    frontier: &'a [String],
+    launch_command: Option<String>,
+    knobs: Vec<(&'a str, &'a tune::Knobs)>,
+    plan: &'a plan::PlanReport,
+}
+
+pub(crate) fn run(a: Args) -> Result<()> {
+    let src = scenario_file::read_source(Some(&a.scenario), "peak")?;
+    let s = src.scenario()?;
+    let (s, knobs) = tune::plan_scenario(&s).map_err(|e| CliError::input(format!("{}: {e}", src.label)))?;
+    let candidates = plan::candidates(&s).map_err(|e| CliError::input(format!("{}: {e}", src.label)))?;
+    let section = s.resolved.plan.clone().unwrap_or_default();
+    let cfg = SearchConfig::new(&section, s.seed, a.seeds);
+    let header = plan::header(&s, &candidates, &cfg);
+    let progress = Progress::new(a.quiet, "tune", candidates.len());
+    let results: Vec<Option<CandidateResult>> = candidates
+        .par_iter()
+        .map(|c| {
+            crate::error::cancelled().is_none().then(|| {
+                let r = plan::plan_candidate(c, &cfg, &|n| progress.run_done(n));
+                progress.item_done();
+                r
+            })
+        })
+        .collect();
+    progress.finish();
+    crate::error::check_cancel()?;
+    let results: Vec<CandidateResult> = results.into_iter().flatten().collect();
+    let (runs, requests, wall) = progress.totals();
+    if !a.quiet {
+        errln!(
+            "tune: {} configurations, {} runs, {} simulated requests in {wall:.2} s ({:.1} configurations/s)",
+            candidates.len(),
+            thousands(runs),
+            thousands(requests),
+            candidates.len() as f64 / wall.max(1e-9)
+        );
+    }
+    let report = plan::assemble(header, results);
+    let frontier = tune::frontier(&report.candidates);
+    let winner = report.recommended.as_deref().and_then(|name| {
+        let i = candidates.iter().position(|c| c.name == name)?;
+        let r = report.candidates.iter().find(|c| c.name == name)?;
+        Some((i, r))
+    });
+    let engine =
+        s.resolved_toml().lines().find_map(|l| l.strip_prefix("engine = ").map(|v| v.trim_matches('"').to_string()));
+    let launch = winner.map(|(i, r)| launch_command(engine.as_deref(), &knobs[i], &s, r));
+    let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&s.name));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let out = TuneReport {
+        scenario: &s.name,
+        configurations: candidates.len(),
+        recommended: report.recommended.as_deref(),
+        frontier: &frontier,
+        launch_command: launch.clone(),
+        knobs: candidates.iter().map(|c| c.name.as_str()).zip(knobs.iter()).collect(),
+        plan: &report,
+    };
+    let json = serde_json::to_string_pretty(&out).expect("report serialises");
+    crate::atomic::write(&dir.join("tune.json"), json.clone() + "\n")?;
+    if let Some((i, r)) = winner {
+        if let (Some(cs), Some(n)) = (&candidates[i].scenario, r.instances) {
+            crate::atomic::write(&dir.join("winner.toml"), winner_toml(cs, n))?;
+        }
+    }
+    match a.format {
+        Format::Json => outln!("{json}"),
+        Format::Table => {
+            outln!(
+                "{:<48} {:>9} {:>5} {:>9} {:>10} {:>10}  frontier",
+                "configuration",
+                "instances",
+                "GPUs",
+                "$/h",
+                "TTFT p99",
+                "TPOT p99"
+            );
+            let mut rows: Vec<&CandidateResult> = report.candidates.iter().collect();
+            let key = |c: &CandidateResult| {
+                (!c.feasible, c.cost_per_hour.unwrap_or(f64::INFINITY), c.gpus.unwrap_or(u64::MAX))
+            };
+            rows.sort_by(|a, b| key(a).partial_cmp(&key(b)).expect("not NaN").then(a.name.cmp(&b.name)));
+            let f = |x: Option<f64>, d: usize| x.map_or("-".to_string(), |v| format!("{v:.d$}"));
+            for c in rows {
+                let n = if c.feasible { c.instances.map_or("-".into(), |n| n.to_string()) } else { "none".into() };
+                outln!(
+                    "{:<48} {:>9} {:>5} {:>9} {:>10} {:>10}  {}",
+                    c.name,
+                    n,
+                    c.gpus.map_or("-".into(), |g| g.to_string()),
+                    f(c.cost_per_hour, 2),
+                    f(c.ttft_ms_p99, 1),
+                    f(c.tpot_ms_p99, 2),
+                    if frontier.contains(&c.name) { "*" } else { "" }
+                );
+            }
+            match (&report.recommended, &launch) {
+                (Some(r), Some(l)) => {
+                    outln!("\ncheapest meeting the SLO on every seed: {r}");
+                    outln!("launch: {l}");
+                    outln!("wrote {} and winner.toml", dir.join("tune.json").display());
+                }
+                _ => {
+                    outln!("\nno configuration meets the SLO on every seed; wrote {}", dir.join("tune.json").display())
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The winner's scenario: the candidate as resolved, at its recommended instance count.
+fn winner_toml(s: &servesim_sim::Scenario, instances: u32) -> String {
+    let mut doc: toml::Table = s.resolved_toml().parse().expect("a resolved scenario is TOML");
+    doc.remove("plan");
+    doc.remove("tune");
+    if let Some(toml::Value::Table(c)) = doc.get_mut("cluster") {
+        c.insert("instances".into(), toml::Value::Integer(instances as i64));
+    }
+    format!("# The cheapest configuration `servesim tune` found, at its recommended instance count.\n{}", doc)
+}
+
+/// The engine's launch command for one instance of the winner (`engine` at the scenario's top
+/// level; vLLM when it names none). The model is servesim's preset name: put your checkpoint.
+fn launch_command(engine: Option<&str>, k: &tune::Knobs, s: &servesim_sim::Scenario, r: &CandidateResult) -> String {
+    let model = &s.model.name;
+    let tp = r.tp;
+    let mut args = vec![];
+    match engine {
+        Some("sglang") => {
+            args.push(format!("python -m sglang.launch_server --model-path {model} --tp {tp}"));
+            if let Some(n) = k.max_num_seqs {
+                args.push(format!("--max-running-requests {n}"));
+            }
+            if let Some(n) = k.max_num_batched_tokens {
+                args.push(format!("--chunked-prefill-size {n}"));
+            }
+            if k.prefix_caching == Some(false) {
+                args.push("--disable-radix-cache".into());
+            }
+        }
+        _ => {
+            args.push(format!("vllm serve {model} --tensor-parallel-size {tp}"));
+            if let Some(n) = k.max_num_seqs {
+                args.push(format!("--max-num-seqs {n}"));
+            }
+            if let Some(n) = k.max_num_batched_tokens {
+                args.push(format!("--max-num-batched-tokens {n}"));
+            }
+            match k.prefix_caching {
+                Some(true) => args.push("--enable-prefix-caching".into()),
+                Some(false) => args.push("--no-enable-prefix-caching".into()),
+                None => {}
+            }
+        }
+    }
+    if let Some(d) = &k.weight_dtype {
+        if d != "bf16" {
+            args.push(format!("--quantization {d}"));
+        }
+    }
+    args.join(" ")
+}

@@ -1,0 +1,116 @@
+//! `servesim tune`: on a small space searched exhaustively, the recommended configuration is
+//! the cheapest feasible one, the frontier is exactly the non-dominated feasible set, and the
+//! winner is written as a scenario that meets the SLO and as a launch command.
+
+use crate::common::*;
+
+/// The known-answer plan scenario (tests/plan/known-answer.toml: 5 ms + 50 µs per token, 180
+/// req/s, TPOT ≤ 10 ms binds, ⌈180 / 50⌉ = 4 instances) with prices and a [tune] section.
+fn tuned(extra: &str) -> String {
+    read(&root().join("tests/plan/known-answer.toml"))
+        + "[plan.price_per_gpu_hour]\na100-80g = 1.80\nh100-sxm = 3.00\n"
+        + "[tune]\n"
+        + extra
+}
+
+fn tune_json(src: &str, name: &str) -> (serde_json::Value, std::path::PathBuf) {
+    let out = out_dir(name);
+    std::fs::create_dir_all(&out).unwrap();
+    let path = out.join("tune.toml");
+    std::fs::write(&path, src).unwrap();
+    let o = servesim(&[
+        "tune",
+        "--scenario",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    (serde_json::from_slice(&o.stdout).expect("tune --format json prints JSON"), out)
+}
+
+#[test]
+fn the_cheapest_feasible_configuration_and_the_frontier_are_those_of_the_exhaustive_search() {
+    let (v, out) =
+        tune_json(&tuned("gpu = [\"h100-sxm\", \"a100-80g\"]\ntp = [1, 2]\nmax_num_seqs = [16, 256]\n"), "tune_small");
+    assert_eq!(v["configurations"], 8);
+    let cands = v["plan"]["candidates"].as_array().unwrap();
+    assert_eq!(cands.len(), 8);
+    // The linear cost does not depend on the GPU or TP, so the cheaper GPU at TP 1 with the
+    // larger batch limit wins, at the hand count ⌈180 / 50⌉ = 4: 4 × $1.80.
+    assert_eq!(v["recommended"], "a100-80g-tp1-s256");
+    let win = cands.iter().find(|c| c["name"] == "a100-80g-tp1-s256").unwrap();
+    assert_eq!((win["instances"].as_u64(), win["gpus"].as_u64()), (Some(4), Some(4)));
+    assert!((win["cost_per_hour"].as_f64().unwrap() - 7.2).abs() < 1e-9);
+    // Recomputed from the results: no feasible configuration is cheaper.
+    let feasible: Vec<&serde_json::Value> = cands.iter().filter(|c| c["feasible"] == true).collect();
+    let cost = |c: &serde_json::Value| c["cost_per_hour"].as_f64().unwrap();
+    let cheapest = feasible.iter().map(|c| cost(c)).fold(f64::INFINITY, f64::min);
+    assert_eq!(cost(win), cheapest);
+    // The frontier: every feasible configuration that no other is at least as good as on $/h,
+    // p99 TTFT and p99 TPOT and better on one — no more, no fewer.
+    let point =
+        |c: &serde_json::Value| (cost(c), c["ttft_ms_p99"].as_f64().unwrap(), c["tpot_ms_p99"].as_f64().unwrap());
+    let dominated = |c: &serde_json::Value| {
+        let p = point(c);
+        feasible.iter().any(|o| {
+            let q = point(o);
+            q.0 <= p.0 && q.1 <= p.1 && q.2 <= p.2 && (q.0 < p.0 || q.1 < p.1 || q.2 < p.2)
+        })
+    };
+    let mut want: Vec<String> =
+        feasible.iter().filter(|c| !dominated(c)).map(|c| c["name"].as_str().unwrap().to_string()).collect();
+    let mut got: Vec<String> =
+        v["frontier"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    assert!(got.contains(&"a100-80g-tp1-s256".to_string()), "the cheapest is on the frontier");
+    // TP 2 doubles the GPUs at the same speed here: never on the frontier.
+    assert!(got.iter().all(|n| !n.contains("tp2")), "{got:?}");
+    // The winner as a scenario at its count, which meets the SLO when simulated, and as a
+    // launch command.
+    let winner = read(&out.join("winner.toml"));
+    assert!(winner.contains("instances = 4"), "{winner}");
+    let o = servesim(&[
+        "simulate",
+        "--scenario",
+        out.join("winner.toml").to_str().unwrap(),
+        "--format",
+        "json",
+        "-q",
+        "--out",
+        out.join("winner-run").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run: serde_json::Value = serde_json::from_str(&read(&out.join("winner-run/summary.json"))).unwrap();
+    assert!(run["slo"]["attainment"].as_f64().unwrap() >= 0.99, "{}", run["slo"]);
+    assert_eq!(
+        v["launch_command"],
+        "vllm serve llama-3-8b --tensor-parallel-size 1 --max-num-seqs 16".replace("16", "256")
+    );
+}
+
+#[test]
+fn a_bad_tune_section_is_refused_by_key() {
+    let dir = out_dir("tune_bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let refuse = |src: &str, want: &str| {
+        let path = dir.join("t.toml");
+        std::fs::write(&path, src).unwrap();
+        let o = servesim(&["tune", "--scenario", path.to_str().unwrap(), "--quiet", "--out", dir.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{want}: {}", stderr(&o));
+    };
+    refuse(&tuned("tp = [1, 1]\n"), "tune.tp: lists 1 twice");
+    refuse(&tuned("max_num_seqs = [0]\n"), "tune.max_num_seqs: must be ≥ 1, got 0");
+    refuse(
+        &tuned("tp = [1, 2]\nmax_num_seqs = [1, 2, 3]\nmax_configurations = 5\n"),
+        "the lists make 6 configurations",
+    );
+    refuse(&tuned("gpu = [\"h9000\"]\n"), "h9000");
+    refuse(&read(&root().join("tests/plan/known-answer.toml")), "tune: missing section");
+}
