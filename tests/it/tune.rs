@@ -114,3 +114,14 @@ fn a_bad_tune_section_is_refused_by_key() {
     refuse(&tuned("gpu = [\"h9000\"]\n"), "h9000");
     refuse(&read(&root().join("tests/plan/known-answer.toml")), "tune: missing section");
 }
+
+#[test]
+fn an_sglang_scenario_gets_sglangs_launch_command() {
+    let src = format!("engine = \"sglang\"\n{}", tuned("max_num_seqs = [256]\nprefix_caching = [false]\n"));
+    let (v, _) = tune_json(&src, "tune_sglang");
+    assert_eq!(v["recommended"], "s256-noprefix");
+    assert_eq!(
+        v["launch_command"],
+        "python -m sglang.launch_server --model-path llama-3-8b --tp 1 --max-running-requests 256 --disable-radix-cache"
+    );
+}

@@ -448,6 +448,11 @@ impl Scenario {
         out
     }
 
+    /// The serving engine the scenario names at its top level (`engine = "..."`), if any.
+    pub fn serving_engine(&self) -> Option<&'static str> {
+        self.resolved.engine.map(|e| e.name())
+    }
+
     /// Total instances over all groups.
     pub fn instances(&self) -> u32 {
         self.groups.iter().map(|g| g.count).sum()
