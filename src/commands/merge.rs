@@ -1,4 +1,4 @@
-//! `servesim merge DIR...`: joins the shard files of a `plan` or `compare` sweep (written with
+//! `servesim merge DIR...`: joins the shard files of a `plan`, `tune` or `compare` sweep (written with
 //! `--shard I/N`) into the report the unsharded run prints, and writes its output file.
 
 use std::path::PathBuf;
@@ -34,6 +34,11 @@ pub(crate) fn run(a: Args) -> Result<()> {
             let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&header.scenario));
             let report = plan::assemble(header, results);
             super::plan::finish(&report, &dir, a.format, digest)
+        }
+        "tune" => {
+            let (header, results, digest): (super::tune::TuneHeader, Vec<CandidateResult>, String) =
+                shard::join(&files, "tune", |h: &super::tune::TuneHeader| h.plan.candidate_names.len())?;
+            super::tune::merge(header, results, a.out, a.format, digest)
         }
         "compare" => {
             let (header, rows, digest): (CompareHeader, Vec<Metrics>, String) =

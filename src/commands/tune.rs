@@ -6,13 +6,15 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use rayon::prelude::*;
-use servesim_sim::plan::{self, tune, CandidateResult, SearchConfig};
+use servesim_sim::plan::{self, tune, Candidate, CandidateResult, PlanHeader, SearchConfig};
+use servesim_sim::Scenario;
 
 use super::Format;
 use crate::error::{CliError, Result};
 use crate::output::thousands;
 use crate::progress::Progress;
 use crate::scenario_file;
+use crate::shard::{self, Shard};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -28,9 +30,21 @@ pub(crate) struct Args {
     /// What to print on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+    /// Run only shard I of N of the configurations (1-based) and write its results for
+    /// `servesim merge`.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<Shard>,
     /// No progress bar and no timing line on stderr.
     #[arg(long, short)]
     quiet: bool,
+}
+
+/// What a tune shard carries besides its results: the plan header and the scenario as
+/// resolved, from which `merge` rebuilds the configurations (and the winner's scenario).
+#[derive(serde::Serialize, serde::Deserialize, PartialEq)]
+pub(crate) struct TuneHeader {
+    pub(crate) plan: PlanHeader,
+    pub(crate) scenario_toml: String,
 }
 
 #[derive(serde::Serialize)]
@@ -48,48 +62,98 @@ struct TuneReport<'a> {
 
 pub(crate) fn run(a: Args) -> Result<()> {
     let src = scenario_file::read_source(Some(&a.scenario), "peak")?;
-    let s = src.scenario()?;
-    let (s, knobs) = tune::plan_scenario(&s).map_err(|e| CliError::input(format!("{}: {e}", src.label)))?;
+    let base = src.scenario()?;
+    let (s, knobs) = tune::plan_scenario(&base).map_err(|e| CliError::input(format!("{}: {e}", src.label)))?;
     let candidates = plan::candidates(&s).map_err(|e| CliError::input(format!("{}: {e}", src.label)))?;
     let section = s.resolved.plan.clone().unwrap_or_default();
     let cfg = SearchConfig::new(&section, s.seed, a.seeds);
     let header = plan::header(&s, &candidates, &cfg);
-    let progress = Progress::new(a.quiet, "tune", candidates.len());
-    let results: Vec<Option<CandidateResult>> = candidates
+    let picked = match a.shard {
+        Some(sh) => sh.select(candidates.len()),
+        None => (0..candidates.len()).collect(),
+    };
+    let progress = Progress::new(a.quiet, "tune", picked.len());
+    let results: Vec<Option<(usize, CandidateResult)>> = picked
         .par_iter()
-        .map(|c| {
+        .map(|&i| {
             crate::error::cancelled().is_none().then(|| {
-                let r = plan::plan_candidate(c, &cfg, &|n| progress.run_done(n));
+                let r = plan::plan_candidate(&candidates[i], &cfg, &|n| progress.run_done(n));
                 progress.item_done();
-                r
+                (i, r)
             })
         })
         .collect();
     progress.finish();
     crate::error::check_cancel()?;
-    let results: Vec<CandidateResult> = results.into_iter().flatten().collect();
+    let results: Vec<(usize, CandidateResult)> = results.into_iter().flatten().collect();
     let (runs, requests, wall) = progress.totals();
     if !a.quiet {
         errln!(
             "tune: {} configurations, {} runs, {} simulated requests in {wall:.2} s ({:.1} configurations/s)",
-            candidates.len(),
+            picked.len(),
             thousands(runs),
             thousands(requests),
-            candidates.len() as f64 / wall.max(1e-9)
+            picked.len() as f64 / wall.max(1e-9)
         );
     }
-    let report = plan::assemble(header, results);
+    let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&s.name));
+    let seeds: Vec<String> = cfg.seeds.iter().map(u64::to_string).collect();
+    let scenario_toml = base.resolved_toml();
+    let digest = shard::digest(&[&scenario_toml, &seeds.join(","), &format!("{:?}", a.seeds)]);
+    if let Some(sh) = a.shard {
+        let path = shard::write(&dir, sh, "tune", (TuneHeader { plan: header, scenario_toml }, digest), results)?;
+        if !a.quiet {
+            errln!(
+                "wrote shard {}/{} ({} of the configurations) to {}",
+                sh.index,
+                sh.count,
+                picked.len(),
+                path.display()
+            );
+        }
+        return Ok(());
+    }
+    let report = plan::assemble(header, results.into_iter().map(|(_, r)| r).collect());
+    finish(&s, &candidates, &knobs, &report, &dir, a.format, digest)
+}
+
+/// `merge` of tune shards: the configurations rebuilt from the shards' scenario, then what
+/// the unsharded run writes and prints.
+pub(crate) fn merge(
+    header: TuneHeader,
+    results: Vec<CandidateResult>,
+    dir: Option<PathBuf>,
+    format: Format,
+    digest: String,
+) -> Result<()> {
+    let base = Scenario::from_toml(&header.scenario_toml, &header.plan.scenario)
+        .map_err(|e| CliError::input(format!("the shards' scenario no longer loads: {e}")))?;
+    let (s, knobs) = tune::plan_scenario(&base).map_err(|e| CliError::input(e.to_string()))?;
+    let candidates = plan::candidates(&s).map_err(|e| CliError::input(e.to_string()))?;
+    let dir = dir.unwrap_or_else(|| PathBuf::from("outputs").join(&header.plan.scenario));
+    let report = plan::assemble(header.plan, results);
+    finish(&s, &candidates, &knobs, &report, &dir, format, digest)
+}
+
+/// Writes tune.json and winner.toml into `dir` and prints the report (shared by `tune` and
+/// `merge`, so that merged shards print what the unsharded run prints).
+fn finish(
+    s: &Scenario,
+    candidates: &[Candidate],
+    knobs: &[tune::Knobs],
+    report: &plan::PlanReport,
+    dir: &std::path::Path,
+    format: Format,
+    digest: String,
+) -> Result<()> {
     let frontier = tune::frontier(&report.candidates);
     let winner = report.recommended.as_deref().and_then(|name| {
         let i = candidates.iter().position(|c| c.name == name)?;
         let r = report.candidates.iter().find(|c| c.name == name)?;
         Some((i, r))
     });
-    let engine =
-        s.resolved_toml().lines().find_map(|l| l.strip_prefix("engine = ").map(|v| v.trim_matches('"').to_string()));
-    let launch = winner.map(|(i, r)| launch_command(engine.as_deref(), &knobs[i], &s, r));
-    let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&s.name));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let launch = winner.map(|(i, r)| launch_command(s.serving_engine(), &knobs[i], s, r));
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let out = TuneReport {
         scenario: &s.name,
         configurations: candidates.len(),
@@ -97,16 +161,19 @@ pub(crate) fn run(a: Args) -> Result<()> {
         frontier: &frontier,
         launch_command: launch.clone(),
         knobs: candidates.iter().map(|c| c.name.as_str()).zip(knobs.iter()).collect(),
-        plan: &report,
+        plan: report,
     };
     let json = serde_json::to_string_pretty(&out).expect("report serialises");
     crate::atomic::write(&dir.join("tune.json"), json.clone() + "\n")?;
+    let mut files = vec!["tune.json"];
     if let Some((i, r)) = winner {
         if let (Some(cs), Some(n)) = (&candidates[i].scenario, r.instances) {
             crate::atomic::write(&dir.join("winner.toml"), winner_toml(cs, n))?;
+            files.push("winner.toml");
         }
     }
-    match a.format {
+    crate::manifest::record(dir, "tune", crate::manifest::Run::new(&s.name, s.seed, digest, &files))?;
+    match format {
         Format::Json => outln!("{json}"),
         Format::Table => {
             outln!(
@@ -153,7 +220,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
 }
 
 /// The winner's scenario: the candidate as resolved, at its recommended instance count.
-fn winner_toml(s: &servesim_sim::Scenario, instances: u32) -> String {
+fn winner_toml(s: &Scenario, instances: u32) -> String {
     let mut doc: toml::Table = s.resolved_toml().parse().expect("a resolved scenario is TOML");
     doc.remove("plan");
     doc.remove("tune");
@@ -165,7 +232,7 @@ fn winner_toml(s: &servesim_sim::Scenario, instances: u32) -> String {
 
 /// The engine's launch command for one instance of the winner (`engine` at the scenario's top
 /// level; vLLM when it names none). The model is servesim's preset name: put your checkpoint.
-fn launch_command(engine: Option<&str>, k: &tune::Knobs, s: &servesim_sim::Scenario, r: &CandidateResult) -> String {
+fn launch_command(engine: Option<&str>, k: &tune::Knobs, s: &Scenario, r: &CandidateResult) -> String {
     let model = &s.model.name;
     let tp = r.tp;
     let mut args = vec![];

@@ -45,8 +45,9 @@ fn slurm_array_script_shards_merge_to_the_plan() {
 #[test]
 fn kubernetes_indexed_job_command_shards_merge_to_the_plan() {
     let yaml = read(&root().join("deploy/k8s-plan-job.yaml"));
-    let cmd = yaml.lines().map(str::trim).find_map(|l| l.strip_prefix("- servesim plan")).expect("the shard command");
-    let cmd = format!("servesim plan{cmd}");
+    let cmd =
+        yaml.lines().map(str::trim).find_map(|l| l.strip_prefix("- servesim \"$COMMAND\"")).expect("the shard command");
+    let cmd = format!("servesim \"$COMMAND\"{cmd}");
     let dir = out_dir("deploy_k8s");
     for index in 0..4 {
         let o = Command::new("sh")
@@ -54,6 +55,7 @@ fn kubernetes_indexed_job_command_shards_merge_to_the_plan() {
             .env("PATH", path_with_servesim())
             .env("JOB_COMPLETION_INDEX", index.to_string())
             .env("SHARDS", "4")
+            .env("COMMAND", "plan")
             .env("SCENARIO", "tests/plan/small.toml")
             .env("RESULTS", &dir)
             .current_dir(root())

@@ -125,3 +125,35 @@ fn an_sglang_scenario_gets_sglangs_launch_command() {
         "python -m sglang.launch_server --model-path llama-3-8b --tp 1 --max-running-requests 256 --disable-radix-cache"
     );
 }
+
+#[test]
+fn shards_merge_to_the_unsharded_tune_and_threads_change_nothing() {
+    let out = out_dir("tune_shards");
+    std::fs::create_dir_all(&out).unwrap();
+    let path = out.join("t.toml");
+    std::fs::write(&path, tuned("gpu = [\"h100-sxm\", \"a100-80g\"]\nmax_num_seqs = [16, 256]\n")).unwrap();
+    let p = path.to_str().unwrap();
+    let run = |threads: &str, args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_servesim"))
+            .args(args)
+            .env("RAYON_NUM_THREADS", threads)
+            .current_dir(root())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        o
+    };
+    let whole = out.join("whole");
+    let one = out.join("one-thread");
+    run("2", &["tune", "--scenario", p, "--quiet", "--format", "json", "--out", whole.to_str().unwrap()]);
+    run("1", &["tune", "--scenario", p, "--quiet", "--format", "json", "--out", one.to_str().unwrap()]);
+    assert_eq!(read(&whole.join("tune.json")), read(&one.join("tune.json")), "thread count changed the result");
+    let shards = out.join("shards");
+    for sh in ["1/3", "2/3", "3/3"] {
+        run("2", &["tune", "--scenario", p, "--quiet", "--shard", sh, "--out", shards.to_str().unwrap()]);
+    }
+    let merged = out.join("merged");
+    run("2", &["merge", shards.to_str().unwrap(), "--format", "json", "--out", merged.to_str().unwrap()]);
+    assert_eq!(read(&whole.join("tune.json")), read(&merged.join("tune.json")), "merged shards differ");
+    assert_eq!(read(&whole.join("winner.toml")), read(&merged.join("winner.toml")));
+}

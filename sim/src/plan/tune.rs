@@ -5,14 +5,14 @@
 //! No configuration is pruned: each is searched (the plan's search is exact per candidate), so
 //! the cheapest configuration found is the cheapest of the space.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{CandidateResult, CandidateSection};
 use crate::config::ConfigError;
 use crate::scenario::{Scenario, TuneSection};
 
 /// The knobs of one configuration, for its name and its launch command.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Knobs {
     pub gpu: Option<String>,
     pub tp: Option<u32>,
