@@ -754,6 +754,19 @@ mod tests {
     }
 
     #[test]
+    fn engine_schedulers_swap_chunked_batching_for_each_engines_own() {
+        let h200 = servesim_sim::spec::GpuPreset::find("h200").unwrap().spec();
+        let vllm = engine_settings("vllm", &h200, false);
+        assert!(vllm.contains("kind = \"chunked\"\npriority = \"decode\"") && vllm.contains("max_num_seqs = 1024"));
+        assert!(engine_settings("vllm", &h200, true).ends_with("[scheduler.batching]\nkind = \"vllm-v1\"\n"));
+        assert!(engine_settings("sglang", &h200, false).contains("kind = \"chunked\"\npriority = \"prefill\""));
+        let sglang = engine_settings("sglang", &h200, true);
+        assert!(sglang.ends_with("kind = \"sglang\"\n") && sglang.contains("max_num_batched_tokens = 8192"), "{sglang}");
+        // TensorRT-LLM has no scheduler of its own here yet: chunked either way.
+        assert_eq!(engine_settings("trtllm", &h200, true), engine_settings("trtllm", &h200, false));
+    }
+
+    #[test]
     fn moe_rows_run_with_tp_experts_only_and_qwen_fp8_checkpoints_are_block_scaled() {
         let qwen = [("model_path", "Qwen/Qwen3-235B-A22B-FP8"), ("gemm_quant_mode", "fp8"), ("tp_size", "4")];
         let c = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("moe_tp_size", "4"), ("moe_ep_size", "1")])).unwrap();
