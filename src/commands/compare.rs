@@ -191,8 +191,9 @@ pub(crate) fn run(a: Args) -> Result<()> {
         }
         let label = label.join(" ");
         let bad = |e: servesim_sim::ConfigError| CliError::input(format!("--vary {label}: {e}"));
-        let file: ScenarioFile = from_table(d, "").map_err(bad)?;
-        let mut s = base.derive(file).map_err(bad)?;
+        let file: ScenarioFile = from_table(d.clone(), "").map_err(bad)?;
+        // A variant's `engine` rules fill in what its document leaves out, as for the baseline.
+        let mut s = base.derive(file.with_engine_defaults(&d)).map_err(bad)?;
         servesim_sim::plan::check_candidates(&s).map_err(bad)?;
         s.set_seed(base.seed);
         rows.push((label, values, s));

@@ -142,3 +142,36 @@ fn compare_is_thread_count_independent_and_shards_merge() {
     assert_eq!(read(&merged.join("compare.csv")), read(&one.join("compare.csv")));
     assert_eq!(stdout(&o).replace(merged.to_str().unwrap(), ""), t1.replace(one.to_str().unwrap(), ""));
 }
+
+#[test]
+fn a_varied_engine_brings_its_rules_to_each_variant() {
+    // `engine = "vllm"` fills in vLLM's rules (vllm-v1 batching, prefix caching, its memory
+    // rule); a variant built from the same document gets them too, so the variant that names
+    // the same engine is the baseline, number for number, and SGLang's rules differ.
+    let out = out_dir("compare_engine");
+    std::fs::create_dir_all(&out).unwrap();
+    let src = format!(
+        "engine = \"vllm\"\n{}",
+        read(&root().join("scenarios/chat.toml")).replace("duration_s = 300", "duration_s = 40")
+    );
+    let path = out.join("engine.toml");
+    std::fs::write(&path, src).unwrap();
+    let o = servesim(&[
+        "compare",
+        "--scenario",
+        path.to_str().unwrap(),
+        "--vary",
+        "engine=vllm,sglang",
+        "--format",
+        "json",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[1]["metrics"], rows[0]["metrics"], "engine=vllm is the baseline");
+    assert_ne!(rows[2]["metrics"]["tpot_ms_p99"], rows[0]["metrics"]["tpot_ms_p99"], "SGLang's rules differ");
+}

@@ -273,6 +273,17 @@ impl Default for RunSection {
     }
 }
 
+impl ScenarioFile {
+    /// The file with its top-level `engine`'s rules filled in where `given` (the document as
+    /// written, before defaults) leaves the keys out; unchanged without an `engine`.
+    pub fn with_engine_defaults(mut self, given: &toml::Table) -> ScenarioFile {
+        if let Some(engine) = self.engine {
+            engine.apply_defaults(&mut self, given);
+        }
+        self
+    }
+}
+
 /// The top-level `engine` key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

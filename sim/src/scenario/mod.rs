@@ -223,10 +223,10 @@ impl Scenario {
     /// Like [`Scenario::from_toml`], with `resources` providing the files the scenario names.
     pub fn from_toml_in(src: &str, default_name: &str, resources: Arc<dyn Resources>) -> Result<Scenario, ConfigError> {
         let mut file = parse(src)?;
-        if let Some(engine) = file.engine {
+        if file.engine.is_some() {
             // The file parsed, so it is a TOML table; its keys say what the user gave.
             let given: toml::Table = src.parse().unwrap_or_default();
-            engine.apply_defaults(&mut file, &given);
+            file = file.with_engine_defaults(&given);
         }
         Scenario::from_file_in(file, default_name, resources)
     }

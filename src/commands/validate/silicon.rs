@@ -761,7 +761,10 @@ mod tests {
         assert!(engine_settings("vllm", &h200, true).ends_with("[scheduler.batching]\nkind = \"vllm-v1\"\n"));
         assert!(engine_settings("sglang", &h200, false).contains("kind = \"chunked\"\npriority = \"prefill\""));
         let sglang = engine_settings("sglang", &h200, true);
-        assert!(sglang.ends_with("kind = \"sglang\"\n") && sglang.contains("max_num_batched_tokens = 8192"), "{sglang}");
+        assert!(
+            sglang.ends_with("kind = \"sglang\"\n") && sglang.contains("max_num_batched_tokens = 8192"),
+            "{sglang}"
+        );
         // TensorRT-LLM has no scheduler of its own here yet: chunked either way.
         assert_eq!(engine_settings("trtllm", &h200, true), engine_settings("trtllm", &h200, false));
     }
