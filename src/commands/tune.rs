@@ -30,8 +30,13 @@ pub(crate) struct Args {
     /// What to print on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+    /// Search every configuration. Without it, configurations are searched in waves by their
+    /// cost floor, and one whose floor exceeds the cheapest feasible cost found is skipped
+    /// (listed as pruned): it cannot be the cheapest, though it might have been on the frontier.
+    #[arg(long)]
+    exhaustive: bool,
     /// Run only shard I of N of the configurations (1-based) and write its results for
-    /// `servesim merge`.
+    /// `servesim merge` (every configuration of the shard is searched: no pruning).
     #[arg(long, value_name = "I/N")]
     shard: Option<Shard>,
     /// No progress bar and no timing line on stderr.
@@ -50,6 +55,7 @@ pub(crate) struct TuneHeader {
 #[derive(serde::Serialize)]
 struct TuneReport<'a> {
     scenario: &'a str,
+    /// Configurations searched (the pruned ones are not).
     configurations: usize,
     /// The cheapest configuration meeting the SLO on every seed.
     recommended: Option<&'a str>,
@@ -57,7 +63,21 @@ struct TuneReport<'a> {
     frontier: &'a [String],
     launch_command: Option<String>,
     knobs: Vec<(&'a str, &'a tune::Knobs)>,
+    /// Configurations not searched: their cost floor exceeds the cheapest feasible cost found.
+    pruned: &'a [Pruned],
     plan: &'a plan::PlanReport,
+}
+
+/// Configurations searched together before the cheapest cost so far prunes the rest.
+const PRUNE_WAVE: usize = 4;
+
+#[derive(serde::Serialize)]
+struct Pruned {
+    name: String,
+    /// Its least possible cost ($/h, or GPUs when unpriced).
+    cost_floor: f64,
+    /// The cheapest feasible cost found when it was skipped.
+    cheapest_found: f64,
 }
 
 pub(crate) fn run(a: Args) -> Result<()> {
@@ -73,24 +93,52 @@ pub(crate) fn run(a: Args) -> Result<()> {
         None => (0..candidates.len()).collect(),
     };
     let progress = Progress::new(a.quiet, "tune", picked.len());
-    let results: Vec<Option<(usize, CandidateResult)>> = picked
-        .par_iter()
-        .map(|&i| {
-            crate::error::cancelled().is_none().then(|| {
-                let r = plan::plan_candidate(&candidates[i], &cfg, &|n| progress.run_done(n));
-                progress.item_done();
-                (i, r)
-            })
+    let search = |i: usize| {
+        crate::error::cancelled().is_none().then(|| {
+            let r = plan::plan_candidate(&candidates[i], &cfg, &|n| progress.run_done(n));
+            progress.item_done();
+            (i, r)
         })
-        .collect();
+    };
+    let prune = a.shard.is_none() && !a.exhaustive;
+    let priced = candidates.iter().all(|c| c.price_per_gpu_hour.is_some());
+    let mut results: Vec<(usize, CandidateResult)> = Vec::new();
+    let mut pruned: Vec<Pruned> = Vec::new();
+    if prune {
+        // Cheapest floors first, in waves of a fixed size (so that what is pruned does not
+        // depend on the thread count); the floor is compared with the best cost of the waves
+        // before.
+        let mut order = picked.clone();
+        let floor = |i: usize| tune::cost_floor(&candidates[i], &cfg, priced);
+        order.sort_by(|&a, &b| floor(a).total_cmp(&floor(b)).then(a.cmp(&b)));
+        let mut best = f64::INFINITY;
+        for wave in order.chunks(PRUNE_WAVE) {
+            let (run, skip): (Vec<usize>, Vec<usize>) = wave.iter().partition(|&&i| floor(i) <= best);
+            for i in skip {
+                pruned.push(Pruned { name: candidates[i].name.clone(), cost_floor: floor(i), cheapest_found: best });
+                progress.item_done();
+            }
+            let done: Vec<Option<(usize, CandidateResult)>> = run.par_iter().map(|&i| search(i)).collect();
+            for (i, r) in done.into_iter().flatten() {
+                if let Some(c) = tune::cost_of(&r, priced) {
+                    best = best.min(c);
+                }
+                results.push((i, r));
+            }
+        }
+        results.sort_by_key(|(i, _)| *i);
+    } else {
+        let done: Vec<Option<(usize, CandidateResult)>> = picked.par_iter().map(|&i| search(i)).collect();
+        results = done.into_iter().flatten().collect();
+    }
     progress.finish();
     crate::error::check_cancel()?;
-    let results: Vec<(usize, CandidateResult)> = results.into_iter().flatten().collect();
     let (runs, requests, wall) = progress.totals();
     if !a.quiet {
         errln!(
-            "tune: {} configurations, {} runs, {} simulated requests in {wall:.2} s ({:.1} configurations/s)",
+            "tune: {} configurations ({} pruned by their cost floor), {} runs, {} simulated requests in {wall:.2} s ({:.1} configurations/s)",
             picked.len(),
+            pruned.len(),
             thousands(runs),
             thousands(requests),
             picked.len() as f64 / wall.max(1e-9)
@@ -113,8 +161,13 @@ pub(crate) fn run(a: Args) -> Result<()> {
         }
         return Ok(());
     }
+    // The report covers the configurations searched; the pruned ones are listed apart.
+    let searched: Vec<usize> = results.iter().map(|(i, _)| *i).collect();
+    let subset: Vec<Candidate> = searched.iter().map(|&i| candidates[i].clone()).collect();
+    let sub_knobs: Vec<tune::Knobs> = searched.iter().map(|&i| knobs[i].clone()).collect();
+    let header = if pruned.is_empty() { header } else { plan::header(&s, &subset, &cfg) };
     let report = plan::assemble(header, results.into_iter().map(|(_, r)| r).collect());
-    finish(&s, &candidates, &knobs, &report, &dir, a.format, digest)
+    finish(&s, &subset, &sub_knobs, &report, &dir, a.format, digest, &pruned)
 }
 
 /// `merge` of tune shards: the configurations rebuilt from the shards' scenario, then what
@@ -132,7 +185,7 @@ pub(crate) fn merge(
     let candidates = plan::candidates(&s).map_err(|e| CliError::input(e.to_string()))?;
     let dir = dir.unwrap_or_else(|| PathBuf::from("outputs").join(&header.plan.scenario));
     let report = plan::assemble(header.plan, results);
-    finish(&s, &candidates, &knobs, &report, &dir, format, digest)
+    finish(&s, &candidates, &knobs, &report, &dir, format, digest, &[])
 }
 
 /// Writes tune.json and winner.toml into `dir` and prints the report (shared by `tune` and
@@ -145,6 +198,7 @@ fn finish(
     dir: &std::path::Path,
     format: Format,
     digest: String,
+    pruned: &[Pruned],
 ) -> Result<()> {
     let frontier = tune::frontier(&report.candidates);
     let winner = report.recommended.as_deref().and_then(|name| {
@@ -161,6 +215,7 @@ fn finish(
         frontier: &frontier,
         launch_command: launch.clone(),
         knobs: candidates.iter().map(|c| c.name.as_str()).zip(knobs.iter()).collect(),
+        pruned,
         plan: report,
     };
     let json = serde_json::to_string_pretty(&out).expect("report serialises");
@@ -202,6 +257,14 @@ fn finish(
                     f(c.ttft_ms_p99, 1),
                     f(c.tpot_ms_p99, 2),
                     if frontier.contains(&c.name) { "*" } else { "" }
+                );
+            }
+            if !pruned.is_empty() {
+                outln!(
+                    "\npruned {} configuration(s) whose least possible cost exceeds the cheapest found ({}): \
+                     not searched (--exhaustive searches them)",
+                    pruned.len(),
+                    pruned.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
                 );
             }
             match (&report.recommended, &launch) {

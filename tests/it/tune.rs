@@ -157,3 +157,45 @@ fn shards_merge_to_the_unsharded_tune_and_threads_change_nothing() {
     assert_eq!(read(&whole.join("tune.json")), read(&merged.join("tune.json")), "merged shards differ");
     assert_eq!(read(&whole.join("winner.toml")), read(&merged.join("winner.toml")));
 }
+
+#[test]
+fn pruning_by_cost_floor_never_drops_the_cheapest() {
+    // TP 8 costs at least 8 GPUs × $1.80 = $14.40 an hour, more than the $7.20 the first wave
+    // (TP 1) finds: those four are pruned, and the answer is the exhaustive search's.
+    let src = tuned("gpu = [\"h100-sxm\", \"a100-80g\"]\ntp = [1, 8]\nmax_num_seqs = [16, 256]\n");
+    let (pruned, out) = tune_json(&src, "tune_pruned");
+    let names: Vec<&str> = pruned["pruned"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert!(names.iter().all(|n| n.contains("-tp8-")), "{names:?}");
+    for p in pruned["pruned"].as_array().unwrap() {
+        assert!(p["cost_floor"].as_f64().unwrap() > p["cheapest_found"].as_f64().unwrap());
+    }
+    assert_eq!(pruned["configurations"], 4);
+    let o = servesim(&[
+        "tune",
+        "--scenario",
+        out.join("tune.toml").to_str().unwrap(),
+        "--exhaustive",
+        "--format",
+        "json",
+        "--quiet",
+        "--out",
+        out.join("exhaustive").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(all["configurations"], 8);
+    assert_eq!(all["pruned"].as_array().unwrap().len(), 0);
+    assert_eq!(pruned["recommended"], all["recommended"]);
+    let cost = |v: &serde_json::Value| {
+        let name = v["recommended"].as_str().unwrap();
+        v["plan"]["candidates"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap()["cost_per_hour"]
+            .as_f64()
+    };
+    assert_eq!(cost(&pruned), cost(&all));
+    // Every configuration the exhaustive search found feasible costs at least the answer.
+    let best = cost(&all).unwrap();
+    for c in all["plan"]["candidates"].as_array().unwrap().iter().filter(|c| c["feasible"] == true) {
+        assert!(c["cost_per_hour"].as_f64().unwrap() >= best, "{}", c["name"]);
+    }
+}

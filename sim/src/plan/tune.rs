@@ -175,3 +175,30 @@ pub fn frontier(results: &[CandidateResult]) -> Vec<String> {
     });
     out.into_iter().map(|c| c.name.clone()).collect()
 }
+
+/// The least a configuration can cost, in the plan's unit ($/h when `priced`, else GPUs): its
+/// GPUs at the fewest instances the plan can recommend — one more than `[plan] spare`, with
+/// the headroom and spare instances added as the search adds them. No run can recommend less,
+/// so a configuration whose floor exceeds a feasible configuration's cost cannot be cheapest.
+pub fn cost_floor(c: &super::Candidate, cfg: &super::SearchConfig, priced: bool) -> f64 {
+    let n = cfg.spare as f64 + 1.0;
+    let with_headroom = (n * (1.0 + cfg.headroom) - 1e-9).ceil().max(n);
+    let gpus = (with_headroom + cfg.spare_instances as f64) * c.tp as f64;
+    if priced {
+        gpus * c.price_per_gpu_hour.unwrap_or(f64::INFINITY)
+    } else {
+        gpus
+    }
+}
+
+/// A configuration's cost in the same unit as [`cost_floor`], if it is feasible.
+pub fn cost_of(r: &CandidateResult, priced: bool) -> Option<f64> {
+    if !r.feasible {
+        return None;
+    }
+    if priced {
+        r.cost_per_hour
+    } else {
+        r.gpus.map(|g| g as f64)
+    }
+}
