@@ -279,8 +279,8 @@ pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Resu
 pub const VLLM_SAMPLER_BYTES_PER_LOGIT: u64 = 32;
 
 /// Default [`EngineMemory::non_torch_bytes`]. vLLM's profiling adds little outside torch on
-/// one GPU — 0.02, 0.04 and 0.07 GiB in three published start-up logs (vLLM 0.10–0.11, one
-/// GPU; docs/fidelity.md lists them) — so 0.05 GiB; with TP the NCCL and custom all-reduce
+/// one GPU — 0.02, 0.04 and 0.07 GiB in three published start-up logs (docs/fidelity.md lists
+/// them) — so 0.05 GiB; with TP the NCCL and custom all-reduce
 /// buffers add about a GiB (0.95 and 1.38 GiB logged), so 1 GiB. SGLang measures free memory
 /// after the CUDA context and NCCL are up: 0.53 GiB in use on one H100 and 0.60 GiB per GPU on
 /// H200 with TP in vLLM's start-up lines ("Free memory on device (78.66/79.19 GiB) on

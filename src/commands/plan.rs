@@ -67,20 +67,9 @@ pub(crate) fn run(a: Args) -> Result<()> {
         }
     }
     let progress = Progress::new(a.quiet, "plan", picked.len());
-    // Once the command is asked to stop, the candidates not yet started are skipped.
-    let results: Vec<Option<(usize, CandidateResult)>> = picked
-        .par_iter()
-        .map(|&i| {
-            crate::error::cancelled().is_none().then(|| {
-                let r = plan::plan_candidate(&candidates[i], &cfg, &|n| progress.run_done(n));
-                progress.item_done();
-                (i, r)
-            })
-        })
-        .collect();
+    let results = search(&candidates, &picked, &cfg, &progress);
     progress.finish();
     crate::error::check_cancel()?;
-    let results: Vec<(usize, CandidateResult)> = results.into_iter().flatten().collect();
     let (runs, requests, wall) = progress.totals();
     let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&s.name));
     if !a.quiet {
@@ -109,6 +98,28 @@ pub(crate) fn run(a: Args) -> Result<()> {
         super::report::write(path, &html)?;
     }
     Ok(())
+}
+
+/// Sizes candidates `picked` of `candidates` in parallel, in `picked`'s order, each reported to
+/// `progress`; once the command is asked to stop, those not yet started are skipped (the
+/// caller's `check_cancel` then reports the stop). Shared by `plan` and `tune`.
+pub(crate) fn search(
+    candidates: &[plan::Candidate],
+    picked: &[usize],
+    cfg: &SearchConfig,
+    progress: &Progress,
+) -> Vec<(usize, CandidateResult)> {
+    let results: Vec<Option<(usize, CandidateResult)>> = picked
+        .par_iter()
+        .map(|&i| {
+            crate::error::cancelled().is_none().then(|| {
+                let r = plan::plan_candidate(&candidates[i], cfg, &|n| progress.run_done(n));
+                progress.item_done();
+                (i, r)
+            })
+        })
+        .collect();
+    results.into_iter().flatten().collect()
 }
 
 /// Writes `plan.json` into `dir` and prints the report: shared by `plan` and `merge`, so that

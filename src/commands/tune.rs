@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use rayon::prelude::*;
 use servesim_sim::plan::{self, tune, Candidate, CandidateResult, PlanHeader, SearchConfig};
 use servesim_sim::Scenario;
 
@@ -93,13 +92,6 @@ pub(crate) fn run(a: Args) -> Result<()> {
         None => (0..candidates.len()).collect(),
     };
     let progress = Progress::new(a.quiet, "tune", picked.len());
-    let search = |i: usize| {
-        crate::error::cancelled().is_none().then(|| {
-            let r = plan::plan_candidate(&candidates[i], &cfg, &|n| progress.run_done(n));
-            progress.item_done();
-            (i, r)
-        })
-    };
     let prune = a.shard.is_none() && !a.exhaustive;
     let priced = candidates.iter().all(|c| c.price_per_gpu_hour.is_some());
     let mut results: Vec<(usize, CandidateResult)> = Vec::new();
@@ -118,8 +110,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
                 pruned.push(Pruned { name: candidates[i].name.clone(), cost_floor: floor(i), cheapest_found: best });
                 progress.item_done();
             }
-            let done: Vec<Option<(usize, CandidateResult)>> = run.par_iter().map(|&i| search(i)).collect();
-            for (i, r) in done.into_iter().flatten() {
+            for (i, r) in super::plan::search(&candidates, &run, &cfg, &progress) {
                 if let Some(c) = tune::cost_of(&r, priced) {
                     best = best.min(c);
                 }
@@ -128,8 +119,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
         }
         results.sort_by_key(|(i, _)| *i);
     } else {
-        let done: Vec<Option<(usize, CandidateResult)>> = picked.par_iter().map(|&i| search(i)).collect();
-        results = done.into_iter().flatten().collect();
+        results = super::plan::search(&candidates, &picked, &cfg, &progress);
     }
     progress.finish();
     crate::error::check_cancel()?;

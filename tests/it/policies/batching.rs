@@ -156,6 +156,14 @@ fn vllm_v1_shares_one_budget_running_requests_first_then_waiting_ones() {
     assert_eq!(out.summary.preemptions, 0);
 }
 
+/// A [`paper`] scenario for two requests given to [`Simulation::with_requests`] (its workload
+/// is not drawn; its request count sizes the records).
+fn listed(scheduler: &str, blocks: u32) -> servesim_sim::Scenario {
+    let unused = "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
+        prompt_tokens = { kind = \"fixed\", value = 1 }\noutput_tokens = { kind = \"fixed\", value = 1 }";
+    scenario(&paper(scheduler, blocks, unused))
+}
+
 /// Requests at given arrival times (µs) with given prompt and output lengths.
 fn requests(list: &[(u64, u32, u32)]) -> Vec<servesim_sim::workload::Request> {
     use servesim_sim::workload::{Request, NO_CLIENT, NO_SESSION};
@@ -184,23 +192,13 @@ fn sglang_runs_prefill_batches_apart_from_decode_batches() {
     // at 5250. 5250: decode B → 6260.
     use servesim_sim::engine::Simulation;
     let us = |x: u64| servesim_sim::SimTime(x * 1000);
-    let s = scenario(&paper(
-        "max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"sglang\"",
-        1000,
-        "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
-         prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 4 }",
-    ));
+    let s = listed("max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"sglang\"", 1000);
     let out = Simulation::with_requests(&s, requests(&[(0, 10, 4), (1500, 10, 4)])).run();
     let r = &out.recorder.records;
     assert_eq!((r[0].first_token, r[1].scheduled, r[1].first_token), (us(1100), us(2110), us(3210)));
     assert_eq!((r[0].finish, r[1].finish), (us(5250), us(6260)));
     // Chunked decode-first puts B's prompt beside A's decode at 2110 instead: 1110 µs.
-    let c = scenario(&paper(
-        "max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"chunked\"",
-        1000,
-        "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
-         prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 4 }",
-    ));
+    let c = listed("max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"chunked\"", 1000);
     let out = Simulation::with_requests(&c, requests(&[(0, 10, 4), (1500, 10, 4)])).run();
     assert_eq!(out.recorder.records[1].first_token, us(3220));
 }
@@ -218,12 +216,7 @@ fn sglang_admits_against_the_running_requests_reservation_times_new_token_ratio(
     use servesim_sim::engine::Simulation;
     let us = |x: u64| servesim_sim::SimTime(x * 1000);
     let sched = |extra: &str| {
-        scenario(&paper(
-            &format!("max_num_batched_tokens = 1000\n[scheduler.batching]\nkind = \"sglang\"\n{extra}"),
-            20,
-            "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
-             prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 4 }",
-        ))
+        listed(&format!("max_num_batched_tokens = 1000\n[scheduler.batching]\nkind = \"sglang\"\n{extra}"), 20)
     };
     let b_scheduled = |s: &servesim_sim::Scenario, prompt: u32| {
         let out = Simulation::with_requests(s, requests(&[(0, 32, 100), (100, prompt, 100)])).run();
@@ -258,12 +251,10 @@ fn sglang_retracts_the_request_with_the_least_output_and_the_longest_prompt() {
     // and decodes its last 10: 43,520 + 10 × 1010 = 53,620.
     use servesim_sim::engine::Simulation;
     let us = |x: u64| servesim_sim::SimTime(x * 1000);
-    let s = scenario(&paper(
+    let s = listed(
         "max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"sglang\"\nschedule_conservativeness = 0",
         6,
-        "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
-         prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 4 }",
-    ));
+    );
     let out = Simulation::with_requests(&s, requests(&[(0, 20, 40), (100, 16, 40)])).run();
     let r = &out.recorder.records;
     assert_eq!((r[0].first_token, r[1].scheduled, r[1].first_token), (us(1200), us(1200), us(2360)));
@@ -271,12 +262,7 @@ fn sglang_retracts_the_request_with_the_least_output_and_the_longest_prompt() {
     assert_eq!(r[1].finish, us(42_030));
     assert_eq!(r[0].finish, us(53_620));
     // vLLM V1's rule preempts the latest admitted instead: B.
-    let v = scenario(&paper(
-        "max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"vllm-v1\"",
-        6,
-        "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
-         prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 4 }",
-    ));
+    let v = listed("max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"vllm-v1\"", 6);
     let out = Simulation::with_requests(&v, requests(&[(0, 20, 40), (100, 16, 40)])).run();
     let r = &out.recorder.records;
     assert_eq!(r[0].preemptions, 0);
@@ -292,12 +278,7 @@ fn sglang_cuts_a_long_prompt_at_the_chunk_budget_and_ends_the_batch_there() {
     // → 3280. 3280: A's last 22, then B's 10 → 1320 µs, both first tokens at 4600.
     use servesim_sim::engine::Simulation;
     let us = |x: u64| servesim_sim::SimTime(x * 1000);
-    let s = scenario(&paper(
-        "max_num_batched_tokens = 64\n[scheduler.batching]\nkind = \"sglang\"",
-        1000,
-        "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
-         prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 4 }",
-    ));
+    let s = listed("max_num_batched_tokens = 64\n[scheduler.batching]\nkind = \"sglang\"", 1000);
     let out = Simulation::with_requests(&s, requests(&[(0, 150, 2), (0, 10, 2)])).run();
     let r = &out.recorder.records;
     assert_eq!((r[0].first_token, r[1].scheduled, r[1].first_token), (us(4600), us(3280), us(4600)));
@@ -305,12 +286,8 @@ fn sglang_cuts_a_long_prompt_at_the_chunk_budget_and_ends_the_batch_there() {
     // tokens 5 are left and B's 10 reach them (B would not be the first of its batch), so B
     // waits for the next prefill batch: A's first token at 3280 + 1220 = 4500, then B alone
     // (A's decode waits) 1100 µs → 5600.
-    let s = scenario(&paper(
-        "max_num_batched_tokens = 64\n[scheduler.batching]\nkind = \"sglang\"\nmax_prefill_tokens = 27",
-        1000,
-        "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
-         prompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 4 }",
-    ));
+    let s =
+        listed("max_num_batched_tokens = 64\n[scheduler.batching]\nkind = \"sglang\"\nmax_prefill_tokens = 27", 1000);
     let out = Simulation::with_requests(&s, requests(&[(0, 150, 2), (0, 10, 2)])).run();
     let r = &out.recorder.records;
     assert_eq!((r[0].first_token, r[1].first_token), (us(4500), us(5600)));
