@@ -29,6 +29,19 @@ prompt_tokens = { kind = "uniform", min = 64, max = 1024 }
 output_tokens = { kind = "uniform", min = 32, max = 512 }
 "#;
 
+/// The space `--tune` searches on the shipped peak scenario: 5 GPUs × 3 TP degrees × 5
+/// `max_num_seqs` × 4 token budgets × 2 batching policies × prefix caching off/on = 1,200
+/// configurations.
+const TUNE_SPACE: &str = r#"
+[tune]
+gpu = ["h100-sxm", "h200", "a100-80g", "l40s", "b200"]
+tp = [1, 2, 4]
+max_num_seqs = [32, 64, 128, 256, 512]
+max_num_batched_tokens = [2048, 4096, 8192, 16384]
+batching = ["chunked", "vllm-v1"]
+prefix_caching = [false, true]
+"#;
+
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// Simulated requests in the speed runs.
@@ -39,6 +52,11 @@ pub(crate) struct Args {
     repeat: usize,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+    /// Instead: `servesim tune` of the shipped peak scenario over 1,200 configurations (GPU, TP,
+    /// batch limits, batching policy, prefix caching), pruned as `tune` prunes; prints its
+    /// wall time and configurations per second.
+    #[arg(long)]
+    tune: bool,
 }
 
 fn scenario(requests: u64) -> Scenario {
@@ -99,7 +117,47 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// `--tune`: one pruned search of [`TUNE_SPACE`] on the embedded peak scenario.
+fn tune(format: Format) -> Result<()> {
+    let (_, peak) = crate::scenario_file::EMBEDDED.iter().find(|(n, _)| *n == "peak").expect("peak is embedded");
+    let b = super::tune::bench(&format!("{peak}{TUNE_SPACE}"), "peak")?;
+    let rate = b.configurations as f64 / b.wall_s.max(1e-9);
+    match format {
+        Format::Json => {
+            let v = serde_json::json!({
+                "configurations": b.configurations, "pruned_by_floor": b.pruned_by_floor,
+                "pruned_by_run": b.pruned_by_run, "searched": b.configurations - b.pruned_by_floor - b.pruned_by_run,
+                "runs": b.runs, "simulated_requests": b.requests, "wall_s": b.wall_s,
+                "configurations_per_s": rate, "recommended": b.recommended,
+                "threads": rayon::current_num_threads(),
+            });
+            outln!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
+        }
+        Format::Table => {
+            outln!(
+                "servesim bench --tune: the shipped peak scenario over {} configurations ({} threads)",
+                b.configurations,
+                rayon::current_num_threads()
+            );
+            outln!("  wall time               {:>12.2} s", b.wall_s);
+            outln!("  configurations/s        {rate:>12.1}");
+            outln!(
+                "  searched                {:>12}   (pruned: {} by cost floor, {} by one run)",
+                b.configurations - b.pruned_by_floor - b.pruned_by_run,
+                b.pruned_by_floor,
+                b.pruned_by_run
+            );
+            outln!("  simulation runs         {:>12}   ({} simulated requests)", b.runs, b.requests);
+            outln!("  cheapest                {:>12}", b.recommended.as_deref().unwrap_or("none"));
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn run(a: Args) -> Result<()> {
+    if a.tune {
+        return tune(a.format);
+    }
     let n = a.requests.max(1000);
     // Memory first, while the process is small: N then 2N requests.
     let rss0 = peak_rss_bytes();

@@ -67,6 +67,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
         }
     }
     let progress = Progress::new(a.quiet, "plan", picked.len());
+    let picked: Vec<(usize, Option<u32>)> = picked.into_iter().map(|i| (i, None)).collect();
     let results = search(&candidates, &picked, &cfg, &progress);
     progress.finish();
     crate::error::check_cancel()?;
@@ -100,20 +101,20 @@ pub(crate) fn run(a: Args) -> Result<()> {
     Ok(())
 }
 
-/// Sizes candidates `picked` of `candidates` in parallel, in `picked`'s order, each reported to
-/// `progress`; once the command is asked to stop, those not yet started are skipped (the
+/// Sizes candidates `picked` of `candidates` (each with the count its instance search starts
+/// from, if one is known to pass) in parallel, in `picked`'s order, each reported to `progress`; once the command is asked to stop, those not yet started are skipped (the
 /// caller's `check_cancel` then reports the stop). Shared by `plan` and `tune`.
 pub(crate) fn search(
     candidates: &[plan::Candidate],
-    picked: &[usize],
+    picked: &[(usize, Option<u32>)],
     cfg: &SearchConfig,
     progress: &Progress,
 ) -> Vec<(usize, CandidateResult)> {
     let results: Vec<Option<(usize, CandidateResult)>> = picked
         .par_iter()
-        .map(|&i| {
+        .map(|&(i, start)| {
             crate::error::cancelled().is_none().then(|| {
-                let r = plan::plan_candidate(&candidates[i], cfg, &|n| progress.run_done(n));
+                let r = plan::plan_candidate(&candidates[i], cfg, start, &|n| progress.run_done(n));
                 progress.item_done();
                 (i, r)
             })

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use rayon::prelude::*;
 use servesim_sim::plan::{self, tune, Candidate, CandidateResult, PlanHeader, SearchConfig};
 use servesim_sim::Scenario;
 
@@ -75,8 +76,142 @@ struct Pruned {
     name: String,
     /// Its least possible cost ($/h, or GPUs when unpriced).
     cost_floor: f64,
-    /// The cheapest feasible cost found when it was skipped.
+    /// The least it can cost, as shown by its runs (the floor when it was not run); absent
+    /// when it misses the SLO even at `[plan] max_instances`.
+    least_cost: Option<f64>,
+    /// The cheapest feasible cost found when it was skipped (for one that could only have
+    /// tied, at the end of the search).
     cheapest_found: f64,
+    /// The count at which one run missed the SLO on the first seed: the most instances
+    /// costing no more than the cheapest cost found (or, for one that could only have tied,
+    /// costing less). Absent: skipped by its cost floor, unrun.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed_at_instances: Option<u32>,
+}
+
+/// How one configuration fares against the cheapest cost found so far.
+enum Verdict {
+    /// Searched (from this count, which passed the first seed, when known).
+    Search(Option<u32>),
+    /// Missed the SLO on the first seed at this count: it costs more than the cheapest.
+    Fails(u32),
+    /// Missed at the most instances costing less than the cheapest (this count) and passed
+    /// at the most costing no more (the second): it costs exactly the cheapest or more, so it
+    /// is searched only if the cheapest is still that at the end (a tie to break).
+    TieAtBest(u32, u32),
+}
+
+/// Tune's pruned search. Configurations are taken cheapest floor first, in waves of a fixed
+/// size (so that what is pruned does not depend on the thread count), each against the best
+/// cost of the waves before, `best`:
+/// - a floor above `best`: skipped, unrun;
+/// - otherwise one run on the first seed at n, the most instances costing no more than
+///   `best`: a miss there skips it (the search assumes more instances never hurt, so its
+///   minimum is above n); if it passes and a count costing less than `best` exists below n,
+///   one more run there: a miss means it can at best tie `best`, and it waits for the end;
+/// - the rest are searched, from the count that passed.
+/// At the end, the configurations that could tie are searched if `best` is still the cost
+/// they could tie (the plan breaks ties), and skipped otherwise. The cheapest configuration
+/// is therefore the exhaustive search's.
+fn prune_search(
+    candidates: &[Candidate],
+    picked: &[usize],
+    cfg: &SearchConfig,
+    priced: bool,
+    progress: &Progress,
+    results: &mut Vec<(usize, CandidateResult)>,
+    pruned: &mut Vec<Pruned>,
+) {
+    let floor = |i: usize| tune::cost_floor(&candidates[i], cfg, priced);
+    let least = |i: usize, failed: u32| {
+        (failed < cfg.max_instances()).then(|| tune::cost_at(&candidates[i], cfg, priced, failed + 1))
+    };
+    let mut order = picked.to_vec();
+    order.sort_by(|&a, &b| floor(a).total_cmp(&floor(b)).then(a.cmp(&b)));
+    let mut best = f64::INFINITY;
+    let mut ties: Vec<(usize, u32, u32, f64)> = vec![];
+    let search = |run: Vec<(usize, Option<u32>)>, best: &mut f64, results: &mut Vec<_>| {
+        for (i, r) in super::plan::search(candidates, &run, cfg, progress) {
+            if let Some(c) = tune::cost_of(&r, priced) {
+                *best = best.min(c);
+            }
+            results.push((i, r));
+        }
+    };
+    for wave in order.chunks(PRUNE_WAVE) {
+        let b = best;
+        let verdicts: Vec<(usize, Option<Verdict>)> = wave
+            .par_iter()
+            .map(|&i| {
+                if b.is_infinite() {
+                    return (i, Some(Verdict::Search(None)));
+                }
+                let Some(n) = tune::most_within(&candidates[i], cfg, priced, b) else { return (i, None) };
+                if crate::error::cancelled().is_some() {
+                    return (i, Some(Verdict::Search(None)));
+                }
+                let probe = |m: u32| plan::probe(&candidates[i], cfg, m, &|r| progress.run_done(r));
+                let v = match probe(n) {
+                    Some(false) => Verdict::Fails(n),
+                    None => Verdict::Search(None),
+                    Some(true) => {
+                        let below = tune::most_within(&candidates[i], cfg, priced, b.next_down());
+                        match below {
+                            Some(m) if m == n => Verdict::Search(Some(n)),
+                            Some(m) => match probe(m) {
+                                Some(false) => Verdict::TieAtBest(m, n),
+                                Some(true) => Verdict::Search(Some(m)),
+                                None => Verdict::Search(Some(n)),
+                            },
+                            None => Verdict::TieAtBest(n, n),
+                        }
+                    }
+                };
+                (i, Some(v))
+            })
+            .collect();
+        let mut run = vec![];
+        for (i, v) in verdicts {
+            match v {
+                None => {
+                    pruned.push(Pruned::new(&candidates[i].name, floor(i), Some(floor(i)), b, None));
+                    progress.item_done();
+                }
+                Some(Verdict::Fails(n)) => {
+                    pruned.push(Pruned::new(&candidates[i].name, floor(i), least(i, n), b, Some(n)));
+                    progress.item_done();
+                }
+                Some(Verdict::TieAtBest(m, n)) => ties.push((i, m, n, b)),
+                Some(Verdict::Search(start)) => run.push((i, start)),
+            }
+        }
+        search(run, &mut best, results);
+    }
+    let mut run = vec![];
+    for (i, m, n, tie) in ties {
+        if tie <= best {
+            run.push((i, Some(n)));
+        } else {
+            let failed = (m < n).then_some(m);
+            pruned.push(Pruned::new(&candidates[i].name, floor(i), Some(tie), best, failed));
+            progress.item_done();
+        }
+    }
+    search(run, &mut best, results);
+    results.sort_by_key(|(i, _)| *i);
+    pruned.sort_by(|a, b| a.name.cmp(&b.name));
+}
+
+impl Pruned {
+    fn new(
+        name: &str,
+        cost_floor: f64,
+        least_cost: Option<f64>,
+        cheapest_found: f64,
+        failed_at_instances: Option<u32>,
+    ) -> Pruned {
+        Pruned { name: name.to_string(), cost_floor, least_cost, cheapest_found, failed_at_instances }
+    }
 }
 
 pub(crate) fn run(a: Args) -> Result<()> {
@@ -85,7 +220,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let (s, knobs) = tune::plan_scenario(&base).map_err(|e| CliError::input(format!("{}: {e}", src.label)))?;
     let candidates = plan::candidates(&s).map_err(|e| CliError::input(format!("{}: {e}", src.label)))?;
     let section = s.resolved.plan.clone().unwrap_or_default();
-    let cfg = SearchConfig::new(&section, s.seed, a.seeds);
+    let cfg = SearchConfig::new(&section, s.seed, a.seeds).without_capacity();
     let header = plan::header(&s, &candidates, &cfg);
     let picked = match a.shard {
         Some(sh) => sh.select(candidates.len()),
@@ -97,38 +232,21 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let mut results: Vec<(usize, CandidateResult)> = Vec::new();
     let mut pruned: Vec<Pruned> = Vec::new();
     if prune {
-        // Cheapest floors first, in waves of a fixed size (so that what is pruned does not
-        // depend on the thread count); the floor is compared with the best cost of the waves
-        // before.
-        let mut order = picked.clone();
-        let floor = |i: usize| tune::cost_floor(&candidates[i], &cfg, priced);
-        order.sort_by(|&a, &b| floor(a).total_cmp(&floor(b)).then(a.cmp(&b)));
-        let mut best = f64::INFINITY;
-        for wave in order.chunks(PRUNE_WAVE) {
-            let (run, skip): (Vec<usize>, Vec<usize>) = wave.iter().partition(|&&i| floor(i) <= best);
-            for i in skip {
-                pruned.push(Pruned { name: candidates[i].name.clone(), cost_floor: floor(i), cheapest_found: best });
-                progress.item_done();
-            }
-            for (i, r) in super::plan::search(&candidates, &run, &cfg, &progress) {
-                if let Some(c) = tune::cost_of(&r, priced) {
-                    best = best.min(c);
-                }
-                results.push((i, r));
-            }
-        }
-        results.sort_by_key(|(i, _)| *i);
+        prune_search(&candidates, &picked, &cfg, priced, &progress, &mut results, &mut pruned);
     } else {
-        results = super::plan::search(&candidates, &picked, &cfg, &progress);
+        let all: Vec<(usize, Option<u32>)> = picked.iter().map(|&i| (i, None)).collect();
+        results = super::plan::search(&candidates, &all, &cfg, &progress);
     }
     progress.finish();
     crate::error::check_cancel()?;
     let (runs, requests, wall) = progress.totals();
     if !a.quiet {
         errln!(
-            "tune: {} configurations ({} pruned by their cost floor), {} runs, {} simulated requests in {wall:.2} s ({:.1} configurations/s)",
+            "tune: {} configurations ({} pruned: {} by their cost floor, {} by one run), {} runs, {} simulated requests in {wall:.2} s ({:.1} configurations/s)",
             picked.len(),
             pruned.len(),
+            pruned.iter().filter(|p| p.failed_at_instances.is_none()).count(),
+            pruned.iter().filter(|p| p.failed_at_instances.is_some()).count(),
             thousands(runs),
             thousands(requests),
             picked.len() as f64 / wall.max(1e-9)
@@ -158,6 +276,44 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let header = if pruned.is_empty() { header } else { plan::header(&s, &subset, &cfg) };
     let report = plan::assemble(header, results.into_iter().map(|(_, r)| r).collect());
     finish(&s, &subset, &sub_knobs, &report, &dir, a.format, digest, &pruned)
+}
+
+/// What `servesim bench --tune` reports of one pruned search.
+pub(crate) struct BenchTune {
+    pub(crate) configurations: usize,
+    pub(crate) pruned_by_floor: usize,
+    pub(crate) pruned_by_run: usize,
+    pub(crate) runs: u64,
+    pub(crate) requests: u64,
+    pub(crate) wall_s: f64,
+    pub(crate) recommended: Option<String>,
+}
+
+/// The pruned search of `text`'s `[tune]` space, as `tune` runs it, with nothing written.
+pub(crate) fn bench(text: &str, name: &str) -> Result<BenchTune> {
+    let base = Scenario::from_toml(text, name).map_err(|e| CliError::input(format!("{name}: {e}")))?;
+    let (s, _) = tune::plan_scenario(&base).map_err(|e| CliError::input(format!("{name}: {e}")))?;
+    let candidates = plan::candidates(&s).map_err(|e| CliError::input(format!("{name}: {e}")))?;
+    let cfg = SearchConfig::new(&s.resolved.plan.clone().unwrap_or_default(), s.seed, None).without_capacity();
+    let priced = candidates.iter().all(|c| c.price_per_gpu_hour.is_some());
+    let progress = Progress::new(true, "tune", candidates.len());
+    let (mut results, mut pruned) = (vec![], vec![]);
+    let all: Vec<usize> = (0..candidates.len()).collect();
+    prune_search(&candidates, &all, &cfg, priced, &progress, &mut results, &mut pruned);
+    crate::error::check_cancel()?;
+    let (runs, requests, wall_s) = progress.totals();
+    let header = plan::header(&s, &candidates, &cfg);
+    let report = plan::assemble(header, results.into_iter().map(|(_, r)| r).collect());
+    let by_run = pruned.iter().filter(|p| p.failed_at_instances.is_some()).count();
+    Ok(BenchTune {
+        configurations: candidates.len(),
+        pruned_by_floor: pruned.len() - by_run,
+        pruned_by_run: by_run,
+        runs,
+        requests,
+        wall_s,
+        recommended: report.recommended,
+    })
 }
 
 /// `merge` of tune shards: the configurations rebuilt from the shards' scenario, then what
@@ -250,12 +406,22 @@ fn finish(
                 );
             }
             if !pruned.is_empty() {
+                let (by_floor, by_run): (Vec<&Pruned>, Vec<&Pruned>) =
+                    pruned.iter().partition(|p| p.failed_at_instances.is_none());
                 outln!(
-                    "\npruned {} configuration(s) whose least possible cost exceeds the cheapest found ({}): \
-                     not searched (--exhaustive searches them)",
-                    pruned.len(),
-                    pruned.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
+                    "\npruned {} configuration(s), not searched (listed in tune.json; --exhaustive searches them):",
+                    pruned.len()
                 );
+                if !by_floor.is_empty() {
+                    outln!("  {} whose least possible cost exceeds the cheapest found{}", by_floor.len(), names(&by_floor));
+                }
+                if !by_run.is_empty() {
+                    outln!(
+                        "  {} that missed the SLO on the first seed at a count which leaves them costing more than the cheapest found{}",
+                        by_run.len(),
+                        names(&by_run)
+                    );
+                }
             }
             match (&report.recommended, &launch) {
                 (Some(r), Some(l)) => {
@@ -270,6 +436,13 @@ fn finish(
         }
     }
     Ok(())
+}
+
+/// Up to eight names, as ": a, b, … (and N more)".
+fn names(ps: &[&Pruned]) -> String {
+    let shown: Vec<&str> = ps.iter().take(8).map(|p| p.name.as_str()).collect();
+    let more = if ps.len() > shown.len() { format!(" (and {} more)", ps.len() - shown.len()) } else { String::new() };
+    format!(": {}{more}", shown.join(", "))
 }
 
 /// The winner's scenario: the candidate as resolved, at its recommended instance count.

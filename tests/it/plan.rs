@@ -267,6 +267,6 @@ fn bad_candidates_are_named() {
     let why = cands[1].infeasible.as_deref().unwrap();
     assert!(cands[1].scenario.is_none() && why.starts_with("llama-3-70b does not fit on l40s at tp 1"), "{why}");
     let cfg = plan::SearchConfig::new(&s.resolved.plan.clone().unwrap(), 0, None);
-    let r = plan::plan_candidate(&cands[1], &cfg, &|_| {});
+    let r = plan::plan_candidate(&cands[1], &cfg, None, &|_| {});
     assert!(!r.feasible && r.runs == 0 && r.infeasible_reason.as_deref() == Some(why));
 }

@@ -14,28 +14,26 @@ fn tuned(extra: &str) -> String {
 }
 
 fn tune_json(src: &str, name: &str) -> (serde_json::Value, std::path::PathBuf) {
+    tune_json_with(src, name, &[])
+}
+
+fn tune_json_with(src: &str, name: &str, extra: &[&str]) -> (serde_json::Value, std::path::PathBuf) {
     let out = out_dir(name);
     std::fs::create_dir_all(&out).unwrap();
     let path = out.join("tune.toml");
     std::fs::write(&path, src).unwrap();
-    let o = servesim(&[
-        "tune",
-        "--scenario",
-        path.to_str().unwrap(),
-        "--format",
-        "json",
-        "--quiet",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let mut args =
+        vec!["tune", "--scenario", path.to_str().unwrap(), "--format", "json", "--quiet", "--out", out.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = servesim(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     (serde_json::from_slice(&o.stdout).expect("tune --format json prints JSON"), out)
 }
 
 #[test]
 fn the_cheapest_feasible_configuration_and_the_frontier_are_those_of_the_exhaustive_search() {
-    let (v, out) =
-        tune_json(&tuned("gpu = [\"h100-sxm\", \"a100-80g\"]\ntp = [1, 2]\nmax_num_seqs = [16, 256]\n"), "tune_small");
+    let space = "gpu = [\"h100-sxm\", \"a100-80g\"]\ntp = [1, 2]\nmax_num_seqs = [16, 256]\n";
+    let (v, out) = tune_json_with(&tuned(space), "tune_small", &["--exhaustive"]);
     assert_eq!(v["configurations"], 8);
     let cands = v["plan"]["candidates"].as_array().unwrap();
     assert_eq!(cands.len(), 8);
@@ -197,5 +195,74 @@ fn pruning_by_cost_floor_never_drops_the_cheapest() {
     let best = cost(&all).unwrap();
     for c in all["plan"]["candidates"].as_array().unwrap().iter().filter(|c| c["feasible"] == true) {
         assert!(c["cost_per_hour"].as_f64().unwrap() >= best, "{}", c["name"]);
+    }
+}
+
+#[test]
+fn pruning_by_one_run_and_by_ties_keeps_the_exhaustive_answer() {
+    // Linear cost, so the GPU does not change speed; max_num_seqs does: 4 instances at 256,
+    // 8 at 16, 13 at 8 (the exhaustive search below). Waves of 4, cheapest floor first:
+    //   1. l40s s16 ×2, s8 ×2 ($0.50):   searched; cheapest 8 × $0.50 = $4.00
+    //   2. l40s s256 ×2: searched ($2.00); b200 s16 ×2 ($0.50): passes at 8 instances ($4.00)
+    //      and misses at 7 (the most costing less): it can at best tie $4.00 and waits;
+    //   3. b200 s8 ×2: miss at 4 ($2.00) → pruned by one run; b200 s256 ×2: pass at 4, and no
+    //      count costs less than $2.00: a tie, searched at the end; a100 s16 ×2: miss at 1;
+    //   4… a100 (miss at 1 instance), h100 (floor $3.00 > $2.00, unrun).
+    // At the end the cheapest is $2.00 < $4.00: b200 s16 is pruned, b200 s256 is searched.
+    let src = tuned("gpu = [\"l40s\", \"b200\", \"a100-80g\", \"h100-sxm\"]\nmax_num_seqs = [16, 8, 256]\nmax_num_batched_tokens = [4096, 8192]\n")
+        .replace("h100-sxm = 3.00\n", "h100-sxm = 3.00\nl40s = 0.50\nb200 = 0.50\n");
+    let (pruned, out) = tune_json(&src, "tune_probe");
+    let o = servesim(&[
+        "tune",
+        "--scenario",
+        out.join("tune.toml").to_str().unwrap(),
+        "--exhaustive",
+        "--format",
+        "json",
+        "--quiet",
+        "--out",
+        out.join("exhaustive").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(all["configurations"], 24);
+    let exhaustive = |name: &str| {
+        all["plan"]["candidates"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone()
+    };
+    assert_eq!(pruned["recommended"], all["recommended"]);
+    assert_eq!(pruned["recommended"], "l40s-s256-t4096");
+    let best = exhaustive("l40s-s256-t4096")["cost_per_hour"].as_f64().unwrap();
+    assert!((best - 2.0).abs() < 1e-9, "{best}");
+    // Every pruned configuration costs at least its stated least cost in the exhaustive search,
+    // and that is more than the answer.
+    let list = pruned["pruned"].as_array().unwrap();
+    for p in list {
+        let e = exhaustive(p["name"].as_str().unwrap());
+        let least = p["least_cost"].as_f64().unwrap();
+        assert!(least > best, "{p}");
+        if e["feasible"] == true {
+            assert!(e["cost_per_hour"].as_f64().unwrap() >= least - 1e-9, "{p} vs {}", e["cost_per_hour"]);
+        }
+    }
+    let find = |n: &str| list.iter().find(|p| p["name"] == n).cloned();
+    // By floor, unrun: all h100 configurations.
+    let unrun: Vec<&str> =
+        list.iter().filter(|p| p.get("failed_at_instances").is_none()).map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(unrun.len(), 6, "{unrun:?}");
+    assert!(unrun.iter().all(|n| n.starts_with("h100-sxm")), "{unrun:?}");
+    // By one run: b200 s8 missed at 4 instances ($2.00 is 4 × $0.50), so it costs ≥ 5 × $0.50.
+    let s8 = find("b200-s8-t4096").expect("b200-s8 pruned");
+    assert_eq!((s8["failed_at_instances"].as_u64(), s8["least_cost"].as_f64()), (Some(4), Some(2.5)));
+    // The tie: b200 s16 missed at 7, so it costs ≥ 8 × $0.50 = $4.00, the cheapest when it ran.
+    let s16 = find("b200-s16-t8192").expect("b200-s16 pruned as a tie beaten later");
+    assert_eq!((s16["failed_at_instances"].as_u64(), s16["least_cost"].as_f64()), (Some(7), Some(4.0)));
+    assert_eq!(exhaustive("b200-s16-t8192")["instances"], 8);
+    // The tie with the answer is searched (the plan breaks ties), with the exhaustive count.
+    assert!(find("b200-s256-t4096").is_none());
+    let searched = pruned["plan"]["candidates"].as_array().unwrap();
+    assert_eq!(searched.len() + list.len(), 24);
+    for c in searched {
+        let e = exhaustive(c["name"].as_str().unwrap());
+        assert_eq!((&c["feasible"], &c["instances"]), (&e["feasible"], &e["instances"]), "{}", c["name"]);
     }
 }

@@ -316,11 +316,7 @@ pub(super) fn plan_pools(
                 .filter(|&(p, d)| p >= 1 && d >= 1)
                 .map(|(p, d)| s.point(p, d))
                 .collect();
-            let provision = |n: u32| {
-                let with_headroom = (n as f64 * (1.0 + cfg.headroom) - 1e-9).ceil().max(n as f64) as u32;
-                with_headroom.saturating_add(cfg.spare_instances)
-            };
-            let (ip, id) = (provision(np), provision(nd));
+            let (ip, id) = (cfg.provisioned(np), cfg.provisioned(nd));
             let (gp, gd) = (ip as u64 * pools.prefill.tp, id as u64 * pools.decode.tp);
             result.prefill_instances_min = Some(np);
             result.decode_instances_min = Some(nd);

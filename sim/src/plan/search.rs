@@ -22,6 +22,9 @@ pub struct SearchConfig {
     /// Instances down for the whole run while the SLO must hold (`[plan] spare`).
     pub(crate) spare: u32,
     pub(crate) capacity_precision: f64,
+    /// Whether each candidate's single-instance capacity is searched (it only picks where the
+    /// instance search starts, and is reported); `tune` leaves it out.
+    pub(crate) capacity: bool,
 }
 
 impl SearchConfig {
@@ -35,7 +38,30 @@ impl SearchConfig {
             spare_instances: plan.spare_instances,
             spare: plan.spare,
             capacity_precision: plan.capacity_precision,
+            capacity: true,
         }
+    }
+
+    /// Without the single-instance capacity search: the instance search starts from one
+    /// instance, or from a count given to [`plan_candidate`].
+    pub fn without_capacity(self) -> SearchConfig {
+        SearchConfig { capacity: false, ..self }
+    }
+
+    /// The count recommended for a minimum of `n`: ⌈n × (1 + headroom)⌉ + spare instances.
+    pub fn provisioned(&self, n: u32) -> u32 {
+        let with_headroom = (n as f64 * (1.0 + self.headroom) - 1e-9).ceil().max(n as f64) as u32;
+        with_headroom.saturating_add(self.spare_instances)
+    }
+
+    /// The fewest instances the search can answer: one more than those down (`[plan] spare`).
+    pub fn min_instances(&self) -> u32 {
+        self.spare + 1
+    }
+
+    /// The most instances the search tries (`[plan] max_instances`).
+    pub fn max_instances(&self) -> u32 {
+        self.max_instances
     }
 }
 
@@ -516,9 +542,41 @@ impl Search<'_> {
     }
 }
 
+/// One run of `instances` instances of a colocated candidate on the first seed, with `[plan]
+/// spare` instances down: the run the plan's search makes there first. Whether it meets the
+/// SLO; `None` when the candidate is disaggregated or infeasible as written, or the run stopped
+/// before its workload ended (no verdict). Since the search assumes that adding instances never
+/// makes the first seed fail, a probe that fails says the candidate's minimum is above `instances`.
+pub fn probe(c: &Candidate, cfg: &SearchConfig, instances: u32, progress: &(dyn Fn(u64) + Sync)) -> Option<bool> {
+    if c.pools.is_some() {
+        return None;
+    }
+    let scenario = c.scenario.as_ref()?;
+    let mut s = Search {
+        scenario,
+        down: cfg.spare,
+        cfg,
+        progress,
+        cache: BTreeMap::new(),
+        trail: Vec::new(),
+        runs: 0,
+        requests: 0,
+        stopped: None,
+    };
+    let r = s.run(instances.clamp(cfg.min_instances(), cfg.max_instances), 0, 1.0);
+    s.stopped.is_none().then_some(r.met)
+}
+
 /// Sizes one candidate. `progress` is called after every simulation run with the number of
-/// requests it simulated.
-pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64) + Sync)) -> CandidateResult {
+/// requests it simulated. `start`: where the instance search starts (a count [`probe`] found
+/// passing), in place of the count the single-instance capacity suggests; the answer is the
+/// same from any start, since the search assumes more instances never make the first seed fail.
+pub fn plan_candidate(
+    c: &Candidate,
+    cfg: &SearchConfig,
+    start: Option<u32>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> CandidateResult {
     let mut out = CandidateResult {
         name: c.name.clone(),
         gpu: c.gpu.clone(),
@@ -572,10 +630,11 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
     };
     let mut s = search(0);
     let mut plain_stopped = None;
-    let capacity = s.capacity();
+    let capacity = if cfg.capacity { s.capacity() } else { None };
     out.single_instance_capacity_rps = capacity;
-    let mut start = match (capacity, scenario.workload.mean_rate()) {
-        (Some(cap), Some(rate)) if cap > 0.0 => (rate / cap).ceil().min(u32::MAX as f64) as u32,
+    let mut start = match (start, capacity, scenario.workload.mean_rate()) {
+        (Some(n), _, _) => n,
+        (None, Some(cap), Some(rate)) if cap > 0.0 => (rate / cap).ceil().min(u32::MAX as f64) as u32,
         _ => 1,
     };
     let (mut extra_runs, mut extra_requests) = (0, 0);
@@ -612,8 +671,7 @@ pub fn plan_candidate(c: &Candidate, cfg: &SearchConfig, progress: &(dyn Fn(u64)
             };
             out.feasible = true;
             out.instances_min = Some(n);
-            let with_headroom = (n as f64 * (1.0 + cfg.headroom) - 1e-9).ceil().max(n as f64) as u32;
-            let provisioned = with_headroom.saturating_add(cfg.spare_instances);
+            let provisioned = cfg.provisioned(n);
             out.instances = Some(provisioned);
             let gpus = provisioned as u64 * c.tp;
             out.gpus = Some(gpus);

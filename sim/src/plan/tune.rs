@@ -2,8 +2,9 @@
 //! by the plan's instance search; the cheapest feasible one and the Pareto frontier of cost
 //! against the p99 latencies.
 //!
-//! No configuration is pruned: each is searched (the plan's search is exact per candidate), so
-//! the cheapest configuration found is the cheapest of the space.
+//! What can be pruned without changing the answer (the functions below; the CLI runs the
+//! search): a configuration whose cost floor exceeds the cheapest feasible cost found, and one
+//! whose first seed fails at the most instances it could have within that cost.
 
 use serde::{Deserialize, Serialize};
 
@@ -176,19 +177,38 @@ pub fn frontier(results: &[CandidateResult]) -> Vec<String> {
     out.into_iter().map(|c| c.name.clone()).collect()
 }
 
-/// The least a configuration can cost, in the plan's unit ($/h when `priced`, else GPUs): its
-/// GPUs at the fewest instances the plan can recommend — one more than `[plan] spare`, with
-/// the headroom and spare instances added as the search adds them. No run can recommend less,
-/// so a configuration whose floor exceeds a feasible configuration's cost cannot be cheapest.
-pub fn cost_floor(c: &super::Candidate, cfg: &super::SearchConfig, priced: bool) -> f64 {
-    let n = cfg.spare as f64 + 1.0;
-    let with_headroom = (n * (1.0 + cfg.headroom) - 1e-9).ceil().max(n);
-    let gpus = (with_headroom + cfg.spare_instances as f64) * c.tp as f64;
+/// A configuration's cost in the plan's unit ($/h when `priced`, else GPUs) at a minimum count
+/// of `n` instances: its GPUs at the count the plan would recommend for that minimum (headroom
+/// and spare instances added).
+pub fn cost_at(c: &super::Candidate, cfg: &super::SearchConfig, priced: bool, n: u32) -> f64 {
+    let gpus = cfg.provisioned(n) as f64 * c.tp as f64;
     if priced {
         gpus * c.price_per_gpu_hour.unwrap_or(f64::INFINITY)
     } else {
         gpus
     }
+}
+
+/// The least a configuration can cost: [`cost_at`] the fewest instances the plan can answer
+/// (one more than `[plan] spare`). No run can recommend less, so a configuration whose floor
+/// exceeds a feasible configuration's cost cannot be cheapest.
+pub fn cost_floor(c: &super::Candidate, cfg: &super::SearchConfig, priced: bool) -> f64 {
+    cost_at(c, cfg, priced, cfg.min_instances())
+}
+
+/// The most instances at which a configuration costs no more than `budget` (up to `[plan]
+/// max_instances`); `None` when even its floor costs more. If the plan's first seed fails at
+/// that count, the configuration's minimum is above it (the search assumes more instances never
+/// hurt), so it cannot cost `budget` or less.
+pub fn most_within(c: &super::Candidate, cfg: &super::SearchConfig, priced: bool, budget: f64) -> Option<u32> {
+    let mut n = cfg.min_instances();
+    if cost_at(c, cfg, priced, n) > budget {
+        return None;
+    }
+    while n < cfg.max_instances() && cost_at(c, cfg, priced, n + 1) <= budget {
+        n += 1;
+    }
+    Some(n)
 }
 
 /// A configuration's cost in the same unit as [`cost_floor`], if it is feasible.
