@@ -26,6 +26,8 @@
 //! rule AIConfigurator applies to its own table (`aic-core/.../operators/attention.rs`,
 //! `prefix_correction`).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use serde::{Deserialize, Serialize};
 
 use super::profile::{Axis, Curve, ModelDims, OpTable, Profile, ProfileError, PROFILE_FORMAT_VERSION};
@@ -166,7 +168,61 @@ pub struct Profiled {
     roofline: Roofline,
     slots: Vec<Slot>,
     fallbacks: Vec<Fallback>,
+    /// One memo per slot (same index) whose time depends on one whole count only.
+    memos: Vec<Option<Memo>>,
+    /// The leading slots measured by the token count (the layers' GEMMs and elementwise ops):
+    /// how many, and their sum in slot order by token count, so that one read stands for them
+    /// all (the same additions as slot by slot, from zero: bit-identical).
+    prefix: Option<(usize, Memo)>,
+    /// The slots of the engine's CPU work, for `cpu_time`.
+    cpu_slots: Vec<usize>,
 }
+
+/// A slot's seconds by its count (tokens, sequences or sampled sequences), filled as read:
+/// batch shapes repeat, and a table read is a search and, for log-log tables, a logarithm and
+/// an exponential. Each entry holds the bits of the seconds, negated when the table was read
+/// outside its measured range; 0 is "not yet read". The values are those `slot_seconds`
+/// computes, so memoised runs are bit-identical. Atomic (relaxed) so that the model stays
+/// `Sync`; instances of one run share it on one thread.
+struct Memo(Box<[AtomicU64]>);
+
+impl Memo {
+    fn new(len: usize) -> Memo {
+        Memo(std::iter::repeat_with(|| AtomicU64::new(0)).take(len).collect())
+    }
+
+    fn get(&self, key: u64, compute: impl FnOnce() -> (f64, bool)) -> (f64, bool) {
+        let Some(cell) = usize::try_from(key).ok().and_then(|k| self.0.get(k)) else { return compute() };
+        let bits = cell.load(Ordering::Relaxed);
+        if bits != 0 {
+            let v = f64::from_bits(bits);
+            return (v.abs(), v.is_sign_negative());
+        }
+        let (secs, outside) = compute();
+        // Only finite, non-negative values are kept (a zero is recomputed: its bits are the sentinel).
+        if secs.is_finite() && secs >= 0.0 {
+            cell.store(if outside { (-secs).to_bits() } else { secs.to_bits() }, Ordering::Relaxed);
+        }
+        (secs, outside)
+    }
+}
+
+impl Clone for Memo {
+    /// A fresh, empty memo of the same size (the values are recomputed on demand).
+    fn clone(&self) -> Memo {
+        Memo::new(self.0.len())
+    }
+}
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Memo({} entries)", self.0.len())
+    }
+}
+
+/// Memo sizes: counts of tokens up to 8,191 (the usual token budgets), of sequences up to 1,023.
+const TOKEN_MEMO: usize = 8192;
+const SEQ_MEMO: usize = 1024;
 
 /// Per-layer GEMMs: Vidur's name and the roofline's.
 const LAYER_GEMMS: [(&str, &str); 4] = [
@@ -330,7 +386,18 @@ impl Profiled {
             .filter_map(|s| s.fallback.as_ref().map(|r| Fallback { op: s.name.to_string(), reason: r.clone() }))
             .collect();
         let roofline = Roofline::new(model.clone(), gpu, tp, params);
-        Ok(Profiled { model, roofline, slots, fallbacks })
+        let memos = slots
+            .iter()
+            .map(|s| match s.kind {
+                Kind::LayerTokens | Kind::StepTokens | Kind::AllReduce => Some(Memo::new(TOKEN_MEMO)),
+                Kind::Sampled | Kind::Cpu | Kind::Roof(RoofOp::LmHead, ..) => Some(Memo::new(SEQ_MEMO)),
+                _ => None,
+            })
+            .collect();
+        let lead = slots.iter().take_while(|s| s.curve.is_some() && matches!(s.kind, Kind::LayerTokens)).count();
+        let prefix = (lead > 1).then(|| (lead, Memo::new(TOKEN_MEMO)));
+        let cpu_slots = (0..slots.len()).filter(|&i| matches!(slots[i].kind, Kind::Cpu | Kind::RoofCpu)).collect();
+        Ok(Profiled { model, roofline, slots, fallbacks, memos, prefix, cpu_slots })
     }
 
     /// Ops the roofline model stands in for, with the reason.
@@ -404,6 +471,25 @@ impl Profiled {
         }
     }
 
+    /// `slot_seconds` of slot `i`, from its memo when it has one.
+    fn slot_seconds_memo(&self, i: usize, b: &BatchShape) -> (f64, bool) {
+        let s = &self.slots[i];
+        match &self.memos[i] {
+            Some(m) => m.get(Self::memo_key(s.kind, b), || self.slot_seconds(s, b)),
+            None => self.slot_seconds(s, b),
+        }
+    }
+
+    /// The one count a memoised slot's time depends on (see `slot_seconds`).
+    fn memo_key(kind: Kind, b: &BatchShape) -> u64 {
+        match kind {
+            // The roofline's LM head reads the sampled rows only.
+            Kind::Sampled | Kind::Roof(RoofOp::LmHead, ..) => b.sampled_seqs as u64,
+            Kind::Cpu => b.seqs() as u64,
+            _ => b.tokens() as u64,
+        }
+    }
+
     /// Every op's time over the whole iteration.
     pub fn breakdown(&self, b: &BatchShape) -> Vec<ProfiledOp> {
         if b.is_empty() {
@@ -425,8 +511,34 @@ impl Profiled {
             return 0.0;
         }
         let mut total = 0.0;
-        for (i, s) in self.slots.iter().enumerate() {
-            let (secs, outside) = self.slot_seconds(s, b);
+        let mut first = 0;
+        if let Some((lead, memo)) = &self.prefix {
+            let (sum, outside) = memo.get(b.tokens() as u64, || {
+                let mut t = 0.0;
+                let mut out = false;
+                for i in 0..*lead {
+                    let (secs, o) = self.slot_seconds_memo(i, b);
+                    t += secs;
+                    out |= o;
+                }
+                (t, out)
+            });
+            if outside {
+                // Rare (a token count beyond a table): the slots one by one, for the account.
+                if let Some(a) = acc.as_deref_mut() {
+                    for i in 0..*lead {
+                        let (secs, o) = self.slot_seconds_memo(i, b);
+                        if secs > 0.0 && o {
+                            a.add(i, secs);
+                        }
+                    }
+                }
+            }
+            total = sum;
+            first = *lead;
+        }
+        for (i, s) in self.slots.iter().enumerate().skip(first) {
+            let (secs, outside) = self.slot_seconds_memo(i, b);
             total += secs;
             if let Some(a) = acc.as_deref_mut() {
                 if secs > 0.0 && (s.fallback.is_some() || outside) {
@@ -489,12 +601,7 @@ impl CostModel for Profiled {
         if b.is_empty() {
             return SimTime::ZERO;
         }
-        let secs: f64 = self
-            .slots
-            .iter()
-            .filter(|s| matches!(s.kind, Kind::Cpu | Kind::RoofCpu))
-            .map(|s| self.slot_seconds(s, b).0)
-            .sum();
+        let secs: f64 = self.cpu_slots.iter().map(|&i| self.slot_seconds_memo(i, b).0).sum();
         SimTime((secs * 1e9).round() as u64)
     }
 
