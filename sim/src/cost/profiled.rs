@@ -702,6 +702,50 @@ mod tests {
     }
 
     #[test]
+    fn memoised_times_equal_the_tables_read_slot_by_slot_and_out_of_range_reads_are_still_counted() {
+        let m = build(&profile(1), 1).unwrap();
+        assert!(m.prefix.as_ref().is_some_and(|(lead, _)| *lead > 1), "the leading token ops share one memo");
+        let shapes: Vec<BatchShape> = (0..40u64)
+            .map(|k| {
+                let mut b = BatchShape::default();
+                for j in 0..k % 9 {
+                    b.add_decode(900 + 37 * j + k);
+                }
+                if k % 3 == 0 {
+                    b.add_prefill(50 + 13 * k, 0, true);
+                }
+                // 12,000 tokens: past the tables' 10,000 and past the memo's size.
+                if k == 39 {
+                    b.add_prefill(12_000, 0, true);
+                }
+                b
+            })
+            .filter(|b| !b.is_empty())
+            .collect();
+        let by_hand = |b: &BatchShape| {
+            m.slots.iter().map(|s| m.slot_seconds(s, b).0).fold(0.0, |t, x| t + x)
+        };
+        for round in 0..2 {
+            for b in &shapes {
+                // Bit-identical to the unmemoised sum in slot order, on a cold and a warm memo.
+                assert_eq!(m.iteration_seconds(b).to_bits(), by_hand(b).to_bits(), "round {round}: {b:?}");
+            }
+        }
+        // 10,001 tokens: beyond the token tables (10,000), inside the memo: the per-layer ops
+        // read out of range are counted on the memo's first read and on later ones alike.
+        let mut big = BatchShape::default();
+        big.add_prefill(10_001, 0, true);
+        let (mut cold, mut warm) = (CostAccount::default(), CostAccount::default());
+        let fresh = build(&profile(1), 1).unwrap();
+        fresh.iteration_time_accounted(&big, &mut cold);
+        m.iteration_time_accounted(&big, &mut CostAccount::default());
+        m.iteration_time_accounted(&big, &mut warm);
+        assert_eq!(cold.by_slot, warm.by_slot);
+        let counted = cold.by_slot.iter().filter(|(s, n)| *s > 0.0 && *n == 1).count();
+        assert!(counted >= 9, "every token op out of range is counted: {:?}", cold.by_slot);
+    }
+
+    #[test]
     fn mixed_prefills_scale_by_causal_pairs() {
         let m = build(&profile(1), 1).unwrap();
         let attn = |b: &BatchShape| m.breakdown(b).into_iter().find(|o| o.name == "attn_prefill").unwrap().seconds;
