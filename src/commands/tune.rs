@@ -30,6 +30,10 @@ pub(crate) struct Args {
     /// What to print on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+    /// Also write a self-contained HTML report (the configurations by cost against p99 TTFT and
+    /// TPOT with the Pareto frontier, the table, the pruned ones) to this path.
+    #[arg(long)]
+    report: Option<PathBuf>,
     /// Search every configuration. Without it, configurations are searched in waves by their
     /// cost floor, and one whose floor exceeds the cheapest feasible cost found is skipped
     /// (listed as pruned): it cannot be the cheapest, though it might have been on the frontier.
@@ -52,41 +56,42 @@ pub(crate) struct TuneHeader {
     pub(crate) scenario_toml: String,
 }
 
-#[derive(serde::Serialize)]
-struct TuneReport<'a> {
-    scenario: &'a str,
+/// `tune.json`, written by `tune` and `merge` and read back by the HTML report.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct TuneReport {
+    pub(crate) scenario: String,
     /// Configurations searched (the pruned ones are not).
-    configurations: usize,
+    pub(crate) configurations: usize,
     /// The cheapest configuration meeting the SLO on every seed.
-    recommended: Option<&'a str>,
+    pub(crate) recommended: Option<String>,
     /// Feasible configurations no other beats on $/h (or GPUs), p99 TTFT and p99 TPOT at once.
-    frontier: &'a [String],
-    launch_command: Option<String>,
-    knobs: Vec<(&'a str, &'a tune::Knobs)>,
-    /// Configurations not searched: their cost floor exceeds the cheapest feasible cost found.
-    pruned: &'a [Pruned],
-    plan: &'a plan::PlanReport,
+    pub(crate) frontier: Vec<String>,
+    pub(crate) launch_command: Option<String>,
+    pub(crate) knobs: Vec<(String, tune::Knobs)>,
+    /// Configurations not searched, and why they cannot be the cheapest.
+    pub(crate) pruned: Vec<Pruned>,
+    pub(crate) plan: plan::PlanReport,
 }
 
 /// Configurations searched together before the cheapest cost so far prunes the rest.
 const PRUNE_WAVE: usize = 4;
 
-#[derive(serde::Serialize)]
-struct Pruned {
-    name: String,
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Pruned {
+    pub(crate) name: String,
     /// Its least possible cost ($/h, or GPUs when unpriced).
-    cost_floor: f64,
+    pub(crate) cost_floor: f64,
     /// The least it can cost, as shown by its runs (the floor when it was not run); absent
     /// when it misses the SLO even at `[plan] max_instances`.
-    least_cost: Option<f64>,
+    pub(crate) least_cost: Option<f64>,
     /// The cheapest feasible cost found when it was skipped (for one that could only have
     /// tied, at the end of the search).
-    cheapest_found: f64,
+    pub(crate) cheapest_found: f64,
     /// The count at which one run missed the SLO on the first seed: the most instances
     /// costing no more than the cheapest cost found (or, for one that could only have tied,
     /// costing less). Absent: skipped by its cost floor, unrun.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    failed_at_instances: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) failed_at_instances: Option<u32>,
 }
 
 /// How one configuration fares against the cheapest cost found so far.
@@ -275,7 +280,12 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let sub_knobs: Vec<tune::Knobs> = searched.iter().map(|&i| knobs[i].clone()).collect();
     let header = if pruned.is_empty() { header } else { plan::header(&s, &subset, &cfg) };
     let report = plan::assemble(header, results.into_iter().map(|(_, r)| r).collect());
-    finish(&s, &subset, &sub_knobs, &report, &dir, a.format, digest, &pruned)
+    finish(&s, &subset, &sub_knobs, &report, &dir, a.format, digest, &pruned)?;
+    if let Some(path) = &a.report {
+        let html = crate::report::tune_report(&dir)?;
+        super::report::write(path, &html)?;
+    }
+    Ok(())
 }
 
 /// What `servesim bench --tune` reports of one pruned search.
@@ -355,14 +365,14 @@ fn finish(
     let launch = winner.map(|(i, r)| launch_command(s.serving_engine(), &knobs[i], s, r));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let out = TuneReport {
-        scenario: &s.name,
+        scenario: s.name.clone(),
         configurations: candidates.len(),
-        recommended: report.recommended.as_deref(),
-        frontier: &frontier,
+        recommended: report.recommended.clone(),
+        frontier: frontier.clone(),
         launch_command: launch.clone(),
-        knobs: candidates.iter().map(|c| c.name.as_str()).zip(knobs.iter()).collect(),
-        pruned,
-        plan: report,
+        knobs: candidates.iter().map(|c| c.name.clone()).zip(knobs.iter().cloned()).collect(),
+        pruned: pruned.into(),
+        plan: report.clone(),
     };
     let json = serde_json::to_string_pretty(&out).expect("report serialises");
     crate::atomic::write(&dir.join("tune.json"), json.clone() + "\n")?;

@@ -28,11 +28,19 @@ pub(crate) struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
     pub colour: Option<usize>,
+    /// Joined by a line (else dots only: points that are not a curve).
+    pub line: bool,
 }
 
 impl Series {
     pub(crate) fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
-        Series { name: name.into(), points, colour: None }
+        Series { name: name.into(), points, colour: None, line: true }
+    }
+
+    /// Drawn as dots, not joined.
+    pub(crate) fn dots(mut self) -> Series {
+        self.line = false;
+        self
     }
 
     pub(crate) fn coloured(mut self, colour: usize) -> Series {
@@ -172,6 +180,7 @@ pub(crate) fn cdf(title: &str, x_desc: &str, series: &[Series], markers: &[Marke
             name: s.name.clone(),
             points: s.points.iter().copied().filter(|p| p.0 > 0.0).collect(),
             colour: s.colour,
+            line: s.line,
         })
         .filter(|s| !s.points.is_empty())
         .collect();
@@ -255,9 +264,14 @@ pub(crate) fn lines_capped(
     points: bool,
     cap: Option<f64>,
 ) -> anyhow::Result<String> {
-    let Some(x) = bounds(series, |p| p.0) else {
+    let Some(mut x) = bounds(series, |p| p.0) else {
         return empty(title, "no data to plot");
     };
+    // Dots on the plot's edge are half hidden: a margin when a series is dots only.
+    if series.iter().any(|s| !s.line) {
+        let pad = ((x.1 - x.0) * 0.05).max(x.1.abs() * 0.02).max(1e-9);
+        x = (x.0 - pad, x.1 + pad);
+    }
     let cap = cap.filter(|c| series.iter().any(|s| s.points.iter().any(|p| p.1 > *c)));
     let title = match cap {
         Some(c) => format!("{title} (over {} on the top edge)", short(c)),
@@ -307,7 +321,7 @@ pub(crate) fn frontier(
         .map(|s| {
             let mut points = s.points.clone();
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            Series { name: s.name.clone(), points, colour: s.colour }
+            Series { name: s.name.clone(), points, colour: s.colour, line: s.line }
         })
         .collect();
     let span = (x1 - x0).max(1e-9);
@@ -378,10 +392,12 @@ fn draw_lines(
         let drawn = |&(x, y): &(f64, f64)| (x, y.clamp(f.clamp.0, f.clamp.1));
         for (i, s) in series.iter().enumerate() {
             let c = s.colour(i);
-            chart.draw_series(LineSeries::new(s.points.iter().map(drawn), c.stroke_width(2))).map_err(err)?;
-            entries.push(Entry { label: s.name.clone(), colour: c, swatch: Swatch::Line });
+            if s.line {
+                chart.draw_series(LineSeries::new(s.points.iter().map(drawn), c.stroke_width(2))).map_err(err)?;
+            }
+            entries.push(Entry { label: s.name.clone(), colour: c, swatch: if s.line { Swatch::Line } else { Swatch::Box } });
             // Markers when asked, and always for short series, which a line alone may not show.
-            if points || s.points.len() <= 3 {
+            if points || !s.line || s.points.len() <= 3 {
                 chart.draw_series(s.points.iter().map(|p| Circle::new(drawn(p), 4, c.filled()))).map_err(err)?;
             }
             for p in &s.points {

@@ -30,6 +30,7 @@ pub(crate) enum Kind {
     Simulate,
     Plan,
     Compare,
+    Tune,
 }
 
 impl Kind {
@@ -38,6 +39,7 @@ impl Kind {
             Kind::Simulate => "summary.json",
             Kind::Plan => "plan.json",
             Kind::Compare => "compare.csv",
+            Kind::Tune => "tune.json",
         }
     }
 
@@ -46,6 +48,7 @@ impl Kind {
             Kind::Simulate => "simulate",
             Kind::Plan => "plan",
             Kind::Compare => "compare",
+            Kind::Tune => "tune",
         }
     }
 }
@@ -61,7 +64,7 @@ pub(crate) fn report_for_dir(dir: &Path, kind: Option<Kind>) -> anyhow::Result<(
             // One kind of outputs: that one. Several (a simulate and a compare of the same
             // scenario share outputs/<name>/): the user says which, never a guess by file age.
             // The manifest names the commands whose files are all there; without one, the files.
-            let present: Vec<Kind> = [Kind::Simulate, Kind::Plan, Kind::Compare]
+            let present: Vec<Kind> = [Kind::Simulate, Kind::Plan, Kind::Compare, Kind::Tune]
                 .into_iter()
                 .filter(|k| match manifest.as_ref().and_then(|m| m.runs.get(k.name())) {
                     Some(run) => run.files.iter().all(|f| dir.join(f).is_file()),
@@ -70,7 +73,7 @@ pub(crate) fn report_for_dir(dir: &Path, kind: Option<Kind>) -> anyhow::Result<(
                 .collect();
             match present.as_slice() {
                 [] => bail!(
-                    "{} has no summary.json, plan.json or compare.csv: not a servesim output folder",
+                    "{} has no summary.json, plan.json, compare.csv or tune.json: not a servesim output folder",
                     dir.display()
                 ),
                 [k] => *k,
@@ -93,6 +96,7 @@ pub(crate) fn report_for_dir(dir: &Path, kind: Option<Kind>) -> anyhow::Result<(
         Kind::Simulate => simulate_report(dir)?,
         Kind::Plan => plan_report(dir)?,
         Kind::Compare => compare_report(dir)?,
+        Kind::Tune => tune_report(dir)?,
     };
     let what = match manifest.as_ref().and_then(|m| m.runs.get(kind.name())) {
         Some(r) => format!(
@@ -221,6 +225,76 @@ pub(crate) fn plan_report(dir: &Path) -> anyhow::Result<String> {
         + &html::escape(&crate::commands::plan::evidence(&plan))
         + "</pre>\n";
     Ok(html::page(&title, &html::plan_header(&plan), &tables, &charts))
+}
+
+/// The report of a `tune`: every configuration searched at its recommended count, by cost
+/// and by its worst seed's p99 TTFT and TPOT, the Pareto frontier joined, the SLO thresholds
+/// and the cheapest drawn; the configurations and the pruned ones in tables.
+pub(crate) fn tune_report(dir: &Path) -> anyhow::Result<String> {
+    let t: crate::commands::tune::TuneReport = read_typed(&dir.join("tune.json"), "tune")?;
+    let plan = &t.plan;
+    let priced = plan.candidates.iter().all(|c| c.price_per_gpu_hour.is_some());
+    let cost = |c: &plan::CandidateResult| if priced { c.cost_per_hour } else { c.gpus.map(|g| g as f64) };
+    let x_desc = if priced { "$ per hour (at the recommended count)" } else { "GPUs (at the recommended count)" };
+    let recommended = t.recommended.as_deref().unwrap_or("");
+    let best = plan.candidates.iter().find(|c| c.name == recommended).and_then(cost);
+    let mut charts = vec![];
+    for (title, threshold, pick) in [
+        ("TTFT p99", plan.header.slo.ttft_ms, (|c: &plan::CandidateResult| c.ttft_ms_p99) as fn(&plan::CandidateResult) -> Option<f64>),
+        ("TPOT p99", plan.header.slo.tpot_ms, |c: &plan::CandidateResult| c.tpot_ms_p99),
+    ] {
+        let point = |c: &plan::CandidateResult| Some((cost(c)?, pick(c)?));
+        let feasible = || plan.candidates.iter().filter(|c| c.feasible);
+        // The frontier is over cost, TTFT and TPOT at once: its points are dots here (a line
+        // through them in one projection would suggest a trade-off it does not show).
+        let front: Vec<(f64, f64)> = feasible().filter(|c| t.frontier.contains(&c.name)).filter_map(point).collect();
+        let others: Vec<(f64, f64)> = feasible().filter(|c| !t.frontier.contains(&c.name)).filter_map(point).collect();
+        let series = vec![
+            Series::new(format!("Pareto frontier ({})", front.len()), front).coloured(0).dots(),
+            Series::new(format!("other feasible ({})", others.len()), others).coloured(1).dots(),
+        ];
+        let marks: Vec<Marker> =
+            threshold.map(|v| Marker::new(format!("SLO {title} ≤ {v} ms"), v)).into_iter().collect();
+        let vmark = best.map(|b| Marker::new(format!("cheapest: {recommended}"), b));
+        charts.push(charts::lines_capped(
+            &format!("Configurations: worst-seed {title} against cost"),
+            x_desc,
+            "ms",
+            &series,
+            &marks,
+            vmark.as_ref(),
+            true,
+            threshold.map(|v| 4.0 * v),
+        )?);
+    }
+    let header = format!(
+        "<p>{} configurations searched, {} pruned (they cannot be the cheapest: listed below). \
+         Cheapest meeting the SLO on every seed: <b>{}</b>. The Pareto frontier: the feasible \
+         configurations no other beats on cost, p99 TTFT and p99 TPOT at once.</p>{}",
+        t.configurations,
+        t.pruned.len(),
+        html::escape(t.recommended.as_deref().unwrap_or("none")),
+        t.launch_command.as_deref().map_or(String::new(), |l| format!("<pre>{}</pre>", html::escape(l)))
+    );
+    let mut tables = html::plan_table(plan);
+    if !t.pruned.is_empty() {
+        tables += "<h2>Pruned</h2><table><tr><th>configuration</th><th>least possible cost</th>\
+                   <th>cheapest found then</th><th>why</th></tr>\n";
+        for p in &t.pruned {
+            let why = match p.failed_at_instances {
+                Some(n) => format!("missed the SLO on the first seed at {n} instance(s)"),
+                None => "its cost floor".to_string(),
+            };
+            tables += &format!(
+                "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{why}</td></tr>\n",
+                html::escape(&p.name),
+                p.least_cost.map_or("— (misses at the most instances)".to_string(), |c| format!("{c:.2}")),
+                p.cheapest_found
+            );
+        }
+        tables += "</table>\n";
+    }
+    Ok(html::page_charts_first(&format!("servesim tune — {}", t.scenario), &(html::plan_header(plan) + &header), &tables, &charts))
 }
 
 /// The report of a `compare`: bars per variant for the key metrics, the baseline outlined, and

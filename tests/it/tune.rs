@@ -211,7 +211,9 @@ fn pruning_by_one_run_and_by_ties_keeps_the_exhaustive_answer() {
     // At the end the cheapest is $2.00 < $4.00: b200 s16 is pruned, b200 s256 is searched.
     let src = tuned("gpu = [\"l40s\", \"b200\", \"a100-80g\", \"h100-sxm\"]\nmax_num_seqs = [16, 8, 256]\nmax_num_batched_tokens = [4096, 8192]\n")
         .replace("h100-sxm = 3.00\n", "h100-sxm = 3.00\nl40s = 0.50\nb200 = 0.50\n");
-    let (pruned, out) = tune_json(&src, "tune_probe");
+    let dir = out_dir("tune_probe");
+    let html_path = dir.join("tune.html");
+    let (pruned, out) = tune_json_with(&src, "tune_probe", &["--report", html_path.to_str().unwrap()]);
     let o = servesim(&[
         "tune",
         "--scenario",
@@ -265,4 +267,21 @@ fn pruning_by_one_run_and_by_ties_keeps_the_exhaustive_answer() {
         let e = exhaustive(c["name"].as_str().unwrap());
         assert_eq!((&c["feasible"], &c["instances"]), (&e["feasible"], &e["instances"]), "{}", c["name"]);
     }
+    // The HTML report: the two cost charts, every searched configuration in the table, every
+    // pruned one in its own, the frontier counted; `servesim report DIR` writes the same page.
+    let html = read(&html_path);
+    assert_eq!(html.matches("<svg").count(), 2, "two charts");
+    assert!(html.contains("worst-seed TTFT p99 against cost") && html.contains("worst-seed TPOT p99 against cost"));
+    let frontier = pruned["frontier"].as_array().unwrap().len();
+    assert!(html.contains(&format!("Pareto frontier ({frontier})")), "frontier count in the legend");
+    for c in searched {
+        assert!(html.contains(c["name"].as_str().unwrap()), "{}", c["name"]);
+    }
+    let pruned_table = &html[html.find("<h2>Pruned</h2>").expect("a pruned table")..];
+    assert_eq!(pruned_table.matches("<tr><td>").count(), list.len());
+    assert!(pruned_table.contains("missed the SLO on the first seed at 7 instance(s)"), "the tie's evidence");
+    let again = out.join("again.html");
+    let o = servesim(&["report", out.to_str().unwrap(), "--out", again.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read(&again), html);
 }
