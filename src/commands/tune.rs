@@ -379,7 +379,7 @@ fn finish(
     let mut files = vec!["tune.json"];
     if let Some((i, r)) = winner {
         if let (Some(cs), Some(n)) = (&candidates[i].scenario, r.instances) {
-            crate::atomic::write(&dir.join("winner.toml"), winner_toml(cs, n))?;
+            crate::atomic::write(&dir.join("winner.toml"), winner_toml(cs, n, r.pools.as_ref()))?;
             files.push("winner.toml");
         }
     }
@@ -455,22 +455,64 @@ fn names(ps: &[&Pruned]) -> String {
     format!(": {}{more}", shown.join(", "))
 }
 
-/// The winner's scenario: the candidate as resolved, at its recommended instance count.
-fn winner_toml(s: &Scenario, instances: u32) -> String {
+/// The winner's scenario: the candidate as resolved, at its recommended instance count (for a
+/// disaggregated one, each pool's).
+fn winner_toml(s: &Scenario, instances: u32, pools: Option<&plan::PoolsResult>) -> String {
     let mut doc: toml::Table = s.resolved_toml().parse().expect("a resolved scenario is TOML");
     doc.remove("plan");
     doc.remove("tune");
     if let Some(toml::Value::Table(c)) = doc.get_mut("cluster") {
-        c.insert("instances".into(), toml::Value::Integer(instances as i64));
+        match pools {
+            Some(p) => {
+                if let Some(toml::Value::Array(groups)) = c.get_mut("groups") {
+                    for g in groups.iter_mut().filter_map(toml::Value::as_table_mut) {
+                        let n = match g.get("role").and_then(toml::Value::as_str) {
+                            Some("prefill") => p.prefill_instances,
+                            Some("decode") => p.decode_instances,
+                            _ => None,
+                        };
+                        if let Some(n) = n {
+                            g.insert("count".into(), toml::Value::Integer(n as i64));
+                        }
+                    }
+                }
+            }
+            None => {
+                c.insert("instances".into(), toml::Value::Integer(instances as i64));
+            }
+        }
     }
     format!("# The cheapest configuration `servesim tune` found, at its recommended instance count.\n{}", doc)
 }
 
 /// The engine's launch command for one instance of the winner (`engine` at the scenario's top
-/// level; vLLM when it names none). The model is servesim's preset name: put your checkpoint.
+/// level; vLLM when it names none); for a disaggregated winner, one per pool with its instance
+/// count and the engine's disaggregation flag. The model is servesim's preset name: put your
+/// checkpoint.
 fn launch_command(engine: Option<&str>, k: &tune::Knobs, s: &Scenario, r: &CandidateResult) -> String {
+    match &r.pools {
+        Some(p) => {
+            let pool = |role: &str, tp: u64, n: Option<u32>| {
+                let flag = match engine {
+                    Some("sglang") => format!("--disaggregation-mode {role}"),
+                    _ => r#"--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"#.to_string(),
+                };
+                let n = n.map_or("?".to_string(), |n| n.to_string());
+                format!("{role} ({n} instances): {} {flag}", one_server(engine, k, s, tp))
+            };
+            format!(
+                "{}; {}",
+                pool("prefill", p.prefill.tp, p.prefill_instances),
+                pool("decode", p.decode.tp, p.decode_instances)
+            )
+        }
+        None => one_server(engine, k, s, r.tp),
+    }
+}
+
+/// One server's command line at TP `tp`.
+fn one_server(engine: Option<&str>, k: &tune::Knobs, s: &Scenario, tp: u64) -> String {
     let model = &s.model.name;
-    let tp = r.tp;
     let mut args = vec![];
     match engine {
         Some("sglang") => {

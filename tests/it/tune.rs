@@ -285,3 +285,53 @@ fn pruning_by_one_run_and_by_ties_keeps_the_exhaustive_answer() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(read(&again), html);
 }
+
+#[test]
+fn a_disaggregated_scenario_tunes_each_pools_gpu_and_tp() {
+    // scenarios/disaggregated.toml: a prefill and a decode pool, each sized by the plan's pool
+    // search; the knobs pick each pool's TP and GPU.
+    let src = read(&root().join("scenarios/disaggregated.toml"))
+        + "\n[plan.price_per_gpu_hour]\nh100-sxm = 3.0\nh200 = 3.7\n"
+        + "[tune]\nprefill_tp = [1, 2]\ndecode_gpu = [\"h100-sxm\", \"h200\"]\n";
+    let (v, out) = tune_json_with(&src, "tune_pools", &["--exhaustive"]);
+    let cands = v["plan"]["candidates"].as_array().unwrap();
+    let mut names: Vec<&str> = cands.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["p-tp1-d-h100-sxm", "p-tp1-d-h200", "p-tp2-d-h100-sxm", "p-tp2-d-h200"]);
+    for c in cands.iter().filter(|c| c["feasible"] == true) {
+        let p = &c["pools"];
+        let name = c["name"].as_str().unwrap();
+        // Each pool has the knobs' TP and GPU, and the cost is both pools' GPUs at their prices.
+        assert_eq!(p["prefill"]["tp"].as_u64(), Some(if name.contains("p-tp2") { 2 } else { 1 }), "{name}");
+        assert_eq!(p["decode"]["gpu"], if name.ends_with("h200") { "h200" } else { "h100-sxm" }, "{name}");
+        let price = |g: &serde_json::Value| if g == "h200" { 3.7 } else { 3.0 };
+        let cost = p["prefill_gpus"].as_f64().unwrap() * price(&p["prefill"]["gpu"])
+            + p["decode_gpus"].as_f64().unwrap() * price(&p["decode"]["gpu"]);
+        assert!((c["cost_per_hour"].as_f64().unwrap() - cost).abs() < 1e-9, "{name}: {cost}");
+    }
+    let best = cands.iter().find(|c| c["name"] == v["recommended"]).unwrap();
+    let cheapest = cands
+        .iter()
+        .filter(|c| c["feasible"] == true)
+        .map(|c| c["cost_per_hour"].as_f64().unwrap())
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(best["cost_per_hour"].as_f64(), Some(cheapest));
+    // The winner as a scenario with each pool at its count, and one launch command per pool.
+    let (np, nd) = (best["pools"]["prefill_instances"].as_u64().unwrap(), best["pools"]["decode_instances"].as_u64().unwrap());
+    let winner: toml::Table = read(&out.join("winner.toml")).parse().unwrap();
+    let groups = winner["cluster"]["groups"].as_array().unwrap();
+    let count = |role: &str| groups.iter().find(|g| g["role"].as_str() == Some(role)).unwrap()["count"].as_integer();
+    assert_eq!((count("prefill"), count("decode")), (Some(np as i64), Some(nd as i64)));
+    let launch = v["launch_command"].as_str().unwrap();
+    assert!(launch.starts_with(&format!("prefill ({np} instances): vllm serve llama-3-8b")), "{launch}");
+    assert!(launch.contains(&format!("; decode ({nd} instances): vllm serve")), "{launch}");
+    assert_eq!(launch.matches("NixlConnector").count(), 2, "{launch}");
+    // The pool knobs need pools.
+    let dir = out_dir("tune_pools_bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.toml");
+    std::fs::write(&path, tuned("decode_tp = [1, 2]\n")).unwrap();
+    let o = servesim(&["tune", "--scenario", path.to_str().unwrap(), "--quiet", "--out", dir.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("this one has no [cluster.disaggregation]"), "{}", stderr(&o));
+}

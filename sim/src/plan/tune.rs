@@ -23,6 +23,14 @@ pub struct Knobs {
     pub router: Option<String>,
     pub prefix_caching: Option<bool>,
     pub weight_dtype: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_gpu: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_tp: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_gpu: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_tp: Option<u32>,
 }
 
 impl Knobs {
@@ -53,6 +61,18 @@ impl Knobs {
         if let Some(p) = self.prefix_caching {
             parts.push(if p { "prefix".into() } else { "noprefix".into() });
         }
+        for (pool, gpu, tp) in [("p", &self.prefill_gpu, self.prefill_tp), ("d", &self.decode_gpu, self.decode_tp)] {
+            if gpu.is_some() || tp.is_some() {
+                let mut part = pool.to_string();
+                if let Some(g) = gpu {
+                    part += &format!("-{g}");
+                }
+                if let Some(t) = tp {
+                    part += &format!("-tp{t}");
+                }
+                parts.push(part);
+            }
+        }
         if parts.is_empty() {
             "as-written".into()
         } else {
@@ -60,7 +80,9 @@ impl Knobs {
         }
     }
 
-    fn candidate(&self) -> CandidateSection {
+    /// The plan candidate; `pools`: the prefill and decode groups' indices in `[cluster]
+    /// groups`, which the pool knobs edit.
+    fn candidate(&self, pools: Option<(usize, usize)>) -> CandidateSection {
         let str_table = |kind: &str| {
             let mut t = toml::Table::new();
             t.insert("kind".into(), toml::Value::String(kind.into()));
@@ -81,11 +103,21 @@ impl Knobs {
             t.insert("enabled".into(), toml::Value::Boolean(p));
             scheduler.insert("prefix_cache".into(), toml::Value::Table(t));
         }
-        let set = self.weight_dtype.as_ref().map(|d| {
-            let mut t = toml::Table::new();
-            t.insert("model.weight_dtype".into(), toml::Value::String(d.clone()));
-            t
-        });
+        let mut set = toml::Table::new();
+        if let Some(d) = &self.weight_dtype {
+            set.insert("model.weight_dtype".into(), toml::Value::String(d.clone()));
+        }
+        if let Some((p, d)) = pools {
+            for (g, gpu, tp) in [(p, &self.prefill_gpu, self.prefill_tp), (d, &self.decode_gpu, self.decode_tp)] {
+                if let Some(gpu) = gpu {
+                    set.insert(format!("cluster.groups[{g}].gpu"), toml::Value::String(gpu.clone()));
+                }
+                if let Some(tp) = tp {
+                    set.insert(format!("cluster.groups[{g}].tp"), toml::Value::Integer(tp as i64));
+                }
+            }
+        }
+        let set = (!set.is_empty()).then_some(set);
         CandidateSection {
             name: self.name(),
             gpu: self.gpu.as_ref().map(|g| crate::spec::GpuSection::preset(g)),
@@ -99,7 +131,9 @@ impl Knobs {
     }
 }
 
-/// Every combination of the knobs, in a fixed order (GPU slowest, weight dtype fastest).
+/// Every combination of the knobs, in a fixed order (GPU slowest, then TP, batch limits,
+/// batching, router, prefix caching, weight dtype, the prefill pool's GPU and TP, the decode
+/// pool's; the decode pool's TP fastest).
 pub fn configurations(t: &TuneSection) -> Vec<Knobs> {
     fn axis<T: Clone>(xs: &[T]) -> Vec<Option<T>> {
         if xs.is_empty() {
@@ -108,34 +142,49 @@ pub fn configurations(t: &TuneSection) -> Vec<Knobs> {
             xs.iter().cloned().map(Some).collect()
         }
     }
-    let mut out = vec![];
-    for gpu in axis(&t.gpu) {
-        for tp in axis(&t.tp) {
-            for seqs in axis(&t.max_num_seqs) {
-                for tokens in axis(&t.max_num_batched_tokens) {
-                    for batching in axis(&t.batching) {
-                        for router in axis(&t.router) {
-                            for prefix in axis(&t.prefix_caching) {
-                                for dtype in axis(&t.weight_dtype) {
-                                    out.push(Knobs {
-                                        gpu: gpu.clone(),
-                                        tp,
-                                        max_num_seqs: seqs,
-                                        max_num_batched_tokens: tokens,
-                                        batching: batching.clone(),
-                                        router: router.clone(),
-                                        prefix_caching: prefix,
-                                        weight_dtype: dtype.clone(),
-                                    });
-                                }
-                            }
-                        }
-                    }
-                }
+    let (gpu, tp, seqs, tokens) = (axis(&t.gpu), axis(&t.tp), axis(&t.max_num_seqs), axis(&t.max_num_batched_tokens));
+    let (batching, router, prefix, dtype) =
+        (axis(&t.batching), axis(&t.router), axis(&t.prefix_caching), axis(&t.weight_dtype));
+    let (pg, ptp, dg, dtp) = (axis(&t.prefill_gpu), axis(&t.prefill_tp), axis(&t.decode_gpu), axis(&t.decode_tp));
+    let lens = [
+        gpu.len(),
+        tp.len(),
+        seqs.len(),
+        tokens.len(),
+        batching.len(),
+        router.len(),
+        prefix.len(),
+        dtype.len(),
+        pg.len(),
+        ptp.len(),
+        dg.len(),
+        dtp.len(),
+    ];
+    let total: usize = lens.iter().product();
+    (0..total)
+        .map(|mut k| {
+            // Mixed-radix digits of k, the last axis fastest.
+            let mut ix = [0usize; 12];
+            for (d, &len) in ix.iter_mut().zip(&lens).rev() {
+                *d = k % len;
+                k /= len;
             }
-        }
-    }
-    out
+            Knobs {
+                gpu: gpu[ix[0]].clone(),
+                tp: tp[ix[1]],
+                max_num_seqs: seqs[ix[2]],
+                max_num_batched_tokens: tokens[ix[3]],
+                batching: batching[ix[4]].clone(),
+                router: router[ix[5]].clone(),
+                prefix_caching: prefix[ix[6]],
+                weight_dtype: dtype[ix[7]].clone(),
+                prefill_gpu: pg[ix[8]].clone(),
+                prefill_tp: ptp[ix[9]],
+                decode_gpu: dg[ix[10]].clone(),
+                decode_tp: dtp[ix[11]],
+            }
+        })
+        .collect()
 }
 
 /// The scenario with `[plan] candidates` replaced by every `[tune]` configuration, and the
@@ -145,16 +194,44 @@ pub fn plan_scenario(s: &Scenario) -> Result<(Scenario, Vec<Knobs>), ConfigError
         s.resolved.tune.clone().ok_or_else(|| {
             ConfigError::at("tune", "missing section: list the knobs to search, e.g. tp = [1, 2]".into())
         })?;
-    if s.groups.len() > 1 || s.disaggregation.is_some() {
+    let pools = match (&s.disaggregation, s.groups.len()) {
+        (Some(_), _) => {
+            use crate::instance::Role;
+            let one = |r: Role| {
+                let ix: Vec<usize> = (0..s.groups.len()).filter(|&i| s.groups[i].role == r).collect();
+                (ix.len() == 1).then(|| ix[0])
+            };
+            match (one(Role::Prefill), one(Role::Decode)) {
+                (Some(p), Some(d)) if s.groups.len() == 2 => Some((p, d)),
+                _ => {
+                    return Err(ConfigError::at(
+                        "tune",
+                        "tunes a disaggregated cluster of exactly one prefill and one decode group".into(),
+                    ))
+                }
+            }
+        }
+        (None, 1) => None,
+        (None, _) => {
+            return Err(ConfigError::at(
+                "tune",
+                "tunes one homogeneous group or one prefill and one decode pool; a heterogeneous cluster is not searched yet"
+                    .into(),
+            ))
+        }
+    };
+    if pools.is_none() && tune.tunes_pools() {
         return Err(ConfigError::at(
             "tune",
-            "tunes one homogeneous group; a heterogeneous or disaggregated cluster is not searched yet".into(),
+            "prefill_gpu, prefill_tp, decode_gpu and decode_tp tune the pools of a disaggregated scenario; \
+             this one has no [cluster.disaggregation]"
+                .into(),
         ));
     }
     let knobs = configurations(&tune);
     let mut out = s.clone();
     let mut plan = out.resolved.plan.clone().unwrap_or_default();
-    plan.candidates = knobs.iter().map(Knobs::candidate).collect();
+    plan.candidates = knobs.iter().map(|k| k.candidate(pools)).collect();
     out.resolved.plan = Some(plan);
     Ok((out, knobs))
 }
@@ -180,27 +257,39 @@ pub fn frontier(results: &[CandidateResult]) -> Vec<String> {
 /// A configuration's cost in the plan's unit ($/h when `priced`, else GPUs) at a minimum count
 /// of `n` instances: its GPUs at the count the plan would recommend for that minimum (headroom
 /// and spare instances added).
+/// For a disaggregated configuration: `n` instances in each pool.
 pub fn cost_at(c: &super::Candidate, cfg: &super::SearchConfig, priced: bool, n: u32) -> f64 {
-    let gpus = cfg.provisioned(n) as f64 * c.tp as f64;
-    if priced {
-        gpus * c.price_per_gpu_hour.unwrap_or(f64::INFINITY)
-    } else {
-        gpus
-    }
+    let per_instance = match &c.pools {
+        Some(p) => {
+            let pool = |s: &super::PoolSpec| {
+                s.tp as f64 * if priced { s.price_per_gpu_hour.unwrap_or(f64::INFINITY) } else { 1.0 }
+            };
+            pool(&p.prefill) + pool(&p.decode)
+        }
+        None => c.tp as f64 * if priced { c.price_per_gpu_hour.unwrap_or(f64::INFINITY) } else { 1.0 },
+    };
+    cfg.provisioned(n) as f64 * per_instance
 }
 
 /// The least a configuration can cost: [`cost_at`] the fewest instances the plan can answer
 /// (one more than `[plan] spare`). No run can recommend less, so a configuration whose floor
 /// exceeds a feasible configuration's cost cannot be cheapest.
 pub fn cost_floor(c: &super::Candidate, cfg: &super::SearchConfig, priced: bool) -> f64 {
-    cost_at(c, cfg, priced, cfg.min_instances())
+    // The pools' search sizes each pool from one instance, with nothing down.
+    let n = if c.pools.is_some() { 1 } else { cfg.min_instances() };
+    cost_at(c, cfg, priced, n)
 }
 
 /// The most instances at which a configuration costs no more than `budget` (up to `[plan]
 /// max_instances`); `None` when even its floor costs more. If the plan's first seed fails at
 /// that count, the configuration's minimum is above it (the search assumes more instances never
 /// hurt), so it cannot cost `budget` or less.
+/// A disaggregated configuration has no one count to run (its pools are sized together): it
+/// gets `[plan] max_instances` within its floor, so it is searched, never probed.
 pub fn most_within(c: &super::Candidate, cfg: &super::SearchConfig, priced: bool, budget: f64) -> Option<u32> {
+    if c.pools.is_some() {
+        return (cost_floor(c, cfg, priced) <= budget).then_some(cfg.max_instances());
+    }
     let mut n = cfg.min_instances();
     if cost_at(c, cfg, priced, n) > budget {
         return None;

@@ -156,6 +156,13 @@ pub struct TuneSection {
     pub(crate) prefix_caching: Vec<bool>,
     /// Weight dtypes (`bf16`, `fp8`, `nvfp4`, `mxfp4`).
     pub(crate) weight_dtype: Vec<String>,
+    /// A disaggregated scenario's prefill pool: GPU presets and TP degrees (each pool's
+    /// instance count is the plan's search).
+    pub(crate) prefill_gpu: Vec<String>,
+    pub(crate) prefill_tp: Vec<u32>,
+    /// The decode pool's GPU presets and TP degrees.
+    pub(crate) decode_gpu: Vec<String>,
+    pub(crate) decode_tp: Vec<u32>,
     /// The most combinations allowed (a guard against a typo's product). Default 5000.
     pub(crate) max_configurations: Option<u64>,
 }
@@ -178,8 +185,14 @@ impl TuneSection {
         distinct(path, "router", &self.router)?;
         distinct(path, "prefix_caching", &self.prefix_caching)?;
         distinct(path, "weight_dtype", &self.weight_dtype)?;
+        distinct(path, "prefill_gpu", &self.prefill_gpu)?;
+        distinct(path, "prefill_tp", &self.prefill_tp)?;
+        distinct(path, "decode_gpu", &self.decode_gpu)?;
+        distinct(path, "decode_tp", &self.decode_tp)?;
         for (key, xs) in [
             ("tp", &self.tp),
+            ("prefill_tp", &self.prefill_tp),
+            ("decode_tp", &self.decode_tp),
             ("max_num_seqs", &self.max_num_seqs),
             ("max_num_batched_tokens", &self.max_num_batched_tokens),
         ] {
@@ -204,5 +217,17 @@ impl TuneSection {
             * len(self.router.len())
             * len(self.prefix_caching.len())
             * len(self.weight_dtype.len())
+            * len(self.prefill_gpu.len())
+            * len(self.prefill_tp.len())
+            * len(self.decode_gpu.len())
+            * len(self.decode_tp.len())
+    }
+
+    /// Whether a knob of a disaggregated scenario's pools is listed.
+    pub fn tunes_pools(&self) -> bool {
+        !(self.prefill_gpu.is_empty()
+            && self.prefill_tp.is_empty()
+            && self.decode_gpu.is_empty()
+            && self.decode_tp.is_empty())
     }
 }
