@@ -487,8 +487,7 @@ fn winner_toml(s: &Scenario, instances: u32, pools: Option<&plan::PoolsResult>) 
 
 /// The engine's launch command for one instance of the winner (`engine` at the scenario's top
 /// level; vLLM when it names none); for a disaggregated winner, one per pool with its instance
-/// count and the engine's disaggregation flag. The model is servesim's preset name: put your
-/// checkpoint.
+/// count and the engine's disaggregation flag.
 fn launch_command(engine: Option<&str>, k: &tune::Knobs, s: &Scenario, r: &CandidateResult) -> String {
     match &r.pools {
         Some(p) => {
@@ -510,9 +509,11 @@ fn launch_command(engine: Option<&str>, k: &tune::Knobs, s: &Scenario, r: &Candi
     }
 }
 
-/// One server's command line at TP `tp`.
+/// One server's command line at TP `tp`; the model is the preset's Hugging Face checkpoint (or
+/// the scenario's model name, for a model given by its dimensions).
 fn one_server(engine: Option<&str>, k: &tune::Knobs, s: &Scenario, tp: u64) -> String {
-    let model = &s.model.name;
+    let model =
+        servesim_sim::spec::ModelPreset::find(&s.model.name).and_then(|p| p.checkpoint()).unwrap_or(&s.model.name);
     let mut args = vec![];
     match engine {
         Some("sglang") => {

@@ -88,7 +88,7 @@ fn the_cheapest_feasible_configuration_and_the_frontier_are_those_of_the_exhaust
     assert!(run["slo"]["attainment"].as_f64().unwrap() >= 0.99, "{}", run["slo"]);
     assert_eq!(
         v["launch_command"],
-        "vllm serve llama-3-8b --tensor-parallel-size 1 --max-num-seqs 16".replace("16", "256")
+        "vllm serve meta-llama/Meta-Llama-3-8B-Instruct --tensor-parallel-size 1 --max-num-seqs 256"
     );
 }
 
@@ -120,7 +120,7 @@ fn an_sglang_scenario_gets_sglangs_launch_command() {
     assert_eq!(v["recommended"], "s256-noprefix");
     assert_eq!(
         v["launch_command"],
-        "python -m sglang.launch_server --model-path llama-3-8b --tp 1 --max-running-requests 256 --disable-radix-cache"
+        "python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B-Instruct --tp 1 --max-running-requests 256 --disable-radix-cache"
     );
 }
 
@@ -323,7 +323,7 @@ fn a_disaggregated_scenario_tunes_each_pools_gpu_and_tp() {
     let count = |role: &str| groups.iter().find(|g| g["role"].as_str() == Some(role)).unwrap()["count"].as_integer();
     assert_eq!((count("prefill"), count("decode")), (Some(np as i64), Some(nd as i64)));
     let launch = v["launch_command"].as_str().unwrap();
-    assert!(launch.starts_with(&format!("prefill ({np} instances): vllm serve llama-3-8b")), "{launch}");
+    assert!(launch.starts_with(&format!("prefill ({np} instances): vllm serve meta-llama/Meta-Llama-3-8B-Instruct")), "{launch}");
     assert!(launch.contains(&format!("; decode ({nd} instances): vllm serve")), "{launch}");
     assert_eq!(launch.matches("NixlConnector").count(), 2, "{launch}");
     // The pool knobs need pools.

@@ -553,6 +553,34 @@ const CHECKPOINT_ALIASES: &[(&str, &str)] = &[
     ("llama-4-maverick-17b-128e", "llama-4-maverick"),
 ];
 
+/// Each preset's Hugging Face checkpoint, the one its dimensions were read from (the comment
+/// above each preset), as a launch command names it.
+const CHECKPOINTS: &[(&str, &str)] = &[
+    ("llama-3-8b", "meta-llama/Meta-Llama-3-8B-Instruct"),
+    ("llama-3-70b", "meta-llama/Meta-Llama-3-70B-Instruct"),
+    ("llama-2-7b", "meta-llama/Llama-2-7b-chat-hf"),
+    ("llama-2-70b", "meta-llama/Llama-2-70b-chat-hf"),
+    ("codellama-34b", "codellama/CodeLlama-34b-Instruct-hf"),
+    ("mistral-7b", "mistralai/Mistral-7B-Instruct-v0.2"),
+    ("qwen2.5-72b", "Qwen/Qwen2.5-72B-Instruct"),
+    ("mixtral-8x7b", "mistralai/Mixtral-8x7B-Instruct-v0.1"),
+    ("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct"),
+    ("llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct"),
+    ("qwen3-32b", "Qwen/Qwen3-32B"),
+    ("qwen3-8b", "Qwen/Qwen3-8B"),
+    ("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B"),
+    ("qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B"),
+    ("llama-3.1-405b", "meta-llama/Llama-3.1-405B-Instruct"),
+    ("llama-3.3-70b", "meta-llama/Llama-3.3-70B-Instruct"),
+    ("deepseek-v3", "deepseek-ai/DeepSeek-V3"),
+    ("deepseek-r1", "deepseek-ai/DeepSeek-R1"),
+    ("kimi-k2", "moonshotai/Kimi-K2-Instruct"),
+    ("gpt-oss-120b", "openai/gpt-oss-120b"),
+    ("gpt-oss-20b", "openai/gpt-oss-20b"),
+    ("llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E-Instruct"),
+    ("llama-4-maverick", "meta-llama/Llama-4-Maverick-17B-128E-Instruct"),
+];
+
 /// Suffixes of checkpoint names that do not change the network (post-training, quantized
 /// copies, dates), removed before matching.
 const CHECKPOINT_SUFFIXES: &[&str] = &[
@@ -591,6 +619,12 @@ impl ModelPreset {
 
     pub fn names() -> Vec<&'static str> {
         MODEL_PRESETS.iter().map(|p| p.name).collect()
+    }
+
+    /// The Hugging Face checkpoint a launch command names for this preset (its published
+    /// instruct or chat model where there is one).
+    pub fn checkpoint(&self) -> Option<&'static str> {
+        CHECKPOINTS.iter().find(|(p, _)| *p == self.name).map(|(_, c)| *c)
     }
 
     pub fn name(&self) -> &'static str {
@@ -949,6 +983,15 @@ mod tests {
         assert_eq!(g.kv_bytes_per_token_per_gpu(2), 18 * 2 * 4 * 64 * 2);
         // Llama-4: 12 global (NoPE) layers of 48.
         assert_eq!(preset("llama-4-scout").kv_bytes_per_token(), 12 * 2 * 8 * 128 * 2);
+    }
+
+    #[test]
+    fn every_preset_names_a_checkpoint_that_maps_back_to_it() {
+        for p in MODEL_PRESETS {
+            let c = p.checkpoint().unwrap_or_else(|| panic!("{} has no checkpoint", p.name));
+            assert_eq!(ModelPreset::for_checkpoint(c).map(|q| q.name), Some(p.name), "{c}");
+        }
+        assert_eq!(CHECKPOINTS.len(), MODEL_PRESETS.len(), "one checkpoint per preset, none extra");
     }
 
     #[test]
