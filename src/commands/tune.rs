@@ -115,6 +115,7 @@ enum Verdict {
 ///   minimum is above n); if it passes and a count costing less than `best` exists below n,
 ///   one more run there: a miss means it can at best tie `best`, and it waits for the end;
 /// - the rest are searched, from the count that passed.
+///
 /// At the end, the configurations that could tie are searched if `best` is still the cost
 /// they could tie (the plan breaks ties), and skipped otherwise. The cheapest configuration
 /// is therefore the exhaustive search's.
@@ -346,6 +347,7 @@ pub(crate) fn merge(
 
 /// Writes tune.json and winner.toml into `dir` and prints the report (shared by `tune` and
 /// `merge`, so that merged shards print what the unsharded run prints).
+#[allow(clippy::too_many_arguments)]
 fn finish(
     s: &Scenario,
     candidates: &[Candidate],

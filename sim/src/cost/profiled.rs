@@ -484,9 +484,9 @@ impl Profiled {
     fn memo_key(kind: Kind, b: &BatchShape) -> u64 {
         match kind {
             // The roofline's LM head reads the sampled rows only.
-            Kind::Sampled | Kind::Roof(RoofOp::LmHead, ..) => b.sampled_seqs as u64,
-            Kind::Cpu => b.seqs() as u64,
-            _ => b.tokens() as u64,
+            Kind::Sampled | Kind::Roof(RoofOp::LmHead, ..) => b.sampled_seqs,
+            Kind::Cpu => b.seqs(),
+            _ => b.tokens(),
         }
     }
 
@@ -513,7 +513,7 @@ impl Profiled {
         let mut total = 0.0;
         let mut first = 0;
         if let Some((lead, memo)) = &self.prefix {
-            let (sum, outside) = memo.get(b.tokens() as u64, || {
+            let (sum, outside) = memo.get(b.tokens(), || {
                 let mut t = 0.0;
                 let mut out = false;
                 for i in 0..*lead {
