@@ -41,8 +41,14 @@ pub(crate) struct Args {
     exhaustive: bool,
     /// Run only shard I of N of the configurations (1-based) and write its results for
     /// `servesim merge` (every configuration of the shard is searched: no pruning).
-    #[arg(long, value_name = "I/N")]
+    #[arg(long, value_name = "I/N", conflicts_with = "budget")]
     shard: Option<Shard>,
+    /// The most simulation runs to spend: once they are spent (checked between waves, so the
+    /// last wave may go over), the configurations not yet reached are listed as unsearched and
+    /// the cheapest found is reported as such, not as the cheapest of the space.
+    #[arg(long, value_name = "RUNS", conflicts_with = "exhaustive",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    budget: Option<u64>,
     /// No progress bar and no timing line on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -70,6 +76,12 @@ pub(crate) struct TuneReport {
     pub(crate) knobs: Vec<(String, tune::Knobs)>,
     /// Configurations not searched, and why they cannot be the cheapest.
     pub(crate) pruned: Vec<Pruned>,
+    /// With `--budget`: the runs allowed, and the configurations not reached when they were
+    /// spent (then `recommended` is the cheapest of those searched, not proven the cheapest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) budget_runs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) unsearched: Vec<String>,
     pub(crate) plan: plan::PlanReport,
 }
 
@@ -125,9 +137,12 @@ fn prune_search(
     cfg: &SearchConfig,
     priced: bool,
     progress: &Progress,
-    results: &mut Vec<(usize, CandidateResult)>,
-    pruned: &mut Vec<Pruned>,
-) {
+    budget: Option<u64>,
+) -> Outcome {
+    let mut results: Vec<(usize, CandidateResult)> = vec![];
+    let mut pruned: Vec<Pruned> = vec![];
+    let mut unsearched: Vec<String> = vec![];
+    let spent = || budget.is_some_and(|b| progress.totals().0 >= b);
     let floor = |i: usize| tune::cost_floor(&candidates[i], cfg, priced);
     let least = |i: usize, failed: u32| {
         (failed < cfg.max_instances()).then(|| tune::cost_at(&candidates[i], cfg, priced, failed + 1))
@@ -144,7 +159,14 @@ fn prune_search(
             results.push((i, r));
         }
     };
-    for wave in order.chunks(PRUNE_WAVE) {
+    for (w, wave) in order.chunks(PRUNE_WAVE).enumerate() {
+        if spent() {
+            for &i in &order[w * PRUNE_WAVE..] {
+                unsearched.push(candidates[i].name.clone());
+                progress.item_done();
+            }
+            break;
+        }
         let b = best;
         let verdicts: Vec<(usize, Option<Verdict>)> = wave
             .par_iter()
@@ -191,11 +213,15 @@ fn prune_search(
                 Some(Verdict::Search(start)) => run.push((i, start)),
             }
         }
-        search(run, &mut best, results);
+        search(run, &mut best, &mut results);
     }
     let mut run = vec![];
+    let out_of_budget = spent();
     for (i, m, n, tie) in ties {
-        if tie <= best {
+        if tie <= best && out_of_budget {
+            unsearched.push(candidates[i].name.clone());
+            progress.item_done();
+        } else if tie <= best {
             run.push((i, Some(n)));
         } else {
             let failed = (m < n).then_some(m);
@@ -203,9 +229,28 @@ fn prune_search(
             progress.item_done();
         }
     }
-    search(run, &mut best, results);
+    search(run, &mut best, &mut results);
     results.sort_by_key(|(i, _)| *i);
     pruned.sort_by(|a, b| a.name.cmp(&b.name));
+    unsearched.sort();
+    Outcome { results, pruned, unsearched }
+}
+
+/// The configurations of a search that were not searched: pruned (with why), and those a
+/// `--budget` of runs left unreached.
+struct Skipped<'a> {
+    pruned: &'a [Pruned],
+    unsearched: &'a [String],
+    budget_runs: Option<u64>,
+}
+
+/// What tune's search found: the results of the configurations searched (by index), the pruned
+/// ones and why, and those a `--budget` left unsearched.
+#[derive(Default)]
+struct Outcome {
+    results: Vec<(usize, CandidateResult)>,
+    pruned: Vec<Pruned>,
+    unsearched: Vec<String>,
 }
 
 impl Pruned {
@@ -235,24 +280,23 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let progress = Progress::new(a.quiet, "tune", picked.len());
     let prune = a.shard.is_none() && !a.exhaustive;
     let priced = candidates.iter().all(|c| c.price_per_gpu_hour.is_some());
-    let mut results: Vec<(usize, CandidateResult)> = Vec::new();
-    let mut pruned: Vec<Pruned> = Vec::new();
-    if prune {
-        prune_search(&candidates, &picked, &cfg, priced, &progress, &mut results, &mut pruned);
+    let Outcome { results, pruned, unsearched } = if prune {
+        prune_search(&candidates, &picked, &cfg, priced, &progress, a.budget)
     } else {
         let all: Vec<(usize, Option<u32>)> = picked.iter().map(|&i| (i, None)).collect();
-        results = super::plan::search(&candidates, &all, &cfg, &progress);
-    }
+        Outcome { results: super::plan::search(&candidates, &all, &cfg, &progress), ..Outcome::default() }
+    };
     progress.finish();
     crate::error::check_cancel()?;
     let (runs, requests, wall) = progress.totals();
     if !a.quiet {
         errln!(
-            "tune: {} configurations ({} pruned: {} by their cost floor, {} by one run), {} runs, {} simulated requests in {wall:.2} s ({:.1} configurations/s)",
+            "tune: {} configurations ({} pruned: {} by their cost floor, {} by one run; {} unsearched), {} runs, {} simulated requests in {wall:.2} s ({:.1} configurations/s)",
             picked.len(),
             pruned.len(),
             pruned.iter().filter(|p| p.failed_at_instances.is_none()).count(),
             pruned.iter().filter(|p| p.failed_at_instances.is_some()).count(),
+            unsearched.len(),
             thousands(runs),
             thousands(requests),
             picked.len() as f64 / wall.max(1e-9)
@@ -279,9 +323,10 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let searched: Vec<usize> = results.iter().map(|(i, _)| *i).collect();
     let subset: Vec<Candidate> = searched.iter().map(|&i| candidates[i].clone()).collect();
     let sub_knobs: Vec<tune::Knobs> = searched.iter().map(|&i| knobs[i].clone()).collect();
-    let header = if pruned.is_empty() { header } else { plan::header(&s, &subset, &cfg) };
+    let header = if pruned.is_empty() && unsearched.is_empty() { header } else { plan::header(&s, &subset, &cfg) };
     let report = plan::assemble(header, results.into_iter().map(|(_, r)| r).collect());
-    finish(&s, &subset, &sub_knobs, &report, &dir, a.format, digest, &pruned)?;
+    let skipped = Skipped { pruned: &pruned, unsearched: &unsearched, budget_runs: a.budget };
+    finish(&s, &subset, &sub_knobs, &report, &dir, a.format, digest, skipped)?;
     if let Some(path) = &a.report {
         let html = crate::report::tune_report(&dir)?;
         super::report::write(path, &html)?;
@@ -308,9 +353,8 @@ pub(crate) fn bench(text: &str, name: &str) -> Result<BenchTune> {
     let cfg = SearchConfig::new(&s.resolved.plan.clone().unwrap_or_default(), s.seed, None).without_capacity();
     let priced = candidates.iter().all(|c| c.price_per_gpu_hour.is_some());
     let progress = Progress::new(true, "tune", candidates.len());
-    let (mut results, mut pruned) = (vec![], vec![]);
     let all: Vec<usize> = (0..candidates.len()).collect();
-    prune_search(&candidates, &all, &cfg, priced, &progress, &mut results, &mut pruned);
+    let Outcome { results, pruned, .. } = prune_search(&candidates, &all, &cfg, priced, &progress, None);
     crate::error::check_cancel()?;
     let (runs, requests, wall_s) = progress.totals();
     let header = plan::header(&s, &candidates, &cfg);
@@ -342,7 +386,7 @@ pub(crate) fn merge(
     let candidates = plan::candidates(&s).map_err(|e| CliError::input(e.to_string()))?;
     let dir = dir.unwrap_or_else(|| PathBuf::from("outputs").join(&header.plan.scenario));
     let report = plan::assemble(header.plan, results);
-    finish(&s, &candidates, &knobs, &report, &dir, format, digest, &[])
+    finish(&s, &candidates, &knobs, &report, &dir, format, digest, Skipped { pruned: &[], unsearched: &[], budget_runs: None })
 }
 
 /// Writes tune.json and winner.toml into `dir` and prints the report (shared by `tune` and
@@ -356,8 +400,9 @@ fn finish(
     dir: &std::path::Path,
     format: Format,
     digest: String,
-    pruned: &[Pruned],
+    skipped: Skipped,
 ) -> Result<()> {
+    let Skipped { pruned, unsearched, budget_runs } = skipped;
     let frontier = tune::frontier(&report.candidates);
     let winner = report.recommended.as_deref().and_then(|name| {
         let i = candidates.iter().position(|c| c.name == name)?;
@@ -374,6 +419,8 @@ fn finish(
         launch_command: launch.clone(),
         knobs: candidates.iter().map(|c| c.name.clone()).zip(knobs.iter().cloned()).collect(),
         pruned: pruned.into(),
+        budget_runs,
+        unsearched: unsearched.into(),
         plan: report.clone(),
     };
     let json = serde_json::to_string_pretty(&out).expect("report serialises");
@@ -425,15 +472,24 @@ fn finish(
                     pruned.len()
                 );
                 if !by_floor.is_empty() {
-                    outln!("  {} whose least possible cost exceeds the cheapest found{}", by_floor.len(), names(&by_floor));
+                    outln!("  {} whose least possible cost exceeds the cheapest found{}", by_floor.len(), pruned_names(&by_floor));
                 }
                 if !by_run.is_empty() {
                     outln!(
                         "  {} that missed the SLO on the first seed at a count which leaves them costing more than the cheapest found{}",
                         by_run.len(),
-                        names(&by_run)
+                        pruned_names(&by_run)
                     );
                 }
+            }
+            if !unsearched.is_empty() {
+                outln!(
+                    "\nthe budget of {} runs was spent: {} configuration(s) not searched{}; the cheapest below is the \
+                     cheapest of those searched, not proven the cheapest of the space",
+                    budget_runs.unwrap_or(0),
+                    unsearched.len(),
+                    names(&unsearched.iter().map(String::as_str).collect::<Vec<_>>())
+                );
             }
             match (&report.recommended, &launch) {
                 (Some(r), Some(l)) => {
@@ -451,10 +507,14 @@ fn finish(
 }
 
 /// Up to eight names, as ": a, b, … (and N more)".
-fn names(ps: &[&Pruned]) -> String {
-    let shown: Vec<&str> = ps.iter().take(8).map(|p| p.name.as_str()).collect();
-    let more = if ps.len() > shown.len() { format!(" (and {} more)", ps.len() - shown.len()) } else { String::new() };
+fn names(all: &[&str]) -> String {
+    let shown = &all[..all.len().min(8)];
+    let more = if all.len() > shown.len() { format!(" (and {} more)", all.len() - shown.len()) } else { String::new() };
     format!(": {}{more}", shown.join(", "))
+}
+
+fn pruned_names(ps: &[&Pruned]) -> String {
+    names(&ps.iter().map(|p| p.name.as_str()).collect::<Vec<_>>())
 }
 
 /// The winner's scenario: the candidate as resolved, at its recommended instance count (for a

@@ -276,6 +276,18 @@ pub(crate) fn tune_report(dir: &Path) -> anyhow::Result<String> {
         html::escape(t.recommended.as_deref().unwrap_or("none")),
         t.launch_command.as_deref().map_or(String::new(), |l| format!("<pre>{}</pre>", html::escape(l)))
     );
+    let header = if t.unsearched.is_empty() {
+        header
+    } else {
+        header
+            + &format!(
+                "<p><b>The budget of {} runs was spent</b>: {} configuration(s) were not searched ({}); the cheapest \
+                 above is the cheapest of those searched, not proven the cheapest of the space.</p>",
+                t.budget_runs.unwrap_or(0),
+                t.unsearched.len(),
+                html::escape(&t.unsearched.join(", "))
+            )
+    };
     let mut tables = html::plan_table(plan);
     if !t.pruned.is_empty() {
         tables += "<h2>Pruned</h2><table><tr><th>configuration</th><th>least possible cost</th>\

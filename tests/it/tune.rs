@@ -335,3 +335,28 @@ fn a_disaggregated_scenario_tunes_each_pools_gpu_and_tp() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("this one has no [cluster.disaggregation]"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_budget_of_runs_stops_between_waves_and_says_the_answer_is_not_proven() {
+    // The probe test's space: the first wave (l40s s16 ×2, s8 ×2) alone takes more than 20 runs,
+    // so the other 20 configurations are not reached; the answer is the first wave's cheapest
+    // (8 × $0.50 at s16), and the output says it is not proven the cheapest (that is $2.00).
+    let src = tuned("gpu = [\"l40s\", \"b200\", \"a100-80g\", \"h100-sxm\"]\nmax_num_seqs = [16, 8, 256]\nmax_num_batched_tokens = [4096, 8192]\n")
+        .replace("h100-sxm = 3.00\n", "h100-sxm = 3.00\nl40s = 0.50\nb200 = 0.50\n");
+    let (v, dir) = tune_json_with(&src, "tune_budget", &["--budget", "20"]);
+    assert_eq!(v["budget_runs"], 20);
+    let unsearched = v["unsearched"].as_array().unwrap();
+    assert_eq!(unsearched.len(), 20, "{unsearched:?}");
+    assert!(unsearched.iter().all(|n| !n.as_str().unwrap().starts_with("l40s-s16") && !n.as_str().unwrap().starts_with("l40s-s8")));
+    assert_eq!(v["plan"]["candidates"].as_array().unwrap().len(), 4);
+    assert_eq!(v["recommended"], "l40s-s16-t4096");
+    assert_eq!(v["pruned"].as_array().unwrap().len(), 0);
+    // The table says so.
+    let o = servesim(&["tune", "--scenario", dir.join("tune.toml").to_str().unwrap(), "--budget", "20", "--quiet", "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("the budget of 20 runs was spent: 20 configuration(s) not searched"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("not proven the cheapest of the space"));
+    // --budget with --exhaustive or --shard is refused by the parser.
+    let o = servesim(&["tune", "--scenario", dir.join("tune.toml").to_str().unwrap(), "--budget", "20", "--exhaustive"]);
+    assert!(!o.status.success() && stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
+}
