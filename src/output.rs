@@ -71,7 +71,7 @@ fn write_requests(path: &Path, rec: &Recorder) -> anyhow::Result<crate::atomic::
         queue_ms: r.queue().map(Ms),
         class: r.class,
     });
-    Ok(crate::rows::write_rows(crate::atomic::AtomicFile::create(path)?, rows)?)
+    Ok(crate::rows::write_request_rows(crate::atomic::AtomicFile::create(path)?, rows)?)
 }
 
 fn write_timeseries(path: &Path, rec: &Recorder) -> anyhow::Result<crate::atomic::AtomicFile> {
