@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates docs/screenshots/: the plan, compare and simulate reports of shipped scenarios,
+# Regenerates docs/screenshots/: the plan, compare, simulate and tune reports of shipped scenarios,
 # rendered by headless Chromium at 1400 px wide. Usage: tools/screenshots.sh [BIN]
 set -euo pipefail
 BIN=${1:-target/release/servesim}
@@ -11,6 +11,9 @@ mkdir -p "$OUT"
 "$BIN" compare --scenario scenarios/chat.toml --vary workload.arrival.rate=4,8,12,16,20,24 \
   --out "$TMP/compare" --report "$TMP/compare.html" --quiet >/dev/null
 "$BIN" simulate --scenario scenarios/priority.toml --out "$TMP/simulate" --report "$TMP/simulate.html" --quiet >/dev/null
+# tune: the peak scenario over GPUs, TP and batch limits.
+{ cat scenarios/peak.toml; printf '\n[tune]\ngpu = ["h100-sxm", "h200", "a100-80g", "l40s"]\ntp = [1, 2]\nmax_num_seqs = [64, 256]\nmax_num_batched_tokens = [2048, 8192]\n'; } >"$TMP/tune.toml"
+"$BIN" tune --scenario "$TMP/tune.toml" --out "$TMP/tune" --report "$TMP/tune.html" --quiet >/dev/null
 shot() { # page, png, height
   chromium --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$TMP/profile" \
     --hide-scrollbars --window-size=1400,"$3" --screenshot="$2" "file://$1" 2>/dev/null
@@ -18,4 +21,5 @@ shot() { # page, png, height
 shot "$TMP/plan.html" "$OUT/plan.png" 4300
 shot "$TMP/compare.html" "$OUT/compare.png" 3500
 shot "$TMP/simulate.html" "$OUT/simulate.png" 4700
+shot "$TMP/tune.html" "$OUT/tune.png" 1900
 ls -l "$OUT"
