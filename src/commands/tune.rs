@@ -610,5 +610,14 @@ fn one_server(engine: Option<&str>, k: &tune::Knobs, s: &Scenario, tp: u64) -> S
             args.push(format!("--quantization {d}"));
         }
     }
+    // The KV cache's dtype, as each engine spells it (vLLM `--kv-cache-dtype fp8`, SGLang
+    // `--kv-cache-dtype fp8_e4m3`); bf16 is both engines' default ("auto").
+    if let Some(d) = k.kv_dtype.as_deref().filter(|d| *d != "bf16") {
+        let d = match (engine, d) {
+            (Some("sglang"), "fp8") => "fp8_e4m3",
+            _ => d,
+        };
+        args.push(format!("--kv-cache-dtype {d}"));
+    }
     args.join(" ")
 }

@@ -13,6 +13,14 @@ fn tuned(extra: &str) -> String {
         + extra
 }
 
+/// [`tuned`] over 20 s of traffic instead of 60 (the same counts, a third of the work; these
+/// tests run each space twice, pruned and exhaustive, in the unoptimised test build).
+fn tuned_short(extra: &str) -> String {
+    let s = tuned(extra);
+    assert!(s.contains("duration_s = 60\n"));
+    s.replace("duration_s = 60\n", "duration_s = 20\n")
+}
+
 fn tune_json(src: &str, name: &str) -> (serde_json::Value, std::path::PathBuf) {
     tune_json_with(src, name, &[])
 }
@@ -33,7 +41,7 @@ fn tune_json_with(src: &str, name: &str, extra: &[&str]) -> (serde_json::Value, 
 #[test]
 fn the_cheapest_feasible_configuration_and_the_frontier_are_those_of_the_exhaustive_search() {
     let space = "gpu = [\"h100-sxm\", \"a100-80g\"]\ntp = [1, 2]\nmax_num_seqs = [16, 256]\n";
-    let (v, out) = tune_json_with(&tuned(space), "tune_small", &["--exhaustive"]);
+    let (v, out) = tune_json_with(&tuned_short(space), "tune_small", &["--exhaustive"]);
     assert_eq!(v["configurations"], 8);
     let cands = v["plan"]["candidates"].as_array().unwrap();
     assert_eq!(cands.len(), 8);
@@ -103,25 +111,41 @@ fn a_bad_tune_section_is_refused_by_key() {
         assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
         assert!(stderr(&o).contains(want), "{want}: {}", stderr(&o));
     };
-    refuse(&tuned("tp = [1, 1]\n"), "tune.tp: lists 1 twice");
-    refuse(&tuned("max_num_seqs = [0]\n"), "tune.max_num_seqs: must be ≥ 1, got 0");
+    refuse(&tuned_short("tp = [1, 1]\n"), "tune.tp: lists 1 twice");
+    refuse(&tuned_short("max_num_seqs = [0]\n"), "tune.max_num_seqs: must be ≥ 1, got 0");
     refuse(
-        &tuned("tp = [1, 2]\nmax_num_seqs = [1, 2, 3]\nmax_configurations = 5\n"),
+        &tuned_short("tp = [1, 2]\nmax_num_seqs = [1, 2, 3]\nmax_configurations = 5\n"),
         "the lists make 6 configurations",
     );
-    refuse(&tuned("gpu = [\"h9000\"]\n"), "h9000");
+    refuse(&tuned_short("gpu = [\"h9000\"]\n"), "h9000");
+    refuse(&tuned_short("kv_dtype = [\"fp8\", \"fp8\"]\n"), "tune.kv_dtype: lists \"fp8\" twice");
+    refuse(&tuned_short("kv_dtype = [\"fp7\"]\n"), "fp7");
     refuse(&read(&root().join("tests/plan/known-answer.toml")), "tune: missing section");
 }
 
 #[test]
 fn an_sglang_scenario_gets_sglangs_launch_command() {
-    let src = format!("engine = \"sglang\"\n{}", tuned("max_num_seqs = [256]\nprefix_caching = [false]\n"));
+    let src = format!("engine = \"sglang\"\n{}", tuned_short("max_num_seqs = [256]\nprefix_caching = [false]\n"));
     let (v, _) = tune_json(&src, "tune_sglang");
     assert_eq!(v["recommended"], "s256-noprefix");
     assert_eq!(
         v["launch_command"],
         "python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B-Instruct --tp 1 --max-running-requests 256 --disable-radix-cache"
     );
+    // The KV dtype as a knob: an fp8 cache holds twice the blocks of a bf16 one (half the
+    // bytes per token), and SGLang's flag names the fp8 format.
+    let src = format!("engine = \"sglang\"\n{}", tuned_short("max_num_seqs = [256]\nkv_dtype = [\"bf16\", \"fp8\"]\n"));
+    let (v, _) = tune_json_with(&src, "tune_kv", &["--exhaustive"]);
+    let blocks = |name: &str| {
+        let c = v["plan"]["candidates"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap();
+        c["kv_blocks_per_instance"].as_u64().unwrap()
+    };
+    let (b16, b8) = (blocks("kv-bf16-s256"), blocks("kv-fp8-s256"));
+    assert!(b8 >= 2 * b16 && b8 <= 2 * b16 + 1, "{b16} vs {b8}");
+    let src = format!("engine = \"sglang\"\n{}", tuned_short("max_num_seqs = [256]\nkv_dtype = [\"fp8\"]\n"));
+    let (v, _) = tune_json(&src, "tune_kv_fp8");
+    assert_eq!(v["recommended"], "kv-fp8-s256");
+    assert!(v["launch_command"].as_str().unwrap().ends_with("--max-running-requests 256 --kv-cache-dtype fp8_e4m3"), "{}", v["launch_command"]);
 }
 
 #[test]
@@ -129,7 +153,7 @@ fn shards_merge_to_the_unsharded_tune_and_threads_change_nothing() {
     let out = out_dir("tune_shards");
     std::fs::create_dir_all(&out).unwrap();
     let path = out.join("t.toml");
-    std::fs::write(&path, tuned("gpu = [\"h100-sxm\", \"a100-80g\"]\nmax_num_seqs = [16, 256]\n")).unwrap();
+    std::fs::write(&path, tuned_short("gpu = [\"h100-sxm\", \"a100-80g\"]\nmax_num_seqs = [16, 256]\n")).unwrap();
     let p = path.to_str().unwrap();
     let run = |threads: &str, args: &[&str]| {
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_servesim"))
@@ -160,7 +184,7 @@ fn shards_merge_to_the_unsharded_tune_and_threads_change_nothing() {
 fn pruning_by_cost_floor_never_drops_the_cheapest() {
     // TP 8 costs at least 8 GPUs × $1.80 = $14.40 an hour, more than the $7.20 the first wave
     // (TP 1) finds: those four are pruned, and the answer is the exhaustive search's.
-    let src = tuned("gpu = [\"h100-sxm\", \"a100-80g\"]\ntp = [1, 8]\nmax_num_seqs = [16, 256]\n");
+    let src = tuned_short("gpu = [\"h100-sxm\", \"a100-80g\"]\ntp = [1, 8]\nmax_num_seqs = [16, 256]\n");
     let (pruned, out) = tune_json(&src, "tune_pruned");
     let names: Vec<&str> = pruned["pruned"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(names.len(), 4, "{names:?}");
@@ -209,7 +233,7 @@ fn pruning_by_one_run_and_by_ties_keeps_the_exhaustive_answer() {
     //      count costs less than $2.00: a tie, searched at the end; a100 s16 ×2: miss at 1;
     //   4… a100 (miss at 1 instance), h100 (floor $3.00 > $2.00, unrun).
     // At the end the cheapest is $2.00 < $4.00: b200 s16 is pruned, b200 s256 is searched.
-    let src = tuned("gpu = [\"l40s\", \"b200\", \"a100-80g\", \"h100-sxm\"]\nmax_num_seqs = [16, 8, 256]\nmax_num_batched_tokens = [4096, 8192]\n")
+    let src = tuned_short("gpu = [\"l40s\", \"b200\", \"a100-80g\", \"h100-sxm\"]\nmax_num_seqs = [16, 8, 256]\nmax_num_batched_tokens = [4096, 8192]\n")
         .replace("h100-sxm = 3.00\n", "h100-sxm = 3.00\nl40s = 0.50\nb200 = 0.50\n");
     let dir = out_dir("tune_probe");
     let html_path = dir.join("tune.html");
@@ -290,7 +314,7 @@ fn pruning_by_one_run_and_by_ties_keeps_the_exhaustive_answer() {
 fn a_disaggregated_scenario_tunes_each_pools_gpu_and_tp() {
     // scenarios/disaggregated.toml: a prefill and a decode pool, each sized by the plan's pool
     // search; the knobs pick each pool's TP and GPU.
-    let src = read(&root().join("scenarios/disaggregated.toml"))
+    let src = read(&root().join("scenarios/disaggregated.toml")).replace("duration_s = 120\n", "duration_s = 40\n")
         + "\n[plan.price_per_gpu_hour]\nh100-sxm = 3.0\nh200 = 3.7\n"
         + "[tune]\nprefill_tp = [1, 2]\ndecode_gpu = [\"h100-sxm\", \"h200\"]\n";
     let (v, out) = tune_json_with(&src, "tune_pools", &["--exhaustive"]);
@@ -330,7 +354,7 @@ fn a_disaggregated_scenario_tunes_each_pools_gpu_and_tp() {
     let dir = out_dir("tune_pools_bad");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("t.toml");
-    std::fs::write(&path, tuned("decode_tp = [1, 2]\n")).unwrap();
+    std::fs::write(&path, tuned_short("decode_tp = [1, 2]\n")).unwrap();
     let o = servesim(&["tune", "--scenario", path.to_str().unwrap(), "--quiet", "--out", dir.to_str().unwrap()]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("this one has no [cluster.disaggregation]"), "{}", stderr(&o));
@@ -341,7 +365,7 @@ fn a_budget_of_runs_stops_between_waves_and_says_the_answer_is_not_proven() {
     // The probe test's space: the first wave (l40s s16 ×2, s8 ×2) alone takes more than 20 runs,
     // so the other 20 configurations are not reached; the answer is the first wave's cheapest
     // (8 × $0.50 at s16), and the output says it is not proven the cheapest (that is $2.00).
-    let src = tuned("gpu = [\"l40s\", \"b200\", \"a100-80g\", \"h100-sxm\"]\nmax_num_seqs = [16, 8, 256]\nmax_num_batched_tokens = [4096, 8192]\n")
+    let src = tuned_short("gpu = [\"l40s\", \"b200\", \"a100-80g\", \"h100-sxm\"]\nmax_num_seqs = [16, 8, 256]\nmax_num_batched_tokens = [4096, 8192]\n")
         .replace("h100-sxm = 3.00\n", "h100-sxm = 3.00\nl40s = 0.50\nb200 = 0.50\n");
     let (v, dir) = tune_json_with(&src, "tune_budget", &["--budget", "20"]);
     assert_eq!(v["budget_runs"], 20);

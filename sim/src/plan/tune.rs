@@ -24,6 +24,8 @@ pub struct Knobs {
     pub prefix_caching: Option<bool>,
     pub weight_dtype: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_dtype: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_gpu: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_tp: Option<u32>,
@@ -45,6 +47,9 @@ impl Knobs {
         }
         if let Some(d) = &self.weight_dtype {
             parts.push(d.clone());
+        }
+        if let Some(d) = &self.kv_dtype {
+            parts.push(format!("kv-{d}"));
         }
         if let Some(s) = self.max_num_seqs {
             parts.push(format!("s{s}"));
@@ -107,6 +112,9 @@ impl Knobs {
         if let Some(d) = &self.weight_dtype {
             set.insert("model.weight_dtype".into(), toml::Value::String(d.clone()));
         }
+        if let Some(d) = &self.kv_dtype {
+            set.insert("model.kv_dtype".into(), toml::Value::String(d.clone()));
+        }
         if let Some((p, d)) = pools {
             for (g, gpu, tp) in [(p, &self.prefill_gpu, self.prefill_tp), (d, &self.decode_gpu, self.decode_tp)] {
                 if let Some(gpu) = gpu {
@@ -132,8 +140,8 @@ impl Knobs {
 }
 
 /// Every combination of the knobs, in a fixed order (GPU slowest, then TP, batch limits,
-/// batching, router, prefix caching, weight dtype, the prefill pool's GPU and TP, the decode
-/// pool's; the decode pool's TP fastest).
+/// batching, router, prefix caching, weight dtype, KV dtype, the prefill pool's GPU and TP, the
+/// decode pool's; the decode pool's TP fastest).
 pub fn configurations(t: &TuneSection) -> Vec<Knobs> {
     fn axis<T: Clone>(xs: &[T]) -> Vec<Option<T>> {
         if xs.is_empty() {
@@ -145,6 +153,7 @@ pub fn configurations(t: &TuneSection) -> Vec<Knobs> {
     let (gpu, tp, seqs, tokens) = (axis(&t.gpu), axis(&t.tp), axis(&t.max_num_seqs), axis(&t.max_num_batched_tokens));
     let (batching, router, prefix, dtype) =
         (axis(&t.batching), axis(&t.router), axis(&t.prefix_caching), axis(&t.weight_dtype));
+    let kv = axis(&t.kv_dtype);
     let (pg, ptp, dg, dtp) = (axis(&t.prefill_gpu), axis(&t.prefill_tp), axis(&t.decode_gpu), axis(&t.decode_tp));
     let lens = [
         gpu.len(),
@@ -155,6 +164,7 @@ pub fn configurations(t: &TuneSection) -> Vec<Knobs> {
         router.len(),
         prefix.len(),
         dtype.len(),
+        kv.len(),
         pg.len(),
         ptp.len(),
         dg.len(),
@@ -164,7 +174,7 @@ pub fn configurations(t: &TuneSection) -> Vec<Knobs> {
     (0..total)
         .map(|mut k| {
             // Mixed-radix digits of k, the last axis fastest.
-            let mut ix = [0usize; 12];
+            let mut ix = [0usize; 13];
             for (d, &len) in ix.iter_mut().zip(&lens).rev() {
                 *d = k % len;
                 k /= len;
@@ -178,10 +188,11 @@ pub fn configurations(t: &TuneSection) -> Vec<Knobs> {
                 router: router[ix[5]].clone(),
                 prefix_caching: prefix[ix[6]],
                 weight_dtype: dtype[ix[7]].clone(),
-                prefill_gpu: pg[ix[8]].clone(),
-                prefill_tp: ptp[ix[9]],
-                decode_gpu: dg[ix[10]].clone(),
-                decode_tp: dtp[ix[11]],
+                kv_dtype: kv[ix[8]].clone(),
+                prefill_gpu: pg[ix[9]].clone(),
+                prefill_tp: ptp[ix[10]],
+                decode_gpu: dg[ix[11]].clone(),
+                decode_tp: dtp[ix[12]],
             }
         })
         .collect()

@@ -156,6 +156,8 @@ pub struct TuneSection {
     pub(crate) prefix_caching: Vec<bool>,
     /// Weight dtypes (`bf16`, `fp8`, `nvfp4`, `mxfp4`).
     pub(crate) weight_dtype: Vec<String>,
+    /// KV cache dtypes (`bf16`, `fp8`, …, as `[model] kv_dtype`).
+    pub(crate) kv_dtype: Vec<String>,
     /// A disaggregated scenario's prefill pool: GPU presets and TP degrees (each pool's
     /// instance count is the plan's search).
     pub(crate) prefill_gpu: Vec<String>,
@@ -185,6 +187,7 @@ impl TuneSection {
         distinct(path, "router", &self.router)?;
         distinct(path, "prefix_caching", &self.prefix_caching)?;
         distinct(path, "weight_dtype", &self.weight_dtype)?;
+        distinct(path, "kv_dtype", &self.kv_dtype)?;
         distinct(path, "prefill_gpu", &self.prefill_gpu)?;
         distinct(path, "prefill_tp", &self.prefill_tp)?;
         distinct(path, "decode_gpu", &self.decode_gpu)?;
@@ -217,6 +220,7 @@ impl TuneSection {
             * len(self.router.len())
             * len(self.prefix_caching.len())
             * len(self.weight_dtype.len())
+            * len(self.kv_dtype.len())
             * len(self.prefill_gpu.len())
             * len(self.prefill_tp.len())
             * len(self.decode_gpu.len())
