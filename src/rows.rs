@@ -201,7 +201,10 @@ pub(crate) fn write_request_rows<'a, W: Write>(
         if !plain(r.status) || !plain(r.reject_reason) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
-                format!("request {}: status {:?} / reason {:?} would need CSV quoting", r.id, r.status, r.reject_reason),
+                format!(
+                    "request {}: status {:?} / reason {:?} would need CSV quoting",
+                    r.id, r.status, r.reject_reason
+                ),
             ));
         }
         r.write_csv(&mut buf);

@@ -386,7 +386,16 @@ pub(crate) fn merge(
     let candidates = plan::candidates(&s).map_err(|e| CliError::input(e.to_string()))?;
     let dir = dir.unwrap_or_else(|| PathBuf::from("outputs").join(&header.plan.scenario));
     let report = plan::assemble(header.plan, results);
-    finish(&s, &candidates, &knobs, &report, &dir, format, digest, Skipped { pruned: &[], unsearched: &[], budget_runs: None })
+    finish(
+        &s,
+        &candidates,
+        &knobs,
+        &report,
+        &dir,
+        format,
+        digest,
+        Skipped { pruned: &[], unsearched: &[], budget_runs: None },
+    )
 }
 
 /// Writes tune.json and winner.toml into `dir` and prints the report (shared by `tune` and
@@ -472,7 +481,11 @@ fn finish(
                     pruned.len()
                 );
                 if !by_floor.is_empty() {
-                    outln!("  {} whose least possible cost exceeds the cheapest found{}", by_floor.len(), pruned_names(&by_floor));
+                    outln!(
+                        "  {} whose least possible cost exceeds the cheapest found{}",
+                        by_floor.len(),
+                        pruned_names(&by_floor)
+                    );
                 }
                 if !by_run.is_empty() {
                     outln!(

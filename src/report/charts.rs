@@ -395,7 +395,11 @@ fn draw_lines(
             if s.line {
                 chart.draw_series(LineSeries::new(s.points.iter().map(drawn), c.stroke_width(2))).map_err(err)?;
             }
-            entries.push(Entry { label: s.name.clone(), colour: c, swatch: if s.line { Swatch::Line } else { Swatch::Box } });
+            entries.push(Entry {
+                label: s.name.clone(),
+                colour: c,
+                swatch: if s.line { Swatch::Line } else { Swatch::Box },
+            });
             // Markers when asked, and always for short series, which a line alone may not show.
             if points || !s.line || s.points.len() <= 3 {
                 chart.draw_series(s.points.iter().map(|p| Circle::new(drawn(p), 4, c.filled()))).map_err(err)?;

@@ -240,7 +240,11 @@ pub(crate) fn tune_report(dir: &Path) -> anyhow::Result<String> {
     let best = plan.candidates.iter().find(|c| c.name == recommended).and_then(cost);
     let mut charts = vec![];
     for (title, threshold, pick) in [
-        ("TTFT p99", plan.header.slo.ttft_ms, (|c: &plan::CandidateResult| c.ttft_ms_p99) as fn(&plan::CandidateResult) -> Option<f64>),
+        (
+            "TTFT p99",
+            plan.header.slo.ttft_ms,
+            (|c: &plan::CandidateResult| c.ttft_ms_p99) as fn(&plan::CandidateResult) -> Option<f64>,
+        ),
         ("TPOT p99", plan.header.slo.tpot_ms, |c: &plan::CandidateResult| c.tpot_ms_p99),
     ] {
         let point = |c: &plan::CandidateResult| Some((cost(c)?, pick(c)?));
@@ -306,7 +310,12 @@ pub(crate) fn tune_report(dir: &Path) -> anyhow::Result<String> {
         }
         tables += "</table>\n";
     }
-    Ok(html::page_charts_first(&format!("servesim tune — {}", t.scenario), &(html::plan_header(plan) + &header), &tables, &charts))
+    Ok(html::page_charts_first(
+        &format!("servesim tune — {}", t.scenario),
+        &(html::plan_header(plan) + &header),
+        &tables,
+        &charts,
+    ))
 }
 
 /// The report of a `compare`: bars per variant for the key metrics, the baseline outlined, and

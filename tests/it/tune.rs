@@ -30,8 +30,16 @@ fn tune_json_with(src: &str, name: &str, extra: &[&str]) -> (serde_json::Value, 
     std::fs::create_dir_all(&out).unwrap();
     let path = out.join("tune.toml");
     std::fs::write(&path, src).unwrap();
-    let mut args =
-        vec!["tune", "--scenario", path.to_str().unwrap(), "--format", "json", "--quiet", "--out", out.to_str().unwrap()];
+    let mut args = vec![
+        "tune",
+        "--scenario",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ];
     args.extend_from_slice(extra);
     let o = servesim(&args);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -145,7 +153,11 @@ fn an_sglang_scenario_gets_sglangs_launch_command() {
     let src = format!("engine = \"sglang\"\n{}", tuned_short("max_num_seqs = [256]\nkv_dtype = [\"fp8\"]\n"));
     let (v, _) = tune_json(&src, "tune_kv_fp8");
     assert_eq!(v["recommended"], "kv-fp8-s256");
-    assert!(v["launch_command"].as_str().unwrap().ends_with("--max-running-requests 256 --kv-cache-dtype fp8_e4m3"), "{}", v["launch_command"]);
+    assert!(
+        v["launch_command"].as_str().unwrap().ends_with("--max-running-requests 256 --kv-cache-dtype fp8_e4m3"),
+        "{}",
+        v["launch_command"]
+    );
 }
 
 #[test]
@@ -252,9 +264,8 @@ fn pruning_by_one_run_and_by_ties_keeps_the_exhaustive_answer() {
     assert!(o.status.success(), "{}", stderr(&o));
     let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(all["configurations"], 24);
-    let exhaustive = |name: &str| {
-        all["plan"]["candidates"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone()
-    };
+    let exhaustive =
+        |name: &str| all["plan"]["candidates"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone();
     assert_eq!(pruned["recommended"], all["recommended"]);
     assert_eq!(pruned["recommended"], "l40s-s256-t4096");
     let best = exhaustive("l40s-s256-t4096")["cost_per_hour"].as_f64().unwrap();
@@ -341,13 +352,17 @@ fn a_disaggregated_scenario_tunes_each_pools_gpu_and_tp() {
         .fold(f64::INFINITY, f64::min);
     assert_eq!(best["cost_per_hour"].as_f64(), Some(cheapest));
     // The winner as a scenario with each pool at its count, and one launch command per pool.
-    let (np, nd) = (best["pools"]["prefill_instances"].as_u64().unwrap(), best["pools"]["decode_instances"].as_u64().unwrap());
+    let (np, nd) =
+        (best["pools"]["prefill_instances"].as_u64().unwrap(), best["pools"]["decode_instances"].as_u64().unwrap());
     let winner: toml::Table = read(&out.join("winner.toml")).parse().unwrap();
     let groups = winner["cluster"]["groups"].as_array().unwrap();
     let count = |role: &str| groups.iter().find(|g| g["role"].as_str() == Some(role)).unwrap()["count"].as_integer();
     assert_eq!((count("prefill"), count("decode")), (Some(np as i64), Some(nd as i64)));
     let launch = v["launch_command"].as_str().unwrap();
-    assert!(launch.starts_with(&format!("prefill ({np} instances): vllm serve meta-llama/Meta-Llama-3-8B-Instruct")), "{launch}");
+    assert!(
+        launch.starts_with(&format!("prefill ({np} instances): vllm serve meta-llama/Meta-Llama-3-8B-Instruct")),
+        "{launch}"
+    );
     assert!(launch.contains(&format!("; decode ({nd} instances): vllm serve")), "{launch}");
     assert_eq!(launch.matches("NixlConnector").count(), 2, "{launch}");
     // The pool knobs need pools.
@@ -371,16 +386,28 @@ fn a_budget_of_runs_stops_between_waves_and_says_the_answer_is_not_proven() {
     assert_eq!(v["budget_runs"], 20);
     let unsearched = v["unsearched"].as_array().unwrap();
     assert_eq!(unsearched.len(), 20, "{unsearched:?}");
-    assert!(unsearched.iter().all(|n| !n.as_str().unwrap().starts_with("l40s-s16") && !n.as_str().unwrap().starts_with("l40s-s8")));
+    assert!(unsearched
+        .iter()
+        .all(|n| !n.as_str().unwrap().starts_with("l40s-s16") && !n.as_str().unwrap().starts_with("l40s-s8")));
     assert_eq!(v["plan"]["candidates"].as_array().unwrap().len(), 4);
     assert_eq!(v["recommended"], "l40s-s16-t4096");
     assert_eq!(v["pruned"].as_array().unwrap().len(), 0);
     // The table says so.
-    let o = servesim(&["tune", "--scenario", dir.join("tune.toml").to_str().unwrap(), "--budget", "20", "--quiet", "--out", dir.to_str().unwrap()]);
+    let o = servesim(&[
+        "tune",
+        "--scenario",
+        dir.join("tune.toml").to_str().unwrap(),
+        "--budget",
+        "20",
+        "--quiet",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("the budget of 20 runs was spent: 20 configuration(s) not searched"), "{}", stdout(&o));
     assert!(stdout(&o).contains("not proven the cheapest of the space"));
     // --budget with --exhaustive or --shard is refused by the parser.
-    let o = servesim(&["tune", "--scenario", dir.join("tune.toml").to_str().unwrap(), "--budget", "20", "--exhaustive"]);
+    let o =
+        servesim(&["tune", "--scenario", dir.join("tune.toml").to_str().unwrap(), "--budget", "20", "--exhaustive"]);
     assert!(!o.status.success() && stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
 }

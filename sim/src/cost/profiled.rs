@@ -722,9 +722,7 @@ mod tests {
             })
             .filter(|b| !b.is_empty())
             .collect();
-        let by_hand = |b: &BatchShape| {
-            m.slots.iter().map(|s| m.slot_seconds(s, b).0).fold(0.0, |t, x| t + x)
-        };
+        let by_hand = |b: &BatchShape| m.slots.iter().map(|s| m.slot_seconds(s, b).0).fold(0.0, |t, x| t + x);
         for round in 0..2 {
             for b in &shapes {
                 // Bit-identical to the unmemoised sum in slot order, on a cold and a warm memo.

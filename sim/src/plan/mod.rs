@@ -29,8 +29,8 @@ pub use evidence::{classify, Binding, Misses, Point, SeedResult};
 pub use infeasible::Infeasible;
 pub use pools::{PairPoint, PairStep, PoolCandidate, PoolSpec, PoolsResult};
 pub use search::{
-    assemble, header, instances, plan_candidate, probe, AutoscaleComparison, AutoscaleSeed, Borderline, CandidateResult,
-    PlanHeader, PlanReport, SearchConfig, SpareCheck, Step,
+    assemble, header, instances, plan_candidate, probe, AutoscaleComparison, AutoscaleSeed, Borderline,
+    CandidateResult, PlanHeader, PlanReport, SearchConfig, SpareCheck, Step,
 };
 
 use crate::config::ConfigError;
