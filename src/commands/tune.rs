@@ -268,10 +268,7 @@ impl Pruned {
 pub(crate) fn run(a: Args) -> Result<()> {
     let src = scenario_file::read_source(Some(&a.scenario), "peak")?;
     let base = src.scenario()?;
-    let (s, knobs) = tune::plan_scenario(&base).map_err(|e| CliError::input(format!("{}: {e}", src.label)))?;
-    let candidates = plan::candidates(&s).map_err(|e| CliError::input(format!("{}: {e}", src.label)))?;
-    let section = s.resolved.plan.clone().unwrap_or_default();
-    let cfg = SearchConfig::new(&section, s.seed, a.seeds).without_capacity();
+    let Space { s, knobs, candidates, cfg, priced } = Space::of(&base, a.seeds, &src.label)?;
     let header = plan::header(&s, &candidates, &cfg);
     let picked = match a.shard {
         Some(sh) => sh.select(candidates.len()),
@@ -279,7 +276,6 @@ pub(crate) fn run(a: Args) -> Result<()> {
     };
     let progress = Progress::new(a.quiet, "tune", picked.len());
     let prune = a.shard.is_none() && !a.exhaustive;
-    let priced = candidates.iter().all(|c| c.price_per_gpu_hour.is_some());
     let Outcome { results, pruned, unsearched } = if prune {
         prune_search(&candidates, &picked, &cfg, priced, &progress, a.budget)
     } else {
@@ -294,8 +290,8 @@ pub(crate) fn run(a: Args) -> Result<()> {
             "tune: {} configurations ({} pruned: {} by their cost floor, {} by one run; {} unsearched), {} runs, {} simulated requests in {wall:.2} s ({:.1} configurations/s)",
             picked.len(),
             pruned.len(),
-            pruned.iter().filter(|p| p.failed_at_instances.is_none()).count(),
-            pruned.iter().filter(|p| p.failed_at_instances.is_some()).count(),
+            pruned.len() - by_run(&pruned),
+            by_run(&pruned),
             unsearched.len(),
             thousands(runs),
             thousands(requests),
@@ -348,10 +344,7 @@ pub(crate) struct BenchTune {
 /// The pruned search of `text`'s `[tune]` space, as `tune` runs it, with nothing written.
 pub(crate) fn bench(text: &str, name: &str) -> Result<BenchTune> {
     let base = Scenario::from_toml(text, name).map_err(|e| CliError::input(format!("{name}: {e}")))?;
-    let (s, _) = tune::plan_scenario(&base).map_err(|e| CliError::input(format!("{name}: {e}")))?;
-    let candidates = plan::candidates(&s).map_err(|e| CliError::input(format!("{name}: {e}")))?;
-    let cfg = SearchConfig::new(&s.resolved.plan.clone().unwrap_or_default(), s.seed, None).without_capacity();
-    let priced = candidates.iter().all(|c| c.price_per_gpu_hour.is_some());
+    let Space { s, candidates, cfg, priced, .. } = Space::of(&base, None, name)?;
     let progress = Progress::new(true, "tune", candidates.len());
     let all: Vec<usize> = (0..candidates.len()).collect();
     let Outcome { results, pruned, .. } = prune_search(&candidates, &all, &cfg, priced, &progress, None);
@@ -359,16 +352,42 @@ pub(crate) fn bench(text: &str, name: &str) -> Result<BenchTune> {
     let (runs, requests, wall_s) = progress.totals();
     let header = plan::header(&s, &candidates, &cfg);
     let report = plan::assemble(header, results.into_iter().map(|(_, r)| r).collect());
-    let by_run = pruned.iter().filter(|p| p.failed_at_instances.is_some()).count();
     Ok(BenchTune {
         configurations: candidates.len(),
-        pruned_by_floor: pruned.len() - by_run,
-        pruned_by_run: by_run,
+        pruned_by_floor: pruned.len() - by_run(&pruned),
+        pruned_by_run: by_run(&pruned),
         runs,
         requests,
         wall_s,
         recommended: report.recommended,
     })
+}
+
+/// The configurations of a scenario's `[tune]` space as plan candidates, and how they are
+/// searched (`seeds` overriding `[plan] seeds`; no capacity search); `label` names the
+/// scenario in errors.
+struct Space {
+    s: Scenario,
+    knobs: Vec<tune::Knobs>,
+    candidates: Vec<Candidate>,
+    cfg: SearchConfig,
+    /// Every candidate has a price: costs in $/h, else in GPUs.
+    priced: bool,
+}
+
+impl Space {
+    fn of(base: &Scenario, seeds: Option<u32>, label: &str) -> Result<Space> {
+        let (s, knobs) = tune::plan_scenario(base).map_err(|e| CliError::input(format!("{label}: {e}")))?;
+        let candidates = plan::candidates(&s).map_err(|e| CliError::input(format!("{label}: {e}")))?;
+        let cfg = SearchConfig::new(&s.resolved.plan.clone().unwrap_or_default(), s.seed, seeds).without_capacity();
+        let priced = candidates.iter().all(|c| c.price_per_gpu_hour.is_some());
+        Ok(Space { s, knobs, candidates, cfg, priced })
+    }
+}
+
+/// How many were pruned by a run (the others by their floor, unrun).
+fn by_run(pruned: &[Pruned]) -> usize {
+    pruned.iter().filter(|p| p.failed_at_instances.is_some()).count()
 }
 
 /// `merge` of tune shards: the configurations rebuilt from the shards' scenario, then what

@@ -228,13 +228,13 @@ pub(crate) fn plan_report(dir: &Path) -> anyhow::Result<String> {
 }
 
 /// The report of a `tune`: every configuration searched at its recommended count, by cost
-/// and by its worst seed's p99 TTFT and TPOT, the Pareto frontier joined, the SLO thresholds
+/// and by its worst seed's p99 TTFT and TPOT, the Pareto frontier's points apart, the SLO thresholds
 /// and the cheapest drawn; the configurations and the pruned ones in tables.
 pub(crate) fn tune_report(dir: &Path) -> anyhow::Result<String> {
     let t: crate::commands::tune::TuneReport = read_typed(&dir.join("tune.json"), "tune")?;
     let plan = &t.plan;
     let priced = plan.candidates.iter().all(|c| c.price_per_gpu_hour.is_some());
-    let cost = |c: &plan::CandidateResult| if priced { c.cost_per_hour } else { c.gpus.map(|g| g as f64) };
+    let cost = |c: &plan::CandidateResult| plan::tune::cost_of(c, priced);
     let x_desc = if priced { "$ per hour (at the recommended count)" } else { "GPUs (at the recommended count)" };
     let recommended = t.recommended.as_deref().unwrap_or("");
     let best = plan.candidates.iter().find(|c| c.name == recommended).and_then(cost);

@@ -46,6 +46,15 @@ fn tune_json_with(src: &str, name: &str, extra: &[&str]) -> (serde_json::Value, 
     (serde_json::from_slice(&o.stdout).expect("tune --format json prints JSON"), out)
 }
 
+/// `tune --exhaustive` of the scenario `tune_json` wrote into `out`, into `out/exhaustive`.
+fn exhaustive_of(out: &std::path::Path) -> serde_json::Value {
+    let (scenario, dir) = (out.join("tune.toml"), out.join("exhaustive"));
+    let args = ["tune", "--scenario", scenario.to_str().unwrap(), "--exhaustive", "--format", "json", "--quiet"];
+    let o = servesim(&[&args[..], &["--out", dir.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).expect("tune --format json prints JSON")
+}
+
 #[test]
 fn the_cheapest_feasible_configuration_and_the_frontier_are_those_of_the_exhaustive_search() {
     let space = "gpu = [\"h100-sxm\", \"a100-80g\"]\ntp = [1, 2]\nmax_num_seqs = [16, 256]\n";
@@ -205,19 +214,7 @@ fn pruning_by_cost_floor_never_drops_the_cheapest() {
         assert!(p["cost_floor"].as_f64().unwrap() > p["cheapest_found"].as_f64().unwrap());
     }
     assert_eq!(pruned["configurations"], 4);
-    let o = servesim(&[
-        "tune",
-        "--scenario",
-        out.join("tune.toml").to_str().unwrap(),
-        "--exhaustive",
-        "--format",
-        "json",
-        "--quiet",
-        "--out",
-        out.join("exhaustive").to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let all = exhaustive_of(&out);
     assert_eq!(all["configurations"], 8);
     assert_eq!(all["pruned"].as_array().unwrap().len(), 0);
     assert_eq!(pruned["recommended"], all["recommended"]);
@@ -242,7 +239,7 @@ fn pruning_by_one_run_and_by_ties_keeps_the_exhaustive_answer() {
     //   2. l40s s256 ×2: searched ($2.00); b200 s16 ×2 ($0.50): passes at 8 instances ($4.00)
     //      and misses at 7 (the most costing less): it can at best tie $4.00 and waits;
     //   3. b200 s8 ×2: miss at 4 ($2.00) → pruned by one run; b200 s256 ×2: pass at 4, and no
-    //      count costs less than $2.00: a tie, searched at the end; a100 s16 ×2: miss at 1;
+    //      count costs less than $2.00: a tie, searched at the end;
     //   4… a100 (miss at 1 instance), h100 (floor $3.00 > $2.00, unrun).
     // At the end the cheapest is $2.00 < $4.00: b200 s16 is pruned, b200 s256 is searched.
     let src = tuned_short("gpu = [\"l40s\", \"b200\", \"a100-80g\", \"h100-sxm\"]\nmax_num_seqs = [16, 8, 256]\nmax_num_batched_tokens = [4096, 8192]\n")
@@ -250,19 +247,7 @@ fn pruning_by_one_run_and_by_ties_keeps_the_exhaustive_answer() {
     let dir = out_dir("tune_probe");
     let html_path = dir.join("tune.html");
     let (pruned, out) = tune_json_with(&src, "tune_probe", &["--report", html_path.to_str().unwrap()]);
-    let o = servesim(&[
-        "tune",
-        "--scenario",
-        out.join("tune.toml").to_str().unwrap(),
-        "--exhaustive",
-        "--format",
-        "json",
-        "--quiet",
-        "--out",
-        out.join("exhaustive").to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let all = exhaustive_of(&out);
     assert_eq!(all["configurations"], 24);
     let exhaustive =
         |name: &str| all["plan"]["candidates"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone();

@@ -168,7 +168,8 @@ pub struct Profiled {
     roofline: Roofline,
     slots: Vec<Slot>,
     fallbacks: Vec<Fallback>,
-    /// One memo per slot (same index) whose time depends on one whole count only.
+    /// One memo per slot (same index) whose time depends on one whole count only, outside the
+    /// prefix.
     memos: Vec<Option<Memo>>,
     /// The leading slots measured by the token count (the layers' GEMMs and elementwise ops):
     /// how many, and their sum in slot order by token count, so that one read stands for them
@@ -386,16 +387,20 @@ impl Profiled {
             .filter_map(|s| s.fallback.as_ref().map(|r| Fallback { op: s.name.to_string(), reason: r.clone() }))
             .collect();
         let roofline = Roofline::new(model.clone(), gpu, tp, params);
+        let lead = slots.iter().take_while(|s| s.curve.is_some() && matches!(s.kind, Kind::LayerTokens)).count();
+        let prefix = (lead > 1).then(|| (lead, Memo::new(TOKEN_MEMO)));
+        // The slots of the prefix are read through its memo only.
+        let first = if prefix.is_some() { lead } else { 0 };
         let memos = slots
             .iter()
-            .map(|s| match s.kind {
+            .enumerate()
+            .map(|(i, s)| match s.kind {
+                _ if i < first => None,
                 Kind::LayerTokens | Kind::StepTokens | Kind::AllReduce => Some(Memo::new(TOKEN_MEMO)),
                 Kind::Sampled | Kind::Cpu | Kind::Roof(RoofOp::LmHead, ..) => Some(Memo::new(SEQ_MEMO)),
                 _ => None,
             })
             .collect();
-        let lead = slots.iter().take_while(|s| s.curve.is_some() && matches!(s.kind, Kind::LayerTokens)).count();
-        let prefix = (lead > 1).then(|| (lead, Memo::new(TOKEN_MEMO)));
         let cpu_slots = (0..slots.len()).filter(|&i| matches!(slots[i].kind, Kind::Cpu | Kind::RoofCpu)).collect();
         Ok(Profiled { model, roofline, slots, fallbacks, memos, prefix, cpu_slots })
     }

@@ -345,7 +345,22 @@ struct Search<'a> {
     stopped: Option<String>,
 }
 
-impl Search<'_> {
+impl<'a> Search<'a> {
+    /// A search of `scenario` with `down` instances down for the whole run, nothing run yet.
+    fn new(scenario: &'a Scenario, down: u32, cfg: &'a SearchConfig, progress: &'a (dyn Fn(u64) + Sync)) -> Self {
+        Search {
+            scenario,
+            down,
+            cfg,
+            progress,
+            cache: BTreeMap::new(),
+            trail: Vec::new(),
+            runs: 0,
+            requests: 0,
+            stopped: None,
+        }
+    }
+
     /// One run: `instances` instances, seed number `ix`, arrival rates times `scale`.
     fn run(&mut self, instances: u32, ix: usize, scale: f64) -> SeedResult {
         let mut s = self.scenario.clone();
@@ -552,17 +567,7 @@ pub fn probe(c: &Candidate, cfg: &SearchConfig, instances: u32, progress: &(dyn 
         return None;
     }
     let scenario = c.scenario.as_ref()?;
-    let mut s = Search {
-        scenario,
-        down: cfg.spare,
-        cfg,
-        progress,
-        cache: BTreeMap::new(),
-        trail: Vec::new(),
-        runs: 0,
-        requests: 0,
-        stopped: None,
-    };
+    let mut s = Search::new(scenario, cfg.spare, cfg, progress);
     let r = s.run(instances.clamp(cfg.min_instances(), cfg.max_instances), 0, 1.0);
     s.stopped.is_none().then_some(r.met)
 }
@@ -617,17 +622,7 @@ pub fn plan_candidate(
     out.kv_blocks_per_instance = Some(g.memory.kv_blocks);
     out.gpu_memory_gib = Some(g.gpu.memory_bytes as f64 / crate::memory::GIB);
 
-    let search = |down| Search {
-        scenario,
-        down,
-        cfg,
-        progress,
-        cache: BTreeMap::new(),
-        trail: Vec::new(),
-        runs: 0,
-        requests: 0,
-        stopped: None,
-    };
+    let search = |down| Search::new(scenario, down, cfg, progress);
     let mut s = search(0);
     let mut plain_stopped = None;
     let capacity = if cfg.capacity { s.capacity() } else { None };
