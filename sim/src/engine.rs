@@ -43,9 +43,11 @@ use crate::workload::{Request, TraceError, Workload, NO_CLIENT};
 /// Events, ordered by time, then by the order they were scheduled.
 #[derive(Debug)]
 pub enum Event {
-    Arrival(Request),
+    /// Boxed, as is `Frontend`'s: events are moved on every push and pop of the queue, and
+    /// nearly all of them are iteration ends.
+    Arrival(Box<Request>),
     /// The frontend has processed a request (`[frontend]`): the router gets it now.
-    Frontend(Request),
+    Frontend(Box<Request>),
     IterationEnd(u32),
     /// A failure, detection, restart, stranded requests due, or an autoscaler tick.
     Fleet(FleetEvent),
@@ -231,7 +233,7 @@ impl Simulation {
     pub fn new_with_cost(s: &Scenario, cost: &dyn Fn(usize) -> Arc<dyn CostModel>) -> Simulation {
         let mut sim = Simulation::build(s, cost);
         for r in sim.workload.initial() {
-            sim.queue.push(r.arrival, Event::Arrival(r));
+            sim.queue.push(r.arrival, Event::Arrival(Box::new(r)));
         }
         sim
     }
@@ -249,7 +251,7 @@ impl Simulation {
         let mut sim = Simulation::build(s, &|gi| cost_model(s, gi));
         sim.workload = workload;
         for r in sim.workload.initial() {
-            sim.queue.push(r.arrival, Event::Arrival(r));
+            sim.queue.push(r.arrival, Event::Arrival(Box::new(r)));
         }
         sim
     }
@@ -389,10 +391,10 @@ impl Simulation {
                 self.stopped = Some(Stopped::RequestBudget);
                 return false;
             }
-            Event::Arrival(req) => self.on_arrival(req),
+            Event::Arrival(req) => self.on_arrival(*req),
             Event::Frontend(req) => {
                 self.frontend.as_mut().expect("frontend events need a frontend").release();
-                self.route(req)
+                self.route(*req)
             }
             Event::IterationEnd(i) => self.on_iteration_end(i),
             Event::Fleet(f) => self.on_fleet(f),
@@ -494,7 +496,7 @@ impl Simulation {
         // queued before any iteration starts.
         if self.workload.is_open(&req) {
             if let Some(next) = self.workload.next_open() {
-                self.queue.push(next.arrival, Event::Arrival(next));
+                self.queue.push(next.arrival, Event::Arrival(Box::new(next)));
             }
         }
         // Closed-loop clients generate requests out of arrival order; ids are given here so
@@ -505,7 +507,7 @@ impl Simulation {
         }
         if let Some(f) = self.frontend.as_mut() {
             let at = f.admit(self.now, req.prompt_tokens);
-            self.queue.push(at, Event::Frontend(req));
+            self.queue.push(at, Event::Frontend(Box::new(req)));
             return;
         }
         self.route(req);
@@ -580,7 +582,7 @@ impl Simulation {
         }
         // The client has its last token once the frontend has streamed it.
         if let Some(next) = self.workload.next_for_client(client, self.now + self.rec.token_delay) {
-            self.queue.push(next.arrival, Event::Arrival(next));
+            self.queue.push(next.arrival, Event::Arrival(Box::new(next)));
         }
     }
 

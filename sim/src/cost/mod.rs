@@ -198,4 +198,15 @@ pub trait CostModel: Send + Sync {
     fn cpu_time(&self, _batch: &BatchShape) -> SimTime {
         SimTime::ZERO
     }
+
+    /// The iteration's time and its CPU part together — [`CostModel::iteration_time`] (or
+    /// [`CostModel::iteration_time_accounted`] with `acc`) and [`CostModel::cpu_time`] — for
+    /// models that price both from one pass over their tables.
+    fn iteration_times(&self, batch: &BatchShape, acc: Option<&mut CostAccount>) -> (SimTime, SimTime) {
+        let total = match acc {
+            Some(a) => self.iteration_time_accounted(batch, a),
+            None => self.iteration_time(batch),
+        };
+        (total, self.cpu_time(batch))
+    }
 }

@@ -510,6 +510,28 @@ impl Curve2 {
         rows[i - 1].1.covers(x2) && rows[i].1.covers(x2)
     }
 
+    /// [`Curve2::eval`] and [`Curve2::covers`] together, with one search for the rows.
+    pub fn read(&self, x1: f64, x2: f64) -> (f64, bool) {
+        let rows = &self.rows;
+        let n = rows.len();
+        let (k0, c0) = &rows[0];
+        if x1 <= *k0 {
+            return (c0.eval(x2), x1 == *k0 && c0.covers(x2));
+        }
+        if x1 >= rows[n - 1].0 {
+            let (k, c) = &rows[n - 1];
+            let y = c.eval(x2);
+            return (if *k > 0.0 { y * x1 / k } else { y }, x1 == *k && c.covers(x2));
+        }
+        let i = rows.partition_point(|r| r.0 < x1) - 1;
+        let (k1, c1) = &rows[i + 1];
+        if *k1 == x1 {
+            return (c1.eval(x2), c1.covers(x2));
+        }
+        let (k0, c0) = &rows[i];
+        (segment(self.interp, *k0, c0.eval(x2), *k1, c1.eval(x2), x1), c0.covers(x2) && c1.covers(x2))
+    }
+
     /// The time at (x1, x2): each neighbouring row is read at x2, then the two are
     /// interpolated along x1 (proportionally beyond the last row, flat below the first).
     pub fn eval(&self, x1: f64, x2: f64) -> f64 {
@@ -564,6 +586,14 @@ impl Curve {
         match self {
             Curve::One(c) => c.eval(x[0]),
             Curve::Two(c) => c.eval(x[0], x[1]),
+        }
+    }
+
+    /// The time at a point and whether it lies within the measured range, in one search.
+    pub fn read(&self, x: &[f64]) -> (f64, bool) {
+        match self {
+            Curve::One(c) => (c.eval(x[0]), c.covers(x[0])),
+            Curve::Two(c) => c.read(x[0], x[1]),
         }
     }
 
@@ -748,6 +778,35 @@ mod tests {
         assert_eq!(t.eval(2.0, 200.0), 6.0);
         // Beyond the last row: proportional to the batch.
         assert_eq!(t.eval(6.0, 300.0), 24.0);
+    }
+
+    #[test]
+    fn one_read_equals_eval_and_covers_everywhere() {
+        // Rows of different ranges (as prefill attention's are), read on and between rows,
+        // below, above and beyond both axes, with both interpolations.
+        let pts: Vec<Vec<f64>> = vec![
+            vec![1.0, 100.0, 2.0],
+            vec![1.0, 300.0, 4.0],
+            vec![2.0, 50.0, 3.0],
+            vec![2.0, 200.0, 5.0],
+            vec![4.0, 100.0, 6.0],
+            vec![4.0, 400.0, 12.0],
+        ];
+        for interp in [Interp::Linear, Interp::LogLog] {
+            let t = Curve2::new(&pts, interp);
+            let mut outside = 0;
+            for x1 in [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0] {
+                for x2 in [10.0, 50.0, 100.0, 150.0, 200.0, 300.0, 400.0, 500.0] {
+                    let (y, inside) = t.read(x1, x2);
+                    assert_eq!(y.to_bits(), t.eval(x1, x2).to_bits(), "({x1}, {x2})");
+                    assert_eq!(inside, t.covers(x1, x2), "({x1}, {x2})");
+                    outside += !inside as u32;
+                }
+            }
+            // Inside: row 1 at 100–300 (4 of the x2), row 2 at 50–200 (4), row 4 at 100–400 (5);
+            // between rows 1 and 2 (x1 = 1.5) and rows 2 and 4 (x1 = 3) at 100–200 (3 each).
+            assert_eq!(7 * 8 - outside, 4 + 4 + 5 + 3 + 3);
+        }
     }
 
     #[test]

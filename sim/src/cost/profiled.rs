@@ -169,14 +169,52 @@ pub struct Profiled {
     slots: Vec<Slot>,
     fallbacks: Vec<Fallback>,
     /// One memo per slot (same index) whose time depends on one whole count only, outside the
-    /// prefix.
-    memos: Vec<Option<Memo>>,
+    /// prefix, with the count it is keyed by.
+    memos: Vec<Option<(Key, Memo)>>,
     /// The leading slots measured by the token count (the layers' GEMMs and elementwise ops):
     /// how many, and their sum in slot order by token count, so that one read stands for them
     /// all (the same additions as slot by slot, from zero: bit-identical).
     prefix: Option<(usize, Memo)>,
     /// The slots of the engine's CPU work, for `cpu_time`.
     cpu_slots: Vec<usize>,
+    /// Whether slot `i` is CPU work (the same slots as `cpu_slots`).
+    is_cpu: Vec<bool>,
+}
+
+/// The one count a memoised slot's time depends on (see `slot_seconds`).
+#[derive(Clone, Copy, Debug)]
+enum Key {
+    Tokens,
+    Sampled,
+    Seqs,
+}
+
+impl Key {
+    fn of(kind: Kind) -> Option<Key> {
+        match kind {
+            Kind::LayerTokens | Kind::StepTokens | Kind::AllReduce => Some(Key::Tokens),
+            // The roofline's LM head reads the sampled rows only.
+            Kind::Sampled | Kind::Roof(RoofOp::LmHead, ..) => Some(Key::Sampled),
+            Kind::Cpu => Some(Key::Seqs),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    fn count(self, b: &BatchShape) -> u64 {
+        match self {
+            Key::Tokens => b.tokens(),
+            Key::Sampled => b.sampled_seqs,
+            Key::Seqs => b.seqs(),
+        }
+    }
+
+    fn memo(self) -> Memo {
+        Memo::new(match self {
+            Key::Tokens => TOKEN_MEMO,
+            Key::Sampled | Key::Seqs => SEQ_MEMO,
+        })
+    }
 }
 
 /// A slot's seconds by its count (tokens, sequences or sampled sequences), filled as read:
@@ -192,6 +230,7 @@ impl Memo {
         Memo(std::iter::repeat_with(|| AtomicU64::new(0)).take(len).collect())
     }
 
+    #[inline(always)]
     fn get(&self, key: u64, compute: impl FnOnce() -> (f64, bool)) -> (f64, bool) {
         let Some(cell) = usize::try_from(key).ok().and_then(|k| self.0.get(k)) else { return compute() };
         let bits = cell.load(Ordering::Relaxed);
@@ -394,15 +433,11 @@ impl Profiled {
         let memos = slots
             .iter()
             .enumerate()
-            .map(|(i, s)| match s.kind {
-                _ if i < first => None,
-                Kind::LayerTokens | Kind::StepTokens | Kind::AllReduce => Some(Memo::new(TOKEN_MEMO)),
-                Kind::Sampled | Kind::Cpu | Kind::Roof(RoofOp::LmHead, ..) => Some(Memo::new(SEQ_MEMO)),
-                _ => None,
-            })
+            .map(|(i, s)| if i < first { None } else { Key::of(s.kind).map(|k| (k, k.memo())) })
             .collect();
-        let cpu_slots = (0..slots.len()).filter(|&i| matches!(slots[i].kind, Kind::Cpu | Kind::RoofCpu)).collect();
-        Ok(Profiled { model, roofline, slots, fallbacks, memos, prefix, cpu_slots })
+        let is_cpu: Vec<bool> = slots.iter().map(|s| matches!(s.kind, Kind::Cpu | Kind::RoofCpu)).collect();
+        let cpu_slots = (0..slots.len()).filter(|&i| is_cpu[i]).collect();
+        Ok(Profiled { model, roofline, slots, fallbacks, memos, prefix, cpu_slots, is_cpu })
     }
 
     /// Ops the roofline model stands in for, with the reason.
@@ -412,13 +447,14 @@ impl Profiled {
 
     /// One slot's seconds over the iteration, and whether its table was read outside the
     /// measured range.
+    #[inline(never)]
     fn slot_seconds(&self, s: &Slot, b: &BatchShape) -> (f64, bool) {
         let layers = self.model.layers as f64;
         let n = b.tokens() as f64;
         let ms = 1e-3;
         let read = |x: &[f64]| -> (f64, bool) {
-            let c = s.curve.as_ref().expect("measured slots have a table");
-            (c.eval_at(x), !c.covers(x))
+            let (t, inside) = s.curve.as_ref().expect("measured slots have a table").read(x);
+            (t, !inside)
         };
         match s.kind {
             Kind::LayerTokens => {
@@ -477,21 +513,12 @@ impl Profiled {
     }
 
     /// `slot_seconds` of slot `i`, from its memo when it has one.
+    #[inline(always)]
     fn slot_seconds_memo(&self, i: usize, b: &BatchShape) -> (f64, bool) {
         let s = &self.slots[i];
         match &self.memos[i] {
-            Some(m) => m.get(Self::memo_key(s.kind, b), || self.slot_seconds(s, b)),
+            Some((key, m)) => m.get(key.count(b), || self.slot_seconds(s, b)),
             None => self.slot_seconds(s, b),
-        }
-    }
-
-    /// The one count a memoised slot's time depends on (see `slot_seconds`).
-    fn memo_key(kind: Kind, b: &BatchShape) -> u64 {
-        match kind {
-            // The roofline's LM head reads the sampled rows only.
-            Kind::Sampled | Kind::Roof(RoofOp::LmHead, ..) => b.sampled_seqs,
-            Kind::Cpu => b.seqs(),
-            _ => b.tokens(),
         }
     }
 
@@ -509,13 +536,15 @@ impl Profiled {
             .collect()
     }
 
-    /// Iteration time in seconds, before rounding to integer nanoseconds; with `acc`, what the
-    /// roofline priced and what was read outside the measured range is added to it.
-    fn seconds(&self, b: &BatchShape, mut acc: Option<&mut CostAccount>) -> f64 {
+    /// Iteration time in seconds, before rounding to integer nanoseconds, and its CPU part;
+    /// with `acc`, what the roofline priced and what was read outside the measured range is
+    /// added to it. The CPU part is summed in slot order from zero, as `cpu_time` sums it.
+    fn seconds(&self, b: &BatchShape, mut acc: Option<&mut CostAccount>) -> (f64, f64) {
         if b.is_empty() {
-            return 0.0;
+            return (0.0, 0.0);
         }
         let mut total = 0.0;
+        let mut cpu = 0.0;
         let mut first = 0;
         if let Some((lead, memo)) = &self.prefix {
             let (sum, outside) = memo.get(b.tokens(), || {
@@ -542,11 +571,14 @@ impl Profiled {
             total = sum;
             first = *lead;
         }
-        for (i, s) in self.slots.iter().enumerate().skip(first) {
+        for i in first..self.slots.len() {
             let (secs, outside) = self.slot_seconds_memo(i, b);
             total += secs;
+            if self.is_cpu[i] {
+                cpu += secs;
+            }
             if let Some(a) = acc.as_deref_mut() {
-                if secs > 0.0 && (s.fallback.is_some() || outside) {
+                if secs > 0.0 && (outside || self.slots[i].fallback.is_some()) {
                     a.add(i, secs);
                 }
             }
@@ -555,12 +587,12 @@ impl Profiled {
             a.total_s += total;
             a.iterations += 1;
         }
-        total
+        (total, cpu)
     }
 
     /// Iteration time in seconds, before rounding to integer nanoseconds.
     pub fn iteration_seconds(&self, b: &BatchShape) -> f64 {
-        self.seconds(b, None)
+        self.seconds(b, None).0
     }
 
     /// The fallbacks and out-of-range readings of a run, with their share of its time.
@@ -583,6 +615,11 @@ impl Profiled {
     }
 }
 
+/// The CPU part of an iteration, to the nearest nanosecond.
+fn cpu_ns(seconds: f64) -> SimTime {
+    SimTime((seconds * 1e9).round() as u64)
+}
+
 fn to_ns(seconds: f64) -> SimTime {
     let ns = (seconds * 1e9).ceil();
     let ns = if ns.is_finite() { ns.min(u64::MAX as f64 / 4.0) } else { u64::MAX as f64 / 4.0 };
@@ -591,7 +628,7 @@ fn to_ns(seconds: f64) -> SimTime {
 
 impl CostModel for Profiled {
     fn iteration_time(&self, b: &BatchShape) -> SimTime {
-        to_ns(self.seconds(b, None))
+        to_ns(self.seconds(b, None).0)
     }
 
     fn accounts(&self) -> bool {
@@ -599,7 +636,12 @@ impl CostModel for Profiled {
     }
 
     fn iteration_time_accounted(&self, b: &BatchShape, acc: &mut CostAccount) -> SimTime {
-        to_ns(self.seconds(b, Some(acc)))
+        to_ns(self.seconds(b, Some(acc)).0)
+    }
+
+    fn iteration_times(&self, b: &BatchShape, acc: Option<&mut CostAccount>) -> (SimTime, SimTime) {
+        let (total, cpu) = self.seconds(b, acc);
+        (to_ns(total), cpu_ns(cpu))
     }
 
     fn cpu_time(&self, b: &BatchShape) -> SimTime {
@@ -607,7 +649,7 @@ impl CostModel for Profiled {
             return SimTime::ZERO;
         }
         let secs: f64 = self.cpu_slots.iter().map(|&i| self.slot_seconds_memo(i, b).0).sum();
-        SimTime((secs * 1e9).round() as u64)
+        cpu_ns(secs)
     }
 
     fn shares(&self, acc: &CostAccount) -> Vec<FallbackShare> {
@@ -732,6 +774,10 @@ mod tests {
             for b in &shapes {
                 // Bit-identical to the unmemoised sum in slot order, on a cold and a warm memo.
                 assert_eq!(m.iteration_seconds(b).to_bits(), by_hand(b).to_bits(), "round {round}: {b:?}");
+                // The one pass gives what the two calls give.
+                let (total, cpu) = m.iteration_times(b, None);
+                assert_eq!((total, cpu), (m.iteration_time(b), m.cpu_time(b)), "round {round}: {b:?}");
+                assert!(cpu > SimTime::ZERO && cpu < total);
             }
         }
         // 10,001 tokens: beyond the token tables (10,000), inside the memo: the per-layer ops

@@ -372,19 +372,17 @@ impl Instance {
         }
         #[cfg(debug_assertions)]
         self.check_batch(&shape);
-        let total = if self.wants_seqs {
+        let (total, cpu) = if self.wants_seqs {
             // Decodes first, then this iteration's prefills (and speculative verifications).
             self.seqs.clear();
             self.seqs.extend(self.running.iter().filter_map(|s| s.work()));
             self.seqs.sort_by_key(|w| w.prefill); // stable: each kind keeps the batch's order
-            self.cost.iteration_time_of(&shape, &self.seqs)
-        } else if let Some(acc) = self.account.as_deref_mut() {
-            self.cost.iteration_time_accounted(&shape, acc)
+            (self.cost.iteration_time_of(&shape, &self.seqs), self.cost.cpu_time(&shape))
         } else {
-            self.cost.iteration_time(&shape)
+            self.cost.iteration_times(&shape, self.account.as_deref_mut())
         };
         debug_assert!(total > SimTime::ZERO, "an iteration must take time");
-        let cpu = self.cost.cpu_time(&shape).min(total);
+        let cpu = cpu.min(total);
         let mut gpu = total - cpu;
         let mut dur = total;
         if self.cfg.policy.cpu_overlap {
@@ -467,11 +465,14 @@ impl Instance {
 
     /// Gives each running decode without a step yet its decode step while `budget` lasts, and
     /// the blocks for it (preempting the most recently admitted requests when none are free).
-    fn step_running_decodes(&mut self, budget: u64, rec: &mut dyn Observer) {
+    /// Returns whether it passed a running request in the middle of its prefill (without a
+    /// step): if not, [`Instance::step_running_prefills`] has nothing to do.
+    fn step_running_decodes(&mut self, budget: u64, rec: &mut dyn Observer) -> bool {
         let bt = self.cfg.block_tokens;
         let k = self.cfg.policy.speculative.as_ref().map_or(0, |sp| sp.k);
         let mut used = 0;
         let mut i = 0;
+        let mut prefills = false;
         // Fast pass, for as long as free blocks suffice (no eviction, no preemption): this runs
         // for every request, every iteration.
         {
@@ -506,6 +507,8 @@ impl Instance {
                             batch.add(s);
                         }
                     }
+                } else if s.step == 0 {
+                    prefills = true;
                 }
                 i += 1;
             }
@@ -526,9 +529,12 @@ impl Instance {
                         self.grow_slow(i, need, rec);
                     }
                 }
+            } else if s.step == 0 {
+                prefills = true;
             }
             i += 1;
         }
+        prefills
     }
 
     /// Keeps the decode steps of running requests, in order, while their tokens fit in `keep`;
@@ -774,6 +780,9 @@ impl Instance {
                 break;
             }
             let mut seq = self.waiting.take(from_preempted, &ctx);
+            // Its whole block table at once (it grows to this as it decodes).
+            let table = self.blocks_for(seq.prompt as u64 + seq.output as u64) as usize;
+            seq.blocks.reserve_exact(table.max(need as usize).saturating_sub(seq.blocks.len()));
             let hits = std::mem::take(&mut self.kv.hits);
             for h in &hits {
                 if let Hit::Gpu(b) = h {

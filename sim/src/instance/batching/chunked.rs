@@ -35,8 +35,9 @@ pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Chunked, 
     let left = |inst: &Instance| max.saturating_sub(inst.budget_used());
     match c.priority {
         ChunkedPriority::Decode => {
-            inst.step_running_decodes(left(inst), rec);
-            inst.step_running_prefills(left(inst), rec);
+            if inst.step_running_decodes(left(inst), rec) {
+                inst.step_running_prefills(left(inst), rec);
+            }
             if !inst.preempted_now {
                 let mut budget = left(inst);
                 inst.swap_in(&mut budget, true);
