@@ -185,6 +185,35 @@ impl BlockAllocator {
         Some(b)
     }
 
+    /// Takes `n` blocks from the free ones into `table` — the very blocks, in the same order,
+    /// as `n` calls of [`BlockAllocator::alloc_free`] — if `n` are free (never evicting);
+    /// otherwise takes none and returns false.
+    pub(crate) fn alloc_free_into(&mut self, n: usize, table: &mut Vec<u32>) -> bool {
+        let fresh_left = (self.total - self.fresh) as usize;
+        if n > self.free.len() + fresh_left {
+            return false;
+        }
+        let from_list = n.min(self.free.len());
+        let start = table.len();
+        table.extend(self.free.drain(self.free.len() - from_list..).rev());
+        let fresh = (n - from_list) as u32;
+        table.extend(self.fresh..self.fresh + fresh);
+        self.refs.resize(self.refs.len() + fresh as usize, 0);
+        if let Some(c) = self.cache.as_mut() {
+            let k = fresh as usize;
+            c.hash.resize(c.hash.len() + k, None);
+            c.prev.resize(c.prev.len() + k, NIL);
+            c.next.resize(c.next.len() + k, NIL);
+            c.released.resize(c.released.len() + k, SimTime::ZERO);
+        }
+        self.fresh += fresh;
+        for &b in &table[start..] {
+            debug_assert_eq!(self.refs[b as usize], 0, "block {b} on the free list but owned");
+            self.refs[b as usize] = 1;
+        }
+        true
+    }
+
     /// Takes `n` blocks into `table`, all or nothing.
     #[cfg(test)]
     pub(crate) fn alloc_n(&mut self, n: u32, table: &mut Vec<u32>) -> bool {
@@ -369,7 +398,8 @@ mod tests {
         for seed in 0..20 {
             let mut rng = substream(seed, Stream::Sampling, 0);
             let total = rng.random_range(1..200u32);
-            let mut a = BlockAllocator::new(total);
+            // Half of them with the (unused) prefix cache's per-block arrays.
+            let mut a = if seed % 2 == 0 { BlockAllocator::new(total) } else { BlockAllocator::with_prefix_cache(total) };
             let mut tables: Vec<Vec<u32>> = vec![Vec::new(); 8];
             let mut model_free = total;
             let mut model_owned = [0u32; 8];
@@ -378,7 +408,12 @@ mod tests {
                 match rng.random_range(0..3) {
                     0 | 1 => {
                         let n = rng.random_range(0..6u32);
+                        // Taking them at once gives the very blocks one by one would.
+                        let (mut twin, mut twin_table) = (a.clone(), tables[who].clone());
+                        let twin_ok = twin.alloc_free_into(n as usize, &mut twin_table);
                         let ok = a.alloc_n(n, &mut tables[who]);
+                        assert_eq!((twin_ok, &twin_table), (ok, &tables[who]), "seed {seed}");
+                        assert_eq!(format!("{twin:?}"), format!("{a:?}"), "seed {seed}");
                         assert_eq!(ok, n <= model_free, "seed {seed}");
                         if ok {
                             model_free -= n;

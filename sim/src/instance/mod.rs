@@ -475,7 +475,47 @@ impl Instance {
         let mut prefills = false;
         // Fast pass, for as long as free blocks suffice (no eviction, no preemption): this runs
         // for every request, every iteration.
-        {
+        if k == 0 {
+            // Without speculation every decode step is one token: the same pass, with the
+            // batch's sums kept in registers.
+            let (running, kv) = (&mut self.running, &mut self.kv.blocks);
+            let (mut seqs, mut context) = (0, 0);
+            for s in running.iter_mut() {
+                if s.step != 0 {
+                    i += 1;
+                    continue;
+                }
+                let ctx = s.prompt as u64 + s.generated as u64;
+                if s.generated == 0 || ctx - s.computed != 1 {
+                    prefills = true;
+                    i += 1;
+                    continue;
+                }
+                if used < budget {
+                    if (s.blocks.len() as u64) * bt < ctx {
+                        let need = ctx.div_ceil(bt) as usize;
+                        while s.blocks.len() < need {
+                            match kv.alloc_free() {
+                                Some(b) => s.blocks.push(b),
+                                None => break,
+                            }
+                        }
+                        if s.blocks.len() < need {
+                            break;
+                        }
+                    }
+                    s.step = 1;
+                    used += 1;
+                    seqs += 1;
+                    context += ctx;
+                }
+                i += 1;
+            }
+            let b = &mut self.batch.shape;
+            b.decode_seqs += seqs;
+            b.decode_context_tokens += context;
+            b.sampled_seqs += seqs;
+        } else {
             let (running, kv, batch) = (&mut self.running, &mut self.kv.blocks, &mut self.batch);
             for s in running.iter_mut() {
                 if s.step == 0 && s.is_decode() {
@@ -804,9 +844,13 @@ impl Instance {
                     }
                 }
             }
-            while (seq.blocks.len() as u64) < need {
-                let b = self.kv.alloc_block(rec).expect("checked free blocks");
-                seq.blocks.push(b);
+            let missing = (need as usize).saturating_sub(seq.blocks.len());
+            if !self.kv.blocks.alloc_free_into(missing, &mut seq.blocks) {
+                // Some must be evicted from the prefix cache.
+                while (seq.blocks.len() as u64) < need {
+                    let b = self.kv.alloc_block(rec).expect("checked free blocks");
+                    seq.blocks.push(b);
+                }
             }
             self.kv.hits = hits;
             self.kv.cpu_hits_in(cpu_hits);
@@ -852,7 +896,9 @@ impl Instance {
         let mut kept = 0;
         for i in 0..running.len() {
             if finish_one(&mut running[i], &mut ctx, kv, queue, spec_rng, rec, departed) {
-                running.swap(kept, i);
+                if kept != i {
+                    running.swap(kept, i);
+                }
                 kept += 1;
             }
         }

@@ -137,7 +137,8 @@ const LOG_BASE: f64 = 1.001;
 
 impl LogHistogram {
     fn bucket(ns: u64) -> u32 {
-        ((ns.max(1) as f64).ln() / LOG_BASE.ln()).floor() as u32
+        // Non-negative: the cast truncates as `floor` would.
+        ((ns.max(1) as f64).ln() / LOG_BASE.ln()) as u32
     }
 
     /// The representative value of a bucket: its geometric midpoint.
