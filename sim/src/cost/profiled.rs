@@ -179,6 +179,45 @@ pub struct Profiled {
     cpu_slots: Vec<usize>,
     /// Whether slot `i` is CPU work (the same slots as `cpu_slots`).
     is_cpu: Vec<bool>,
+    /// The trailing memoised slots, read as one row in decode-only batches.
+    tail: Option<Tail>,
+}
+
+/// The slots from `start` to the end when every one of them has a memo and no CPU slot lies
+/// before `start`. In a batch of decodes only (no prefill, one sampled row per sequence) their
+/// counts — tokens, sampled rows, sequences — are one number n, so their times are a row per
+/// n: added in slot order they give the same sum, bit for bit, as slot by slot; their CPU part
+/// summed from zero is the iteration's CPU time; and what an account adds is known per row.
+struct Tail {
+    start: usize,
+    rows: Box<[std::sync::OnceLock<Row>]>,
+}
+
+/// One n's times of the tail's slots (see [`Tail`]).
+struct Row {
+    seconds: Box<[f64]>,
+    cpu: f64,
+    /// (slot, seconds) an account adds: fallbacks, and tables read outside their range.
+    accounted: Box<[(usize, f64)]>,
+}
+
+impl Tail {
+    fn new(start: usize) -> Tail {
+        Tail { start, rows: (0..SEQ_MEMO).map(|_| std::sync::OnceLock::new()).collect() }
+    }
+}
+
+impl Clone for Tail {
+    /// A fresh, empty tail (the rows are recomputed on demand), as `Memo` clones.
+    fn clone(&self) -> Tail {
+        Tail::new(self.start)
+    }
+}
+
+impl std::fmt::Debug for Tail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tail(from slot {}, {} rows)", self.start, self.rows.len())
+    }
 }
 
 /// The one count a memoised slot's time depends on (see `slot_seconds`).
@@ -195,7 +234,7 @@ impl Key {
             Kind::LayerTokens | Kind::StepTokens | Kind::AllReduce => Some(Key::Tokens),
             // The roofline's LM head reads the sampled rows only.
             Kind::Sampled | Kind::Roof(RoofOp::LmHead, ..) => Some(Key::Sampled),
-            Kind::Cpu => Some(Key::Seqs),
+            Kind::Cpu | Kind::RoofCpu => Some(Key::Seqs),
             _ => None,
         }
     }
@@ -430,14 +469,16 @@ impl Profiled {
         let prefix = (lead > 1).then(|| (lead, Memo::new(TOKEN_MEMO)));
         // The slots of the prefix are read through its memo only.
         let first = if prefix.is_some() { lead } else { 0 };
-        let memos = slots
+        let memos: Vec<Option<(Key, Memo)>> = slots
             .iter()
             .enumerate()
             .map(|(i, s)| if i < first { None } else { Key::of(s.kind).map(|k| (k, k.memo())) })
             .collect();
         let is_cpu: Vec<bool> = slots.iter().map(|s| matches!(s.kind, Kind::Cpu | Kind::RoofCpu)).collect();
-        let cpu_slots = (0..slots.len()).filter(|&i| is_cpu[i]).collect();
-        Ok(Profiled { model, roofline, slots, fallbacks, memos, prefix, cpu_slots, is_cpu })
+        let cpu_slots: Vec<usize> = (0..slots.len()).filter(|&i| is_cpu[i]).collect();
+        let start = (first..slots.len()).rev().take_while(|&i| memos[i].is_some()).last();
+        let tail = start.filter(|&t| cpu_slots.iter().all(|&c| c >= t)).map(Tail::new);
+        Ok(Profiled { model, roofline, slots, fallbacks, memos, prefix, cpu_slots, is_cpu, tail })
     }
 
     /// Ops the roofline model stands in for, with the reason.
@@ -571,7 +612,16 @@ impl Profiled {
             total = sum;
             first = *lead;
         }
-        for i in first..self.slots.len() {
+        // Decodes only: the tail's slots as one row (see `Tail`).
+        let n = b.decode_seqs;
+        let row = match &self.tail {
+            Some(t) if b.prefill_seqs == 0 && b.prefill_tokens == 0 && b.sampled_seqs == n => {
+                t.rows.get(n as usize).map(|cell| (t.start, cell.get_or_init(|| self.tail_row(t.start, b))))
+            }
+            _ => None,
+        };
+        let end = row.map_or(self.slots.len(), |(start, _)| start);
+        for i in first..end {
             let (secs, outside) = self.slot_seconds_memo(i, b);
             total += secs;
             if self.is_cpu[i] {
@@ -583,11 +633,40 @@ impl Profiled {
                 }
             }
         }
+        if let Some((_, r)) = row {
+            for &secs in r.seconds.iter() {
+                total += secs;
+            }
+            // No CPU slot lies before the tail: its sum from zero is the whole.
+            cpu = r.cpu;
+            if let Some(a) = acc.as_deref_mut() {
+                for &(i, secs) in r.accounted.iter() {
+                    a.add(i, secs);
+                }
+            }
+        }
         if let Some(a) = acc {
             a.total_s += total;
             a.iterations += 1;
         }
         (total, cpu)
+    }
+
+    /// The tail's row for the count of `b` (a batch of decodes only), slot by slot.
+    #[cold]
+    fn tail_row(&self, start: usize, b: &BatchShape) -> Row {
+        let (mut seconds, mut cpu, mut accounted) = (Vec::new(), 0.0, Vec::new());
+        for i in start..self.slots.len() {
+            let (secs, outside) = self.slot_seconds_memo(i, b);
+            seconds.push(secs);
+            if self.is_cpu[i] {
+                cpu += secs;
+            }
+            if secs > 0.0 && (outside || self.slots[i].fallback.is_some()) {
+                accounted.push((i, secs));
+            }
+        }
+        Row { seconds: seconds.into(), cpu, accounted: accounted.into() }
     }
 
     /// Iteration time in seconds, before rounding to integer nanoseconds.
@@ -752,6 +831,9 @@ mod tests {
     fn memoised_times_equal_the_tables_read_slot_by_slot_and_out_of_range_reads_are_still_counted() {
         let m = build(&profile(1), 1).unwrap();
         assert!(m.prefix.as_ref().is_some_and(|(lead, _)| *lead > 1), "the leading token ops share one memo");
+        // Decode-only batches read the trailing slots (from the LM head on) as one row.
+        let tail = m.tail.as_ref().expect("the trailing slots are memoised").start;
+        assert_eq!(m.slots[tail..].iter().map(|s| s.name).collect::<Vec<_>>(), ["lm_head", "schedule"]);
         let shapes: Vec<BatchShape> = (0..40u64)
             .map(|k| {
                 let mut b = BatchShape::default();
@@ -778,6 +860,17 @@ mod tests {
                 let (total, cpu) = m.iteration_times(b, None);
                 assert_eq!((total, cpu), (m.iteration_time(b), m.cpu_time(b)), "round {round}: {b:?}");
                 assert!(cpu > SimTime::ZERO && cpu < total);
+                // The account holds each fallback and out-of-range reading, as slot by slot.
+                let mut acc = CostAccount::default();
+                m.iteration_time_accounted(b, &mut acc);
+                let mut want = CostAccount::default();
+                for (i, s) in m.slots.iter().enumerate() {
+                    let (secs, outside) = m.slot_seconds(s, b);
+                    if secs > 0.0 && (outside || s.fallback.is_some()) {
+                        want.add(i, secs);
+                    }
+                }
+                assert_eq!(acc.by_slot, want.by_slot, "round {round}: {b:?}");
             }
         }
         // 10,001 tokens: beyond the token tables (10,000), inside the memo: the per-layer ops
