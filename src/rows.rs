@@ -27,6 +27,11 @@ impl<const D: usize> Serialize for Fixed<D> {
 /// library writes (a test compares them). `None` for values it leaves to the formatter:
 /// non-finite, or 10¹⁵ and above.
 pub(crate) fn fixed_text(x: f64, d: u32, buf: &mut [u8; 48]) -> Option<&str> {
+    fixed_bytes(x, d, buf).map(|b| std::str::from_utf8(b).expect("ASCII digits"))
+}
+
+/// [`fixed_text`] as bytes (a writer of bytes need not check them as text).
+fn fixed_bytes(x: f64, d: u32, buf: &mut [u8; 48]) -> Option<&[u8]> {
     if !x.is_finite() || x.abs() >= 1e15 || d > 9 {
         return None;
     }
@@ -69,7 +74,7 @@ pub(crate) fn fixed_text(x: f64, d: u32, buf: &mut [u8; 48]) -> Option<&str> {
         i -= 1;
         buf[i] = b'-';
     }
-    std::str::from_utf8(&buf[i..]).ok()
+    Some(&buf[i..])
 }
 
 impl<'de, const D: usize> Deserialize<'de> for Fixed<D> {
@@ -99,6 +104,11 @@ impl std::fmt::Display for Ms {
 impl Ms {
     /// The text (`12.345678`) in `buf`, without the formatter (a run writes several per request).
     fn text(self, buf: &mut [u8; 32]) -> &str {
+        std::str::from_utf8(self.bytes(buf)).expect("ASCII digits")
+    }
+
+    /// [`Ms::text`] as bytes.
+    fn bytes(self, buf: &mut [u8; 32]) -> &[u8] {
         let mut i = buf.len();
         let (mut int, mut frac) = (self.0 .0 / 1_000_000, self.0 .0 % 1_000_000);
         for _ in 0..6 {
@@ -116,7 +126,7 @@ impl Ms {
                 break;
             }
         }
-        std::str::from_utf8(&buf[i..]).expect("ASCII digits")
+        &buf[i..]
     }
 }
 
@@ -198,7 +208,7 @@ impl RequestRow<'_> {
         }
         fn ms(out: &mut Vec<u8>, v: Option<Ms>) {
             if let Some(v) = v {
-                out.extend_from_slice(v.text(&mut [0u8; 32]).as_bytes());
+                out.extend_from_slice(v.bytes(&mut [0u8; 32]));
             }
         }
         int(out, self.id);
@@ -228,8 +238,8 @@ impl RequestRow<'_> {
         ms(out, self.ttft_ms);
         out.push(b',');
         if let Some(t) = self.tpot_ms {
-            match fixed_text(t.0, 6, &mut [0u8; 48]) {
-                Some(text) => out.extend_from_slice(text.as_bytes()),
+            match fixed_bytes(t.0, 6, &mut [0u8; 48]) {
+                Some(text) => out.extend_from_slice(text),
                 None => {
                     use std::io::Write as _;
                     write!(out, "{:.6}", t.0).expect("writes to memory");

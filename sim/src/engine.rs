@@ -60,14 +60,15 @@ pub enum Event {
 }
 
 struct Entry {
-    time: SimTime,
-    seq: u64,
+    /// The time (high 64 bits) and the insertion sequence (low 64 bits): one comparison orders
+    /// by time, then by insertion.
+    key: u128,
     event: Event,
 }
 
 impl PartialEq for Entry {
     fn eq(&self, o: &Self) -> bool {
-        (self.time, self.seq) == (o.time, o.seq)
+        self.key == o.key
     }
 }
 impl Eq for Entry {}
@@ -78,7 +79,7 @@ impl PartialOrd for Entry {
 }
 impl Ord for Entry {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.time, self.seq).cmp(&(o.time, o.seq))
+        self.key.cmp(&o.key)
     }
 }
 
@@ -91,16 +92,16 @@ pub struct EventQueue {
 
 impl EventQueue {
     pub fn push(&mut self, time: SimTime, event: Event) {
-        self.heap.push(Reverse(Entry { time, seq: self.seq, event }));
+        self.heap.push(Reverse(Entry { key: (time.0 as u128) << 64 | self.seq as u128, event }));
         self.seq += 1;
     }
 
     pub fn pop(&mut self) -> Option<(SimTime, Event)> {
-        self.heap.pop().map(|Reverse(e)| (e.time, e.event))
+        self.heap.pop().map(|Reverse(e)| (SimTime((e.key >> 64) as u64), e.event))
     }
 
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.heap.peek().map(|Reverse(e)| e.time)
+        self.heap.peek().map(|Reverse(e)| SimTime((e.key >> 64) as u64))
     }
 
     pub fn len(&self) -> usize {

@@ -559,7 +559,12 @@ impl Profiled {
         let s = &self.slots[i];
         match &self.memos[i] {
             Some((key, m)) => m.get(key.count(b), || self.slot_seconds(s, b)),
-            None => self.slot_seconds(s, b),
+            // What `slot_seconds` gives for attention without work of its kind, without the call.
+            None => match s.kind {
+                Kind::PrefillChunk | Kind::PrefillSequence if b.prefill_tokens == 0 => (0.0, false),
+                Kind::Decode if b.decode_seqs == 0 => (0.0, false),
+                _ => self.slot_seconds(s, b),
+            },
         }
     }
 
