@@ -76,6 +76,13 @@ pub(crate) struct Args {
     /// vLLM rows, `"sglang"` for SGLang rows) instead of chunked batching.
     #[arg(long, requires = "silicon")]
     engine_schedulers: bool,
+    /// With --silicon: the engines' scheduler limits. `generator`: those AIConfigurator's
+    /// benchmark generator writes (token budget C + ISL + 1500); `defaults`: each engine's own
+    /// defaults (8192 tokens on large GPUs); `auto`: the generator's for rows of
+    /// AIConfigurator's benchmark campaigns, the defaults for the gap-analysis rows
+    /// (docs/fidelity.md).
+    #[arg(long, value_enum, default_value = "auto", requires = "silicon")]
+    engine_limits: silicon::Limits,
     /// What executes the emulated side: cpu (the CPU reference ops) or cuda (the CUDA kernels
     /// on GPU 0). Needed for runs and --iterations; not with --measured.
     #[arg(long, value_enum)]
@@ -219,6 +226,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
                 staggered: a.staggered,
                 frontend: a.frontend,
                 engine_schedulers: a.engine_schedulers,
+                engine_limits: a.engine_limits,
             },
             fit_overhead: a.fit_overhead,
             out: a.out.clone().unwrap_or_else(|| PathBuf::from("outputs").join("silicon-validate")),

@@ -98,6 +98,20 @@ pub(super) struct Case {
     /// Attention data-parallel ranks and expert parallelism over the `tp` GPUs.
     pub dp: u32,
     pub ep: bool,
+    /// The row is from the gap analysis (`silicon_data_source` names a file of
+    /// `aic-auto-gap-analysis`), not from AIConfigurator's benchmark campaigns.
+    pub gap_analysis: bool,
+}
+
+impl Case {
+    /// Whether the row runs with the limits of AIConfigurator's benchmark generator.
+    pub(super) fn generator_limits(&self, limits: Limits) -> bool {
+        match limits {
+            Limits::Auto => !self.gap_analysis,
+            Limits::Generator => true,
+            Limits::Defaults => false,
+        }
+    }
 }
 
 /// The model of a row's `model_path` (the shared checkpoint-name rule).
@@ -216,7 +230,15 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
         weight_dtype: if weights == "bf16" { "bf16" } else { "fp8" },
         dp: 1,
         ep: false,
+        gap_analysis: gap_analysis(r),
     })
+}
+
+/// Whether a row comes from the gap analysis rather than AIConfigurator's benchmark campaigns
+/// (`db-dump/…` with a workflow run, or a dated campaign file): its runs' engine settings are
+/// not the generator's (see [`Limits::Auto`]).
+fn gap_analysis(r: &Row) -> bool {
+    r.get("silicon_data_source").contains("aic-auto-gap-analysis")
 }
 
 /// A row of a model the database profile does not cover (MLA, windowed layers): priced by the
@@ -277,6 +299,7 @@ fn roofline_case_of(r: &Row, model: &'static str) -> std::result::Result<Case, S
         weight_dtype,
         dp: dp as u32,
         ep,
+        gap_analysis: gap_analysis(r),
     })
 }
 
@@ -287,9 +310,10 @@ fn roofline_case_of(r: &Row, model: &'static str) -> std::result::Result<Case, S
 /// `max_num_seqs` 1024, else 2048 and 256; V1 always chunks prefills, decodes first.
 /// SGLang (`python/sglang/srt/server_args.py`): `chunked_prefill_size` 8192 on 80–160 GB GPUs,
 /// 16384 above, 4096 on 48 GB; prefill batches first. TensorRT-LLM (`LlmArgs`): `max_num_tokens`
-/// 8192, `max_batch_size` 2048, context requests first.
+/// 8192, `max_batch_size` 2048, no chunked prefill ([`trtllm_settings`]; `osl`: the row's
+/// output length, reserved at admission).
 /// With `own`, vLLM rows run `kind = "vllm-v1"` and SGLang rows `kind = "sglang"`.
-pub(super) fn engine_settings(framework: &str, gpu: &servesim_sim::spec::GpuSpec, own: bool) -> String {
+pub(super) fn engine_settings(framework: &str, gpu: &servesim_sim::spec::GpuSpec, osl: u64, own: bool) -> String {
     let gib = gpu.memory_gib();
     let big = gib >= 70.0 && !gpu.name.starts_with("a100");
     match framework {
@@ -315,9 +339,63 @@ pub(super) fn engine_settings(framework: &str, gpu: &servesim_sim::spec::GpuSpec
                  [scheduler.batching]\n{batching}\n"
             )
         }
-        _ => "[scheduler]\nmax_num_seqs = 2048\nmax_num_batched_tokens = 8192\n\
-              [scheduler.batching]\nkind = \"chunked\"\npriority = \"prefill\"\n"
-            .to_string(),
+        _ => trtllm_settings(2048, 8192, osl),
+    }
+}
+
+/// TensorRT-LLM's scheduler (PyTorch executor, `enable_chunked_prefill: false` by default):
+/// `PyMicroBatchScheduler` (`tensorrt_llm/_torch/pyexecutor/scheduler/scheduler.py`) gives
+/// generation requests their token, then whole prompts in order while they fit `tokens`,
+/// stopping at the first that does not — servesim's continuous batching, mixed; its default
+/// `GUARANTEED_NO_EVICT` capacity policy admits a request only with blocks for its whole
+/// output (`reserve-max` with the row's output length).
+fn trtllm_settings(seqs: u64, tokens: u64, osl: u64) -> String {
+    format!(
+        "[scheduler]\nmax_num_seqs = {seqs}\nmax_num_batched_tokens = {tokens}\n\
+         [scheduler.batching]\nkind = \"continuous\"\npriority = \"mixed\"\n\
+         [scheduler.kv_cache]\nallocation = \"reserve-max\"\nreserve_output_tokens = {osl}\n"
+    )
+}
+
+/// The engine limits AIConfigurator's benchmark generator writes for an aggregated run at
+/// concurrency `c` (its `max_batch_size`), as servesim keys: the rules of
+/// `src/aiconfigurator/generator/rule_plugin/benchmark/{vllm,sglang,trtllm}.rule` and
+/// `rule_plugin/vllm.rule`, and the TensorRT-LLM template `extra_engine_args.*.yaml.j2`
+/// (ai-dynamo/aiconfigurator 095f58a51). Prefix caching stays off, as the generator leaves it
+/// unless the workload has a shared prefix.
+/// - vLLM: `max_num_batched_tokens` = C + ISL + 1500; `max_num_seqs` 512, or 2·C from C = 512;
+///   V1 chunks prefills, decodes first.
+/// - SGLang: `max_prefill_tokens` = ISL + 1500 under its 8192-token chunked prefill size,
+///   `enable_mixed_chunk` (decodes ride the prefill batches): prefill first, decodes with what
+///   is left.
+/// - TensorRT-LLM: `max_num_tokens` = C + ISL + 1500 rounded up to 32, `max_batch_size` C,
+///   `enable_chunked_prefill: false` ([`trtllm_settings`]).
+///
+/// With `own`, vLLM rows run `kind = "vllm-v1"` and SGLang rows `kind = "sglang"`.
+pub(super) fn generator_settings(framework: &str, isl: u64, osl: u64, c: u32, own: bool) -> String {
+    let c64 = c as u64;
+    match framework {
+        "vllm" => {
+            let seqs = if c < 512 { 512 } else { 2 * c64 };
+            let batching = if own { "kind = \"vllm-v1\"" } else { "kind = \"chunked\"\npriority = \"decode\"" };
+            format!(
+                "[scheduler]\nmax_num_seqs = {seqs}\nmax_num_batched_tokens = {}\n[scheduler.batching]\n{batching}\n",
+                c64 + isl + 1500
+            )
+        }
+        "sglang" => {
+            let prefill = isl + 1500;
+            let batching = if own {
+                format!("kind = \"sglang\"\nmax_prefill_tokens = {prefill}")
+            } else {
+                "kind = \"chunked\"\npriority = \"prefill\"".to_string()
+            };
+            let tokens = if own { 8192 } else { prefill.min(8192) };
+            format!(
+                "[scheduler]\nmax_num_seqs = 1024\nmax_num_batched_tokens = {tokens}\n[scheduler.batching]\n{batching}\n"
+            )
+        }
+        _ => trtllm_settings(c64, (c64 + isl + 1500).div_ceil(32) * 32, osl),
     }
 }
 
@@ -337,6 +415,20 @@ pub(super) struct Bench {
     pub frontend: bool,
     /// The engine's own scheduler (vllm-v1, sglang) instead of chunked batching.
     pub engine_schedulers: bool,
+    /// Whose scheduler limits the engines run with.
+    pub engine_limits: Limits,
+}
+
+/// Whose scheduler limits a row's engine runs with (`--engine-limits`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Limits {
+    /// By the row's source: the generator's for AIConfigurator's benchmark campaigns, the
+    /// engines' defaults for rows of the gap analysis.
+    Auto,
+    /// AIConfigurator's benchmark generator ([`generator_settings`]).
+    Generator,
+    /// The engines' own defaults ([`engine_settings`]).
+    Defaults,
 }
 
 /// The scenario of a case.
@@ -392,7 +484,11 @@ pub(super) fn scenario_text(
         c.model,
         c.gpu,
         c.tp,
-        engine_settings(&c.framework, &gpu, bench.engine_schedulers),
+        if c.generator_limits(bench.engine_limits) {
+            generator_settings(&c.framework, c.isl, c.osl, c.concurrency, bench.engine_schedulers)
+        } else {
+            engine_settings(&c.framework, &gpu, c.osl, bench.engine_schedulers)
+        },
         c.concurrency,
         prompt,
         c.osl,
@@ -711,6 +807,7 @@ pub(super) fn run(o: Options) -> Result<()> {
         "prompt_pool": o.bench.prompt_pool,
         "frontend": o.bench.frontend,
         "engine_schedulers": o.bench.engine_schedulers,
+        "engine_limits": format!("{:?}", o.bench.engine_limits).to_lowercase(),
         "rows": outs.len(),
         "run": expressed,
         "not_run": reasons,
@@ -756,17 +853,20 @@ mod tests {
     #[test]
     fn engine_schedulers_swap_chunked_batching_for_each_engines_own() {
         let h200 = servesim_sim::spec::GpuPreset::find("h200").unwrap().spec();
-        let vllm = engine_settings("vllm", &h200, false);
+        let vllm = engine_settings("vllm", &h200, 1024, false);
         assert!(vllm.contains("kind = \"chunked\"\npriority = \"decode\"") && vllm.contains("max_num_seqs = 1024"));
-        assert!(engine_settings("vllm", &h200, true).ends_with("[scheduler.batching]\nkind = \"vllm-v1\"\n"));
-        assert!(engine_settings("sglang", &h200, false).contains("kind = \"chunked\"\npriority = \"prefill\""));
-        let sglang = engine_settings("sglang", &h200, true);
+        assert!(engine_settings("vllm", &h200, 1024, true).ends_with("[scheduler.batching]\nkind = \"vllm-v1\"\n"));
+        assert!(engine_settings("sglang", &h200, 1024, false).contains("kind = \"chunked\"\npriority = \"prefill\""));
+        let sglang = engine_settings("sglang", &h200, 1024, true);
         assert!(
             sglang.ends_with("kind = \"sglang\"\n") && sglang.contains("max_num_batched_tokens = 8192"),
             "{sglang}"
         );
-        // TensorRT-LLM has no scheduler of its own here yet: chunked either way.
-        assert_eq!(engine_settings("trtllm", &h200, true), engine_settings("trtllm", &h200, false));
+        // TensorRT-LLM runs its own scheduler either way: whole prompts, KV to completion.
+        let trt = engine_settings("trtllm", &h200, 1024, false);
+        assert_eq!(trt, engine_settings("trtllm", &h200, 1024, true));
+        assert!(trt.contains("max_num_batched_tokens = 8192\n") && trt.contains("kind = \"continuous\"\npriority = \"mixed\""));
+        assert!(trt.ends_with("allocation = \"reserve-max\"\nreserve_output_tokens = 1024\n"), "{trt}");
     }
 
     #[test]
@@ -803,7 +903,14 @@ mod tests {
         assert_eq!((c.model, c.tp, c.dp, c.ep, c.roofline, c.weight_dtype), ("deepseek-r1", 8, 8, true, true, "fp8"));
         let text = scenario_text(
             &c,
-            Bench { rounds: 1, prompt_pool: None, staggered: false, frontend: false, engine_schedulers: false },
+            Bench {
+                rounds: 1,
+                prompt_pool: None,
+                staggered: false,
+                frontend: false,
+                engine_schedulers: false,
+                engine_limits: Limits::Auto,
+            },
             None,
             None,
             0.0,
