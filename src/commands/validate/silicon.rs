@@ -850,6 +850,48 @@ mod tests {
         Row { line: 2, id: "x".into(), fields: base }
     }
 
+    /// The benchmark as the scoreboard runs it by default, one round.
+    fn bench() -> Bench {
+        Bench {
+            rounds: 1,
+            prompt_pool: None,
+            staggered: false,
+            frontend: false,
+            engine_schedulers: false,
+            engine_limits: Limits::Auto,
+        }
+    }
+
+    #[test]
+    fn campaign_rows_run_with_the_generators_limits_and_gap_analysis_rows_with_the_defaults() {
+        // AIConfigurator's generator rules (rule_plugin/benchmark/*.rule, 095f58a51) by hand, at
+        // C = 8, ISL 1000, OSL 100: vLLM 8 + 1000 + 1500 = 2508 batched tokens; SGLang a
+        // prefill limit of 1000 + 1500 = 2500; TensorRT-LLM 2508 rounded up to 32 = 2528.
+        let vllm = generator_settings("vllm", 1000, 100, 8, false);
+        assert!(vllm.contains("max_num_seqs = 512\nmax_num_batched_tokens = 2508\n"), "{vllm}");
+        assert!(generator_settings("vllm", 1000, 100, 600, false).contains("max_num_seqs = 1200\n"));
+        assert!(generator_settings("sglang", 1000, 100, 8, true).contains("max_prefill_tokens = 2500"));
+        assert!(generator_settings("sglang", 1000, 100, 8, false).contains("max_num_batched_tokens = 2500\n"));
+        let trt = generator_settings("trtllm", 1000, 100, 8, false);
+        assert!(trt.contains("max_num_seqs = 8\nmax_num_batched_tokens = 2528\n"), "{trt}");
+        assert!(trt.contains("reserve_output_tokens = 100\n"));
+        // Which rows get them: by the source column.
+        let qwen = [("model_path", "Qwen/Qwen3-32B"), ("gemm_quant_mode", "bf16"), ("tp_size", "2")];
+        let source = |s| [qwen[0], qwen[1], qwen[2], ("silicon_data_source", s)];
+        let campaign = case_of(&row(&source("source_file=2026-04-06.csv; model=x"))).unwrap();
+        let gap = case_of(&row(&source(
+            "source_file=/Users/x/projects/aic-auto-gap-analysis/data/h100_sxm/vllm/0.12.0/Qwen_Qwen3-32B.csv",
+        )))
+        .unwrap();
+        assert!(!campaign.gap_analysis && gap.gap_analysis);
+        assert!(campaign.generator_limits(Limits::Auto) && !gap.generator_limits(Limits::Auto));
+        assert!(gap.generator_limits(Limits::Generator) && !campaign.generator_limits(Limits::Defaults));
+        let text = scenario_text(&campaign, bench(), None, None, 0.0);
+        assert!(text.contains("max_num_batched_tokens = 2508\n"), "{text}");
+        let text = scenario_text(&gap, bench(), None, None, 0.0);
+        assert!(text.contains("max_num_batched_tokens = 8192\n"), "{text}");
+    }
+
     #[test]
     fn engine_schedulers_swap_chunked_batching_for_each_engines_own() {
         let h200 = servesim_sim::spec::GpuPreset::find("h200").unwrap().spec();
@@ -903,14 +945,7 @@ mod tests {
         assert_eq!((c.model, c.tp, c.dp, c.ep, c.roofline, c.weight_dtype), ("deepseek-r1", 8, 8, true, true, "fp8"));
         let text = scenario_text(
             &c,
-            Bench {
-                rounds: 1,
-                prompt_pool: None,
-                staggered: false,
-                frontend: false,
-                engine_schedulers: false,
-                engine_limits: Limits::Auto,
-            },
+            bench(),
             None,
             None,
             0.0,
