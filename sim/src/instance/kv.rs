@@ -399,7 +399,8 @@ mod tests {
             let mut rng = substream(seed, Stream::Sampling, 0);
             let total = rng.random_range(1..200u32);
             // Half of them with the (unused) prefix cache's per-block arrays.
-            let mut a = if seed % 2 == 0 { BlockAllocator::new(total) } else { BlockAllocator::with_prefix_cache(total) };
+            let mut a =
+                if seed % 2 == 0 { BlockAllocator::new(total) } else { BlockAllocator::with_prefix_cache(total) };
             let mut tables: Vec<Vec<u32>> = vec![Vec::new(); 8];
             let mut model_free = total;
             let mut model_owned = [0u32; 8];

@@ -907,7 +907,10 @@ mod tests {
         // TensorRT-LLM runs its own scheduler either way: whole prompts, KV to completion.
         let trt = engine_settings("trtllm", &h200, 1024, false);
         assert_eq!(trt, engine_settings("trtllm", &h200, 1024, true));
-        assert!(trt.contains("max_num_batched_tokens = 8192\n") && trt.contains("kind = \"continuous\"\npriority = \"mixed\""));
+        assert!(
+            trt.contains("max_num_batched_tokens = 8192\n")
+                && trt.contains("kind = \"continuous\"\npriority = \"mixed\"")
+        );
         assert!(trt.ends_with("allocation = \"reserve-max\"\nreserve_output_tokens = 1024\n"), "{trt}");
     }
 
@@ -943,13 +946,7 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!((c.model, c.tp, c.dp, c.ep, c.roofline, c.weight_dtype), ("deepseek-r1", 8, 8, true, true, "fp8"));
-        let text = scenario_text(
-            &c,
-            bench(),
-            None,
-            None,
-            0.0,
-        );
+        let text = scenario_text(&c, bench(), None, None, 0.0);
         assert!(text.contains("dp_attention = 8\nep = true\n") && !text.contains("database"), "{text}");
         let s = Scenario::from_toml(&text, "t").unwrap();
         assert_eq!((s.groups[0].tp, s.groups[0].layout.dp_attention), (8, 8));
