@@ -226,13 +226,17 @@ pub struct Simulation {
 
 impl Simulation {
     pub fn new(s: &Scenario) -> Simulation {
-        Simulation::new_with_cost(s, &|gi| cost_model(s, gi))
+        Simulation::started(Simulation::build(s, None))
     }
 
     /// A run whose instances of group `g` price iterations with `cost(g)` instead of the
     /// scenario's cost model (emulation by really executing batches, tests).
     pub fn new_with_cost(s: &Scenario, cost: &dyn Fn(usize) -> Arc<dyn CostModel>) -> Simulation {
-        let mut sim = Simulation::build(s, cost);
+        Simulation::started(Simulation::build(s, Some(cost)))
+    }
+
+    /// `sim` with its workload's first arrivals queued.
+    fn started(mut sim: Simulation) -> Simulation {
         for r in sim.workload.initial() {
             sim.queue.push(r.arrival, Event::Arrival(Box::new(r)));
         }
@@ -249,15 +253,14 @@ impl Simulation {
     /// A run of `s` whose requests come from `workload` (for example a list of requests parsed
     /// from a trace) instead of the scenario's generator.
     pub fn with_workload(s: &Scenario, workload: Workload) -> Simulation {
-        let mut sim = Simulation::build(s, &|gi| cost_model(s, gi));
+        let mut sim = Simulation::build(s, None);
         sim.workload = workload;
-        for r in sim.workload.initial() {
-            sim.queue.push(r.arrival, Event::Arrival(Box::new(r)));
-        }
-        sim
+        Simulation::started(sim)
     }
 
-    fn build(s: &Scenario, cost_of: &dyn Fn(usize) -> Arc<dyn CostModel>) -> Simulation {
+    /// The run's instances, each group priced by `cost_of(group)` or, without it, by the
+    /// scenario's own cost model — which also weighs the instances for routers either way.
+    fn build(s: &Scenario, cost_of: Option<&dyn Fn(usize) -> Arc<dyn CostModel>>) -> Simulation {
         let mut instances = Vec::new();
         let mut group_costs = Vec::new();
         // A disaggregated cluster numbers its prefill pool first, then its decode pool.
@@ -265,7 +268,9 @@ impl Simulation {
         order.sort_by_key(|&gi| s.groups[gi].role == crate::instance::Role::Decode);
         for &gi in &order {
             let g = &s.groups[gi];
-            let cost = cost_of(gi);
+            // Built once per group (a measured profile's tables are read into curves).
+            let own = cost_model(s, gi);
+            let cost = cost_of.map_or_else(|| own.clone(), |f| f(gi));
             let kv_blocks = g.memory.kv_blocks.min(u32::MAX as u64) as u32;
             let mut cfg = InstanceConfig {
                 max_num_seqs: g.scheduler.max_num_seqs,
@@ -277,7 +282,7 @@ impl Simulation {
                 capacity: 1.0,
                 policy: PolicyConfig::from_group(&s.groups[gi], s.seed),
             };
-            cfg.capacity = crate::router::capacity_weight(&cfg, cost_model(s, gi).as_ref());
+            cfg.capacity = crate::router::capacity_weight(&cfg, own.as_ref());
             let mut ids = Vec::new();
             for _ in 0..crate::fleet::instances_built(s.fleet.as_ref(), &s.groups, gi) {
                 let id = instances.len() as u32;
@@ -611,12 +616,15 @@ pub fn run(s: &Scenario) -> RunOutput {
 
 /// Runs a scenario once with its seed; a malformed trace record stops the run and is returned.
 pub fn try_run(s: &Scenario) -> Result<RunOutput, TraceError> {
-    try_run_with_cost(s, &|gi| cost_model(s, gi))
+    run_to_end(Simulation::new(s))
 }
 
 /// [`try_run`] with the cost model of each instance group given by `cost(group)`.
 pub fn try_run_with_cost(s: &Scenario, cost: &dyn Fn(usize) -> Arc<dyn CostModel>) -> Result<RunOutput, TraceError> {
-    let mut sim = Simulation::new_with_cost(s, cost);
+    run_to_end(Simulation::new_with_cost(s, cost))
+}
+
+fn run_to_end(mut sim: Simulation) -> Result<RunOutput, TraceError> {
     while sim.step() {}
     match sim.workload_error() {
         Some(e) => Err(e.clone()),
