@@ -686,7 +686,7 @@ pub(super) fn run(o: Options) -> Result<()> {
 
     // Per-row CSV.
     let mut csv = String::from(
-        "line,id,half,model,system,framework,version,weights,tp,isl,osl,concurrency,measured_ttft_ms,predicted_ttft_ms,ttft_error_pct,measured_tpot_ms,predicted_tpot_ms,tpot_error_pct,status\n",
+        "line,id,half,model,system,framework,version,weights,tp,isl,osl,concurrency,measured_ttft_ms,predicted_ttft_ms,ttft_error_pct,measured_tpot_ms,predicted_tpot_ms,tpot_error_pct,limits,status\n",
     );
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     for x in &outs {
@@ -695,7 +695,7 @@ pub(super) fn run(o: Options) -> Result<()> {
         match (&x.case, &x.predicted) {
             (Err(why), _) => {
                 *reasons.entry(why.split(':').next().unwrap_or(why).to_string()).or_default() += 1;
-                csv += &format!("{common},,,,,,,,,,,,,,,,\"not expressed: {}\"\n", why.replace('"', "'"));
+                csv += &format!("{common},,,,,,,,,,,,,,,,,\"not expressed: {}\"\n", why.replace('"', "'"));
             }
             (Ok(c), Some(p)) => {
                 let ver = r.get("backend_version");
@@ -710,7 +710,7 @@ pub(super) fn run(o: Options) -> Result<()> {
                     }
                 };
                 csv += &format!(
-                    "{common},{},{},{},{ver},{},{},{},{},{},{:.3},{pt},{et},{:.4},{pp},{ep},\"{}\"\n",
+                    "{common},{},{},{},{ver},{},{},{},{},{},{:.3},{pt},{et},{:.4},{pp},{ep},{},\"{}\"\n",
                     c.model,
                     c.system,
                     c.framework,
@@ -721,6 +721,7 @@ pub(super) fn run(o: Options) -> Result<()> {
                     c.concurrency,
                     c.measured_ttft,
                     c.measured_tpot,
+                    if c.generator_limits(o.bench.engine_limits) { "generator" } else { "defaults" },
                     status.replace('"', "'")
                 );
             }
