@@ -11,6 +11,7 @@
 //! counts.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -430,6 +431,12 @@ impl Curve1 {
     /// never gets cheaper than its smallest measured shape); above the last it grows in
     /// proportion to x (large shapes are throughput-bound).
     pub fn eval(&self, x: f64) -> f64 {
+        self.eval_ln(x, &mut None)
+    }
+
+    /// [`Curve1::eval`], taking ln(x) from `ln_x` when an earlier read of the same x has it
+    /// (two rows of a table read at one x), and leaving it there.
+    fn eval_ln(&self, x: f64, ln_x: &mut Option<f64>) -> f64 {
         let (xs, ys) = (&self.xs, &self.ys);
         let n = xs.len();
         if x <= xs[0] {
@@ -446,7 +453,7 @@ impl Curve1 {
         if let Some((lx, ly)) = &self.logs {
             // What `segment` computes for log-log, with the knots' logarithms kept.
             if xs[i] > 0.0 && ys[i] > 0.0 && ys[i + 1] > 0.0 {
-                let t = (x.ln() - lx[i]) / (lx[i + 1] - lx[i]);
+                let t = (*ln_x.get_or_insert_with(|| x.ln()) - lx[i]) / (lx[i + 1] - lx[i]);
                 return (ly[i] + t * (ly[i + 1] - ly[i])).exp();
             }
         }
@@ -468,10 +475,24 @@ fn segment(interp: Interp, x0: f64, y0: f64, x1: f64, y1: f64, x: f64) -> f64 {
 
 /// A two-axis table: rows keyed by the first axis, each a curve over the second. Rows may cover
 /// different ranges (prefill attention: cached + chunk ≤ the longest context).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Curve2 {
     rows: Vec<(f64, Curve1)>,
     interp: Interp,
+    /// The log-log weight between the two rows around a whole x1 below [`WEIGHTS`], filled as
+    /// read (the first axis is a batch size: it repeats): the bits of
+    /// ln(x1 / k0) / ln(k1 / k0), 0 for not yet computed.
+    weights: Box<[AtomicU64]>,
+}
+
+/// Whole first-axis values whose log-log weights [`Curve2`] keeps.
+const WEIGHTS: usize = 1024;
+
+impl Clone for Curve2 {
+    /// The same table with an empty weight cache.
+    fn clone(&self) -> Curve2 {
+        Curve2::of_rows(self.rows.clone(), self.interp)
+    }
 }
 
 impl Curve2 {
@@ -488,7 +509,34 @@ impl Curve2 {
             }
         }
         let rows = rows.into_iter().map(|(k, pts)| (k, Curve1::new(pts, interp))).collect();
-        Curve2 { rows, interp }
+        Curve2::of_rows(rows, interp)
+    }
+
+    fn of_rows(rows: Vec<(f64, Curve1)>, interp: Interp) -> Curve2 {
+        let weights = std::iter::repeat_with(|| AtomicU64::new(0)).take(WEIGHTS).collect();
+        Curve2 { rows, interp, weights }
+    }
+
+    /// Interpolates the readings `y0` of row `k0` and `y1` of row `k1` at `x1` (k0 < x1 < k1):
+    /// what [`segment`] computes, with the log-log weight of a whole x1 kept.
+    fn across(&self, k0: f64, y0: f64, k1: f64, y1: f64, x1: f64) -> f64 {
+        if self.interp != Interp::LogLog || !(k0 > 0.0 && y0 > 0.0 && y1 > 0.0) {
+            return segment(self.interp, k0, y0, k1, y1, x1);
+        }
+        let weight = || (x1 / k0).ln() / (k1 / k0).ln();
+        let cell = (x1.fract() == 0.0 && x1 >= 0.0).then(|| self.weights.get(x1 as usize)).flatten();
+        let t = match cell {
+            Some(c) => match c.load(Ordering::Relaxed) {
+                0 => {
+                    let t = weight();
+                    c.store(t.to_bits(), Ordering::Relaxed);
+                    t
+                }
+                bits => f64::from_bits(bits),
+            },
+            None => weight(),
+        };
+        (y0.ln() + t * (y1.ln() - y0.ln())).exp()
     }
 
     pub fn rows(&self) -> usize {
@@ -529,7 +577,9 @@ impl Curve2 {
             return (c1.eval(x2), c1.covers(x2));
         }
         let (k0, c0) = &rows[i];
-        (segment(self.interp, *k0, c0.eval(x2), *k1, c1.eval(x2), x1), c0.covers(x2) && c1.covers(x2))
+        let mut ln_x2 = None;
+        let (y0, y1) = (c0.eval_ln(x2, &mut ln_x2), c1.eval_ln(x2, &mut ln_x2));
+        (self.across(*k0, y0, *k1, y1, x1), c0.covers(x2) && c1.covers(x2))
     }
 
     /// The time at (x1, x2): each neighbouring row is read at x2, then the two are
@@ -551,7 +601,9 @@ impl Curve2 {
             return c1.eval(x2);
         }
         let (k0, c0) = &rows[i];
-        segment(self.interp, *k0, c0.eval(x2), *k1, c1.eval(x2), x1)
+        let mut ln_x2 = None;
+        let (y0, y1) = (c0.eval_ln(x2, &mut ln_x2), c1.eval_ln(x2, &mut ln_x2));
+        self.across(*k0, y0, *k1, y1, x1)
     }
 }
 
@@ -801,6 +853,16 @@ mod tests {
                     assert_eq!(y.to_bits(), t.eval(x1, x2).to_bits(), "({x1}, {x2})");
                     assert_eq!(inside, t.covers(x1, x2), "({x1}, {x2})");
                     outside += !inside as u32;
+                }
+            }
+            // Between rows, cold and warm (the weight of a whole x1 is kept): the plain formula.
+            for _ in 0..2 {
+                for (x1, x2) in [(3.0, 150.0), (3.0, 120.0), (1.5, 150.0), (3.5, 400.0)] {
+                    let i = t.rows.partition_point(|r| r.0 < x1) - 1;
+                    let ((k0, c0), (k1, c1)) = (&t.rows[i], &t.rows[i + 1]);
+                    let want = segment(interp, *k0, c0.eval(x2), *k1, c1.eval(x2), x1);
+                    assert_eq!(t.read(x1, x2).0.to_bits(), want.to_bits(), "({x1}, {x2})");
+                    assert_eq!(t.clone().eval(x1, x2).to_bits(), want.to_bits(), "({x1}, {x2})");
                 }
             }
             // Inside: row 1 at 100–300 (4 of the x2), row 2 at 50–200 (4), row 4 at 100–400 (5);
