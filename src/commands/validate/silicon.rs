@@ -371,7 +371,8 @@ fn trtllm_settings(seqs: u64, tokens: u64, osl: u64) -> String {
 /// - TensorRT-LLM: `max_num_tokens` = C + ISL + 1500 rounded up to 32, `max_batch_size` C,
 ///   `enable_chunked_prefill: false` ([`trtllm_settings`]).
 ///
-/// With `own`, vLLM rows run `kind = "vllm-v1"` and SGLang rows `kind = "sglang"`.
+/// With `own`, vLLM rows run `kind = "vllm-v1"` and SGLang rows `kind = "sglang"`, which does
+/// not model `enable_mixed_chunk` (its prefill and decode batches never mix).
 pub(super) fn generator_settings(framework: &str, isl: u64, osl: u64, c: u32, own: bool) -> String {
     let c64 = c as u64;
     match framework {
