@@ -505,7 +505,23 @@ pub(super) fn predict(s: &Scenario) -> std::result::Result<(f64, f64, f64), Stri
     }
     let recs: Vec<_> = out.recorder.records.iter().filter(|r| r.status == Status::Finished).collect();
     if recs.is_empty() {
-        return Err("no request finished".into());
+        // Say why: the statuses the requests ended in, most common first.
+        let mut by: BTreeMap<String, usize> = BTreeMap::new();
+        for r in &out.recorder.records {
+            let what = match r.status {
+                Status::Rejected(why) => format!("rejected ({})", why.as_str()),
+                s => s.as_str().to_string(),
+            };
+            *by.entry(what).or_default() += 1;
+        }
+        let mut by: Vec<(String, usize)> = by.into_iter().collect();
+        by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        if let [(what, _)] = by.as_slice() {
+            return Err(format!("no request finished: every one was {what}"));
+        }
+        let of = out.recorder.records.len();
+        let list: Vec<String> = by.iter().map(|(w, n)| format!("{n} of {of} {w}")).collect();
+        return Err(format!("no request finished: {}", list.join(", ")));
     }
     let ttft = recs.iter().filter_map(|r| r.ttft()).map(|t| t.as_millis_f64()).sum::<f64>() / recs.len() as f64;
     let tpots: Vec<f64> = recs.iter().filter_map(|r| r.tpot_ms()).collect();
@@ -862,6 +878,19 @@ mod tests {
             engine_schedulers: false,
             engine_limits: Limits::Auto,
         }
+    }
+
+    #[test]
+    fn a_row_whose_requests_all_fail_says_how_they_ended() {
+        // TensorRT-LLM's defaults (8,192 tokens, no chunked prefill) and a 9,000-token prompt:
+        // every request is refused, as the engine refuses it.
+        let qwen = [("model_path", "Qwen/Qwen3-32B"), ("gemm_quant_mode", "bf16"), ("tp_size", "2")];
+        let mut c = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("backend", "trtllm"), ("isl", "9000")])).unwrap();
+        c.gap_analysis = true;
+        c.roofline = true; // no database here
+        let s = Scenario::from_toml(&scenario_text(&c, bench(), None, None, 0.0), "t").unwrap();
+        let err = predict(&s).unwrap_err();
+        assert_eq!(err, "no request finished: every one was rejected (prompt_exceeds_batch_tokens)");
     }
 
     #[test]
