@@ -258,12 +258,21 @@ fn roofline_case_of(r: &Row, model: &'static str) -> std::result::Result<Case, S
         return Err(format!("tp_size × attention_dp_size {gpus}: more than one node"));
     }
     let (moe_tp, moe_ep) = (int("moe_tp_size").unwrap_or(1), int("moe_ep_size").unwrap_or(1));
+    let mut hybrid = None;
     let ep = match (moe_tp, moe_ep) {
         (t, 1) if t == gpus => false,
         (1, e) if e == gpus => true,
+        // Experts split over e groups and each sliced over t GPUs: under uniform routing each
+        // GPU reads and multiplies what it would with whole experts on each of the t × e GPUs.
+        (t, e) if t * e == gpus => {
+            hybrid = Some(format!(
+                "MoE TP {t} × EP {e} priced as EP over its {gpus} GPUs (the same bytes and FLOPs per GPU under uniform routing)"
+            ));
+            true
+        }
         _ => {
             return Err(format!(
-                "moe_tp_size {moe_tp} × moe_ep_size {moe_ep} on {gpus} GPUs: MoE TP × EP hybrids are not modelled"
+                "moe_tp_size {moe_tp} × moe_ep_size {moe_ep} on {gpus} GPUs: the experts do not span the GPUs"
             ))
         }
     };
@@ -277,10 +286,11 @@ fn roofline_case_of(r: &Row, model: &'static str) -> std::result::Result<Case, S
         q => return Err(format!("GEMM quantization {q:?}: not a weight dtype servesim prices for {model}")),
     };
     let (isl, osl, concurrency, ttft, tpot) = measured_of(r)?;
-    let mut note = vec!["roofline: the database's MLA and windowed-attention tables are not read yet"];
+    let mut note = vec!["roofline: the database's MLA and windowed-attention tables are not read yet".to_string()];
     if gpt_oss && r.get("gemm_quant_mode") == "nvfp4" {
-        note.push("nvfp4 read as mxfp4: the published checkpoint");
+        note.push("nvfp4 read as mxfp4: the published checkpoint".to_string());
     }
+    note.extend(hybrid);
     Ok(Case {
         model,
         moe: true,
@@ -981,11 +991,15 @@ mod tests {
         assert!(text.contains("dp_attention = 8\nep = true\n") && !text.contains("database"), "{text}");
         let s = Scenario::from_toml(&text, "t").unwrap();
         assert_eq!((s.groups[0].tp, s.groups[0].layout.dp_attention), (8, 8));
-        // Plain TP8 experts; a TP × EP hybrid is refused.
+        // Plain TP8 experts; a TP × EP hybrid runs as EP over its GPUs, and says so; experts
+        // that do not span the GPUs are refused.
         let tp = case_of(&row(&[ds[0], ds[1], ds[2], ("tp_size", "8"), ("moe_tp_size", "8"), ("moe_ep_size", "1")]));
         assert_eq!((tp.as_ref().unwrap().dp, tp.as_ref().unwrap().ep), (1, false));
-        let hybrid = case_of(&row(&[ds[0], ds[1], ("tp_size", "4"), ("moe_tp_size", "2"), ("moe_ep_size", "2")]));
-        assert!(hybrid.unwrap_err().contains("MoE TP × EP hybrids are not modelled"));
+        let hybrid = case_of(&row(&[ds[0], ds[1], ("tp_size", "4"), ("moe_tp_size", "2"), ("moe_ep_size", "2")])).unwrap();
+        assert_eq!((hybrid.tp, hybrid.dp, hybrid.ep), (4, 1, true));
+        assert!(hybrid.note.contains("MoE TP 2 × EP 2 priced as EP over its 4 GPUs"), "{}", hybrid.note);
+        let short = case_of(&row(&[ds[0], ds[1], ("tp_size", "4"), ("moe_tp_size", "2"), ("moe_ep_size", "1")]));
+        assert!(short.unwrap_err().contains("the experts do not span the GPUs"));
         // gpt-oss's "nvfp4" rows ran its MXFP4 checkpoint.
         let oss = case_of(&row(&[
             ("model_path", "openai/gpt-oss-120b"),
