@@ -995,7 +995,8 @@ mod tests {
         // that do not span the GPUs are refused.
         let tp = case_of(&row(&[ds[0], ds[1], ds[2], ("tp_size", "8"), ("moe_tp_size", "8"), ("moe_ep_size", "1")]));
         assert_eq!((tp.as_ref().unwrap().dp, tp.as_ref().unwrap().ep), (1, false));
-        let hybrid = case_of(&row(&[ds[0], ds[1], ("tp_size", "4"), ("moe_tp_size", "2"), ("moe_ep_size", "2")])).unwrap();
+        let hybrid =
+            case_of(&row(&[ds[0], ds[1], ("tp_size", "4"), ("moe_tp_size", "2"), ("moe_ep_size", "2")])).unwrap();
         assert_eq!((hybrid.tp, hybrid.dp, hybrid.ep), (4, 1, true));
         assert!(hybrid.note.contains("MoE TP 2 × EP 2 priced as EP over its 4 GPUs"), "{}", hybrid.note);
         let short = case_of(&row(&[ds[0], ds[1], ("tp_size", "4"), ("moe_tp_size", "2"), ("moe_ep_size", "1")]));
