@@ -111,6 +111,7 @@ fn flag(engine: Engine, name: &str) -> Option<Flag> {
         (Engine::Sglang, "--mem-fraction-static") => Value("mem_fraction_static"),
         (Engine::Sglang, "--max-prefill-tokens") => Value("max_prefill_tokens"),
         (Engine::Sglang, "--schedule-conservativeness") => Value("conservativeness"),
+        (Engine::Sglang, "--enable-mixed-chunk") => Switch("mixed_chunk", true),
         (Engine::Sglang, "--disable-radix-cache") => Switch("prefix", false),
         (Engine::Sglang, "--kv-cache-dtype") => Value("kv_dtype"),
         (Engine::Sglang, "--page-size") => Value("block_size"),
@@ -362,6 +363,9 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
                 })?;
             t += &format!("schedule_conservativeness = {x}\n");
         }
+        if got.get("mixed_chunk").is_some_and(|v| v == "true") {
+            t += "mixed_chunk = true\n";
+        }
     }
     // 0 is vLLM's "no threshold", servesim's default too.
     let threshold = match got.get("long_prefill").map(String::as_str) {
@@ -505,7 +509,7 @@ mod tests {
             "h200",
             "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention \
              --ep-size 8 --mem-fraction-static 0.8 --chunked-prefill-size 16384 --max-running-requests 512 --disable-radix-cache \
-             --max-prefill-tokens 4096 --schedule-conservativeness 0.5",
+             --max-prefill-tokens 4096 --schedule-conservativeness 0.5 --enable-mixed-chunk",
         );
         let g = &sg.groups[0];
         assert_eq!((g.tp, g.layout.dp_attention, g.layout.ep), (8, 8, true));
@@ -513,7 +517,12 @@ mod tests {
         assert!(!g.scheduler.prefix_cache.enabled);
         assert!(warn.is_empty(), "{warn:?}");
         let r = sg.resolved_toml();
-        assert!(r.contains("kind = \"sglang\"\nmax_prefill_tokens = 4096\nschedule_conservativeness = 0.5"), "{r}");
+        assert!(
+            r.contains(
+                "kind = \"sglang\"\nmax_prefill_tokens = 4096\nschedule_conservativeness = 0.5\nmixed_chunk = true\n"
+            ),
+            "{r}"
+        );
         // SGLang's rule with its fraction, not vLLM's utilisation.
         let t = g.memory.terms.as_ref().unwrap();
         assert_eq!((t.engine.name(), t.fraction), ("sglang", 0.8));

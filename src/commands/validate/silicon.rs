@@ -381,8 +381,8 @@ fn trtllm_settings(seqs: u64, tokens: u64, osl: u64) -> String {
 /// - TensorRT-LLM: `max_num_tokens` = C + ISL + 1500 rounded up to 32, `max_batch_size` C,
 ///   `enable_chunked_prefill: false` ([`trtllm_settings`]).
 ///
-/// With `own`, vLLM rows run `kind = "vllm-v1"` and SGLang rows `kind = "sglang"`, which does
-/// not model `enable_mixed_chunk` (its prefill and decode batches never mix).
+/// With `own`, vLLM rows run `kind = "vllm-v1"` and SGLang rows `kind = "sglang"` with
+/// `mixed_chunk`.
 pub(super) fn generator_settings(framework: &str, isl: u64, osl: u64, c: u32, own: bool) -> String {
     let c64 = c as u64;
     match framework {
@@ -397,7 +397,7 @@ pub(super) fn generator_settings(framework: &str, isl: u64, osl: u64, c: u32, ow
         "sglang" => {
             let prefill = isl + 1500;
             let batching = if own {
-                format!("kind = \"sglang\"\nmax_prefill_tokens = {prefill}")
+                format!("kind = \"sglang\"\nmax_prefill_tokens = {prefill}\nmixed_chunk = true")
             } else {
                 "kind = \"chunked\"\npriority = \"prefill\"".to_string()
             };
@@ -911,7 +911,9 @@ mod tests {
         let vllm = generator_settings("vllm", 1000, 100, 8, false);
         assert!(vllm.contains("max_num_seqs = 512\nmax_num_batched_tokens = 2508\n"), "{vllm}");
         assert!(generator_settings("vllm", 1000, 100, 600, false).contains("max_num_seqs = 1200\n"));
-        assert!(generator_settings("sglang", 1000, 100, 8, true).contains("max_prefill_tokens = 2500"));
+        assert!(
+            generator_settings("sglang", 1000, 100, 8, true).contains("max_prefill_tokens = 2500\nmixed_chunk = true")
+        );
         assert!(generator_settings("sglang", 1000, 100, 8, false).contains("max_num_batched_tokens = 2500\n"));
         let trt = generator_settings("trtllm", 1000, 100, 8, false);
         assert!(trt.contains("max_num_seqs = 8\nmax_num_batched_tokens = 2528\n"), "{trt}");

@@ -270,6 +270,31 @@ fn sglang_retracts_the_request_with_the_least_output_and_the_longest_prompt() {
 }
 
 #[test]
+fn sglang_with_mixed_chunks_decodes_the_running_requests_in_the_prefill_batch() {
+    // `--enable-mixed-chunk` (python/sglang/srt/managers/scheduler.py `get_new_batch_prefill`:
+    // `PrefillAdder(..., mixed_with_decode_tokens=running_bs)` takes the running requests'
+    // tokens off `rem_input_tokens` and `rem_chunk_tokens`, then `mix_with_running`).
+    // Iteration = 1000 + 10 µs per token. A (10-token prompt, 4 out) at 0, B (10, 4) at 1500:
+    // 0: prefill A → 1100. 1100: decode A → 2110. 2110: B's prefill with A's decode, 11 tokens
+    // → 3220 (B's first token, not 3210 as unmixed). 3220: decode both → A's last at 4240.
+    use servesim_sim::engine::Simulation;
+    let us = |x: u64| servesim_sim::SimTime(x * 1000);
+    let mixed = "[scheduler.batching]\nkind = \"sglang\"\nmixed_chunk = true";
+    let s = listed(&format!("max_num_batched_tokens = 100\n{mixed}"), 1000);
+    let out = Simulation::with_requests(&s, requests(&[(0, 10, 4), (1500, 10, 4)])).run();
+    let r = &out.recorder.records;
+    assert_eq!((r[0].first_token, r[1].scheduled, r[1].first_token), (us(1100), us(2110), us(3220)));
+    assert_eq!(r[0].finish, us(4240));
+    // The chunk budget loses the running decodes' tokens: budget 12 and B of 20 tokens. 2110:
+    // B's first 11 (12 − A's 1) with A's decode, 12 tokens → 3230. 3230: B's last 9 with A's
+    // decode (A's 4th token) → 4330, B's first token.
+    let s = listed(&format!("max_num_batched_tokens = 12\n{mixed}"), 1000);
+    let out = Simulation::with_requests(&s, requests(&[(0, 10, 4), (1500, 20, 4)])).run();
+    let r = &out.recorder.records;
+    assert_eq!((r[1].scheduled, r[1].first_token, r[0].finish), (us(2110), us(4330), us(4330)));
+}
+
+#[test]
 fn sglang_cuts_a_long_prompt_at_the_chunk_budget_and_ends_the_batch_there() {
     // `PrefillAdder.add_one_req`: a prompt over the chunk budget (max_num_batched_tokens,
     // SGLang's --chunked-prefill-size) is cut there and becomes the chunked request, which the

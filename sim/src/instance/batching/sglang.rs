@@ -6,7 +6,10 @@
 //! SGLANG_RETRACT_DECODE_STEPS 20, SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION 4096).
 //!
 //! An iteration is a prefill batch if one can be formed, else a decode batch of every running
-//! request — the two never mix (`--enable-mixed-chunk` is off by default).
+//! request — the two never mix, unless `mixed_chunk` (`--enable-mixed-chunk`, off by default):
+//! then the running requests decode in the prefill batch too, and their tokens come off its
+//! prompt and chunk budgets first (`PrefillAdder`'s `mixed_with_decode_tokens`; the scheduler's
+//! `get_new_batch_prefill` mixes the running batch in with `mix_with_running`).
 //!
 //! **Prefill batch.** The request in the middle of a chunked prefill, if any, takes its next
 //! chunk first: min(tokens left, chunk budget, tokens the KV budget leaves). Then waiting
@@ -66,11 +69,13 @@ pub(crate) struct Sglang {
     pub(crate) max_prefill_tokens: u64,
     /// `--schedule-conservativeness`: scales the new-token ratio's start. Default 1.
     pub(crate) schedule_conservativeness: f64,
+    /// `--enable-mixed-chunk`: running requests decode in prefill batches. Default false.
+    pub(crate) mixed_chunk: bool,
 }
 
 impl Default for Sglang {
     fn default() -> Self {
-        Sglang { max_prefill_tokens: 16384, schedule_conservativeness: 1.0 }
+        Sglang { max_prefill_tokens: 16384, schedule_conservativeness: 1.0, mixed_chunk: false }
     }
 }
 
@@ -198,6 +203,9 @@ pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Sglang, r
     }
     if !prefill_batch(inst, now, c, rec) {
         decode_batch(inst, min, decay, rec);
+    } else if c.mixed_chunk {
+        // `mix_with_running`: the running batch decodes in this prefill batch.
+        inst.step_running_decodes(u64::MAX, rec);
     }
 }
 
@@ -222,12 +230,15 @@ fn prefill_batch(inst: &mut Instance, now: SimTime, c: &Sglang, rec: &mut dyn Ob
         .filter(|s| s.is_decode())
         .map(|s| reserve((s.output - s.generated) as u64) as f64 * ratio)
         .sum();
+    // `mixed_with_decode_tokens`: with mixed chunks the running requests' decode tokens come
+    // off the batch's budgets first.
+    let mixed = if c.mixed_chunk { running as i64 } else { 0 };
     let mut adder = Adder {
         available: (inst.kv.blocks.free() as u64 * bt) as f64,
-        total_offset: reserved,
-        cur_offset: 0.0,
-        rem_input: c.max_prefill_tokens as i64,
-        rem_chunk: inst.cfg.max_num_batched_tokens as i64,
+        total_offset: reserved + mixed as f64,
+        cur_offset: mixed as f64,
+        rem_input: c.max_prefill_tokens as i64 - mixed,
+        rem_chunk: inst.cfg.max_num_batched_tokens as i64 - mixed,
         can_run: 0,
         no_token: false,
         chunked: false,
