@@ -175,9 +175,7 @@ pub struct Profiled {
     /// how many, and their sum in slot order by token count, so that one read stands for them
     /// all (the same additions as slot by slot, from zero: bit-identical).
     prefix: Option<(usize, Memo)>,
-    /// The slots of the engine's CPU work, for `cpu_time`.
-    cpu_slots: Vec<usize>,
-    /// Whether slot `i` is CPU work (the same slots as `cpu_slots`).
+    /// Whether slot `i` is the engine's CPU work (for `cpu_time`).
     is_cpu: Vec<bool>,
     /// The trailing memoised slots, read as one row in decode-only batches.
     tail: Option<Tail>,
@@ -475,10 +473,9 @@ impl Profiled {
             .map(|(i, s)| if i < first { None } else { Key::of(s.kind).map(|k| (k, k.memo())) })
             .collect();
         let is_cpu: Vec<bool> = slots.iter().map(|s| matches!(s.kind, Kind::Cpu | Kind::RoofCpu)).collect();
-        let cpu_slots: Vec<usize> = (0..slots.len()).filter(|&i| is_cpu[i]).collect();
         let start = (first..slots.len()).rev().take_while(|&i| memos[i].is_some()).last();
-        let tail = start.filter(|&t| cpu_slots.iter().all(|&c| c >= t)).map(Tail::new);
-        Ok(Profiled { model, roofline, slots, fallbacks, memos, prefix, cpu_slots, is_cpu, tail })
+        let tail = start.filter(|&t| !is_cpu[..t].contains(&true)).map(Tail::new);
+        Ok(Profiled { model, roofline, slots, fallbacks, memos, prefix, is_cpu, tail })
     }
 
     /// Ops the roofline model stands in for, with the reason.
@@ -732,7 +729,7 @@ impl CostModel for Profiled {
         if b.is_empty() {
             return SimTime::ZERO;
         }
-        let secs: f64 = self.cpu_slots.iter().map(|&i| self.slot_seconds_memo(i, b).0).sum();
+        let secs: f64 = (0..self.slots.len()).filter(|&i| self.is_cpu[i]).map(|i| self.slot_seconds_memo(i, b).0).sum();
         cpu_ns(secs)
     }
 

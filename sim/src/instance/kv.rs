@@ -185,6 +185,19 @@ impl BlockAllocator {
         Some(b)
     }
 
+    /// Grows `table` from the free blocks (never evicting) until it holds `need`; false if the
+    /// free ones run out first (what was taken stays taken).
+    #[inline]
+    pub(crate) fn fill_free(&mut self, table: &mut Vec<u32>, need: usize) -> bool {
+        while table.len() < need {
+            match self.alloc_free() {
+                Some(b) => table.push(b),
+                None => return false,
+            }
+        }
+        true
+    }
+
     /// Takes `n` blocks from the free ones into `table` — the very blocks, in the same order,
     /// as `n` calls of [`BlockAllocator::alloc_free`] — if `n` are free (never evicting);
     /// otherwise takes none and returns false.

@@ -492,17 +492,8 @@ impl Instance {
                     continue;
                 }
                 if used < budget {
-                    if (s.blocks.len() as u64) * bt < ctx {
-                        let need = ctx.div_ceil(bt) as usize;
-                        while s.blocks.len() < need {
-                            match kv.alloc_free() {
-                                Some(b) => s.blocks.push(b),
-                                None => break,
-                            }
-                        }
-                        if s.blocks.len() < need {
-                            break;
-                        }
+                    if (s.blocks.len() as u64) * bt < ctx && !kv.fill_free(&mut s.blocks, ctx.div_ceil(bt) as usize) {
+                        break;
                     }
                     s.step = 1;
                     used += 1;
@@ -523,17 +514,10 @@ impl Instance {
                     let step = 1 + draft as u64;
                     if used + step <= budget {
                         // Multiplying rather than dividing.
-                        if (s.blocks.len() as u64) * bt < s.computed + step {
-                            let need = (s.computed + step).div_ceil(bt) as usize;
-                            while s.blocks.len() < need {
-                                match kv.alloc_free() {
-                                    Some(b) => s.blocks.push(b),
-                                    None => break,
-                                }
-                            }
-                            if s.blocks.len() < need {
-                                break;
-                            }
+                        let end = s.computed + step;
+                        if (s.blocks.len() as u64) * bt < end && !kv.fill_free(&mut s.blocks, end.div_ceil(bt) as usize)
+                        {
+                            break;
                         }
                         s.step = step;
                         s.draft = draft;
