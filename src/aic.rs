@@ -125,7 +125,7 @@ pub(crate) fn build(
         kv: req.model.kv_dtype,
         gemm_kernel: req.gemm_kernel.clone(),
         gpu: req.gpu.clone(),
-        moe_distribution: "balanced".into(),
+        moe_distribution: req.moe_distribution.clone(),
         package: files.package.clone(),
         command: format!("[cost] database ({} {})", req.framework, req.system),
         // Built on the fly: no date, so nothing in a run depends on when it ran.

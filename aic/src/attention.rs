@@ -40,6 +40,8 @@ pub(crate) struct AttnShape {
     pub(crate) head_dim: u64,
     /// `bfloat16` or `fp8`.
     pub(crate) kv_dtype: String,
+    /// The sliding window in tokens (`window_size`); 0: full attention.
+    pub(crate) window: u64,
 }
 
 /// An attention table read for one shape: (batch, tokens, ms) points.
@@ -87,10 +89,10 @@ pub(crate) fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<A
     let step = if phase == Phase::Generation { f.ints("step")? } else { vec![0; rows] };
     let lat = f.floats("latency")?;
     let mha = s.heads == s.kv_heads;
-    // Rows of the right kind: full attention, bf16 math, the KV dtype and head size, and the
-    // same KV heads (any equal count for multi-head attention).
+    // Rows of the right kind: the window (0: full attention), bf16 math, the KV dtype and head
+    // size, and the same KV heads (any equal count for multi-head attention).
     let ok = |i: usize| {
-        window[i] == 0
+        window[i] == s.window as i64
             && attn[i] == "bfloat16"
             && kv[i] == s.kv_dtype
             && hd[i] as u64 == s.head_dim
@@ -100,9 +102,10 @@ pub(crate) fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<A
     for i in (0..rows).filter(|&i| ok(i)) {
         *counts.entry(kernels[i]).or_default() += 1;
     }
+    let attends = if s.window == 0 { "full attention".to_string() } else { format!("window {}", s.window) };
     let Some(kernel) = counts.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(k, _)| k.to_string()) else {
         return Err(format!(
-            "{file}: no rows for {} KV heads of {} ({} KV cache, full attention)",
+            "{file}: no rows for {} KV heads of {} ({} KV cache, {attends})",
             s.kv_heads, s.head_dim, s.kv_dtype
         )
         .into());
@@ -121,7 +124,7 @@ pub(crate) fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<A
         by_heads.entry(nh[i] as u64).or_default().entry((b[i] as u64, tokens)).or_insert(lat[i]);
     }
     let selection = format!(
-        "kernel {kernel}, {} KV cache, head_dim {}, {} KV heads, full attention",
+        "kernel {kernel}, {} KV cache, head_dim {}, {} KV heads, {attends}",
         s.kv_dtype,
         s.head_dim,
         if mha { "as many".to_string() } else { s.kv_heads.to_string() }

@@ -39,10 +39,14 @@ pub enum Weights {
     Fp8Block,
     /// NVFP4 (Blackwell).
     Fp4,
+    /// MXFP4 experts with bf16 attention and LM head, the gpt-oss checkpoint: its MoE runs
+    /// weight-only 4-bit kernels (`w4a16_mxfp4`), its GEMMs bf16 (AIConfigurator 095f58a51
+    /// `sdk/models/helpers.py`: quant_algo "mxfp4" → GEMM bfloat16, MoE w4a16_mxfp4).
+    Mxfp4,
 }
 
 impl Weights {
-    pub const NAMES: [&'static str; 4] = ["bf16", "fp8", "fp8-block", "fp4"];
+    pub const NAMES: [&'static str; 5] = ["bf16", "fp8", "fp8-block", "fp4", "mxfp4"];
 
     pub fn parse(s: &str) -> Option<Weights> {
         match s {
@@ -50,6 +54,7 @@ impl Weights {
             "fp8" => Some(Weights::Fp8),
             "fp8-block" | "fp8_block" => Some(Weights::Fp8Block),
             "fp4" | "nvfp4" => Some(Weights::Fp4),
+            "mxfp4" => Some(Weights::Mxfp4),
             _ => None,
         }
     }
@@ -58,26 +63,44 @@ impl Weights {
         Weights::NAMES[self as usize]
     }
 
+    /// The weights of the dense GEMMs (attention projections, dense FFNs).
+    fn gemm_weights(self) -> Weights {
+        match self {
+            Weights::Mxfp4 => Weights::Bf16,
+            w => w,
+        }
+    }
+
     /// The database's `gemm_dtype`.
     pub fn gemm_dtype(self) -> &'static str {
-        match self {
+        match self.gemm_weights() {
             Weights::Bf16 => "bfloat16",
             Weights::Fp8 => "fp8",
             Weights::Fp8Block => "fp8_block",
             Weights::Fp4 => "nvfp4",
+            Weights::Mxfp4 => unreachable!("MXFP4 GEMMs are bf16"),
         }
     }
 
-    /// The database's `moe_dtype`.
-    pub fn moe_dtype(self) -> &'static str {
-        self.gemm_dtype()
+    /// The database's `moe_dtype` as the engine runs these weights. MXFP4 experts run
+    /// weight-only (`w4a16_mxfp4`), except under TensorRT-LLM on GPUs with FP4 tensor cores
+    /// (compute capability ≥ 10.0), which quantizes the activations to MXFP8
+    /// (`w4a8_mxfp4_mxfp8`: NVIDIA/TensorRT-LLM 008e0af8, tensorrt_llm/_torch/model_config.py,
+    /// `ModelConfig.get_mxfp4_quant_algo`; its `resolve_moe_backend` picks the TRTLLM MoE
+    /// backend for gpt-oss on Blackwell).
+    pub fn moe_dtype(self, framework: &str, fp4_gpu: bool) -> &'static str {
+        match self {
+            Weights::Mxfp4 if framework == "trtllm" && fp4_gpu => "w4a8_mxfp4_mxfp8",
+            Weights::Mxfp4 => "w4a16_mxfp4",
+            w => w.gemm_dtype(),
+        }
     }
 
     fn bytes(self) -> f64 {
         match self {
             Weights::Bf16 => 2.0,
             Weights::Fp8 | Weights::Fp8Block => 1.0,
-            Weights::Fp4 => 0.5,
+            Weights::Fp4 | Weights::Mxfp4 => 0.5,
         }
     }
 }
@@ -126,9 +149,9 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
         return Err("give at least one TP degree".into());
     }
     let m = &r.model;
-    if let Some(what) = m.unprofiled_layers() {
-        // Latent attention, shared experts, mixed dense/MoE and windowed layers need their own
-        // tables (the database's mla_* ones and per-kind shapes): not read yet.
+    if let Some(what) = m.database_unsupported() {
+        // Latent attention, shared experts and mixed dense/MoE layers need their own tables
+        // (the database's mla_* ones and per-kind shapes): not read yet.
         return Err(format!(
             "{} has {what}: its profile is not imported from the database yet; the roofline prices it \
              (leave out [cost] database)",
@@ -144,20 +167,21 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
     let gemm_file = format!("{}/gemm/{}/{}/gemm_perf.parquet", sel.system, sel.framework, sel.version);
     let sol = |w: Weights| {
         let flops = match w {
-            Weights::Bf16 => r.gpu.bf16_flops,
+            Weights::Bf16 | Weights::Mxfp4 => r.gpu.bf16_flops,
             Weights::Fp8 | Weights::Fp8Block => r.gpu.fp8_flops.unwrap_or(r.gpu.bf16_flops),
             Weights::Fp4 => r.gpu.fp8_flops.map_or(r.gpu.bf16_flops, |f| 2.0 * f),
         };
         Sol { flops, bytes_per_s: r.gpu.hbm_bytes_per_s, weight_bytes: w.bytes() }
     };
-    let gemms = GemmTable::load(db, &gemm_file, r.weights.gemm_dtype(), r.gemm_kernel.as_deref(), sol(r.weights))?;
-    let logits = if r.weights == Weights::Bf16 {
+    let gw = r.weights.gemm_weights();
+    let gemms = GemmTable::load(db, &gemm_file, gw.gemm_dtype(), r.gemm_kernel.as_deref(), sol(gw))?;
+    let logits = if gw == Weights::Bf16 {
         gemms.clone()
     } else {
         GemmTable::load(db, &gemm_file, "bfloat16", None, sol(Weights::Bf16))?
     };
     let transfer = gemms.transfer_error();
-    let logits_transfer = if r.weights == Weights::Bf16 { transfer.clone() } else { logits.transfer_error() };
+    let logits_transfer = if gw == Weights::Bf16 { transfer.clone() } else { logits.transfer_error() };
     let kv_dtype = match r.kv {
         Dtype::Bf16 => "bfloat16",
         Dtype::Fp8 => "fp8",
@@ -178,6 +202,20 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
     if m.experts > 1 {
         notes.push("the MoE router GEMM (hidden × experts) is not in the profile".into());
     }
+    if m.arch.biases {
+        notes.push(
+            "the projections' and experts' bias adds are not timed: the database's GEMM and MoE tables have none \
+             (as AIConfigurator's own model of the model)"
+                .into(),
+        );
+    }
+    if r.weights == Weights::Mxfp4 {
+        notes.push(format!(
+            "mxfp4: the experts run the database's {} MoE kernels (as {} runs them on this GPU), the other GEMMs bf16",
+            r.weights.moe_dtype(&sel.framework, r.gpu.has_fp4()),
+            sel.framework
+        ));
+    }
     for &tp in &r.tp {
         let t = tp as u64;
         let q = m.heads / t;
@@ -195,13 +233,20 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
         if m.experts > 1 {
             ops.push(moe_op(db, &sel, r, tp)?);
         }
-        let shape = AttnShape { heads: q, kv_heads: kvh, head_dim: hd, kv_dtype: kv_dtype.into() };
-        for (name, phase, axes) in [
-            ("attn_prefill", Phase::Context, vec![Axis::Batch, Axis::Sequence]),
-            ("attn_decode", Phase::Generation, vec![Axis::Batch, Axis::Context]),
-        ] {
+        let full = AttnShape { heads: q, kv_heads: kvh, head_dim: hd, kv_dtype: kv_dtype.into(), window: 0 };
+        // A windowed model's windowed layers read the rows measured with its window.
+        let windowed = m.arch.window.map(|w| AttnShape { window: w.tokens, ..full.clone() });
+        let mut kinds = vec![
+            ("attn_prefill", Phase::Context, vec![Axis::Batch, Axis::Sequence], &full),
+            ("attn_decode", Phase::Generation, vec![Axis::Batch, Axis::Context], &full),
+        ];
+        if let Some(w) = &windowed {
+            kinds.push(("attn_prefill_window", Phase::Context, vec![Axis::Batch, Axis::Sequence], w));
+            kinds.push(("attn_decode_window", Phase::Generation, vec![Axis::Batch, Axis::Context], w));
+        }
+        for (name, phase, axes, shape) in kinds {
             let file = format!("{}/attention/{}/{}/{}", sel.system, sel.framework, sel.version, phase.file());
-            let a = attention::read(db, &file, phase, &shape).map_err(|e| format!("{name} (tp {tp}): {e}"))?;
+            let a = attention::read(db, &file, phase, shape).map_err(|e| format!("{name} (tp {tp}): {e}"))?;
             let pts = a.points.iter().map(|&(b, s, ms)| vec![b as f64, s as f64, ms]).collect();
             let mut table = fit_table(name, Some(tp), axes, pts);
             table.source = Some(OpSource {
@@ -284,7 +329,10 @@ fn gemm_op(
 }
 
 /// The routed experts of one MoE layer over the iteration's tokens, experts split over the TP
-/// GPUs (no expert parallelism).
+/// GPUs (no expert parallelism). Where the engine's table has no expert-TP rows at this degree
+/// (TensorRT-LLM's tables measure expert parallelism only), the rows with the experts spread
+/// over as many GPUs by expert parallelism stand in, and the selection says so: under
+/// balanced routing each GPU reads and multiplies the same bytes and FLOPs either way.
 fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32) -> Result<OpTable, crate::Error> {
     let m = &r.model;
     let file = format!("{}/moe/{}/{}/moe_perf.parquet", sel.system, sel.framework, sel.version);
@@ -319,16 +367,19 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32) -> Result<OpTable, cra
         ints("moe_ep_size")?,
     );
     let lat = f.floats("latency")?;
-    let ok = |i: usize| {
-        dtype[i] == r.weights.moe_dtype()
+    let moe_dtype = r.weights.moe_dtype(&sel.framework, r.gpu.has_fp4());
+    let shape = |i: usize| {
+        dtype[i] == moe_dtype
             && dist[i] == r.moe_distribution
             && hidden[i] as u64 == m.hidden
             && inter[i] as u64 == m.intermediate
             && topk[i] as u64 == m.top_k
             && experts[i] as u64 == m.experts
-            && mtp[i] as u64 == tp as u64
-            && mep[i] == 1
     };
+    let t = tp as i64;
+    let by_tp = (0..f.rows).any(|i| shape(i) && mtp[i] == t && mep[i] == 1);
+    let (want_tp, want_ep) = if by_tp || tp == 1 { (t, 1) } else { (1, t) };
+    let ok = |i: usize| shape(i) && mtp[i] == want_tp && mep[i] == want_ep;
     let mut kernels: Vec<&str> = (0..f.rows).filter(|&i| ok(i)).map(|i| kernel[i]).collect();
     kernels.sort();
     kernels.dedup();
@@ -336,7 +387,7 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32) -> Result<OpTable, cra
         return Err(format!(
             "moe_experts (tp {tp}): {file} has no {} rows for hidden {}, intermediate {}, top-{} of {} experts, \
              expert TP {tp}, {} routing",
-            r.weights.moe_dtype(),
+            moe_dtype,
             m.hidden,
             m.intermediate,
             m.top_k,
@@ -348,13 +399,14 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32) -> Result<OpTable, cra
     let pts: Vec<Vec<f64>> =
         (0..f.rows).filter(|&i| ok(i) && kernel[i] == k).map(|i| vec![tokens[i] as f64, lat[i]]).collect();
     let mut table = fit_table("moe_experts", Some(tp), vec![Axis::Tokens], pts);
+    let split = if want_ep == 1 {
+        format!("expert TP {tp}")
+    } else {
+        format!("expert parallel {tp} (the table has no expert-TP rows at {tp} GPUs; the same bytes and FLOPs per GPU under balanced routing)")
+    };
     table.source = Some(OpSource {
         file,
-        selection: format!(
-            "{} MoE of kernel {k}, {} routing, expert TP {tp}",
-            r.weights.moe_dtype(),
-            r.moe_distribution
-        ),
+        selection: format!("{} MoE of kernel {k}, {} routing, {split}", moe_dtype, r.moe_distribution),
         shape: "the model's MoE shape measured".into(),
         transfer_error: None,
     });

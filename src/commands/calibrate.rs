@@ -48,7 +48,8 @@ pub(crate) struct AicArgs {
     /// Tensor-parallel degrees, e.g. 1,2,4,8.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     tp: Vec<u32>,
-    /// GEMM weights: bf16, fp8 (per-tensor), fp8-block or fp4 (NVFP4).
+    /// GEMM weights: bf16, fp8 (per-tensor), fp8-block, fp4 (NVFP4) or mxfp4 (MXFP4 experts, bf16
+    /// GEMMs: the gpt-oss checkpoint).
     #[arg(long, default_value = "bf16")]
     weights: String,
     /// KV cache dtype: bf16 or fp8.
@@ -57,8 +58,9 @@ pub(crate) struct AicArgs {
     /// The GEMM kernel, where the database has several for the dtype (default: the most measured).
     #[arg(long)]
     gemm_kernel: Option<String>,
-    /// How tokens spread over the experts of MoE models: balanced, power_law_1.01, power_law_1.2.
-    #[arg(long, default_value = "balanced")]
+    /// How tokens spread over the experts of MoE models, as the database measured it: balanced,
+    /// power_law_1.01 or power_law_1.2 (AIConfigurator's own default, and servesim's).
+    #[arg(long, default_value = servesim_sim::cost::DEFAULT_MOE_DISTRIBUTION)]
     moe_distribution: String,
     /// The database: its systems/data folder, the aiconfigurator_core package, or an unpacked
     /// wheel. Default: $SERVESIM_AIC_DATA, else the installed aiconfigurator_core package.
@@ -151,6 +153,13 @@ fn import_aic(a: AicArgs) -> Result<()> {
             a.weights
         ))
     })?;
+    if !servesim_sim::cost::MOE_DISTRIBUTIONS.contains(&a.moe_distribution.as_str()) {
+        return Err(CliError::input(format!(
+            "--moe-distribution: expected one of {}, got {:?}",
+            servesim_sim::cost::MOE_DISTRIBUTIONS.join(", "),
+            a.moe_distribution
+        )));
+    }
     let kv = match a.kv.as_str() {
         "bf16" => servesim_sim::spec::Dtype::Bf16,
         "fp8" => servesim_sim::spec::Dtype::Fp8,
@@ -164,14 +173,15 @@ fn import_aic(a: AicArgs) -> Result<()> {
         ))
     })?;
     let command = format!(
-        "servesim calibrate import-aic --system {} --framework {}{} --model {} --tp {} --weights {} --kv {}",
+        "servesim calibrate import-aic --system {} --framework {}{} --model {} --tp {} --weights {} --kv {} --moe-distribution {}",
         preset.database_system,
         a.framework,
         a.version.as_deref().map_or(String::new(), |v| format!(" --version {v}")),
         a.model,
         a.tp.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
         weights.name(),
-        a.kv
+        a.kv,
+        a.moe_distribution
     );
     let req = servesim_aic::Request {
         system: preset.database_system.to_string(),

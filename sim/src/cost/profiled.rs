@@ -5,6 +5,9 @@
 //!               attn_prefill(chunk, cached | batch, sequence) · attn_decode(batch, context),
 //!               attn_post_proj, post_attention_layernorm, mlp_up_proj, mlp_act, mlp_down_proj,
 //!               add, 2 × all_reduce(tokens × hidden × 2 bytes) when TP > 1
+//!   windowed:   a model with windowed layers (gpt-oss) reads attn_prefill and attn_decode in
+//!               its full-attention layers and attn_prefill_window · attn_decode_window (the
+//!               same axes, measured with the window) in its windowed ones
 //!   per step:   emb(tokens), lm_head(sampled), sample(sampled),
 //!               CPU: schedule + sampler_e2e + prepare_inputs_e2e + process_model_outputs (batch)
 //! ```
@@ -58,6 +61,8 @@ pub const KNOWN_OPS: &[(&str, &[Axis])] = &[
     ("emb", &[Axis::Tokens]),
     ("attn_prefill", &[Axis::Chunk, Axis::Cached]),
     ("attn_decode", &[Axis::Batch, Axis::Context]),
+    ("attn_prefill_window", &[Axis::Chunk, Axis::Cached]),
+    ("attn_decode_window", &[Axis::Batch, Axis::Context]),
     ("all_reduce", &[Axis::Bytes]),
     ("lm_head", &[Axis::Tokens]),
     ("sample", &[Axis::Batch]),
@@ -69,7 +74,8 @@ pub const KNOWN_OPS: &[(&str, &[Axis])] = &[
 
 /// Other axes an op's table may have: prefill attention as kernel databases time it, `batch`
 /// whole prompts of `sequence` tokens.
-pub const OTHER_AXES: &[(&str, &[Axis])] = &[("attn_prefill", &[Axis::Batch, Axis::Sequence])];
+pub const OTHER_AXES: &[(&str, &[Axis])] =
+    &[("attn_prefill", &[Axis::Batch, Axis::Sequence]), ("attn_prefill_window", &[Axis::Batch, Axis::Sequence])];
 
 /// Checks that `name` is an op the profiled model reads and that its table has one of the
 /// accepted axis lists; the error names the op and what it needs.
@@ -149,15 +155,30 @@ struct Slot {
     curve: Option<Curve>,
     /// Why the roofline prices it (None: measured).
     fallback: Option<String>,
+    /// The layers a per-layer op runs in: all of them, or one kind's (a windowed model's full
+    /// and windowed attention layers).
+    layers: f64,
+    /// The attention window of a windowed layer's prefill table (tokens); None: full attention.
+    window: Option<f64>,
 }
 
 impl Slot {
-    fn measured(name: &'static str, kind: Kind, curve: Curve) -> Slot {
-        Slot { name, kind, curve: Some(curve), fallback: None }
+    fn measured(name: &'static str, kind: Kind, curve: Curve, layers: u64) -> Slot {
+        Slot { name, kind, curve: Some(curve), fallback: None, layers: layers as f64, window: None }
     }
 
-    fn roof(name: &'static str, kind: Kind, reason: String) -> Slot {
-        Slot { name, kind, curve: None, fallback: Some(reason) }
+    fn roof(name: &'static str, kind: Kind, reason: String, layers: u64) -> Slot {
+        Slot { name, kind, curve: None, fallback: Some(reason), layers: layers as f64, window: None }
+    }
+}
+
+/// The work of a causal prefill of `s` tokens from the start, in query-key pairs, when each
+/// query sees at most `w` keys: `Σ_{i=1..s} min(i, w)`.
+fn windowed_pairs(s: f64, w: f64) -> f64 {
+    if s <= w {
+        s * (s + 1.0) / 2.0
+    } else {
+        w * (w + 1.0) / 2.0 + (s - w) * w
     }
 }
 
@@ -353,6 +374,9 @@ impl Profiled {
                 return Err(format!("op {} appears twice for tp {:?}", t.name, t.tp).into());
             }
             check_op_axes(&t.name, &t.axes)?;
+            if t.name.ends_with("_window") && model.arch.window.is_none() {
+                return Err(format!("op {}: {} has no windowed attention layers", t.name, model.name).into());
+            }
         }
         let tp32 = tp as u32;
         // Without tables at this degree every TP-specific op falls back (loudly), rather than
@@ -369,93 +393,134 @@ impl Profiled {
         };
         let curve = |name: &str| find(name).map(Curve::from_table);
         let mut slots = Vec::new();
+        let all = model.layers;
 
         for (i, (vidur, ours)) in LAYER_GEMMS.iter().enumerate() {
             let moe = model.experts > 1 && i >= 2;
             match (curve(vidur), moe) {
-                (Some(c), false) => slots.push(Slot::measured(vidur, Kind::LayerTokens, c)),
+                (Some(c), false) => slots.push(Slot::measured(vidur, Kind::LayerTokens, c, all)),
                 _ if moe && i == 3 => {}
                 (_, true) => match curve("moe_experts") {
-                    Some(c) => slots.push(Slot::measured("moe_experts", Kind::LayerTokens, c)),
+                    Some(c) => slots.push(Slot::measured("moe_experts", Kind::LayerTokens, c, all)),
                     None => slots.push(Slot::roof(
                         "moe_experts",
                         Kind::Roof(roof("moe_experts"), 1, 0),
                         missing("mixture of experts: the routed experts"),
+                        all,
                     )),
                 },
-                (None, false) => slots.push(Slot::roof(vidur, Kind::Roof(roof(ours), 1, 0), missing("GEMM"))),
+                (None, false) => slots.push(Slot::roof(vidur, Kind::Roof(roof(ours), 1, 0), missing("GEMM"), all)),
             }
         }
         let elementwise: Vec<Slot> = LAYER_ELEMENTWISE
             .iter()
-            .filter_map(|n| curve(n).map(|c| Slot::measured(n, Kind::LayerTokens, c)))
+            .filter_map(|n| curve(n).map(|c| Slot::measured(n, Kind::LayerTokens, c, all)))
             .collect();
         if elementwise.is_empty() {
             slots.push(Slot::roof(
                 "elementwise",
                 Kind::Roof(roof("elementwise"), 5, 0),
                 missing("norms, RoPE, KV write, activation, residual adds"),
+                all,
             ));
         }
         slots.extend(elementwise);
 
         // Attention depends only on the per-GPU heads: a table measured on another model or TP
-        // degree serves when those match (Vidur's attention was measured for one geometry).
+        // degree serves when those match (Vidur's attention was measured for one geometry). A
+        // windowed model's full and windowed layers each read their own table; without the
+        // windowed one the roofline prices its attention, both kinds.
         let ours = ModelDims::from_spec(&model).attention_per_gpu(tp);
-        for name in ["attn_prefill", "attn_decode"] {
+        let attention = |name: &str| -> Result<&OpTable, String> {
             let geometry = |t: &OpTable| t.dims.as_ref().unwrap_or(dims).attention_per_gpu(t.tp.map_or(tp, u64::from));
             let tables: Vec<&OpTable> = profile.ops.iter().filter(|t| t.name == name).collect();
             let exact = tables.iter().find(|t| t.tp == Some(tp32) && geometry(t) == ours);
             match exact.or_else(|| tables.iter().find(|t| geometry(t) == ours)) {
-                Some(t) => {
-                    let kind = match (name, t.axes.first()) {
-                        ("attn_decode", _) => Kind::Decode,
-                        (_, Some(Axis::Batch)) => Kind::PrefillSequence,
-                        _ => Kind::PrefillChunk,
-                    };
-                    let n = if name == "attn_decode" { "attn_decode" } else { "attn_prefill" };
-                    slots.push(Slot::measured(n, kind, Curve::from_table(t)));
-                }
-                None => {
-                    let reason = match tables.first() {
-                        Some(t) => {
-                            let theirs = geometry(t);
-                            format!(
-                                "measured for {} query / {} KV heads of {} per GPU; this model has {} / {} / {} at TP {tp}",
-                                theirs.0, theirs.1, theirs.2, ours.0, ours.1, ours.2
-                            )
-                        }
-                        None => missing("attention"),
-                    };
-                    let n = if name == "attn_decode" { "attn_decode" } else { "attn_prefill" };
-                    slots.push(Slot::roof(n, Kind::Roof(roof(n), 1, 0), reason));
-                }
+                Some(t) => Ok(*t),
+                None => Err(match tables.first() {
+                    Some(t) => {
+                        let theirs = geometry(t);
+                        format!(
+                            "measured for {} query / {} KV heads of {} per GPU; this model has {} / {} / {} at TP {tp}",
+                            theirs.0, theirs.1, theirs.2, ours.0, ours.1, ours.2
+                        )
+                    }
+                    None => missing("attention"),
+                }),
+            }
+        };
+        let kind_of = |name: &str, t: &OpTable| match (name, t.axes.first()) {
+            ("attn_decode" | "attn_decode_window", _) => Kind::Decode,
+            (_, Some(Axis::Batch)) => Kind::PrefillSequence,
+            _ => Kind::PrefillChunk,
+        };
+        for (name, windowed) in [("attn_prefill", "attn_prefill_window"), ("attn_decode", "attn_decode_window")] {
+            let full = attention(name);
+            match model.arch.window {
+                None => match full {
+                    Ok(t) => slots.push(Slot::measured(name, kind_of(name, t), Curve::from_table(t), all)),
+                    Err(reason) => slots.push(Slot::roof(name, Kind::Roof(roof(name), 1, 0), reason, all)),
+                },
+                Some(w) => match (full, attention(windowed)) {
+                    (Ok(f), Ok(wt)) => {
+                        slots.push(Slot::measured(name, kind_of(name, f), Curve::from_table(f), all - w.layers));
+                        let mut s = Slot::measured(windowed, kind_of(windowed, wt), Curve::from_table(wt), w.layers);
+                        s.window = Some(w.tokens as f64);
+                        slots.push(s);
+                    }
+                    (full, win) => {
+                        let reason = match (full, win) {
+                            (Err(r), _) => r,
+                            (_, Err(r)) => format!(
+                                "{} of {all} layers attend to a window of {} tokens and {windowed} is {}",
+                                w.layers,
+                                w.tokens,
+                                if r.starts_with("measured for") { r } else { "not in the profile".to_string() }
+                            ),
+                            _ => unreachable!("both found is the arm above"),
+                        };
+                        slots.push(Slot::roof(name, Kind::Roof(roof(name), 1, 0), reason, all));
+                    }
+                },
             }
         }
         if tp > 1 {
             // Vidur measures all-reduce by GPU count, not by model: any TP-tagged table of this
             // degree will do.
             match curve("all_reduce") {
-                Some(c) => slots.push(Slot::measured("all_reduce", Kind::AllReduce, c)),
-                None => {
-                    slots.push(Slot::roof("all_reduce", Kind::Roof(roof("allreduce"), 2, 0), missing("collectives")))
-                }
+                Some(c) => slots.push(Slot::measured("all_reduce", Kind::AllReduce, c, all)),
+                None => slots.push(Slot::roof(
+                    "all_reduce",
+                    Kind::Roof(roof("allreduce"), 2, 0),
+                    missing("collectives"),
+                    all,
+                )),
             }
         }
         if let Some(c) = curve("emb") {
-            slots.push(Slot::measured("emb", Kind::StepTokens, c));
+            slots.push(Slot::measured("emb", Kind::StepTokens, c, all));
         }
         match curve("lm_head") {
-            Some(c) => slots.push(Slot::measured("lm_head", Kind::Sampled, c)),
-            None => slots.push(Slot::roof("lm_head", Kind::Roof(roof("lm_head"), 0, 1), missing("LM head GEMM"))),
+            Some(c) => slots.push(Slot::measured("lm_head", Kind::Sampled, c, all)),
+            None => {
+                slots.push(Slot::roof("lm_head", Kind::Roof(roof("lm_head"), 0, 1), missing("LM head GEMM"), all))
+            }
         }
         if let Some(c) = curve("sample") {
-            slots.push(Slot::measured("sample", Kind::Sampled, c));
+            slots.push(Slot::measured("sample", Kind::Sampled, c, all));
         }
-        let cpu: Vec<Slot> = CPU_OPS.iter().filter_map(|n| curve(n).map(|c| Slot::measured(n, Kind::Cpu, c))).collect();
+        let cpu: Vec<Slot> =
+            CPU_OPS.iter().filter_map(|n| curve(n).map(|c| Slot::measured(n, Kind::Cpu, c, all))).collect();
         if cpu.is_empty() {
             // Not a stand-in for a measured op: the engine's CPU work is a setting of the run.
-            slots.push(Slot { name: "cpu_overhead", kind: Kind::RoofCpu, curve: None, fallback: None });
+            slots.push(Slot {
+                name: "cpu_overhead",
+                kind: Kind::RoofCpu,
+                curve: None,
+                fallback: None,
+                layers: all as f64,
+                window: None,
+            });
         }
         slots.extend(cpu);
         let fallbacks = slots
@@ -487,7 +552,7 @@ impl Profiled {
     /// measured range.
     #[inline(never)]
     fn slot_seconds(&self, s: &Slot, b: &BatchShape) -> (f64, bool) {
-        let layers = self.model.layers as f64;
+        let layers = s.layers;
         let n = b.tokens() as f64;
         let ms = 1e-3;
         let read = |x: &[f64]| -> (f64, bool) {
@@ -514,7 +579,12 @@ impl Profiled {
                     (layers * k * t * scale * ms, out)
                 } else {
                     let seq = chunk + cached;
-                    let share = if seq > 0.0 { (seq * seq - cached * cached) / (seq * seq) } else { 1.0 };
+                    let share = match s.window {
+                        _ if seq <= 0.0 => 1.0,
+                        None => (seq * seq - cached * cached) / (seq * seq),
+                        // Each query sees at most w keys: the chunk's share of the whole prompt's pairs.
+                        Some(w) => (windowed_pairs(seq, w) - windowed_pairs(cached, w)) / windowed_pairs(seq, w),
+                    };
                     let (t, out) = read(&[k, seq]);
                     (layers * t * share * scale * ms, out)
                 }

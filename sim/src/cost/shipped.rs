@@ -88,6 +88,7 @@ mod tests {
                     version: None,
                     weights: d.weights.clone(),
                     gemm_kernel: None,
+                    moe_distribution: crate::cost::DEFAULT_MOE_DISTRIBUTION.into(),
                     path: None,
                     model: model.clone(),
                     tp,

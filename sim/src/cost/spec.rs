@@ -110,6 +110,10 @@ pub struct DatabaseSpec {
     /// One GEMM kernel among several for the dtype. Default: the most measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) gemm_kernel: Option<String>,
+    /// How a MoE layer's tokens spread over its experts, as the database measured it:
+    /// `balanced`, `power_law_1.01` or `power_law_1.2`. Default: [`DEFAULT_MOE_DISTRIBUTION`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) moe_distribution: Option<String>,
     /// The database folder, relative to the scenario. Default: the profiles shipped with
     /// servesim, then `$SERVESIM_AIC_DATA`, then an installed aiconfigurator_core package.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -121,7 +125,14 @@ fn is_one(x: &f64) -> bool {
 }
 
 /// The GEMM weight names a database knows.
-pub const DATABASE_WEIGHTS: [&str; 4] = ["bf16", "fp8", "fp8-block", "fp4"];
+pub const DATABASE_WEIGHTS: [&str; 5] = ["bf16", "fp8", "fp8-block", "fp4", "mxfp4"];
+/// The expert routings a database measured (`distribution` of its MoE tables).
+pub const MOE_DISTRIBUTIONS: [&str; 3] = ["balanced", "power_law_1.01", "power_law_1.2"];
+/// AIConfigurator's own default routing: a power law of exponent 1.2 (ai-dynamo/aiconfigurator
+/// 095f58a51, aic-core/.../sdk/config.py `workload_distribution = "power_law"` and
+/// sdk/models/moe.py `_power_law_alpha = 1.2`). Decode batches under real routing touch fewer
+/// experts than tokens × top-k, which `balanced` assumes.
+pub const DEFAULT_MOE_DISTRIBUTION: &str = "power_law_1.2";
 /// The frameworks a database measured.
 pub const DATABASE_FRAMEWORKS: [&str; 3] = ["vllm", "sglang", "trtllm"];
 
@@ -197,6 +208,15 @@ impl CostSection {
                     format!("{w:?}"),
                 )?;
             }
+            if let Some(m) = &d.moe_distribution {
+                check(
+                    MOE_DISTRIBUTIONS.contains(&m.as_str()),
+                    &dp,
+                    "moe_distribution",
+                    &format!("must be one of {}", MOE_DISTRIBUTIONS.join(", ")),
+                    format!("{m:?}"),
+                )?;
+            }
             for (key, v) in
                 [("system", &d.system), ("version", &d.version), ("gemm_kernel", &d.gemm_kernel), ("path", &d.path)]
             {
@@ -241,6 +261,8 @@ pub struct DatabaseRequest {
     /// bf16, fp8, fp8-block or fp4.
     pub weights: String,
     pub gemm_kernel: Option<String>,
+    /// The experts' routing ([`MOE_DISTRIBUTIONS`]).
+    pub moe_distribution: String,
     /// The database folder as the scenario names it (relative to the scenario).
     pub path: Option<String>,
     pub model: crate::spec::ModelSpec,
@@ -267,12 +289,13 @@ impl DatabaseRequest {
     pub fn key(&self) -> String {
         let m = &self.model;
         format!(
-            "{}|{}|{}|{}|{}|{}|{}|{} {} {} {} {} {} {} {} {}|{:?}|tp{}",
+            "{}|{}|{}|{}|{}|{}|{}|{}|{} {} {} {} {} {} {} {} {}|{:?}|tp{}",
             self.system,
             self.framework,
             self.version.as_deref().unwrap_or("newest"),
             self.weights,
             self.gemm_kernel.as_deref().unwrap_or(""),
+            self.moe_distribution,
             self.path.as_deref().unwrap_or(""),
             m.name,
             m.layers,

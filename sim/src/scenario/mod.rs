@@ -140,7 +140,7 @@ fn group_profile(
     let CostSpec::Roofline(c) = &g.cost else { return Ok(None) };
     if c.profile.is_some() || c.database.is_some() {
         let layout = (g.layout.dp_attention > 1).then_some("DP attention");
-        if let Some(what) = model.unprofiled_layers().or(layout) {
+        if let Some(what) = model.database_unsupported().or(layout) {
             let key = if c.profile.is_some() { "profile" } else { "database" };
             return Err(ConfigError::at(
                 &format!("{path_key}.{key}"),
@@ -188,6 +188,10 @@ fn group_profile(
                 version: d.version.clone(),
                 weights,
                 gemm_kernel: d.gemm_kernel.clone(),
+                moe_distribution: d
+                    .moe_distribution
+                    .clone()
+                    .unwrap_or_else(|| crate::cost::DEFAULT_MOE_DISTRIBUTION.to_string()),
                 path: d.path.clone(),
                 model: kv_model.clone(),
                 tp: g.tp as u32,

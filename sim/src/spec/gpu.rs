@@ -290,6 +290,12 @@ impl GpuPreset {
 }
 
 impl GpuSpec {
+    /// Whether the GPU has FP4 tensor cores (Blackwell, compute capability 10.0 and up): the
+    /// engines pick their 4-bit MoE kernels by it.
+    pub fn has_fp4(&self) -> bool {
+        self.fp4_flops.is_some()
+    }
+
     pub fn memory_gib(&self) -> f64 {
         self.memory_bytes as f64 / GIB as f64
     }

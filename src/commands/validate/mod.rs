@@ -83,6 +83,10 @@ pub(crate) struct Args {
     /// (docs/fidelity.md).
     #[arg(long, value_enum, default_value = "auto", requires = "silicon")]
     engine_limits: silicon::Limits,
+    /// With --silicon: how MoE rows' tokens spread over the experts, as the database measured
+    /// it (`[cost] database` `moe_distribution`): balanced, power_law_1.01 or power_law_1.2.
+    #[arg(long, default_value = servesim_sim::cost::DEFAULT_MOE_DISTRIBUTION, requires = "silicon")]
+    moe_distribution: String,
     /// What executes the emulated side: cpu (the CPU reference ops) or cuda (the CUDA kernels
     /// on GPU 0). Needed for runs and --iterations; not with --measured.
     #[arg(long, value_enum)]
@@ -215,6 +219,17 @@ pub(crate) fn run(a: Args) -> Result<()> {
         if a.prompt_pool == Some(0) {
             return Err(CliError::input("--prompt-pool: must be ≥ 1 prompts, got 0"));
         }
+        let moe_distribution = servesim_sim::cost::MOE_DISTRIBUTIONS
+            .iter()
+            .copied()
+            .find(|d| *d == a.moe_distribution)
+            .ok_or_else(|| {
+                CliError::input(format!(
+                    "--moe-distribution: expected one of {}, got {:?}",
+                    servesim_sim::cost::MOE_DISTRIBUTIONS.join(", "),
+                    a.moe_distribution
+                ))
+            })?;
         let database = a.database.as_ref().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()));
         return silicon::run(silicon::Options {
             file,
@@ -227,6 +242,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
                 frontend: a.frontend,
                 engine_schedulers: a.engine_schedulers,
                 engine_limits: a.engine_limits,
+                moe_distribution,
             },
             fit_overhead: a.fit_overhead,
             out: a.out.clone().unwrap_or_else(|| PathBuf::from("outputs").join("silicon-validate")),

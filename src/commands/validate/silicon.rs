@@ -91,8 +91,10 @@ pub(super) struct Case {
     /// What servesim approximates for this row, in words (empty: nothing).
     pub note: String,
     /// Priced by the roofline: a model whose layers the kernel database profile does not cover
-    /// (MLA, windowed attention; [`servesim_sim::spec::ModelSpec::unprofiled_layers`]).
+    /// (MLA; [`servesim_sim::spec::ModelSpec::database_unsupported`]), or DP attention.
     pub roofline: bool,
+    /// A model with windowed attention layers (gpt-oss), reported apart.
+    pub windowed: bool,
     /// The model's weight dtype for a roofline row (the database's GEMM name otherwise).
     pub weight_dtype: &'static str,
     /// Attention data-parallel ranks and expert parallelism over the `tp` GPUs.
@@ -154,8 +156,8 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
         servesim_sim::spec::Dtype::Bf16,
         servesim_sim::spec::Dtype::Bf16,
     );
-    if spec.unprofiled_layers().is_some() {
-        return roofline_case_of(r, model);
+    if spec.database_unsupported().is_some() || spec.arch.window.is_some() {
+        return layout_case_of(r, model, spec.database_unsupported().is_none());
     }
     let (system, gpu, framework) = engine_of(r)?;
     // Qwen's own FP8 checkpoints are block-scaled (`quantization_config.weight_block_size`
@@ -227,6 +229,7 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
         measured_tpot: tpot,
         note: note.join("; "),
         roofline: false,
+        windowed: false,
         weight_dtype: if weights == "bf16" { "bf16" } else { "fp8" },
         dp: 1,
         ep: false,
@@ -241,11 +244,13 @@ fn gap_analysis(r: &Row) -> bool {
     r.get("silicon_data_source").contains("aic-auto-gap-analysis")
 }
 
-/// A row of a model the database profile does not cover (MLA, windowed layers): priced by the
-/// roofline, with the row's attention DP and expert parallelism. AIConfigurator's columns:
-/// `tp_size` is attention TP per DP rank, `attention_dp_size` the ranks, `moe_tp_size` ×
-/// `moe_ep_size` the GPUs the experts span.
-fn roofline_case_of(r: &Row, model: &'static str) -> std::result::Result<Case, String> {
+/// A row of a model with MoE layouts of its own (MLA, windowed layers), with the row's attention
+/// DP and expert parallelism. AIConfigurator's columns: `tp_size` is attention TP per DP rank,
+/// `attention_dp_size` the ranks, `moe_tp_size` × `moe_ep_size` the GPUs the experts span.
+/// Priced by the kernel database where it covers the model (`database`: windowed layers) and
+/// the row has no DP attention; by the roofline otherwise (MLA is not read from the database
+/// yet).
+fn layout_case_of(r: &Row, model: &'static str, database: bool) -> std::result::Result<Case, String> {
     let (system, gpu, framework) = engine_of(r)?;
     let int = |k: &str| r.num(k).filter(|v| *v >= 1.0 && v.fract() == 0.0).map(|v| v as u64);
     let tp_attn = int("tp_size").ok_or_else(|| format!("tp_size {:?}", r.get("tp_size")))?;
@@ -286,11 +291,29 @@ fn roofline_case_of(r: &Row, model: &'static str) -> std::result::Result<Case, S
         q => return Err(format!("GEMM quantization {q:?}: not a weight dtype servesim prices for {model}")),
     };
     let (isl, osl, concurrency, ttft, tpot) = measured_of(r)?;
-    let mut note = vec!["roofline: the database's MLA and windowed-attention tables are not read yet".to_string()];
+    let database = database && dp == 1;
+    let mut note = Vec::new();
+    if !database {
+        note.push(if dp > 1 {
+            "roofline: DP attention is not priced from the database yet".to_string()
+        } else {
+            "roofline: the database's MLA tables are not read yet".to_string()
+        });
+    }
     if gpt_oss && r.get("gemm_quant_mode") == "nvfp4" {
         note.push("nvfp4 read as mxfp4: the published checkpoint".to_string());
     }
-    note.extend(hybrid);
+    // From the database the experts are read as the engine's table has them (expert TP, or
+    // expert parallel where only that was measured): the same per GPU under balanced routing
+    // (`ep` stays the row's, for the roofline's layout).
+    if database && moe_ep > 1 {
+        note.push(format!(
+            "MoE TP {moe_tp} × EP {moe_ep} read from the database's experts over {gpus} GPUs (the same bytes and \
+             FLOPs per GPU under balanced routing)"
+        ));
+    } else {
+        note.extend(hybrid);
+    }
     Ok(Case {
         model,
         moe: true,
@@ -305,7 +328,8 @@ fn roofline_case_of(r: &Row, model: &'static str) -> std::result::Result<Case, S
         measured_ttft: ttft,
         measured_tpot: tpot,
         note: note.join("; "),
-        roofline: true,
+        roofline: !database,
+        windowed: gpt_oss,
         weight_dtype,
         dp: dp as u32,
         ep,
@@ -428,6 +452,8 @@ pub(super) struct Bench {
     pub engine_schedulers: bool,
     /// Whose scheduler limits the engines run with.
     pub engine_limits: Limits,
+    /// The experts' routing the MoE rows' kernels are read at.
+    pub moe_distribution: &'static str,
 }
 
 /// Whose scheduler limits a row's engine runs with (`--engine-limits`).
@@ -456,12 +482,13 @@ pub(super) fn scenario_text(
     let database = if c.roofline {
         String::new()
     } else {
+        let routing = if c.moe { format!(", moe_distribution = \"{}\"", bench.moe_distribution) } else { String::new() };
         format!(
-            "database = {{ framework = \"{}\", system = \"{}\", weights = \"{}\"{path} }}\n",
+            "database = {{ framework = \"{}\", system = \"{}\", weights = \"{}\"{routing}{path} }}\n",
             c.framework, c.system, c.weights
         )
     };
-    let layout = match (c.dp, c.ep) {
+    let layout = match (c.dp, c.ep && c.roofline) {
         (1, false) => String::new(),
         (dp, ep) => format!("dp_attention = {dp}\nep = {ep}\n"),
     };
@@ -602,7 +629,28 @@ pub(super) fn run_cases(
 ) -> Vec<Outcome> {
     rows.par_iter()
         .map(|r| {
-            let case = case_of(r);
+            let mut case = case_of(r);
+            // A model the database covers whose kernels it lacks for this row (gpt-oss in FP8,
+            // say): the roofline prices it, and the row's note says why.
+            if let Ok(c) = &mut case {
+                if !c.roofline {
+                    let text = scenario_text(c, bench, database, overhead(c), 0.0);
+                    let res: Arc<dyn Resources> = resources.clone();
+                    if let Err(e) = Scenario::from_toml_in(&text, "silicon", res) {
+                        if let Some(why) = e.to_string().split_once("cost.database: ").map(|(_, w)| w.to_string()) {
+                            if c.windowed {
+                                let why = why.rsplit_once(": ").map_or(why.as_str(), |(_, w)| w).to_string();
+                                c.roofline = true;
+                                c.note = [format!("roofline: not in the database ({why})"), c.note.clone()]
+                                    .into_iter()
+                                    .filter(|n| !n.is_empty())
+                                    .collect::<Vec<_>>()
+                                    .join("; ");
+                            }
+                        }
+                    }
+                }
+            }
             let predicted = case.as_ref().ok().map(|c| {
                 let run = |ramp_s: f64| {
                     let text = scenario_text(c, bench, database, overhead(c), ramp_s);
@@ -780,7 +828,9 @@ pub(super) fn run(o: Options) -> Result<()> {
     }
     // The headline is the dense models' vLLM + SGLang rows (the issue's target); MoE rows apart.
     let vs = |x: &Outcome, moe: bool| {
-        x.case.as_ref().is_ok_and(|c| (c.framework == "vllm" || c.framework == "sglang") && c.moe == moe && !c.roofline)
+        x.case.as_ref().is_ok_and(|c| {
+            (c.framework == "vllm" || c.framework == "sglang") && c.moe == moe && !c.roofline && !c.windowed
+        })
     };
     let mut headline = Vec::new();
     for half in ["fit", "report", "all"] {
@@ -803,20 +853,26 @@ pub(super) fn run(o: Options) -> Result<()> {
         );
     }
     let moe_json = serde_json::json!({"rows": n, "ttft_median_abs_error_pct": t, "tpot_median_abs_error_pct": p});
-    // Models priced by the roofline (MLA, windowed layers), every engine, by half.
-    let mut roofline_json = Vec::new();
-    for half in ["fit", "report", "all"] {
-        let keep = |x: &Outcome| x.case.as_ref().is_ok_and(|c| c.roofline) && (half == "all" || x.row.half() == half);
-        let (n, t, p) = medians(&outs, &keep);
-        if n > 0 {
-            table += &format!(
-                "MLA and windowed models (roofline), all engines, {half:<6} half: {n} rows, median |error| TTFT {}, TPOT {}\n",
-                pct(t),
-                pct(p)
-            );
+    // Windowed models priced by the database, and the rows priced by the roofline (MLA models,
+    // DP attention), every engine, by half.
+    let mut partition = |label: &str, pick: &dyn Fn(&Case) -> bool| {
+        let mut json = Vec::new();
+        for half in ["fit", "report", "all"] {
+            let keep = |x: &Outcome| x.case.as_ref().is_ok_and(pick) && (half == "all" || x.row.half() == half);
+            let (n, t, p) = medians(&outs, &keep);
+            if n > 0 {
+                table += &format!(
+                    "{label}, all engines, {half:<6} half: {n} rows, median |error| TTFT {}, TPOT {}\n",
+                    pct(t),
+                    pct(p)
+                );
+            }
+            json.push(serde_json::json!({"half": half, "rows": n, "ttft_median_abs_error_pct": t, "tpot_median_abs_error_pct": p}));
         }
-        roofline_json.push(serde_json::json!({"half": half, "rows": n, "ttft_median_abs_error_pct": t, "tpot_median_abs_error_pct": p}));
-    }
+        json
+    };
+    let windowed_json = partition("Windowed models (database)", &|c: &Case| c.windowed && !c.roofline);
+    let roofline_json = partition("MLA models and DP attention (roofline)", &|c: &Case| c.roofline);
     let expressed = outs.iter().filter(|x| x.errors().is_some()).count();
     table += &format!("rows {} in all: {expressed} run; not run:\n", outs.len());
     for (why, n) in &reasons {
@@ -836,12 +892,14 @@ pub(super) fn run(o: Options) -> Result<()> {
         "frontend": o.bench.frontend,
         "engine_schedulers": o.bench.engine_schedulers,
         "engine_limits": format!("{:?}", o.bench.engine_limits).to_lowercase(),
+        "moe_distribution": o.bench.moe_distribution,
         "rows": outs.len(),
         "run": expressed,
         "not_run": reasons,
         "groups": group_json,
         "vllm_sglang": headline,
         "vllm_sglang_moe": moe_json,
+        "windowed_models": windowed_json,
         "roofline_models": roofline_json,
         "fitted_overheads": fitted.iter().map(|(k, (b, s, ov))| serde_json::json!({"framework": k, "base_us": b, "per_seq_us": s, "overlap": ov})).collect::<Vec<_>>(),
     });
@@ -887,6 +945,7 @@ mod tests {
             frontend: false,
             engine_schedulers: false,
             engine_limits: Limits::Auto,
+            moe_distribution: servesim_sim::cost::DEFAULT_MOE_DISTRIBUTION,
         }
     }
 
