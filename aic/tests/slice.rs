@@ -64,7 +64,7 @@ fn both_codecs_read_as_pyarrow_reads_them() {
     let db = Db::new(&files);
     // ZSTD pages (as the package ships them).
     let g = db.frame("h100_sxm/gemm/vllm/0.24.0/gemm_perf.parquet", &["m", "n", "k", "latency", "gemm_dtype"]).unwrap();
-    assert_eq!(g.rows, 10360);
+    assert_eq!(g.rows, 15984);
     let (m, n, k, lat, dt) = (
         g.ints("m").unwrap(),
         g.ints("n").unwrap(),
@@ -241,4 +241,112 @@ fn what_is_missing_is_named_with_what_there_is() {
     assert!(matches!(e, servesim_aic::Error::Table(_)), "{e:?}");
     let e = e.to_string();
     assert!(e.contains("no GEMMs of dtype nvfp4 (it has bfloat16, fp8)"), "{e}");
+}
+
+fn gpt_oss() -> ModelSpec {
+    ModelSpec::from_preset(ModelPreset::find("gpt-oss-120b").unwrap(), Dtype::Mxfp4, Dtype::Bf16)
+}
+
+fn gpt_oss_request(distribution: &str) -> Request {
+    Request {
+        model: gpt_oss(),
+        weights: Weights::Mxfp4,
+        moe_distribution: distribution.into(),
+        ..request(vec![1])
+    }
+}
+
+/// One op's seconds in a batch, from the profile's breakdown.
+fn op_seconds(p: &Profile, b: &BatchShape, name: &str) -> f64 {
+    let model = Profiled::new(gpt_oss(), GpuPreset::find("h100-sxm").unwrap().spec(), 1, RooflineParams::default(), p)
+        .unwrap();
+    assert!(model.fallbacks().iter().all(|f| f.op == "elementwise"), "{:?}", model.fallbacks());
+    model.breakdown(b).iter().filter(|o| o.name == name).map(|o| o.seconds).sum()
+}
+
+#[test]
+fn gpt_oss_reads_its_windowed_layers_and_mxfp4_experts_from_the_database() {
+    let files = slice();
+    let db = Db::new(&files);
+    let p = servesim_aic::import(&db, &gpt_oss_request("power_law_1.2")).unwrap();
+    let names: Vec<&str> = p.ops.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "attn_pre_proj",
+            "attn_post_proj",
+            "lm_head",
+            "moe_experts",
+            "attn_prefill",
+            "attn_decode",
+            "attn_prefill_window",
+            "attn_decode_window"
+        ]
+    );
+    let src = |n: &str| p.ops.iter().find(|t| t.name == n).unwrap().source.clone().unwrap();
+    // The experts: the gpt-oss kernel vLLM runs, weight-only MXFP4, the routing asked for.
+    assert!(src("moe_experts").selection.starts_with("w4a16_mxfp4 MoE of kernel vllm_gptossmxfp4moe_triton"));
+    assert!(src("moe_experts").selection.contains("power_law_1.2 routing, expert TP 1"));
+    // The GEMMs are bf16 (the checkpoint's attention and LM head).
+    assert!(src("attn_pre_proj").selection.starts_with("bfloat16 GEMMs"), "{:?}", src("attn_pre_proj"));
+    assert!(src("attn_prefill_window").selection.contains("window 128"));
+    assert!(src("attn_prefill").selection.contains("full attention"));
+    assert!(p.meta.notes.iter().any(|n| n.contains("bias adds are not timed")), "{:?}", p.meta.notes);
+
+    // 18 full and 18 windowed layers (layer_types of the config), each reading its own table:
+    // values pyarrow read from the slice.
+    let mut d = BatchShape::default();
+    for _ in 0..8 {
+        d.add_decode(1024);
+    }
+    let ms = 1e-3;
+    let close = |got: f64, want: f64| assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+    close(op_seconds(&p, &d, "attn_decode"), 18.0 * 0.015061333775520325 * ms);
+    close(op_seconds(&p, &d, "attn_decode_window"), 18.0 * 0.01509333277742068 * ms);
+    close(op_seconds(&p, &d, "moe_experts"), 36.0 * 0.1941696047782898 * ms);
+    let mut f = BatchShape::default();
+    f.add_prefill(1024, 0, true);
+    close(op_seconds(&p, &f, "attn_prefill"), 18.0 * 0.04438933233420054 * ms);
+    close(op_seconds(&p, &f, "attn_prefill_window"), 18.0 * 0.030426666140556335 * ms);
+    close(op_seconds(&p, &f, "moe_experts"), 36.0 * 1.375494384765625 * ms);
+    // The second half of that prompt over the first, cached: its share of the prompt's pairs.
+    // Full attention (1024² − 512²) / 1024² = 0.75; under a window of 128 each query sees at
+    // most 128 keys: W(s) = 128·129/2 + (s − 128)·128, (W(1024) − W(512)) / W(1024) =
+    // 65536 / 122944.
+    let mut c = BatchShape::default();
+    c.add_prefill(512, 512, true);
+    close(op_seconds(&p, &c, "attn_prefill"), 18.0 * 0.04438933233420054 * 0.75 * ms);
+    close(op_seconds(&p, &c, "attn_prefill_window"), 18.0 * 0.030426666140556335 * (65536.0 / 122944.0) * ms);
+
+    // Balanced routing reads the other rows: at 1,024 tokens every expert gets its even share.
+    let b = servesim_aic::import(&db, &gpt_oss_request("balanced")).unwrap();
+    close(op_seconds(&b, &f, "moe_experts"), 36.0 * 0.8561546802520752 * ms);
+}
+
+#[test]
+fn a_windowed_model_without_windowed_tables_is_priced_by_the_roofline_and_says_so() {
+    let files = slice();
+    let db = Db::new(&files);
+    let mut p = servesim_aic::import(&db, &gpt_oss_request("power_law_1.2")).unwrap();
+    p.ops.retain(|t| t.name != "attn_decode_window");
+    let spec = GpuPreset::find("h100-sxm").unwrap().spec();
+    let m = Profiled::new(gpt_oss(), spec.clone(), 1, RooflineParams::default(), &p).unwrap();
+    let f: Vec<(String, String)> = m.fallbacks().iter().map(|f| (f.op.clone(), f.reason.clone())).collect();
+    assert_eq!(f.len(), 2, "{f:?}");
+    assert_eq!(f[1].0, "attn_decode");
+    assert!(f[1].1.contains("18 of 36 layers attend to a window of 128 tokens and attn_decode_window is not in the profile"));
+    // The prefill's tables are both there: measured.
+    assert!(f.iter().all(|(op, _)| op != "attn_prefill"));
+    // A windowed table for a model without windowed layers is an error.
+    let llama = import(vec![1]);
+    let mut with = llama.clone();
+    let mut w = p.ops.iter().find(|t| t.name == "attn_prefill_window").unwrap().clone();
+    w.tp = Some(1);
+    with.ops.push(w);
+    let e = Profiled::new(llama_spec(), spec, 1, RooflineParams::default(), &with).unwrap_err().to_string();
+    assert!(e.contains("op attn_prefill_window: llama-3-8b has no windowed attention layers"), "{e}");
+}
+
+fn llama_spec() -> ModelSpec {
+    llama(Dtype::Bf16)
 }
