@@ -301,6 +301,7 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
                 version: sel.version.clone(),
                 weights: r.weights.name().into(),
                 kv: r.kv.name().into(),
+                moe_distribution: (m.experts > 1).then(|| r.moe_distribution.clone()),
                 files: db.files_read(),
             }),
         },

@@ -42,7 +42,8 @@ def both(*fs):
 
 V = "h100_sxm/{}/vllm/0.24.0/{}"
 # GEMMs around llama-3-8b's shapes at TP 1 and 2 (bf16), llama-3.1-70b's at TP 4 and 8 (fp8)
-# and gpt-oss-120b's at TP 1 (bf16: QKV 5120 × 2880, O 2880 × 4096, LM head 201088 × 2880).
+# and gpt-oss-120b's at TP 1 and 2 (bf16: QKV 5120 or 2560 × 2880, O 2880 × 4096 or 2048, LM
+# head 201088 or 100544 × 2880).
 cut(V.format("gemm", "gemm_perf.parquet"), both(
     isin("gemm_dtype", ["bfloat16", "fp8"]),
     isin("kernel_source", ["torch.nn.functional.linear", "CutlassFP8ScaledMMLinearKernel"]),
@@ -50,7 +51,7 @@ cut(V.format("gemm", "gemm_perf.parquet"), both(
     isin("k", [1024, 2048, 2560, 3072, 4096, 7168, 8192, 12288, 16384]),
 ))
 # Attention for 32/8, 16/4, 16/1 and 8/1 query/KV heads of 128, bf16 KV cache, full attention;
-# and gpt-oss-120b's 64/8 heads of 64 at TP 1, full and with its 128-token window.
+# and gpt-oss-120b's 64/8 and 32/4 heads of 64 at TP 1 and 2, full and with its 128-token window.
 for f in ["context_attention_perf.parquet", "generation_attention_perf.parquet"]:
     cut(V.format("attention", f), lambda t: pc.or_(
         both(
@@ -62,13 +63,14 @@ for f in ["context_attention_perf.parquet", "generation_attention_perf.parquet"]
         )(t),
         both(
             isin("head_dim", [64]), isin("window_size", [0, 128]), isin("kv_cache_dtype", ["bfloat16"]),
-            isin("num_heads", [64]), isin("num_key_value_heads", [8]),
+            lambda t: pc.or_(pc.and_(pc.equal(t["num_heads"], 64), pc.equal(t["num_key_value_heads"], 8)),
+                             pc.and_(pc.equal(t["num_heads"], 32), pc.equal(t["num_key_value_heads"], 4))),
         )(t),
     ))
-# gpt-oss-120b's experts at TP 1: MXFP4 weights, bf16 activations, both routings.
+# gpt-oss-120b's experts at TP 1 and 2: MXFP4 weights, bf16 activations, both routings.
 cut(V.format("moe", "moe_perf.parquet"), both(
     isin("moe_dtype", ["w4a16_mxfp4"]), isin("hidden_size", [2880]), isin("num_experts", [128]),
-    isin("moe_tp_size", [1]), isin("moe_ep_size", [1]), isin("distribution", ["balanced", "power_law_1.2"]),
+    isin("moe_tp_size", [1, 2]), isin("moe_ep_size", [1]), isin("distribution", ["balanced", "power_law_1.2"]),
 ))
 cut(V.format("comm", "custom_allreduce_perf.parquet"), lambda t: pc.greater(t["num_gpus"], 0), "snappy")
 cut("h100_sxm/comm/nccl/2.27.3/nccl_perf.parquet", isin("op_name", ["all_reduce"]))

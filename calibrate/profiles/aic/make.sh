@@ -12,3 +12,9 @@ for s in h100_sxm h200_sxm b200_sxm a100_sxm l40s; do
 done
 "$B" calibrate import-aic --system h100_sxm --framework vllm --model llama-3-8b --tp 1,2,4,8 --weights fp8 --kv fp8 \
   --database "$DB" --out "$OUT/h100_sxm-vllm-llama-3-8b-fp8.json"
+# gpt-oss-120b as shipped (MXFP4 experts, bf16 GEMMs) for scenarios/gpt-oss-120b-h100.toml's
+# candidates; experts routed as AIConfigurator's default (power_law_1.2).
+for s in h100_sxm h200_sxm b200_sxm; do
+  "$B" calibrate import-aic --system $s --framework vllm --model gpt-oss-120b --tp 1 --weights mxfp4 \
+    --database "$DB" --out "$OUT/$s-vllm-gpt-oss-120b-mxfp4.json"
+done

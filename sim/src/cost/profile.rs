@@ -97,6 +97,10 @@ pub struct DatabaseMeta {
     /// Element types of the GEMMs and of the KV cache the tables were selected for.
     pub weights: String,
     pub kv: String,
+    /// How the MoE tables' tokens were routed over the experts (`power_law_1.2`); absent for
+    /// dense models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_distribution: Option<String>,
     pub files: Vec<SourceFile>,
 }
 

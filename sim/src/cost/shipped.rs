@@ -31,6 +31,18 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../../calibrate/profiles/aic/a100_sxm-vllm-llama-3-8b-bf16.json"),
     ),
     ("l40s-vllm-llama-3-8b-bf16.json", include_str!("../../../calibrate/profiles/aic/l40s-vllm-llama-3-8b-bf16.json")),
+    (
+        "h100_sxm-vllm-gpt-oss-120b-mxfp4.json",
+        include_str!("../../../calibrate/profiles/aic/h100_sxm-vllm-gpt-oss-120b-mxfp4.json"),
+    ),
+    (
+        "h200_sxm-vllm-gpt-oss-120b-mxfp4.json",
+        include_str!("../../../calibrate/profiles/aic/h200_sxm-vllm-gpt-oss-120b-mxfp4.json"),
+    ),
+    (
+        "b200_sxm-vllm-gpt-oss-120b-mxfp4.json",
+        include_str!("../../../calibrate/profiles/aic/b200_sxm-vllm-gpt-oss-120b-mxfp4.json"),
+    ),
 ];
 
 /// The shipped profiles, parsed once.
@@ -58,6 +70,7 @@ pub fn find(req: &DatabaseRequest) -> Option<(&'static str, Arc<Profile>)> {
                 && req.version.as_ref().is_none_or(|v| *v == d.version)
                 && d.weights == req.weights
                 && d.kv == req.model.kv_dtype.name()
+                && d.moe_distribution.as_ref().is_none_or(|m| *m == req.moe_distribution)
                 && req.gemm_kernel.is_none()
                 && req.path.is_none()
                 && p.meta.model.same_shapes(&req.model)
@@ -78,7 +91,11 @@ mod tests {
         for (name, p) in all() {
             let d = p.meta.database.as_ref().unwrap_or_else(|| panic!("{name}: no database"));
             let preset = GpuPreset::find(&d.system).unwrap_or_else(|| panic!("{name}: {}", d.system));
-            let dtype = |s: &str| if s == "fp8" { Dtype::Fp8 } else { Dtype::Bf16 };
+            let dtype = |s: &str| match s {
+                "fp8" => Dtype::Fp8,
+                "mxfp4" => Dtype::Mxfp4,
+                _ => Dtype::Bf16,
+            };
             let model =
                 ModelSpec::from_preset(ModelPreset::find(&p.meta.model.name).unwrap(), dtype(&d.weights), dtype(&d.kv));
             for &tp in &p.meta.tp {
