@@ -388,12 +388,7 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32) -> Result<OpTable, cra
         return Err(format!(
             "moe_experts (tp {tp}): {file} has no {} rows for hidden {}, intermediate {}, top-{} of {} experts, \
              expert TP {tp}, {} routing",
-            moe_dtype,
-            m.hidden,
-            m.intermediate,
-            m.top_k,
-            m.experts,
-            r.moe_distribution
+            moe_dtype, m.hidden, m.intermediate, m.top_k, m.experts, r.moe_distribution
         )
         .into());
     };

@@ -248,18 +248,13 @@ fn gpt_oss() -> ModelSpec {
 }
 
 fn gpt_oss_request(distribution: &str) -> Request {
-    Request {
-        model: gpt_oss(),
-        weights: Weights::Mxfp4,
-        moe_distribution: distribution.into(),
-        ..request(vec![1])
-    }
+    Request { model: gpt_oss(), weights: Weights::Mxfp4, moe_distribution: distribution.into(), ..request(vec![1]) }
 }
 
 /// One op's seconds in a batch, from the profile's breakdown.
 fn op_seconds(p: &Profile, b: &BatchShape, name: &str) -> f64 {
-    let model = Profiled::new(gpt_oss(), GpuPreset::find("h100-sxm").unwrap().spec(), 1, RooflineParams::default(), p)
-        .unwrap();
+    let model =
+        Profiled::new(gpt_oss(), GpuPreset::find("h100-sxm").unwrap().spec(), 1, RooflineParams::default(), p).unwrap();
     assert!(model.fallbacks().iter().all(|f| f.op == "elementwise"), "{:?}", model.fallbacks());
     model.breakdown(b).iter().filter(|o| o.name == name).map(|o| o.seconds).sum()
 }
@@ -334,7 +329,9 @@ fn a_windowed_model_without_windowed_tables_is_priced_by_the_roofline_and_says_s
     let f: Vec<(String, String)> = m.fallbacks().iter().map(|f| (f.op.clone(), f.reason.clone())).collect();
     assert_eq!(f.len(), 2, "{f:?}");
     assert_eq!(f[1].0, "attn_decode");
-    assert!(f[1].1.contains("18 of 36 layers attend to a window of 128 tokens and attn_decode_window is not in the profile"));
+    assert!(f[1]
+        .1
+        .contains("18 of 36 layers attend to a window of 128 tokens and attn_decode_window is not in the profile"));
     // The prefill's tables are both there: measured.
     assert!(f.iter().all(|(op, _)| op != "attn_prefill"));
     // A windowed table for a model without windowed layers is an error.

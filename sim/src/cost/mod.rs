@@ -16,8 +16,8 @@ pub use overhead::{EngineOverhead, OVERHEADS};
 pub use profiled::{check_op_axes, Fallback, FallbackShare, Profiled, ProfiledOp, KNOWN_OPS, OTHER_AXES};
 pub use roofline::{Layout, OpTime, Roofline, RooflineParams};
 pub use spec::{
-    CostSection, CostSpec, DatabaseRequest, DatabaseSpec, DATABASE_FRAMEWORKS, DATABASE_WEIGHTS, DEFAULT_MOE_DISTRIBUTION,
-    MOE_DISTRIBUTIONS,
+    CostSection, CostSpec, DatabaseRequest, DatabaseSpec, DATABASE_FRAMEWORKS, DATABASE_WEIGHTS,
+    DEFAULT_MOE_DISTRIBUTION, MOE_DISTRIBUTIONS,
 };
 
 use crate::time::SimTime;

@@ -502,9 +502,7 @@ impl Profiled {
         }
         match curve("lm_head") {
             Some(c) => slots.push(Slot::measured("lm_head", Kind::Sampled, c, all)),
-            None => {
-                slots.push(Slot::roof("lm_head", Kind::Roof(roof("lm_head"), 0, 1), missing("LM head GEMM"), all))
-            }
+            None => slots.push(Slot::roof("lm_head", Kind::Roof(roof("lm_head"), 0, 1), missing("LM head GEMM"), all)),
         }
         if let Some(c) = curve("sample") {
             slots.push(Slot::measured("sample", Kind::Sampled, c, all));

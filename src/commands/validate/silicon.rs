@@ -482,7 +482,8 @@ pub(super) fn scenario_text(
     let database = if c.roofline {
         String::new()
     } else {
-        let routing = if c.moe { format!(", moe_distribution = \"{}\"", bench.moe_distribution) } else { String::new() };
+        let routing =
+            if c.moe { format!(", moe_distribution = \"{}\"", bench.moe_distribution) } else { String::new() };
         format!(
             "database = {{ framework = \"{}\", system = \"{}\", weights = \"{}\"{routing}{path} }}\n",
             c.framework, c.system, c.weights
