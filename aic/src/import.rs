@@ -27,7 +27,8 @@ use servesim_sim::spec::{Dtype, GpuSpec, ModelSpec};
 use crate::attention::{self, AttnShape, Phase};
 use crate::comm;
 use crate::db::{Db, Selection};
-use crate::gemm::{GemmTable, Sol};
+use crate::gemm::{GemmRead, GemmTable, Sol};
+use crate::mla;
 
 /// Weights of the GEMMs, as the database names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,16 +150,6 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
         return Err("give at least one TP degree".into());
     }
     let m = &r.model;
-    if let Some(what) = m.database_unsupported() {
-        // Latent attention, shared experts and mixed dense/MoE layers need their own tables
-        // (the database's mla_* ones and per-kind shapes): not read yet.
-        return Err(format!(
-            "{} has {what}: its profile is not imported from the database yet; the roofline prices it \
-             (leave out [cost] database)",
-            m.name
-        )
-        .into());
-    }
     for &tp in &r.tp {
         if tp == 0 || !m.heads.is_multiple_of(tp as u64) {
             return Err(format!("TP {tp} does not divide {}'s {} attention heads", m.name, m.heads).into());
@@ -216,22 +207,54 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
             sel.framework
         ));
     }
+    if m.arch.mla.is_some() {
+        notes.push(
+            "latent attention: attn_pre_proj is the fused Q/KV down-projection plus the Q up-projection, attn_prefill \
+             adds the KV up-projection over the prompt's tokens, attn_decode the two absorbed products \
+             (AIConfigurator's granular MLA model)"
+                .into(),
+        );
+    }
+    if m.arch.shared_experts > 0 {
+        notes.push("moe_experts includes the shared experts' GEMMs (every token), read at its token counts".into());
+    }
+    if m.experts > 1 && sel.framework == "trtllm" && r.gpu.has_fp4() && r.weights == Weights::Fp8Block {
+        // NVIDIA/TensorRT-LLM 008e0af8 tensorrt_llm/_torch/model_config.py resolve_moe_backend:
+        // FP8 block scales on SM100 pick the TRTLLM backend.
+        notes.push(
+            "TensorRT-LLM runs FP8-block experts on Blackwell with its TRTLLM-gen MoE backend; the database measured \
+             other kernels (its moe_experts table says which), so the experts may be priced slow"
+                .into(),
+        );
+    }
     for &tp in &r.tp {
         let t = tp as u64;
         let q = m.heads / t;
         let kvh = m.kv_heads_per_gpu(t);
         let hd = m.head_dim;
-        let mut shapes = vec![("attn_pre_proj", (q + 2 * kvh) * hd, m.hidden), ("attn_post_proj", m.hidden, q * hd)];
-        if m.experts <= 1 {
-            shapes.push(("mlp_up_proj", 2 * m.intermediate / t, m.hidden));
-            shapes.push(("mlp_down_proj", m.hidden, m.intermediate / t));
+        let mut shapes = Vec::new();
+        if m.arch.mla.is_none() {
+            shapes.push(("attn_pre_proj", (q + 2 * kvh) * hd, m.hidden));
+            shapes.push(("attn_post_proj", m.hidden, q * hd));
+        }
+        // The dense FFN: every layer of a dense model, the dense layers of a MoE one.
+        let ffn = m.dense_ffn_width();
+        if m.experts <= 1 || (m.arch.dense_layers > 0 && ffn > 0) {
+            shapes.push(("mlp_up_proj", 2 * ffn / t, m.hidden));
+            shapes.push(("mlp_down_proj", m.hidden, ffn / t));
         }
         for (name, n, k) in shapes {
             ops.push(gemm_op(name, tp, &gemms, n, k, &transfer)?);
         }
         ops.push(gemm_op("lm_head", tp, &logits, m.vocab / t, m.hidden, &logits_transfer)?);
         if m.experts > 1 {
-            ops.push(moe_op(db, &sel, r, tp)?);
+            ops.push(moe_op(db, &sel, r, tp, &gemms)?);
+        }
+        if let Some(a) = m.arch.mla {
+            let gw = GemmWeights { quantized: &gemms, bf16: &logits, fp4: r.weights == Weights::Fp4 };
+            ops.extend(mla_ops(db, &sel, r, tp, a, &gw, kv_dtype)?);
+            continue_with_all_reduce(db, &sel, m, tp, &mut ops, &mut notes)?;
+            continue;
         }
         let full = AttnShape { heads: q, kv_heads: kvh, head_dim: hd, kv_dtype: kv_dtype.into(), window: 0 };
         // A windowed model's windowed layers read the rows measured with its window.
@@ -257,25 +280,7 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
             });
             ops.push(table);
         }
-        if tp > 1 {
-            match comm::all_reduce(db, &sel, t, m.hidden, graph_tokens(&sel.framework))? {
-                Some(ar) => {
-                    let pts = ar.points.iter().map(|&(b, ms)| vec![b, ms]).collect();
-                    let mut table = fit_table("all_reduce", Some(tp), vec![Axis::Bytes], pts);
-                    table.source = Some(OpSource {
-                        file: ar.file,
-                        selection: ar.selection,
-                        shape: "message sizes measured".into(),
-                        transfer_error: None,
-                    });
-                    ops.push(table);
-                }
-                None => notes.push(format!(
-                    "no all-reduce table for {tp} GPUs on {} ({} or NCCL): servesim's roofline prices it",
-                    sel.system, sel.framework
-                )),
-            }
-        }
+        continue_with_all_reduce(db, &sel, m, tp, &mut ops, &mut notes)?;
     }
     let device = device_name(db, &gemm_file).unwrap_or_else(|| sel.system.clone());
     servesim_sim::cost::profile::add_interp_note(&mut notes);
@@ -309,6 +314,151 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
     })
 }
 
+/// The engine's all-reduce on `tp` GPUs (TP > 1), or a note that the roofline prices it.
+fn continue_with_all_reduce(
+    db: &Db,
+    sel: &Selection,
+    m: &ModelSpec,
+    tp: u32,
+    ops: &mut Vec<OpTable>,
+    notes: &mut Vec<String>,
+) -> Result<(), crate::Error> {
+    if tp <= 1 {
+        return Ok(());
+    }
+    match comm::all_reduce(db, sel, tp as u64, m.hidden, graph_tokens(&sel.framework))? {
+        Some(ar) => {
+            let pts = ar.points.iter().map(|&(b, ms)| vec![b, ms]).collect();
+            let mut table = fit_table("all_reduce", Some(tp), vec![Axis::Bytes], pts);
+            table.source = Some(OpSource {
+                file: ar.file,
+                selection: ar.selection,
+                shape: "message sizes measured".into(),
+                transfer_error: None,
+            });
+            ops.push(table);
+        }
+        None => notes.push(format!(
+            "no all-reduce table for {tp} GPUs on {} ({} or NCCL): servesim's roofline prices it",
+            sel.system, sel.framework
+        )),
+    }
+    Ok(())
+}
+
+/// The GEMM tables an MLA block reads: its quantized projections, and bf16 ones where the
+/// checkpoint keeps them (NVFP4 DeepSeek and Kimi releases leave Q and KV in bf16).
+struct GemmWeights<'a> {
+    quantized: &'a GemmTable,
+    bf16: &'a GemmTable,
+    fp4: bool,
+}
+
+/// A GEMM read of one projection, with the table it came from.
+fn read_gemm<'a>(
+    t: &'a GemmTable,
+    what: &str,
+    tp: u32,
+    n: u64,
+    k: u64,
+) -> Result<(GemmRead, &'a GemmTable), crate::Error> {
+    Ok((t.at(n, k).map_err(|e| format!("{what} (tp {tp}): {e}"))?, t))
+}
+
+/// Latent attention at one TP degree (AIConfigurator 095f58a51 `sdk/models/deepseek.py`, its
+/// granular path): the fused down-projection of Q and KV (q_lora + kv_lora + rope columns) and
+/// the Q up-projection are `attn_pre_proj`; the output projection `attn_post_proj`; the prefill
+/// kernel plus the KV up-projection over the prompt's tokens `attn_prefill`; the decode kernel
+/// plus the absorbed products before and after it `attn_decode`. Under NVFP4 the Q and KV
+/// projections are bf16 and the output projection NVFP4 (the releases' `exclude_modules`, as
+/// AIConfigurator reads `nvidia/DeepSeek-V3.1-NVFP4`), and the absorbed products bf16.
+fn mla_ops(
+    db: &Db,
+    sel: &Selection,
+    r: &Request,
+    tp: u32,
+    a: servesim_sim::spec::Mla,
+    gw: &GemmWeights,
+    kv_dtype: &str,
+) -> Result<Vec<OpTable>, crate::Error> {
+    let m = &r.model;
+    let t = tp as u64;
+    let q = m.heads / t;
+    let qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    let qkv_table = if gw.fp4 { gw.bf16 } else { gw.quantized };
+    let (down, q_up) = if a.q_lora_rank == 0 {
+        (
+            read_gemm(qkv_table, "MLA KV down-projection", tp, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden)?,
+            read_gemm(qkv_table, "MLA Q projection", tp, q * qk, m.hidden)?,
+        )
+    } else {
+        (
+            read_gemm(
+                qkv_table,
+                "MLA Q/KV down-projection",
+                tp,
+                a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim,
+                m.hidden,
+            )?,
+            read_gemm(qkv_table, "MLA Q up-projection", tp, q * qk, a.q_lora_rank)?,
+        )
+    };
+    let kv_up =
+        read_gemm(qkv_table, "MLA KV up-projection", tp, q * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank)?;
+    let o = read_gemm(gw.quantized, "MLA output projection", tp, m.hidden, q * a.v_head_dim)?;
+    let bmm_dtype = if gw.fp4 || r.weights == Weights::Bf16 { "bfloat16" } else { "fp8" };
+    let k = mla::read(db, sel, q, kv_dtype, bmm_dtype).map_err(|e| format!("latent attention (tp {tp}): {e}"))?;
+    let transfer = |reads: &[&(GemmRead, &GemmTable)]| {
+        reads.iter().find(|(g, _)| !g.measured).and_then(|(_, t)| t.transfer_error())
+    };
+    let shapes = |reads: &[(&str, &(GemmRead, &GemmTable))]| {
+        reads.iter().map(|(w, (g, t))| format!("{w}: {} {}", t.dtype, g.shape)).collect::<Vec<_>>().join("; ")
+    };
+    let mut out = Vec::new();
+    // Q/KV down- and Q up-projections, by tokens.
+    let pts = down.0.points.iter().map(|&(n, ms)| vec![n as f64, ms + mla::at(&q_up.0.points, n as f64)]).collect();
+    let mut pre = fit_table("attn_pre_proj", Some(tp), vec![Axis::Tokens], pts);
+    pre.source = Some(OpSource {
+        file: down.1.file.clone(),
+        selection: format!("MLA down- and Q up-projection GEMMs of kernel {}", down.1.kernel),
+        shape: shapes(&[("down", &down), ("q up", &q_up)]),
+        transfer_error: transfer(&[&down, &q_up]),
+    });
+    out.push(pre);
+    out.push(gemm_op("attn_post_proj", tp, o.1, m.hidden, q * a.v_head_dim, &o.1.transfer_error())?);
+    // Prefill: the kernel over b prompts of s tokens, and the KV up-projection of their b·s tokens.
+    let pts = k
+        .context
+        .iter()
+        .map(|&(b, s, ms)| vec![b as f64, s as f64, ms + mla::at(&kv_up.0.points, (b * s) as f64)])
+        .collect();
+    let mut prefill = fit_table("attn_prefill", Some(tp), vec![Axis::Batch, Axis::Sequence], pts);
+    prefill.source = Some(OpSource {
+        file: k.files[0].clone(),
+        selection: format!("{}; plus the KV up-projection GEMM over the prompts' tokens", k.selection),
+        shape: shapes(&[("kv up", &kv_up)]),
+        transfer_error: transfer(&[&kv_up]),
+    });
+    out.push(prefill);
+    // Decode: the kernel over b sequences' latent context, and the two absorbed products of b tokens.
+    let pts = k
+        .generation
+        .iter()
+        .map(|&(b, c, ms)| {
+            vec![b as f64, c as f64, ms + mla::at(&k.bmm_pre, b as f64) + mla::at(&k.bmm_post, b as f64)]
+        })
+        .collect();
+    let mut decode = fit_table("attn_decode", Some(tp), vec![Axis::Batch, Axis::Context], pts);
+    decode.source = Some(OpSource {
+        file: k.files[1].clone(),
+        selection: format!("{}; plus the absorbed products before and after ({})", k.selection, k.files[2]),
+        shape: format!("{q} heads per GPU measured"),
+        transfer_error: None,
+    });
+    out.push(decode);
+    Ok(out)
+}
+
 fn gemm_op(
     name: &str,
     tp: u32,
@@ -334,7 +484,7 @@ fn gemm_op(
 /// (TensorRT-LLM's tables measure expert parallelism only), the rows with the experts spread
 /// over as many GPUs by expert parallelism stand in, and the selection says so: under
 /// balanced routing each GPU reads and multiplies the same bytes and FLOPs either way.
-fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32) -> Result<OpTable, crate::Error> {
+fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32, gemms: &GemmTable) -> Result<OpTable, crate::Error> {
     let m = &r.model;
     let file = format!("{}/moe/{}/{}/moe_perf.parquet", sel.system, sel.framework, sel.version);
     if !db.exists(&file) {
@@ -384,6 +534,11 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32) -> Result<OpTable, cra
     let mut kernels: Vec<&str> = (0..f.rows).filter(|&i| ok(i)).map(|i| kernel[i]).collect();
     kernels.sort();
     kernels.dedup();
+    // TensorRT-LLM's min-latency MoE rows are a mode of their own, which AIConfigurator reads
+    // apart from its default view (`sdk/operations/moe.py`, `_moe_low_latency_data`).
+    if kernels.len() > 1 {
+        kernels.retain(|k| !k.ends_with("_min_latency"));
+    }
     let Some(k) = kernels.first().copied() else {
         return Err(format!(
             "moe_experts (tp {tp}): {file} has no {} rows for hidden {}, intermediate {}, top-{} of {} experts, \
@@ -392,8 +547,22 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32) -> Result<OpTable, cra
         )
         .into());
     };
-    let pts: Vec<Vec<f64>> =
+    let mut pts: Vec<Vec<f64>> =
         (0..f.rows).filter(|&i| ok(i) && kernel[i] == k).map(|i| vec![tokens[i] as f64, lat[i]]).collect();
+    // Shared experts: a gated MLP every token goes through, split over the TP GPUs, added at
+    // the table's token counts.
+    let mut shared_note = String::new();
+    let s = m.arch.shared_experts;
+    if s > 0 {
+        let t = tp as u64;
+        let up =
+            gemms.at(2 * s * m.intermediate / t, m.hidden).map_err(|e| format!("shared experts (tp {tp}): {e}"))?;
+        let down = gemms.at(m.hidden, s * m.intermediate / t).map_err(|e| format!("shared experts (tp {tp}): {e}"))?;
+        for p in &mut pts {
+            p[1] += mla::at(&up.points, p[0]) + mla::at(&down.points, p[0]);
+        }
+        shared_note = format!("; plus {s} shared expert(s) as {} GEMMs ({}; {})", gemms.dtype, up.shape, down.shape);
+    }
     let mut table = fit_table("moe_experts", Some(tp), vec![Axis::Tokens], pts);
     let split = if want_ep == 1 {
         format!("expert TP {tp}")
@@ -402,7 +571,7 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32) -> Result<OpTable, cra
     };
     table.source = Some(OpSource {
         file,
-        selection: format!("{} MoE of kernel {k}, {} routing, {split}", moe_dtype, r.moe_distribution),
+        selection: format!("{} MoE of kernel {k}, {} routing, {split}{shared_note}", moe_dtype, r.moe_distribution),
         shape: "the model's MoE shape measured".into(),
         transfer_error: None,
     });

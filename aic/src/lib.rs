@@ -6,6 +6,7 @@
 //!     gemm.rs       GEMMs by (m, n, k), read between measured (n, k) in utilization
 //!     attention.rs  context and generation attention by (batch, tokens) per head geometry
 //!     comm.rs       the engine's all-reduce (else NCCL) by message size
+//!     mla.rs        latent attention kernels and absorbed products by (batch, tokens)
 //!     import.rs     one model's ops per TP degree ─► servesim_sim::cost::profile::Profile
 //! ```
 //! The database (`aiconfigurator-core` on PyPI, Apache-2.0, github.com/ai-dynamo/aiconfigurator)
@@ -21,6 +22,7 @@ pub(crate) mod db;
 pub mod frame;
 pub(crate) mod gemm;
 pub(crate) mod import;
+pub(crate) mod mla;
 
 pub use db::{Db, Files, Selection};
 

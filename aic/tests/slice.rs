@@ -226,11 +226,15 @@ fn what_is_missing_is_named_with_what_there_is() {
     let e = e.to_string();
     assert_eq!(e, "h100_sxm has no vllm version 0.19.0 (it has 0.24.0)");
     let mut r = request(vec![1]);
-    r.framework = "sglang".into();
-    assert!(servesim_aic::import(&db, &r)
-        .unwrap_err()
-        .to_string()
-        .contains("has no sglang GEMM and attention tables (it has frameworks vllm)"));
+    r.framework = "trtllm".into();
+    let e = servesim_aic::import(&db, &r).unwrap_err().to_string();
+    assert!(e.contains("has no trtllm GEMM and attention tables (it has frameworks vllm, sglang)"), "{e}");
+    // Latent attention where the engine measured no kernel-level MLA tables (vLLM: modules only).
+    let mut r = deepseek_request();
+    r.framework = "vllm".into();
+    r.tp = vec![8];
+    let e = servesim_aic::import(&db, &r).unwrap_err().to_string();
+    assert!(e.contains("vllm 0.24.0 has no kernel-level MLA tables"), "{e}");
     let mut r = request(vec![3]);
     r.tp = vec![3];
     assert!(servesim_aic::import(&db, &r).unwrap_err().to_string().contains("TP 3 does not divide"));
@@ -346,4 +350,80 @@ fn a_windowed_model_without_windowed_tables_is_priced_by_the_roofline_and_says_s
 
 fn llama_spec() -> ModelSpec {
     llama(Dtype::Bf16)
+}
+
+fn deepseek() -> ModelSpec {
+    ModelSpec::from_preset(ModelPreset::find("deepseek-r1").unwrap(), Dtype::Fp8, Dtype::Bf16)
+}
+
+fn deepseek_request() -> Request {
+    Request {
+        framework: "sglang".into(),
+        model: deepseek(),
+        tp: vec![8],
+        weights: Weights::Fp8Block,
+        moe_distribution: "power_law_1.2".into(),
+        ..request(vec![8])
+    }
+}
+
+#[test]
+fn deepseek_reads_latent_attention_shared_and_dense_layers_from_the_database() {
+    let files = slice();
+    let db = Db::new(&files);
+    let p = servesim_aic::import(&db, &deepseek_request()).unwrap();
+    let names: Vec<&str> = p.ops.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "mlp_up_proj",
+            "mlp_down_proj",
+            "lm_head",
+            "moe_experts",
+            "attn_pre_proj",
+            "attn_post_proj",
+            "attn_prefill",
+            "attn_decode",
+            "all_reduce"
+        ]
+    );
+    let src = |n: &str| p.ops.iter().find(|t| t.name == n).unwrap().source.clone().unwrap();
+    assert!(src("moe_experts").selection.contains("plus 1 shared expert(s) as fp8_block GEMMs"));
+    assert!(
+        src("attn_pre_proj").shape.contains("down: fp8_block n 2112, k 7168 not measured"),
+        "{:?}",
+        src("attn_pre_proj")
+    );
+    assert!(src("attn_decode").selection.starts_with("16 heads per GPU, bfloat16 KV cache"));
+    assert_eq!(src("all_reduce").file, "h100_sxm/comm/sglang/0.5.14/custom_allreduce_perf.parquet");
+
+    let spec = GpuPreset::find("h100-sxm").unwrap().spec();
+    let m = Profiled::new(deepseek(), spec, 8, RooflineParams::default(), &p).unwrap();
+    let f: Vec<&str> = m.fallbacks().iter().map(|f| f.op.as_str()).collect();
+    assert_eq!(f, ["elementwise"]);
+    let op = |b: &BatchShape, name: &str| -> f64 {
+        m.breakdown(b).iter().filter(|o| o.name == name).map(|o| o.seconds).sum()
+    };
+    let close = |got: f64, want: f64| assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+    let ms = 1e-3;
+    // Values pyarrow read from the slice (the first row of each key, as the reader keeps).
+    // Eight decodes at context 1024: in each of the 61 layers the MLA decode kernel over 16
+    // heads and the two absorbed FP8 products of 8 tokens.
+    let mut d = BatchShape::default();
+    for _ in 0..8 {
+        d.add_decode(1024);
+    }
+    close(op(&d, "attn_decode"), 61.0 * (0.017660799622535705 + 0.008140800148248672 + 0.008716800063848496) * ms);
+    // In each of the 58 MoE layers the routed experts and the shared one (its gate/up, 512 × 7168,
+    // and down, 7168 × 256, at 8 tokens); the first 3 layers are dense.
+    close(op(&d, "moe_experts"), 58.0 * (0.13180992126464844 + 0.012248888611793518 + 0.004716444346639845) * ms);
+    let up = p.ops.iter().find(|t| t.name == "mlp_up_proj").unwrap();
+    let at8 = up.points.iter().find(|q| q[0] == 8.0).unwrap()[1];
+    close(op(&d, "mlp_up_proj"), 3.0 * at8 * ms);
+    // One 1,024-token prefill: the MLA prefill kernel and the KV up-projection (4096 × 512) of
+    // its 1,024 tokens, in each of the 61 layers; the experts at 1,024 tokens.
+    let mut f = BatchShape::default();
+    f.add_prefill(1024, 0, true);
+    close(op(&f, "attn_prefill"), 61.0 * (0.04887360036373138 + 0.01934400035275353) * ms);
+    close(op(&f, "moe_experts"), 58.0 * (0.6535462188720703 + 0.020617778102556866 + 0.013903111219406128) * ms);
 }

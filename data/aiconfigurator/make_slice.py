@@ -74,3 +74,27 @@ cut(V.format("moe", "moe_perf.parquet"), both(
 ))
 cut(V.format("comm", "custom_allreduce_perf.parquet"), lambda t: pc.greater(t["num_gpus"], 0), "snappy")
 cut("h100_sxm/comm/nccl/2.27.3/nccl_perf.parquet", isin("op_name", ["all_reduce"]))
+
+# DeepSeek-R1 (latent attention, 256 experts + 1 shared, 3 dense layers) at TP 8 under SGLang
+# 0.5.14, FP8 block-scaled: the GEMM sites around its shapes (fp8_block, and bf16 for the LM
+# head), its MLA kernels and absorbed products at 16 heads per GPU, its experts at expert TP 8,
+# and the custom all-reduce; one attention shape so that the version counts as imported.
+S = "h100_sxm/{}/sglang/0.5.14/{}"
+cut(S.format("gemm", "gemm_perf.parquet"), both(
+    isin("gemm_dtype", ["fp8_block", "bfloat16"]),
+    isin("n", [512, 2048, 2560, 3072, 4096, 5120, 7168, 12288, 16384]),
+    isin("k", [256, 512, 1536, 2048, 2560, 7168]),
+))
+for f in ["context_attention_perf.parquet", "generation_attention_perf.parquet"]:
+    cut(S.format("attention", f), both(
+        isin("head_dim", [128]), isin("window_size", [0]), isin("kv_cache_dtype", ["bfloat16"]),
+        isin("num_heads", [32]), isin("num_key_value_heads", [8]),
+    ))
+for f in ["context_mla_perf.parquet", "generation_mla_perf.parquet"]:
+    cut(S.format("mla", f), both(isin("num_heads", [16]), isin("kv_cache_dtype", ["bfloat16"])))
+cut(S.format("mla_bmm", "mla_bmm_perf.parquet"), both(isin("num_heads", [16]), isin("bmm_dtype", ["fp8"])))
+cut(S.format("moe", "moe_perf.parquet"), both(
+    isin("moe_dtype", ["fp8_block"]), isin("hidden_size", [7168]), isin("num_experts", [256]),
+    isin("moe_tp_size", [8]), isin("moe_ep_size", [1]), isin("distribution", ["power_law_1.2"]),
+))
+cut(S.format("comm", "custom_allreduce_perf.parquet"), lambda t: pc.equal(t["num_gpus"], 8))

@@ -395,21 +395,29 @@ impl Profiled {
         let mut slots = Vec::new();
         let all = model.layers;
 
+        // A MoE model's FFN GEMMs run in its dense layers only (DeepSeek-V3: the first 3), its
+        // experts (routed, and shared ones folded into the same table) in the others.
+        let dense = if model.experts > 1 { model.arch.dense_layers } else { all };
         for (i, (vidur, ours)) in LAYER_GEMMS.iter().enumerate() {
-            let moe = model.experts > 1 && i >= 2;
-            match (curve(vidur), moe) {
-                (Some(c), false) => slots.push(Slot::measured(vidur, Kind::LayerTokens, c, all)),
-                _ if moe && i == 3 => {}
-                (_, true) => match curve("moe_experts") {
-                    Some(c) => slots.push(Slot::measured("moe_experts", Kind::LayerTokens, c, all)),
+            let ffn = i >= 2;
+            if !ffn || dense > 0 {
+                let layers = if ffn { dense } else { all };
+                match curve(vidur) {
+                    Some(c) => slots.push(Slot::measured(vidur, Kind::LayerTokens, c, layers)),
+                    None => slots.push(Slot::roof(vidur, Kind::Roof(roof(ours), 1, 0), missing("GEMM"), layers)),
+                }
+            }
+            if ffn && i == 2 && model.experts > 1 {
+                let moe = model.moe_layers();
+                match curve("moe_experts") {
+                    Some(c) => slots.push(Slot::measured("moe_experts", Kind::LayerTokens, c, moe)),
                     None => slots.push(Slot::roof(
                         "moe_experts",
                         Kind::Roof(roof("moe_experts"), 1, 0),
                         missing("mixture of experts: the routed experts"),
-                        all,
+                        moe,
                     )),
-                },
-                (None, false) => slots.push(Slot::roof(vidur, Kind::Roof(roof(ours), 1, 0), missing("GEMM"), all)),
+                }
             }
         }
         let elementwise: Vec<Slot> = LAYER_ELEMENTWISE

@@ -139,13 +139,12 @@ fn group_profile(
 ) -> Result<Option<Arc<Profile>>, ConfigError> {
     let CostSpec::Roofline(c) = &g.cost else { return Ok(None) };
     if c.profile.is_some() || c.database.is_some() {
-        let layout = (g.layout.dp_attention > 1).then_some("DP attention");
-        if let Some(what) = model.database_unsupported().or(layout) {
+        if g.layout.dp_attention > 1 {
             let key = if c.profile.is_some() { "profile" } else { "database" };
             return Err(ConfigError::at(
                 &format!("{path_key}.{key}"),
                 format!(
-                    "{} has {what}: measured tables for those layers are not read yet, so it is priced by the \
+                    "{} with DP attention: measured tables for its ranks are not read yet, so it is priced by the \
                      roofline; remove {key}",
                     model.name
                 ),

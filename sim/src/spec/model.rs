@@ -659,7 +659,7 @@ impl ModelSpec {
 
     /// The layer kinds of this model that servesim's own calibration does not measure (its
     /// kernels run plain decoder layers), named for an error; `None` for a plain transformer.
-    /// Kernel databases cover more: [`ModelSpec::database_unsupported`].
+    /// Kernel databases cover every kind (`servesim-aic`).
     pub fn unprofiled_layers(&self) -> Option<&'static str> {
         let a = &self.arch;
         if a.mla.is_some() {
@@ -672,24 +672,6 @@ impl ModelSpec {
             Some("dense layers in a MoE model")
         } else if a.biases {
             Some("projection biases")
-        } else {
-            None
-        }
-    }
-
-    /// The layer kinds of this model that a kernel-database profile does not cover yet, named
-    /// for an error; `None` when it does. The database times windowed attention (its
-    /// `window_size` column) and its GEMM and MoE tables stand for biased projections too (the
-    /// bias add is not timed, as in AIConfigurator's own model of gpt-oss), so only latent
-    /// attention, shared experts and mixed dense/MoE layers are left.
-    pub fn database_unsupported(&self) -> Option<&'static str> {
-        let a = &self.arch;
-        if a.mla.is_some() {
-            Some("multi-head latent attention")
-        } else if a.shared_experts > 0 {
-            Some("shared experts")
-        } else if self.moe_layers() > 0 && a.dense_layers > 0 {
-            Some("dense layers in a MoE model")
         } else {
             None
         }

@@ -95,6 +95,8 @@ pub(super) struct Case {
     pub roofline: bool,
     /// A model with windowed attention layers (gpt-oss), reported apart.
     pub windowed: bool,
+    /// A model with latent attention (DeepSeek), reported apart.
+    pub mla: bool,
     /// The model's weight dtype for a roofline row (the database's GEMM name otherwise).
     pub weight_dtype: &'static str,
     /// Attention data-parallel ranks and expert parallelism over the `tp` GPUs.
@@ -156,8 +158,8 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
         servesim_sim::spec::Dtype::Bf16,
         servesim_sim::spec::Dtype::Bf16,
     );
-    if spec.database_unsupported().is_some() || spec.arch.window.is_some() {
-        return layout_case_of(r, model, spec.database_unsupported().is_none());
+    if spec.arch.mla.is_some() || spec.arch.window.is_some() {
+        return layout_case_of(r, model, &spec);
     }
     let (system, gpu, framework) = engine_of(r)?;
     // Qwen's own FP8 checkpoints are block-scaled (`quantization_config.weight_block_size`
@@ -230,6 +232,7 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
         note: note.join("; "),
         roofline: false,
         windowed: false,
+        mla: false,
         weight_dtype: if weights == "bf16" { "bf16" } else { "fp8" },
         dp: 1,
         ep: false,
@@ -247,10 +250,12 @@ fn gap_analysis(r: &Row) -> bool {
 /// A row of a model with MoE layouts of its own (MLA, windowed layers), with the row's attention
 /// DP and expert parallelism. AIConfigurator's columns: `tp_size` is attention TP per DP rank,
 /// `attention_dp_size` the ranks, `moe_tp_size` × `moe_ep_size` the GPUs the experts span.
-/// Priced by the kernel database where it covers the model (`database`: windowed layers) and
-/// the row has no DP attention; by the roofline otherwise (MLA is not read from the database
-/// yet).
-fn layout_case_of(r: &Row, model: &'static str, database: bool) -> std::result::Result<Case, String> {
+/// Priced by the kernel database unless the row has DP attention (then by the roofline).
+fn layout_case_of(
+    r: &Row,
+    model: &'static str,
+    spec: &servesim_sim::spec::ModelSpec,
+) -> std::result::Result<Case, String> {
     let (system, gpu, framework) = engine_of(r)?;
     let int = |k: &str| r.num(k).filter(|v| *v >= 1.0 && v.fract() == 0.0).map(|v| v as u64);
     let tp_attn = int("tp_size").ok_or_else(|| format!("tp_size {:?}", r.get("tp_size")))?;
@@ -282,23 +287,23 @@ fn layout_case_of(r: &Row, model: &'static str, database: bool) -> std::result::
         }
     };
     let gpt_oss = model.starts_with("gpt-oss");
+    let mla = spec.arch.mla.is_some();
     let (weights, weight_dtype) = match r.get("gemm_quant_mode") {
+        // DeepSeek's and Kimi's FP8 checkpoints are block-scaled (weight_block_size [128, 128]
+        // in their config.json): their GEMMs are the database's fp8_block ones.
+        "fp8" | "fp8_block" if mla => ("fp8-block", "fp8"),
         "fp8" | "fp8_block" => ("fp8", "fp8"),
         // The gpt-oss checkpoint is MXFP4 (its config.json quantization_config); the rows say
         // nvfp4 for its 4-bit experts.
         "nvfp4" if gpt_oss => ("mxfp4", "mxfp4"),
-        "nvfp4" => ("nvfp4", "nvfp4"),
+        "nvfp4" => ("fp4", "nvfp4"),
         q => return Err(format!("GEMM quantization {q:?}: not a weight dtype servesim prices for {model}")),
     };
     let (isl, osl, concurrency, ttft, tpot) = measured_of(r)?;
-    let database = database && dp == 1;
+    let database = dp == 1;
     let mut note = Vec::new();
     if !database {
-        note.push(if dp > 1 {
-            "roofline: DP attention is not priced from the database yet".to_string()
-        } else {
-            "roofline: the database's MLA tables are not read yet".to_string()
-        });
+        note.push("roofline: DP attention is not priced from the database yet".to_string());
     }
     if gpt_oss && r.get("gemm_quant_mode") == "nvfp4" {
         note.push("nvfp4 read as mxfp4: the published checkpoint".to_string());
@@ -329,7 +334,8 @@ fn layout_case_of(r: &Row, model: &'static str, database: bool) -> std::result::
         measured_tpot: tpot,
         note: note.join("; "),
         roofline: !database,
-        windowed: gpt_oss,
+        windowed: spec.arch.window.is_some(),
+        mla,
         weight_dtype,
         dp: dp as u32,
         ep,
@@ -639,7 +645,7 @@ pub(super) fn run_cases(
                     let res: Arc<dyn Resources> = resources.clone();
                     if let Err(e) = Scenario::from_toml_in(&text, "silicon", res) {
                         if let Some(why) = e.to_string().split_once("cost.database: ").map(|(_, w)| w.to_string()) {
-                            if c.windowed {
+                            if c.windowed || c.mla {
                                 let why = why.rsplit_once(": ").map_or(why.as_str(), |(_, w)| w).to_string();
                                 c.roofline = true;
                                 c.note = [format!("roofline: not in the database ({why})"), c.note.clone()]
@@ -830,7 +836,7 @@ pub(super) fn run(o: Options) -> Result<()> {
     // The headline is the dense models' vLLM + SGLang rows (the target); MoE rows apart.
     let vs = |x: &Outcome, moe: bool| {
         x.case.as_ref().is_ok_and(|c| {
-            (c.framework == "vllm" || c.framework == "sglang") && c.moe == moe && !c.roofline && !c.windowed
+            (c.framework == "vllm" || c.framework == "sglang") && c.moe == moe && !c.roofline && !c.windowed && !c.mla
         })
     };
     let mut headline = Vec::new();
@@ -873,7 +879,8 @@ pub(super) fn run(o: Options) -> Result<()> {
         json
     };
     let windowed_json = partition("Windowed models (database)", &|c: &Case| c.windowed && !c.roofline);
-    let roofline_json = partition("MLA models and DP attention (roofline)", &|c: &Case| c.roofline);
+    let mla_json = partition("MLA models (database)", &|c: &Case| c.mla && !c.roofline);
+    let roofline_json = partition("DP attention and kernels the database lacks (roofline)", &|c: &Case| c.roofline);
     let expressed = outs.iter().filter(|x| x.errors().is_some()).count();
     table += &format!("rows {} in all: {expressed} run; not run:\n", outs.len());
     for (why, n) in &reasons {
@@ -901,6 +908,7 @@ pub(super) fn run(o: Options) -> Result<()> {
         "vllm_sglang": headline,
         "vllm_sglang_moe": moe_json,
         "windowed_models": windowed_json,
+        "mla_models": mla_json,
         "roofline_models": roofline_json,
         "fitted_overheads": fitted.iter().map(|(k, (b, s, ov))| serde_json::json!({"framework": k, "base_us": b, "per_seq_us": s, "overlap": ov})).collect::<Vec<_>>(),
     });
