@@ -155,6 +155,9 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
             return Err(format!("TP {tp} does not divide {}'s {} attention heads", m.name, m.heads).into());
         }
     }
+    if m.arch.mla.is_some() {
+        mla::check_tables(db, &sel)?;
+    }
     let gemm_file = format!("{}/gemm/{}/{}/gemm_perf.parquet", sel.system, sel.framework, sel.version);
     let sol = |w: Weights| {
         let flops = match w {

@@ -41,22 +41,7 @@ pub(crate) fn read(
     kv_dtype: &str,
     bmm_dtype: &str,
 ) -> Result<MlaRead, crate::Error> {
-    let dir = |family: &str, file: &str| format!("{}/{family}/{}/{}/{file}", sel.system, sel.framework, sel.version);
-    let (cf, gf, bf) = (
-        dir("mla", "context_mla_perf.parquet"),
-        dir("mla", "generation_mla_perf.parquet"),
-        dir("mla_bmm", "mla_bmm_perf.parquet"),
-    );
-    for f in [&cf, &gf, &bf] {
-        if !db.exists(f) {
-            return Err(format!(
-                "{f} is not in the database: {} {} has no kernel-level MLA tables (latent attention is read from \
-                 SGLang's and TensorRT-LLM's)",
-                sel.framework, sel.version
-            )
-            .into());
-        }
-    }
+    let [cf, gf, bf] = check_tables(db, sel)?;
     let attention = |file: &str, decode: bool| -> Result<(Vec<(u64, u64, f64)>, String), crate::Error> {
         let f =
             db.frame(file, &["kernel_source", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step", "latency"])?;
@@ -125,6 +110,27 @@ pub(crate) fn read(
         ),
         files: [cf, gf, bf],
     })
+}
+
+/// The three MLA files of a selection, or an error naming the first missing.
+pub(crate) fn check_tables(db: &Db, sel: &Selection) -> Result<[String; 3], crate::Error> {
+    let dir = |family: &str, file: &str| format!("{}/{family}/{}/{}/{file}", sel.system, sel.framework, sel.version);
+    let files = [
+        dir("mla", "context_mla_perf.parquet"),
+        dir("mla", "generation_mla_perf.parquet"),
+        dir("mla_bmm", "mla_bmm_perf.parquet"),
+    ];
+    for f in &files {
+        if !db.exists(f) {
+            return Err(format!(
+                "{f} is not in the database: {} {} has no kernel-level MLA tables (latent attention is read from \
+                 SGLang's and TensorRT-LLM's)",
+                sel.framework, sel.version
+            )
+            .into());
+        }
+    }
+    Ok(files)
 }
 
 /// The most frequent value (ties: the first in order).

@@ -75,8 +75,8 @@ fn parallel_layouts_and_new_model_keys_refuse_what_cannot_be_simulated() {
             "cluster.ep: needs tp (16) to divide the model's 8 experts",
         ),
         (
-            format!("{DEEPSEEK}[cluster]\ntp = 8\n[cost]\ndatabase = {{ framework = \"sglang\" }}\n"),
-            "cost.database: deepseek-r1 has multi-head latent attention",
+            format!("{DEEPSEEK}[cluster]\ntp = 8\ndp_attention = 8\nep = true\n[cost]\ndatabase = {{ framework = \"sglang\" }}\n"),
+            "cost.database: deepseek-r1 with DP attention: measured tables for its ranks are not read yet",
         ),
         (DEEPSEEK.replace("[gpu]", "kv_dtype = \"mxfp4\"\n[gpu]") + "[cluster]\ntp = 8\n", "model.kv_dtype: mxfp4 is a weight format"),
         (

@@ -97,6 +97,8 @@ pub(super) struct Case {
     pub windowed: bool,
     /// A model with latent attention (DeepSeek), reported apart.
     pub mla: bool,
+    /// The row's note should the database lack its kernels and the roofline price it.
+    pub roofline_note: String,
     /// The model's weight dtype for a roofline row (the database's GEMM name otherwise).
     pub weight_dtype: &'static str,
     /// Attention data-parallel ranks and expert parallelism over the `tp` GPUs.
@@ -233,6 +235,7 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
         roofline: false,
         windowed: false,
         mla: false,
+        roofline_note: String::new(),
         weight_dtype: if weights == "bf16" { "bf16" } else { "fp8" },
         dp: 1,
         ep: false,
@@ -311,6 +314,8 @@ fn layout_case_of(
     // From the database the experts are read as the engine's table has them (expert TP, or
     // expert parallel where only that was measured): the same per GPU under balanced routing
     // (`ep` stays the row's, for the roofline's layout).
+    let mut roofline_note = note.clone();
+    roofline_note.extend(hybrid.clone());
     if database && moe_ep > 1 {
         note.push(format!(
             "MoE TP {moe_tp} × EP {moe_ep} read from the database's experts over {gpus} GPUs (the same bytes and \
@@ -336,6 +341,7 @@ fn layout_case_of(
         roofline: !database,
         windowed: spec.arch.window.is_some(),
         mla,
+        roofline_note: roofline_note.join("; "),
         weight_dtype,
         dp: dp as u32,
         ep,
@@ -648,7 +654,7 @@ pub(super) fn run_cases(
                             if c.windowed || c.mla {
                                 let why = why.rsplit_once(": ").map_or(why.as_str(), |(_, w)| w).to_string();
                                 c.roofline = true;
-                                c.note = [format!("roofline: not in the database ({why})"), c.note.clone()]
+                                c.note = [format!("roofline: not in the database ({why})"), c.roofline_note.clone()]
                                     .into_iter()
                                     .filter(|n| !n.is_empty())
                                     .collect::<Vec<_>>()
