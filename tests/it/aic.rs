@@ -215,7 +215,10 @@ fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
                 l.contains("roofline: not in the database (system b200_sxm is not in the database"),
                 "the MLA row says why the roofline prices it: {l}"
             );
-            assert!(l.contains("MoE TP 1 × EP 4 priced as EP") || !l.contains("read from the database's experts"), "{l}");
+            assert!(
+                l.contains("MoE TP 1 × EP 4 priced as EP") || !l.contains("read from the database's experts"),
+                "{l}"
+            );
             continue;
         }
         if l.contains("gpt-oss-120b") {

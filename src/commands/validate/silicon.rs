@@ -1049,7 +1049,7 @@ mod tests {
     }
 
     #[test]
-    fn mla_and_windowed_rows_run_on_the_roofline_with_their_layout() {
+    fn mla_and_windowed_rows_run_with_their_layout_on_the_database_unless_dp_attention() {
         let ds = [("model_path", "deepseek-ai/DeepSeek-R1"), ("gemm_quant_mode", "fp8"), ("backend", "sglang")];
         // Attention TP 1 on 8 DP ranks, experts over 8 GPUs by EP: servesim's tp 8, dp 8, ep.
         let c = case_of(&row(&[
@@ -1063,18 +1063,38 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!((c.model, c.tp, c.dp, c.ep, c.roofline, c.weight_dtype), ("deepseek-r1", 8, 8, true, true, "fp8"));
+        assert!(c.note.contains("roofline: DP attention is not priced from the database yet"), "{}", c.note);
         let text = scenario_text(&c, bench(), None, None, 0.0);
         assert!(text.contains("dp_attention = 8\nep = true\n") && !text.contains("database"), "{text}");
         let s = Scenario::from_toml(&text, "t").unwrap();
         assert_eq!((s.groups[0].tp, s.groups[0].layout.dp_attention), (8, 8));
         // Plain TP8 experts; a TP × EP hybrid runs as EP over its GPUs, and says so; experts
         // that do not span the GPUs are refused.
-        let tp = case_of(&row(&[ds[0], ds[1], ds[2], ("tp_size", "8"), ("moe_tp_size", "8"), ("moe_ep_size", "1")]));
-        assert_eq!((tp.as_ref().unwrap().dp, tp.as_ref().unwrap().ep), (1, false));
+        // Without DP attention the database prices it: block-scaled FP8 GEMMs (the checkpoint's).
+        let tp = case_of(&row(&[ds[0], ds[1], ds[2], ("tp_size", "8"), ("moe_tp_size", "8"), ("moe_ep_size", "1")]))
+            .unwrap();
+        assert_eq!((tp.dp, tp.ep, tp.roofline, tp.mla, tp.weights), (1, false, false, true, "fp8-block"));
+        let text = scenario_text(&tp, bench(), None, None, 0.0);
+        assert!(text.contains("weights = \"fp8-block\", moe_distribution = \"power_law_1.2\""), "{text}");
+        // A hybrid reads the database's experts over its GPUs, or, should the database lack them,
+        // runs on the roofline as EP over its GPUs; both say so.
         let hybrid =
             case_of(&row(&[ds[0], ds[1], ("tp_size", "4"), ("moe_tp_size", "2"), ("moe_ep_size", "2")])).unwrap();
-        assert_eq!((hybrid.tp, hybrid.dp, hybrid.ep), (4, 1, true));
-        assert!(hybrid.note.contains("MoE TP 2 × EP 2 priced as EP over its 4 GPUs"), "{}", hybrid.note);
+        assert_eq!((hybrid.tp, hybrid.dp, hybrid.ep, hybrid.roofline), (4, 1, true, false));
+        assert!(
+            hybrid.note.contains("MoE TP 2 × EP 2 read from the database's experts over 4 GPUs"),
+            "{}",
+            hybrid.note
+        );
+        assert!(
+            hybrid.roofline_note.contains("MoE TP 2 × EP 2 priced as EP over its 4 GPUs"),
+            "{}",
+            hybrid.roofline_note
+        );
+        assert!(
+            !scenario_text(&hybrid, bench(), None, None, 0.0).contains("ep = true"),
+            "experts as the table has them"
+        );
         let short = case_of(&row(&[ds[0], ds[1], ("tp_size", "4"), ("moe_tp_size", "2"), ("moe_ep_size", "1")]));
         assert!(short.unwrap_err().contains("the experts do not span the GPUs"));
         // gpt-oss's "nvfp4" rows ran its MXFP4 checkpoint.
