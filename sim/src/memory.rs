@@ -585,9 +585,9 @@ mod tests {
         let h200 = GpuPreset::find("h200").unwrap().spec();
         assert_eq!(sglang_mem_fraction_static(&h200, 8, false), 0.886);
         assert_eq!(sglang_mem_fraction_static(&h200, 8, true), 0.858);
-        // B200 (171,661 MiB): a flat 32 GiB.
+        // B200 (183,359 MiB): a flat 32 GiB, round((183359 − 32768) / 183359, 3) = 0.821.
         let b200 = GpuPreset::find("b200").unwrap().spec();
-        assert_eq!(sglang_mem_fraction_static(&b200, 8, false), 0.809);
+        assert_eq!(sglang_mem_fraction_static(&b200, 8, false), 0.821);
         // model_runner.profile_max_num_token: rest = free after weights − free at start × (1 − f)
         // = free at start × f − weights; tokens = rest // bytes per token.
         let m = ModelSpec::from_preset(ModelPreset::find("llama-3.1-8b").unwrap(), Dtype::Bf16, Dtype::Bf16);

@@ -117,13 +117,16 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
     },
     // NVIDIA DGX/HGX B200 datasheet: per GPU 2.25 PFLOPS BF16, 4.5 PFLOPS FP8 and 9 PFLOPS FP4
     // dense (half the sparse figures), 180 GB HBM3e at 8 TB/s, NVLink 5 1.8 TB/s total = 900 GB/s per
-    // direction, PCIe Gen5 x16 64 GB/s per direction. Memory: 180 GB (decimal) as listed.
+    // direction, PCIe Gen5 x16 64 GB/s per direction. Memory: 183,359 MiB as nvidia-smi reports it
+    // (the "180 GB" of the datasheet is rounded; AIConfigurator's b200_sxm.yaml says 180 GiB,
+    // 184,320 MiB). Until stop 32 this preset held 180 GB decimal (171,661 MiB), which refused
+    // DeepSeek-R1 FP8 at TP 4 that real runs served.
     GpuPreset {
         name: "b200",
         bf16_tflops: 2250.0,
         fp8_tflops: Some(4500.0),
         hbm_gb_per_s: 8000.0,
-        memory_mib: 180_000_000_000 / MIB,
+        memory_mib: 183_359,
         interconnect_gb_per_s: 900.0,
         pcie_gb_per_s: 64.0,
         fp4_tflops: Some(9000.0),
