@@ -32,6 +32,9 @@ pub(crate) struct MlaRead {
     pub(crate) selection: String,
 }
 
+/// (batch, tokens, ms) points of an attention table, and the kernel they are of.
+type Attention = (Vec<(u64, u64, f64)>, String);
+
 /// Reads the tables for `heads` per GPU, a `kv_dtype` (`bfloat16`, `fp8`) cache and
 /// `bmm_dtype` (`bfloat16`, `fp8`) absorbed products.
 pub(crate) fn read(
@@ -42,7 +45,7 @@ pub(crate) fn read(
     bmm_dtype: &str,
 ) -> Result<MlaRead, crate::Error> {
     let [cf, gf, bf] = check_tables(db, sel)?;
-    let attention = |file: &str, decode: bool| -> Result<(Vec<(u64, u64, f64)>, String), crate::Error> {
+    let attention = |file: &str, decode: bool| -> Result<Attention, crate::Error> {
         let f =
             db.frame(file, &["kernel_source", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step", "latency"])?;
         let (kernel, kv, nh, b, isl, step, lat) = (

@@ -138,18 +138,16 @@ fn group_profile(
     path_key: &str,
 ) -> Result<Option<Arc<Profile>>, ConfigError> {
     let CostSpec::Roofline(c) = &g.cost else { return Ok(None) };
-    if c.profile.is_some() || c.database.is_some() {
-        if g.layout.dp_attention > 1 {
-            let key = if c.profile.is_some() { "profile" } else { "database" };
-            return Err(ConfigError::at(
-                &format!("{path_key}.{key}"),
-                format!(
-                    "{} with DP attention: measured tables for its ranks are not read yet, so it is priced by the \
-                     roofline; remove {key}",
-                    model.name
-                ),
-            ));
-        }
+    if (c.profile.is_some() || c.database.is_some()) && g.layout.dp_attention > 1 {
+        let key = if c.profile.is_some() { "profile" } else { "database" };
+        return Err(ConfigError::at(
+            &format!("{path_key}.{key}"),
+            format!(
+                "{} with DP attention: measured tables for its ranks are not read yet, so it is priced by the \
+                 roofline; remove {key}",
+                model.name
+            ),
+        ));
     }
     let kv_model = g.scheduler.kv_cache.model(model);
     let (p, key) = match (&c.profile, &c.database) {
