@@ -256,7 +256,7 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
         if let Some(a) = m.arch.mla {
             let gw = GemmWeights { quantized: &gemms, bf16: &logits, fp4: r.weights == Weights::Fp4 };
             ops.extend(mla_ops(db, &sel, r, tp, a, &gw, kv_dtype)?);
-            continue_with_all_reduce(db, &sel, m, tp, &mut ops, &mut notes)?;
+            push_all_reduce(db, &sel, m, tp, &mut ops, &mut notes)?;
             continue;
         }
         let full = AttnShape { heads: q, kv_heads: kvh, head_dim: hd, kv_dtype: kv_dtype.into(), window: 0 };
@@ -283,7 +283,7 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
             });
             ops.push(table);
         }
-        continue_with_all_reduce(db, &sel, m, tp, &mut ops, &mut notes)?;
+        push_all_reduce(db, &sel, m, tp, &mut ops, &mut notes)?;
     }
     let device = device_name(db, &gemm_file).unwrap_or_else(|| sel.system.clone());
     servesim_sim::cost::profile::add_interp_note(&mut notes);
@@ -318,7 +318,7 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
 }
 
 /// The engine's all-reduce on `tp` GPUs (TP > 1), or a note that the roofline prices it.
-fn continue_with_all_reduce(
+fn push_all_reduce(
     db: &Db,
     sel: &Selection,
     m: &ModelSpec,
