@@ -30,6 +30,10 @@ pub struct KvCacheSection {
     pub(crate) allocation: Allocation,
     /// Output tokens reserved per request with `reserve-max`. Default: up to `max_model_len`.
     pub(crate) reserve_output_tokens: Option<u64>,
+    /// With `reserve-max`: reserve each request's own output length (the `max_tokens` its
+    /// client sent), as TensorRT-LLM's default `GUARANTEED_NO_EVICT` capacity scheduler does.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) reserve_request_output: bool,
     /// KV data type of this group, overriding `model.kv_dtype`: `bf16` or `fp8`.
     pub(crate) dtype: Option<Dtype>,
 }
@@ -38,6 +42,22 @@ impl KvCacheSection {
     pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         if let Some(r) = self.reserve_output_tokens {
             check(r >= 1, path, "reserve_output_tokens", "must be ≥ 1", r)?;
+            check(
+                !self.reserve_request_output,
+                path,
+                "reserve_request_output",
+                "give either reserve_output_tokens or reserve_request_output",
+                "both",
+            )?;
+        }
+        if self.reserve_request_output {
+            check(
+                self.allocation == Allocation::ReserveMax,
+                path,
+                "reserve_request_output",
+                "needs allocation = \"reserve-max\" (paged blocks reserve nothing up front)",
+                "allocation = \"paged\"",
+            )?;
         }
         Ok(())
     }
@@ -51,15 +71,24 @@ impl KvCacheSection {
         m
     }
 
-    /// Tokens reserved at admission for a prompt of `prompt` tokens (0 = paged: nothing up
-    /// front).
-    pub fn reservation(&self, prompt: u64, max_model_len: u64) -> u64 {
+    /// Tokens reserved at admission for a prompt of `prompt` tokens that asks for up to
+    /// `output` (0 = paged: nothing up front).
+    pub fn reservation(&self, prompt: u64, output: u64, max_model_len: u64) -> u64 {
         match self.allocation {
             Allocation::Paged => 0,
             Allocation::ReserveMax => {
-                let out = self.reserve_output_tokens.unwrap_or(max_model_len);
+                let out = match self.reserve_output_tokens {
+                    Some(r) => r,
+                    None if self.reserve_request_output => output,
+                    None => max_model_len,
+                };
                 (prompt + out).min(max_model_len)
             }
         }
+    }
+
+    /// TensorRT-LLM's default: each request's prompt and its own output reserved at admission.
+    pub(crate) fn trtllm() -> KvCacheSection {
+        KvCacheSection { allocation: Allocation::ReserveMax, reserve_request_output: true, ..KvCacheSection::default() }
     }
 }

@@ -262,7 +262,7 @@ impl Instance {
 
     /// Blocks reserved up front for a request (`reserve-max`), 0 when paged.
     fn reserved_blocks(&self, s: &Seq) -> u64 {
-        self.blocks_for(self.cfg.policy.kv.reservation(s.prompt as u64, self.cfg.max_model_len))
+        self.blocks_for(self.cfg.policy.kv.reservation(s.prompt as u64, s.output as u64, self.cfg.max_model_len))
     }
 
     /// Whether this instance could ever serve `req`; the reason if not.
@@ -280,7 +280,7 @@ impl Instance {
         // The last output token is sampled, never written to the cache; a prefill instance
         // holds only the prompt's KV.
         let kept = if role == Role::Prefill { 1 } else { o };
-        let tokens = (p + kept - 1).max(self.cfg.policy.kv.reservation(p, self.cfg.max_model_len));
+        let tokens = (p + kept - 1).max(self.cfg.policy.kv.reservation(p, o, self.cfg.max_model_len));
         if self.blocks_for(tokens) > self.kv.blocks.total() as u64 {
             return Err(RejectReason::ExceedsKvCapacity);
         }

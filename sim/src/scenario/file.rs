@@ -310,6 +310,7 @@ impl ServingEngine {
     /// | `scheduler.prefix_cache.enabled` | true | true (the radix cache) | — |
     /// | `memory.engine` (unless `reserve_gib` or `kv_blocks` is given) | `vllm` | `sglang` | — |
     /// | `cost.overhead` (roofline) | `vllm` | `sglang` | `trtllm` |
+    /// | `scheduler.kv_cache` (unless `allocation` is given) | — | — | `reserve-max`, each request's own output, `scheduler.watermark` 0 |
     ///
     /// vLLM V1 always chunks prefills and caches prefixes by default (vllm/config/cache.py,
     /// `enable_prefix_caching`); SGLang's radix cache is on unless `--disable-radix-cache`.
@@ -345,6 +346,22 @@ impl ServingEngine {
         if let CostSpec::Roofline(c) = &mut file.cost {
             if c.overhead.is_none() {
                 c.overhead = Some(self.name().to_string());
+            }
+        }
+        // TensorRT-LLM's default capacity scheduler, GUARANTEED_NO_EVICT (the
+        // `capacity_scheduler_policy` default of `SchedulerConfig`, tensorrt_llm/llmapi/llm_args.py,
+        // NVIDIA/TensorRT-LLM), admits a request only with blocks for its prompt and all the tokens
+        // it may generate, its max_tokens (`GuaranteedNoEvictScheduler`,
+        // tensorrt_llm/_torch/pyexecutor/scheduler.py).
+        if self == ServingEngine::Trtllm && !has(&["scheduler", "kv_cache", "allocation"]) {
+            let dtype = file.scheduler.kv_cache.dtype;
+            file.scheduler.kv_cache = crate::instance::kv_policy::KvCacheSection {
+                dtype,
+                ..crate::instance::kv_policy::KvCacheSection::trtllm()
+            };
+            // Nothing is kept back beyond the reservations: the reservation is the guarantee.
+            if !has(&["scheduler", "watermark"]) {
+                file.scheduler.watermark = 0.0;
             }
         }
     }

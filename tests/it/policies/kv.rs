@@ -62,3 +62,40 @@ fn fp8_kv_halves_bytes_per_token_and_doubles_the_blocks() {
     assert!(y.batch.mean > 1.6 * x.batch.mean);
     assert!(y.throughput.output_tokens_per_s > x.throughput.output_tokens_per_s);
 }
+
+#[test]
+fn reserving_each_requests_own_output_fits_as_many_as_their_lengths_allow() {
+    // TensorRT-LLM's GUARANTEED_NO_EVICT: a request is admitted with blocks for its prompt and
+    // its own max output. 1,000 + 600 tokens = 100 blocks of 16; of 1,000 blocks less the 1%
+    // watermark kept free, ⌊990 / 100⌋ = 9 requests run at once. Reserving up to max_model_len
+    // (8,192 tokens, 512 blocks) fits 1.
+    let fixed = "requests = 200\narrival = { kind = \"closed-loop\", clients = 50 }\n\
+        prompt_tokens = { kind = \"fixed\", value = 1000 }\noutput_tokens = { kind = \"fixed\", value = 600 }";
+    let with = |kv: &str| llama8b(fixed, &format!("[memory]\nkv_blocks = 1000\n[scheduler.kv_cache]\n{kv}"));
+    let own = run(&with("allocation = \"reserve-max\"\nreserve_request_output = true")).summary;
+    assert_eq!(own.batch.max, 9);
+    let max_len = run(&with("allocation = \"reserve-max\"")).summary;
+    assert_eq!(max_len.batch.max, 1);
+    // `engine = "trtllm"` runs this policy unless the file says otherwise, with no watermark
+    // (the reservation is the guarantee): ⌊1000 / 100⌋ = 10.
+    let trt = scenario(&format!("engine = \"trtllm\"\n{}", llama8b(fixed, "[memory]\nkv_blocks = 1000\n")));
+    let resolved = trt.resolved_toml();
+    assert!(resolved.contains("allocation = \"reserve-max\"\nreserve_request_output = true"), "{resolved}");
+    assert_eq!(servesim_sim::engine::run(&trt).summary.batch.max, 10);
+    let paged = scenario(&format!(
+        "engine = \"trtllm\"\n{}",
+        llama8b(fixed, "[memory]\nkv_blocks = 1000\n[scheduler.kv_cache]\nallocation = \"paged\"\n")
+    ));
+    assert!(!paged.resolved_toml().contains("reserve_request_output"));
+    // Contradictions are named.
+    for (kv, want) in [
+        (
+            "allocation = \"reserve-max\"\nreserve_request_output = true\nreserve_output_tokens = 5",
+            "give either reserve_output_tokens or reserve_request_output",
+        ),
+        ("reserve_request_output = true", "needs allocation = \"reserve-max\""),
+    ] {
+        let e = servesim_sim::Scenario::from_toml(&with(kv), "t").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("scheduler.kv_cache.reserve_request_output") && e.contains(want), "{kv}: {e}");
+    }
+}
