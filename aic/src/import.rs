@@ -543,9 +543,21 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32, gemms: &GemmTable) -> 
         kernels.retain(|k| !k.ends_with("_min_latency"));
     }
     let Some(k) = kernels.first().copied() else {
+        let mut have: Vec<&str> = (0..f.rows)
+            .filter(|&i| {
+                hidden[i] as u64 == m.hidden
+                    && inter[i] as u64 == m.intermediate
+                    && topk[i] as u64 == m.top_k
+                    && experts[i] as u64 == m.experts
+            })
+            .map(|i| dtype[i])
+            .collect();
+        have.sort();
+        have.dedup();
+        let have = if have.is_empty() { "none".to_string() } else { have.join(", ") };
         return Err(format!(
             "moe_experts (tp {tp}): {file} has no {} rows for hidden {}, intermediate {}, top-{} of {} experts, \
-             expert TP {tp}, {} routing",
+             expert TP {tp}, {} routing (its dtypes for this shape: {have})",
             moe_dtype, m.hidden, m.intermediate, m.top_k, m.experts, r.moe_distribution
         )
         .into());

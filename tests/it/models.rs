@@ -78,6 +78,12 @@ fn parallel_layouts_and_new_model_keys_refuse_what_cannot_be_simulated() {
             format!("{DEEPSEEK}[cluster]\ntp = 8\ndp_attention = 8\nep = true\n[cost]\ndatabase = {{ framework = \"sglang\" }}\n"),
             "cost.database: deepseek-r1 with DP attention: measured tables for its ranks are not read yet",
         ),
+        // Without DP attention the database is asked, for the block-scaled FP8 kernels its
+        // checkpoint runs (no database here: the message names the request).
+        (
+            format!("{DEEPSEEK}[cluster]\ntp = 8\n[cost]\ndatabase = {{ framework = \"sglang\" }}\n"),
+            "no shipped profile for deepseek-r1 on h200_sxm (sglang newest, fp8-block weights, bf16 KV, TP 8)",
+        ),
         (DEEPSEEK.replace("[gpu]", "kv_dtype = \"mxfp4\"\n[gpu]") + "[cluster]\ntp = 8\n", "model.kv_dtype: mxfp4 is a weight format"),
         (
             "name = \"t\"\n[model]\npreset = \"llama-3.1-8b\"\nwindow = { tokens = 128, layers = 40 }\n[gpu]\npreset = \"h100-sxm\"\n".to_string(),

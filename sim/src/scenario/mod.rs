@@ -178,7 +178,13 @@ fn group_profile(
                     ))
                 }
             };
-            let weights = d.weights.clone().unwrap_or_else(|| model.weight_dtype.name().to_string());
+            // DeepSeek's and Kimi's FP8 releases (the presets with latent attention) are
+            // block-scaled: `quantization_config.weight_block_size` [128, 128] in their
+            // config.json; their GEMMs are the database's fp8_block ones.
+            let weights = d.weights.clone().unwrap_or_else(|| match model.weight_dtype {
+                crate::spec::Dtype::Fp8 if model.arch.mla.is_some() => "fp8-block".to_string(),
+                w => w.name().to_string(),
+            });
             let req = DatabaseRequest {
                 system,
                 framework: d.framework.clone(),
