@@ -90,8 +90,7 @@ pub(super) struct Case {
     pub measured_tpot: f64,
     /// What servesim approximates for this row, in words (empty: nothing).
     pub note: String,
-    /// Priced by the roofline: a model whose layers the kernel database profile does not cover
-    /// (MLA; [`servesim_sim::spec::ModelSpec::database_unsupported`]), or DP attention.
+    /// Priced by the roofline: a row with DP attention, or one whose kernels the database lacks.
     pub roofline: bool,
     /// A model with windowed attention layers (gpt-oss), reported apart.
     pub windowed: bool,
@@ -652,7 +651,8 @@ pub(super) fn run_cases(
                     if let Err(e) = Scenario::from_toml_in(&text, "silicon", res) {
                         if let Some(why) = e.to_string().split_once("cost.database: ").map(|(_, w)| w.to_string()) {
                             if c.windowed || c.mla {
-                                let why = why.rsplit_once(": ").map_or(why.as_str(), |(_, w)| w).to_string();
+                                // "<database root>: <what is missing>": the root is the machine's.
+                                let why = why.split_once(": ").map_or(why.as_str(), |(_, w)| w).to_string();
                                 c.roofline = true;
                                 c.note = [format!("roofline: not in the database ({why})"), c.roofline_note.clone()]
                                     .into_iter()
@@ -866,8 +866,8 @@ pub(super) fn run(o: Options) -> Result<()> {
         );
     }
     let moe_json = serde_json::json!({"rows": n, "ttft_median_abs_error_pct": t, "tpot_median_abs_error_pct": p});
-    // Windowed models priced by the database, and the rows priced by the roofline (MLA models,
-    // DP attention), every engine, by half.
+    // Windowed and MLA models priced by the database, and the rows priced by the roofline (DP
+    // attention, kernels the database lacks), every engine, by half.
     let mut partition = |label: &str, pick: &dyn Fn(&Case) -> bool| {
         let mut json = Vec::new();
         for half in ["fit", "report", "all"] {
