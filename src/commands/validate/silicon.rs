@@ -194,13 +194,26 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     if tp > 8 {
         return Err(format!("tp_size {tp}: more than one node"));
     }
-    // MoE layers: servesim splits the experts over the TP ranks (moe_tp = tp, no EP). Dense
-    // models' rows carry moe_tp 1 and mean nothing by it.
+    // MoE layers: the experts span the TP GPUs, by expert TP, expert parallelism or both; the
+    // database's experts over as many GPUs price them (expert-TP rows, or expert-parallel ones
+    // where the engine measured only those: the same bytes and FLOPs per GPU under balanced
+    // routing). Dense models' rows carry moe_tp 1 and mean nothing by it.
     let moe = servesim_sim::spec::ModelPreset::find(model).is_some_and(|p| p.experts > 1);
-    if moe && int("moe_ep_size").is_some_and(|e| e > 1) {
-        return Err("expert parallelism is not modelled".into());
+    let ep = int("moe_ep_size").filter(|&e| moe && e > 1);
+    let mut ep_note = None;
+    if let Some(e) = ep {
+        let t = int("moe_tp_size").unwrap_or(1);
+        if t * e != tp {
+            return Err(format!(
+                "moe_tp_size {t} × moe_ep_size {e} ≠ tp_size {tp}: the experts do not span the attention's GPUs"
+            ));
+        }
+        ep_note = Some(format!(
+            "MoE TP {t} × EP {e} read from the database's experts over {tp} GPUs (the same bytes and FLOPs per GPU \
+             under balanced routing)"
+        ));
     }
-    if moe && int("moe_tp_size").is_some_and(|m| m != tp) {
+    if moe && ep.is_none() && int("moe_tp_size").is_some_and(|m| m != tp) {
         return Err(format!(
             "moe_tp_size {} ≠ tp_size {tp}: MoE TP apart from attention TP is not modelled",
             r.get("moe_tp_size")
@@ -217,6 +230,8 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     if block_fp8 && r.get("gemm_quant_mode") == "fp8" {
         note.push("fp8 read as fp8-block: the checkpoint is block-scaled (weight_block_size 128×128)");
     }
+    let mut note: Vec<String> = note.into_iter().map(str::to_string).collect();
+    note.extend(ep_note);
     Ok(Case {
         model,
         moe,
@@ -859,11 +874,8 @@ pub(super) fn run(o: Options) -> Result<()> {
     }
     let (n, t, p) = medians(&outs, &|x: &Outcome| vs(x, true));
     if n > 0 {
-        table += &format!(
-            "vLLM + SGLang MoE (TP experts), both halves: {n} rows, median |error| TTFT {}, TPOT {}\n",
-            pct(t),
-            pct(p)
-        );
+        table +=
+            &format!("vLLM + SGLang MoE, both halves: {n} rows, median |error| TTFT {}, TPOT {}\n", pct(t), pct(p));
     }
     let moe_json = serde_json::json!({"rows": n, "ttft_median_abs_error_pct": t, "tpot_median_abs_error_pct": p});
     // Windowed and MLA models priced by the database, and the rows priced by the roofline (DP
@@ -1032,13 +1044,18 @@ mod tests {
     }
 
     #[test]
-    fn moe_rows_run_with_tp_experts_only_and_qwen_fp8_checkpoints_are_block_scaled() {
+    fn moe_rows_run_with_experts_spanning_the_gpus_and_qwen_fp8_checkpoints_are_block_scaled() {
         let qwen = [("model_path", "Qwen/Qwen3-235B-A22B-FP8"), ("gemm_quant_mode", "fp8"), ("tp_size", "4")];
         let c = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("moe_tp_size", "4"), ("moe_ep_size", "1")])).unwrap();
         assert_eq!((c.model, c.weights, c.tp), ("qwen3-235b-a22b", "fp8-block", 4));
         assert!(c.note.contains("block-scaled"), "{}", c.note);
-        let ep = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("moe_tp_size", "1"), ("moe_ep_size", "4")]));
-        assert_eq!(ep.unwrap_err(), "expert parallelism is not modelled");
+        // Expert parallelism over the same GPUs: the database's experts over 4 GPUs, said so; the
+        // layout of the scenario stays plain TP (the experts' table carries the split).
+        let ep = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("moe_tp_size", "1"), ("moe_ep_size", "4")])).unwrap();
+        assert!(ep.note.contains("MoE TP 1 × EP 4 read from the database's experts over 4 GPUs"), "{}", ep.note);
+        assert!(!scenario_text(&ep, bench(), None, None, 0.0).contains("ep = true"));
+        let wide = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("moe_tp_size", "1"), ("moe_ep_size", "8")]));
+        assert!(wide.unwrap_err().contains("the experts do not span the attention's GPUs"));
         let split = case_of(&row(&[qwen[0], qwen[1], ("tp_size", "1"), ("moe_tp_size", "2"), ("moe_ep_size", "1")]));
         assert!(split.unwrap_err().starts_with("moe_tp_size 2 ≠ tp_size 1"));
         // A dense model's rows carry moe_tp 1 at any TP: they run; its per-tensor FP8 stays fp8.
