@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::db::Db;
+use crate::db::{most_rows, Db};
 
 /// Which table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,12 +98,8 @@ pub(crate) fn read(db: &Db, file: &str, phase: Phase, s: &AttnShape) -> Result<A
             && hd[i] as u64 == s.head_dim
             && if mha { nh[i] == nkv[i] } else { nkv[i] as u64 == s.kv_heads }
     };
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for i in (0..rows).filter(|&i| ok(i)) {
-        *counts.entry(kernels[i]).or_default() += 1;
-    }
     let attends = if s.window == 0 { "full attention".to_string() } else { format!("window {}", s.window) };
-    let Some(kernel) = counts.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(k, _)| k.to_string()) else {
+    let Some(kernel) = most_rows((0..rows).filter(|&i| ok(i)).map(|i| kernels[i])).map(str::to_string) else {
         return Err(format!(
             "{file}: no rows for {} KV heads of {} ({} KV cache, {attends})",
             s.kv_heads, s.head_dim, s.kv_dtype

@@ -151,6 +151,16 @@ impl<'a> Db<'a> {
     }
 }
 
+/// The most frequent of the values (ties: the first in order): the kernel a table measured
+/// most, where it holds several for one shape.
+pub(crate) fn most_rows<'a>(it: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for k in it {
+        *counts.entry(k).or_default() += 1;
+    }
+    counts.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(k, _)| *k)
+}
+
 fn or_none(v: &[String]) -> String {
     if v.is_empty() {
         "none".into()

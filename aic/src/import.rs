@@ -20,7 +20,8 @@
 //! notes say so.
 
 use servesim_sim::cost::profile::{
-    fit_table, Axis, DatabaseMeta, ModelDims, OpSource, OpTable, Profile, ProfileMeta, PROFILE_FORMAT_VERSION,
+    fit_table, Axis, Curve1, DatabaseMeta, Interp, ModelDims, OpSource, OpTable, Profile, ProfileMeta,
+    PROFILE_FORMAT_VERSION,
 };
 use servesim_sim::spec::{Dtype, GpuSpec, ModelSpec};
 
@@ -419,7 +420,8 @@ fn mla_ops(
     };
     let mut out = Vec::new();
     // Q/KV down- and Q up-projections, by tokens.
-    let pts = down.0.points.iter().map(|&(n, ms)| vec![n as f64, ms + mla::at(&q_up.0.points, n as f64)]).collect();
+    let q_up_at = loglog(&q_up.0.points);
+    let pts = down.0.points.iter().map(|&(n, ms)| vec![n as f64, ms + q_up_at.eval(n as f64)]).collect();
     let mut pre = fit_table("attn_pre_proj", Some(tp), vec![Axis::Tokens], pts);
     pre.source = Some(OpSource {
         file: down.1.file.clone(),
@@ -430,11 +432,9 @@ fn mla_ops(
     out.push(pre);
     out.push(gemm_op("attn_post_proj", tp, o.1, m.hidden, q * a.v_head_dim, &o.1.transfer_error())?);
     // Prefill: the kernel over b prompts of s tokens, and the KV up-projection of their b·s tokens.
-    let pts = k
-        .context
-        .iter()
-        .map(|&(b, s, ms)| vec![b as f64, s as f64, ms + mla::at(&kv_up.0.points, (b * s) as f64)])
-        .collect();
+    let kv_up_at = loglog(&kv_up.0.points);
+    let pts =
+        k.context.iter().map(|&(b, s, ms)| vec![b as f64, s as f64, ms + kv_up_at.eval((b * s) as f64)]).collect();
     let mut prefill = fit_table("attn_prefill", Some(tp), vec![Axis::Batch, Axis::Sequence], pts);
     prefill.source = Some(OpSource {
         file: k.files[0].clone(),
@@ -444,12 +444,11 @@ fn mla_ops(
     });
     out.push(prefill);
     // Decode: the kernel over b sequences' latent context, and the two absorbed products of b tokens.
+    let (bmm_pre, bmm_post) = (loglog(&k.bmm_pre), loglog(&k.bmm_post));
     let pts = k
         .generation
         .iter()
-        .map(|&(b, c, ms)| {
-            vec![b as f64, c as f64, ms + mla::at(&k.bmm_pre, b as f64) + mla::at(&k.bmm_post, b as f64)]
-        })
+        .map(|&(b, c, ms)| vec![b as f64, c as f64, ms + bmm_pre.eval(b as f64) + bmm_post.eval(b as f64)])
         .collect();
     let mut decode = fit_table("attn_decode", Some(tp), vec![Axis::Batch, Axis::Context], pts);
     decode.source = Some(OpSource {
@@ -460,6 +459,13 @@ fn mla_ops(
     });
     out.push(decode);
     Ok(out)
+}
+
+/// Measured (x, ms) points read between them in log-log, held below the first and grown in
+/// proportion beyond the last: the profiles' own rule ([`Curve1`]), for an op folded into
+/// another's table at that table's points.
+fn loglog(points: &[(u64, f64)]) -> Curve1 {
+    Curve1::new(points.iter().map(|&(x, ms)| (x as f64, ms)).collect(), Interp::LogLog)
 }
 
 fn gemm_op(
@@ -573,8 +579,9 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32, gemms: &GemmTable) -> 
         let up =
             gemms.at(2 * s * m.intermediate / t, m.hidden).map_err(|e| format!("shared experts (tp {tp}): {e}"))?;
         let down = gemms.at(m.hidden, s * m.intermediate / t).map_err(|e| format!("shared experts (tp {tp}): {e}"))?;
+        let (up_at, down_at) = (loglog(&up.points), loglog(&down.points));
         for p in &mut pts {
-            p[1] += mla::at(&up.points, p[0]) + mla::at(&down.points, p[0]);
+            p[1] += up_at.eval(p[0]) + down_at.eval(p[0]);
         }
         shared_note = format!("; plus {s} shared expert(s) as {} GEMMs ({}; {})", gemms.dtype, up.shape, down.shape);
     }

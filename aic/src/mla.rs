@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::db::{Db, Selection};
+use crate::db::{most_rows, Db, Selection};
 
 /// The MLA kernels of one GPU, framework and version at one head count.
 #[derive(Clone, Debug, PartialEq)]
@@ -134,47 +134,4 @@ pub(crate) fn check_tables(db: &Db, sel: &Selection) -> Result<[String; 3], crat
         }
     }
     Ok(files)
-}
-
-/// The most frequent value (ties: the first in order).
-fn most_rows<'a>(it: impl Iterator<Item = &'a str>) -> Option<&'a str> {
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for k in it {
-        *counts.entry(k).or_default() += 1;
-    }
-    counts.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(k, _)| *k)
-}
-
-/// `points` (x ascending) read at `x`: linear in log–log between the neighbours, the first
-/// value held below them, and proportional to `x` beyond the last (a product past its largest
-/// measured size grows with its rows).
-pub(crate) fn at(points: &[(u64, f64)], x: f64) -> f64 {
-    let Some(&(x0, y0)) = points.first() else { return 0.0 };
-    if x <= x0 as f64 {
-        return y0;
-    }
-    let &(xn, yn) = points.last().expect("not empty");
-    if x >= xn as f64 {
-        return yn * x / xn as f64;
-    }
-    let i = points.partition_point(|p| (p.0 as f64) <= x);
-    let ((a, ya), (b, yb)) = (points[i - 1], points[i]);
-    let t = (x.ln() - (a as f64).ln()) / ((b as f64).ln() - (a as f64).ln());
-    (ya.ln() + t * (yb.ln() - ya.ln())).exp()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn points_read_between_hold_below_and_grow_beyond() {
-        let p = [(1, 1.0), (4, 4.0), (16, 8.0)];
-        assert_eq!(at(&p, 0.5), 1.0);
-        assert!((at(&p, 2.0) - 2.0).abs() < 1e-12, "log-log midpoint of 1 and 4");
-        assert!((at(&p, 8.0) - 32f64.sqrt()).abs() < 1e-12, "geometric mean of 4 and 8");
-        assert_eq!(at(&p, 16.0), 8.0);
-        assert_eq!(at(&p, 32.0), 16.0);
-        assert_eq!(at(&[], 3.0), 0.0);
-    }
 }

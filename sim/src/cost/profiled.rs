@@ -395,30 +395,30 @@ impl Profiled {
         let mut slots = Vec::new();
         let all = model.layers;
 
+        // A slot measured by its table, or priced by the roofline's `op` with the reason.
+        let slot = |name: &'static str, kind: Kind, op: Kind, why: &str, layers: u64| match curve(name) {
+            Some(c) => Slot::measured(name, kind, c, layers),
+            None => Slot::roof(name, op, missing(why), layers),
+        };
+        let gemm = |(vidur, ours): (&'static str, &str), layers: u64| {
+            slot(vidur, Kind::LayerTokens, Kind::Roof(roof(ours), 1, 0), "GEMM", layers)
+        };
+        let [qkv, o, up, down] = LAYER_GEMMS;
+        slots.push(gemm(qkv, all));
+        slots.push(gemm(o, all));
         // A MoE model's FFN GEMMs run in its dense layers only (DeepSeek-V3: the first 3), its
         // experts (routed, and shared ones folded into the same table) in the others.
         let dense = if model.experts > 1 { model.arch.dense_layers } else { all };
-        for (i, (vidur, ours)) in LAYER_GEMMS.iter().enumerate() {
-            let ffn = i >= 2;
-            if !ffn || dense > 0 {
-                let layers = if ffn { dense } else { all };
-                match curve(vidur) {
-                    Some(c) => slots.push(Slot::measured(vidur, Kind::LayerTokens, c, layers)),
-                    None => slots.push(Slot::roof(vidur, Kind::Roof(roof(ours), 1, 0), missing("GEMM"), layers)),
-                }
-            }
-            if ffn && i == 2 && model.experts > 1 {
-                let moe = model.moe_layers();
-                match curve("moe_experts") {
-                    Some(c) => slots.push(Slot::measured("moe_experts", Kind::LayerTokens, c, moe)),
-                    None => slots.push(Slot::roof(
-                        "moe_experts",
-                        Kind::Roof(roof("moe_experts"), 1, 0),
-                        missing("mixture of experts: the routed experts"),
-                        moe,
-                    )),
-                }
-            }
+        if dense > 0 {
+            slots.push(gemm(up, dense));
+        }
+        if model.experts > 1 {
+            let why = "mixture of experts: the routed experts";
+            let moe = Kind::Roof(roof("moe_experts"), 1, 0);
+            slots.push(slot("moe_experts", Kind::LayerTokens, moe, why, model.moe_layers()));
+        }
+        if dense > 0 {
+            slots.push(gemm(down, dense));
         }
         let elementwise: Vec<Slot> = LAYER_ELEMENTWISE
             .iter()
@@ -495,23 +495,12 @@ impl Profiled {
         if tp > 1 {
             // Vidur measures all-reduce by GPU count, not by model: any TP-tagged table of this
             // degree will do.
-            match curve("all_reduce") {
-                Some(c) => slots.push(Slot::measured("all_reduce", Kind::AllReduce, c, all)),
-                None => slots.push(Slot::roof(
-                    "all_reduce",
-                    Kind::Roof(roof("allreduce"), 2, 0),
-                    missing("collectives"),
-                    all,
-                )),
-            }
+            slots.push(slot("all_reduce", Kind::AllReduce, Kind::Roof(roof("allreduce"), 2, 0), "collectives", all));
         }
         if let Some(c) = curve("emb") {
             slots.push(Slot::measured("emb", Kind::StepTokens, c, all));
         }
-        match curve("lm_head") {
-            Some(c) => slots.push(Slot::measured("lm_head", Kind::Sampled, c, all)),
-            None => slots.push(Slot::roof("lm_head", Kind::Roof(roof("lm_head"), 0, 1), missing("LM head GEMM"), all)),
-        }
+        slots.push(slot("lm_head", Kind::Sampled, Kind::Roof(roof("lm_head"), 0, 1), "LM head GEMM", all));
         if let Some(c) = curve("sample") {
             slots.push(Slot::measured("sample", Kind::Sampled, c, all));
         }

@@ -199,23 +199,19 @@ impl CostSection {
                 &format!("must be one of {}", DATABASE_FRAMEWORKS.join(", ")),
                 format!("{:?}", d.framework),
             )?;
-            if let Some(w) = &d.weights {
-                check(
-                    DATABASE_WEIGHTS.contains(&w.as_str()),
-                    &dp,
-                    "weights",
-                    &format!("must be one of {}", DATABASE_WEIGHTS.join(", ")),
-                    format!("{w:?}"),
-                )?;
-            }
-            if let Some(m) = &d.moe_distribution {
-                check(
-                    MOE_DISTRIBUTIONS.contains(&m.as_str()),
-                    &dp,
-                    "moe_distribution",
-                    &format!("must be one of {}", MOE_DISTRIBUTIONS.join(", ")),
-                    format!("{m:?}"),
-                )?;
+            for (key, v, names) in [
+                ("weights", &d.weights, &DATABASE_WEIGHTS[..]),
+                ("moe_distribution", &d.moe_distribution, &MOE_DISTRIBUTIONS[..]),
+            ] {
+                if let Some(v) = v {
+                    check(
+                        names.contains(&v.as_str()),
+                        &dp,
+                        key,
+                        &format!("must be one of {}", names.join(", ")),
+                        format!("{v:?}"),
+                    )?;
+                }
             }
             for (key, v) in
                 [("system", &d.system), ("version", &d.version), ("gemm_kernel", &d.gemm_kernel), ("path", &d.path)]

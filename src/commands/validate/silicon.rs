@@ -646,6 +646,40 @@ impl Outcome {
     }
 }
 
+/// The scenario of a case with its clients starting over `ramp_s`. A model the database covers
+/// whose kernels it lacks for this row (gpt-oss in FP8, say) is priced by the roofline instead,
+/// and the row's note says why.
+fn scenario_of(
+    c: &mut Case,
+    bench: Bench,
+    database: Option<&Path>,
+    overhead: Overhead,
+    ramp_s: f64,
+    resources: &Arc<crate::scenario_file::FileResources>,
+) -> std::result::Result<Scenario, String> {
+    let build = |c: &Case| {
+        let res: Arc<dyn Resources> = resources.clone();
+        Scenario::from_toml_in(&scenario_text(c, bench, database, overhead, ramp_s), "silicon", res)
+            .map_err(|e| e.to_string())
+    };
+    let e = match build(c) {
+        Ok(s) => return Ok(s),
+        Err(e) => e,
+    };
+    let Some((_, why)) = e.split_once("cost.database: ").filter(|_| !c.roofline && (c.windowed || c.mla)) else {
+        return Err(e);
+    };
+    // "<database root>: <what is missing>": the root is the machine's.
+    let why = why.split_once(": ").map_or(why, |(_, w)| w);
+    c.roofline = true;
+    c.note = [format!("roofline: not in the database ({why})"), c.roofline_note.clone()]
+        .into_iter()
+        .filter(|n| !n.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    build(c)
+}
+
 /// Runs the cases (in parallel; results in row order).
 pub(super) fn run_cases(
     rows: &[Row],
@@ -657,42 +691,17 @@ pub(super) fn run_cases(
     rows.par_iter()
         .map(|r| {
             let mut case = case_of(r);
-            // A model the database covers whose kernels it lacks for this row (gpt-oss in FP8,
-            // say): the roofline prices it, and the row's note says why.
-            if let Ok(c) = &mut case {
-                if !c.roofline {
-                    let text = scenario_text(c, bench, database, overhead(c), 0.0);
-                    let res: Arc<dyn Resources> = resources.clone();
-                    if let Err(e) = Scenario::from_toml_in(&text, "silicon", res) {
-                        if let Some(why) = e.to_string().split_once("cost.database: ").map(|(_, w)| w.to_string()) {
-                            if c.windowed || c.mla {
-                                // "<database root>: <what is missing>": the root is the machine's.
-                                let why = why.split_once(": ").map_or(why.as_str(), |(_, w)| w).to_string();
-                                c.roofline = true;
-                                c.note = [format!("roofline: not in the database ({why})"), c.roofline_note.clone()]
-                                    .into_iter()
-                                    .filter(|n| !n.is_empty())
-                                    .collect::<Vec<_>>()
-                                    .join("; ");
-                            }
-                        }
-                    }
-                }
-            }
-            let predicted = case.as_ref().ok().map(|c| {
-                let run = |ramp_s: f64| {
-                    let text = scenario_text(c, bench, database, overhead(c), ramp_s);
-                    let res: Arc<dyn Resources> = resources.clone();
-                    let s = Scenario::from_toml_in(&text, "silicon", res).map_err(|e| e.to_string())?;
-                    predict(&s)
-                };
-                let (t, p, e2e) = run(0.0)?;
+            let predicted = case.as_mut().ok().map(|c| {
+                let ov = overhead(c);
+                let s = scenario_of(c, bench, database, ov, 0.0, resources)?;
+                let (t, p, e2e) = predict(&s)?;
                 if !bench.staggered {
                     return Ok((t, p));
                 }
                 // Staggered: the clients started evenly over one request's lifetime, as the run
                 // with all of them starting together predicts it.
-                let (t, p, _) = run(e2e / 1e3)?;
+                let s = scenario_of(c, bench, database, ov, e2e / 1e3, resources)?;
+                let (t, p, _) = predict(&s)?;
                 Ok((t, p))
             });
             Outcome { row: r.clone(), case, predicted }
