@@ -153,6 +153,18 @@ pub struct RunOutput {
 /// Builds the cost model of an instance group.
 pub fn cost_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
     let g = &s.groups[group];
+    let stage = stage_model(s, group);
+    if g.layout.pp <= 1 {
+        return stage;
+    }
+    let links = crate::cost::stage_links(&g.gpu, g.tp, g.layout.pp);
+    Arc::new(crate::cost::Pipeline::new(stage, s.model.layers, g.layout.pp, s.model.hidden, links))
+}
+
+/// The cost model of one pipeline stage's `tp` GPUs running the whole model (all of an
+/// instance's GPUs without pipeline parallelism).
+fn stage_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
+    let g = &s.groups[group];
     // The group's KV dtype and CPU overheads may differ from the scenario-wide ones.
     let model = g.scheduler.kv_cache.model(&s.model);
     match &g.cost {

@@ -35,6 +35,8 @@ pub struct MemoryConfig {
     pub tp: u64,
     /// Attention data-parallel ranks of the instance (1: none; see [`crate::cost::Layout`]).
     pub dp_attention: u64,
+    /// Pipeline stages of the instance (1: none): each GPU holds its stage's layers.
+    pub pp: u64,
     pub gpu_memory_utilization: f64,
     pub block_tokens: u64,
     /// Explicit reserve per GPU in bytes; `None` uses [`default_reserve_bytes`].
@@ -149,7 +151,7 @@ pub enum MemoryError {
     DoesNotFit {
         model: String,
         gpu: String,
-        tp: u64,
+        tp: String,
         weights: f64,
         reserve: f64,
         usable: f64,
@@ -159,7 +161,7 @@ pub enum MemoryError {
     #[error(
         "{model} leaves room for no KV block on {gpu} at tp {tp}: {kv_bytes} bytes free, one block needs {block_bytes}"
     )]
-    NoKvBlock { model: String, gpu: String, tp: u64, kv_bytes: u64, block_bytes: u64 },
+    NoKvBlock { model: String, gpu: String, tp: String, kv_bytes: u64, block_bytes: u64 },
     /// Speculative decoding: the draft model's weights take all the KV memory left.
     #[error("the draft model's {weights:.2} GiB of weights per GPU leave no room for KV ({kv:.2} GiB)")]
     DraftWeights { weights: f64, kv: f64 },
@@ -191,11 +193,52 @@ pub fn default_reserve_bytes(model: &ModelSpec, cfg: &MemoryConfig) -> u64 {
 }
 
 pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Result<MemoryBudget, MemoryError> {
-    // Under DP attention each rank of tp / dp GPUs holds the attention weights and its own
-    // sequences' KV; the FFNs and the embeddings are split over all tp GPUs.
+    if cfg.pp <= 1 {
+        // Under DP attention each rank of tp / dp GPUs holds the attention weights and its own
+        // sequences' KV; the FFNs and the embeddings are split over all tp GPUs.
+        let dp = cfg.dp_attention.max(1);
+        let weights = model.weight_bytes_per_gpu_dp(cfg.tp, dp);
+        return plan_stage(model, gpu, cfg, weights, model, cfg.tp.to_string());
+    }
+    // Pipeline stages: each GPU holds its stage's layers (vLLM's partition) and their KV; the
+    // first stage the embedding, the last the LM head (a tied one too: vLLM loads it there).
+    // Every stage's GPUs hold the same blocks (a sequence's KV lives on every stage), so the
+    // instance has the fewest any stage has room for.
+    let stages = crate::cost::stage_layers(model.layers, cfg.pp);
+    let d = model.weight_dtype;
+    let head = if d.is_4bit() { crate::spec::Dtype::Bf16 } else { d }.bytes_for(model.vocab * model.hidden);
+    let embedding = if d.is_4bit() { crate::spec::Dtype::Bf16 } else { d }.bytes_for(model.embedding_params());
+    let body = model.weight_bytes().saturating_sub(embedding);
+    let last = stages.len() - 1;
+    let mut best: Option<MemoryBudget> = None;
+    for (j, &n) in stages.iter().enumerate() {
+        let ends = u64::from(j == 0) + u64::from(j == last);
+        let weights = (body as f64 * n as f64 / model.layers as f64).ceil() as u64 + ends * head;
+        let stage = model.pipeline_stage(n);
+        let what = format!("{} × pp {} (stage {} of {}: {n} layers)", cfg.tp, cfg.pp, j + 1, stages.len());
+        let b = plan_stage(&stage, gpu, cfg, weights.div_ceil(cfg.tp), model, what)?;
+        if best.as_ref().is_none_or(|x| b.kv_blocks < x.kv_blocks) {
+            best = Some(b);
+        }
+    }
+    Ok(best.expect("pp ≥ 2 stages"))
+}
+
+/// One GPU's budget: `stage` holds the layers whose KV it stores (the whole model without
+/// pipeline stages), `weight_bytes` its weights; `whole` names the model in errors, `what` the
+/// parallelism.
+fn plan_stage(
+    stage: &ModelSpec,
+    gpu: &GpuSpec,
+    cfg: &MemoryConfig,
+    weight_bytes: u64,
+    whole: &ModelSpec,
+    what: String,
+) -> Result<MemoryBudget, MemoryError> {
+    let model = stage;
     let dp = cfg.dp_attention.max(1);
     let tp_a = cfg.tp / dp;
-    let mut weight_bytes = model.weight_bytes_per_gpu_dp(cfg.tp, dp);
+    let mut weight_bytes = weight_bytes;
     let kv_bytes_per_token = model.kv_bytes_per_token_per_gpu(tp_a);
     let block_bytes = kv_bytes_per_token * cfg.block_tokens;
     if let Some(n) = cfg.kv_blocks {
@@ -231,9 +274,9 @@ pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Resu
     let needed = weight_bytes.saturating_add(reserve_bytes).saturating_add(window_kv_bytes);
     if needed > usable_bytes {
         return Err(MemoryError::DoesNotFit {
-            model: model.name.clone(),
+            model: whole.name.clone(),
             gpu: gpu.name.clone(),
-            tp: cfg.tp,
+            tp: what,
             weights: weight_bytes as f64 / GIB,
             reserve: reserve_bytes.saturating_add(window_kv_bytes) as f64 / GIB,
             usable: usable_bytes as f64 / GIB,
@@ -248,9 +291,9 @@ pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Resu
     let kv_blocks = kv_bytes / block_bytes * dp;
     if kv_blocks == 0 {
         return Err(MemoryError::NoKvBlock {
-            model: model.name.clone(),
+            model: whole.name.clone(),
             gpu: gpu.name.clone(),
-            tp: cfg.tp,
+            tp: what,
             kv_bytes,
             block_bytes,
         });
@@ -430,6 +473,7 @@ mod tests {
         MemoryConfig {
             tp,
             dp_attention: 1,
+            pp: 1,
             gpu_memory_utilization: 0.9,
             block_tokens: 16,
             reserve_bytes: Some(2 << 30),
@@ -458,6 +502,30 @@ mod tests {
         assert!(err.to_string().contains(&format!("by {short:.2} GiB")), "{err}");
         // At TP 4 it fits.
         assert!(plan_memory(&m, &g, &cfg(4)).is_ok());
+    }
+
+    #[test]
+    fn pipeline_stages_hold_their_layers_and_the_fewest_blocks_bind() {
+        let m = ModelSpec::from_preset(ModelPreset::find("llama-3-70b").unwrap(), Dtype::Bf16, Dtype::Bf16);
+        let g = GpuPreset::find("h100-sxm").unwrap().spec();
+        // TP 4 × PP 2: 40 layers per stage and one vocabulary matrix (embedding or LM head)
+        // each, split 4 ways — the bytes per GPU of TP 8 (both matrices split 8 ways), and the
+        // same KV per token (40 layers × 2 KV heads vs 80 × 1): the same blocks.
+        let tp8 = plan_memory(&m, &g, &cfg(8)).unwrap();
+        let pp2 = plan_memory(&m, &g, &MemoryConfig { pp: 2, ..cfg(4) }).unwrap();
+        assert_eq!(pp2.weight_bytes, 17_638_426_624);
+        assert_eq!((pp2.weight_bytes, pp2.kv_bytes_per_token, pp2.kv_blocks), (tp8.weight_bytes, 40_960, tp8.kv_blocks));
+        // TP 1 × PP 3 (vLLM's partition 27, 27, 26): the first stage, 27 layers and the
+        // embedding, binds. Layers' bytes: 141,107,412,992 − 2 × 128,256 × 8192 × 2 =
+        // 136,904,720,384, × 27/80 rounded up = 46,205,343,130, + 2,101,346,304 for the
+        // embedding = 48,306,689,434. Usable 0.9 × 81,559 MiB = 76,968,728,985, less 2 GiB
+        // of reserve, over blocks of 16 × 27 × 2 × 8 × 128 × 2 bytes: 14,984 (the middle
+        // stage would hold 16,172, the last 16,565).
+        let pp3 = plan_memory(&m, &g, &MemoryConfig { pp: 3, ..cfg(1) }).unwrap();
+        assert_eq!((pp3.weight_bytes, pp3.kv_bytes_per_token, pp3.kv_blocks), (48_306_689_434, 110_592, 14_984));
+        // A stage that does not fit names itself.
+        let e = plan_memory(&m, &g, &MemoryConfig { pp: 2, gpu_memory_utilization: 0.8, ..cfg(1) }).unwrap_err().to_string();
+        assert!(e.contains("at tp 1 × pp 2 (stage 1 of 2: 40 layers)"), "{e}");
     }
 
     #[test]

@@ -21,6 +21,10 @@ pub(crate) struct Args {
     /// Attention data-parallel ranks over the tp GPUs of a MoE model (SGLang --enable-dp-attention --dp).
     #[arg(long, default_value_t = 1)]
     dp_attention: u64,
+    /// Pipeline-parallel stages of tp GPUs each (--pipeline-parallel-size): each GPU holds its
+    /// stage's layers and their KV; the budget shown is the stage with the fewest blocks.
+    #[arg(long, default_value_t = 1)]
+    pp: u64,
     /// Context length (prompt + output) of the requests to count.
     #[arg(long, default_value_t = 4096)]
     context: u64,
@@ -153,6 +157,12 @@ pub(crate) fn run(a: Args) -> Result<()> {
             a.tp, a.dp_attention
         )));
     }
+    if !(1..=64).contains(&a.pp) || a.pp > model.layers || (a.pp > 1 && a.dp_attention > 1) {
+        return Err(CliError::input(format!(
+            "--pp: must be in [1, 64], at most the model's {} layers, and 1 with --dp-attention, got {}",
+            model.layers, a.pp
+        )));
+    }
     let engine = match a.engine {
         EngineArg::Servesim => MemoryEngine::Servesim,
         EngineArg::Vllm => MemoryEngine::Vllm,
@@ -183,6 +193,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let cfg = MemoryConfig {
         tp: a.tp,
         dp_attention: a.dp_attention.max(1),
+        pp: a.pp,
         gpu_memory_utilization: a.gpu_memory_utilization,
         block_tokens: a.block_tokens,
         reserve_bytes: a.reserve_gib.map(|g| (g * GIB) as u64),
@@ -201,7 +212,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
     match a.format {
         Format::Json => {
             let v = serde_json::json!({
-                "model": model.name, "gpu": gpu.name, "tp": a.tp, "dp_attention": a.dp_attention.max(1),
+                "model": model.name, "gpu": gpu.name, "tp": a.tp, "dp_attention": a.dp_attention.max(1), "pp": a.pp,
                 "memory_bytes": b.memory_bytes, "usable_bytes": b.usable_bytes,
                 "params": model.params(), "active_params": model.active_params(),
                 "weight_bytes": b.weight_bytes, "reserve_bytes": b.reserve_bytes,
@@ -215,13 +226,15 @@ pub(crate) fn run(a: Args) -> Result<()> {
         }
         Format::Table => {
             let gib = |x: u64| x as f64 / GIB;
+            let stages = if a.pp > 1 { format!(" × {} stages", a.pp) } else { String::new() };
             outln!(
-                "{} ({} weights, {} KV) on {} × {}, per GPU:",
+                "{} ({} weights, {} KV) on {} × {}{stages}, per GPU{}:",
                 model.name,
                 model.weight_dtype.name(),
                 model.kv_dtype.name(),
                 a.tp,
-                gpu.name
+                gpu.name,
+                if a.pp > 1 { " of the stage with the fewest blocks" } else { "" }
             );
             outln!("  GPU memory              {:>10.2} GiB", gib(b.memory_bytes));
             match &b.terms {

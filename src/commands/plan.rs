@@ -283,6 +283,9 @@ pub(crate) fn evidence(r: &PlanReport) -> String {
             continue;
         }
         o += &format!("  {}: {} × tp {}", c.name, c.gpu, c.tp);
+        if c.pp > 1 {
+            o += &format!(" × pp {}", c.pp);
+        }
         if let Some(cap) = c.single_instance_capacity_rps {
             o += &format!("; one instance sustains {cap:.2} req/s");
             if let (Some(m), true) = (h.load_rps_mean, cap > 0.0) {

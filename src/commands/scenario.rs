@@ -238,9 +238,7 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
     };
     let tp = int(&got, "tp", tp_flag)?.unwrap_or(1);
     let dp = int(&got, "dp", dp_flag)?.unwrap_or(1);
-    if int(&got, "pp", pp_flag)?.unwrap_or(1) > 1 {
-        warn.push("pipeline parallelism is not modelled: the scenario uses tensor parallelism only".into());
-    }
+    let pp = int(&got, "pp", pp_flag)?.unwrap_or(1);
     let moe = preset.experts > 1;
     // vLLM: --data-parallel-size with --enable-expert-parallel on a MoE model is DP attention
     // over dp × tp GPUs with the experts across all of them; otherwise DP replicas (instances).
@@ -325,6 +323,9 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
     }
     if ep {
         t += "ep = true\n";
+    }
+    if pp > 1 {
+        t += &format!("pp = {pp}\n");
     }
     // The engines' defaults where the command says nothing (vLLM V1 on a ≥ 70 GiB GPU:
     // max_num_seqs 1024, max_num_batched_tokens 8192; SGLang: chunked_prefill_size 8192 on

@@ -599,7 +599,14 @@ fn launch_command(engine: Option<&str>, k: &tune::Knobs, s: &Scenario, r: &Candi
                 pool("decode", p.decode.tp, p.decode_instances)
             )
         }
-        None => one_server(engine, k, s, r.tp),
+        None => {
+            let cmd = one_server(engine, k, s, r.tp);
+            match (r.pp, engine) {
+                (1, _) => cmd,
+                (pp, Some("sglang")) => format!("{cmd} --pp-size {pp}"),
+                (pp, _) => format!("{cmd} --pipeline-parallel-size {pp}"),
+            }
+        }
     }
 }
 

@@ -163,7 +163,7 @@ pub(crate) fn plan_report(dir: &Path) -> anyhow::Result<String> {
                 let mut points: Vec<(f64, f64)> = pts
                     .iter()
                     .filter_map(|p| {
-                        let gpus = p.instances as f64 * c.tp as f64;
+                        let gpus = p.instances as f64 * (c.tp * c.pp) as f64;
                         let x = if priced { gpus * c.price_per_gpu_hour.unwrap_or(0.0) } else { gpus };
                         Some((x, pick(&p.seeds)?))
                     })

@@ -20,6 +20,7 @@ mod hostile_inputs;
 mod invariants;
 mod malformed;
 mod models;
+mod pipeline;
 mod plan;
 mod policies;
 mod queueing;

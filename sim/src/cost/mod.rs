@@ -4,6 +4,7 @@
 //! iteration is O(1) however many requests it holds. A [`CostModel`] turns it into time.
 
 mod linear;
+mod pipeline;
 pub(crate) mod overhead;
 pub mod profile;
 mod profiled;
@@ -12,6 +13,7 @@ pub mod shipped;
 mod spec;
 
 pub use linear::LinearCost;
+pub use pipeline::{stage_layers, stage_links, Pipeline, P2P_LATENCY_S};
 pub use overhead::{EngineOverhead, OVERHEADS};
 pub use profiled::{check_op_axes, Fallback, FallbackShare, Profiled, ProfiledOp, KNOWN_OPS, OTHER_AXES};
 pub use roofline::{Layout, OpTime, Roofline, RooflineParams};
@@ -170,6 +172,21 @@ pub trait CostModel: Send + Sync {
     fn iteration_time_of(&self, batch: &BatchShape, seqs: &[SeqWork]) -> SimTime {
         let _ = seqs;
         self.iteration_time(batch)
+    }
+
+    /// [`CostModel::iteration_time_of`] and the CPU part together, adding to `acc` what the
+    /// model priced without measurements (models that keep an account and execute batches by
+    /// sequence: the pipeline). By default the account is left alone.
+    fn iteration_times_of(&self, batch: &BatchShape, seqs: &[SeqWork], acc: Option<&mut CostAccount>) -> (SimTime, SimTime) {
+        let _ = acc;
+        (self.iteration_time_of(batch, seqs), self.cpu_time(batch))
+    }
+
+    /// The part of the iteration's GPU time outside the transformer layers — embedding, LM
+    /// head, sampling — which a pipeline's first and last stages add to their layers. Default:
+    /// none (all of it scales with the layers).
+    fn head_time(&self, _batch: &BatchShape) -> SimTime {
+        SimTime::ZERO
     }
 
     /// Whether the model keeps a [`CostAccount`]: what it priced without measurements.

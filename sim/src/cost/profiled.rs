@@ -761,6 +761,9 @@ impl Profiled {
     }
 }
 
+/// The ops outside the transformer layers (the pipeline's first and last stages).
+const HEAD_OPS: [&str; 3] = ["emb", "lm_head", "sample"];
+
 /// The CPU part of an iteration, to the nearest nanosecond.
 fn cpu_ns(seconds: f64) -> SimTime {
     SimTime((seconds * 1e9).round() as u64)
@@ -800,6 +803,17 @@ impl CostModel for Profiled {
 
     fn shares(&self, acc: &CostAccount) -> Vec<FallbackShare> {
         Profiled::shares(self, acc)
+    }
+
+    fn head_time(&self, b: &BatchShape) -> SimTime {
+        if b.is_empty() {
+            return SimTime::ZERO;
+        }
+        let secs: f64 = (0..self.slots.len())
+            .filter(|&i| HEAD_OPS.contains(&self.slots[i].name))
+            .map(|i| self.slot_seconds_memo(i, b).0)
+            .sum();
+        SimTime((secs * 1e9).round() as u64)
     }
 
     fn fallbacks(&self) -> Vec<Fallback> {

@@ -51,25 +51,31 @@ pub struct Layout {
     /// parallelism. Same bytes and FLOPs per GPU under uniform routing; `moe_imbalance` prices
     /// the skew.
     pub ep: bool,
+    /// Pipeline stages, each of `tp` GPUs holding its share of the layers (vLLM and SGLang
+    /// `--pipeline-parallel-size`): the instance has `tp × pp` GPUs ([`super::Pipeline`]).
+    pub pp: u64,
 }
 
 impl Layout {
-    /// `-dp8-ep` style suffix for names and reports ("" for plain tensor parallelism).
+    /// `-dp8-ep` or `-pp2` style suffix for names and reports ("" for plain tensor parallelism).
     pub fn suffix(&self) -> String {
         let dp = if self.dp_attention > 1 { format!("-dp{}", self.dp_attention) } else { String::new() };
-        dp + if self.ep { "-ep" } else { "" }
+        let pp = if self.pp > 1 { format!("-pp{}", self.pp) } else { String::new() };
+        dp + if self.ep { "-ep" } else { "" } + &pp
     }
 
-    /// `, dp-attention 8, ep` style words for reports ("" for plain tensor parallelism).
+    /// `, dp-attention 8, ep` or `, pp 2` style words for reports ("" for plain tensor
+    /// parallelism).
     pub fn words(&self) -> String {
         let dp = if self.dp_attention > 1 { format!(", dp-attention {}", self.dp_attention) } else { String::new() };
-        dp + if self.ep { ", ep" } else { "" }
+        let pp = if self.pp > 1 { format!(", pp {}", self.pp) } else { String::new() };
+        dp + if self.ep { ", ep" } else { "" } + &pp
     }
 }
 
 impl Default for Layout {
     fn default() -> Self {
-        Layout { dp_attention: 1, ep: false }
+        Layout { dp_attention: 1, ep: false, pp: 1 }
     }
 }
 
@@ -526,6 +532,11 @@ impl CostModel for Roofline {
         }
         SimTime((self.cpu_overhead_s(b) * 1e9).round() as u64)
     }
+
+    fn head_time(&self, b: &BatchShape) -> SimTime {
+        let s = self.op(RoofOp::LmHead, b).map_or(0.0, |o| o.seconds);
+        SimTime((s * 1e9).round() as u64)
+    }
 }
 
 #[cfg(test)]
@@ -666,7 +677,7 @@ mod tests {
         let m = ModelSpec::from_preset(ModelPreset::find("deepseek-r1").unwrap(), Dtype::Fp8, Dtype::Bf16);
         let g = GpuPreset::find("h200").unwrap().spec();
         let dp =
-            Roofline::new(m.clone(), g.clone(), 8, no_overheads()).with_layout(Layout { dp_attention: 8, ep: true });
+            Roofline::new(m.clone(), g.clone(), 8, no_overheads()).with_layout(Layout { dp_attention: 8, ep: true, pp: 1 });
         let one = Roofline::new(m.clone(), g.clone(), 1, no_overheads());
         // 64 decodes over 8 ranks: each rank's attention is one GPU's over 8 of them.
         let (b64, b8) = (decodes(64, 1000), decodes(8, 1000));

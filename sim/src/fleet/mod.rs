@@ -154,7 +154,7 @@ impl FleetSection {
     /// The start-up delay of an instance of `g`: its weights (every GPU's shard) ÷ the load
     /// bandwidth, plus the fixed init time.
     pub fn startup(&self, g: &InstanceGroup) -> SimTime {
-        let bytes = g.memory.weight_bytes as f64 * g.tp as f64;
+        let bytes = g.memory.weight_bytes as f64 * g.gpus() as f64;
         SimTime::from_secs_f64(bytes / (self.load_gb_per_s * 1e9) + self.init_s)
     }
 }

@@ -174,7 +174,7 @@ impl Fleet {
         assert_eq!(slots.len(), instances.len(), "instances built per group");
         let mut f = Fleet {
             startup: groups.iter().map(|g| cfg.startup(g)).collect(),
-            tp: groups.iter().map(|g| g.tp).collect(),
+            tp: groups.iter().map(|g| g.gpus()).collect(),
             blocks: groups.iter().map(|g| g.memory.kv_blocks.min(u32::MAX as u64)).collect(),
             rngs: (0..instances.len()).map(|i| substream(seed, Stream::Failures, i as u64)).collect(),
             active,

@@ -163,3 +163,10 @@ pub struct InstanceGroup {
     /// Its pool in a disaggregated cluster; mixed otherwise.
     pub role: Role,
 }
+
+impl InstanceGroup {
+    /// GPUs of one instance: `tp` per pipeline stage.
+    pub fn gpus(&self) -> u64 {
+        self.tp * self.layout.pp.max(1)
+    }
+}

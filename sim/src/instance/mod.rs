@@ -377,7 +377,7 @@ impl Instance {
             self.seqs.clear();
             self.seqs.extend(self.running.iter().filter_map(|s| s.work()));
             self.seqs.sort_by_key(|w| w.prefill); // stable: each kind keeps the batch's order
-            (self.cost.iteration_time_of(&shape, &self.seqs), self.cost.cpu_time(&shape))
+            self.cost.iteration_times_of(&shape, &self.seqs, self.account.as_deref_mut())
         } else {
             self.cost.iteration_times(&shape, self.account.as_deref_mut())
         };

@@ -15,6 +15,8 @@ pub struct Candidate {
     pub infeasible: Option<String>,
     pub gpu: String,
     pub tp: u64,
+    /// Pipeline stages of `tp` GPUs each: an instance has `tp × pp` GPUs.
+    pub pp: u64,
     pub price_per_gpu_hour: Option<f64>,
     /// A disaggregated candidate: its prefill and decode pools, both sized by the search
     /// (`gpu`, `tp` and the price above are the prefill pool's).
@@ -179,8 +181,9 @@ fn materialise(
             Some(p) => (p.prefill.gpu.clone(), p.prefill.tp, p.prefill.price_per_gpu_hour),
             None => (String::new(), 1, None),
         };
-        return Ok(Candidate { name: c.name.clone(), scenario, infeasible, gpu, tp, price_per_gpu_hour: price, pools });
+        return Ok(Candidate { name: c.name.clone(), scenario, infeasible, gpu, tp, pp: 1, price_per_gpu_hour: price, pools });
     }
+    let pp = scenario.as_ref().map_or(1, |sc| sc.groups[0].layout.pp);
     let (gpu, tp) = match &scenario {
         Some(sc) => (sc.groups[0].gpu.name.clone(), sc.groups[0].tp),
         None => {
@@ -190,7 +193,7 @@ fn materialise(
         }
     };
     let price = price_of(&gpu)?;
-    Ok(Candidate { name: c.name.clone(), scenario, infeasible, gpu, tp, price_per_gpu_hour: price, pools: None })
+    Ok(Candidate { name: c.name.clone(), scenario, infeasible, gpu, tp, pp, price_per_gpu_hour: price, pools: None })
 }
 
 /// The prefill and decode groups of a disaggregated scenario, which `plan` sizes: exactly one

@@ -124,12 +124,23 @@ pub struct Step {
     pub(crate) attainment: f64,
 }
 
+fn one() -> u64 {
+    1
+}
+
+fn is_one(x: &u64) -> bool {
+    *x == 1
+}
+
 /// The plan's answer for one candidate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CandidateResult {
     pub name: String,
     pub gpu: String,
     pub tp: u64,
+    /// Pipeline stages of `tp` GPUs each (1: none).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub pp: u64,
     pub feasible: bool,
     /// Why no count up to `max_instances` meets the SLO, when none does.
     pub infeasible_reason: Option<String>,
@@ -586,6 +597,7 @@ pub fn plan_candidate(
         name: c.name.clone(),
         gpu: c.gpu.clone(),
         tp: c.tp,
+        pp: c.pp,
         feasible: false,
         infeasible_reason: c.infeasible.clone(),
         instances_min: None,
@@ -668,7 +680,7 @@ pub fn plan_candidate(
             out.instances_min = Some(n);
             let provisioned = cfg.provisioned(n);
             out.instances = Some(provisioned);
-            let gpus = provisioned as u64 * c.tp;
+            let gpus = provisioned as u64 * c.tp * c.pp;
             out.gpus = Some(gpus);
             out.cost_per_hour = c.price_per_gpu_hour.map(|p| p * gpus as f64);
             out.ttft_ms_p99 = worst(|r| r.ttft_ms_p99, true);
@@ -765,7 +777,7 @@ fn compare_autoscaled(
     a: &crate::fleet::AutoscaleSection,
     progress: &(dyn Fn(u64) + Sync),
 ) -> (AutoscaleComparison, u64) {
-    let tp = scenario.groups[0].tp as f64;
+    let tp = scenario.groups[0].gpus() as f64;
     let mut requests = 0;
     let seeds: Vec<AutoscaleSeed> = cfg
         .seeds

@@ -277,7 +277,7 @@ pub fn cost_at(c: &super::Candidate, cfg: &super::SearchConfig, priced: bool, n:
             };
             pool(&p.prefill) + pool(&p.decode)
         }
-        None => c.tp as f64 * if priced { c.price_per_gpu_hour.unwrap_or(f64::INFINITY) } else { 1.0 },
+        None => (c.tp * c.pp) as f64 * if priced { c.price_per_gpu_hour.unwrap_or(f64::INFINITY) } else { 1.0 },
     };
     cfg.provisioned(n) as f64 * per_instance
 }

@@ -40,6 +40,9 @@ pub struct GroupSection {
     /// Expert parallelism (as `cluster.ep`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ep: Option<bool>,
+    /// Pipeline-parallel stages of each instance (as `cluster.pp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pp: Option<u32>,
     /// Keys overriding `[scheduler]` for this group.
     pub(crate) scheduler: Option<toml::Table>,
     /// Keys overriding `[memory]` for this group.
@@ -107,10 +110,18 @@ pub(crate) fn resolve_groups(
         let cost: CostSpec = from_table(section(&base_cost, &g.cost), &format!("{path}.cost"))?;
         cost.validate(&format!("{path}.cost"))?;
 
-        let layout = super::layout(model, tp as u64, g.dp_attention.unwrap_or(1), g.ep.unwrap_or(false), &path)?;
+        let layout = super::layout(
+            model,
+            tp as u64,
+            g.dp_attention.unwrap_or(1),
+            g.ep.unwrap_or(false),
+            g.pp.unwrap_or(1),
+            &path,
+        )?;
         let cfg = MemoryConfig {
             tp: tp as u64,
             dp_attention: layout.dp_attention,
+            pp: layout.pp,
             gpu_memory_utilization: memory.gpu_memory_utilization,
             block_tokens: scheduler.block_tokens as u64,
             reserve_bytes: memory.reserve_gib.map(|x| (x * crate::memory::GIB) as u64),
@@ -130,6 +141,8 @@ pub(crate) fn resolve_groups(
         )?;
         let name = g.name.clone().unwrap_or_else(|| format!("{}-tp{tp}{}", gpu.name, layout.suffix()));
         let role = g.role.unwrap_or_default();
+        let msg = "pipeline stages in a disaggregated pool are not modelled (give pp = 1)";
+        check(role == Role::Mixed || layout.pp == 1, &path, "pp", msg, layout.pp)?;
         *g = GroupSection {
             name: Some(name.clone()),
             count: g.count,
@@ -137,6 +150,7 @@ pub(crate) fn resolve_groups(
             tp: Some(tp),
             dp_attention: (layout.dp_attention > 1).then_some(layout.dp_attention as u32),
             ep: layout.ep.then_some(true),
+            pp: (layout.pp > 1).then_some(layout.pp as u32),
             scheduler: Some(to_table(&scheduler)),
             memory: Some(to_table(&memory)),
             cost: Some(to_table(&cost)),

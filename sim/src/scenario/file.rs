@@ -82,6 +82,11 @@ pub struct ClusterSection {
     /// `--ep`). Default false.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(crate) ep: bool,
+    /// Pipeline-parallel stages (`--pipeline-parallel-size`): each of `pp` stages of `tp` GPUs
+    /// holds its share of the layers, the running batch flows through them in micro-batches;
+    /// an instance has `tp × pp` GPUs. Default 1.
+    #[serde(skip_serializing_if = "is_one")]
+    pub(crate) pp: u32,
     /// How arrivals are spread over instances. Default round-robin.
     pub(crate) router: RouterSpec,
     /// Heterogeneous cluster: groups of instances, each with its own GPU, TP degree and
@@ -101,6 +106,7 @@ impl Default for ClusterSection {
             tp: 1,
             dp_attention: 1,
             ep: false,
+            pp: 1,
             router: RouterSpec::RoundRobin(Empty {}),
             groups: Vec::new(),
             disaggregation: None,
@@ -130,6 +136,7 @@ impl ClusterSection {
             let msg = "must not be set with cluster.groups (give each group its own)";
             check(self.dp_attention == 1, path, "dp_attention", msg, self.dp_attention)?;
             check(!self.ep, path, "ep", msg, self.ep)?;
+            check(self.pp == 1, path, "pp", msg, self.pp)?;
         }
         self.router.validate(&format!("{path}.router"))
     }

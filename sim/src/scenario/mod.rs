@@ -77,15 +77,26 @@ pub struct Scenario {
     pub(crate) resources: Arc<dyn Resources>,
 }
 
-/// The parallel layout of a group (`path` names the table holding `tp`, `dp_attention`, `ep`).
+/// The parallel layout of a group (`path` names the table holding `tp`, `dp_attention`, `ep`,
+/// `pp`).
 pub(crate) fn layout(
     model: &ModelSpec,
     tp: u64,
     dp: u32,
     ep: bool,
+    pp: u32,
     path: &str,
 ) -> Result<crate::cost::Layout, ConfigError> {
     check((1..=64).contains(&dp), path, "dp_attention", "must be in [1, 64]", dp)?;
+    check((1..=64).contains(&pp), path, "pp", "must be in [1, 64]", pp)?;
+    let msg = format!("must not exceed the model's {} layers (each stage holds at least one)", model.layers);
+    check(pp as u64 <= model.layers, path, "pp", &msg, pp)?;
+    if pp > 1 {
+        let msg = "pipeline stages with DP attention are not modelled (give pp = 1 or dp_attention = 1)";
+        check(dp == 1, path, "pp", msg, pp)?;
+        let msg = format!("makes {} GPUs per instance (tp × pp); at most 1024", tp * pp as u64);
+        check(tp * pp as u64 <= 1024, path, "pp", &msg, pp)?;
+    }
     check(tp.is_multiple_of(dp as u64), path, "dp_attention", &format!("must divide tp ({tp})"), dp)?;
     for (key, on, v) in [("dp_attention", dp > 1, dp.to_string()), ("ep", ep, ep.to_string())] {
         if on {
@@ -97,7 +108,7 @@ pub(crate) fn layout(
         let msg = format!("needs tp ({tp}) to divide the model's {} experts", model.experts);
         check(model.experts.is_multiple_of(tp), path, "ep", &msg, ep)?;
     }
-    Ok(crate::cost::Layout { dp_attention: dp as u64, ep })
+    Ok(crate::cost::Layout { dp_attention: dp as u64, ep, pp: pp as u64 })
 }
 
 /// Plans one GPU's memory for a group: the group may store its KV in another dtype, and a
@@ -395,10 +406,11 @@ impl Scenario {
             tp,
         )?;
         let max_model_len = file.scheduler.max_model_len.expect("resolved by from_file");
-        let layout = layout(model, tp, file.cluster.dp_attention, file.cluster.ep, "cluster")?;
+        let layout = layout(model, tp, file.cluster.dp_attention, file.cluster.ep, file.cluster.pp, "cluster")?;
         let cfg = MemoryConfig {
             tp,
             dp_attention: layout.dp_attention,
+            pp: layout.pp,
             gpu_memory_utilization: file.memory.gpu_memory_utilization,
             block_tokens: file.scheduler.block_tokens as u64,
             reserve_bytes: file.memory.reserve_gib.map(|g| (g * crate::memory::GIB) as u64),

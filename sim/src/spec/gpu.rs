@@ -26,6 +26,9 @@ pub struct GpuSpec {
     pub(crate) pcie_bytes_per_s: f64,
     /// Whether GPUs talk over NVLink/NVSwitch; false: collectives cross PCIe.
     pub(crate) nvlink: bool,
+    /// Network bandwidth per GPU per direction between nodes, bytes/s (`[gpu]
+    /// network_gb_per_s`); `None`: the preset's ([`GpuSpec::network_bytes_per_s`]).
+    pub(crate) network_bytes_per_s: Option<f64>,
 }
 
 pub struct GpuPreset {
@@ -288,11 +291,53 @@ impl GpuPreset {
             interconnect_bytes_per_s: self.interconnect_gb_per_s * 1e9,
             pcie_bytes_per_s: self.pcie_gb_per_s * 1e9,
             nvlink: self.nvlink,
+            network_bytes_per_s: None,
         }
     }
 }
 
+/// GPUs per node and the network between nodes per GPU per direction (GB/s), by kernel
+/// database system: AIConfigurator's system yamls (`node.num_gpus_per_node`,
+/// `node.inter_node_bw`; aiconfigurator-core 0.12.0) — one 400 Gb/s NIC per H100/H200, 800 Gb/s
+/// per B200/B300, 200 Gb/s per A100, NVLink across the rack for GB200/GB300 (4 GPUs a tray).
+const NODES: &[(&str, u64, f64)] = &[
+    ("a100_sxm", 8, 25.0),
+    ("a100_pcie", 8, 25.0),
+    ("a30", 8, 25.0),
+    ("l4", 8, 25.0),
+    ("h100_sxm", 8, 50.0),
+    ("h100_pcie", 8, 50.0),
+    ("h200_sxm", 8, 50.0),
+    ("l40s", 8, 50.0),
+    ("b60", 8, 50.0),
+    ("rtx_pro_6000_server", 8, 50.0),
+    ("b200_sxm", 8, 100.0),
+    ("b300_sxm", 8, 100.0),
+    ("gb200", 4, 900.0),
+    ("gb300", 4, 900.0),
+];
+
+/// A custom GPU's node: 8 GPUs, 400 Gb/s per GPU (the H100's).
+const DEFAULT_NODE: (u64, f64) = (8, 50.0);
+
 impl GpuSpec {
+    /// The preset's node: (GPUs per node, network GB/s per GPU).
+    fn node(&self) -> (u64, f64) {
+        GpuPreset::find(&self.name)
+            .and_then(|p| NODES.iter().find(|n| n.0 == p.database_system))
+            .map_or(DEFAULT_NODE, |n| (n.1, n.2))
+    }
+
+    /// GPUs one node holds (a pipeline beyond it sends between nodes).
+    pub fn gpus_per_node(&self) -> u64 {
+        self.node().0
+    }
+
+    /// Network bandwidth per GPU per direction between nodes, bytes/s.
+    pub fn network_bytes_per_s(&self) -> f64 {
+        self.network_bytes_per_s.unwrap_or_else(|| self.node().1 * 1e9)
+    }
+
     /// Whether the GPU has FP4 tensor cores (Blackwell, compute capability 10.0 and up): the
     /// engines pick their 4-bit MoE kernels by it.
     pub fn has_fp4(&self) -> bool {

@@ -801,6 +801,20 @@ impl ModelSpec {
             + other.bytes_for(attn).div_ceil(tp / dp)
     }
 
+    /// The layers of one pipeline stage of `layers` layers, for what scales with them (KV bytes
+    /// per token): windowed layers in proportion (gpt-oss alternates them), a MoE model's
+    /// dense layers on the first stage.
+    pub fn pipeline_stage(&self, layers: u64) -> ModelSpec {
+        let mut s = self.clone();
+        let all = self.layers.max(1);
+        s.layers = layers;
+        s.arch.dense_layers = self.arch.dense_layers.min(layers);
+        if let Some(w) = &mut s.arch.window {
+            w.layers = ((w.layers * layers) as f64 / all as f64).round() as u64;
+        }
+        s
+    }
+
     /// KV heads each GPU stores under TP: heads are split across GPUs, and replicated when
     /// there are fewer KV heads than GPUs (as vLLM does).
     pub fn kv_heads_per_gpu(&self, tp: u64) -> u64 {

@@ -330,6 +330,11 @@ pub struct GpuSection {
     /// link).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) nvlink: Option<bool>,
+    /// Network bandwidth per GPU per direction between nodes, GB/s: what a pipeline stage
+    /// sends over when the instance spans nodes. Default: the preset's node (AIConfigurator's
+    /// system yaml), else 50.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) network_gb_per_s: Option<f64>,
 }
 
 impl GpuSection {
@@ -354,6 +359,7 @@ impl GpuSection {
                 interconnect_bytes_per_s: required(self.interconnect_gb_per_s, path, "interconnect_gb_per_s")? * 1e9,
                 pcie_bytes_per_s: required(self.pcie_gb_per_s, path, "pcie_gb_per_s")? * 1e9,
                 nvlink: false,
+                network_bytes_per_s: None,
             },
         };
         let custom = self.preset.is_none();
@@ -369,6 +375,7 @@ impl GpuSection {
         pos("visible_gib", self.visible_gib)?;
         pos("interconnect_gb_per_s", self.interconnect_gb_per_s)?;
         pos("pcie_gb_per_s", self.pcie_gb_per_s)?;
+        pos("network_gb_per_s", self.network_gb_per_s)?;
         for (key, v) in [("fp8_tflops", self.fp8_tflops), ("fp4_tflops", self.fp4_tflops)] {
             if let Some(f) = v {
                 check(f.is_finite() && (0.0..1e9).contains(&f), path, key, "must be ≥ 0", f)?;
@@ -405,6 +412,9 @@ impl GpuSection {
         if let Some(x) = self.pcie_gb_per_s {
             g.pcie_bytes_per_s = x * 1e9;
         }
+        if let Some(x) = self.network_gb_per_s {
+            g.network_bytes_per_s = Some(x * 1e9);
+        }
         match self.nvlink {
             Some(v) => g.nvlink = v,
             None if custom => g.nvlink = g.interconnect_bytes_per_s > g.pcie_bytes_per_s,
@@ -426,6 +436,7 @@ impl GpuSection {
             interconnect_gb_per_s: Some(g.interconnect_bytes_per_s / 1e9),
             pcie_gb_per_s: Some(g.pcie_bytes_per_s / 1e9),
             nvlink: Some(g.nvlink),
+            network_gb_per_s: g.network_bytes_per_s.map(|b| b / 1e9),
         }
     }
 }

@@ -186,7 +186,7 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     let int = |k: &str| r.num(k).filter(|v| *v >= 1.0 && v.fract() == 0.0).map(|v| v as u64);
     let tp = int("tp_size").ok_or_else(|| format!("tp_size {:?}", r.get("tp_size")))?;
     if int("pp_size") != Some(1) {
-        return Err(format!("pp_size {}: pipeline parallelism is not modelled", r.get("pp_size")));
+        return Err(format!("pp_size {}: pipeline-parallel rows are not run (the sample has none)", r.get("pp_size")));
     }
     if int("attention_dp_size").is_some_and(|d| d > 1) {
         return Err("attention data parallelism is not modelled".into());
@@ -278,7 +278,7 @@ fn layout_case_of(
     let tp_attn = int("tp_size").ok_or_else(|| format!("tp_size {:?}", r.get("tp_size")))?;
     let dp = int("attention_dp_size").unwrap_or(1);
     if int("pp_size") != Some(1) {
-        return Err(format!("pp_size {}: pipeline parallelism is not modelled", r.get("pp_size")));
+        return Err(format!("pp_size {}: pipeline-parallel rows are not run (the sample has none)", r.get("pp_size")));
     }
     let gpus = tp_attn * dp;
     if gpus > 8 {
