@@ -224,7 +224,7 @@ mod tests {
         assert_eq!(stage_layers(32, 4), vec![8, 8, 8, 8]);
         assert_eq!(stage_layers(80, 3), vec![27, 27, 26]);
         assert_eq!(stage_layers(126, 4), vec![31, 32, 32, 31]);
-        assert_eq!(stage_layers(61, 8), vec![7, 8, 8, 8, 8, 8, 7, 7]);
+        assert_eq!(stage_layers(61, 8), vec![7, 7, 8, 8, 8, 8, 8, 7]);
         assert_eq!(stage_layers(7, 1), vec![7]);
     }
 

@@ -448,9 +448,9 @@ impl Roofline {
             RoofOp::AllReduce if tp_a > 1 => {
                 // Two ring all-reduces of the hidden state per layer (within an attention rank
                 // under DP attention, which then has no FFN all-reduce).
-                let tp_a = tp_a as f64;
                 let bytes = na * h * 2.0;
-                let bw = self.gpu.interconnect_bytes_per_s * self.params.interconnect_efficiency;
+                let bw = self.link_bytes_per_s(tp_a) * self.params.interconnect_efficiency;
+                let tp_a = tp_a as f64;
                 let secs = self.params.allreduce_latency_us * 1e-6 + 2.0 * (tp_a - 1.0) / tp_a * bytes / bw;
                 let per_layer = if self.layout.dp_attention > 1 { 1.0 } else { 2.0 };
                 times(op.name(), (0.0, bytes, secs), per_layer * layers)
@@ -460,7 +460,7 @@ impl Roofline {
                 // experts and takes the results back (dispatch and combine, as DeepEP does):
                 // per MoE layer each token goes to at most top_k GPUs, (tp − 1)/tp of them
                 // elsewhere; a dense FFN layer gathers and scatters every token.
-                let bw = self.gpu.interconnect_bytes_per_s * self.params.interconnect_efficiency;
+                let bw = self.link_bytes_per_s(self.tp) * self.params.interconnect_efficiency;
                 let lat = self.params.allreduce_latency_us * 1e-6;
                 let away = (tp - 1.0) / tp;
                 let moe = na * (m.top_k as f64).min(tp) * h * 2.0 * away;
@@ -477,6 +477,18 @@ impl Roofline {
                 times(op.name(), self.gemm_attn(b.sampled_seqs as f64, h, m.vocab as f64 / tp), 1.0)
             }
             _ => None,
+        }
+    }
+
+    /// The bandwidth a collective over `gpus` GPUs runs at: the GPUs' interconnect within a
+    /// node; a ring over more than a node's GPUs waits on the network between nodes, each
+    /// GPU's share of it (AIConfigurator's collectives scale so too:
+    /// aic-core/.../operators/communication.rs, by intra_node_bw / inter_node_bw beyond a node).
+    fn link_bytes_per_s(&self, gpus: u64) -> f64 {
+        if gpus > self.gpu.gpus_per_node() {
+            self.gpu.network_bytes_per_s().min(self.gpu.interconnect_bytes_per_s)
+        } else {
+            self.gpu.interconnect_bytes_per_s
         }
     }
 
@@ -558,6 +570,22 @@ mod tests {
             allreduce_latency_us: 0.0,
             ..RooflineParams::default()
         }
+    }
+
+    #[test]
+    fn an_all_reduce_beyond_a_node_waits_on_the_network() {
+        // One decode of llama-3-8b (32 layers, hidden 4096): two all-reduces of 8,192 bytes
+        // per layer, each ring moving 2 × (tp − 1)/tp of them. TP 16 spans two nodes of 8
+        // H100s: 50 GB/s per GPU (× 0.8 efficiency) instead of NVLink's 450.
+        let mut b = BatchShape::default();
+        b.add_decode(1);
+        let secs = |tp: u64| {
+            let r = llama8b_h100(tp, no_overheads());
+            r.breakdown(&b).iter().find(|o| o.name == "allreduce").unwrap().seconds
+        };
+        let per_ring = |tp: f64, bw: f64| 2.0 * (tp - 1.0) / tp * 8192.0 / (bw * 0.8);
+        assert!((secs(16) - 64.0 * per_ring(16.0, 50e9)).abs() < 1e-12, "{}", secs(16));
+        assert!((secs(8) - 64.0 * per_ring(8.0, 450e9)).abs() < 1e-12, "{}", secs(8));
     }
 
     #[test]
