@@ -152,4 +152,14 @@ fn a_plan_sizes_pipelined_instances_and_counts_their_gpus() {
     assert_eq!(c["gpus"], 4, "2 instances × 1 × 2 GPUs");
     let tpot = c["tpot_ms_p99"].as_f64().unwrap();
     assert!(tpot < 10.0 && tpot > 9.0, "TPOT at 2 instances {tpot} ms, hand value ≈ 9.1");
+
+    // As candidates side by side: one stage needs ⌈180 / 50⌉ = 4 instances (tests/it/plan.rs),
+    // two stages 2 of 2 GPUs: the same 4 GPUs.
+    let src = read(&root().join("tests/plan/known-answer.toml"))
+        + "[[plan.candidates]]\nname = \"one-stage\"\n[[plan.candidates]]\nname = \"two-stages\"\npp = 2\n";
+    let path = scenario_file(&dir, "candidates.toml", &src);
+    let v = plan_json(&path, &dir.join("out2"));
+    let c = &v["candidates"];
+    assert_eq!((c[0]["instances_min"].as_u64(), c[0]["gpus"].as_u64()), (Some(4), Some(4)));
+    assert_eq!((c[1]["pp"].as_u64(), c[1]["instances_min"].as_u64(), c[1]["gpus"].as_u64()), (Some(2), Some(2), Some(4)));
 }

@@ -45,6 +45,7 @@ pub fn candidates(s: &Scenario) -> Result<Vec<Candidate>, ConfigError> {
                 name: "disaggregated".into(),
                 gpu: None,
                 tp: None,
+                pp: None,
                 scheduler: None,
                 memory: None,
                 cost: None,
@@ -62,6 +63,7 @@ pub fn candidates(s: &Scenario) -> Result<Vec<Candidate>, ConfigError> {
                 name: g.name.clone(),
                 gpu: None,
                 tp: None,
+                pp: None,
                 scheduler: None,
                 memory: None,
                 cost: None,
@@ -106,6 +108,7 @@ fn materialise(
     // from the candidate (or the top-level [gpu]). A disaggregated one keeps its pools.
     let pooled = s.disaggregation.is_some();
     let single_gpu = (s.groups.len() == 1).then(|| (s.groups[0].gpu.clone(), s.groups[0].tp));
+    let single_pp = if s.groups.len() == 1 { s.groups[0].layout.pp } else { 1 };
     {
         let cluster = table(&mut doc, "cluster");
         if !pooled {
@@ -117,6 +120,12 @@ fn materialise(
         }
         if let Some(tp) = c.tp {
             cluster.insert("tp".into(), toml::Value::Integer(tp as i64));
+        }
+        if !pooled && single_pp > 1 {
+            cluster.insert("pp".into(), toml::Value::Integer(single_pp as i64));
+        }
+        if let Some(pp) = c.pp {
+            cluster.insert("pp".into(), toml::Value::Integer(pp as i64));
         }
         if let Some(r) = &c.router {
             let mut over = toml::Table::new();

@@ -17,6 +17,8 @@ use crate::scenario::{Scenario, TuneSection};
 pub struct Knobs {
     pub gpu: Option<String>,
     pub tp: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pp: Option<u32>,
     pub max_num_seqs: Option<u32>,
     pub max_num_batched_tokens: Option<u32>,
     pub batching: Option<String>,
@@ -44,6 +46,9 @@ impl Knobs {
         }
         if let Some(t) = self.tp {
             parts.push(format!("tp{t}"));
+        }
+        if let Some(p) = self.pp {
+            parts.push(format!("pp{p}"));
         }
         if let Some(d) = &self.weight_dtype {
             parts.push(d.clone());
@@ -130,6 +135,7 @@ impl Knobs {
             name: self.name(),
             gpu: self.gpu.as_ref().map(|g| crate::spec::GpuSection::preset(g)),
             tp: self.tp,
+            pp: self.pp,
             scheduler: (!scheduler.is_empty()).then_some(scheduler),
             memory: None,
             cost: None,
@@ -141,7 +147,7 @@ impl Knobs {
 
 /// Every combination of the knobs, in a fixed order (GPU slowest, then TP, batch limits,
 /// batching, router, prefix caching, weight dtype, KV dtype, the prefill pool's GPU and TP, the
-/// decode pool's; the decode pool's TP fastest).
+/// decode pool's, and pipeline stages fastest).
 pub fn configurations(t: &TuneSection) -> Vec<Knobs> {
     fn axis<T: Clone>(xs: &[T]) -> Vec<Option<T>> {
         if xs.is_empty() {
@@ -153,7 +159,7 @@ pub fn configurations(t: &TuneSection) -> Vec<Knobs> {
     let (gpu, tp, seqs, tokens) = (axis(&t.gpu), axis(&t.tp), axis(&t.max_num_seqs), axis(&t.max_num_batched_tokens));
     let (batching, router, prefix, dtype) =
         (axis(&t.batching), axis(&t.router), axis(&t.prefix_caching), axis(&t.weight_dtype));
-    let kv = axis(&t.kv_dtype);
+    let (kv, pp) = (axis(&t.kv_dtype), axis(&t.pp));
     let (pg, ptp, dg, dtp) = (axis(&t.prefill_gpu), axis(&t.prefill_tp), axis(&t.decode_gpu), axis(&t.decode_tp));
     let lens = [
         gpu.len(),
@@ -169,12 +175,13 @@ pub fn configurations(t: &TuneSection) -> Vec<Knobs> {
         ptp.len(),
         dg.len(),
         dtp.len(),
+        pp.len(),
     ];
     let total: usize = lens.iter().product();
     (0..total)
         .map(|mut k| {
             // Mixed-radix digits of k, the last axis fastest.
-            let mut ix = [0usize; 13];
+            let mut ix = [0usize; 14];
             for (d, &len) in ix.iter_mut().zip(&lens).rev() {
                 *d = k % len;
                 k /= len;
@@ -193,6 +200,7 @@ pub fn configurations(t: &TuneSection) -> Vec<Knobs> {
                 prefill_tp: ptp[ix[10]],
                 decode_gpu: dg[ix[11]].clone(),
                 decode_tp: dtp[ix[12]],
+                pp: pp[ix[13]],
             }
         })
         .collect()

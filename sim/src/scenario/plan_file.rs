@@ -124,6 +124,9 @@ pub struct CandidateSection {
     pub(crate) gpu: Option<GpuSection>,
     /// Tensor-parallel degree; replaces `cluster.tp`.
     pub(crate) tp: Option<u32>,
+    /// Pipeline stages; replaces `cluster.pp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pp: Option<u32>,
     /// Keys merged over `[scheduler]`.
     pub(crate) scheduler: Option<toml::Table>,
     /// Keys merged over `[memory]`.
@@ -145,6 +148,9 @@ pub struct TuneSection {
     pub(crate) gpu: Vec<String>,
     /// Tensor-parallel degrees.
     pub(crate) tp: Vec<u32>,
+    /// Pipeline stages (`cluster.pp`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) pp: Vec<u32>,
     pub(crate) max_num_seqs: Vec<u32>,
     pub(crate) max_num_batched_tokens: Vec<u32>,
     /// Batching kinds (`continuous`, `chunked`, `vllm-v1`, `sglang`, `static`), with their
@@ -181,6 +187,7 @@ impl TuneSection {
         }
         distinct(path, "gpu", &self.gpu)?;
         distinct(path, "tp", &self.tp)?;
+        distinct(path, "pp", &self.pp)?;
         distinct(path, "max_num_seqs", &self.max_num_seqs)?;
         distinct(path, "max_num_batched_tokens", &self.max_num_batched_tokens)?;
         distinct(path, "batching", &self.batching)?;
@@ -194,6 +201,7 @@ impl TuneSection {
         distinct(path, "decode_tp", &self.decode_tp)?;
         for (key, xs) in [
             ("tp", &self.tp),
+            ("pp", &self.pp),
             ("prefill_tp", &self.prefill_tp),
             ("decode_tp", &self.decode_tp),
             ("max_num_seqs", &self.max_num_seqs),
@@ -225,6 +233,7 @@ impl TuneSection {
             * len(self.prefill_tp.len())
             * len(self.decode_gpu.len())
             * len(self.decode_tp.len())
+            * len(self.pp.len())
     }
 
     /// Whether a knob of a disaggregated scenario's pools is listed.
