@@ -197,10 +197,10 @@ fn draw(seed: u64) -> String {
     let mut o = format!("name = \"swarm-{seed}\"\nseed = {seed}\n");
     let kv_heads = d.int(1, 2) * 2; // 2 or 4: divides 8 heads, any TP ≤ 2 divides both
     let max_context = d.int(512, 4096);
+    let layers = d.int(1, 4);
     o += &format!(
-        "[model]\nname = \"tiny\"\nlayers = {}\nhidden = 512\nheads = 8\nkv_heads = {kv_heads}\nhead_dim = 64\n\
+        "[model]\nname = \"tiny\"\nlayers = {layers}\nhidden = 512\nheads = 8\nkv_heads = {kv_heads}\nhead_dim = 64\n\
          intermediate = {}\nvocab = 1000\nmax_context = {max_context}\n",
-        d.int(1, 4),
         d.pick(&["512", "1024", "1536"])
     );
     if d.chance(0.2) {
@@ -221,6 +221,9 @@ fn draw(seed: u64) -> String {
     if shape <= 5 {
         instances = d.int(1, 4);
         o += &format!("[cluster]\ninstances = {instances}\ntp = {}\nrouter = {}\n", d.int(1, 2), d.pick(ROUTERS));
+        if layers >= 2 && d.chance(0.25) {
+            o += &format!("pp = {}\n", d.int(2, layers));
+        }
         o += &scheduler(d, "", false);
     } else {
         o += &format!("[cluster]\nrouter = {}\n", d.pick(ROUTERS));
