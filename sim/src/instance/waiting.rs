@@ -69,6 +69,16 @@ impl Waiting {
         self.preempted.push_front(s);
     }
 
+    /// Moves the request preempted last (first in line) to the queue instead, where the queue's
+    /// order places it: SGLang puts a retracted request back in its waiting queue
+    /// (`_add_request_to_queue`), behind those already there under FCFS.
+    pub(crate) fn requeue_last_preempted(&mut self) {
+        if let Some(s) = self.preempted.pop_front() {
+            // Its tokens stay pending: it leaves one list for the other.
+            self.queue.push(s);
+        }
+    }
+
     /// Takes the next preempted request (`preempted`), else the queue's next, for admission.
     #[inline]
     pub(crate) fn take(&mut self, preempted: bool, ctx: &super::queue::QueueCtx) -> Box<Seq> {

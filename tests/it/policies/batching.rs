@@ -261,6 +261,23 @@ fn sglang_retracts_the_request_with_the_least_output_and_the_longest_prompt() {
     assert_eq!((r[0].preemptions, r[1].preemptions), (1, 0));
     assert_eq!(r[1].finish, us(42_030));
     assert_eq!(r[0].finish, us(53_620));
+    // The retracted request goes back to the waiting queue, behind what already waits there
+    // (scheduler.py `update_running_batch` → `_add_request_to_queue`; FCFS keeps insertion
+    // order): C (16-token prompt, 2 out) arrives at 20,000 µs and waits (no block is free).
+    // At 30,920 A is retracted and B decodes alone → 31,930. C, now first, fits: B reserves
+    // its 12 tokens left × new_token_ratio 1 (min(1, (28 + 20) / 41)) out of 3 blocks freed,
+    // 48 − 12 = 36 ≥ 16 + 2. C's prefill: 1000 + 160 µs → first token at 33,090. Were A first
+    // in line (servesim's rule before), its 48 + 12 tokens would not fit, and C would wait for
+    // A to be readmitted after B and finish: scheduled at 53,620.
+    let three = "requests = 3\narrival = { kind = \"constant\", rate = 1 }\n\
+        prompt_tokens = { kind = \"fixed\", value = 1 }\noutput_tokens = { kind = \"fixed\", value = 1 }";
+    let sched = "max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"sglang\"\nschedule_conservativeness = 0";
+    let s3 = scenario(&paper(sched, 6, three));
+    let out = Simulation::with_requests(&s3, requests(&[(0, 20, 40), (100, 16, 40), (20_000, 16, 2)])).run();
+    let r = &out.recorder.records;
+    assert_eq!(r[0].preemptions, 1);
+    assert_eq!((r[2].scheduled, r[2].first_token), (us(31_930), us(33_090)));
+    assert!(r[0].finish > r[2].finish, "{:?} {:?}", r[0].finish, r[2].finish);
     // vLLM V1's rule preempts the latest admitted instead: B.
     let v = listed("max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"vllm-v1\"", 6);
     let out = Simulation::with_requests(&v, requests(&[(0, 20, 40), (100, 16, 40)])).run();

@@ -36,8 +36,10 @@
 //! min = 0.14 × init, init = min(0.7 × `schedule_conservativeness`, 1). It returns to init
 //! when the instance has nothing running (SGLang resets it when idle).
 //!
-//! Differences that remain: retracted requests are re-admitted first (servesim's preempted
-//! list; SGLang puts them back in its waiting queue); the KV budget counts in whole blocks of
+//! A retracted request goes back to the waiting queue (`_add_request_to_queue`), where the
+//! queue's order places it: behind the requests already waiting under FCFS.
+//!
+//! Differences that remain: the KV budget counts in whole blocks of
 //! `scheduler.block_tokens` (SGLang's page size is 1 token by default); the queue order is
 //! `[scheduler.queue]`'s (SGLang's default `lpm` sorts by cached prefix, falling back to FCFS
 //! beyond 128 waiting requests).
@@ -294,6 +296,7 @@ fn decode_batch(inst: &mut Instance, min: f64, decay: f64, rec: &mut dyn Observe
                 .map(|(i, _)| i)
                 .expect("two decodes at least");
             inst.preempt_at(victim, rec);
+            inst.waiting.requeue_last_preempted();
         }
         let (mut done, mut max_new, mut n) = (0u64, 0u64, 0u64);
         for s in inst.running.iter().filter(|s| s.is_decode()) {
