@@ -396,3 +396,13 @@ fn a_budget_of_runs_stops_between_waves_and_says_the_answer_is_not_proven() {
         servesim(&["tune", "--scenario", dir.join("tune.toml").to_str().unwrap(), "--budget", "20", "--exhaustive"]);
     assert!(!o.status.success() && stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
 }
+
+#[test]
+fn pipeline_stages_are_a_knob_and_reach_the_launch_command() {
+    // Two stages of one H100 each: 2 instances of 2 GPUs meet the SLO (tests/it/pipeline.rs
+    // derives it), and the command vLLM is launched with says so.
+    let (v, _) = tune_json(&tuned_short("gpu = [\"h100-sxm\"]\npp = [2]\n"), "tune_pp");
+    assert_eq!(v["recommended"], "h100-sxm-pp2");
+    let launch = v["launch_command"].as_str().unwrap();
+    assert!(launch.starts_with("vllm serve ") && launch.ends_with(" --pipeline-parallel-size 2"), "{launch}");
+}
