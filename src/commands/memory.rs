@@ -269,11 +269,16 @@ pub(crate) fn run(a: Args) -> Result<()> {
                     }
                 }
             }
-            let split = if model.weight_dtype.is_4bit() {
+            let mut split = if model.weight_dtype.is_4bit() {
                 format!("; FFN in {}, attention and embeddings in bf16", model.weight_dtype.name())
             } else {
                 String::new()
             };
+            if a.pp > 1 {
+                let layers = servesim_sim::cost::stage_layers(model.layers, a.pp);
+                let parts: Vec<String> = layers.iter().map(u64::to_string).collect();
+                split += &format!("; stages of {} layers, the embedding on the first, the LM head on the last", parts.join(", "));
+            }
             outln!(
                 "  weights                 {:>10.2} GiB  ({} parameters, {} active / tp {}{split})",
                 gib(b.weight_bytes),
