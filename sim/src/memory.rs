@@ -514,7 +514,10 @@ mod tests {
         let tp8 = plan_memory(&m, &g, &cfg(8)).unwrap();
         let pp2 = plan_memory(&m, &g, &MemoryConfig { pp: 2, ..cfg(4) }).unwrap();
         assert_eq!(pp2.weight_bytes, 17_638_426_624);
-        assert_eq!((pp2.weight_bytes, pp2.kv_bytes_per_token, pp2.kv_blocks), (tp8.weight_bytes, 40_960, tp8.kv_blocks));
+        assert_eq!(
+            (pp2.weight_bytes, pp2.kv_bytes_per_token, pp2.kv_blocks),
+            (tp8.weight_bytes, 40_960, tp8.kv_blocks)
+        );
         // TP 1 × PP 3 (vLLM's partition 27, 27, 26): the first stage, 27 layers and the
         // embedding, binds. Layers' bytes: 141,107,412,992 − 2 × 128,256 × 8192 × 2 =
         // 136,904,720,384, × 27/80 rounded up = 46,205,343,130, + 2,101,346,304 for the
@@ -524,7 +527,9 @@ mod tests {
         let pp3 = plan_memory(&m, &g, &MemoryConfig { pp: 3, ..cfg(1) }).unwrap();
         assert_eq!((pp3.weight_bytes, pp3.kv_bytes_per_token, pp3.kv_blocks), (48_306_689_434, 110_592, 14_984));
         // A stage that does not fit names itself.
-        let e = plan_memory(&m, &g, &MemoryConfig { pp: 2, gpu_memory_utilization: 0.8, ..cfg(1) }).unwrap_err().to_string();
+        let e = plan_memory(&m, &g, &MemoryConfig { pp: 2, gpu_memory_utilization: 0.8, ..cfg(1) })
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("at tp 1 × pp 2 (stage 1 of 2: 40 layers)"), "{e}");
     }
 

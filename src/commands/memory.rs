@@ -277,7 +277,10 @@ pub(crate) fn run(a: Args) -> Result<()> {
             if a.pp > 1 {
                 let layers = servesim_sim::cost::stage_layers(model.layers, a.pp);
                 let parts: Vec<String> = layers.iter().map(u64::to_string).collect();
-                split += &format!("; stages of {} layers, the embedding on the first, the LM head on the last", parts.join(", "));
+                split += &format!(
+                    "; stages of {} layers, the embedding on the first, the LM head on the last",
+                    parts.join(", ")
+                );
             }
             outln!(
                 "  weights                 {:>10.2} GiB  ({} parameters, {} active / tp {}{split})",

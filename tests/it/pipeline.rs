@@ -67,7 +67,10 @@ fn stages_hold_their_share_of_memory_and_a_plan_counts_every_gpu() {
     assert_eq!((b.tp, b.layout.pp, b.gpus(), b.name.as_str()), (4, 2, 8, "h100-sxm-tp4-pp2"));
     // Eight GPUs either way hold the same bytes of weights and of KV per token (40 layers ×
     // 2 KV heads vs 80 × 1): the same blocks.
-    assert_eq!((b.memory.weight_bytes, b.memory.kv_bytes_per_token), (a.memory.weight_bytes, a.memory.kv_bytes_per_token));
+    assert_eq!(
+        (b.memory.weight_bytes, b.memory.kv_bytes_per_token),
+        (a.memory.weight_bytes, a.memory.kv_bytes_per_token)
+    );
     assert_eq!(b.memory.kv_blocks, a.memory.kv_blocks);
     // The resolved file keeps the stages.
     let again = servesim_sim::Scenario::from_toml(&pp2.resolved_toml(), "t").unwrap();
@@ -161,5 +164,8 @@ fn a_plan_sizes_pipelined_instances_and_counts_their_gpus() {
     let v = plan_json(&path, &dir.join("out2"));
     let c = &v["candidates"];
     assert_eq!((c[0]["instances_min"].as_u64(), c[0]["gpus"].as_u64()), (Some(4), Some(4)));
-    assert_eq!((c[1]["pp"].as_u64(), c[1]["instances_min"].as_u64(), c[1]["gpus"].as_u64()), (Some(2), Some(2), Some(4)));
+    assert_eq!(
+        (c[1]["pp"].as_u64(), c[1]["instances_min"].as_u64(), c[1]["gpus"].as_u64()),
+        (Some(2), Some(2), Some(4))
+    );
 }

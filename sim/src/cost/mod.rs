@@ -4,8 +4,8 @@
 //! iteration is O(1) however many requests it holds. A [`CostModel`] turns it into time.
 
 mod linear;
-mod pipeline;
 pub(crate) mod overhead;
+mod pipeline;
 pub mod profile;
 mod profiled;
 mod roofline;
@@ -13,8 +13,8 @@ pub mod shipped;
 mod spec;
 
 pub use linear::LinearCost;
-pub use pipeline::{stage_layers, stage_links, Pipeline, P2P_LATENCY_S};
 pub use overhead::{EngineOverhead, OVERHEADS};
+pub use pipeline::{stage_layers, stage_links, Pipeline, P2P_LATENCY_S};
 pub use profiled::{check_op_axes, Fallback, FallbackShare, Profiled, ProfiledOp, KNOWN_OPS, OTHER_AXES};
 pub use roofline::{Layout, OpTime, Roofline, RooflineParams};
 pub use spec::{
@@ -177,7 +177,12 @@ pub trait CostModel: Send + Sync {
     /// [`CostModel::iteration_time_of`] and the CPU part together, adding to `acc` what the
     /// model priced without measurements (models that keep an account and execute batches by
     /// sequence: the pipeline). By default the account is left alone.
-    fn iteration_times_of(&self, batch: &BatchShape, seqs: &[SeqWork], acc: Option<&mut CostAccount>) -> (SimTime, SimTime) {
+    fn iteration_times_of(
+        &self,
+        batch: &BatchShape,
+        seqs: &[SeqWork],
+        acc: Option<&mut CostAccount>,
+    ) -> (SimTime, SimTime) {
         let _ = acc;
         (self.iteration_time_of(batch, seqs), self.cpu_time(batch))
     }

@@ -92,7 +92,12 @@ impl Pipeline {
     }
 
     /// The iteration's time from its micro-batches' shapes (empty ones skipped).
-    fn period(&self, parts: &[BatchShape], whole: &BatchShape, mut acc: Option<&mut CostAccount>) -> (SimTime, SimTime) {
+    fn period(
+        &self,
+        parts: &[BatchShape],
+        whole: &BatchShape,
+        mut acc: Option<&mut CostAccount>,
+    ) -> (SimTime, SimTime) {
         let mut stage_busy = vec![0.0f64; self.stages.len()];
         let mut longest_trip = 0.0f64;
         for mb in parts.iter().filter(|b| !b.is_empty()) {
@@ -174,7 +179,12 @@ impl CostModel for Pipeline {
         self.iteration_times_of(b, seqs, None).0
     }
 
-    fn iteration_times_of(&self, b: &BatchShape, seqs: &[SeqWork], acc: Option<&mut CostAccount>) -> (SimTime, SimTime) {
+    fn iteration_times_of(
+        &self,
+        b: &BatchShape,
+        seqs: &[SeqWork],
+        acc: Option<&mut CostAccount>,
+    ) -> (SimTime, SimTime) {
         if seqs.is_empty() {
             return self.iteration_times(b, acc);
         }

@@ -704,8 +704,11 @@ mod tests {
     fn dp_attention_runs_each_ranks_share_of_the_batch() {
         let m = ModelSpec::from_preset(ModelPreset::find("deepseek-r1").unwrap(), Dtype::Fp8, Dtype::Bf16);
         let g = GpuPreset::find("h200").unwrap().spec();
-        let dp =
-            Roofline::new(m.clone(), g.clone(), 8, no_overheads()).with_layout(Layout { dp_attention: 8, ep: true, pp: 1 });
+        let dp = Roofline::new(m.clone(), g.clone(), 8, no_overheads()).with_layout(Layout {
+            dp_attention: 8,
+            ep: true,
+            pp: 1,
+        });
         let one = Roofline::new(m.clone(), g.clone(), 1, no_overheads());
         // 64 decodes over 8 ranks: each rank's attention is one GPU's over 8 of them.
         let (b64, b8) = (decodes(64, 1000), decodes(8, 1000));

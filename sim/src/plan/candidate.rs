@@ -190,7 +190,16 @@ fn materialise(
             Some(p) => (p.prefill.gpu.clone(), p.prefill.tp, p.prefill.price_per_gpu_hour),
             None => (String::new(), 1, None),
         };
-        return Ok(Candidate { name: c.name.clone(), scenario, infeasible, gpu, tp, pp: 1, price_per_gpu_hour: price, pools });
+        return Ok(Candidate {
+            name: c.name.clone(),
+            scenario,
+            infeasible,
+            gpu,
+            tp,
+            pp: 1,
+            price_per_gpu_hour: price,
+            pools,
+        });
     }
     let pp = scenario.as_ref().map_or(1, |sc| sc.groups[0].layout.pp);
     let (gpu, tp) = match &scenario {
