@@ -145,23 +145,20 @@ pub struct MemoryBudget {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum MemoryError {
     #[error(
-        "{model} does not fit on {gpu} at tp {tp}: weights {weights:.2} GiB + reserve {reserve:.2} GiB \
+        "{subject} does not fit: weights {weights:.2} GiB + reserve {reserve:.2} GiB \
          per GPU exceed the {usable:.2} GiB usable at {rule} by {short:.2} GiB"
     )]
     DoesNotFit {
-        model: String,
-        gpu: String,
-        tp: String,
+        /// `<model> on <gpu> at tp <tp>` (and the pipeline stage).
+        subject: String,
         weights: f64,
         reserve: f64,
         usable: f64,
         rule: String,
         short: f64,
     },
-    #[error(
-        "{model} leaves room for no KV block on {gpu} at tp {tp}: {kv_bytes} bytes free, one block needs {block_bytes}"
-    )]
-    NoKvBlock { model: String, gpu: String, tp: String, kv_bytes: u64, block_bytes: u64 },
+    #[error("{subject} leaves room for no KV block: {kv_bytes} bytes free, one block needs {block_bytes}")]
+    NoKvBlock { subject: String, kv_bytes: u64, block_bytes: u64 },
     /// Speculative decoding: the draft model's weights take all the KV memory left.
     #[error("the draft model's {weights:.2} GiB of weights per GPU leave no room for KV ({kv:.2} GiB)")]
     DraftWeights { weights: f64, kv: f64 },
@@ -274,9 +271,7 @@ fn plan_stage(
     let needed = weight_bytes.saturating_add(reserve_bytes).saturating_add(window_kv_bytes);
     if needed > usable_bytes {
         return Err(MemoryError::DoesNotFit {
-            model: whole.name.clone(),
-            gpu: gpu.name.clone(),
-            tp: what,
+            subject: format!("{} on {} at tp {what}", whole.name, gpu.name),
             weights: weight_bytes as f64 / GIB,
             reserve: reserve_bytes.saturating_add(window_kv_bytes) as f64 / GIB,
             usable: usable_bytes as f64 / GIB,
@@ -291,9 +286,7 @@ fn plan_stage(
     let kv_blocks = kv_bytes / block_bytes * dp;
     if kv_blocks == 0 {
         return Err(MemoryError::NoKvBlock {
-            model: whole.name.clone(),
-            gpu: gpu.name.clone(),
-            tp: what,
+            subject: format!("{} on {} at tp {what}", whole.name, gpu.name),
             kv_bytes,
             block_bytes,
         });
