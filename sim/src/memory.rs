@@ -145,20 +145,21 @@ pub struct MemoryBudget {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum MemoryError {
     #[error(
-        "{subject} does not fit: weights {weights:.2} GiB + reserve {reserve:.2} GiB \
+        "{model} does not fit {at}: weights {weights:.2} GiB + reserve {reserve:.2} GiB \
          per GPU exceed the {usable:.2} GiB usable at {rule} by {short:.2} GiB"
     )]
     DoesNotFit {
-        /// `<model> on <gpu> at tp <tp>` (and the pipeline stage).
-        subject: String,
+        model: String,
+        /// `on <gpu> at tp <tp>` (and the pipeline stage).
+        at: String,
         weights: f64,
         reserve: f64,
         usable: f64,
         rule: String,
         short: f64,
     },
-    #[error("{subject} leaves room for no KV block: {kv_bytes} bytes free, one block needs {block_bytes}")]
-    NoKvBlock { subject: String, kv_bytes: u64, block_bytes: u64 },
+    #[error("{model} leaves room for no KV block {at}: {kv_bytes} bytes free, one block needs {block_bytes}")]
+    NoKvBlock { model: String, at: String, kv_bytes: u64, block_bytes: u64 },
     /// Speculative decoding: the draft model's weights take all the KV memory left.
     #[error("the draft model's {weights:.2} GiB of weights per GPU leave no room for KV ({kv:.2} GiB)")]
     DraftWeights { weights: f64, kv: f64 },
@@ -271,7 +272,8 @@ fn plan_stage(
     let needed = weight_bytes.saturating_add(reserve_bytes).saturating_add(window_kv_bytes);
     if needed > usable_bytes {
         return Err(MemoryError::DoesNotFit {
-            subject: format!("{} on {} at tp {what}", whole.name, gpu.name),
+            model: whole.name.clone(),
+            at: format!("on {} at tp {what}", gpu.name),
             weights: weight_bytes as f64 / GIB,
             reserve: reserve_bytes.saturating_add(window_kv_bytes) as f64 / GIB,
             usable: usable_bytes as f64 / GIB,
@@ -286,7 +288,8 @@ fn plan_stage(
     let kv_blocks = kv_bytes / block_bytes * dp;
     if kv_blocks == 0 {
         return Err(MemoryError::NoKvBlock {
-            subject: format!("{} on {} at tp {what}", whole.name, gpu.name),
+            model: whole.name.clone(),
+            at: format!("on {} at tp {what}", gpu.name),
             kv_bytes,
             block_bytes,
         });
