@@ -3,9 +3,8 @@
 //!
 //! ```text
 //!   stages      vLLM's partition (vllm/distributed/utils.py, get_pp_indices, vllm-project/vllm
-//!               v0.10): ⌊L / pp⌋ layers each; the remainder one more each to the stages before
-//!               the last, from the back (the last holds the final norm and the LM head); SGLang
-//!               gives them to the last stages instead (python/sglang/srt/distributed/utils.py)
+//!               5a6541db): ⌊L / pp⌋ layers each; the remainder one more each to the stages
+//!               before the last, from the back (the last holds the final norm and the LM head)
 //!   micro-batch the iteration's sequences in `min(pp, sequences)` micro-batches, whole sequences,
 //!               balanced by tokens (longest first onto the lightest): a prefill chunk is never
 //!               split, so a long chunk makes its micro-batch the slow one
