@@ -389,6 +389,15 @@ fn policy_lines(s: &Scenario, sum: &Summary) -> String {
         let label = if s.groups.len() > 1 { format!(" ({})", g.name) } else { String::new() };
         o += &format!("cost{label}        {}\n", cost_source(g));
     }
+    for p in &sum.cost.pipelines {
+        let label = if s.groups.len() > 1 { format!(" ({})", p.group) } else { String::new() };
+        o += &format!(
+            "pipeline{label}    {} stages busy {:.1}% of the iterations' GPU time (bubbles {:.1}%)\n",
+            p.stages,
+            p.busy_share * 100.0,
+            (1.0 - p.busy_share) * 100.0
+        );
+    }
     if let Some(n) = fallback_note(sum) {
         o += &format!("fallbacks   {n}\n");
     }

@@ -456,7 +456,7 @@ impl Simulation {
 
     /// What each group's cost model priced without measurements over the run.
     fn cost_summary(&self) -> crate::metrics::CostSummary {
-        let mut fallbacks = Vec::new();
+        let (mut fallbacks, mut pipelines) = (Vec::new(), Vec::new());
         for (group, cost, ids) in &self.group_costs {
             if !cost.accounts() {
                 continue;
@@ -469,8 +469,12 @@ impl Simulation {
                 f.group = group.clone();
                 fallbacks.push(f);
             }
+            if let Some(mut p) = cost.pipeline(&acc) {
+                p.group = group.clone();
+                pipelines.push(p);
+            }
         }
-        crate::metrics::CostSummary { fallbacks }
+        crate::metrics::CostSummary { fallbacks, pipelines }
     }
 
     pub fn recorder(&self) -> &Recorder {

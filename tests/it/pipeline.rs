@@ -29,6 +29,11 @@ fn one_request_crosses_every_stage_and_each_send() {
     assert_eq!(r.status, Status::Finished);
     assert_eq!(r.ttft(), Some(SimTime(10_011_820)));
     assert_eq!(r.e2e(), Some(SimTime(10_011_820 + 2 * 5_060_018)));
+    // One micro-batch at a time: each stage works half of every iteration (stage 0 its half of
+    // the layers and the send, stage 1 its half while the other waits): busy 50%.
+    let p = &out.summary.cost.pipelines;
+    assert_eq!((p.len(), p[0].stages), (1, 2));
+    assert!((p[0].busy_share - 0.5).abs() < 1e-6, "{}", p[0].busy_share); // the period is whole ns
     // Without stages the same line prices the request with no sends.
     let flat = run(&one_request(1, 1)).recorder.records[0];
     assert_eq!(flat.ttft(), Some(SimTime(10_000_000)));
@@ -87,6 +92,12 @@ fn a_stage_for_each_layer_group_is_slower_per_token_than_tensor_parallelism() {
     let tpot = |tp: u32, pp: u32| run(&seventy_b(tp, pp)).summary.tpot_ms.p50;
     let (t8, t4p2, t1p8) = (tpot(8, 1), tpot(4, 2), tpot(1, 8));
     assert!(t8 < t4p2 && t4p2 < t1p8, "{t8} {t4p2} {t1p8}");
+    // With batches of many sequences the stages are busier than with one request's 1/pp,
+    // and the more stages, the more each waits.
+    let busy = |tp: u32, pp: u32| run(&seventy_b(tp, pp)).summary.cost.pipelines[0].busy_share;
+    let (b2, b8) = (busy(4, 2), busy(1, 8));
+    assert!(b2 > 0.5 && b2 < 1.0 && b8 > 0.125 && b8 < b2, "{b2} {b8}");
+    assert!(run(&seventy_b(8, 1)).summary.cost.pipelines.is_empty());
 }
 
 #[test]

@@ -118,6 +118,16 @@ impl SeqWork {
     }
 }
 
+/// How busy a group's pipeline stages were over a run (`cost.pipelines` in summary.json).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PipelineShare {
+    /// The instance group (empty from the cost model itself; the run fills it in).
+    pub group: String,
+    pub stages: u64,
+    /// Seconds the stages worked over stages × the iterations' GPU seconds: 1 without bubbles.
+    pub busy_share: f64,
+}
+
 /// What a cost model priced without measurements over a run (per instance, summed per group):
 /// seconds and iterations per op slot of the model, and the seconds of every iteration.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -126,6 +136,9 @@ pub struct CostAccount {
     pub(crate) total_s: f64,
     /// Indexed by the model's op slot: (seconds, iterations).
     pub(crate) by_slot: Vec<(f64, u64)>,
+    /// A pipeline's stages: seconds they worked, and stages × the iterations' seconds.
+    pub(crate) stage_busy_s: f64,
+    pub(crate) stage_span_s: f64,
 }
 
 impl CostAccount {
@@ -142,6 +155,8 @@ impl CostAccount {
     pub fn merge(&mut self, o: &CostAccount) {
         self.iterations += o.iterations;
         self.total_s += o.total_s;
+        self.stage_busy_s += o.stage_busy_s;
+        self.stage_span_s += o.stage_span_s;
         for (i, &(s, n)) in o.by_slot.iter().enumerate() {
             if n > 0 {
                 self.add(i, 0.0);
@@ -216,6 +231,13 @@ pub trait CostModel: Send + Sync {
     fn shares(&self, acc: &CostAccount) -> Vec<FallbackShare> {
         let _ = acc;
         Vec::new()
+    }
+
+    /// A pipeline's stages and the share of their time they worked over a run's account (the
+    /// rest: bubbles); `None` for a model without stages.
+    fn pipeline(&self, acc: &CostAccount) -> Option<PipelineShare> {
+        let _ = acc;
+        None
     }
 
     /// The part of [`CostModel::iteration_time`] spent on the CPU (scheduling, input

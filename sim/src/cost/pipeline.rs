@@ -30,7 +30,7 @@
 
 use std::sync::Arc;
 
-use super::{BatchShape, CostAccount, CostModel, Fallback, FallbackShare, SeqWork};
+use super::{BatchShape, CostAccount, CostModel, Fallback, FallbackShare, PipelineShare, SeqWork};
 use crate::spec::GpuSpec;
 use crate::time::SimTime;
 
@@ -120,6 +120,10 @@ impl Pipeline {
         let busiest = stage_busy.iter().copied().fold(0.0, f64::max);
         let cpu = self.inner.cpu_time(whole);
         let gpu = SimTime(busiest.max(longest_trip).round() as u64);
+        if let Some(a) = acc {
+            a.stage_busy_s += stage_busy.iter().sum::<f64>() * 1e-9;
+            a.stage_span_s += self.stages.len() as f64 * gpu.0 as f64 * 1e-9;
+        }
         ((gpu + cpu).max(SimTime(1)), cpu)
     }
 
@@ -191,7 +195,13 @@ impl CostModel for Pipeline {
     }
 
     fn accounts(&self) -> bool {
-        self.inner.accounts()
+        // The stages' work is accounted whatever the inner model keeps.
+        true
+    }
+
+    fn pipeline(&self, acc: &CostAccount) -> Option<PipelineShare> {
+        let busy_share = if acc.stage_span_s > 0.0 { acc.stage_busy_s / acc.stage_span_s } else { 0.0 };
+        Some(PipelineShare { group: String::new(), stages: self.stages.len() as u64, busy_share })
     }
 
     fn iteration_time_accounted(&self, b: &BatchShape, acc: &mut CostAccount) -> SimTime {

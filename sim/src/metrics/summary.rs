@@ -108,6 +108,9 @@ pub fn offered_window_s(arrivals: impl Iterator<Item = SimTime>) -> f64 {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CostSummary {
     pub fallbacks: Vec<crate::cost::FallbackShare>,
+    /// Groups with pipeline stages: how busy the stages were (none without stages).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pipelines: Vec<crate::cost::PipelineShare>,
 }
 
 /// The `frontend` section of a summary: requests it processed (all, warm-up included), the
