@@ -198,10 +198,21 @@ fn class_table(v: &Summary) -> String {
 /// The run's cost fallbacks (`cost.fallbacks` of summary.json): ops the roofline priced and
 /// tables read beyond their measured range, with their share of the iteration time.
 pub(crate) fn fallback_table(v: &Summary) -> String {
+    let mut stages = String::new();
+    for p in &v.cost.pipelines {
+        stages += &format!(
+            "<p>Pipeline{}: {} stages busy {:.1}% of the iterations' GPU time (bubbles {:.1}%).</p>\n",
+            if p.group.is_empty() { String::new() } else { format!(" ({})", escape(&p.group)) },
+            p.stages,
+            p.busy_share * 100.0,
+            (1.0 - p.busy_share) * 100.0
+        );
+    }
     let list = &v.cost.fallbacks;
     if list.is_empty() {
-        return "<h2>Cost model</h2><p>Every op priced from its measured table, within the measured range.</p>\n"
-            .into();
+        return format!(
+            "<h2>Cost model</h2><p>Every op priced from its measured table, within the measured range.</p>\n{stages}"
+        );
     }
     let mut o = String::from(
         "<h2>Cost model: fallbacks</h2><table><tr><th class=\"l\">group</th><th class=\"l\">op</th><th>iterations</th><th>share of iteration time</th><th class=\"l\">why</th></tr>",
@@ -217,7 +228,7 @@ pub(crate) fn fallback_table(v: &Summary) -> String {
         );
     }
     o += "</table>\n";
-    o
+    o + &stages
 }
 
 /// A number as JSON writes it (`0.0`, `1.5`, `3`): the plan header shows them so.
