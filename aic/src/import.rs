@@ -388,6 +388,10 @@ fn mla_ops(
     let m = &r.model;
     let t = tp as u64;
     let q = m.heads / t;
+    let files = match mla::check_tables(db, sel)? {
+        mla::Tables::Kernels(f) => f,
+        mla::Tables::Modules(f) => return mla_module_ops(db, &f, tp, q, gw, kv_dtype),
+    };
     let qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
     let qkv_table = if gw.fp4 { gw.bf16 } else { gw.quantized };
     let (down, q_up) = if a.q_lora_rank == 0 {
@@ -411,7 +415,7 @@ fn mla_ops(
         read_gemm(qkv_table, "MLA KV up-projection", tp, q * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank)?;
     let o = read_gemm(gw.quantized, "MLA output projection", tp, m.hidden, q * a.v_head_dim)?;
     let bmm_dtype = if gw.fp4 || r.weights == Weights::Bf16 { "bfloat16" } else { "fp8" };
-    let k = mla::read(db, sel, q, kv_dtype, bmm_dtype).map_err(|e| format!("latent attention (tp {tp}): {e}"))?;
+    let k = mla::read(db, &files, q, kv_dtype, bmm_dtype).map_err(|e| format!("latent attention (tp {tp}): {e}"))?;
     let transfer = |reads: &[&(GemmRead, &GemmTable)]| {
         reads.iter().find(|(g, _)| !g.measured).and_then(|(_, t)| t.transfer_error())
     };
@@ -459,6 +463,55 @@ fn mla_ops(
     });
     out.push(decode);
     Ok(out)
+}
+
+/// Latent attention from vLLM's attention-block tables (AIConfigurator's `MLAModule`, which
+/// its DeepSeek model reads for vLLM in place of the granular ops): `attn_prefill` and
+/// `attn_decode` are the blocks' times, projections included, at `q` heads per GPU with the
+/// projections in the GEMMs' dtype; `attn_pre_proj` and `attn_post_proj` are timed inside them,
+/// so their tables are zero (and say so) rather than priced twice.
+fn mla_module_ops(
+    db: &Db,
+    files: &[String; 2],
+    tp: u32,
+    q: u64,
+    gw: &GemmWeights,
+    kv_dtype: &str,
+) -> Result<Vec<OpTable>, crate::Error> {
+    let gemm = &gw.quantized.dtype;
+    let k = mla::read_modules(db, files, q, kv_dtype, gemm).map_err(|e| format!("latent attention (tp {tp}): {e}"))?;
+    let inside = |name: &str| OpTable {
+        name: name.to_string(),
+        tp: Some(tp),
+        axes: vec![Axis::Tokens],
+        interp: Interp::Linear,
+        points: vec![vec![1.0, 0.0], vec![1_048_576.0, 0.0]],
+        dims: None,
+        heldout: Vec::new(),
+        source: Some(OpSource {
+            file: files[0].clone(),
+            selection: "timed inside vLLM's attention block (attn_prefill, attn_decode): zero here".into(),
+            shape: String::new(),
+            transfer_error: None,
+        }),
+    };
+    let block = |name: &str, axes: Vec<Axis>, pts: &[(u64, u64, f64)], file: &str| {
+        let pts = pts.iter().map(|&(b, s, ms)| vec![b as f64, s as f64, ms]).collect();
+        let mut t = fit_table(name, Some(tp), axes, pts);
+        t.source = Some(OpSource {
+            file: file.to_string(),
+            selection: format!("vLLM's whole attention block ({}), its projections included", k.selection),
+            shape: format!("{q} heads per GPU measured"),
+            transfer_error: None,
+        });
+        t
+    };
+    Ok(vec![
+        inside("attn_pre_proj"),
+        inside("attn_post_proj"),
+        block("attn_prefill", vec![Axis::Batch, Axis::Sequence], &k.context, &k.files[0]),
+        block("attn_decode", vec![Axis::Batch, Axis::Context], &k.generation, &k.files[1]),
+    ])
 }
 
 /// Measured (x, ms) points read between them in log-log, held below the first and grown in

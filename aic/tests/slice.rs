@@ -64,7 +64,7 @@ fn both_codecs_read_as_pyarrow_reads_them() {
     let db = Db::new(&files);
     // ZSTD pages (as the package ships them).
     let g = db.frame("h100_sxm/gemm/vllm/0.24.0/gemm_perf.parquet", &["m", "n", "k", "latency", "gemm_dtype"]).unwrap();
-    assert_eq!(g.rows, 15984);
+    assert_eq!(g.rows, 18204);
     let (m, n, k, lat, dt) = (
         g.ints("m").unwrap(),
         g.ints("n").unwrap(),
@@ -229,12 +229,6 @@ fn what_is_missing_is_named_with_what_there_is() {
     r.framework = "trtllm".into();
     let e = servesim_aic::import(&db, &r).unwrap_err().to_string();
     assert!(e.contains("has no trtllm GEMM and attention tables (it has frameworks vllm, sglang)"), "{e}");
-    // Latent attention where the engine measured no kernel-level MLA tables (vLLM: modules only).
-    let mut r = deepseek_request();
-    r.framework = "vllm".into();
-    r.tp = vec![8];
-    let e = servesim_aic::import(&db, &r).unwrap_err().to_string();
-    assert!(e.contains("vllm 0.24.0 has no kernel-level MLA tables"), "{e}");
     let mut r = request(vec![3]);
     r.tp = vec![3];
     assert!(servesim_aic::import(&db, &r).unwrap_err().to_string().contains("TP 3 does not divide"));
@@ -244,7 +238,7 @@ fn what_is_missing_is_named_with_what_there_is() {
     let e = servesim_aic::import(&db, &r).unwrap_err();
     assert!(matches!(e, servesim_aic::Error::Table(_)), "{e:?}");
     let e = e.to_string();
-    assert!(e.contains("no GEMMs of dtype nvfp4 (it has bfloat16, fp8)"), "{e}");
+    assert!(e.contains("no GEMMs of dtype nvfp4 (it has bfloat16, fp8, fp8_block)"), "{e}");
 }
 
 fn gpt_oss() -> ModelSpec {
@@ -365,6 +359,50 @@ fn deepseek_request() -> Request {
         moe_distribution: "power_law_1.2".into(),
         ..request(vec![8])
     }
+}
+
+#[test]
+fn deepseek_under_vllm_reads_vllms_attention_blocks() {
+    // vLLM times the whole latent-attention block (projections, attention, output projection)
+    // instead of the kernels: AIConfigurator's `MLAModule` for vLLM (sdk/models/deepseek.py).
+    let files = slice();
+    let db = Db::new(&files);
+    let r = Request { framework: "vllm".into(), ..deepseek_request() };
+    let p = servesim_aic::import(&db, &r).unwrap();
+    let src = |n: &str| p.ops.iter().find(|t| t.name == n).unwrap().source.clone().unwrap();
+    assert!(src("attn_decode").selection.contains("vLLM's whole attention block"), "{:?}", src("attn_decode"));
+    assert!(src("attn_decode").selection.contains("fp8_block projections; kernels FLASH_ATTN_MLA (prefill)"));
+    assert_eq!(src("attn_decode").file, "h100_sxm/mla/vllm/0.24.0/mla_generation_module_perf.parquet");
+    assert!(src("attn_pre_proj").selection.starts_with("timed inside vLLM's attention block"));
+    let spec = GpuPreset::find("h100-sxm").unwrap().spec();
+    let m = Profiled::new(deepseek(), spec, 8, RooflineParams::default(), &p).unwrap();
+    let f: Vec<&str> = m.fallbacks().iter().map(|f| f.op.as_str()).collect();
+    assert_eq!(f, ["elementwise"]);
+    let op = |b: &BatchShape, name: &str| -> f64 {
+        m.breakdown(b).iter().filter(|o| o.name == name).map(|o| o.seconds).sum()
+    };
+    let close = |got: f64, want: f64| assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+    // Values pyarrow read from the slice (the first row of each key, of the kernel with the
+    // most rows). Eight decodes at context 1,025 (isl 1 + step 1024): the block's 0.1111 ms in
+    // each of the 61 layers, its projections included — none priced apart.
+    let mut d = BatchShape::default();
+    for _ in 0..8 {
+        d.add_decode(1025);
+    }
+    close(op(&d, "attn_decode"), 61.0 * 0.1111e-3);
+    assert_eq!(op(&d, "attn_pre_proj") + op(&d, "attn_post_proj"), 0.0);
+    // Two 512-token prefills: the block's 0.2488 ms in each layer.
+    let mut f = BatchShape::default();
+    f.add_prefill(512, 0, true);
+    f.add_prefill(512, 0, true);
+    close(op(&f, "attn_prefill"), 61.0 * 0.2488e-3);
+    // The slice holds vLLM's blocks with a bf16 KV cache only: an FP8 cache names what it has.
+    let r = Request { framework: "vllm".into(), kv: Dtype::Fp8, ..deepseek_request() };
+    let e = servesim_aic::import(&db, &r).unwrap_err().to_string();
+    assert!(
+        e.contains("latent attention (tp 8)") && e.contains("no rows for 16 heads per GPU with a fp8 KV cache"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -43,12 +43,20 @@ def both(*fs):
 V = "h100_sxm/{}/vllm/0.24.0/{}"
 # GEMMs around llama-3-8b's shapes at TP 1 and 2 (bf16), llama-3.1-70b's at TP 4 and 8 (fp8)
 # and gpt-oss-120b's at TP 1 and 2 (bf16: QKV 5120 or 2560 × 2880, O 2880 × 4096 or 2048, LM
-# head 201088 or 100544 × 2880).
-cut(V.format("gemm", "gemm_perf.parquet"), both(
-    isin("gemm_dtype", ["bfloat16", "fp8"]),
-    isin("kernel_source", ["torch.nn.functional.linear", "CutlassFP8ScaledMMLinearKernel"]),
-    isin("n", [1024, 2048, 2560, 3072, 4096, 5120, 6144, 8192, 12288, 16384, 51200, 65536]),
-    isin("k", [1024, 2048, 2560, 3072, 4096, 7168, 8192, 12288, 16384]),
+# head 201088 or 100544 × 2880); and DeepSeek-R1's at TP 8 in block-scaled FP8 (its shared
+# expert, dense layers and, in bf16 above, its LM head), every kernel of that dtype.
+cut(V.format("gemm", "gemm_perf.parquet"), lambda t: pc.or_(
+    both(
+        isin("gemm_dtype", ["bfloat16", "fp8"]),
+        isin("kernel_source", ["torch.nn.functional.linear", "CutlassFP8ScaledMMLinearKernel"]),
+        isin("n", [1024, 2048, 2560, 3072, 4096, 5120, 6144, 8192, 12288, 16384, 51200, 65536]),
+        isin("k", [1024, 2048, 2560, 3072, 4096, 7168, 8192, 12288, 16384]),
+    )(t),
+    both(
+        isin("gemm_dtype", ["fp8_block"]),
+        isin("n", [512, 2048, 2560, 3072, 4096, 7168]),
+        isin("k", [256, 512, 2048, 2560, 7168]),
+    )(t),
 ))
 # Attention for 32/8, 16/4, 16/1 and 8/1 query/KV heads of 128, bf16 KV cache, full attention;
 # and gpt-oss-120b's 64/8 and 32/4 heads of 64 at TP 1 and 2, full and with its 128-token window.
@@ -67,11 +75,24 @@ for f in ["context_attention_perf.parquet", "generation_attention_perf.parquet"]
                              pc.and_(pc.equal(t["num_heads"], 32), pc.equal(t["num_key_value_heads"], 4))),
         )(t),
     ))
-# gpt-oss-120b's experts at TP 1 and 2: MXFP4 weights, bf16 activations, both routings.
-cut(V.format("moe", "moe_perf.parquet"), both(
-    isin("moe_dtype", ["w4a16_mxfp4"]), isin("hidden_size", [2880]), isin("num_experts", [128]),
-    isin("moe_tp_size", [1, 2]), isin("moe_ep_size", [1]), isin("distribution", ["balanced", "power_law_1.2"]),
+# gpt-oss-120b's experts at TP 1 and 2: MXFP4 weights, bf16 activations, both routings; and
+# DeepSeek-R1's at expert TP 8 in block-scaled FP8.
+cut(V.format("moe", "moe_perf.parquet"), lambda t: pc.or_(
+    both(
+        isin("moe_dtype", ["w4a16_mxfp4"]), isin("hidden_size", [2880]), isin("num_experts", [128]),
+        isin("moe_tp_size", [1, 2]), isin("moe_ep_size", [1]), isin("distribution", ["balanced", "power_law_1.2"]),
+    )(t),
+    both(
+        isin("moe_dtype", ["fp8_block"]), isin("hidden_size", [7168]), isin("num_experts", [256]),
+        isin("moe_tp_size", [8]), isin("moe_ep_size", [1]), isin("distribution", ["power_law_1.2"]),
+    )(t),
 ))
+# vLLM's latent-attention blocks (it times the whole block, not the kernels) at DeepSeek-R1's 16
+# heads per GPU, bf16 KV cache, block-scaled FP8 projections.
+for f in ["mla_context_module_perf.parquet", "mla_generation_module_perf.parquet"]:
+    cut(V.format("mla", f), both(
+        isin("num_heads", [16]), isin("kv_cache_dtype", ["bfloat16"]), isin("gemm_type", ["fp8_block"]),
+    ))
 cut(V.format("comm", "custom_allreduce_perf.parquet"), lambda t: pc.greater(t["num_gpus"], 0), "snappy")
 cut("h100_sxm/comm/nccl/2.27.3/nccl_perf.parquet", isin("op_name", ["all_reduce"]))
 
