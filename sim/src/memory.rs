@@ -202,7 +202,7 @@ pub fn plan_memory(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> Resu
     // first stage the embedding, the last the LM head (a tied one too: vLLM loads it there).
     // Every stage's GPUs hold the same blocks (a sequence's KV lives on every stage), so the
     // instance has the fewest any stage has room for.
-    let stages = crate::cost::stage_layers(model.layers, cfg.pp);
+    let stages = crate::spec::stage_layers(model.layers, cfg.pp);
     let d = model.weight_dtype;
     let head = if d.is_4bit() { crate::spec::Dtype::Bf16 } else { d }.bytes_for(model.vocab * model.hidden);
     let embedding = if d.is_4bit() { crate::spec::Dtype::Bf16 } else { d }.bytes_for(model.embedding_params());

@@ -31,26 +31,13 @@
 use std::sync::Arc;
 
 use super::{BatchShape, CostAccount, CostModel, Fallback, FallbackShare, PipelineShare, SeqWork};
+pub use crate::spec::stage_layers;
 use crate::spec::GpuSpec;
 use crate::time::SimTime;
 
 /// Latency of one point-to-point send between stages: AIConfigurator's `p2p_latency` (10 µs in
 /// every system yaml of aiconfigurator-core 0.12.0 but the B60's).
 pub const P2P_LATENCY_S: f64 = 10e-6;
-
-/// Layers of each stage, first to last: vLLM's `get_pp_indices` without
-/// `VLLM_PP_LAYER_PARTITION`.
-pub fn stage_layers(layers: u64, pp: u64) -> Vec<u64> {
-    let pp = pp.max(1);
-    let mut parts = vec![layers / pp; pp as usize];
-    let rest = (layers % pp) as usize;
-    // `for i in range(2, remaining_layers + 2): partitions[-i] += 1`
-    for i in 2..rest + 2 {
-        let n = parts.len();
-        parts[n - i] += 1;
-    }
-    parts
-}
 
 /// The bandwidth of each stage's send to the next, bytes/s: stages of `tp` GPUs placed in
 /// order on nodes of the GPU's `gpus_per_node`; a send whose next stage starts on another node

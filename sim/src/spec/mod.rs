@@ -5,7 +5,7 @@ mod model;
 mod section;
 
 pub use gpu::{GpuPreset, GpuSpec, GPU_PRESETS};
-pub use model::{Arch, Mla, ModelPreset, ModelSpec, Window, MAX_DIMENSION, MODEL_PRESETS};
+pub use model::{stage_layers, Arch, Mla, ModelPreset, ModelSpec, Window, MAX_DIMENSION, MODEL_PRESETS};
 pub use section::{gpu_from_toml, model_from_toml, GpuSection, ModelSection, MAX_KV_BYTES_PER_TOKEN, MAX_PARAMS};
 
 /// One gibibyte, in bytes.

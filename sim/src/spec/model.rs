@@ -857,6 +857,21 @@ impl ModelSpec {
     }
 }
 
+/// Layers of each pipeline stage, first to last: vLLM's `get_pp_indices` without
+/// `VLLM_PP_LAYER_PARTITION` (vllm/distributed/utils.py, vllm-project/vllm 5a6541db): ⌊L / pp⌋
+/// each, the remainder one more each to the stages before the last, from the back.
+pub fn stage_layers(layers: u64, pp: u64) -> Vec<u64> {
+    let pp = pp.max(1);
+    let mut parts = vec![layers / pp; pp as usize];
+    let rest = (layers % pp) as usize;
+    // `for i in range(2, remaining_layers + 2): partitions[-i] += 1`
+    for i in 2..rest + 2 {
+        let n = parts.len();
+        parts[n - i] += 1;
+    }
+    parts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
