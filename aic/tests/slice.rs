@@ -254,7 +254,7 @@ fn op_seconds(p: &Profile, b: &BatchShape, name: &str) -> f64 {
     let model =
         Profiled::new(gpt_oss(), GpuPreset::find("h100-sxm").unwrap().spec(), 1, RooflineParams::default(), p).unwrap();
     assert!(model.fallbacks().iter().all(|f| f.op == "elementwise"), "{:?}", model.fallbacks());
-    model.breakdown(b).iter().filter(|o| o.name == name).map(|o| o.seconds).sum()
+    seconds_of(&model, b, name)
 }
 
 #[test]
@@ -293,7 +293,6 @@ fn gpt_oss_reads_its_windowed_layers_and_mxfp4_experts_from_the_database() {
         d.add_decode(1024);
     }
     let ms = 1e-3;
-    let close = |got: f64, want: f64| assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
     close(op_seconds(&p, &d, "attn_decode"), 18.0 * 0.015061333775520325 * ms);
     close(op_seconds(&p, &d, "attn_decode_window"), 18.0 * 0.01509333277742068 * ms);
     close(op_seconds(&p, &d, "moe_experts"), 36.0 * 0.1941696047782898 * ms);
@@ -350,6 +349,24 @@ fn deepseek() -> ModelSpec {
     ModelSpec::from_preset(ModelPreset::find("deepseek-r1").unwrap(), Dtype::Fp8, Dtype::Bf16)
 }
 
+/// DeepSeek-R1 at TP 8 on an H100 priced by `p`, whose only fallback must be the elementwise ops.
+fn deepseek_on_h100(p: &Profile) -> Profiled {
+    let spec = GpuPreset::find("h100-sxm").unwrap().spec();
+    let m = Profiled::new(deepseek(), spec, 8, RooflineParams::default(), p).unwrap();
+    let f: Vec<&str> = m.fallbacks().iter().map(|f| f.op.as_str()).collect();
+    assert_eq!(f, ["elementwise"]);
+    m
+}
+
+/// Seconds of op `name` in iteration `b`.
+fn seconds_of(m: &Profiled, b: &BatchShape, name: &str) -> f64 {
+    m.breakdown(b).iter().filter(|o| o.name == name).map(|o| o.seconds).sum()
+}
+
+fn close(got: f64, want: f64) {
+    assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+}
+
 fn deepseek_request() -> Request {
     Request {
         framework: "sglang".into(),
@@ -374,14 +391,8 @@ fn deepseek_under_vllm_reads_vllms_attention_blocks() {
     assert!(src("attn_decode").selection.contains("fp8_block projections; kernels FLASH_ATTN_MLA (prefill)"));
     assert_eq!(src("attn_decode").file, "h100_sxm/mla/vllm/0.24.0/mla_generation_module_perf.parquet");
     assert!(src("attn_pre_proj").selection.starts_with("timed inside vLLM's attention block"));
-    let spec = GpuPreset::find("h100-sxm").unwrap().spec();
-    let m = Profiled::new(deepseek(), spec, 8, RooflineParams::default(), &p).unwrap();
-    let f: Vec<&str> = m.fallbacks().iter().map(|f| f.op.as_str()).collect();
-    assert_eq!(f, ["elementwise"]);
-    let op = |b: &BatchShape, name: &str| -> f64 {
-        m.breakdown(b).iter().filter(|o| o.name == name).map(|o| o.seconds).sum()
-    };
-    let close = |got: f64, want: f64| assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+    let m = deepseek_on_h100(&p);
+    let op = |b: &BatchShape, name: &str| seconds_of(&m, b, name);
     // Values pyarrow read from the slice (the first row of each key, of the kernel with the
     // most rows). Eight decodes at context 1,025 (isl 1 + step 1024): the block's 0.1111 ms in
     // each of the 61 layers, its projections included — none priced apart.
@@ -435,14 +446,8 @@ fn deepseek_reads_latent_attention_shared_and_dense_layers_from_the_database() {
     assert!(src("attn_decode").selection.starts_with("16 heads per GPU, bfloat16 KV cache"));
     assert_eq!(src("all_reduce").file, "h100_sxm/comm/sglang/0.5.14/custom_allreduce_perf.parquet");
 
-    let spec = GpuPreset::find("h100-sxm").unwrap().spec();
-    let m = Profiled::new(deepseek(), spec, 8, RooflineParams::default(), &p).unwrap();
-    let f: Vec<&str> = m.fallbacks().iter().map(|f| f.op.as_str()).collect();
-    assert_eq!(f, ["elementwise"]);
-    let op = |b: &BatchShape, name: &str| -> f64 {
-        m.breakdown(b).iter().filter(|o| o.name == name).map(|o| o.seconds).sum()
-    };
-    let close = |got: f64, want: f64| assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+    let m = deepseek_on_h100(&p);
+    let op = |b: &BatchShape, name: &str| seconds_of(&m, b, name);
     let ms = 1e-3;
     // Values pyarrow read from the slice (the first row of each key, as the reader keeps).
     // Eight decodes at context 1024: in each of the 61 layers the MLA decode kernel over 16

@@ -191,10 +191,6 @@ impl CostModel for Pipeline {
         Some(PipelineShare { group: String::new(), stages: self.stages.len() as u64, busy_share })
     }
 
-    fn iteration_time_accounted(&self, b: &BatchShape, acc: &mut CostAccount) -> SimTime {
-        self.period(&self.even_parts(b), b, Some(acc)).0
-    }
-
     fn iteration_times(&self, b: &BatchShape, acc: Option<&mut CostAccount>) -> (SimTime, SimTime) {
         if b.is_empty() {
             return self.inner.iteration_times(b, acc);
@@ -212,10 +208,6 @@ impl CostModel for Pipeline {
 
     fn cpu_time(&self, b: &BatchShape) -> SimTime {
         self.inner.cpu_time(b)
-    }
-
-    fn head_time(&self, b: &BatchShape) -> SimTime {
-        self.inner.head_time(b)
     }
 }
 
