@@ -32,6 +32,7 @@ mod commands;
 mod error;
 mod input;
 mod manifest;
+mod measured;
 mod output;
 mod progress;
 mod report;
@@ -74,7 +75,7 @@ enum Command {
     Report(commands::report::Args),
     /// Profile, fit or generate workloads: `workload describe`, `workload fit`, `workload generate`.
     Workload(commands::workload::Args),
-    /// Measure kernels on a GPU (or the CPU) and fit a cost profile, or import Vidur's.
+    /// Measure kernels on a GPU (or the CPU) and fit a cost profile, import Vidur's or AIConfigurator's, or fit a calibration on your own measured runs.
     Calibrate(commands::calibrate::Args),
     /// Inspect a cost profile: its ops and errors, or one op's predicted time.
     Profile(commands::profile::Args),

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use servesim_sim::cost::profile::Profile;
+use servesim_sim::cost::Calibration;
 use servesim_sim::scenario::{DatabaseRequest, ResourceError, Resources};
 use servesim_sim::workload::trace::{TraceSource, TraceSpec};
 use servesim_sim::Scenario;
@@ -21,6 +22,7 @@ pub(crate) struct FileResources {
     traces: Mutex<HashMap<String, TraceSource>>,
     /// Profiles built from kernel databases, by their inputs.
     databases: Mutex<HashMap<String, Arc<Profile>>>,
+    calibrations: Mutex<HashMap<PathBuf, Arc<Calibration>>>,
 }
 
 impl FileResources {
@@ -30,6 +32,7 @@ impl FileResources {
             profiles: Mutex::default(),
             traces: Mutex::default(),
             databases: Mutex::default(),
+            calibrations: Mutex::default(),
         })
     }
 }
@@ -63,6 +66,16 @@ impl Resources for FileResources {
         Ok(())
     }
 
+    fn calibration(&self, path: &str) -> std::result::Result<Arc<Calibration>, ResourceError> {
+        let abs = self.base.join(path);
+        if let Some(c) = self.calibrations.lock().expect("not poisoned").get(&abs) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(load_calibration(&abs)?);
+        self.calibrations.lock().expect("not poisoned").insert(abs, c.clone());
+        Ok(c)
+    }
+
     fn database(&self, req: &DatabaseRequest) -> std::result::Result<Arc<Profile>, ResourceError> {
         let key = req.key();
         if let Some(p) = self.databases.lock().expect("not poisoned").get(&key) {
@@ -82,6 +95,12 @@ impl Resources for FileResources {
     }
 }
 
+/// Reads and checks a calibration file; errors name the file and the key.
+pub(crate) fn load_calibration(path: &Path) -> std::result::Result<Calibration, String> {
+    let text = crate::input::read_text(path, "calibration").map_err(|e| e.to_string())?;
+    Calibration::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// Scenarios shipped in `scenarios/` and embedded in the binary, so that a command run without
 /// `--scenario` has a default that works anywhere.
 pub(crate) const EMBEDDED: &[(&str, &str)] =
@@ -91,6 +110,7 @@ pub(crate) const EMBEDDED: &[(&str, &str)] =
 fn validated(src: &str, stem: &str, dir: &Path) -> std::result::Result<Scenario, servesim_sim::ConfigError> {
     let s = Scenario::from_toml_in(src, stem, FileResources::new(dir))?;
     servesim_sim::plan::check_candidates(&s)?;
+    s.check_calibration()?;
     Ok(s)
 }
 

@@ -154,11 +154,22 @@ pub struct RunOutput {
 pub fn cost_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
     let g = &s.groups[group];
     let stage = stage_model(s, group);
-    if g.layout.pp <= 1 {
-        return stage;
+    let model: Arc<dyn CostModel> = if g.layout.pp <= 1 {
+        stage
+    } else {
+        let links = crate::cost::stage_links(&g.gpu, g.tp, g.layout.pp);
+        Arc::new(crate::cost::Pipeline::new(stage, s.model.layers, g.layout.pp, s.model.hidden, links))
+    };
+    match g.calibrated().map(|c| c.factors()) {
+        Some(f) if !f.costs_unchanged() => Arc::new(crate::cost::Calibrated::new(model, f)),
+        _ => model,
     }
-    let links = crate::cost::stage_links(&g.gpu, g.tp, g.layout.pp);
-    Arc::new(crate::cost::Pipeline::new(stage, s.model.layers, g.layout.pp, s.model.hidden, links))
+}
+
+/// The delay a calibration adds between the engine and the client (its frontend factor), from
+/// the first calibrated group: every request passes one frontend before the router.
+pub fn client_delay(s: &Scenario) -> SimTime {
+    s.groups.iter().find_map(|g| g.calibrated()).map_or(SimTime::ZERO, |c| c.factors().client_delay())
 }
 
 /// The cost model of one pipeline stage's `tp` GPUs running the whole model (all of an
@@ -317,6 +328,7 @@ impl Simulation {
         if let Some(f) = &frontend {
             rec.token_delay = f.token_delay();
         }
+        rec.token_delay += client_delay(s);
         let n = instances.len();
         let prices = s.resolved.plan.as_ref().and_then(|p| {
             s.groups.iter().map(|g| p.price_per_gpu_hour.get(&g.gpu.name).copied()).collect::<Option<Vec<f64>>>()

@@ -20,6 +20,7 @@
 //! ```
 
 #![warn(unreachable_pub)]
+pub mod calibration;
 pub(crate) mod config;
 pub mod cost;
 pub mod disagg;

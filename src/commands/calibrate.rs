@@ -1,5 +1,6 @@
 //! `servesim calibrate run` (sweep real kernels, fit, write a profile) and
-//! `servesim calibrate import-vidur` (Vidur's measurements into the same format).
+//! `servesim calibrate import-vidur` (Vidur's measurements into the same format); `calibrate fit`
+//! is `calibrate_fit.rs`.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -28,6 +29,10 @@ enum Sub {
     ImportVidur(ImportArgs),
     /// Build a profile from NVIDIA AIConfigurator's measured kernel database (no GPU needed).
     ImportAic(AicArgs),
+    /// Fit the scenario's cost model to your deployment's measured runs (benchmark results,
+    /// per-request files): correction factors with their ranges, written as a calibration file
+    /// that `[cost] calibration` applies.
+    Fit(super::calibrate_fit::FitArgs),
 }
 
 #[derive(clap::Args)]
@@ -140,6 +145,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
         Sub::Run(r) => calibrate_run(r),
         Sub::ImportVidur(i) => import(i),
         Sub::ImportAic(a) => import_aic(a),
+        Sub::Fit(f) => super::calibrate_fit::run(f),
     }
 }
 

@@ -1,5 +1,6 @@
 pub(crate) mod bench;
 pub(crate) mod calibrate;
+pub(crate) mod calibrate_fit;
 pub(crate) mod compare;
 pub(crate) mod memory;
 pub(crate) mod merge;

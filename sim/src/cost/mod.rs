@@ -3,6 +3,7 @@
 //! The scheduler describes each iteration as a [`BatchShape`] of aggregates, so the cost of an
 //! iteration is O(1) however many requests it holds. A [`CostModel`] turns it into time.
 
+mod calibrated;
 mod linear;
 pub(crate) mod overhead;
 mod pipeline;
@@ -12,6 +13,10 @@ mod roofline;
 pub mod shipped;
 mod spec;
 
+pub use calibrated::{
+    Calibrated, Calibration, FactorEntry, FactorInfo, Factors, CALIBRATION_FORMAT, COST_SOURCES, FACTORS,
+    FACTOR_STATUSES,
+};
 pub use linear::LinearCost;
 pub use overhead::{EngineOverhead, OVERHEADS};
 pub use pipeline::{stage_layers, stage_links, Pipeline, P2P_LATENCY_S};
@@ -206,6 +211,12 @@ pub trait CostModel: Send + Sync {
     /// head, sampling — which a pipeline's first and last stages add to their layers. Default:
     /// none (all of it scales with the layers).
     fn head_time(&self, _batch: &BatchShape) -> SimTime {
+        SimTime::ZERO
+    }
+
+    /// The part of the iteration's GPU time spent in collectives (all-reduce, all-to-all) —
+    /// what a calibration's collective scale corrects (`cost::calibrated`). Default: none.
+    fn collective_time(&self, _batch: &BatchShape) -> SimTime {
         SimTime::ZERO
     }
 

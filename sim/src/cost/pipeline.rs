@@ -209,6 +209,18 @@ impl CostModel for Pipeline {
     fn cpu_time(&self, b: &BatchShape) -> SimTime {
         self.inner.cpu_time(b)
     }
+
+    fn collective_time(&self, b: &BatchShape) -> SimTime {
+        // The stage model's collectives, in the share of the GPU time it gives them.
+        let coll = self.inner.collective_time(b);
+        let (t, c) = self.inner.iteration_times(b, None);
+        let gpu = t.saturating_sub(c);
+        if coll == SimTime::ZERO || gpu == SimTime::ZERO {
+            return SimTime::ZERO;
+        }
+        let (pt, pc) = self.iteration_times(b, None);
+        SimTime((coll.0 as f64 * pt.saturating_sub(pc).0 as f64 / gpu.0 as f64).round() as u64)
+    }
 }
 
 #[cfg(test)]

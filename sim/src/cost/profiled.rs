@@ -819,6 +819,21 @@ impl CostModel for Profiled {
     fn fallbacks(&self) -> Vec<Fallback> {
         self.fallbacks.clone()
     }
+
+    fn collective_time(&self, b: &BatchShape) -> SimTime {
+        if b.is_empty() {
+            return SimTime::ZERO;
+        }
+        let secs: f64 = (0..self.slots.len())
+            .filter(|&i| {
+                let s = &self.slots[i];
+                s.kind == Kind::AllReduce
+                    || matches!(s.kind, Kind::Roof(op, ..) if op == roof("allreduce") || op == roof("all_to_all"))
+            })
+            .map(|i| self.slot_seconds_memo(i, b).0)
+            .sum();
+        SimTime((secs * 1e9).round() as u64)
+    }
 }
 
 #[cfg(test)]

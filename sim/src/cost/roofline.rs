@@ -549,6 +549,15 @@ impl CostModel for Roofline {
         let s = self.op(RoofOp::LmHead, b).map_or(0.0, |o| o.seconds);
         SimTime((s * 1e9).round() as u64)
     }
+
+    fn collective_time(&self, b: &BatchShape) -> SimTime {
+        if b.is_empty() {
+            return SimTime::ZERO;
+        }
+        let s: f64 =
+            [RoofOp::AllReduce, RoofOp::AllToAll].iter().filter_map(|&op| self.op(op, b)).map(|o| o.seconds).sum();
+        SimTime((s * 1e9).round() as u64)
+    }
 }
 
 #[cfg(test)]

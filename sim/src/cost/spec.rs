@@ -83,6 +83,11 @@ pub struct CostSection {
     /// A kernel database to build the profile from, for this scenario's model, GPU and TP.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) database: Option<DatabaseSpec>,
+    /// A calibration fitted on the deployment's measured runs (`servesim calibrate fit`),
+    /// relative to the scenario file: its factors correct this cost model's iteration times
+    /// for the groups on the GPU, engine and cost source it was fitted on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<String>,
     /// Make fallbacks errors: an op the profile lacks, or a table read beyond its measured range.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub strict: bool,
@@ -150,6 +155,7 @@ impl Default for CostSection {
             cpu_overhead_per_seq_us: None,
             profile: None,
             database: None,
+            calibration: None,
             strict: false,
             moe_imbalance: 1.0,
         }
@@ -185,6 +191,9 @@ impl CostSection {
                 &format!("must be one of {}", crate::cost::EngineOverhead::names().join(", ")),
                 format!("{o:?}"),
             )?;
+        }
+        if let Some(p) = &self.calibration {
+            check(!p.trim().is_empty(), path, "calibration", "must be a file path", "\"\"")?;
         }
         if let Some(p) = &self.profile {
             check(!p.trim().is_empty(), path, "profile", "must be a file path", "\"\"")?;
@@ -222,6 +231,16 @@ impl CostSection {
             }
         }
         Ok(())
+    }
+
+    /// The kernel database's framework, when the section names a database.
+    pub fn database_framework(&self) -> Option<&str> {
+        self.database.as_ref().map(|d| d.framework.as_str())
+    }
+
+    /// The kernel database's engine version, when the section names one.
+    pub fn database_version(&self) -> Option<String> {
+        self.database.as_ref().and_then(|d| d.version.clone())
     }
 
     /// The engine overhead this section names, or its default.

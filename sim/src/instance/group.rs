@@ -158,6 +158,9 @@ pub struct InstanceGroup {
     /// The measured cost profile (`cost.profile`), checked against the model and TP degree;
     /// without one the roofline model prices iterations.
     pub profile: Option<Arc<Profile>>,
+    /// The calibration its iterations are corrected by (`cost.calibration`), or why the one
+    /// the scenario names does not apply to this group.
+    pub calibration: Option<Result<Arc<crate::cost::Calibration>, String>>,
     /// Longest prompt + output a request may have on this group.
     pub max_model_len: u64,
     /// Its pool in a disaggregated cluster; mixed otherwise.
@@ -165,6 +168,22 @@ pub struct InstanceGroup {
 }
 
 impl InstanceGroup {
+    /// The calibration applied to this group, if any.
+    pub fn calibrated(&self) -> Option<&Arc<crate::cost::Calibration>> {
+        self.calibration.as_ref().and_then(|c| c.as_ref().ok())
+    }
+
+    /// What prices this group's iterations, as a calibration names it: `database`, `profile`,
+    /// `roofline` or `linear`.
+    pub fn cost_source(&self) -> &'static str {
+        match &self.cost {
+            crate::cost::CostSpec::Linear(_) => "linear",
+            crate::cost::CostSpec::Roofline(c) if c.database.is_some() => "database",
+            crate::cost::CostSpec::Roofline(_) if self.profile.is_some() => "profile",
+            crate::cost::CostSpec::Roofline(_) => "roofline",
+        }
+    }
+
     /// GPUs of one instance: `tp` per pipeline stage.
     pub fn gpus(&self) -> u64 {
         self.tp * self.layout.pp.max(1)

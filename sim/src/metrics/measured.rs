@@ -67,6 +67,9 @@ impl MeasuredFormat {
                 if timed(&o, ARRIVAL_KEYS).is_some() && timed(&o, FIRST_KEYS).is_some() {
                     return MeasuredFormat::Jsonl;
                 }
+                if ENGINE_KEYS.iter().all(|k| o.contains_key(*k)) {
+                    return MeasuredFormat::Jsonl;
+                }
             }
             return MeasuredFormat::Vllm;
         }
@@ -97,6 +100,8 @@ pub struct MeasuredRun {
     pub failed: u64,
     /// What a reader should know about how the file was read.
     pub notes: Vec<String>,
+    /// Its latencies are the engine's own (from its queue to its tokens), not the client's.
+    pub engine_clock: bool,
 }
 
 impl MeasuredRun {
@@ -166,8 +171,86 @@ fn timed(o: &serde_json::Map<String, Value>, keys: &[&str]) -> Option<(String, i
     })
 }
 
+/// vLLM's engine-side request stats (vllm/v1/metrics/stats.py `RequestStateStats`):
+/// `queued_ts`, `scheduled_ts`, `first_token_ts`, `last_token_ts` on the engine core's
+/// monotonic clock (seconds), `arrival_time` on the API server's wall clock.
+const ENGINE_KEYS: [&str; 3] = ["queued_ts", "first_token_ts", "last_token_ts"];
+
+/// Per-request JSONL of vLLM's engine-side stats: arrivals (their gaps) from `arrival_time`,
+/// latencies from the engine's queue entry, each on its own clock.
+fn engine_stats(text: &str, label: &str) -> Result<MeasuredRun, String> {
+    let mut requests = Vec::new();
+    let mut failed = 0;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = format!("{label}:{}", i + 1);
+        let v: Value = serde_json::from_str(line).map_err(|e| format!("{at}: not JSON: {e}"))?;
+        let o = v.as_object().ok_or_else(|| format!("{at}: expected a JSON object per request"))?;
+        let secs = |key: &str| -> Result<Option<f64>, String> {
+            match o.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => v
+                    .as_f64()
+                    .filter(|x| x.is_finite() && *x >= 0.0)
+                    .map(Some)
+                    .ok_or_else(|| format!("{at}: {key}: {v} is not a time in seconds")),
+            }
+        };
+        let count = |keys: &[&str]| -> Result<u32, String> {
+            let (key, v) = keys
+                .iter()
+                .find_map(|k| o.get(*k).map(|v| (*k, v)))
+                .ok_or_else(|| format!("{at}: no {} key", keys.join(" or ")))?;
+            v.as_f64()
+                .ok_or_else(|| format!("{at}: {key}: {v} is not a token count"))
+                .and_then(|x| tokens(x, &format!("{at}: {key}")))
+        };
+        let output = count(&["output_toks", "num_generation_tokens", "output_tokens", "completion_tokens"])?;
+        let (queued, first, last) = (secs("queued_ts")?, secs("first_token_ts")?, secs("last_token_ts")?);
+        let errored = o.get("error").is_some_and(|e| !e.is_null() && e != "" && e != false);
+        let (Some(queued), Some(first), Some(last)) = (queued, first, last) else {
+            failed += 1;
+            continue;
+        };
+        if errored || output == 0 {
+            failed += 1;
+            continue;
+        }
+        if !(queued <= first && first <= last) {
+            return Err(format!("{at}: times out of order (queued_ts ≤ first_token_ts ≤ last_token_ts)"));
+        }
+        let arrival = secs("arrival_time")?.ok_or_else(|| format!("{at}: arrival_time: missing"))?;
+        requests.push(MeasuredRequest {
+            arrival_ns: secs_to_ns(arrival, &format!("{at}: arrival_time"))?,
+            prompt_tokens: count(&["input_toks", "num_prompt_tokens", "prompt_tokens", "input_tokens"])?,
+            output_tokens: output,
+            ttft_ns: Some(secs_to_ns(first - queued, &format!("{at}: first_token_ts"))?),
+            e2e_ns: Some(secs_to_ns(last - queued, &format!("{at}: last_token_ts"))?),
+            finished: true,
+            counted: true,
+        });
+    }
+    Ok(MeasuredRun {
+        format: MeasuredFormat::Jsonl,
+        requests,
+        failed,
+        notes: vec!["vLLM engine-side stats: latencies from the engine's queue (queued_ts, its monotonic clock), \
+                     arrival gaps from arrival_time (the API server's wall clock); the client's path is not in them"
+            .into()],
+        engine_clock: true,
+    })
+}
+
 /// Per-request JSONL: one object per request with its timestamps.
 fn jsonl(text: &str, label: &str) -> Result<MeasuredRun, String> {
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    if let Ok(Value::Object(o)) = serde_json::from_str::<Value>(first) {
+        if ENGINE_KEYS.iter().all(|k| o.contains_key(*k)) {
+            return engine_stats(text, label);
+        }
+    }
     let mut requests = Vec::new();
     let mut failed = 0;
     for (i, line) in text.lines().enumerate() {
@@ -238,7 +321,90 @@ fn jsonl(text: &str, label: &str) -> Result<MeasuredRun, String> {
             counted: o.get("warmup") != Some(&Value::Bool(true)),
         });
     }
-    Ok(MeasuredRun { format: MeasuredFormat::Jsonl, requests, failed, notes: Vec::new() })
+    Ok(MeasuredRun { format: MeasuredFormat::Jsonl, requests, failed, notes: Vec::new(), engine_clock: false })
+}
+
+/// The names `--column KEY=NAME` may give a file's column (or JSON key) as.
+pub fn column_keys() -> Vec<String> {
+    let mut k: Vec<String> = ARRIVAL.iter().map(|x| x.0.to_string()).collect();
+    k.extend([PROMPT[0], OUTPUT[0]].map(String::from));
+    k.extend(TTFT.iter().chain(E2E).map(|x| x.0.to_string()));
+    for base in [ARRIVAL_KEYS[0], FIRST_KEYS[0], LAST_KEYS[0]] {
+        k.extend(["_s", "_ms", "_ns"].map(|suffix| format!("{base}{suffix}")));
+    }
+    k.extend(
+        ["status", "error", "measured", "queued_ts", "first_token_ts", "last_token_ts", "arrival_time"]
+            .map(String::from),
+    );
+    k.sort_unstable();
+    k.dedup();
+    k
+}
+
+/// The file's text with columns (CSV header names) or keys (JSON lines) renamed: each
+/// `(key, name)` makes the file's `name` read as `key`. Errors name a key servesim does not
+/// read and a name the file does not have.
+pub fn rename_columns(text: &str, label: &str, renames: &[(String, String)]) -> Result<String, MeasuredError> {
+    if renames.is_empty() {
+        return Ok(text.to_string());
+    }
+    let keys = column_keys();
+    for (k, _) in renames {
+        if !keys.contains(k) {
+            return Err(MeasuredError::Unreadable(format!(
+                "--column {k}=...: {k} is not a column servesim reads (one of {})",
+                keys.join(", ")
+            )));
+        }
+    }
+    let t = text.trim_start();
+    let mut seen = vec![false; renames.len()];
+    let out = if t.starts_with('{') {
+        let mut out = String::with_capacity(text.len());
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let mut v: Value = serde_json::from_str(line)
+                .map_err(|e| MeasuredError::Unreadable(format!("{label}:{}: not JSON: {e}", i + 1)))?;
+            if let Some(o) = v.as_object_mut() {
+                for (j, (k, name)) in renames.iter().enumerate() {
+                    if let Some(x) = o.remove(name) {
+                        o.insert(k.clone(), x);
+                        seen[j] = true;
+                    }
+                }
+            }
+            out.push_str(&v.to_string());
+            out.push('\n');
+        }
+        out
+    } else {
+        let (head, rest) = text.split_once('\n').unwrap_or((text, ""));
+        let mut rd = csv::ReaderBuilder::new().has_headers(false).from_reader(head.as_bytes());
+        let mut cols: Vec<String> = match rd.records().next() {
+            Some(Ok(r)) => r.iter().map(|c| c.trim().to_string()).collect(),
+            _ => return Err(MeasuredError::Unreadable(format!("{label}:1: no header line"))),
+        };
+        for (j, (k, name)) in renames.iter().enumerate() {
+            for c in cols.iter_mut().filter(|c| *c == name) {
+                *c = k.clone();
+                seen[j] = true;
+            }
+        }
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(&cols).map_err(|e| MeasuredError::Unreadable(format!("{label}:1: {e}")))?;
+        let mut out = String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default();
+        out.push_str(rest);
+        out
+    };
+    if let Some(j) = seen.iter().position(|s| !s) {
+        let (k, name) = &renames[j];
+        return Err(MeasuredError::Unreadable(format!(
+            "{label}: --column {k}={name}: the file has no column or key {name}"
+        )));
+    }
+    Ok(out)
 }
 
 /// Reads a measured file (`label` names it in errors).
@@ -406,7 +572,7 @@ fn vllm_object(v: &Value, label: &str) -> Result<MeasuredRun, String> {
     if e2es.is_none() {
         notes.push("E2E = TTFT + the sum of ITLs (the file has no per-request latencies)".into());
     }
-    Ok(MeasuredRun { format: MeasuredFormat::Vllm, requests, failed, notes })
+    Ok(MeasuredRun { format: MeasuredFormat::Vllm, requests, failed, notes, engine_clock: false })
 }
 
 /// `{"value": x, "unit": "ms"}` (or a bare number, in ms) as nanoseconds.
@@ -516,7 +682,7 @@ fn aiperf(text: &str, label: &str) -> Result<MeasuredRun, String> {
     if warmup > 0 {
         notes.push(format!("{warmup} warm-up requests replayed but not counted"));
     }
-    Ok(MeasuredRun { format: MeasuredFormat::Aiperf, requests, failed, notes })
+    Ok(MeasuredRun { format: MeasuredFormat::Aiperf, requests, failed, notes, engine_clock: false })
 }
 
 /// Column names the CSV reader knows, with the unit of time columns in ns.
@@ -624,7 +790,7 @@ fn csv_file(text: &str, label: &str) -> Result<MeasuredRun, String> {
             counted,
         });
     }
-    Ok(MeasuredRun { format: MeasuredFormat::Csv, requests, failed, notes: Vec::new() })
+    Ok(MeasuredRun { format: MeasuredFormat::Csv, requests, failed, notes: Vec::new(), engine_clock: false })
 }
 
 #[cfg(test)]

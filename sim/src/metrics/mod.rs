@@ -6,6 +6,7 @@
 //! ITL = gaps between consecutive tokens of a request; E2E = finish − arrival; queueing delay =
 //! first admission − arrival.
 
+pub mod bench;
 pub mod compare;
 mod fleet;
 pub mod measured;

@@ -166,6 +166,7 @@ pub(crate) fn resolve_groups(
             memory: budget,
             cost,
             profile: None,
+            calibration: None,
             max_model_len,
             role,
         });

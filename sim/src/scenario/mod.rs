@@ -230,7 +230,70 @@ fn group_profile(
     Ok(Some(p))
 }
 
+/// The serving engine a group's calibration is matched on: the scenario's `engine`, else the
+/// kernel database's framework, else an engine named by `cost.overhead`, else `unspecified`.
+pub(crate) fn group_engine(engine: Option<ServingEngine>, cost: &CostSpec) -> String {
+    if let Some(e) = engine {
+        return e.name().to_string();
+    }
+    match cost {
+        CostSpec::Roofline(c) => match (&c.database, &c.overhead) {
+            (Some(d), _) => d.framework.clone(),
+            (None, Some(o)) if DATABASE_FRAMEWORKS.contains(&o.as_str()) => o.clone(),
+            _ => "unspecified".into(),
+        },
+        CostSpec::Linear(_) => "unspecified".into(),
+    }
+}
+
+/// The calibration a group's cost names (`cost.calibration`), or why it does not apply to the
+/// group (another GPU, engine or cost source).
+fn group_calibration(
+    g: &InstanceGroup,
+    engine: &str,
+    resources: &dyn Resources,
+    path_key: &str,
+) -> Result<Option<Result<Arc<crate::cost::Calibration>, String>>, ConfigError> {
+    let CostSpec::Roofline(c) = &g.cost else { return Ok(None) };
+    let Some(path) = &c.calibration else { return Ok(None) };
+    let key = format!("{path_key}.calibration");
+    let cal = resources.calibration(path).map_err(|e| ConfigError::at(&key, e.to_string()))?;
+    Ok(Some(match cal.mismatch(&g.gpu.name, engine, g.cost_source()) {
+        None => Ok(cal),
+        Some(why) => Err(format!("{path}: {why}")),
+    }))
+}
+
 impl Scenario {
+    /// The groups a calibration corrects, and why it does not apply to the others: an error
+    /// naming both deployments when the scenario names a calibration that applies to none of
+    /// its groups and has no plan candidates or tune knobs (plan and tune say per candidate
+    /// whether it applies).
+    pub fn check_calibration(&self) -> Result<(), ConfigError> {
+        let named: Vec<(usize, &String)> = self
+            .groups
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| g.calibration.as_ref()?.as_ref().err().map(|e| (i, e)))
+            .collect();
+        if named.is_empty() || self.groups.iter().any(|g| g.calibrated().is_some()) {
+            return Ok(());
+        }
+        // Candidates may be on the calibration's GPU: plan and tune say per candidate.
+        let sweeps =
+            self.resolved.plan.as_ref().is_some_and(|p| !p.candidates.is_empty()) || self.resolved.tune.is_some();
+        if sweeps {
+            return Ok(());
+        }
+        let (i, why) = named[0];
+        let key = if self.resolved.cluster.groups.is_empty() {
+            "cost.calibration".to_string()
+        } else {
+            format!("cluster.groups[{i}].cost.calibration")
+        };
+        Err(ConfigError::at(&key, format!("refused: {why}")))
+    }
+
     /// Parses and validates scenario text. `default_name` names the scenario when the file
     /// does not (the CLI passes the file stem). Named files (profiles, traces) are not read:
     /// see [`Scenario::from_toml_in`].
@@ -314,6 +377,8 @@ impl Scenario {
             g.scheduler.queue.resolve(&file.slo, &format!("{scheduler}.queue"))?;
             let path = if heterogeneous { format!("cluster.groups[{i}].cost") } else { "cost".into() };
             g.profile = group_profile(g, &model, resources.as_ref(), &path)?;
+            let engine = group_engine(file.engine, &g.cost);
+            g.calibration = group_calibration(g, &engine, resources.as_ref(), &path)?;
         }
         if let Some(f) = &file.fleet {
             f.validate("fleet", &groups)?;
@@ -430,6 +495,7 @@ impl Scenario {
             memory,
             cost: file.cost.clone(),
             profile: None,
+            calibration: None,
             max_model_len,
             role: crate::instance::Role::Mixed,
         })

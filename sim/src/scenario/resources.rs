@@ -12,7 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::cost::profile::Profile;
-use crate::cost::DatabaseRequest;
+use crate::cost::{Calibration, DatabaseRequest};
 use crate::workload::trace::TraceSpec;
 
 /// Why the caller could not give a file the scenario names: the message names the file and
@@ -44,6 +44,14 @@ pub trait Resources: Send + Sync + fmt::Debug {
     /// from anywhere). Leaving `spec.source` empty is allowed: the run then fails with a clear
     /// message unless someone installs a source first.
     fn trace(&self, spec: &mut TraceSpec) -> Result<(), ResourceError>;
+
+    /// The calibration at `path` (`cost.calibration`), as written in the scenario, parsed and
+    /// checked. By default none can be read.
+    fn calibration(&self, path: &str) -> Result<Arc<Calibration>, ResourceError> {
+        Err(ResourceError::Unavailable(format!(
+            "cannot read {path}: calibrations are read by the program that loads the scenario (Scenario::from_file_in)"
+        )))
+    }
 
     /// The profile a kernel database gives for `req` (`[cost] database`), built or found by
     /// the caller and cached by its inputs. By default only the profiles built into servesim
