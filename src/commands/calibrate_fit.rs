@@ -139,10 +139,10 @@ pub(crate) fn run(a: FitArgs) -> Result<()> {
         fitted: &fitted,
     };
     let mut cal = Calibration::of(&gpu, &engine, &source, &fitted.factors);
-    for o in &fitted.outcomes {
-        let info = FACTORS.iter().find(|f| f.name == o.name).expect("a factor");
-        cal.factors.insert(
-            o.name.to_string(),
+    for (i, o) in fitted.outcomes.iter().enumerate() {
+        let info = &FACTORS[i];
+        cal.factors.set(
+            i,
             FactorEntry {
                 value: o.value,
                 low: o.low,
@@ -174,7 +174,7 @@ pub(crate) fn run(a: FitArgs) -> Result<()> {
         "# servesim calibration: correction factors of the cost model, fitted on measured runs of one deployment\n\
          # (servesim calibrate fit). `[cost] calibration = \"this file\"` applies it; docs/calibration.md.\n",
     );
-    text += &toml::to_string_pretty(&cal).map_err(|e| CliError::Other(anyhow::anyhow!("{e}")))?;
+    text += &toml::to_string(&cal).map_err(|e| CliError::Other(anyhow::anyhow!("{e}")))?;
     crate::atomic::write(&a.out, text)?;
     if !a.quiet && a.format == Format::Table {
         outln!("wrote {}", a.out.display());
@@ -240,8 +240,9 @@ fn targets_of(s: &Scenario, files: &[PathBuf], a: &FitArgs) -> Result<Vec<Target
             None => s,
         };
         let m = measured::read(&file, a.measured_format, &a.column)?;
+        let on = calibration::uncalibrated(on);
         for run in &m.runs {
-            out.push(Target::new(on, run, &m.origin).map_err(CliError::input)?);
+            out.push(Target::new(&on, run, &m.origin).map_err(CliError::input)?);
         }
     }
     Ok(out)

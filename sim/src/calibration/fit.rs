@@ -15,7 +15,9 @@
 //!                          the factor whose range is widest against its limit (±25% for a
 //!                          scale; ±50% of the value, at least 500 µs, 5 µs or 5 ms for the
 //!                          added times) is left at its identity and the rest refitted, until
-//!                          every fitted factor is within its limit
+//!                          every fitted factor is within its limit; the factor it was most
+//!                          correlated with carries its effect, and is `confounded` when its own
+//!                          range with both free exceeded its limit
 //!   held out               each --holdout run predicted; else, with two runs or more, each
 //!                          run predicted by a fit on the others (leave one out)
 //! ```
@@ -67,7 +69,9 @@ pub struct FactorOutcome {
     pub value: f64,
     pub low: Option<f64>,
     pub high: Option<f64>,
-    /// `fitted`, `unidentified` or `fixed`.
+    /// `fitted` (determined by the runs), `confounded` (fitted, but the runs cannot tell it
+    /// from an unidentified factor whose effect it carries too), `unidentified` (left at its
+    /// identity) or `fixed` (not fitted, on request).
     pub status: &'static str,
     pub note: Option<String>,
 }
@@ -96,9 +100,21 @@ pub struct RunFit {
     /// Median |error| of its statistics, %.
     pub error_uncalibrated_pct: f64,
     pub error_calibrated_pct: f64,
+    /// Each statistic: [measured, uncalibrated, calibrated].
+    #[serde(serialize_with = "stats_map")]
     pub stats: Vec<StatFit>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// The statistics as a table of `key = [measured, uncalibrated, calibrated]`.
+fn stats_map<S: serde::Serializer>(stats: &[StatFit], ser: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = ser.serialize_map(Some(stats.len()))?;
+    for s in stats {
+        m.serialize_entry(&s.stat, &[s.measured, s.uncalibrated, s.calibrated])?;
+    }
+    m.end()
 }
 
 /// A run the fit did not see, predicted.
@@ -115,6 +131,8 @@ pub struct HeldOut {
 pub struct Fitted {
     #[serde(skip)]
     pub factors: Factors,
+    /// In the order of [`FACTORS`] (the calibration file's `[factors]` holds them).
+    #[serde(skip)]
     pub outcomes: Vec<FactorOutcome>,
     pub runs: Vec<RunFit>,
     pub held_out: Vec<HeldOut>,
@@ -452,7 +470,7 @@ pub fn fit(
     let mut iterations = 0;
     let mut partner_notes: [Vec<String>; 6] = Default::default();
     let (e, cov, scatter, free) = loop {
-        let free: Vec<usize> = (0..6).filter(|&i| status[i] == "fitted").collect();
+        let free: Vec<usize> = (0..6).filter(|&i| matches!(status[i], "fitted" | "confounded")).collect();
         progress(format!(
             "fitting {}",
             if free.is_empty() {
@@ -527,6 +545,10 @@ pub fn fit(
                 show(hi)
             );
             partner_notes[k].push(note);
+            if ph > limit(k, to_v(k, x[k])) {
+                // Not determined on its own either: its value is the pair's, not its own.
+                status[k] = "confounded";
+            }
         }
         progress(format!("{} unidentified ({range}); refitting the others", FACTORS[i].name));
         x[i] = x0[i];
@@ -534,7 +556,8 @@ pub fn fit(
     // The factors as the file keeps them, and the figures at exactly those values.
     let mut f = Factors::IDENTITY;
     for i in 0..6 {
-        f.set(i, if status[i] == "fitted" { rounded(i, to_v(i, x[i])) } else { FACTORS[i].identity });
+        let kept = matches!(status[i], "fitted" | "confounded");
+        f.set(i, if kept { rounded(i, to_v(i, x[i])) } else { FACTORS[i].identity });
     }
     let xr: [f64; 6] = std::array::from_fn(|i| to_x(i, f.get(i)));
     let preds = p.predict(&[x0, xr])?;
@@ -551,10 +574,10 @@ pub fn fit(
                 }
                 None => (None, None, notes[i].clone()),
             };
-            if status[i] == "fitted" && !partner_notes[i].is_empty() {
+            if status[i] != "unidentified" && !partner_notes[i].is_empty() {
                 note = Some(partner_notes[i].join("; "));
             }
-            if status[i] == "fitted" && (xr[i] <= p.lo[i] + 1e-9 || xr[i] >= p.hi[i] - 1e-9) {
+            if matches!(status[i], "fitted" | "confounded") && (xr[i] <= p.lo[i] + 1e-9 || xr[i] >= p.hi[i] - 1e-9) {
                 note = Some(format!(
                     "at the bound of its search range [{}, {}] {}: the runs ask for more than the model can correct",
                     opts.bounds[i].0, opts.bounds[i].1, FACTORS[i].unit

@@ -309,9 +309,10 @@ pub fn bounds_for(s: &Scenario) -> [(f64, f64); 6] {
 }
 
 impl Target {
-    /// The target of a measured run on the deployment `base` describes.
+    /// The target of a measured run on the deployment `base` describes (with its calibration,
+    /// if any: the fit passes [`uncalibrated`] scenarios, `validate` the scenario as written).
     pub fn new(base: &Scenario, m: &Measured, origin: &Origin) -> Result<Target, String> {
-        let base = uncalibrated(base);
+        let base = base.clone();
         match m {
             Measured::Requests(run) => {
                 let scenario = replay(&base, run, &origin.file)?;
@@ -392,11 +393,22 @@ impl Target {
         with_factors(&self.scenario, &f)
     }
 
+    /// The run's statistics as the scenario predicts them, with its own calibration (if any).
+    pub fn predict_as_is(&self) -> Result<Vec<f64>, String> {
+        self.run(&self.scenario).map(|mut v| {
+            v.truncate(self.stats.len());
+            v
+        })
+    }
+
     /// The run as predicted with `f`: its statistics in the order of [`Target::stats`], then
     /// (a replayed run) each request's TTFT and TPOT in ms (NaN where it has none).
     pub fn predict(&self, f: &Factors) -> Result<Vec<f64>, String> {
-        let s = self.scenario(f);
-        let out = crate::engine::try_run(&s).map_err(|e| format!("{}: {e}", self.label))?;
+        self.run(&self.scenario(f))
+    }
+
+    fn run(&self, s: &Scenario) -> Result<Vec<f64>, String> {
+        let out = crate::engine::try_run(s).map_err(|e| format!("{}: {e}", self.label))?;
         if let Some(st) = &out.summary.stopped {
             if st.reason == crate::metrics::StopReason::Cancelled {
                 return Err(format!("{}: cancelled", self.label));

@@ -19,7 +19,6 @@
 //! NVLink); the host terms the engine's CPU work per step; the frontend the path from the
 //! client to the engine and back (HTTP, tokenization, detokenization, streaming).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -27,6 +26,45 @@ use serde::{Deserialize, Serialize};
 use super::{BatchShape, CostAccount, CostModel, Fallback, FallbackShare, PipelineShare, SeqWork};
 use crate::config::{check, ConfigError};
 use crate::time::SimTime;
+
+/// `[factors]`: each factor's entry, in the order of [`FACTORS`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FactorTable {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill: Option<FactorEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode: Option<FactorEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective: Option<FactorEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_base_us: Option<FactorEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_per_seq_us: Option<FactorEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend_ms: Option<FactorEntry>,
+}
+
+impl FactorTable {
+    /// Factor `i` (in the order of [`FACTORS`]).
+    pub fn get(&self, i: usize) -> Option<&FactorEntry> {
+        [&self.prefill, &self.decode, &self.collective, &self.host_base_us, &self.host_per_seq_us, &self.frontend_ms][i]
+            .as_ref()
+    }
+
+    pub fn set(&mut self, i: usize, e: FactorEntry) {
+        let slot = match i {
+            0 => &mut self.prefill,
+            1 => &mut self.decode,
+            2 => &mut self.collective,
+            3 => &mut self.host_base_us,
+            4 => &mut self.host_per_seq_us,
+            5 => &mut self.frontend_ms,
+            _ => panic!("factor {i} out of range"),
+        };
+        *slot = Some(e);
+    }
+}
 
 /// The calibration file format this build reads and writes.
 pub const CALIBRATION_FORMAT: u32 = 1;
@@ -174,8 +212,9 @@ pub struct FactorEntry {
     pub low: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub high: Option<f64>,
-    /// `fitted`, `unidentified` (the runs cannot tell it: left at its identity), `fixed` (not
-    /// fitted, on request) or `given` (written by hand). Default `given`.
+    /// `fitted`, `confounded` (fitted, but its value also carries the effect of a factor the runs
+    /// cannot tell from it), `unidentified` (the runs cannot tell it: left at its identity),
+    /// `fixed` (not fitted, on request) or `given` (written by hand). Default `given`.
     #[serde(default = "given", skip_serializing_if = "is_given")]
     pub status: String,
     /// Why it has its status, in words (unidentified factors: what the runs lack).
@@ -195,7 +234,7 @@ fn is_given(s: &str) -> bool {
 }
 
 /// The statuses a factor may have.
-pub const FACTOR_STATUSES: [&str; 4] = ["fitted", "unidentified", "fixed", "given"];
+pub const FACTOR_STATUSES: [&str; 5] = ["fitted", "confounded", "unidentified", "fixed", "given"];
 
 /// A calibration file (`servesim calibrate fit --out CAL.toml`; `[cost] calibration`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -209,9 +248,9 @@ pub struct Calibration {
     pub engine: String,
     /// What priced the iterations it corrects: `database`, `profile`, `roofline` or `linear`.
     pub cost_source: String,
-    /// The factors by name ([`FACTORS`]); a factor left out is at its identity.
+    /// The factors ([`FACTORS`]); a factor left out is at its identity.
     #[serde(default)]
-    pub factors: BTreeMap<String, FactorEntry>,
+    pub factors: FactorTable,
     /// How the fit was made and how well it did (written by `calibrate fit`, not read back).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<toml::Table>,
@@ -220,27 +259,19 @@ pub struct Calibration {
 impl Calibration {
     /// A calibration of `factors` for a deployment (all of them `given`).
     pub fn of(gpu: &str, engine: &str, cost_source: &str, factors: &Factors) -> Calibration {
-        let factors = FACTORS
-            .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                let e = FactorEntry {
-                    value: factors.get(i),
-                    low: None,
-                    high: None,
-                    status: given(),
-                    note: None,
-                    meaning: None,
-                };
-                (f.name.to_string(), e)
-            })
-            .collect();
+        let mut table = FactorTable::default();
+        for i in 0..FACTORS.len() {
+            table.set(
+                i,
+                FactorEntry { value: factors.get(i), low: None, high: None, status: given(), note: None, meaning: None },
+            );
+        }
         Calibration {
             format: CALIBRATION_FORMAT,
             gpu: gpu.into(),
             engine: engine.into(),
             cost_source: cost_source.into(),
-            factors,
+            factors: table,
             fit: None,
         }
     }
@@ -271,12 +302,9 @@ impl Calibration {
             &format!("must be one of {}", COST_SOURCES.join(", ")),
             format!("{:?}", self.cost_source),
         )?;
-        for (name, e) in &self.factors {
-            let path = format!("factors.{name}");
-            let Some(f) = FACTORS.iter().find(|f| f.name == name) else {
-                let names: Vec<&str> = FACTORS.iter().map(|f| f.name).collect();
-                return Err(ConfigError::at(&path, format!("unknown factor; the factors are {}", names.join(", "))));
-            };
+        for (i, f) in FACTORS.iter().enumerate() {
+            let Some(e) = self.factors.get(i) else { continue };
+            let path = format!("factors.{}", f.name);
             let range = format!("must be in [{}, {}] {}", f.min, f.max, f.unit);
             for (key, v) in [("value", Some(e.value)), ("low", e.low), ("high", e.high)] {
                 if let Some(v) = v {
@@ -300,8 +328,8 @@ impl Calibration {
     /// The factors' values (identity for those left out).
     pub fn factors(&self) -> Factors {
         let mut f = Factors::IDENTITY;
-        for (i, info) in FACTORS.iter().enumerate() {
-            if let Some(e) = self.factors.get(info.name) {
+        for i in 0..FACTORS.len() {
+            if let Some(e) = self.factors.get(i) {
                 f.set(i, e.value);
             }
         }
@@ -545,7 +573,7 @@ mod tests {
         let e = Calibration::parse(&ok.replace("1.5", "9")).unwrap_err().to_string();
         assert!(e.contains("factors.prefill.value: must be in [0.2, 5]") && e.contains("9"), "{e}");
         let e = Calibration::parse(&ok.replace("prefill =", "prefil =")).unwrap_err().to_string();
-        assert!(e.contains("factors.prefil: unknown factor"), "{e}");
+        assert!(e.contains("factors") && e.contains("prefil") && e.contains("prefill"), "{e}");
         let e = Calibration::parse(&ok.replace("\"database\"", "\"guess\"")).unwrap_err().to_string();
         assert!(e.contains("cost_source: must be one of database"), "{e}");
         let e = Calibration::parse(&ok.replace("format = 1", "format = 2")).unwrap_err().to_string();

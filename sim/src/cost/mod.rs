@@ -14,7 +14,7 @@ pub mod shipped;
 mod spec;
 
 pub use calibrated::{
-    Calibrated, Calibration, FactorEntry, FactorInfo, Factors, CALIBRATION_FORMAT, COST_SOURCES, FACTORS,
+    Calibrated, Calibration, FactorEntry, FactorInfo, FactorTable, Factors, CALIBRATION_FORMAT, COST_SOURCES, FACTORS,
     FACTOR_STATUSES,
 };
 pub use linear::LinearCost;

@@ -184,6 +184,29 @@ impl InstanceGroup {
         }
     }
 
+    /// What prices this group's iterations, in words: `the kernel database (vllm)`, `profile
+    /// PATH`, `roofline`, `linear`; with the calibration that corrects them, or why the one
+    /// the scenario names does not.
+    pub fn cost_words(&self) -> String {
+        let base = match &self.cost {
+            crate::cost::CostSpec::Linear(_) => "linear".to_string(),
+            crate::cost::CostSpec::Roofline(c) => match (c.database_framework(), &c.profile) {
+                (Some(f), _) => format!("the kernel database ({f} kernels of {})", self.gpu.name),
+                (None, Some(p)) => format!("profile {p}"),
+                (None, None) => "roofline".to_string(),
+            },
+        };
+        let path = match &self.cost {
+            crate::cost::CostSpec::Roofline(c) => c.calibration.clone().unwrap_or_default(),
+            crate::cost::CostSpec::Linear(_) => String::new(),
+        };
+        match &self.calibration {
+            None => base,
+            Some(Ok(_)) => format!("{base}, calibrated by {path}"),
+            Some(Err(why)) => format!("{base}, uncalibrated ({why})"),
+        }
+    }
+
     /// GPUs of one instance: `tp` per pipeline stage.
     pub fn gpus(&self) -> u64 {
         self.tp * self.layout.pp.max(1)

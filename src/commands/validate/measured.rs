@@ -1,18 +1,19 @@
-//! `servesim validate --measured FILE --scenario S`: a real serving run's per-request file
-//! against the simulation of the same requests, replayed at the same arrival times.
+//! `servesim validate --measured FILE --scenario S`: a real serving run against its
+//! simulation — a per-request file's requests replayed at the same arrival times, or a
+//! benchmark summary's benchmark re-created (`servesim_sim::calibration::Target`, as
+//! `calibrate fit` sees runs).
 
 use std::path::Path;
 
 use serde::Serialize;
+use servesim_sim::calibration::{self, Measured, Origin, Target};
 use servesim_sim::engine;
-use servesim_sim::metrics::compare::{outcomes_of, run_metrics, RunMetrics};
-use servesim_sim::metrics::measured::{self, MeasuredFormat, MeasuredRun};
-use servesim_sim::workload::trace::{self, Columns, TimeUnit, TraceFormat, TraceSource, TraceSpec};
-use servesim_sim::workload::WorkloadSpec;
+use servesim_sim::metrics::compare::{error_pct, outcomes_of, run_metrics, RunMetrics};
+use servesim_sim::metrics::measured::MeasuredRun;
 use servesim_sim::Scenario;
 
 use super::report::{self, headline, report_rows, ReportRow};
-use super::{with_profile, Args, MeasuredKind, OutFormat};
+use super::{with_profile, Args, OutFormat};
 use crate::error::{CliError, Result};
 use crate::output;
 
@@ -29,7 +30,8 @@ pub(super) struct MeasuredReport {
     /// Requests the simulation rejected (longer than the scenario allows).
     pub rejected_by_simulation: u64,
     pub notes: Vec<String>,
-    /// What predicts: `profiled (PATH)` or `roofline`.
+    /// What predicts: the cost source of each group (`the kernel database (...)`, `profile
+    /// PATH`, `roofline`, `linear`) and the calibration that corrects it.
     pub predicted_by: String,
     pub rows: Vec<ReportRow>,
     pub headline_median_abs_error_pct: Option<f64>,
@@ -38,42 +40,50 @@ pub(super) struct MeasuredReport {
     pub predicted: RunMetrics,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub roofline: Option<RunMetrics>,
+    /// The same model without its calibration (a calibrated scenario only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uncalibrated: Option<RunMetrics>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uncalibrated_headline_median_abs_error_pct: Option<f64>,
 }
 
-/// `s` replaying the measured requests (arrivals in ns after the first) from memory.
-pub(super) fn replay_scenario(s: &Scenario, run: &MeasuredRun, label: &str) -> Result<Scenario> {
-    let mut spec = TraceSpec::plain(TraceFormat::Csv, label);
-    spec.columns = Some(Columns {
-        arrival: Some("arrival_ns".into()),
-        prompt_tokens: Some("prompt_tokens".into()),
-        output_tokens: Some("output_tokens".into()),
-        ..Columns::default()
-    });
-    spec.arrival_unit = Some(TimeUnit::Ns);
-    spec.source = Some(TraceSource::from_bytes(label, run.replay_csv().into_bytes()));
-    let scan = trace::scan(&spec).map_err(CliError::input)?;
-    if let Some(src) = spec.source.as_mut() {
-        src.scan = Some(scan);
+/// A benchmark summary against its re-created benchmark.
+#[derive(Debug, Serialize)]
+pub(super) struct SummaryReport {
+    pub scenario: String,
+    pub seed: u64,
+    pub measured_file: String,
+    pub predicted_by: String,
+    pub runs: Vec<SummaryRun>,
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct SummaryRun {
+    pub label: String,
+    pub format: String,
+    pub requests: u64,
+    pub notes: Vec<String>,
+    pub rows: Vec<ReportRow>,
+    /// Median |error| of the TTFT, TPOT, E2E means and p99s the file has.
+    pub headline_median_abs_error_pct: Option<f64>,
+}
+
+/// What prices the scenario's groups, in words (one entry per distinct description).
+pub(crate) fn predicted_by(s: &Scenario) -> String {
+    let mut words: Vec<String> = Vec::new();
+    for g in &s.groups {
+        let w = g.cost_words();
+        if !words.contains(&w) {
+            words.push(w);
+        }
     }
-    let mut s = s.clone();
-    s.workload = WorkloadSpec {
-        duration_s: None,
-        requests: None,
-        arrival: None,
-        prompt_tokens: None,
-        output_tokens: None,
-        trace: Some(spec),
-        prefix: None,
-        class_weights: None,
-    };
-    s.resolved.workload = s.workload.clone();
-    Ok(s)
+    words.join("; ")
 }
 
 /// The predicted run's metrics over the measured file's counted requests (request i of the
 /// replay is request i of the file, both in arrival order).
 fn predicted_metrics(s: &Scenario, run: &MeasuredRun, label: &str) -> Result<(RunMetrics, engine::RunOutput)> {
-    let replay = replay_scenario(s, run, label)?;
+    let replay = calibration::replay(s, run, label).map_err(CliError::input)?;
     let out = engine::try_run(&replay).map_err(CliError::input)?;
     let mut o = outcomes_of(&out.recorder);
     let m = run.outcomes();
@@ -90,48 +100,63 @@ fn predicted_metrics(s: &Scenario, run: &MeasuredRun, label: &str) -> Result<(Ru
     Ok((run_metrics(&o, &s.slo), out))
 }
 
+/// The scenario priced by the roofline instead of measured kernels (its groups' profiles,
+/// from `cost.profile` or `cost.database`, dropped; no calibration), when it has any.
+fn roofline_of(s: &Scenario) -> Option<Scenario> {
+    if s.groups.iter().all(|g| g.profile.is_none()) {
+        return None;
+    }
+    let mut r = calibration::uncalibrated(s);
+    r.groups.iter_mut().for_each(|g| g.profile = None);
+    super::set_profile_path(&mut r.resolved.cost, None);
+    Some(r)
+}
+
 pub(super) fn run(a: &Args, s: Scenario, out_dir: &Path) -> Result<()> {
     let path = a.measured.as_ref().expect("checked by the caller");
-    let label = path.display().to_string();
-    let text = crate::input::read_text(path, "measured run")?;
-    let format = match a.measured_format {
-        MeasuredKind::Auto => None,
-        MeasuredKind::Vllm => Some(MeasuredFormat::Vllm),
-        MeasuredKind::Aiperf => Some(MeasuredFormat::Aiperf),
-        MeasuredKind::Jsonl => Some(MeasuredFormat::Jsonl),
-        MeasuredKind::Csv => Some(MeasuredFormat::Csv),
-    };
-    let run = measured::parse(&text, &label, format).map_err(CliError::input)?;
+    let file = crate::measured::read(path, a.measured_format, &a.column)?;
+    match file.runs.as_slice() {
+        [Measured::Requests(run)] => requests(a, s, out_dir, &file.origin, run),
+        _ => summaries(a, &s, out_dir, &file.origin, &file.runs),
+    }
+}
+
+fn requests(a: &Args, s: Scenario, out_dir: &Path, origin: &Origin, run: &MeasuredRun) -> Result<()> {
+    let label = origin.file.clone();
     let (predictor, roofline, by) = match &a.profile {
         Some(p) => {
             let profile = super::super::profile::load(p).map_err(CliError::input)?;
             let (sp, sr) = with_profile(&s, &profile, p)?;
-            (sp, Some(sr), format!("profiled ({})", p.display()))
+            (sp, Some(sr), format!("profile {} (--profile)", p.display()))
         }
-        None => match super::profile_path(&s.resolved.cost) {
-            Some(p) => {
-                let mut sr = s.clone();
-                sr.groups.iter_mut().for_each(|g| g.profile = None);
-                super::set_profile_path(&mut sr.resolved.cost, None);
-                (s.clone(), Some(sr), format!("profiled ({p}, the scenario's)"))
-            }
-            None => (s.clone(), None, "roofline (the scenario has no cost.profile)".into()),
-        },
+        None => {
+            let by = predicted_by(&s);
+            (s.clone(), roofline_of(&s), by)
+        }
     };
     let measured = run_metrics(&run.outcomes(), &s.slo);
-    let (predicted, out) = predicted_metrics(&predictor, &run, &label)?;
+    let (predicted, out) = predicted_metrics(&predictor, run, &label)?;
     let roof = match &roofline {
-        Some(sr) => Some(predicted_metrics(sr, &run, &label)?.0),
+        Some(sr) => Some(predicted_metrics(sr, run, &label)?.0),
         None => None,
+    };
+    let calibrated = predictor.groups.iter().any(|g| g.calibrated().is_some());
+    let uncal = match calibrated {
+        true => Some(predicted_metrics(&calibration::uncalibrated(&predictor), run, &label)?.0),
+        false => None,
     };
     let dir = out_dir.join("measured");
     output::write_run(
         &dir.join("predicted"),
-        &replay_scenario(&predictor, &run, &label)?,
+        &calibration::replay(&predictor, run, &label).map_err(CliError::input)?,
         &out.summary,
         &out.recorder,
     )?;
     let rows = report_rows(&measured, &predicted, roof.as_ref());
+    let mut notes = run.notes.clone();
+    if run.engine_clock {
+        notes.push("the simulation's latencies are compared as the engine's (no frontend path)".into());
+    }
     let rep = MeasuredReport {
         scenario: s.name.clone(),
         seed: s.seed,
@@ -140,46 +165,150 @@ pub(super) fn run(a: &Args, s: Scenario, out_dir: &Path) -> Result<()> {
         replayed: run.requests.len() as u64,
         failed: run.failed,
         rejected_by_simulation: out.summary.requests.rejected,
-        notes: run.notes.clone(),
+        notes,
         predicted_by: by,
         headline_median_abs_error_pct: headline(&rows, false),
         roofline_headline_median_abs_error_pct: roof.as_ref().and_then(|_| headline(&rows, true)),
+        uncalibrated_headline_median_abs_error_pct: uncal.as_ref().and_then(|u| headline(&report_rows(&measured, u, None), false)),
         rows,
         measured,
         predicted,
         roofline: roof,
+        uncalibrated: uncal,
     };
     let json = serde_json::to_string_pretty(&rep).expect("report serialises");
     let csv = report::rows_csv(&rep.rows);
     crate::atomic::write(&out_dir.join("validate.json"), json.clone() + "\n")?;
     crate::atomic::write(&out_dir.join("validate.csv"), &csv)?;
-    if !a.quiet {
-        match a.format {
-            OutFormat::Json => outln!("{json}"),
-            OutFormat::Csv => out!("{csv}"),
-            OutFormat::Table => {
-                outln!(
-                    "servesim validate --measured: {} ({} format) vs scenario {}",
-                    rep.measured_file,
-                    rep.format,
-                    rep.scenario
-                );
-                outln!(
-                    "  {} requests replayed at their arrival times; {} failed in the file (left out); {} rejected by the simulation",
-                    rep.replayed, rep.failed, rep.rejected_by_simulation
-                );
-                for n in &rep.notes {
-                    outln!("  note: {n}");
-                }
-                outln!("  predicted by {}\n", rep.predicted_by);
-                out!("{}", report::rows_table(&rep.rows));
-                outln!(
-                    "\nsummary     median |error| of TTFT, TPOT, E2E (mean and p99): {}",
-                    rep.headline_median_abs_error_pct.map_or("n/a".into(), |v| format!("{v:.1}%"))
-                );
-                outln!("outputs     {}/", out_dir.display());
+    if a.quiet {
+        return Ok(());
+    }
+    match a.format {
+        OutFormat::Json => outln!("{json}"),
+        OutFormat::Csv => out!("{csv}"),
+        OutFormat::Table => {
+            outln!("servesim validate --measured: {} ({} format) vs scenario {}", rep.measured_file, rep.format, rep.scenario);
+            outln!(
+                "  {} requests replayed at their arrival times; {} failed in the file (left out); {} rejected by the simulation",
+                rep.replayed, rep.failed, rep.rejected_by_simulation
+            );
+            for n in &rep.notes {
+                outln!("  note: {n}");
             }
+            outln!("  predicted by {}\n", rep.predicted_by);
+            out!("{}", report::rows_table(&rep.rows));
+            outln!(
+                "\nsummary     median |error| of TTFT, TPOT, E2E (mean and p99): {}",
+                rep.headline_median_abs_error_pct.map_or("n/a".into(), |v| format!("{v:.1}%"))
+            );
+            if let Some(u) = rep.uncalibrated_headline_median_abs_error_pct {
+                outln!("            without the calibration: {u:.1}%");
+            }
+            outln!("outputs     {}/", out_dir.display());
         }
     }
     Ok(())
+}
+
+/// The metric and statistic of a summary's key (`ttft_ms.p99`) as the report names them.
+fn row_names(key: &str) -> Option<(&'static str, &'static str)> {
+    let (m, st) = key.split_once('.')?;
+    let metric = ["ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"].into_iter().find(|x| *x == m);
+    match (metric, st) {
+        (Some(m), st) => ["mean", "p50", "p90", "p95", "p99"].into_iter().find(|x| *x == st).map(|s| (m, s)),
+        (None, "requests_per_s") => Some(("throughput_rps", "value")),
+        (None, "output_tokens_per_s") => Some(("output_tokens_per_s", "value")),
+        _ => None,
+    }
+}
+
+fn summaries(a: &Args, s: &Scenario, out_dir: &Path, origin: &Origin, runs: &[Measured]) -> Result<()> {
+    let mut out = Vec::new();
+    for m in runs {
+        let t = Target::new(s, m, origin).map_err(CliError::input)?;
+        let pred = t.predict_as_is().map_err(CliError::input)?;
+        let rows: Vec<ReportRow> = t
+            .stats
+            .iter()
+            .zip(&pred)
+            .filter_map(|(st, p)| {
+                let (metric, stat) = row_names(&st.key)?;
+                Some(ReportRow {
+                    metric,
+                    stat,
+                    measured: st.measured,
+                    predicted: *p,
+                    error_pct: error_pct(*p, st.measured),
+                    roofline: None,
+                    roofline_error_pct: None,
+                })
+            })
+            .collect();
+        let heads = rows
+            .iter()
+            .filter(|r| ["ttft_ms", "tpot_ms", "e2e_ms"].contains(&r.metric) && ["mean", "p99"].contains(&r.stat))
+            .filter_map(|r| r.error_pct);
+        let headline = servesim_sim::metrics::compare::abs_error_stats(heads).map(|(m, _)| m);
+        out.push(SummaryRun {
+            label: t.label.clone(),
+            format: t.format.clone(),
+            requests: t.requests,
+            notes: t.notes.clone(),
+            rows,
+            headline_median_abs_error_pct: headline,
+        });
+    }
+    let rep = SummaryReport {
+        scenario: s.name.clone(),
+        seed: s.seed,
+        measured_file: origin.file.clone(),
+        predicted_by: predicted_by(s),
+        runs: out,
+    };
+    let json = serde_json::to_string_pretty(&rep).expect("report serialises");
+    let mut csv = String::from("run,");
+    csv += report::rows_csv(&[]).trim_end();
+    csv.push('\n');
+    for r in &rep.runs {
+        for line in report::rows_csv(&r.rows).lines().skip(1) {
+            csv += &format!("{},{line}\n", csv_quote(&r.label));
+        }
+    }
+    std::fs::create_dir_all(out_dir)
+        .map_err(|e| CliError::Other(anyhow::anyhow!("cannot create {}: {e}", out_dir.display())))?;
+    crate::atomic::write(&out_dir.join("validate.json"), json.clone() + "\n")?;
+    crate::atomic::write(&out_dir.join("validate.csv"), &csv)?;
+    if a.quiet {
+        return Ok(());
+    }
+    match a.format {
+        OutFormat::Json => outln!("{json}"),
+        OutFormat::Csv => out!("{csv}"),
+        OutFormat::Table => {
+            outln!("servesim validate --measured: {} vs scenario {}", rep.measured_file, rep.scenario);
+            outln!("  predicted by {}", rep.predicted_by);
+            for r in &rep.runs {
+                outln!("\n{} ({}, {} requests)", r.label, r.format, r.requests);
+                for n in &r.notes {
+                    outln!("  note: {n}");
+                }
+                out!("{}", report::rows_table(&r.rows));
+                outln!(
+                    "  median |error| of the TTFT, TPOT, E2E means and p99s: {}",
+                    r.headline_median_abs_error_pct.map_or("n/a".into(), |v| format!("{v:.1}%"))
+                );
+            }
+            outln!("outputs     {}/", out_dir.display());
+        }
+    }
+    Ok(())
+}
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break.
+fn csv_quote(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
 }

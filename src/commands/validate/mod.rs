@@ -33,6 +33,7 @@ use servesim_sim::scenario::CostSpec;
 use servesim_sim::Scenario;
 
 use crate::error::{CliError, Result};
+use crate::measured::MeasuredKind;
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -105,9 +106,13 @@ pub(crate) struct Args {
     /// replayed at their arrival times and the predictions compared with it.
     #[arg(long)]
     measured: Option<PathBuf>,
-    /// Format of --measured.
+    /// Format of --measured (default: recognised from the content; a benchmark summary is
+    /// compared with the benchmark re-created).
     #[arg(long, value_enum, default_value_t = MeasuredKind::Auto)]
     measured_format: MeasuredKind,
+    /// Read the measured file's column (or JSON key) NAME as servesim's KEY (repeat the flag).
+    #[arg(long, value_name = "KEY=NAME", value_parser = crate::measured::parse_column)]
+    column: Vec<(String, String)>,
     /// Cost profile to predict with. Default: calibrated now on --backend (written to the
     /// output folder as profile.json); with --measured, the scenario's own cost model.
     #[arg(long)]
@@ -180,17 +185,6 @@ impl OpTiming {
             OpTiming::InPass => "in-pass",
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum MeasuredKind {
-    Auto,
-    /// vLLM's `bench serve --save-result --save-detailed` JSON, or SGLang bench_serving's output file.
-    Vllm,
-    Aiperf,
-    /// One JSON object per request with arrival, first-token and last-token times.
-    Jsonl,
-    Csv,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -778,14 +772,6 @@ pub(super) fn profiled(s: &Scenario, i: usize, profile: &Profile, path: &Path) -
     };
     Profiled::new(g.scheduler.kv_cache.model(&s.model), g.gpu.clone(), g.tp, params, profile)
         .map_err(|e| CliError::input(format!("--profile {}: {e}", path.display())))
-}
-
-/// The `[cost] profile` path of a resolved scenario (`None` for the linear model).
-pub(super) fn profile_path(cost: &CostSpec) -> Option<&String> {
-    match cost {
-        CostSpec::Roofline(c) => c.profile.as_ref(),
-        CostSpec::Linear(_) => None,
-    }
 }
 
 /// Sets or clears the `[cost] profile` path of a resolved scenario's roofline model.
