@@ -110,7 +110,7 @@ pub(crate) const EMBEDDED: &[(&str, &str)] =
 fn validated(src: &str, stem: &str, dir: &Path) -> std::result::Result<Scenario, servesim_sim::ConfigError> {
     let s = Scenario::from_toml_in(src, stem, FileResources::new(dir))?;
     servesim_sim::plan::check_candidates(&s)?;
-    s.check_calibration()?;
+    s.check_calibration(true)?;
     Ok(s)
 }
 
@@ -131,6 +131,11 @@ pub(crate) fn embedded(name: &str) -> Result<Scenario> {
         .find(|(n, _)| *n == name)
         .ok_or_else(|| CliError::input(format!("no embedded scenario {name}")))?;
     validated(src, name, Path::new("")).map_err(|e| CliError::input(format!("embedded {name}: {e}")))
+}
+
+/// How errors name `--scenario PATH` (or the embedded default).
+pub(crate) fn label(path: Option<&Path>) -> String {
+    path.map_or("the embedded scenario".into(), |p| p.display().to_string())
 }
 
 /// `--scenario PATH`, or the embedded default when no path is given.

@@ -162,6 +162,7 @@ fn parse_varies(varies: &[String]) -> Result<Vec<Vary>> {
 pub(crate) fn run(a: Args) -> Result<()> {
     let src = scenario_file::read_source(a.scenario.as_deref(), "chat")?;
     let mut base = src.scenario()?;
+    base.check_calibration(false).map_err(|e| CliError::input(format!("{}: {e}", src.label)))?;
     if let Some(seed) = a.seed {
         base.set_seed(seed);
     }

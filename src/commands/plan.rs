@@ -330,6 +330,9 @@ pub(crate) fn evidence(r: &PlanReport) -> String {
         if let (Some(b), Some(ev)) = (c.binding, &c.binding_evidence) {
             o += &format!("    binding {}: {ev}\n", b.as_str());
         }
+        if let Some(cal) = &c.calibration {
+            o += &format!("    cost model {cal}\n");
+        }
         if let Some(sc) = &c.spare_check {
             o += &spare_lines(sc, c.instances_min);
         }

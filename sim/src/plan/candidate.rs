@@ -21,6 +21,21 @@ pub struct Candidate {
     /// A disaggregated candidate: its prefill and decode pools, both sized by the search
     /// (`gpu`, `tp` and the price above are the prefill pool's).
     pub(crate) pools: Option<super::PoolCandidate>,
+    /// Whether a calibration corrects its cost model (`cost.calibration`), in words: `calibrated
+    /// by PATH`, or why the one the scenario names does not apply; `None` when none is named.
+    pub calibration: Option<String>,
+}
+
+/// A group's calibration in words (see [`Candidate::calibration`]).
+fn calibration_words(g: &crate::instance::InstanceGroup) -> Option<String> {
+    let path = match &g.cost {
+        crate::cost::CostSpec::Roofline(c) => c.calibration.clone().unwrap_or_default(),
+        crate::cost::CostSpec::Linear(_) => String::new(),
+    };
+    match g.calibration.as_ref()? {
+        Ok(_) => Some(format!("calibrated by {path}")),
+        Err(why) => Some(format!("uncalibrated: {why}")),
+    }
 }
 
 /// The candidates of a scenario's `[plan]` (or the scenario's own cluster when there are none).
@@ -83,7 +98,18 @@ pub fn candidates(s: &Scenario) -> Result<Vec<Candidate>, ConfigError> {
             }
             materialise(s, &plan, &base, i, c)
         })
-        .collect()
+        .collect::<Result<Vec<Candidate>, ConfigError>>()
+        .and_then(|cs| {
+            // A calibration named for the plan but applying to none of its candidates is refused.
+            let named: Vec<&String> = cs.iter().filter_map(|c| c.calibration.as_ref()).collect();
+            if !named.is_empty() && named.iter().all(|w| w.starts_with("uncalibrated")) {
+                return Err(ConfigError::at(
+                    "cost.calibration",
+                    format!("refused: it applies to no candidate ({})", named[0].trim_start_matches("uncalibrated: ")),
+                ));
+            }
+            Ok(cs)
+        })
 }
 
 fn table<'a>(doc: &'a mut toml::Table, key: &str) -> &'a mut toml::Table {
@@ -190,7 +216,9 @@ fn materialise(
             Some(p) => (p.prefill.gpu.clone(), p.prefill.tp, p.prefill.price_per_gpu_hour),
             None => (String::new(), 1, None),
         };
+        let calibration = scenario.as_ref().and_then(|sc| calibration_words(sc.groups.first()?));
         return Ok(Candidate {
+            calibration,
             name: c.name.clone(),
             scenario,
             infeasible,
@@ -211,7 +239,18 @@ fn materialise(
         }
     };
     let price = price_of(&gpu)?;
-    Ok(Candidate { name: c.name.clone(), scenario, infeasible, gpu, tp, pp, price_per_gpu_hour: price, pools: None })
+    let calibration = scenario.as_ref().and_then(|sc| calibration_words(sc.groups.first()?));
+    Ok(Candidate {
+        name: c.name.clone(),
+        scenario,
+        infeasible,
+        gpu,
+        tp,
+        pp,
+        price_per_gpu_hour: price,
+        pools: None,
+        calibration,
+    })
 }
 
 /// The prefill and decode groups of a disaggregated scenario, which `plan` sizes: exactly one

@@ -188,6 +188,10 @@ pub struct CandidateResult {
     /// Run only when it differs from `instances_min`; equal to the minimum's point otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisioned: Option<AtCount>,
+    /// Whether a calibration corrects this candidate's cost model (`calibrated by PATH`, or why
+    /// not); absent when the scenario names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<String>,
 }
 
 /// One count's figures, the worst over the seeds (highest p99s, lowest attainment and goodput,
@@ -624,6 +628,7 @@ pub fn plan_candidate(
         autoscaled: None,
         pools: None,
         provisioned: None,
+        calibration: c.calibration.clone(),
     };
     if let Some(p) = &c.pools {
         super::pools::plan_pools(c, p, cfg, progress, &mut out);

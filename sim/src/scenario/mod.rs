@@ -265,11 +265,11 @@ fn group_calibration(
 }
 
 impl Scenario {
-    /// The groups a calibration corrects, and why it does not apply to the others: an error
-    /// naming both deployments when the scenario names a calibration that applies to none of
-    /// its groups and has no plan candidates or tune knobs (plan and tune say per candidate
-    /// whether it applies).
-    pub fn check_calibration(&self) -> Result<(), ConfigError> {
+    /// An error naming both deployments when the scenario names a calibration that applies to
+    /// none of its groups. With `sweep` (a plan or tune, whose candidates may run other GPUs),
+    /// a scenario with plan candidates or tune knobs is left to them: they say per candidate
+    /// whether it applies, and refuse a calibration that applies to none.
+    pub fn check_calibration(&self, sweep: bool) -> Result<(), ConfigError> {
         let named: Vec<(usize, &String)> = self
             .groups
             .iter()
@@ -279,10 +279,9 @@ impl Scenario {
         if named.is_empty() || self.groups.iter().any(|g| g.calibrated().is_some()) {
             return Ok(());
         }
-        // Candidates may be on the calibration's GPU: plan and tune say per candidate.
-        let sweeps =
+        let candidates =
             self.resolved.plan.as_ref().is_some_and(|p| !p.candidates.is_empty()) || self.resolved.tune.is_some();
-        if sweeps {
+        if sweep && candidates {
             return Ok(());
         }
         let (i, why) = named[0];
