@@ -32,7 +32,8 @@ pub(crate) struct Args {
 
 pub(crate) fn run(a: Args) -> Result<()> {
     let mut s = scenario_file::load_or_default(a.scenario.as_deref(), "chat")?;
-    s.check_calibration(false).map_err(|e| CliError::input(format!("{}: {e}", scenario_file::label(a.scenario.as_deref()))))?;
+    s.check_calibration(false)
+        .map_err(|e| CliError::input(format!("{}: {e}", scenario_file::label(a.scenario.as_deref()))))?;
     if let Some(seed) = a.seed {
         s.set_seed(seed);
     }

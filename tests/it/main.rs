@@ -5,6 +5,7 @@ mod common;
 
 mod aic;
 mod calibrate;
+mod calibrate_fit;
 mod cluster;
 mod compare;
 mod deploy;

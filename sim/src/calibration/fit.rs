@@ -14,10 +14,13 @@
 //!                          is read from the loss's curvature (Gauss–Newton: ±√(R·s²·(JᵀCJ)⁻¹ᵢᵢ));
 //!                          the factor whose range is widest against its limit (±25% for a
 //!                          scale; ±50% of the value, at least 500 µs, 5 µs or 5 ms for the
-//!                          added times) is left at its identity and the rest refitted, until
-//!                          every fitted factor is within its limit; the factor it was most
-//!                          correlated with carries its effect, and is `confounded` when its own
-//!                          range with both free exceeded its limit
+//!                          added times), among those whose range holds their identity (the
+//!                          runs cannot tell them from no correction), is left at its identity
+//!                          and the rest refitted, until none is left; a factor that then moves
+//!                          beyond its range carries the dropped one's effect (`confounded`); the factor it was most
+//!                          correlated with carries its effect, and is `confounded` when the two
+//!                          were correlated 0.9 or more, or its own range with both free
+//!                          exceeded its limit
 //!   held out               each --holdout run predicted; else, with two runs or more, each
 //!                          run predicted by a fit on the others (leave one out)
 //! ```
@@ -154,6 +157,10 @@ pub struct Fitted {
 const UNIT: [f64; 6] = [1.0, 1.0, 1.0, 1000.0, 10.0, 10.0];
 /// Finite-difference steps in coordinates.
 const STEP: [f64; 6] = [0.08, 0.08, 0.08, 0.5, 0.5, 0.5];
+/// The steps of the search's last iterations, in multiples of [`STEP`].
+const POLISH_STEP: f64 = 0.4;
+/// Steps of a profile scan on each side of the fit at most (each twice the last).
+const SCAN_STEPS: usize = 4;
 /// The curvature's steps, in multiples of [`STEP`]: wide enough to see the valley's shape over
 /// the range, not the simulation's small jumps.
 const CURVATURE_STEP: f64 = 2.5;
@@ -326,6 +333,7 @@ impl<'a> Problem<'a> {
         mut x: [f64; 6],
         free: &[usize],
         max_iterations: usize,
+        step: f64,
         progress: &mut dyn FnMut(String),
     ) -> Result<([f64; 6], Vec<f64>, u64), String> {
         let mut e = self.errors_at(&[x])?.remove(0);
@@ -337,7 +345,7 @@ impl<'a> Problem<'a> {
         let mut iterations = 0;
         for it in 0..max_iterations {
             iterations = it as u64 + 1;
-            let j = self.jacobian(&x, &e, free, 1.0)?;
+            let j = self.jacobian(&x, &e, free, step)?;
             let w: Vec<f64> =
                 e.iter().zip(&self.c).map(|(e, c)| if e.abs() <= HUBER { *c } else { c * HUBER / e.abs() }).collect();
             let (a, g) = Problem::normal(&j, &e, &w);
@@ -391,6 +399,81 @@ impl<'a> Problem<'a> {
         Ok((x, e, iterations))
     }
 
+    /// The search: Levenberg–Marquardt from `x` over `free` with coarse finite differences,
+    /// then finer ones near the minimum (the coarse ones average over the simulation's small
+    /// jumps on the way there). The point and the iterations run.
+    fn search(
+        &mut self,
+        x: [f64; 6],
+        free: &[usize],
+        max_iterations: usize,
+        progress: &mut dyn FnMut(String),
+    ) -> Result<([f64; 6], u64), String> {
+        let (x, _, a) = self.lm(x, free, max_iterations, 1.0, progress)?;
+        let (x, _, b) = self.lm(x, free, max_iterations / 2, POLISH_STEP, progress)?;
+        Ok((x, a + b))
+    }
+
+    /// Profile scans from the fit `x` (loss `loss`): each factor of `free` stepped away on
+    /// each side, the others refitted (briefly), until the loss rises by `rise` or the bound is
+    /// met. Returns each factor's own range, each factor's range over every point within the
+    /// rise (the union), and a point better than `x`, if one was met.
+    fn scan(
+        &mut self,
+        x: &[f64; 6],
+        loss: f64,
+        rise: f64,
+        free: &[usize],
+        cov: &[Vec<f64>],
+        s: f64,
+    ) -> Result<Scan, String> {
+        let runs = self.which.len() as f64;
+        let mut out = Scan { own: [(0.0, 0.0); 6], union: [(0.0, 0.0); 6], better: None, scatter: s };
+        for i in 0..6 {
+            out.own[i] = (x[i], x[i]);
+            out.union[i] = (x[i], x[i]);
+        }
+        let mut best = loss;
+        for (col, &i) in free.iter().enumerate() {
+            let others: Vec<usize> = free.iter().copied().filter(|&k| k != i).collect();
+            let quad = (runs * s * s * cov[col][col]).sqrt();
+            for side in [-1.0, 1.0] {
+                let bound = if side < 0.0 { self.lo[i] } else { self.hi[i] };
+                let mut h = quad.max(STEP[i]).min(4.0);
+                let mut last = (*x, loss, 0.0);
+                for _ in 0..SCAN_STEPS {
+                    let mut at = last.0;
+                    at[i] = (x[i] + side * h).clamp(self.lo[i], self.hi[i]);
+                    let (xp, ep, _) = self.lm(at, &others, 2, 1.0, &mut |_| {})?;
+                    let lp = self.loss(&ep);
+                    if lp < best {
+                        best = lp;
+                        out.better = Some((xp, lp));
+                    }
+                    if lp - loss > rise {
+                        // The range ends between the last point within and this one.
+                        let frac = ((loss + rise - last.1) / (lp - last.1).max(1e-12)).clamp(0.0, 1.0);
+                        let end = x[i] + side * (last.2 + frac * (h - last.2));
+                        widen(&mut out.own[i], end);
+                        break;
+                    }
+                    for k in 0..6 {
+                        widen(&mut out.union[k], xp[k]);
+                    }
+                    widen(&mut out.own[i], xp[i]);
+                    last = (xp, lp, h);
+                    if (xp[i] - bound).abs() < 1e-12 {
+                        break;
+                    }
+                    h *= 2.0;
+                }
+            }
+            widen(&mut out.union[i], out.own[i].0);
+            widen(&mut out.union[i], out.own[i].1);
+        }
+        Ok(out)
+    }
+
     /// (JᵀCJ)⁻¹ over `free` at `x`, and the scatter s of the errors there.
     fn curvature(&mut self, x: &[f64; 6], e: &[f64], free: &[usize]) -> Result<(Vec<Vec<f64>>, f64), String> {
         let j = self.jacobian(x, e, free, CURVATURE_STEP)?;
@@ -399,6 +482,32 @@ impl<'a> Problem<'a> {
         let rms = (e.iter().zip(&self.c).map(|(e, c)| c * e * e).sum::<f64>() / runs).sqrt();
         Ok((linalg::pinv(&a), rms.max(MIN_SCATTER)))
     }
+}
+
+/// A factor's value with its unit: `×1.500`, `+3000.0 µs`.
+fn show(i: usize, v: f64) -> String {
+    if FACTORS[i].scale {
+        format!("×{v:.3}")
+    } else {
+        format!("{v:+.1} {}", FACTORS[i].unit)
+    }
+}
+
+/// What the profile scans found (coordinates).
+#[derive(Clone, Debug, Default)]
+struct Scan {
+    /// Each factor's range from its own scan.
+    own: [(f64, f64); 6],
+    /// Each factor's range over every point the scans met within the loss rise.
+    union: [(f64, f64); 6],
+    /// A point with a lower loss than the fit's, if one was met.
+    better: Option<([f64; 6], f64)>,
+    scatter: f64,
+}
+
+fn widen(r: &mut (f64, f64), v: f64) {
+    r.0 = r.0.min(v);
+    r.1 = r.1.max(v);
 }
 
 /// The factors at `x`, in words.
@@ -444,11 +553,13 @@ pub fn fit(
         }
     }
     // Factors no statistic moves with.
+    let mut unmoved = [false; 6];
     let free0: Vec<usize> = (0..6).filter(|&i| opts.free[i]).collect();
     let j0 = p.jacobian(&x0, &e0, &free0, 1.0)?;
     for (col, &i) in free0.iter().enumerate() {
         let moves = j0.iter().map(|r| r[col].abs()).fold(0.0, f64::max);
         if moves < 1e-3 {
+            unmoved[i] = true;
             status[i] = "unidentified";
             notes[i] = Some(match i {
                 2 => {
@@ -466,93 +577,161 @@ pub fn fit(
             });
         }
     }
-    let mut x = x0;
-    let mut iterations = 0;
-    let mut partner_notes: [Vec<String>; 6] = Default::default();
-    let (e, cov, scatter, free) = loop {
-        let free: Vec<usize> = (0..6).filter(|&i| matches!(status[i], "fitted" | "confounded")).collect();
-        progress(format!(
-            "fitting {}",
-            if free.is_empty() {
-                "nothing".to_string()
-            } else {
-                free.iter().map(|&i| FACTORS[i].name).collect::<Vec<_>>().join(", ")
-            }
-        ));
-        let (xf, e, its) = p.lm(x, &free, opts.max_iterations, progress)?;
-        iterations += its;
-        x = xf;
+    let moved: Vec<usize> = (0..6).filter(|&i| opts.free[i] && !unmoved[i]).collect();
+    let describe_free = |free: &[usize]| {
         if free.is_empty() {
-            break (e, Vec::new(), MIN_SCATTER, free);
+            "nothing".to_string()
+        } else {
+            free.iter().map(|&i| FACTORS[i].name).collect::<Vec<_>>().join(", ")
         }
+    };
+    progress(format!("fitting {}", describe_free(&moved)));
+    let (mut x, mut iterations) = p.search(x0, &moved, opts.max_iterations, progress)?;
+    let mut partner_notes: [Vec<String>; 6] = Default::default();
+    let mut scan = Scan::default();
+    for restart in 0..3 {
+        // Leave unidentified factors at their identity, one at a time (the widest first), the
+        // others refitted each time: what one leaves is often carried by another.
+        for k in 0..6 {
+            if opts.free[k] && !unmoved[k] {
+                status[k] = "fitted";
+                notes[k] = None;
+            }
+            partner_notes[k].clear();
+        }
+        let mut dropped: Option<(usize, [f64; 6], [f64; 6])> = None;
+        loop {
+            let free: Vec<usize> = (0..6).filter(|&i| matches!(status[i], "fitted" | "confounded")).collect();
+            if let Some((d, before, half)) = dropped.take() {
+                progress(format!("fitting {}", describe_free(&free)));
+                let (xs, its) = p.search(x, &free, opts.max_iterations, progress)?;
+                x = xs;
+                iterations += its;
+                // A factor that moved beyond its own range when `d` was left at its identity
+                // carries `d`'s effect: its value is theirs together, not its own.
+                for &k in &free {
+                    if (x[k] - before[k]).abs() > half[k] {
+                        partner_notes[k].push(format!(
+                            "its value moved from {} to {} when {} was left at its identity: it carries {}'s effect \
+                             too (these runs cannot tell the two apart)",
+                            show(k, to_v(k, before[k])),
+                            show(k, to_v(k, x[k])),
+                            FACTORS[d].name,
+                            FACTORS[d].name
+                        ));
+                        status[k] = "confounded";
+                    }
+                }
+            }
+            if free.is_empty() {
+                break;
+            }
+            let e = p.errors_at(&[x])?.remove(0);
+            let (cov, s) = p.curvature(&x, &e, &free)?;
+            let runs = p.which.len() as f64;
+            let halves: Vec<f64> = (0..free.len()).map(|col| (runs * s * s * cov[col][col]).sqrt()).collect();
+            // Unidentified: wider than its limit, and its identity within the range (the runs
+            // cannot tell it from no correction). A wide range that excludes the identity still
+            // says something: the factor stays, with its range.
+            let worst = free
+                .iter()
+                .enumerate()
+                .map(|(col, &i)| {
+                    let holds_identity = (x[i] - x0[i]).abs() <= halves[col];
+                    let ratio = if holds_identity { halves[col] / limit(i, to_v(i, x[i])) } else { 0.0 };
+                    (ratio, col, i)
+                })
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .expect("free factors");
+            if worst.0 <= 1.0 {
+                break;
+            }
+            let (_, col, i) = worst;
+            let partner = free
+                .iter()
+                .enumerate()
+                .filter(|&(c, _)| c != col)
+                .map(|(c, &k)| (cov[col][c].abs() / (cov[col][col] * cov[c][c]).sqrt().max(f64::MIN_POSITIVE), k))
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .filter(|(r, _)| *r > 0.5);
+            status[i] = "unidentified";
+            notes[i] = Some(match partner {
+                Some((r, k)) => format!("correlated {r:.2} with {} in these runs", FACTORS[k].name),
+                None => String::new(),
+            });
+            progress(format!("{} unidentified; refitting the others", FACTORS[i].name));
+            let mut h = [0.0; 6];
+            for (col, &k) in free.iter().enumerate() {
+                h[k] = halves[col];
+            }
+            dropped = Some((i, x, h));
+            x[i] = x0[i];
+        }
+        if moved.is_empty() {
+            break;
+        }
+        // What the runs allow of each factor: profile scans, each factor stepped away from the
+        // fit with every other one refitted (those left at their identity too), until the loss
+        // rises by R·s² (see the module's text).
+        let e = p.errors_at(&[x])?.remove(0);
+        let (cov, s) = p.curvature(&x, &e, &moved)?;
+        let loss = p.loss(&e);
+        let rise = p.which.len() as f64 * s * s;
+        progress(format!("ranges: profile scans of {} (loss rise {rise:.6})", describe_free(&moved)));
+        scan = p.scan(&x, loss, rise, &moved, &cov, s)?;
+        match scan.better {
+            // A scan met a better fit than the search found: search again from there.
+            Some((xb, lb)) if lb < loss - 0.1 * rise && restart < 2 => {
+                progress(format!("a scan met a better fit (loss {lb:.6}); searching again from it"));
+                let (xs, its) = p.search(xb, &moved, opts.max_iterations, progress)?;
+                x = xs;
+                iterations += its;
+            }
+            _ => break,
+        }
+    }
+    let free: Vec<usize> = (0..6).filter(|&i| matches!(status[i], "fitted" | "confounded")).collect();
+    for &i in &moved {
+        if status[i] != "unidentified" || unmoved[i] {
+            continue;
+        }
+        let (lo, hi) = scan.union[i];
+        let with = notes[i].take().filter(|n| !n.is_empty()).map_or(String::new(), |n| format!(" ({n})"));
+        notes[i] = Some(format!(
+            "these runs allow anything from {} to {}{with}, no correction included: left at its identity; runs that \
+             move it apart from the others would identify it",
+            show(i, to_v(i, lo.max(p.lo[i]))),
+            show(i, to_v(i, hi.min(p.hi[i])))
+        ));
+    }
+    // A fitted factor whose allowed range is wider than its limit depends on the unidentified
+    // ones: its value assumes them at their identity.
+    let unidentified: Vec<&str> =
+        moved.iter().filter(|&&k| status[k] == "unidentified").map(|&k| FACTORS[k].name).collect();
+    // Its range with the unidentified ones left at their identity, to compare.
+    let conditional: Vec<f64> = if free.is_empty() || unidentified.is_empty() {
+        Vec::new()
+    } else {
+        let e = p.errors_at(&[x])?.remove(0);
         let (cov, s) = p.curvature(&x, &e, &free)?;
         let runs = p.which.len() as f64;
-        let worst = free
-            .iter()
-            .enumerate()
-            .map(|(col, &i)| {
-                let half = (runs * s * s * cov[col][col]).sqrt();
-                (half / limit(i, to_v(i, x[i])), col, i, half)
-            })
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .expect("free factors");
-        if worst.0 <= 1.0 {
-            break (e, cov, s, free);
-        }
-        let (_, col, i, half) = worst;
-        let runs = p.which.len() as f64;
-        // The factor it is most confused with.
-        let partner = free
-            .iter()
-            .enumerate()
-            .filter(|&(c, _)| c != col)
-            .map(|(c, &k)| (cov[col][c].abs() / (cov[col][col] * cov[c][c]).sqrt().max(f64::MIN_POSITIVE), k))
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .filter(|(r, _)| *r > 0.5);
-        let range = if FACTORS[i].scale {
-            format!("×/÷ {:.2}", half.min(50.0).exp())
-        } else {
-            format!("± {:.0} {}", half * UNIT[i], FACTORS[i].unit)
-        };
-        status[i] = "unidentified";
-        notes[i] = Some(match partner {
-            Some((r, k)) => format!(
-                "these runs determine it only to {range} (correlated {r:.2} with {}): left at its identity; measure \
-                 runs that tell them apart",
-                FACTORS[k].name
-            ),
-            None => format!("these runs determine it only to {range}: left at its identity"),
-        });
-        if let Some((r, k)) = partner {
-            // Its partner now carries its effect too: say so, with the partner's range while
-            // both were free.
-            let pc = free.iter().position(|&f| f == k).expect("a free factor");
-            let ph = (runs * s * s * cov[pc][pc]).sqrt();
-            let show = |v: f64| {
-                if FACTORS[k].scale {
-                    format!("×{v:.3}")
-                } else {
-                    format!("{v:+.1} {}", FACTORS[k].unit)
-                }
-            };
-            let (lo, hi) = (to_v(k, (x[k] - ph).max(p.lo[k])), to_v(k, (x[k] + ph).min(p.hi[k])));
-            let note = format!(
-                "these runs cannot tell it from {} (correlated {r:.2}): its value carries {}'s effect too; with both \
-                 free its range was {} – {}",
-                FACTORS[i].name,
-                FACTORS[i].name,
-                show(lo),
-                show(hi)
-            );
-            partner_notes[k].push(note);
-            if ph > limit(k, to_v(k, x[k])) {
-                // Not determined on its own either: its value is the pair's, not its own.
-                status[k] = "confounded";
-            }
-        }
-        progress(format!("{} unidentified ({range}); refitting the others", FACTORS[i].name));
-        x[i] = x0[i];
+        (0..free.len()).map(|col| (runs * s * s * cov[col][col]).sqrt()).collect()
     };
+    for (col, &i) in free.iter().enumerate() {
+        let (lo, hi) = scan.union[i];
+        let half = (hi - lo) / 2.0;
+        let wider = conditional.get(col).is_some_and(|&c| half > 2.0 * c);
+        if !unidentified.is_empty() && (half > limit(i, to_v(i, x[i])) || wider) && status[i] == "fitted" {
+            status[i] = "confounded";
+            partner_notes[i].push(format!(
+                "these runs cannot tell it from {}: its value assumes {} at {} identity, its range allows any",
+                unidentified.join(" and "),
+                if unidentified.len() == 1 { "it" } else { "them" },
+                if unidentified.len() == 1 { "its" } else { "their" }
+            ));
+        }
+    }
+    let scatter = scan.scatter;
     // The factors as the file keeps them, and the figures at exactly those values.
     let mut f = Factors::IDENTITY;
     for i in 0..6 {
@@ -562,22 +741,21 @@ pub fn fit(
     let xr: [f64; 6] = std::array::from_fn(|i| to_x(i, f.get(i)));
     let preds = p.predict(&[x0, xr])?;
     let loss1 = p.loss(&p.errors(&preds[1]));
-    let _ = e;
-    let runs = p.which.len() as f64;
     let outcomes: Vec<FactorOutcome> = (0..6)
         .map(|i| {
-            let (low, high, mut note) = match free.iter().position(|&k| k == i) {
-                Some(col) => {
-                    let half = (runs * scatter * scatter * cov[col][col]).sqrt();
-                    let (l, h) = (to_v(i, (xr[i] - half).max(p.lo[i])), to_v(i, (xr[i] + half).min(p.hi[i])));
-                    (Some(rounded(i, l.min(f.get(i)))), Some(rounded(i, h.max(f.get(i)))), notes[i].clone())
-                }
-                None => (None, None, notes[i].clone()),
+            let kept = matches!(status[i], "fitted" | "confounded");
+            let (low, high) = if kept {
+                let (lo, hi) = scan.union[i];
+                let (l, h) = (to_v(i, lo.max(p.lo[i])), to_v(i, hi.min(p.hi[i])));
+                (Some(rounded(i, l.min(f.get(i)))), Some(rounded(i, h.max(f.get(i)))))
+            } else {
+                (None, None)
             };
-            if status[i] != "unidentified" && !partner_notes[i].is_empty() {
+            let mut note = notes[i].clone();
+            if kept && !partner_notes[i].is_empty() {
                 note = Some(partner_notes[i].join("; "));
             }
-            if matches!(status[i], "fitted" | "confounded") && (xr[i] <= p.lo[i] + 1e-9 || xr[i] >= p.hi[i] - 1e-9) {
+            if kept && (xr[i] <= p.lo[i] + 1e-9 || xr[i] >= p.hi[i] - 1e-9) {
                 note = Some(format!(
                     "at the bound of its search range [{}, {}] {}: the runs ask for more than the model can correct",
                     opts.bounds[i].0, opts.bounds[i].1, FACTORS[i].unit
@@ -607,7 +785,7 @@ pub fn fit(
             progress(format!("leave one out: fitting without {}", targets[left].label));
             let others: Vec<usize> = (0..targets.len()).filter(|&t| t != left).collect();
             let mut q = Problem::new(targets, others, eval, &opts.bounds);
-            let (xl, _, _) = q.lm(xr, &free, (opts.max_iterations / 3).max(5), &mut |_| {})?;
+            let (xl, _, _) = q.lm(xr, &free, (opts.max_iterations / 3).max(5), 1.0, &mut |_| {})?;
             let mut r = Problem::new(targets, vec![left], eval, &opts.bounds);
             let lp = r.predict(&[xl])?;
             p.simulations += q.simulations + r.simulations;

@@ -263,7 +263,14 @@ impl Calibration {
         for i in 0..FACTORS.len() {
             table.set(
                 i,
-                FactorEntry { value: factors.get(i), low: None, high: None, status: given(), note: None, meaning: None },
+                FactorEntry {
+                    value: factors.get(i),
+                    low: None,
+                    high: None,
+                    status: given(),
+                    note: None,
+                    meaning: None,
+                },
             );
         }
         Calibration {

@@ -169,7 +169,9 @@ fn requests(a: &Args, s: Scenario, out_dir: &Path, origin: &Origin, run: &Measur
         predicted_by: by,
         headline_median_abs_error_pct: headline(&rows, false),
         roofline_headline_median_abs_error_pct: roof.as_ref().and_then(|_| headline(&rows, true)),
-        uncalibrated_headline_median_abs_error_pct: uncal.as_ref().and_then(|u| headline(&report_rows(&measured, u, None), false)),
+        uncalibrated_headline_median_abs_error_pct: uncal
+            .as_ref()
+            .and_then(|u| headline(&report_rows(&measured, u, None), false)),
         rows,
         measured,
         predicted,
@@ -187,7 +189,12 @@ fn requests(a: &Args, s: Scenario, out_dir: &Path, origin: &Origin, run: &Measur
         OutFormat::Json => outln!("{json}"),
         OutFormat::Csv => out!("{csv}"),
         OutFormat::Table => {
-            outln!("servesim validate --measured: {} ({} format) vs scenario {}", rep.measured_file, rep.format, rep.scenario);
+            outln!(
+                "servesim validate --measured: {} ({} format) vs scenario {}",
+                rep.measured_file,
+                rep.format,
+                rep.scenario
+            );
             outln!(
                 "  {} requests replayed at their arrival times; {} failed in the file (left out); {} rejected by the simulation",
                 rep.replayed, rep.failed, rep.rejected_by_simulation
