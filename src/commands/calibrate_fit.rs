@@ -54,7 +54,7 @@ pub(crate) struct FitArgs {
 }
 
 /// The simulations of a fitting step, in parallel (results in job order: deterministic).
-struct Parallel;
+pub(crate) struct Parallel;
 
 impl Evaluator for Parallel {
     fn eval(&self, targets: &[Target], jobs: &[(usize, Factors)]) -> Vec<std::result::Result<Vec<f64>, String>> {

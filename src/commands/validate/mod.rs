@@ -13,6 +13,7 @@ mod measured;
 mod report;
 mod runs;
 mod silicon;
+mod silicon_calibrated;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -65,6 +66,12 @@ pub(crate) struct Args {
     /// their id) and report both halves with the fitted constants.
     #[arg(long, requires = "silicon")]
     fit_overhead: bool,
+    /// With --silicon: fit a calibration per group of rows with the same values in these
+    /// columns (e.g. model_path,system,backend,tp_size) on the group's two lowest concurrencies,
+    /// and report it on the group's other rows beside the uncalibrated figures
+    /// (silicon-calibrated.csv; `calibrated` in silicon.json).
+    #[arg(long, value_delimiter = ',', value_name = "KEY", requires = "silicon", conflicts_with_all = ["prompt_pool", "staggered", "fit_overhead"])]
+    calibrate_by: Vec<String>,
     /// With --silicon: start the clients evenly over one request's lifetime (as a first run with
     /// all of them starting together predicts it) instead of all at once as the benchmark does.
     #[arg(long, requires = "silicon")]
@@ -238,6 +245,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
                 moe_distribution,
             },
             fit_overhead: a.fit_overhead,
+            calibrate_by: &a.calibrate_by,
             out: a.out.clone().unwrap_or_else(|| PathBuf::from("outputs").join("silicon-validate")),
             quiet: a.quiet,
         });

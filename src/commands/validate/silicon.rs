@@ -649,7 +649,7 @@ impl Outcome {
 /// The scenario of a case with its clients starting over `ramp_s`. A model the database covers
 /// whose kernels it lacks for this row (gpt-oss in FP8, say) is priced by the roofline instead,
 /// and the row's note says why.
-fn scenario_of(
+pub(super) fn scenario_of(
     c: &mut Case,
     bench: Bench,
     database: Option<&Path>,
@@ -709,6 +709,11 @@ pub(super) fn run_cases(
         .collect()
 }
 
+/// The median of a list (`None` when empty).
+pub(super) fn medians_of(v: Vec<f64>) -> Option<f64> {
+    median(v)
+}
+
 fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
@@ -730,6 +735,8 @@ pub(super) struct Options<'a> {
     pub database: Option<&'a Path>,
     pub bench: Bench,
     pub fit_overhead: bool,
+    /// Row columns grouping rows for a calibration each (`--calibrate-by`); empty: none.
+    pub calibrate_by: &'a [String],
     pub out: PathBuf,
     pub quiet: bool,
 }
@@ -757,6 +764,12 @@ pub(super) fn run(o: Options) -> Result<()> {
     let rows = filter_rows(read(o.file)?, o.filters)?;
     if rows.is_empty() {
         return Err(CliError::input("--silicon: no rows (after --filter)"));
+    }
+    for k in o.calibrate_by {
+        if !rows[0].fields.contains_key(k) {
+            let cols: Vec<&String> = rows[0].fields.keys().collect();
+            return Err(CliError::input(format!("--calibrate-by {k}: no column {k} (columns: {cols:?})")));
+        }
     }
     let resources = crate::scenario_file::FileResources::new(Path::new(""));
     let mut fitted: BTreeMap<String, (f64, f64, bool)> = BTreeMap::new();
@@ -916,9 +929,17 @@ pub(super) fn run(o: Options) -> Result<()> {
     for (fw, (b, s, ov)) in &fitted {
         table += &format!("fitted on the fit half: {fw} overhead {b} µs + {s} µs per sequence, overlap {ov}\n");
     }
+    let calibrated = (!o.calibrate_by.is_empty())
+        .then(|| super::silicon_calibrated::run(&outs, o.calibrate_by, o.bench, o.database, &resources, o.quiet));
+    if let Some(c) = &calibrated {
+        table += &c.table();
+    }
     std::fs::create_dir_all(&o.out)?;
     crate::atomic::write(&o.out.join("silicon.csv"), csv)?;
-    let json = serde_json::json!({
+    if let Some(c) = &calibrated {
+        crate::atomic::write(&o.out.join("silicon-calibrated.csv"), c.csv())?;
+    }
+    let mut json = serde_json::json!({
         "file": o.file.display().to_string(),
         "filters": o.filters,
         "rounds": o.bench.rounds,
@@ -939,6 +960,16 @@ pub(super) fn run(o: Options) -> Result<()> {
         "roofline_models": roofline_json,
         "fitted_overheads": fitted.iter().map(|(k, (b, s, ov))| serde_json::json!({"framework": k, "base_us": b, "per_seq_us": s, "overlap": ov})).collect::<Vec<_>>(),
     });
+    if let Some(c) = &calibrated {
+        let (n, [t0, t1, p0, p1]) = c.medians(&|_| true);
+        json["calibrated"] = serde_json::json!({
+            "by": c.keys,
+            "held_out_rows": n,
+            "ttft_median_abs_error_pct": {"uncalibrated": t0, "calibrated": t1},
+            "tpot_median_abs_error_pct": {"uncalibrated": p0, "calibrated": p1},
+            "groups": c.groups,
+        });
+    }
     crate::atomic::write(&o.out.join("silicon.json"), serde_json::to_string_pretty(&json).expect("serialises") + "\n")?;
     if !o.quiet {
         out!("{table}");
