@@ -9,15 +9,21 @@
 //!   search                 Levenberg–Marquardt on the errors (finite-difference Jacobian,
 //!                          re-weighted for the Huber loss), from the identity
 //!   identifiability        a factor no statistic moves with is unidentified from the start;
-//!                          after a fit, the range over which L rises by R·s² (R runs; s the
-//!                          errors' own RMS, at least 2%: as if every statistic moved by s)
-//!                          is read from the loss's curvature (Gauss–Newton: ±√(R·s²·(JᵀCJ)⁻¹ᵢᵢ));
+//!                          after a fit, each factor's range at the runs' own noise (2%) is read
+//!                          from the loss's curvature (Gauss–Newton: ±√(R·0.02²·(JᵀCJ)⁻¹ᵢᵢ),
+//!                          R runs: the loss rise as if every statistic moved by 2%);
 //!                          the factor whose range is widest against its limit (±25% for a
 //!                          scale; ±50% of the value, at least 500 µs, 5 µs or 5 ms for the
 //!                          added times), among those whose range holds their identity (the
 //!                          runs cannot tell them from no correction), is left at its identity
 //!                          and the rest refitted, until none is left; a factor that then moves
-//!                          beyond its range carries the dropped one's effect (`confounded`); the factor it was most
+//!                          beyond its range carries the dropped one's effect (`confounded`)
+//!   ranges                 profile scans: each factor stepped away from the fit on each side,
+//!                          every other refitted, until L rises by R·s² (s the errors' own RMS,
+//!                          at least 2%: a model that misfits the runs reports wider ranges);
+//!                          a factor's range spans every point within that rise; a fitted
+//!                          factor whose range is wider than its limit, or twice its range with
+//!                          the unidentified ones left at their identity, is `confounded`; the factor it was most
 //!                          correlated with carries its effect, and is `confounded` when the two
 //!                          were correlated 0.9 or more, or its own range with both free
 //!                          exceeded its limit
@@ -160,7 +166,9 @@ const STEP: [f64; 6] = [0.08, 0.08, 0.08, 0.5, 0.5, 0.5];
 /// The steps of the search's last iterations, in multiples of [`STEP`].
 const POLISH_STEP: f64 = 0.4;
 /// Steps of a profile scan on each side of the fit at most (each twice the last).
-const SCAN_STEPS: usize = 4;
+const SCAN_STEPS: usize = 3;
+/// Iterations refitting the other factors at each point of a scan.
+const SCAN_REFIT: usize = 2;
 /// The curvature's steps, in multiples of [`STEP`]: wide enough to see the valley's shape over
 /// the range, not the simulation's small jumps.
 const CURVATURE_STEP: f64 = 2.5;
@@ -444,7 +452,7 @@ impl<'a> Problem<'a> {
                 for _ in 0..SCAN_STEPS {
                     let mut at = last.0;
                     at[i] = (x[i] + side * h).clamp(self.lo[i], self.hi[i]);
-                    let (xp, ep, _) = self.lm(at, &others, 2, 1.0, &mut |_| {})?;
+                    let (xp, ep, _) = self.lm(at, &others, SCAN_REFIT, 1.0, &mut |_| {})?;
                     let lp = self.loss(&ep);
                     if lp < best {
                         best = lp;
@@ -627,9 +635,13 @@ pub fn fit(
                 break;
             }
             let e = p.errors_at(&[x])?.remove(0);
-            let (cov, s) = p.curvature(&x, &e, &free)?;
+            let (cov, _) = p.curvature(&x, &e, &free)?;
             let runs = p.which.len() as f64;
-            let halves: Vec<f64> = (0..free.len()).map(|col| (runs * s * s * cov[col][col]).sqrt()).collect();
+            // Whether the runs pin a factor is judged at the least scatter, the runs' own noise:
+            // a model that cannot fit them everywhere (a larger residual scatter) widens the
+            // ranges it reports, but should not make it drop corrections the runs ask for.
+            let halves: Vec<f64> =
+                (0..free.len()).map(|col| (runs * MIN_SCATTER * MIN_SCATTER * cov[col][col]).sqrt()).collect();
             // Unidentified: wider than its limit, and its identity within the range (the runs
             // cannot tell it from no correction). A wide range that excludes the identity still
             // says something: the factor stays, with its range.

@@ -120,7 +120,12 @@ pub(super) fn run(
                 0.0,
                 resources,
             )?));
-            calibration::fit(&fit_t, &held_t, &opts, &crate::commands::calibrate_fit::Parallel, &mut |_| {})
+            let mut progress = |line: String| {
+                if !quiet {
+                    errln!("calibrate-by: {name}: {line}");
+                }
+            };
+            calibration::fit(&fit_t, &held_t, &opts, &crate::commands::calibrate_fit::Parallel, &mut progress)
         });
         if !quiet {
             errln!("calibrate-by: {name}: {} rows fitted, {} held out", low.len(), high.len());
