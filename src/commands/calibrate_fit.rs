@@ -26,8 +26,14 @@ pub(crate) struct FitArgs {
     /// JSON, AIPerf's summary export, the printed result, a CSV with a row per rate or
     /// concurrency). FILE@SCENARIO: the run was measured on that scenario's deployment (another
     /// model, TP degree or limits on the same GPU, engine and cost source).
-    #[arg(long, required = true)]
+    #[arg(long, required_unless_present = "prometheus")]
     measured: Vec<PathBuf>,
+    /// A window of the engine's Prometheus metrics as a measured run: BEFORE,AFTER,SECONDS — two
+    /// scrapes of vLLM's or SGLang's /metrics and the seconds between them (repeat the flag).
+    /// Its arrivals (Poisson at the window's rate), lengths (their means) and percentiles (read
+    /// within the histograms' buckets) are approximations (docs/calibration.md).
+    #[arg(long, value_name = "BEFORE,AFTER,SECONDS")]
+    prometheus: Vec<String>,
     /// A measured run the fit does not see, to report the calibration on (repeat the flag).
     /// Without one, two runs or more are each predicted by a fit on the others.
     #[arg(long)]
@@ -104,7 +110,10 @@ pub(crate) fn run(a: FitArgs) -> Result<()> {
     if s.groups.iter().any(|g| g.calibration.is_some()) {
         notes.push("fitted on the scenario without its cost.calibration".to_string());
     }
-    let targets = targets(&s, &a.measured, &a)?;
+    let mut targets = targets(&s, &a.measured, &a)?;
+    for p in &a.prometheus {
+        targets.push(prometheus_target(&s, p)?);
+    }
     let holdouts = targets_of(&s, &a.holdout, &a)?;
     let mut opts = FitOptions::new(calibration::bounds_for(&s));
     for (i, f) in fixed.iter().enumerate() {
@@ -246,6 +255,28 @@ fn targets_of(s: &Scenario, files: &[PathBuf], a: &FitArgs) -> Result<Vec<Target
         }
     }
     Ok(out)
+}
+
+/// `--prometheus BEFORE,AFTER,SECONDS` as a target on `s`.
+fn prometheus_target(s: &Scenario, arg: &str) -> Result<Target> {
+    let parts: Vec<&str> = arg.rsplitn(3, ',').collect();
+    let [secs, after, before] = parts.as_slice() else {
+        return Err(CliError::input(format!("--prometheus {arg}: expected BEFORE,AFTER,SECONDS")));
+    };
+    let window: f64 = secs
+        .trim()
+        .parse()
+        .map_err(|_| CliError::input(format!("--prometheus {arg}: {secs:?} is not a number of seconds")))?;
+    let (b, a) = (std::path::Path::new(before), std::path::Path::new(after));
+    let (tb, ta) = (crate::input::read_text(b, "metrics scrape")?, crate::input::read_text(a, "metrics scrape")?);
+    let label = format!("{before} → {after}");
+    let run = servesim_sim::metrics::prometheus::window(&tb, &ta, window, &label).map_err(CliError::input)?;
+    let origin = servesim_sim::calibration::Origin {
+        file: label,
+        sha256: measured::sha256_hex(format!("{tb}\n{ta}").as_bytes()),
+    };
+    Target::new(&calibration::uncalibrated(s), &servesim_sim::calibration::Measured::Bench(run), &origin)
+        .map_err(CliError::input)
 }
 
 /// `FILE` or `FILE@SCENARIO` (a path that exists as given is a file, whatever it holds).

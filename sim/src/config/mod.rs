@@ -47,6 +47,16 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// A number as errors show it: exponent notation when it is huge or tiny (`1e308`, not 309
+/// digits).
+pub(crate) fn shown(x: f64) -> String {
+    if x != 0.0 && x.is_finite() && !(1e-6..1e9).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
 /// Returns an error at `path.key` saying `msg, got value` unless `ok`.
 pub fn check<V: fmt::Display>(ok: bool, path: &str, key: &str, msg: &str, value: V) -> Result<(), ConfigError> {
     if ok {

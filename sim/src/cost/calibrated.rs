@@ -315,7 +315,8 @@ impl Calibration {
             let range = format!("must be in [{}, {}] {}", f.min, f.max, f.unit);
             for (key, v) in [("value", Some(e.value)), ("low", e.low), ("high", e.high)] {
                 if let Some(v) = v {
-                    check(v.is_finite() && (f.min..=f.max).contains(&v), &path, key, &range, v)?;
+                    let shown = crate::config::shown(v);
+                    check(v.is_finite() && (f.min..=f.max).contains(&v), &path, key, &range, shown)?;
                 }
             }
             if let (Some(lo), Some(hi)) = (e.low, e.high) {

@@ -115,11 +115,13 @@ pub fn parse(text: &str, label: &str) -> Result<Vec<BenchRun>, MeasuredError> {
     Ok(runs)
 }
 
+use crate::config::shown;
+
 fn positive(x: f64, what: &str) -> Result<f64, String> {
     if x.is_finite() && x >= 0.0 {
         Ok(x)
     } else {
-        Err(format!("{what}: {x} is not a non-negative number"))
+        Err(format!("{what}: {} is not a non-negative number", shown(x)))
     }
 }
 
@@ -128,11 +130,14 @@ fn check_run(r: &BenchRun) -> Result<(), String> {
     let at = &r.label;
     if let Some(x) = r.load.rate {
         if !(x.is_finite() && x > 0.0 && x <= 1e6) {
-            return Err(format!("{at}: request rate {x} is not in (0, 10⁶] requests/s (write inf for all at once)"));
+            return Err(format!(
+                "{at}: request rate {} is not in (0, 10⁶] requests/s (write inf for all at once)",
+                shown(x)
+            ));
         }
     }
     if !(r.load.burstiness.is_finite() && r.load.burstiness > 0.0 && r.load.burstiness <= 1e4) {
-        return Err(format!("{at}: burstiness {} is not in (0, 10⁴]", r.load.burstiness));
+        return Err(format!("{at}: burstiness {} is not in (0, 10⁴]", shown(r.load.burstiness)));
     }
     if let Some(c) = r.load.concurrency {
         if !(1..=1_000_000).contains(&c) {
@@ -141,7 +146,7 @@ fn check_run(r: &BenchRun) -> Result<(), String> {
     }
     for (what, x) in [("mean prompt length", r.prompt_tokens), ("mean output length", r.output_tokens)] {
         if !(x.is_finite() && (1.0..=1e7).contains(&x)) {
-            return Err(format!("{at}: {what} {x} is not in [1, 10⁷] tokens"));
+            return Err(format!("{at}: {what} {} is not in [1, 10⁷] tokens", shown(x)));
         }
     }
     if !(1..=50_000_000).contains(&r.requests) {
@@ -204,8 +209,8 @@ fn vllm(o: &serde_json::Map<String, Value>, label: &str) -> Result<BenchRun, Str
     };
     let completed =
         number("completed")?.ok_or_else(|| format!("{label}: completed: missing (the requests measured)"))?;
-    if !(completed >= 1.0 && completed.fract() == 0.0) {
-        return Err(format!("{label}: completed: {completed} is not a count ≥ 1"));
+    if !(completed >= 1.0 && completed.fract() == 0.0 && completed <= 5e7) {
+        return Err(format!("{label}: completed: {} is not a count in [1, 5·10⁷]", shown(completed)));
     }
     let mean = |total: &str, fallback: &str| -> Result<f64, String> {
         match number(total)? {
@@ -294,8 +299,8 @@ fn aiperf(o: &serde_json::Map<String, Value>, label: &str) -> Result<BenchRun, S
         Some(n) => n,
         None => lg("request_count").ok_or_else(|| format!("{label}: request_count: missing"))?,
     };
-    if !(requests >= 1.0 && requests.fract() == 0.0) {
-        return Err(format!("{label}: request_count: {requests} is not a count ≥ 1"));
+    if !(requests >= 1.0 && requests.fract() == 0.0 && requests <= 5e7) {
+        return Err(format!("{label}: request_count: {} is not a count in [1, 5·10⁷]", shown(requests)));
     }
     let prompt =
         field("input_sequence_length", "avg")?.ok_or_else(|| format!("{label}: input_sequence_length.avg: missing"))?;
@@ -413,8 +418,8 @@ fn printed_run(lines: &[(usize, String, String)], label: &str) -> Result<BenchRu
     let burstiness = number(&["Burstiness factor"])?.unwrap_or(1.0);
     let completed =
         number(&["Successful requests"])?.ok_or_else(|| format!("{label}: Successful requests: missing"))?;
-    if !(completed >= 1.0 && completed.fract() == 0.0) {
-        return Err(format!("{label}: Successful requests: {completed} is not a count ≥ 1"));
+    if !(completed >= 1.0 && completed.fract() == 0.0 && completed <= 5e7) {
+        return Err(format!("{label}: Successful requests: {} is not a count in [1, 5·10⁷]", shown(completed)));
     }
     let input = number(&["Total input tokens"])?.ok_or_else(|| format!("{label}: Total input tokens: missing"))?;
     let output =
@@ -534,8 +539,8 @@ fn csv_sweep(text: &str, label: &str) -> Result<Vec<BenchRun>, String> {
         };
         let need = |c: usize| number(c)?.ok_or_else(|| format!("{label}:{line}: {}: missing", header[c]));
         let requests = need(c_req)?;
-        if !(requests >= 1.0 && requests.fract() == 0.0) {
-            return Err(format!("{label}:{line}: {}: {requests} is not a count ≥ 1", header[c_req]));
+        if !(requests >= 1.0 && requests.fract() == 0.0 && requests <= 5e7) {
+            return Err(format!("{label}:{line}: {}: {} is not a count in [1, 5·10⁷]", header[c_req], shown(requests)));
         }
         let mut stats = BTreeMap::new();
         for (c, k) in &stat_cols {

@@ -13,6 +13,7 @@ pub mod measured;
 mod observer;
 mod parts;
 pub(crate) mod policy;
+pub mod prometheus;
 mod sections;
 pub mod stats;
 mod summary;
