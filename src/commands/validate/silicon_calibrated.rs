@@ -112,7 +112,7 @@ pub(super) fn run(
         };
         let fit = targets(&low).and_then(|fit_t| {
             let held_t = targets(&high)?;
-            let opts = FitOptions::new(calibration::bounds_for(&super::silicon::scenario_of(
+            let mut opts = FitOptions::new(calibration::bounds_for(&super::silicon::scenario_of(
                 &mut outs[low[0]].case.clone().expect("expressed"),
                 bench,
                 database,
@@ -120,6 +120,10 @@ pub(super) fn run(
                 0.0,
                 resources,
             )?));
+            // The scoreboard needs predictions, not the factors' ranges: no profile scans, and a
+            // shorter search.
+            opts.scans = false;
+            opts.max_iterations = 20;
             let mut progress = |line: String| {
                 if !quiet {
                     errln!("calibrate-by: {name}: {line}");
