@@ -1,4 +1,4 @@
-//! The sweep recipes in deploy/ (and the README) run as written: the Slurm array script and the
+//! The sweep recipes in deploy/ (and deploy/README.md) run as written: the Slurm array script and the
 //! Kubernetes Indexed Job's shard command, with the variables their schedulers set, merge into
 //! the plan the unsharded run prints.
 
