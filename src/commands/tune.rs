@@ -492,6 +492,28 @@ fn finish(
                     if frontier.contains(&c.name) { "*" } else { "" }
                 );
             }
+            // Which configurations a calibration corrects (only when the scenario names one).
+            let named: Vec<&CandidateResult> = report.candidates.iter().filter(|c| c.calibration.is_some()).collect();
+            if !named.is_empty() {
+                let calibrated: Vec<&str> = named
+                    .iter()
+                    .filter(|c| c.calibration.as_deref().is_some_and(|w| w.starts_with("calibrated")))
+                    .map(|c| c.name.as_str())
+                    .collect();
+                let first = named[0].calibration.as_deref().unwrap_or("");
+                outln!(
+                    "
+cost model: {} of {} searched configurations calibrated{}",
+                    calibrated.len(),
+                    named.len(),
+                    if calibrated.len() == named.len() { format!(" ({first})") } else { names(&calibrated) }
+                );
+                if let Some(u) =
+                    named.iter().find(|c| c.calibration.as_deref().is_some_and(|w| w.starts_with("uncalibrated")))
+                {
+                    outln!("  the others {}", u.calibration.as_deref().unwrap_or(""));
+                }
+            }
             if !pruned.is_empty() {
                 let (by_floor, by_run): (Vec<&Pruned>, Vec<&Pruned>) =
                     pruned.iter().partition(|p| p.failed_at_instances.is_none());
