@@ -368,8 +368,8 @@ impl<'a> Problem<'a> {
                 for &l in &tries {
                     let mut m = a.clone();
                     let top = (0..m.len()).map(|r| m[r][r]).fold(0.0f64, f64::max).max(1e-12);
-                    for r in 0..m.len() {
-                        m[r][r] += l * m[r][r] + 1e-9 * top;
+                    for (r, row) in m.iter_mut().enumerate() {
+                        row[r] += l * row[r] + 1e-9 * top;
                     }
                     let neg: Vec<f64> = g.iter().map(|v| -v).collect();
                     let d = linalg::solve(&m, &neg);
@@ -439,11 +439,8 @@ impl<'a> Problem<'a> {
         s: f64,
     ) -> Result<Scan, String> {
         let runs = self.which.len() as f64;
-        let mut out = Scan { own: [(0.0, 0.0); 6], union: [(0.0, 0.0); 6], better: None, scatter: s };
-        for i in 0..6 {
-            out.own[i] = (x[i], x[i]);
-            out.union[i] = (x[i], x[i]);
-        }
+        let own = x.map(|v| (v, v));
+        let mut out = Scan { own, union: own, better: None, scatter: s };
         let mut best = loss;
         for (col, &i) in free.iter().enumerate() {
             let others: Vec<usize> = free.iter().copied().filter(|&k| k != i).collect();
@@ -468,8 +465,8 @@ impl<'a> Problem<'a> {
                         widen(&mut out.own[i], end);
                         break;
                     }
-                    for k in 0..6 {
-                        widen(&mut out.union[k], xp[k]);
+                    for (r, &v) in out.union.iter_mut().zip(&xp) {
+                        widen(r, v);
                     }
                     widen(&mut out.own[i], xp[i]);
                     last = (xp, lp, h);
@@ -519,10 +516,7 @@ struct Scan {
 impl Scan {
     /// The ranges the loss's curvature at `x` gives alone (±√(R·s²·(JᵀCJ)⁻¹ᵢᵢ)).
     fn quadratic(x: &[f64; 6], free: &[usize], cov: &[Vec<f64>], s: f64, runs: f64) -> Scan {
-        let mut out = Scan { own: [(0.0, 0.0); 6], union: [(0.0, 0.0); 6], better: None, scatter: s };
-        for i in 0..6 {
-            out.own[i] = (x[i], x[i]);
-        }
+        let mut out = Scan { own: x.map(|v| (v, v)), union: [(0.0, 0.0); 6], better: None, scatter: s };
         for (col, &i) in free.iter().enumerate() {
             let h = (runs * s * s * cov[col][col]).sqrt();
             out.own[i] = (x[i] - h, x[i] + h);
@@ -573,12 +567,8 @@ pub fn fit(
     let loss0 = p.loss(&e0);
     progress(format!("{} runs, {} statistics; uncalibrated loss {loss0:.6}", targets.len(), e0.len()));
     let mut status: [&'static str; 6] = std::array::from_fn(|i| if opts.free[i] { "fitted" } else { "fixed" });
-    let mut notes: [Option<String>; 6] = Default::default();
-    for i in 0..6 {
-        if !opts.free[i] {
-            notes[i] = Some("not fitted (left out with --fix)".into());
-        }
-    }
+    let mut notes: [Option<String>; 6] =
+        std::array::from_fn(|i| (!opts.free[i]).then(|| "not fitted (left out with --fix)".to_string()));
     // Factors no statistic moves with.
     let mut unmoved = [false; 6];
     let free0: Vec<usize> = (0..6).filter(|&i| opts.free[i]).collect();
