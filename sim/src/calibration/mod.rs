@@ -231,16 +231,7 @@ pub fn replay(s: &Scenario, run: &MeasuredRun, label: &str) -> Result<Scenario, 
         src.scan = Some(scan);
     }
     let mut s = s.clone();
-    s.workload = WorkloadSpec {
-        duration_s: None,
-        requests: None,
-        arrival: None,
-        prompt_tokens: None,
-        output_tokens: None,
-        trace: Some(spec),
-        prefix: None,
-        class_weights: None,
-    };
+    s.workload = WorkloadSpec::of_trace(spec);
     s.resolved.workload = s.workload.clone();
     Ok(s)
 }

@@ -171,6 +171,22 @@ fn timed(o: &serde_json::Map<String, Value>, keys: &[&str]) -> Option<(String, i
     })
 }
 
+/// The JSON objects of a JSON-lines text, one per non-blank line, each with the `file:line`
+/// its errors name.
+fn json_lines<'a>(
+    text: &'a str,
+    label: &'a str,
+) -> impl Iterator<Item = Result<(String, serde_json::Map<String, Value>), String>> + 'a {
+    text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(move |(i, line)| {
+        let at = format!("{label}:{}", i + 1);
+        match serde_json::from_str::<Value>(line) {
+            Ok(Value::Object(o)) => Ok((at, o)),
+            Ok(_) => Err(format!("{at}: expected a JSON object per request")),
+            Err(e) => Err(format!("{at}: not JSON: {e}")),
+        }
+    })
+}
+
 /// vLLM's engine-side request stats (vllm/v1/metrics/stats.py `RequestStateStats`):
 /// `queued_ts`, `scheduled_ts`, `first_token_ts`, `last_token_ts` on the engine core's
 /// monotonic clock (seconds), `arrival_time` on the API server's wall clock.
@@ -181,13 +197,9 @@ const ENGINE_KEYS: [&str; 3] = ["queued_ts", "first_token_ts", "last_token_ts"];
 fn engine_stats(text: &str, label: &str) -> Result<MeasuredRun, String> {
     let mut requests = Vec::new();
     let mut failed = 0;
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = format!("{label}:{}", i + 1);
-        let v: Value = serde_json::from_str(line).map_err(|e| format!("{at}: not JSON: {e}"))?;
-        let o = v.as_object().ok_or_else(|| format!("{at}: expected a JSON object per request"))?;
+    for rec in json_lines(text, label) {
+        let (at, o) = rec?;
+        let o = &o;
         let secs = |key: &str| -> Result<Option<f64>, String> {
             match o.get(key) {
                 None | Some(Value::Null) => Ok(None),
@@ -253,13 +265,9 @@ fn jsonl(text: &str, label: &str) -> Result<MeasuredRun, String> {
     }
     let mut requests = Vec::new();
     let mut failed = 0;
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = format!("{label}:{}", i + 1);
-        let v: Value = serde_json::from_str(line).map_err(|e| format!("{at}: not JSON: {e}"))?;
-        let o = v.as_object().ok_or_else(|| format!("{at}: expected a JSON object per request"))?;
+    for rec in json_lines(text, label) {
+        let (at, o) = rec?;
+        let o = &o;
         let time = |keys: &[&str], what: &str| -> Result<Option<i64>, String> {
             let Some((key, unit)) = timed(o, keys) else { return Ok(None) };
             match &o[&key] {

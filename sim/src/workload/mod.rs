@@ -60,6 +60,20 @@ pub struct WorkloadSpec {
 pub const MAX_DURATION_S: f64 = 1e9;
 
 impl WorkloadSpec {
+    /// A workload that replays `trace` and nothing else.
+    pub fn of_trace(trace: TraceSpec) -> WorkloadSpec {
+        WorkloadSpec {
+            duration_s: None,
+            requests: None,
+            arrival: None,
+            prompt_tokens: None,
+            output_tokens: None,
+            trace: Some(trace),
+            prefix: None,
+            class_weights: None,
+        }
+    }
+
     pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         if let Some(d) = self.duration_s {
             check(d.is_finite() && d > 0.0 && d <= MAX_DURATION_S, path, "duration_s", "must be in (0, 1e9] s", d)?;

@@ -180,39 +180,47 @@ fn requests(a: &Args, s: Scenario, out_dir: &Path, origin: &Origin, run: &Measur
     };
     let json = serde_json::to_string_pretty(&rep).expect("report serialises");
     let csv = report::rows_csv(&rep.rows);
-    crate::atomic::write(&out_dir.join("validate.json"), json.clone() + "\n")?;
-    crate::atomic::write(&out_dir.join("validate.csv"), &csv)?;
+    emit(a, out_dir, &json, &csv, &|| {
+        outln!(
+            "servesim validate --measured: {} ({} format) vs scenario {}",
+            rep.measured_file,
+            rep.format,
+            rep.scenario
+        );
+        outln!(
+            "  {} requests replayed at their arrival times; {} failed in the file (left out); {} rejected by the simulation",
+            rep.replayed, rep.failed, rep.rejected_by_simulation
+        );
+        for n in &rep.notes {
+            outln!("  note: {n}");
+        }
+        outln!("  predicted by {}\n", rep.predicted_by);
+        out!("{}", report::rows_table(&rep.rows));
+        outln!(
+            "\nsummary     median |error| of TTFT, TPOT, E2E (mean and p99): {}",
+            rep.headline_median_abs_error_pct.map_or("n/a".into(), |v| format!("{v:.1}%"))
+        );
+        if let Some(u) = rep.uncalibrated_headline_median_abs_error_pct {
+            outln!("            without the calibration: {u:.1}%");
+        }
+        outln!("outputs     {}/", out_dir.display());
+    })
+}
+
+/// Writes `validate.json` and `validate.csv` into `out_dir` and prints the report in `a.format`
+/// (the table by `table`).
+fn emit(a: &Args, out_dir: &Path, json: &str, csv: &str, table: &dyn Fn()) -> Result<()> {
+    std::fs::create_dir_all(out_dir)
+        .map_err(|e| CliError::Other(anyhow::anyhow!("cannot create {}: {e}", out_dir.display())))?;
+    crate::atomic::write(&out_dir.join("validate.json"), json.to_string() + "\n")?;
+    crate::atomic::write(&out_dir.join("validate.csv"), csv)?;
     if a.quiet {
         return Ok(());
     }
     match a.format {
         OutFormat::Json => outln!("{json}"),
         OutFormat::Csv => out!("{csv}"),
-        OutFormat::Table => {
-            outln!(
-                "servesim validate --measured: {} ({} format) vs scenario {}",
-                rep.measured_file,
-                rep.format,
-                rep.scenario
-            );
-            outln!(
-                "  {} requests replayed at their arrival times; {} failed in the file (left out); {} rejected by the simulation",
-                rep.replayed, rep.failed, rep.rejected_by_simulation
-            );
-            for n in &rep.notes {
-                outln!("  note: {n}");
-            }
-            outln!("  predicted by {}\n", rep.predicted_by);
-            out!("{}", report::rows_table(&rep.rows));
-            outln!(
-                "\nsummary     median |error| of TTFT, TPOT, E2E (mean and p99): {}",
-                rep.headline_median_abs_error_pct.map_or("n/a".into(), |v| format!("{v:.1}%"))
-            );
-            if let Some(u) = rep.uncalibrated_headline_median_abs_error_pct {
-                outln!("            without the calibration: {u:.1}%");
-            }
-            outln!("outputs     {}/", out_dir.display());
-        }
+        OutFormat::Table => table(),
     }
     Ok(())
 }
@@ -281,34 +289,22 @@ fn summaries(a: &Args, s: &Scenario, out_dir: &Path, origin: &Origin, runs: &[Me
             csv += &format!("{},{line}\n", csv_quote(&r.label));
         }
     }
-    std::fs::create_dir_all(out_dir)
-        .map_err(|e| CliError::Other(anyhow::anyhow!("cannot create {}: {e}", out_dir.display())))?;
-    crate::atomic::write(&out_dir.join("validate.json"), json.clone() + "\n")?;
-    crate::atomic::write(&out_dir.join("validate.csv"), &csv)?;
-    if a.quiet {
-        return Ok(());
-    }
-    match a.format {
-        OutFormat::Json => outln!("{json}"),
-        OutFormat::Csv => out!("{csv}"),
-        OutFormat::Table => {
-            outln!("servesim validate --measured: {} vs scenario {}", rep.measured_file, rep.scenario);
-            outln!("  predicted by {}", rep.predicted_by);
-            for r in &rep.runs {
-                outln!("\n{} ({}, {} requests)", r.label, r.format, r.requests);
-                for n in &r.notes {
-                    outln!("  note: {n}");
-                }
-                out!("{}", report::rows_table(&r.rows));
-                outln!(
-                    "  median |error| of the TTFT, TPOT, E2E means and p99s: {}",
-                    r.headline_median_abs_error_pct.map_or("n/a".into(), |v| format!("{v:.1}%"))
-                );
+    emit(a, out_dir, &json, &csv, &|| {
+        outln!("servesim validate --measured: {} vs scenario {}", rep.measured_file, rep.scenario);
+        outln!("  predicted by {}", rep.predicted_by);
+        for r in &rep.runs {
+            outln!("\n{} ({}, {} requests)", r.label, r.format, r.requests);
+            for n in &r.notes {
+                outln!("  note: {n}");
             }
-            outln!("outputs     {}/", out_dir.display());
+            out!("{}", report::rows_table(&r.rows));
+            outln!(
+                "  median |error| of the TTFT, TPOT, E2E means and p99s: {}",
+                r.headline_median_abs_error_pct.map_or("n/a".into(), |v| format!("{v:.1}%"))
+            );
         }
-    }
-    Ok(())
+        outln!("outputs     {}/", out_dir.display());
+    })
 }
 
 /// A CSV field, quoted when it holds a comma, a quote or a line break.

@@ -210,20 +210,7 @@ impl Input {
         let abs = std::fs::canonicalize(path).map_err(|e| CliError::input(format!("{name}: cannot read: {e}")))?;
         trace_source::install(&mut spec, abs, name.clone())?;
         let label = format!("{name} ({})", format.name());
-        Ok(Loaded {
-            workload: WorkloadSpec {
-                duration_s: None,
-                requests: None,
-                arrival: None,
-                prompt_tokens: None,
-                output_tokens: None,
-                trace: Some(spec),
-                prefix: None,
-                class_weights: None,
-            },
-            seed: self.seed.unwrap_or(0),
-            label,
-        })
+        Ok(Loaded { workload: WorkloadSpec::of_trace(spec), seed: self.seed.unwrap_or(0), label })
     }
 }
 
