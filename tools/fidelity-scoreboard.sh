@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The scoreboard tables of docs/fidelity.md: `servesim validate --silicon` on AIConfigurator's
+# measured serving runs, once as servesim runs it by default and once per alternative the
+# document discusses, summarized by partition (model class × engine × half), per group, and the
+# rows not run with their reasons. Written into docs/fidelity.md between its scoreboard markers.
+# About 6 minutes on 2 cores (six runs of every row).
+#
+#   pip download --no-deps aiconfigurator-core==0.12.0 && unzip -q aiconfigurator_core-*.whl -d aic
+#   tools/fidelity-scoreboard.sh aic [BINARY] [OUT_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DB=$(realpath "$1")
+BIN=$(realpath "${2:-target/release/servesim}")
+OUT=${3:-$(mktemp -d)}
+CSV="$DB/aiconfigurator_core/systems/silicon_sample.csv"
+run() { # name, extra flags...
+  local name=$1
+  shift
+  if [ ! -f "$OUT/$name/silicon.csv" ]; then
+    "$BIN" validate --silicon "$CSV" --database "$DB" --out "$OUT/$name" -q "$@"
+  fi
+}
+run default
+run defaults --engine-limits defaults
+run pool --prompt-pool 100
+run frontend --frontend
+run schedulers --engine-schedulers
+run balanced --moe-distribution balanced
+python3 - "$OUT" <<'PY' >"$OUT/section.md"
+import csv, json, statistics, sys
+out = sys.argv[1]
+def rows(name):
+    return [r for r in csv.DictReader(open(f"{out}/{name}/silicon.csv")) if r["predicted_ttft_ms"]]
+def kind(r):
+    if r["status"].startswith("roofline"):
+        return "roofline"
+    m = r["model"]
+    if m.startswith("deepseek"):
+        return "mla"
+    if m.startswith("gpt-oss"):
+        return "windowed"
+    if m.startswith("qwen3-235b") or m.startswith("qwen3-30b"):
+        return "moe"
+    return "dense"
+VS = lambda r: r["framework"] in ("vllm", "sglang")
+TRT = lambda r: r["framework"] == "trtllm"
+PARTS = [
+    ("dense, vLLM + SGLang, fit half", lambda r: kind(r) == "dense" and VS(r) and r["half"] == "fit"),
+    ("dense, vLLM + SGLang, report half", lambda r: kind(r) == "dense" and VS(r) and r["half"] == "report"),
+    ("dense, vLLM + SGLang, all", lambda r: kind(r) == "dense" and VS(r)),
+    ("dense, TensorRT-LLM, fit half", lambda r: kind(r) == "dense" and TRT(r) and r["half"] == "fit"),
+    ("dense, TensorRT-LLM, report half", lambda r: kind(r) == "dense" and TRT(r) and r["half"] == "report"),
+    ("Qwen3 MoE, vLLM + SGLang", lambda r: kind(r) == "moe" and VS(r)),
+    ("Qwen3 MoE, TensorRT-LLM", lambda r: kind(r) == "moe" and TRT(r)),
+    ("gpt-oss-120b (windowed, MoE), database", lambda r: kind(r) == "windowed"),
+    ("DeepSeek-R1/V3 (latent attention), database", lambda r: kind(r) == "mla"),
+    ("priced by the roofline (DP attention; kernels the database lacks)", lambda r: kind(r) == "roofline"),
+]
+def med(rs, k, signed=False):
+    v = [float(r[f"{k}_error_pct"]) for r in rs]
+    return statistics.median(v if signed else [abs(x) for x in v])
+def cell(rs):
+    return f"{med(rs, 'ttft'):.1f}% / {med(rs, 'tpot'):.1f}%" if rs else "—"
+VARIANTS = [
+    ("default", "as run by default"),
+    ("defaults", "`--engine-limits defaults`"),
+    ("pool", "`--prompt-pool 100`"),
+    ("frontend", "`--frontend`"),
+    ("schedulers", "`--engine-schedulers`"),
+    ("balanced", "`--moe-distribution balanced`"),
+]
+data = {name: rows(name) for name, _ in VARIANTS}
+print("<!-- scoreboard-partitions -->")
+print("| rows (count as run by default) | " + " | ".join(label for _, label in VARIANTS) + " |")
+print("|---|" + "---|" * len(VARIANTS))
+for label, pred in PARTS:
+    n = sum(1 for r in data["default"] if pred(r))
+    print(f"| {label} ({n}) | " + " | ".join(cell([r for r in data[v] if pred(r)]) for v, _ in VARIANTS) + " |")
+summary = json.load(open(f"{out}/default/silicon.json"))
+print()
+print(f"Median |error| of mean TTFT / mean TPOT per partition; {summary['run']} of {summary['rows']} rows run. "
+      "Halves are a hash of the row's id; the engine overheads (below) were fitted on the fit half only. "
+      "Made by `tools/fidelity-scoreboard.sh` (`servesim validate --silicon .../silicon_sample.csv "
+      "--database aic`, then once with each flag in the header).")
+print("<!-- /scoreboard-partitions -->")
+print()
+print("<!-- scoreboard-groups -->")
+print("| model | system | engine | weights | rows | TTFT | TTFT signed | TPOT | TPOT signed | TTFT, pool 100 | TPOT, pool 100 |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+def by_group(rs):
+    groups = {}
+    for r in rs:
+        groups.setdefault((r["model"], r["system"], r["framework"], r["weights"]), []).append(r)
+    return groups
+groups, pooled = by_group(data["default"]), by_group(data["pool"])
+for key in sorted(groups):
+    rs, ps = groups[key], pooled.get(key, [])
+    pool = f"{med(ps, 'ttft'):.1f}% | {med(ps, 'tpot'):.1f}%" if ps else "— | —"
+    print(f"| {' | '.join(key)} | {len(rs)} | {med(rs, 'ttft'):.1f}% | {med(rs, 'ttft', True):+.1f}% | "
+          f"{med(rs, 'tpot'):.1f}% | {med(rs, 'tpot', True):+.1f}% | {pool} |")
+print()
+print("Median |error| and median signed error per group as run by default, and with `--prompt-pool 100`; made by `tools/fidelity-scoreboard.sh`.")
+print("<!-- /scoreboard-groups -->")
+print()
+print("<!-- scoreboard-not-run -->")
+def reason_class(reason):
+    if reason.startswith("model "):
+        return "model without a servesim preset"
+    if reason.startswith("mode disagg"):
+        return "disaggregated (prefill and decode workers)"
+    if reason.startswith("moe_tp_size"):
+        return "MoE TP different from the attention TP"
+    if reason.startswith("tp_size"):
+        return "more than 8 GPUs (one node)"
+    return reason
+reasons = {}
+for reason, count in summary["not_run"].items():
+    reasons[reason_class(reason)] = reasons.get(reason_class(reason), 0) + count
+print("| not run | rows |")
+print("|---|---|")
+for head, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
+    print(f"| {head} | {count} |")
+print()
+print("Counted from silicon.json's `not_run` (which gives every reason in full); made by `tools/fidelity-scoreboard.sh`.")
+print("<!-- /scoreboard-not-run -->")
+PY
+python3 - docs/fidelity.md "$OUT/section.md" <<'PY'
+import re, sys
+doc, section = sys.argv[1:3]
+text = open(doc).read()
+for m in re.finditer(r"<!-- (scoreboard-[a-z-]+) -->\n.*?<!-- /\1 -->", open(section).read(), re.S):
+    name = m.group(1)
+    a = text.index(f"<!-- {name} -->")
+    b = text.index(f"<!-- /{name} -->") + len(f"<!-- /{name} -->")
+    text = text[:a] + m.group(0) + text[b:]
+open(doc, "w").write(text)
+PY
+cat "$OUT/section.md"
