@@ -29,6 +29,7 @@ mod reliability;
 mod report;
 mod routers;
 mod swarm;
+mod tidy;
 mod tune;
 mod validate;
 mod vidur_import;

@@ -549,6 +549,40 @@ fn limit(i: usize, v: f64) -> f64 {
     }
 }
 
+/// Where the fit stands: each factor's status and notes, the point, and what the scans found.
+struct State {
+    x0: [f64; 6],
+    x: [f64; 6],
+    status: [&'static str; 6],
+    notes: [Option<String>; 6],
+    /// Why a kept factor's value is not its own (it carries another's effect).
+    partner_notes: [Vec<String>; 6],
+    /// Factors no statistic moves with.
+    unmoved: [bool; 6],
+    /// The free factors some statistic moves with.
+    moved: Vec<usize>,
+    iterations: u64,
+    scan: Scan,
+}
+
+impl State {
+    fn kept(&self, i: usize) -> bool {
+        matches!(self.status[i], "fitted" | "confounded")
+    }
+
+    fn kept_factors(&self) -> Vec<usize> {
+        (0..6).filter(|&i| self.kept(i)).collect()
+    }
+}
+
+fn describe_free(free: &[usize]) -> String {
+    if free.is_empty() {
+        "nothing".to_string()
+    } else {
+        free.iter().map(|&i| FACTORS[i].name).collect::<Vec<_>>().join(", ")
+    }
+}
+
 /// Fits the factors on `targets`, reports them on `holdouts` (or, with none and two targets or
 /// more, on each target left out of a fit of the others); `progress` gets a line per step.
 pub fn fit(
@@ -566,264 +600,27 @@ pub fn fit(
     let e0 = p.errors_at(&[x0])?.remove(0);
     let loss0 = p.loss(&e0);
     progress(format!("{} runs, {} statistics; uncalibrated loss {loss0:.6}", targets.len(), e0.len()));
-    let mut status: [&'static str; 6] = std::array::from_fn(|i| if opts.free[i] { "fitted" } else { "fixed" });
-    let mut notes: [Option<String>; 6] =
-        std::array::from_fn(|i| (!opts.free[i]).then(|| "not fitted (left out with --fix)".to_string()));
-    // Factors no statistic moves with.
-    let mut unmoved = [false; 6];
-    let free0: Vec<usize> = (0..6).filter(|&i| opts.free[i]).collect();
-    let j0 = p.jacobian(&x0, &e0, &free0, 1.0)?;
-    for (col, &i) in free0.iter().enumerate() {
-        let moves = j0.iter().map(|r| r[col].abs()).fold(0.0, f64::max);
-        if moves < 1e-3 {
-            unmoved[i] = true;
-            status[i] = "unidentified";
-            notes[i] = Some(match i {
-                2 => {
-                    "no statistic of these runs moves with it (no collective: one GPU per instance, or collectives too \
-                      short to see)"
-                        .into()
-                }
-                5 => "no statistic of these runs moves with it (their latencies are the engine's own, without the \
-                      client's path)"
-                    .into(),
-                3 | 4 => "no statistic of these runs moves with it (the engine overlaps its CPU work with the GPU, \
-                          and the GPU is the longer)"
-                    .into(),
-                _ => "no statistic of these runs moves with it".into(),
-            });
-        }
-    }
-    let moved: Vec<usize> = (0..6).filter(|&i| opts.free[i] && !unmoved[i]).collect();
-    let describe_free = |free: &[usize]| {
-        if free.is_empty() {
-            "nothing".to_string()
-        } else {
-            free.iter().map(|&i| FACTORS[i].name).collect::<Vec<_>>().join(", ")
-        }
-    };
-    progress(format!("fitting {}", describe_free(&moved)));
-    let (mut x, mut iterations) = p.search(x0, &moved, opts.max_iterations, progress)?;
-    let mut partner_notes: [Vec<String>; 6] = Default::default();
-    let mut scan = Scan::default();
+    let mut st = initial_state(&mut p, x0, &e0, opts)?;
+    progress(format!("fitting {}", describe_free(&st.moved)));
+    let (x, iterations) = p.search(x0, &st.moved, opts.max_iterations, progress)?;
+    (st.x, st.iterations) = (x, iterations);
     for restart in 0..3 {
-        // Leave unidentified factors at their identity, one at a time (the widest first), the
-        // others refitted each time: what one leaves is often carried by another.
-        for k in 0..6 {
-            if opts.free[k] && !unmoved[k] {
-                status[k] = "fitted";
-                notes[k] = None;
-            }
-            partner_notes[k].clear();
-        }
-        let mut dropped: Option<(usize, [f64; 6], [f64; 6])> = None;
-        loop {
-            let free: Vec<usize> = (0..6).filter(|&i| matches!(status[i], "fitted" | "confounded")).collect();
-            if let Some((d, before, half)) = dropped.take() {
-                progress(format!("fitting {}", describe_free(&free)));
-                let (xs, its) = p.search(x, &free, opts.max_iterations, progress)?;
-                x = xs;
-                iterations += its;
-                // A factor that moved beyond its own range when `d` was left at its identity
-                // carries `d`'s effect: its value is theirs together, not its own.
-                for &k in &free {
-                    if (x[k] - before[k]).abs() > half[k] {
-                        partner_notes[k].push(format!(
-                            "its value moved from {} to {} when {} was left at its identity: it carries {}'s effect \
-                             too (these runs cannot tell the two apart)",
-                            show(k, to_v(k, before[k])),
-                            show(k, to_v(k, x[k])),
-                            FACTORS[d].name,
-                            FACTORS[d].name
-                        ));
-                        status[k] = "confounded";
-                    }
-                }
-            }
-            if free.is_empty() {
-                break;
-            }
-            let e = p.errors_at(&[x])?.remove(0);
-            let (cov, _) = p.curvature(&x, &e, &free)?;
-            let runs = p.which.len() as f64;
-            // Whether the runs pin a factor is judged at the least scatter, the runs' own noise:
-            // a model that cannot fit them everywhere (a larger residual scatter) widens the
-            // ranges it reports, but should not make it drop corrections the runs ask for.
-            let halves: Vec<f64> =
-                (0..free.len()).map(|col| (runs * MIN_SCATTER * MIN_SCATTER * cov[col][col]).sqrt()).collect();
-            // Unidentified: wider than its limit, and its identity within the range (the runs
-            // cannot tell it from no correction). A wide range that excludes the identity still
-            // says something: the factor stays, with its range.
-            let worst = free
-                .iter()
-                .enumerate()
-                .map(|(col, &i)| {
-                    let holds_identity = (x[i] - x0[i]).abs() <= halves[col];
-                    let ratio = if holds_identity { halves[col] / limit(i, to_v(i, x[i])) } else { 0.0 };
-                    (ratio, col, i)
-                })
-                .max_by(|a, b| a.0.total_cmp(&b.0))
-                .expect("free factors");
-            if worst.0 <= 1.0 {
-                break;
-            }
-            let (_, col, i) = worst;
-            let partner = free
-                .iter()
-                .enumerate()
-                .filter(|&(c, _)| c != col)
-                .map(|(c, &k)| (cov[col][c].abs() / (cov[col][col] * cov[c][c]).sqrt().max(f64::MIN_POSITIVE), k))
-                .max_by(|a, b| a.0.total_cmp(&b.0))
-                .filter(|(r, _)| *r > 0.5);
-            status[i] = "unidentified";
-            notes[i] = Some(match partner {
-                Some((r, k)) => format!("correlated {r:.2} with {} in these runs", FACTORS[k].name),
-                None => String::new(),
-            });
-            progress(format!("{} unidentified; refitting the others", FACTORS[i].name));
-            let mut h = [0.0; 6];
-            for (col, &k) in free.iter().enumerate() {
-                h[k] = halves[col];
-            }
-            dropped = Some((i, x, h));
-            x[i] = x0[i];
-        }
-        if moved.is_empty() {
+        drop_unidentified(&mut p, &mut st, opts, progress)?;
+        if st.moved.is_empty() || !rescan(&mut p, &mut st, opts, restart, progress)? {
             break;
         }
-        // What the runs allow of each factor: profile scans, each factor stepped away from the
-        // fit with every other one refitted (those left at their identity too), until the loss
-        // rises by R·s² (see the module's text).
-        let e = p.errors_at(&[x])?.remove(0);
-        let (cov, s) = p.curvature(&x, &e, &moved)?;
-        let loss = p.loss(&e);
-        let rise = p.which.len() as f64 * s * s;
-        if !opts.scans {
-            scan = Scan::quadratic(&x, &moved, &cov, s, p.which.len() as f64);
-            break;
-        }
-        progress(format!("ranges: profile scans of {} (loss rise {rise:.6})", describe_free(&moved)));
-        scan = p.scan(&x, loss, rise, &moved, &cov, s)?;
-        match scan.better {
-            // A scan met a better fit than the search found: search again from there.
-            Some((xb, lb)) if lb < loss - 0.1 * rise && restart < 2 => {
-                progress(format!("a scan met a better fit (loss {lb:.6}); searching again from it"));
-                let (xs, its) = p.search(xb, &moved, opts.max_iterations, progress)?;
-                x = xs;
-                iterations += its;
-            }
-            _ => break,
-        }
     }
-    let free: Vec<usize> = (0..6).filter(|&i| matches!(status[i], "fitted" | "confounded")).collect();
-    for &i in &moved {
-        if status[i] != "unidentified" || unmoved[i] {
-            continue;
-        }
-        let (lo, hi) = scan.union[i];
-        let with = notes[i].take().filter(|n| !n.is_empty()).map_or(String::new(), |n| format!(" ({n})"));
-        notes[i] = Some(format!(
-            "these runs allow anything from {} to {}{with}, no correction included: left at its identity; runs that \
-             move it apart from the others would identify it",
-            show(i, to_v(i, lo.max(p.lo[i]))),
-            show(i, to_v(i, hi.min(p.hi[i])))
-        ));
-    }
-    // A fitted factor whose allowed range is wider than its limit depends on the unidentified
-    // ones: its value assumes them at their identity.
-    let unidentified: Vec<&str> =
-        moved.iter().filter(|&&k| status[k] == "unidentified").map(|&k| FACTORS[k].name).collect();
-    // Its range with the unidentified ones left at their identity, to compare.
-    let conditional: Vec<f64> = if free.is_empty() || unidentified.is_empty() {
-        Vec::new()
-    } else {
-        let e = p.errors_at(&[x])?.remove(0);
-        let (cov, s) = p.curvature(&x, &e, &free)?;
-        let runs = p.which.len() as f64;
-        (0..free.len()).map(|col| (runs * s * s * cov[col][col]).sqrt()).collect()
-    };
-    for (col, &i) in free.iter().enumerate() {
-        let (lo, hi) = scan.union[i];
-        let half = (hi - lo) / 2.0;
-        let wider = conditional.get(col).is_some_and(|&c| half > 2.0 * c);
-        if !unidentified.is_empty() && (half > limit(i, to_v(i, x[i])) || wider) && status[i] == "fitted" {
-            status[i] = "confounded";
-            partner_notes[i].push(format!(
-                "these runs cannot tell it from {}: its value assumes {} at {} identity, its range allows any",
-                unidentified.join(" and "),
-                if unidentified.len() == 1 { "it" } else { "them" },
-                if unidentified.len() == 1 { "its" } else { "their" }
-            ));
-        }
-    }
-    let scatter = scan.scatter;
-    // The factors as the file keeps them, and the figures at exactly those values.
-    let mut f = Factors::IDENTITY;
-    for i in 0..6 {
-        let kept = matches!(status[i], "fitted" | "confounded");
-        f.set(i, if kept { rounded(i, to_v(i, x[i])) } else { FACTORS[i].identity });
-    }
+    note_ranges(&mut p, &mut st)?;
+    let f = kept_factors(&st);
     let xr: [f64; 6] = std::array::from_fn(|i| to_x(i, f.get(i)));
     let preds = p.predict(&[x0, xr])?;
     let loss1 = p.loss(&p.errors(&preds[1]));
-    let outcomes: Vec<FactorOutcome> = (0..6)
-        .map(|i| {
-            let kept = matches!(status[i], "fitted" | "confounded");
-            let (low, high) = if kept {
-                let (lo, hi) = scan.union[i];
-                let (l, h) = (to_v(i, lo.max(p.lo[i])), to_v(i, hi.min(p.hi[i])));
-                (Some(rounded(i, l.min(f.get(i)))), Some(rounded(i, h.max(f.get(i)))))
-            } else {
-                (None, None)
-            };
-            let mut note = notes[i].clone();
-            if kept && !partner_notes[i].is_empty() {
-                note = Some(partner_notes[i].join("; "));
-            }
-            if kept && (xr[i] <= p.lo[i] + 1e-9 || xr[i] >= p.hi[i] - 1e-9) {
-                note = Some(format!(
-                    "at the bound of its search range [{}, {}] {}: the runs ask for more than the model can correct",
-                    opts.bounds[i].0, opts.bounds[i].1, FACTORS[i].unit
-                ));
-            }
-            FactorOutcome { name: FACTORS[i].name, value: f.get(i), low, high, status: status[i], note }
-        })
-        .collect();
+    let outcomes = outcomes(&p, &st, &f, &xr, opts);
     let run_fits: Vec<RunFit> = (0..targets.len()).map(|t| run_fit(&targets[t], &preds[0][t], &preds[1][t])).collect();
-    let all = |k: usize| {
-        run_fits.iter().flat_map(move |r| {
-            r.stats.iter().map(move |s| (if k == 0 { s.uncalibrated } else { s.calibrated }, s.measured))
-        })
-    };
-    let (err0, err1) = (median_pct(all(0)), median_pct(all(1)));
-    // Held out.
-    let mut held_out = Vec::new();
-    if !holdouts.is_empty() {
-        let mut h = Problem::new(holdouts, (0..holdouts.len()).collect(), eval, &opts.bounds);
-        let hp = h.predict(&[x0, xr])?;
-        p.simulations += h.simulations;
-        for (t, tg) in holdouts.iter().enumerate() {
-            held_out.push(HeldOut { how: "holdout", run: run_fit(tg, &hp[0][t], &hp[1][t]) });
-        }
-    } else if targets.len() >= 2 {
-        for left in 0..targets.len() {
-            progress(format!("leave one out: fitting without {}", targets[left].label));
-            let others: Vec<usize> = (0..targets.len()).filter(|&t| t != left).collect();
-            let mut q = Problem::new(targets, others, eval, &opts.bounds);
-            let (xl, _, _) = q.lm(xr, &free, (opts.max_iterations / 3).max(5), 1.0, &mut |_| {})?;
-            let mut r = Problem::new(targets, vec![left], eval, &opts.bounds);
-            let lp = r.predict(&[xl])?;
-            p.simulations += q.simulations + r.simulations;
-            held_out.push(HeldOut { how: "leave-one-out", run: run_fit(&targets[left], &preds[0][left], &lp[0][0]) });
-        }
-    }
-    let held = |k: usize| {
-        held_out.iter().flat_map(move |h| {
-            h.run.stats.iter().map(move |s| (if k == 0 { s.uncalibrated } else { s.calibrated }, s.measured))
-        })
-    };
-    let (h0, h1) =
-        if held_out.is_empty() { (None, None) } else { (Some(median_pct(held(0))), Some(median_pct(held(1)))) };
+    let held_out = held_out(&mut p, holdouts, &st, xr, &preds[0], opts, progress)?;
+    let (err0, err1) = (median_pct(pairs(run_fits.iter(), false)), median_pct(pairs(run_fits.iter(), true)));
+    let held = |cal| median_pct(pairs(held_out.iter().map(|h| &h.run), cal));
+    let (h0, h1) = if held_out.is_empty() { (None, None) } else { (Some(held(false)), Some(held(true))) };
     Ok(Fitted {
         factors: f,
         outcomes,
@@ -835,10 +632,318 @@ pub fn fit(
         error_calibrated_pct: err1,
         held_out_uncalibrated_pct: h0,
         held_out_calibrated_pct: h1,
-        scatter,
+        scatter: st.scan.scatter,
         simulations: p.simulations,
-        iterations,
+        iterations: st.iterations,
     })
+}
+
+/// (predicted, measured) of every statistic of `runs`, calibrated or not.
+fn pairs<'r>(runs: impl Iterator<Item = &'r RunFit> + 'r, calibrated: bool) -> impl Iterator<Item = (f64, f64)> + 'r {
+    runs.flat_map(move |r| {
+        r.stats.iter().map(move |s| (if calibrated { s.calibrated } else { s.uncalibrated }, s.measured))
+    })
+}
+
+/// The state before the search: fixed factors, and the free ones no statistic moves with
+/// (unidentified, with the reason).
+fn initial_state(p: &mut Problem, x0: [f64; 6], e0: &[f64], opts: &FitOptions) -> Result<State, String> {
+    let mut status: [&'static str; 6] = std::array::from_fn(|i| if opts.free[i] { "fitted" } else { "fixed" });
+    let mut notes: [Option<String>; 6] =
+        std::array::from_fn(|i| (!opts.free[i]).then(|| "not fitted (left out with --fix)".to_string()));
+    let mut unmoved = [false; 6];
+    let free0: Vec<usize> = (0..6).filter(|&i| opts.free[i]).collect();
+    let j0 = p.jacobian(&x0, e0, &free0, 1.0)?;
+    for (col, &i) in free0.iter().enumerate() {
+        let moves = j0.iter().map(|r| r[col].abs()).fold(0.0, f64::max);
+        if moves < 1e-3 {
+            unmoved[i] = true;
+            status[i] = "unidentified";
+            notes[i] = Some(unmoved_note(i).into());
+        }
+    }
+    let moved: Vec<usize> = (0..6).filter(|&i| opts.free[i] && !unmoved[i]).collect();
+    Ok(State {
+        x0,
+        x: x0,
+        status,
+        notes,
+        partner_notes: Default::default(),
+        unmoved,
+        moved,
+        iterations: 0,
+        scan: Scan::default(),
+    })
+}
+
+fn unmoved_note(i: usize) -> &'static str {
+    match i {
+        2 => {
+            "no statistic of these runs moves with it (no collective: one GPU per instance, or collectives too short \
+             to see)"
+        }
+        5 => {
+            "no statistic of these runs moves with it (their latencies are the engine's own, without the client's path)"
+        }
+        3 | 4 => {
+            "no statistic of these runs moves with it (the engine overlaps its CPU work with the GPU, and the GPU is \
+             the longer)"
+        }
+        _ => "no statistic of these runs moves with it",
+    }
+}
+
+/// Leaves unidentified factors at their identity, one at a time (the widest first), the others
+/// refitted each time: what one leaves is often carried by another.
+fn drop_unidentified(
+    p: &mut Problem,
+    st: &mut State,
+    opts: &FitOptions,
+    progress: &mut dyn FnMut(String),
+) -> Result<(), String> {
+    for k in 0..6 {
+        if opts.free[k] && !st.unmoved[k] {
+            st.status[k] = "fitted";
+            st.notes[k] = None;
+        }
+        st.partner_notes[k].clear();
+    }
+    let mut dropped: Option<(usize, [f64; 6], [f64; 6])> = None;
+    loop {
+        let free = st.kept_factors();
+        if let Some((d, before, half)) = dropped.take() {
+            progress(format!("fitting {}", describe_free(&free)));
+            let (xs, its) = p.search(st.x, &free, opts.max_iterations, progress)?;
+            st.x = xs;
+            st.iterations += its;
+            note_partners(st, &free, d, &before, &half);
+        }
+        if free.is_empty() {
+            return Ok(());
+        }
+        let Some((i, halves, partner)) = least_identified(p, st, &free)? else { return Ok(()) };
+        st.status[i] = "unidentified";
+        st.notes[i] = Some(match partner {
+            Some((r, k)) => format!("correlated {r:.2} with {} in these runs", FACTORS[k].name),
+            None => String::new(),
+        });
+        progress(format!("{} unidentified; refitting the others", FACTORS[i].name));
+        dropped = Some((i, st.x, halves));
+        st.x[i] = st.x0[i];
+    }
+}
+
+/// A factor that moved beyond its own range when `d` was left at its identity carries `d`'s
+/// effect: its value is theirs together, not its own.
+fn note_partners(st: &mut State, free: &[usize], d: usize, before: &[f64; 6], half: &[f64; 6]) {
+    for &k in free {
+        if (st.x[k] - before[k]).abs() > half[k] {
+            st.partner_notes[k].push(format!(
+                "its value moved from {} to {} when {} was left at its identity: it carries {}'s effect too (these \
+                 runs cannot tell the two apart)",
+                show(k, to_v(k, before[k])),
+                show(k, to_v(k, st.x[k])),
+                FACTORS[d].name,
+                FACTORS[d].name
+            ));
+            st.status[k] = "confounded";
+        }
+    }
+}
+
+/// The free factor the runs pin least, if it is unidentified: wider than its limit with its
+/// identity within the range (the runs cannot tell it from no correction). With it, every free
+/// factor's half-range and its most correlated partner. Whether the runs pin a factor is judged
+/// at the least scatter, the runs' own noise: a model that cannot fit them everywhere widens the
+/// ranges it reports, but should not make it drop corrections the runs ask for. A wide range
+/// that excludes the identity still says something: the factor stays, with its range.
+#[allow(clippy::type_complexity)]
+fn least_identified(
+    p: &mut Problem,
+    st: &State,
+    free: &[usize],
+) -> Result<Option<(usize, [f64; 6], Option<(f64, usize)>)>, String> {
+    let e = p.errors_at(&[st.x])?.remove(0);
+    let (cov, _) = p.curvature(&st.x, &e, free)?;
+    let runs = p.which.len() as f64;
+    let halves: Vec<f64> =
+        (0..free.len()).map(|col| (runs * MIN_SCATTER * MIN_SCATTER * cov[col][col]).sqrt()).collect();
+    let (ratio, col, i) = free
+        .iter()
+        .enumerate()
+        .map(|(col, &i)| {
+            let holds_identity = (st.x[i] - st.x0[i]).abs() <= halves[col];
+            let ratio = if holds_identity { halves[col] / limit(i, to_v(i, st.x[i])) } else { 0.0 };
+            (ratio, col, i)
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .expect("free factors");
+    if ratio <= 1.0 {
+        return Ok(None);
+    }
+    let partner = free
+        .iter()
+        .enumerate()
+        .filter(|&(c, _)| c != col)
+        .map(|(c, &k)| (cov[col][c].abs() / (cov[col][col] * cov[c][c]).sqrt().max(f64::MIN_POSITIVE), k))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .filter(|(r, _)| *r > 0.5);
+    let mut h = [0.0; 6];
+    for (col, &k) in free.iter().enumerate() {
+        h[k] = halves[col];
+    }
+    Ok(Some((i, h, partner)))
+}
+
+/// What the runs allow of each factor: profile scans, each factor stepped away from the fit
+/// with every other one refitted (those left at their identity too), until the loss rises by
+/// R·s² (see the module's text). True when a scan met a better fit and the search ran again from
+/// it (the caller then judges identification again).
+fn rescan(
+    p: &mut Problem,
+    st: &mut State,
+    opts: &FitOptions,
+    restart: usize,
+    progress: &mut dyn FnMut(String),
+) -> Result<bool, String> {
+    let e = p.errors_at(&[st.x])?.remove(0);
+    let (cov, s) = p.curvature(&st.x, &e, &st.moved)?;
+    let loss = p.loss(&e);
+    let rise = p.which.len() as f64 * s * s;
+    if !opts.scans {
+        st.scan = Scan::quadratic(&st.x, &st.moved, &cov, s, p.which.len() as f64);
+        return Ok(false);
+    }
+    progress(format!("ranges: profile scans of {} (loss rise {rise:.6})", describe_free(&st.moved)));
+    st.scan = p.scan(&st.x, loss, rise, &st.moved, &cov, s)?;
+    match st.scan.better {
+        Some((xb, lb)) if lb < loss - 0.1 * rise && restart < 2 => {
+            progress(format!("a scan met a better fit (loss {lb:.6}); searching again from it"));
+            let (xs, its) = p.search(xb, &st.moved, opts.max_iterations, progress)?;
+            st.x = xs;
+            st.iterations += its;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// The notes ranges give: what an unidentified factor's runs allow, and a fitted factor whose
+/// allowed range is wider than its limit depending on the unidentified ones (its value assumes
+/// them at their identity).
+fn note_ranges(p: &mut Problem, st: &mut State) -> Result<(), String> {
+    let free = st.kept_factors();
+    for &i in &st.moved {
+        if st.status[i] != "unidentified" || st.unmoved[i] {
+            continue;
+        }
+        let (lo, hi) = st.scan.union[i];
+        let with = st.notes[i].take().filter(|n| !n.is_empty()).map_or(String::new(), |n| format!(" ({n})"));
+        st.notes[i] = Some(format!(
+            "these runs allow anything from {} to {}{with}, no correction included: left at its identity; runs that \
+             move it apart from the others would identify it",
+            show(i, to_v(i, lo.max(p.lo[i]))),
+            show(i, to_v(i, hi.min(p.hi[i])))
+        ));
+    }
+    let unidentified: Vec<&str> =
+        st.moved.iter().filter(|&&k| st.status[k] == "unidentified").map(|&k| FACTORS[k].name).collect();
+    // Each kept factor's range with the unidentified ones left at their identity, to compare.
+    let conditional: Vec<f64> = if free.is_empty() || unidentified.is_empty() {
+        Vec::new()
+    } else {
+        let e = p.errors_at(&[st.x])?.remove(0);
+        let (cov, s) = p.curvature(&st.x, &e, &free)?;
+        let runs = p.which.len() as f64;
+        (0..free.len()).map(|col| (runs * s * s * cov[col][col]).sqrt()).collect()
+    };
+    for (col, &i) in free.iter().enumerate() {
+        let (lo, hi) = st.scan.union[i];
+        let half = (hi - lo) / 2.0;
+        let wider = conditional.get(col).is_some_and(|&c| half > 2.0 * c);
+        if !unidentified.is_empty() && (half > limit(i, to_v(i, st.x[i])) || wider) && st.status[i] == "fitted" {
+            st.status[i] = "confounded";
+            st.partner_notes[i].push(format!(
+                "these runs cannot tell it from {}: its value assumes {} at {} identity, its range allows any",
+                unidentified.join(" and "),
+                if unidentified.len() == 1 { "it" } else { "them" },
+                if unidentified.len() == 1 { "its" } else { "their" }
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The factors as the file keeps them (rounded; the others at their identity).
+fn kept_factors(st: &State) -> Factors {
+    let mut f = Factors::IDENTITY;
+    for (i, info) in FACTORS.iter().enumerate() {
+        f.set(i, if st.kept(i) { rounded(i, to_v(i, st.x[i])) } else { info.identity });
+    }
+    f
+}
+
+/// Each factor as reported: value, range, status and note.
+fn outcomes(p: &Problem, st: &State, f: &Factors, xr: &[f64; 6], opts: &FitOptions) -> Vec<FactorOutcome> {
+    (0..6)
+        .map(|i| {
+            let kept = st.kept(i);
+            let (low, high) = if kept {
+                let (lo, hi) = st.scan.union[i];
+                let (l, h) = (to_v(i, lo.max(p.lo[i])), to_v(i, hi.min(p.hi[i])));
+                (Some(rounded(i, l.min(f.get(i)))), Some(rounded(i, h.max(f.get(i)))))
+            } else {
+                (None, None)
+            };
+            let mut note = st.notes[i].clone();
+            if kept && !st.partner_notes[i].is_empty() {
+                note = Some(st.partner_notes[i].join("; "));
+            }
+            if kept && (xr[i] <= p.lo[i] + 1e-9 || xr[i] >= p.hi[i] - 1e-9) {
+                note = Some(format!(
+                    "at the bound of its search range [{}, {}] {}: the runs ask for more than the model can correct",
+                    opts.bounds[i].0, opts.bounds[i].1, FACTORS[i].unit
+                ));
+            }
+            FactorOutcome { name: FACTORS[i].name, value: f.get(i), low, high, status: st.status[i], note }
+        })
+        .collect()
+}
+
+/// The held-out runs: `holdouts` predicted at the fit, or with none and two targets or more,
+/// each target predicted by a fit of the others.
+fn held_out(
+    p: &mut Problem,
+    holdouts: &[Target],
+    st: &State,
+    xr: [f64; 6],
+    uncalibrated: &[Vec<f64>],
+    opts: &FitOptions,
+    progress: &mut dyn FnMut(String),
+) -> Result<Vec<HeldOut>, String> {
+    let mut out = Vec::new();
+    let targets = p.targets;
+    if !holdouts.is_empty() {
+        let mut h = Problem::new(holdouts, (0..holdouts.len()).collect(), p.eval, &opts.bounds);
+        let hp = h.predict(&[st.x0, xr])?;
+        p.simulations += h.simulations;
+        for (t, tg) in holdouts.iter().enumerate() {
+            out.push(HeldOut { how: "holdout", run: run_fit(tg, &hp[0][t], &hp[1][t]) });
+        }
+    } else if targets.len() >= 2 {
+        let free = st.kept_factors();
+        for left in 0..targets.len() {
+            progress(format!("leave one out: fitting without {}", targets[left].label));
+            let others: Vec<usize> = (0..targets.len()).filter(|&t| t != left).collect();
+            let mut q = Problem::new(targets, others, p.eval, &opts.bounds);
+            let (xl, _, _) = q.lm(xr, &free, (opts.max_iterations / 3).max(5), 1.0, &mut |_| {})?;
+            let mut r = Problem::new(targets, vec![left], p.eval, &opts.bounds);
+            let lp = r.predict(&[xl])?;
+            p.simulations += q.simulations + r.simulations;
+            out.push(HeldOut { how: "leave-one-out", run: run_fit(&targets[left], &uncalibrated[left], &lp[0][0]) });
+        }
+    }
+    Ok(out)
 }
 
 fn run_fit(t: &Target, uncal: &[f64], cal: &[f64]) -> RunFit {
