@@ -135,6 +135,18 @@ fn engine_of(r: &Row) -> std::result::Result<(String, &'static str, String), Str
     Ok((system, gpu.name, framework))
 }
 
+/// The note of a row whose id gives no concurrency (`..._agg_4000x1000_c_tp8_...`, where the
+/// other ids say `_c16_`): its `batch_size` is read as the concurrency, which nothing else in the
+/// row confirms.
+fn concurrency_note(r: &Row) -> Option<String> {
+    r.id.contains("_c_").then(|| {
+        format!(
+            "the id gives no concurrency (\"_c_\"): batch_size {} read as the concurrency, unconfirmed",
+            r.get("batch_size")
+        )
+    })
+}
+
 /// A row's benchmark (ISL, OSL, concurrency) and its measured mean TTFT and TPOT.
 fn measured_of(r: &Row) -> std::result::Result<(u64, u64, u32, f64, f64), String> {
     let int = |k: &str| r.num(k).filter(|v| *v >= 1.0 && v.fract() == 0.0).map(|v| v as u64);
@@ -232,6 +244,7 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     }
     let mut note: Vec<String> = note.into_iter().map(str::to_string).collect();
     note.extend(ep_note);
+    note.extend(concurrency_note(r));
     Ok(Case {
         model,
         moe,
@@ -338,6 +351,8 @@ fn layout_case_of(
     } else {
         note.extend(hybrid);
     }
+    note.extend(concurrency_note(r));
+    roofline_note.extend(concurrency_note(r));
     Ok(Case {
         model,
         moe: true,
@@ -1014,6 +1029,20 @@ mod tests {
             engine_limits: Limits::Auto,
             moe_distribution: servesim_sim::cost::DEFAULT_MOE_DISTRIBUTION,
         }
+    }
+
+    #[test]
+    fn a_row_whose_id_gives_no_concurrency_is_flagged() {
+        // silicon_sample.csv has 12 such ids, e.g.
+        // qwen3_32b_qwen3_32b_gb200_trtllm_agg_4000x1000_c_tp1_epnone_1 (batch_size 144).
+        let qwen = [("model_path", "Qwen/Qwen3-32B"), ("gemm_quant_mode", "bf16"), ("tp_size", "1")];
+        let mut r = row(&qwen);
+        r.id = "qwen3_32b_qwen3_32b_gb200_trtllm_agg_4000x1000_c_tp1_epnone_1".into();
+        let c = case_of(&r).unwrap();
+        assert_eq!(c.concurrency, 8);
+        assert_eq!(c.note, "the id gives no concurrency (\"_c_\"): batch_size 8 read as the concurrency, unconfirmed");
+        r.id = "qwen3_32b_qwen3_32b_h100_sxm_vllm_agg_4000x1000_c8_tp1_epnone_1".into();
+        assert_eq!(case_of(&r).unwrap().note, "");
     }
 
     #[test]
