@@ -1,7 +1,7 @@
 //! `servesim memory`: the per-GPU memory budget of a model on a GPU.
 
-use servesim_sim::memory::{plan_memory, EngineMemory, EngineTerms, MemoryConfig, MemoryEngine, GIB};
-use servesim_sim::spec::{Dtype, GpuPreset, ModelPreset, ModelSpec};
+use servesim_sim::memory::{plan_memory, EngineMemory, EngineTerms, MemoryBudget, MemoryConfig, MemoryEngine, GIB};
+use servesim_sim::spec::{Dtype, GpuPreset, GpuSpec, ModelPreset, ModelSpec};
 
 use super::Format;
 use crate::error::{CliError, Result};
@@ -96,6 +96,23 @@ impl From<DtypeArg> for Dtype {
 }
 
 pub(crate) fn run(a: Args) -> Result<()> {
+    let (model, gpu) = model_and_gpu(&a)?;
+    check(&a, &model)?;
+    let cfg = config(&a)?;
+    let b = plan_memory(&model, &gpu, &cfg).map_err(CliError::input)?;
+    match a.format {
+        Format::Json => print_json(&a, &model, &gpu, &b, cfg.engine.engine),
+        Format::Table => {
+            print_usable(&a, &model, &gpu, &b);
+            print_weights_and_terms(&a, &model, &b);
+            print_kv(&a, &model, &b);
+        }
+    }
+    Ok(())
+}
+
+/// The model and GPU the flags name (presets or TOML files), with the dtypes asked for.
+fn model_and_gpu(a: &Args) -> Result<(ModelSpec, GpuSpec)> {
     let mut model = if std::path::Path::new(&a.model).is_file() {
         super::calibrate::load_model(&a.model)?
     } else {
@@ -128,6 +145,11 @@ pub(crate) fn run(a: Args) -> Result<()> {
             })?
             .spec()
     };
+    Ok((model, gpu))
+}
+
+/// The flags' values against the model.
+fn check(a: &Args, model: &ModelSpec) -> Result<()> {
     if model.kv_dtype == Dtype::Mxfp4 {
         return Err(CliError::input("--kv-dtype: mxfp4 is a weight format; KV caches are bf16, fp8 or nvfp4"));
     }
@@ -163,6 +185,11 @@ pub(crate) fn run(a: Args) -> Result<()> {
             model.layers, a.pp
         )));
     }
+    Ok(())
+}
+
+/// The memory rule the flags ask for; the engine-only flags checked against the engine.
+fn config(a: &Args) -> Result<MemoryConfig> {
     let engine = match a.engine {
         EngineArg::Servesim => MemoryEngine::Servesim,
         EngineArg::Vllm => MemoryEngine::Vllm,
@@ -190,7 +217,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
             return Err(CliError::input(format!("--mem-fraction-static: must be in (0, 1), got {x}")));
         }
     }
-    let cfg = MemoryConfig {
+    Ok(MemoryConfig {
         tp: a.tp,
         dp_attention: a.dp_attention.max(1),
         pp: a.pp,
@@ -206,168 +233,176 @@ pub(crate) fn run(a: Args) -> Result<()> {
             cuda_graph_bytes: a.cuda_graph_gib.map(|g| (g * GIB) as u64),
             mem_fraction_static: a.mem_fraction_static,
         },
-    };
-    let b = plan_memory(&model, &gpu, &cfg).map_err(CliError::input)?;
+    })
+}
+
+fn print_json(a: &Args, model: &ModelSpec, gpu: &GpuSpec, b: &MemoryBudget, engine: MemoryEngine) {
     let fits = b.concurrent_requests(a.context);
-    match a.format {
-        Format::Json => {
-            let v = serde_json::json!({
-                "model": model.name, "gpu": gpu.name, "tp": a.tp, "dp_attention": a.dp_attention.max(1), "pp": a.pp,
-                "memory_bytes": b.memory_bytes, "usable_bytes": b.usable_bytes,
-                "params": model.params(), "active_params": model.active_params(),
-                "weight_bytes": b.weight_bytes, "reserve_bytes": b.reserve_bytes,
-                "window_kv_bytes": b.window_kv_bytes, "kv_bytes": b.kv_bytes,
-                "kv_bytes_per_token": model.kv_bytes_per_token(), "kv_bytes_per_token_per_gpu": b.kv_bytes_per_token,
-                "block_tokens": b.block_tokens, "kv_blocks": b.kv_blocks, "kv_tokens": b.kv_tokens(),
-                "context": a.context, "concurrent_requests": fits,
-                "engine": engine.name(), "terms": b.terms.as_ref().map(terms_json),
-            });
-            outln!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
+    let v = serde_json::json!({
+        "model": model.name, "gpu": gpu.name, "tp": a.tp, "dp_attention": a.dp_attention.max(1), "pp": a.pp,
+        "memory_bytes": b.memory_bytes, "usable_bytes": b.usable_bytes,
+        "params": model.params(), "active_params": model.active_params(),
+        "weight_bytes": b.weight_bytes, "reserve_bytes": b.reserve_bytes,
+        "window_kv_bytes": b.window_kv_bytes, "kv_bytes": b.kv_bytes,
+        "kv_bytes_per_token": model.kv_bytes_per_token(), "kv_bytes_per_token_per_gpu": b.kv_bytes_per_token,
+        "block_tokens": b.block_tokens, "kv_blocks": b.kv_blocks, "kv_tokens": b.kv_tokens(),
+        "context": a.context, "concurrent_requests": fits,
+        "engine": engine.name(), "terms": b.terms.as_ref().map(terms_json),
+    });
+    outln!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
+}
+
+/// The table's head: the GPU's memory and what the engine may use of it.
+fn print_usable(a: &Args, model: &ModelSpec, gpu: &GpuSpec, b: &MemoryBudget) {
+    let gib = |x: u64| x as f64 / GIB;
+    let stages = if a.pp > 1 { format!(" × {} stages", a.pp) } else { String::new() };
+    outln!(
+        "{} ({} weights, {} KV) on {} × {}{stages}, per GPU{}:",
+        model.name,
+        model.weight_dtype.name(),
+        model.kv_dtype.name(),
+        a.tp,
+        gpu.name,
+        if a.pp > 1 { " of the stage with the fewest blocks" } else { "" }
+    );
+    outln!("  GPU memory              {:>10.2} GiB", gib(b.memory_bytes));
+    match &b.terms {
+        None => {
+            outln!("  usable at {:<4}          {:>10.2} GiB", a.gpu_memory_utilization, gib(b.usable_bytes))
         }
-        Format::Table => {
-            let gib = |x: u64| x as f64 / GIB;
-            let stages = if a.pp > 1 { format!(" × {} stages", a.pp) } else { String::new() };
-            outln!(
-                "{} ({} weights, {} KV) on {} × {}{stages}, per GPU{}:",
-                model.name,
-                model.weight_dtype.name(),
-                model.kv_dtype.name(),
-                a.tp,
-                gpu.name,
-                if a.pp > 1 { " of the stage with the fewest blocks" } else { "" }
-            );
-            outln!("  GPU memory              {:>10.2} GiB", gib(b.memory_bytes));
-            match &b.terms {
-                None => {
-                    outln!("  usable at {:<4}          {:>10.2} GiB", a.gpu_memory_utilization, gib(b.usable_bytes))
-                }
-                Some(t) => {
-                    let seen = if t.visible_measured {
-                        "as CUDA reports it"
-                    } else {
-                        "not known for this GPU: its capacity stands in; set [gpu] visible_gib"
-                    };
-                    outln!("  visible to CUDA         {:>10.2} GiB  ({seen})", gib(t.visible_bytes));
-                    match t.engine {
-                        MemoryEngine::Sglang => {
-                            outln!(
-                                "  in use at start         {:>10.2} GiB  (CUDA context, NCCL{})",
-                                gib(t.non_torch_bytes),
-                                estimate(t.non_torch_estimated)
-                            );
-                            outln!(
-                                "  × mem_fraction_static {:<5} {:>8.2} GiB  (SGLang: weights + KV)",
-                                t.fraction,
-                                gib(b.usable_bytes)
-                            );
-                        }
-                        _ => outln!(
-                            "  requested at {:<5}      {:>10.2} GiB  (vLLM: total × gpu_memory_utilization)",
-                            t.fraction,
-                            gib(b.usable_bytes)
-                        ),
-                    }
-                }
-            }
-            let mut split = if model.weight_dtype.is_4bit() {
-                format!("; FFN in {}, attention and embeddings in bf16", model.weight_dtype.name())
+        Some(t) => {
+            let seen = if t.visible_measured {
+                "as CUDA reports it"
             } else {
-                String::new()
+                "not known for this GPU: its capacity stands in; set [gpu] visible_gib"
             };
-            if a.pp > 1 {
-                let layers = servesim_sim::cost::stage_layers(model.layers, a.pp);
-                let parts: Vec<String> = layers.iter().map(u64::to_string).collect();
-                split += &format!(
-                    "; stages of {} layers, the embedding on the first, the LM head on the last",
-                    parts.join(", ")
-                );
-            }
-            outln!(
-                "  weights                 {:>10.2} GiB  ({} parameters, {} active / tp {}{split})",
-                gib(b.weight_bytes),
-                thousands(model.params()),
-                thousands(model.active_params()),
-                a.tp
-            );
-            match &b.terms {
-                None => outln!("  reserve                 {:>10.2} GiB", gib(b.reserve_bytes)),
-                Some(t) => {
+            outln!("  visible to CUDA         {:>10.2} GiB  ({seen})", gib(t.visible_bytes));
+            match t.engine {
+                MemoryEngine::Sglang => {
                     outln!(
-                        "    of which RoPE table   {:>10.2} GiB  (max_position × rotary dim × 2 B)",
-                        gib(t.rope_cache_bytes)
+                        "  in use at start         {:>10.2} GiB  (CUDA context, NCCL{})",
+                        gib(t.non_torch_bytes),
+                        estimate(t.non_torch_estimated)
                     );
-                    if t.engine == MemoryEngine::Vllm {
-                        outln!(
-                            "  peak activation         {:>10.2} GiB  (profiling run: the larger of the two below)",
-                            gib(t.activation_bytes)
-                        );
-                        outln!(
-                            "    forward pass          {:>10.2} GiB  ({} tokens)",
-                            gib(t.forward_peak_bytes),
-                            thousands(a.max_num_batched_tokens)
-                        );
-                        outln!(
-                            "    sampler               {:>10.2} GiB  ({} sequences × vocabulary)",
-                            gib(t.sampler_peak_bytes),
-                            thousands(a.max_num_seqs.min(a.max_num_batched_tokens))
-                        );
-                        outln!(
-                            "  non-torch memory        {:>10.2} GiB  (NCCL, workspaces{})",
-                            gib(t.non_torch_bytes),
-                            estimate(t.non_torch_estimated)
-                        );
-                        let graphs = if t.cuda_graph_bytes == 0 {
-                            "not counted: older vLLM takes them from outside the budget; --cuda-graph-gib"
-                        } else {
-                            "counted, as vLLM's CUDA-graph memory profiling does"
-                        };
-                        outln!("  CUDA graphs             {:>10.2} GiB  ({graphs})", gib(t.cuda_graph_bytes));
-                    }
+                    outln!(
+                        "  × mem_fraction_static {:<5} {:>8.2} GiB  (SGLang: weights + KV)",
+                        t.fraction,
+                        gib(b.usable_bytes)
+                    );
                 }
-            }
-            if let Some(w) = model.arch.window {
-                outln!(
-                    "  windowed layers' KV     {:>10.2} GiB  ({} layers × {} seqs × ({} window + {} block) tokens; a bound)",
-                    gib(b.window_kv_bytes),
-                    model.layers - model.full_attention_layers(),
-                    a.max_num_seqs,
-                    w.tokens,
-                    a.block_tokens
-                );
-            }
-            outln!("  KV cache                {:>10.2} GiB", gib(b.kv_bytes));
-            let kind = match (model.arch.mla, model.arch.window) {
-                (Some(_), _) => ", MLA latent: every GPU holds all of it",
-                (None, Some(_)) => ", full-attention layers",
-                (None, None) => "",
-            };
-            outln!(
-                "  KV bytes per token      {:>10}      ({} per GPU{kind})",
-                thousands(model.kv_bytes_per_token()),
-                thousands(b.kv_bytes_per_token)
-            );
-            if a.dp_attention > 1 {
-                outln!(
-                    "  attention DP ranks      {:>10}      (each of {} GPUs holds its own sequences' KV)",
-                    a.dp_attention,
-                    a.tp / a.dp_attention
-                );
-            }
-            outln!(
-                "  KV blocks               {:>10}      × {} tokens = {} tokens",
-                thousands(b.kv_blocks),
-                b.block_tokens,
-                thousands(b.kv_tokens())
-            );
-            outln!("  requests of {} tokens   {:>10}      at once", a.context, thousands(fits));
-            if b.terms.is_some() {
-                outln!(
-                    "  (engine terms are estimates of what its start-up measures; docs/fidelity.md compares them with logs)"
-                );
+                _ => outln!(
+                    "  requested at {:<5}      {:>10.2} GiB  (vLLM: total × gpu_memory_utilization)",
+                    t.fraction,
+                    gib(b.usable_bytes)
+                ),
             }
         }
     }
-    Ok(())
+}
+
+/// The weights and the engine's own terms.
+fn print_weights_and_terms(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
+    let gib = |x: u64| x as f64 / GIB;
+    let mut split = if model.weight_dtype.is_4bit() {
+        format!("; FFN in {}, attention and embeddings in bf16", model.weight_dtype.name())
+    } else {
+        String::new()
+    };
+    if a.pp > 1 {
+        let layers = servesim_sim::cost::stage_layers(model.layers, a.pp);
+        let parts: Vec<String> = layers.iter().map(u64::to_string).collect();
+        split +=
+            &format!("; stages of {} layers, the embedding on the first, the LM head on the last", parts.join(", "));
+    }
+    outln!(
+        "  weights                 {:>10.2} GiB  ({} parameters, {} active / tp {}{split})",
+        gib(b.weight_bytes),
+        thousands(model.params()),
+        thousands(model.active_params()),
+        a.tp
+    );
+    match &b.terms {
+        None => outln!("  reserve                 {:>10.2} GiB", gib(b.reserve_bytes)),
+        Some(t) => {
+            outln!(
+                "    of which RoPE table   {:>10.2} GiB  (max_position × rotary dim × 2 B)",
+                gib(t.rope_cache_bytes)
+            );
+            if t.engine == MemoryEngine::Vllm {
+                outln!(
+                    "  peak activation         {:>10.2} GiB  (profiling run: the larger of the two below)",
+                    gib(t.activation_bytes)
+                );
+                outln!(
+                    "    forward pass          {:>10.2} GiB  ({} tokens)",
+                    gib(t.forward_peak_bytes),
+                    thousands(a.max_num_batched_tokens)
+                );
+                outln!(
+                    "    sampler               {:>10.2} GiB  ({} sequences × vocabulary)",
+                    gib(t.sampler_peak_bytes),
+                    thousands(a.max_num_seqs.min(a.max_num_batched_tokens))
+                );
+                outln!(
+                    "  non-torch memory        {:>10.2} GiB  (NCCL, workspaces{})",
+                    gib(t.non_torch_bytes),
+                    estimate(t.non_torch_estimated)
+                );
+                let graphs = if t.cuda_graph_bytes == 0 {
+                    "not counted: older vLLM takes them from outside the budget; --cuda-graph-gib"
+                } else {
+                    "counted, as vLLM's CUDA-graph memory profiling does"
+                };
+                outln!("  CUDA graphs             {:>10.2} GiB  ({graphs})", gib(t.cuda_graph_bytes));
+            }
+        }
+    }
+}
+
+/// The KV cache and what it holds.
+fn print_kv(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
+    let gib = |x: u64| x as f64 / GIB;
+    let fits = b.concurrent_requests(a.context);
+    if let Some(w) = model.arch.window {
+        outln!(
+            "  windowed layers' KV     {:>10.2} GiB  ({} layers × {} seqs × ({} window + {} block) tokens; a bound)",
+            gib(b.window_kv_bytes),
+            model.layers - model.full_attention_layers(),
+            a.max_num_seqs,
+            w.tokens,
+            a.block_tokens
+        );
+    }
+    outln!("  KV cache                {:>10.2} GiB", gib(b.kv_bytes));
+    let kind = match (model.arch.mla, model.arch.window) {
+        (Some(_), _) => ", MLA latent: every GPU holds all of it",
+        (None, Some(_)) => ", full-attention layers",
+        (None, None) => "",
+    };
+    outln!(
+        "  KV bytes per token      {:>10}      ({} per GPU{kind})",
+        thousands(model.kv_bytes_per_token()),
+        thousands(b.kv_bytes_per_token)
+    );
+    if a.dp_attention > 1 {
+        outln!(
+            "  attention DP ranks      {:>10}      (each of {} GPUs holds its own sequences' KV)",
+            a.dp_attention,
+            a.tp / a.dp_attention
+        );
+    }
+    outln!(
+        "  KV blocks               {:>10}      × {} tokens = {} tokens",
+        thousands(b.kv_blocks),
+        b.block_tokens,
+        thousands(b.kv_tokens())
+    );
+    outln!("  requests of {} tokens   {:>10}      at once", a.context, thousands(fits));
+    if b.terms.is_some() {
+        outln!(
+            "  (engine terms are estimates of what its start-up measures; docs/fidelity.md compares them with logs)"
+        );
+    }
 }
 
 fn estimate(estimated: bool) -> &'static str {

@@ -160,6 +160,17 @@ fn measured_of(r: &Row) -> std::result::Result<(u64, u64, u32, f64, f64), String
 
 /// A row as a case, or the reason servesim cannot express it.
 pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
+    let mut c = row_case(r)?;
+    if let Some(n) = concurrency_note(r) {
+        for notes in [&mut c.note, &mut c.roofline_note] {
+            *notes = if notes.is_empty() { n.clone() } else { format!("{notes}; {n}") };
+        }
+    }
+    Ok(c)
+}
+
+/// A row as a case, as its columns say.
+fn row_case(r: &Row) -> std::result::Result<Case, String> {
     if r.get("mode") != "agg" {
         return Err(format!("mode {}: disaggregated rows (prefill and decode workers) are not run", r.get("mode")));
     }
@@ -244,7 +255,6 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     }
     let mut note: Vec<String> = note.into_iter().map(str::to_string).collect();
     note.extend(ep_note);
-    note.extend(concurrency_note(r));
     Ok(Case {
         model,
         moe,
@@ -351,8 +361,6 @@ fn layout_case_of(
     } else {
         note.extend(hybrid);
     }
-    note.extend(concurrency_note(r));
-    roofline_note.extend(concurrency_note(r));
     Ok(Case {
         model,
         moe: true,
