@@ -70,6 +70,7 @@ fn flag(engine: Engine, name: &str) -> Option<Flag> {
         (Engine::Vllm, "--pipeline-parallel-size" | "-pp") => Value("pp"),
         (Engine::Vllm, "--data-parallel-size" | "-dp") => Value("dp"),
         (Engine::Vllm, "--enable-expert-parallel") => Switch("ep", true),
+        (Engine::Vllm, "--no-enable-expert-parallel") => Switch("ep", false),
         (Engine::Vllm, "--max-num-seqs") => Value("max_num_seqs"),
         (Engine::Vllm, "--max-num-batched-tokens") => Value("max_num_batched_tokens"),
         (Engine::Vllm, "--gpu-memory-utilization") => Value("gpu_memory_utilization"),
@@ -78,11 +79,13 @@ fn flag(engine: Engine, name: &str) -> Option<Flag> {
         (Engine::Vllm, "--no-enable-chunked-prefill") => Switch("chunked", false),
         (Engine::Vllm, "--enable-prefix-caching") => Switch("prefix", true),
         (Engine::Vllm, "--no-enable-prefix-caching") => Switch("prefix", false),
-        (Engine::Vllm, "--kv-cache-dtype") => Value("kv_dtype"),
+        (_, "--kv-cache-dtype") => Value("kv_dtype"),
         (Engine::Vllm, "--block-size") => Value("block_size"),
         (Engine::Vllm, "--max-model-len") => Value("max_model_len"),
-        (Engine::Vllm, "--quantization" | "-q") => Value("quantization"),
+        (_, "--quantization") | (Engine::Vllm, "-q") => Value("quantization"),
         (Engine::Vllm, "--async-scheduling") => Switch("async", true),
+        (Engine::Vllm, "--no-async-scheduling") => Switch("async", false),
+        (_, "--dtype") => Value("dtype"),
         (Engine::Vllm, "--long-prefill-token-threshold") => Value("long_prefill"),
         (Engine::Vllm, "--speculative-config") => Value("speculative"),
         (
@@ -94,7 +97,6 @@ fn flag(engine: Engine, name: &str) -> Option<Flag> {
             | "--tokenizer"
             | "--download-dir"
             | "--seed"
-            | "--dtype"
             | "--uvicorn-log-level"
             | "--chat-template"
             | "--revision",
@@ -113,10 +115,8 @@ fn flag(engine: Engine, name: &str) -> Option<Flag> {
         (Engine::Sglang, "--schedule-conservativeness") => Value("conservativeness"),
         (Engine::Sglang, "--enable-mixed-chunk") => Switch("mixed_chunk", true),
         (Engine::Sglang, "--disable-radix-cache") => Switch("prefix", false),
-        (Engine::Sglang, "--kv-cache-dtype") => Value("kv_dtype"),
         (Engine::Sglang, "--page-size") => Value("block_size"),
         (Engine::Sglang, "--context-length") => Value("max_model_len"),
-        (Engine::Sglang, "--quantization") => Value("quantization"),
         (Engine::Sglang, "--speculative-algorithm") => Value("speculative"),
         (
             Engine::Sglang,
@@ -126,7 +126,6 @@ fn flag(engine: Engine, name: &str) -> Option<Flag> {
             | "--api-key"
             | "--tokenizer-path"
             | "--random-seed"
-            | "--dtype"
             | "--log-level"
             | "--chat-template"
             | "--revision",
@@ -180,9 +179,13 @@ fn parse_flags(engine: Engine, args: &[String]) -> Result<(BTreeMap<&'static str
                 got.insert(key, v);
             }
             Some(Flag::Switch(key, on)) => {
+                refuse_switch_value(engine, name, inline.as_deref())?;
                 got.insert(key, on.to_string());
             }
             Some(Flag::Ignored(value)) => {
+                if !value {
+                    refuse_switch_value(engine, name, inline.as_deref())?;
+                }
                 if value && inline.is_none() && takes_value(i) {
                     i += 1;
                 }
@@ -199,6 +202,73 @@ fn parse_flags(engine: Engine, args: &[String]) -> Result<(BTreeMap<&'static str
         }
     }
     Ok((got, unknown))
+}
+
+/// The weight and KV dtypes a command names (its flags, else its checkpoint's name), warning of
+/// what servesim does not size.
+fn dtypes(
+    got: &BTreeMap<&'static str, String>,
+    model_id: &str,
+    preset: &ModelPreset,
+    warn: &mut Vec<String>,
+) -> (Option<&'static str>, Option<&'static str>) {
+    let weight_dtype = match got.get("quantization").map(String::as_str) {
+        None => None,
+        Some("fp8" | "fbgemm_fp8" | "modelopt") => Some("fp8"),
+        Some("mxfp4") => Some("mxfp4"),
+        Some("modelopt_fp4" | "nvfp4") => Some("nvfp4"),
+        Some(q) => {
+            warn.push(format!("quantization {q:?} is not a weight format servesim sizes: bf16 weights assumed"));
+            None
+        }
+    };
+    // A checkpoint name says its own quantization when the flag does not.
+    let lower = model_id.to_ascii_lowercase();
+    let weight_dtype = weight_dtype.or(if preset.name().starts_with("gpt-oss") {
+        Some("mxfp4")
+    } else if lower.contains("nvfp4") || lower.ends_with("-fp4") {
+        Some("nvfp4")
+    } else if lower.contains("fp8") || preset.name().starts_with("deepseek") || preset.name() == "kimi-k2" {
+        Some("fp8")
+    } else {
+        None
+    });
+    let kv_dtype = match got.get("kv_cache_dtype").or(got.get("kv_dtype")).map(String::as_str) {
+        None | Some("auto") => None,
+        Some("fp8" | "fp8_e4m3" | "fp8_e5m2") => Some("fp8"),
+        Some("fp4_e2m1" | "nvfp4") => Some("nvfp4"),
+        Some(k) => {
+            warn.push(format!("kv cache dtype {k:?} is not one servesim sizes: bf16 assumed"));
+            None
+        }
+    };
+    match got.get("dtype").map(String::as_str) {
+        None | Some("auto" | "bfloat16" | "bf16" | "half" | "float16" | "fp16") => {}
+        Some(d @ ("float32" | "float" | "fp32")) => warn.push(format!(
+            "--dtype {d}: servesim sizes and prices unquantized weights as 16-bit; {d} weights take twice the memory \
+             and bandwidth (write [model] weight_dtype by hand to model them as another format)"
+        )),
+        Some(d) => warn.push(format!("--dtype {d}: not a dtype servesim knows: 16-bit weights assumed")),
+    }
+    (weight_dtype, kv_dtype)
+}
+
+/// A switch given a value (`--enable-mixed-chunk=false`): the engines' argparse switches take
+/// none (`store_true`, and vLLM's `BooleanOptionalAction`, are `nargs=0`: argparse stops with
+/// "ignored explicit argument"), so the engine would not start with it.
+fn refuse_switch_value(engine: Engine, name: &str, inline: Option<&str>) -> Result<()> {
+    let Some(v) = inline else { return Ok(()) };
+    let (who, instead) = match engine {
+        Engine::Vllm if name.starts_with("--no-") => {
+            ("vllm serve", format!("{name}, or {}", name.replacen("--no-", "--", 1)))
+        }
+        Engine::Vllm => ("vllm serve", format!("{name}, or --no-{}", &name[2..])),
+        Engine::Sglang => ("SGLang", format!("{name}, or leave it out")),
+    };
+    Err(CliError::input(format!(
+        "{name}={v}: {who} takes no value for this switch (its argument parser stops with \"ignored explicit \
+         argument '{v}'\"), so the engine would not start; write {instead}"
+    )))
 }
 
 fn int(got: &BTreeMap<&str, String>, key: &str, flag_name: &str) -> Result<Option<u64>> {
@@ -262,36 +332,7 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
             }
         }
     };
-    let weight_dtype = match got.get("quantization").map(String::as_str) {
-        None => None,
-        Some("fp8" | "fbgemm_fp8" | "modelopt") => Some("fp8"),
-        Some("mxfp4") => Some("mxfp4"),
-        Some("modelopt_fp4" | "nvfp4") => Some("nvfp4"),
-        Some(q) => {
-            warn.push(format!("quantization {q:?} is not a weight format servesim sizes: bf16 weights assumed"));
-            None
-        }
-    };
-    // A checkpoint name says its own quantization when the flag does not.
-    let lower = model_id.to_ascii_lowercase();
-    let weight_dtype = weight_dtype.or(if preset.name().starts_with("gpt-oss") {
-        Some("mxfp4")
-    } else if lower.contains("nvfp4") || lower.ends_with("-fp4") {
-        Some("nvfp4")
-    } else if lower.contains("fp8") || preset.name().starts_with("deepseek") || preset.name() == "kimi-k2" {
-        Some("fp8")
-    } else {
-        None
-    });
-    let kv_dtype = match got.get("kv_cache_dtype").or(got.get("kv_dtype")).map(String::as_str) {
-        None | Some("auto") => None,
-        Some("fp8" | "fp8_e4m3" | "fp8_e5m2") => Some("fp8"),
-        Some("fp4_e2m1" | "nvfp4") => Some("nvfp4"),
-        Some(k) => {
-            warn.push(format!("kv cache dtype {k:?} is not one servesim sizes: bf16 assumed"));
-            None
-        }
-    };
+    let (weight_dtype, kv_dtype) = dtypes(&got, model_id, preset, &mut warn);
     if got.contains_key("speculative") {
         warn.push("speculative decoding is not translated: add [scheduler.speculative] by hand".into());
     }
@@ -489,6 +530,43 @@ mod tests {
         assert_ne!(free.groups[0].memory.terms.as_ref().map_or(servesim_rule, |t| t.engine), servesim_rule);
         // One warning line naming every flag not understood, with its value.
         assert_eq!(warn, vec!["not understood, left out: --foo-bar 3, --enforce-eager".to_string()]);
+    }
+
+    #[test]
+    fn switches_are_read_as_the_engines_parsers_read_them() {
+        // argparse's store_true and BooleanOptionalAction take no value: the engine refuses
+        // `--flag=false`, and so does servesim, saying what to write instead.
+        let err = |engine, cmd: &str| scenario(engine, "h100-sxm", &args(cmd)).unwrap_err().to_string();
+        let e = err(Engine::Vllm, "meta-llama/Llama-3.1-8B-Instruct --async-scheduling=false");
+        assert!(
+            e.contains("--async-scheduling=false: vllm serve takes no value")
+                && e.ends_with("or --no-async-scheduling"),
+            "{e}"
+        );
+        let e = err(Engine::Sglang, "--model-path meta-llama/Llama-3.1-8B-Instruct --enable-mixed-chunk=false");
+        assert!(e.contains("--enable-mixed-chunk=false: SGLang takes no value") && e.contains("leave it out"), "{e}");
+        let e = err(Engine::Vllm, "meta-llama/Llama-3.1-8B-Instruct --trust-remote-code=true");
+        assert!(e.contains("--trust-remote-code=true"), "{e}");
+        // The negative forms, and the last of repeated flags wins (argparse's rule).
+        let (s, _) = scenario_of(
+            Engine::Vllm,
+            "h100-sxm",
+            "meta-llama/Llama-3.1-8B-Instruct --async-scheduling --no-async-scheduling --max-num-seqs 8 --max-num-seqs=16",
+        );
+        assert!(!s.resolved_toml().contains("overlap = true"), "{}", s.resolved_toml());
+        assert_eq!(s.groups[0].scheduler.max_num_seqs, 16);
+        let (s, _) = scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct --async-scheduling");
+        assert!(s.resolved_toml().contains("overlap = true"));
+        // A dtype servesim does not model is named, not dropped.
+        let (_, warn) = scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct --dtype float32");
+        assert_eq!(warn.len(), 1, "{warn:?}");
+        assert!(
+            warn[0].starts_with("--dtype float32: servesim sizes and prices unquantized weights as 16-bit"),
+            "{warn:?}"
+        );
+        let (_, warn) =
+            scenario_of(Engine::Sglang, "h100-sxm", "--model-path meta-llama/Llama-3.1-8B-Instruct --dtype bfloat16");
+        assert!(warn.is_empty(), "{warn:?}");
     }
 
     #[test]

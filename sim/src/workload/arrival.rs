@@ -108,16 +108,20 @@ pub enum ThinkKind {
     Fixed,
 }
 
+/// The rates and CVs every gap sampler accepts: a gamma gap's shape 1/cv² and scale
+/// 1/(rate · shape) stay finite and positive over these ranges (`gaps_at_the_bounds`).
+const RATE_RANGE: (f64, f64) = (1e-12, 1e9);
+const CV_RANGE: (f64, f64) = (1e-3, 100.0);
+
 fn check_rate(path: &str, key: &str, rate: f64, allow_zero: bool) -> Result<(), ConfigError> {
-    if allow_zero {
-        check(rate.is_finite() && rate >= 0.0, path, key, "must be ≥ 0", rate)
-    } else {
-        check(rate.is_finite() && rate > 0.0, path, key, "must be > 0", rate)
-    }
+    let (lo, hi) = RATE_RANGE;
+    let ok = rate.is_finite() && (rate == 0.0 && allow_zero || (lo..=hi).contains(&rate));
+    let why = if allow_zero { "must be 0 or in [1e-12, 1e9] requests/s" } else { "must be in [1e-12, 1e9] requests/s" };
+    check(ok, path, key, why, rate)
 }
 
 fn check_cv(path: &str, key: &str, cv: f64) -> Result<(), ConfigError> {
-    check(cv.is_finite() && cv > 0.0 && cv <= 100.0, path, key, "must be in (0, 100]", cv)
+    check(cv.is_finite() && (CV_RANGE.0..=CV_RANGE.1).contains(&cv), path, key, "must be in [0.001, 100]", cv)
 }
 
 impl ArrivalSpec {
@@ -355,6 +359,27 @@ mod tests {
         assert!((t.len() as f64 / 2000.0 / 50.0 - 1.0).abs() < 0.01, "{}", t.len());
         let gaps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
         assert!((cv(&gaps) - 1.0).abs() < 0.02);
+    }
+
+    #[test]
+    fn gaps_at_the_bounds() {
+        // Every corner of the accepted rates and CVs builds its sampler and draws finite,
+        // non-negative gaps (a shape or scale out of the sampler's range would panic here).
+        let mut rng = substream(1, Stream::Arrivals, 0);
+        for rate in [RATE_RANGE.0, 1.0, RATE_RANGE.1] {
+            for cv in [CV_RANGE.0, 1.0, CV_RANGE.1] {
+                let gap = Gap::new(rate, cv).expect("a positive rate");
+                for _ in 0..1000 {
+                    let g = gap.sample(&mut rng);
+                    assert!(g.is_finite() && g >= 0.0, "rate {rate}, cv {cv}: gap {g}");
+                }
+            }
+        }
+        let path = "workload.arrival";
+        let err = ArrivalSpec::Gamma(GammaArrival { rate: 1.0, cv: 1e-154 }).validate(path).unwrap_err();
+        assert!(err.to_string().contains("workload.arrival.cv: must be in [0.001, 100]"), "{err}");
+        let err = ArrivalSpec::Poisson(Poisson { rate: 1e300 }).validate(path).unwrap_err();
+        assert!(err.to_string().contains("workload.arrival.rate: must be in [1e-12, 1e9] requests/s"), "{err}");
     }
 
     #[test]

@@ -70,7 +70,9 @@ impl Diurnal {
             self.trough_rate,
         )?;
         let p = self.period_s;
-        check(p.is_finite() && p > 0.0 && p <= 1e9, path, "period_s", "must be in (0, 1e9]", p)?;
+        // Below a second the phase 2π·t/period_s overflows within a run (the rate becomes NaN
+        // and no arrival is ever accepted), and no load cycles that fast.
+        check(p.is_finite() && (1.0..=1e9).contains(&p), path, "period_s", "must be in [1, 1e9] s", p)?;
         let a = self.peak_at_s;
         check(a.is_finite() && (0.0..=1e9).contains(&a), path, "peak_at_s", "must be in [0, 1e9]", a)
     }
@@ -216,6 +218,17 @@ pub(crate) fn next_thinned(
 mod tests {
     use super::*;
     use crate::rng::{substream, Stream};
+
+    #[test]
+    fn a_period_under_a_second_is_refused() {
+        let d = Diurnal { peak_rate: 10.0, trough_rate: 0.0, period_s: 1e-307, peak_at_s: 0.0 };
+        let err = d.validate("workload.arrival").unwrap_err().to_string();
+        assert!(err.contains("workload.arrival.period_s: must be in [1, 1e9] s"), "{err}");
+        // At the bound the rate stays a number over a long run.
+        let d = Diurnal { period_s: 1.0, ..d };
+        assert!(d.validate("workload.arrival").is_ok());
+        assert!([0.0, 0.25, 1e6 + 0.5, 1e9].iter().all(|&t| d.rate_at(t).is_finite()));
+    }
 
     #[test]
     fn diurnal_shape() {
