@@ -151,6 +151,12 @@ pub enum MeasuredError {
     /// Read, but every request in it failed.
     #[error("{file}: no request to replay ({failed} failed)")]
     NothingToReplay { file: String, failed: u64 },
+    /// Read, but no request in it is measured: every one is warm-up or marked not measured.
+    #[error(
+        "{file}: no request to compare: all {replayed} that succeeded are warm-up or marked not measured \
+         (they would be replayed, never counted)"
+    )]
+    NothingToCompare { file: String, replayed: usize },
 }
 
 /// Keys of a per-request record's times, each with its unit in ns (a bare key is seconds).
@@ -427,6 +433,9 @@ pub fn parse(text: &str, label: &str, format: Option<MeasuredFormat>) -> Result<
     .map_err(MeasuredError::Unreadable)?;
     if run.requests.is_empty() {
         return Err(MeasuredError::NothingToReplay { file: label.to_string(), failed: run.failed });
+    }
+    if !run.requests.iter().any(|r| r.counted) {
+        return Err(MeasuredError::NothingToCompare { file: label.to_string(), replayed: run.requests.len() });
     }
     run.requests.sort_by_key(|r| r.arrival_ns);
     Ok(run)
@@ -906,6 +915,13 @@ mod tests {
         assert_eq!(o[1].arrival, SimTime(1000));
         assert_eq!(o[1].first_token, Some(SimTime(1000 + 31_500_000)));
         assert_eq!(o[1].finish, Some(SimTime(1000 + 400_250_000)));
+        // Nothing measured is nothing to compare, not a 0% error.
+        let warm = [rec(1000, "warmup", "null"), rec(2000, "warmup", "null")].join("\n");
+        assert_eq!(
+            parse(&warm, "a.jsonl", None).unwrap_err().to_string(),
+            "a.jsonl: no request to compare: all 2 that succeeded are warm-up or marked not measured (they would be \
+             replayed, never counted)"
+        );
         let bad = text.replace("\"ms\"}, \"request", "\"hours\"}, \"request");
         assert!(parse(&bad, "a.jsonl", None)
             .unwrap_err()

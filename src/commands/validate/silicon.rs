@@ -155,6 +155,11 @@ fn measured_of(r: &Row) -> std::result::Result<(u64, u64, u32, f64, f64), String
     let (Some(ttft), Some(tpot)) = (r.num("silicon_ttft_ms"), r.num("silicon_tpot_ms")) else {
         return Err("no measured TTFT or TPOT".into());
     };
+    for (key, v) in [("silicon_ttft_ms", ttft), ("silicon_tpot_ms", tpot)] {
+        if v <= 0.0 {
+            return Err(format!("{key} {v}: a measured time must be > 0"));
+        }
+    }
     Ok((isl, osl, concurrency, ttft, tpot))
 }
 
@@ -643,6 +648,14 @@ pub(super) fn read(path: &Path) -> Result<Vec<Row>> {
             return Err(CliError::input(format!("{}: no column {need} (is it silicon_sample.csv?)", path.display())));
         }
     }
+    if let Some((i, h)) = headers.iter().enumerate().find(|(i, h)| headers[..*i].contains(h)) {
+        return Err(CliError::input(format!(
+            "{}: line 1: column {h:?} appears twice (columns {} and {}): which one holds the value is ambiguous",
+            path.display(),
+            headers.iter().position(|x| x == h).unwrap_or(0) + 1,
+            i + 1
+        )));
+    }
     let mut rows = Vec::new();
     for (i, rec) in rd.records().enumerate() {
         let rec = rec.map_err(|e| CliError::input(format!("{}: line {}: {e}", path.display(), i + 2)))?;
@@ -1037,6 +1050,24 @@ mod tests {
             engine_limits: Limits::Auto,
             moe_distribution: servesim_sim::cost::DEFAULT_MOE_DISTRIBUTION,
         }
+    }
+
+    #[test]
+    fn a_measured_time_that_cannot_be_is_set_aside_and_a_duplicated_column_refused() {
+        let qwen = [("model_path", "Qwen/Qwen3-32B"), ("gemm_quant_mode", "bf16"), ("tp_size", "1")];
+        for (ttft, tpot, key) in [("-5", "10", "silicon_ttft_ms -5"), ("100", "0", "silicon_tpot_ms 0")] {
+            let r = row(&[qwen[0], qwen[1], qwen[2], ("silicon_ttft_ms", ttft), ("silicon_tpot_ms", tpot)]);
+            assert_eq!(case_of(&r).unwrap_err(), format!("{key}: a measured time must be > 0"));
+        }
+        let dir = std::env::temp_dir().join(format!("servesim-silicon-dup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.csv");
+        let head =
+            "id,backend,model_path,system,isl,osl,batch_size,tp_size,silicon_ttft_ms,silicon_tpot_ms,silicon_ttft_ms";
+        std::fs::write(&path, format!("{head}\nx,vllm,m,h100_sxm,1,1,1,1,5,5,6\n")).unwrap();
+        let err = read(&path).unwrap_err().to_string();
+        assert!(err.ends_with("s.csv: line 1: column \"silicon_ttft_ms\" appears twice (columns 9 and 11): which one holds the value is ambiguous"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
