@@ -1,4 +1,4 @@
-//! Prefill/decode disaggregation (issue 4, item 8): one request's transfer computed by hand,
+//! Prefill/decode disaggregation: one request's transfer computed by hand,
 //! the acceptance test (the decode pool's TPOT tail below the colocated one at equal GPUs, and
 //! what it costs), the invariants after every event under KV pressure in both pools,
 //! determinism, and `plan` sizing both pools.

@@ -122,8 +122,8 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
     // dense (half the sparse figures), 180 GB HBM3e at 8 TB/s, NVLink 5 1.8 TB/s total = 900 GB/s per
     // direction, PCIe Gen5 x16 64 GB/s per direction. Memory: 183,359 MiB as nvidia-smi reports it
     // (the "180 GB" of the datasheet is rounded; AIConfigurator's b200_sxm.yaml says 180 GiB,
-    // 184,320 MiB). Until stop 32 this preset held 180 GB decimal (171,661 MiB), which refused
-    // DeepSeek-R1 FP8 at TP 4 that real runs served.
+    // 184,320 MiB). 180 GB decimal (171,661 MiB) would refuse DeepSeek-R1 FP8 at TP 4, which
+    // real runs served.
     GpuPreset {
         name: "b200",
         bf16_tflops: 2250.0,

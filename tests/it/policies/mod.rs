@@ -1,4 +1,4 @@
-//! Acceptance tests of the serving policies (issue 4): one module per policy family, each
+//! Tests of the serving policies: one module per policy family, each
 //! showing the policy's characteristic effect (and its cost) on a small scenario, plus every
 //! policy run through the invariants after every event and checked for determinism.
 
