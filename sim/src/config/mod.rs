@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// A configuration error: the key path, the problem, and the line where the parser knows it.
-/// Shown as `line 12: workload.arrival.rate: must be > 0, got -3`.
+/// Shown as `line 12: workload.arrival.rate: must be in [1e-12, 1e9] requests/s, got -3`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
     pub path: String,

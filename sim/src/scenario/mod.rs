@@ -6,7 +6,7 @@
 //! [`ScenarioFile`] mirrors the file; every field has a documented default. [`Scenario`] holds
 //! resolved values only (preset dimensions filled in, memory budget computed) and is what the
 //! simulator runs. Every error names the key path and the value:
-//! `workload.arrival.rate: must be > 0, got -3`.
+//! `workload.arrival.rate: must be in [1e-12, 1e9] requests/s, got -3`.
 
 mod cluster;
 pub mod edit;

@@ -33,7 +33,7 @@ fn base_is_valid_and_resolves_presets() {
 #[test]
 fn errors_inside_tagged_tables_keep_the_full_key_path() {
     let e = err(&BASE.replace("rate = 2", "rate = -3"));
-    assert_eq!(e, "workload.arrival.rate: must be > 0, got -3");
+    assert_eq!(e, "workload.arrival.rate: must be in [1e-12, 1e9] requests/s, got -3");
     let e = err(&BASE.replace("rate = 2", "rate = \"fast\""));
     assert!(e.ends_with("workload.arrival.rate: invalid type: string \"fast\", expected f64"), "{e}");
     let e = err(&BASE.replace("rate = 2", "rate = 2, cv = 3"));
