@@ -28,7 +28,7 @@ pub(crate) struct Args {
     /// Context length (prompt + output) of the requests to count.
     #[arg(long, default_value_t = 4096)]
     context: u64,
-    /// Weight dtype (nvfp4, mxfp4: the FFN weights in 4 bits, attention and embeddings in bf16). Default: bf16, or the --model file's.
+    /// Weight dtype (nvfp4, mxfp4: the FFN weights in 4 bits, attention and embeddings in bf16). Default: the preset's published checkpoint's (fp8 for DeepSeek-V3/R1 and Kimi-K2, mxfp4 for gpt-oss, else bf16), or the --model file's.
     #[arg(long, value_enum)]
     weight_dtype: Option<DtypeArg>,
     /// KV-cache dtype. Default: bf16, or the --model file's.
@@ -123,7 +123,7 @@ fn model_and_gpu(a: &Args) -> Result<(ModelSpec, GpuSpec)> {
                 ModelPreset::names().join(", ")
             ))
         })?;
-        ModelSpec::from_preset(preset, Dtype::Bf16, Dtype::Bf16)
+        ModelSpec::from_preset(preset, preset.checkpoint_dtype(), Dtype::Bf16)
     };
     if let Some(d) = a.weight_dtype {
         model.weight_dtype = d.into();

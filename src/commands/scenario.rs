@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use servesim_sim::spec::{GpuPreset, ModelPreset};
+use servesim_sim::spec::{Dtype, GpuPreset, ModelPreset};
 
 use crate::error::{CliError, Result};
 
@@ -224,11 +224,11 @@ fn dtypes(
     };
     // A checkpoint name says its own quantization when the flag does not.
     let lower = model_id.to_ascii_lowercase();
-    let weight_dtype = weight_dtype.or(if preset.name().starts_with("gpt-oss") {
+    let weight_dtype = weight_dtype.or(if preset.checkpoint_dtype() == Dtype::Mxfp4 {
         Some("mxfp4")
     } else if lower.contains("nvfp4") || lower.ends_with("-fp4") {
         Some("nvfp4")
-    } else if lower.contains("fp8") || preset.name().starts_with("deepseek") || preset.name() == "kimi-k2" {
+    } else if lower.contains("fp8") || preset.checkpoint_dtype() == Dtype::Fp8 {
         Some("fp8")
     } else {
         None

@@ -37,6 +37,25 @@ fn deepseek_r1_on_8_h200_with_ep8_and_dp_attention_simulates_and_plans() {
 }
 
 #[test]
+fn memory_sizes_a_preset_in_its_published_checkpoints_format() {
+    // DeepSeek-V3's checkpoint is block-scaled FP8 (config.json quantization_config): 671 B
+    // parameters at 1 byte over 8 H200s fit; in bf16 (2 bytes, about 167 GiB per GPU) they would
+    // not.
+    let o = servesim(&["memory", "--model", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let weights = v["weight_bytes"].as_u64().unwrap() as f64;
+    let params = v["params"].as_u64().unwrap() as f64;
+    assert!((weights / (params / 8.0) - 1.0).abs() < 0.05, "{weights} bytes for {params} parameters over 8 GPUs");
+    assert!(v["kv_blocks"].as_u64().unwrap() > 0);
+    let o = servesim(&["memory", "--model", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--weight-dtype", "bf16"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("deepseek-v3 does not fit on h200 at tp 8: weights 156.24 GiB"), "{}", stderr(&o));
+    let o = servesim(&["memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm"]);
+    assert!(stdout(&o).starts_with("llama-3.1-8b (bf16 weights"), "{}", stdout(&o));
+}
+
+#[test]
 fn gpt_oss_120b_fits_one_h100_in_mxfp4_and_the_bf16_error_says_by_how_much() {
     let o = servesim(&[
         "simulate",

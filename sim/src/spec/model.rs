@@ -630,6 +630,18 @@ impl ModelPreset {
     pub fn name(&self) -> &'static str {
         self.name
     }
+
+    /// The weight format of the published checkpoint (`checkpoint()`): DeepSeek-V3/R1 and
+    /// Kimi-K2 ship block-scaled FP8 (config.json `quantization_config`: `fp8`,
+    /// `weight_block_size` [128, 128]), gpt-oss MXFP4 experts with bf16 attention; the others
+    /// bf16.
+    pub fn checkpoint_dtype(&self) -> Dtype {
+        match self.name {
+            "deepseek-v3" | "deepseek-r1" | "kimi-k2" => Dtype::Fp8,
+            "gpt-oss-120b" | "gpt-oss-20b" => Dtype::Mxfp4,
+            _ => Dtype::Bf16,
+        }
+    }
 }
 
 /// The largest model dimension accepted anywhere one is read (scenario `[model]`, a profile's
