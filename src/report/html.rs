@@ -84,6 +84,22 @@ pub(crate) fn scenario_header(scenario: &toml::Value, summary: &Summary) -> Stri
     )
 }
 
+/// The SLO cell: met or missed, and for a run that stopped before its workload ended, only so
+/// far (what the rest of the run would have done is unknown), as the CLI's first line says.
+fn slo_verdict(v: &Summary) -> String {
+    match (&v.stopped, v.slo.met) {
+        (None, true) => "<td class=\"ok\">met</td>".into(),
+        (None, false) => "<td class=\"miss\">missed</td>".into(),
+        (Some(s), met) => format!(
+            "<td class=\"miss\" title=\"the run stopped early ({}) at {:.1} simulated seconds\">{} so far, run stopped early ({})</td>",
+            s.reason,
+            s.at_s,
+            if met { "met" } else { "MISSED" },
+            s.reason
+        ),
+    }
+}
+
 /// The summary tables of a run.
 pub(crate) fn summary_tables(v: &Summary) -> String {
     let mut o = String::new();
@@ -128,8 +144,7 @@ pub(crate) fn summary_tables(v: &Summary) -> String {
     o += &num(Some(v.slo.target), "slo.target", 2, 100.0, "%");
     o += &num(Some(v.slo.goodput_rps), "slo.goodput_rps", 3, 1.0, "");
     o += &num(Some(v.slo.goodput_vllm_bench_rps), "slo.goodput_vllm_bench_rps", 3, 1.0, "");
-    let met = v.slo.met;
-    o += &format!("<td class=\"{}\">{}</td>", if met { "ok" } else { "miss" }, if met { "met" } else { "missed" });
+    o += &slo_verdict(v);
     o += "</tr></table>\n";
     o += "<h2>KV cache and batch</h2><table><tr><th>KV blocks</th><th>KV use mean</th><th>KV use max</th><th>batch mean</th><th>batch max</th><th>iterations</th></tr><tr>";
     o += &int(v.kv.blocks_total, "kv.blocks_total");

@@ -69,11 +69,24 @@ fn sigterm_stops_a_run_with_complete_files_marked_stopped_and_exit_3() {
 fn a_run_stopped_by_its_event_budget_says_so_on_stdouts_first_line() {
     let dir = out_dir("rel_budget");
     let path = scenario_file(&dir, "s.toml", &format!("{}[run]\nmax_events = 5000\n", small(2000)));
-    let o = servesim(&["simulate", "--scenario", &path, "--out", dir.join("o").to_str().unwrap()]);
+    let report = dir.join("r.html");
+    let o = servesim(&[
+        "simulate",
+        "--scenario",
+        &path,
+        "--out",
+        dir.join("o").to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(3));
     let first = stdout(&o).lines().next().unwrap_or("").to_string();
     assert!(first.starts_with("STOPPED EARLY (run.max_events reached) after 5,000 events"), "{first}");
     assert!(!stdout(&o).contains("target 99.00%: met)"), "{}", stdout(&o));
+    // The report gives no plain verdict either: only what held until the run stopped.
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("so far, run stopped early (event_budget)</td>"), "{html}");
+    assert!(!html.contains(">met</td>") && !html.contains(">missed</td>"));
 }
 
 #[cfg(target_os = "linux")]
