@@ -14,7 +14,9 @@ use crate::error::{CliError, Result};
 
 /// The install hint of every "not found" message.
 pub(crate) const INSTALL: &str = "pip install aiconfigurator-core==0.12.0 (or `pip download --no-deps \
-aiconfigurator-core==0.12.0` and unzip the wheel), then pass --database DIR or set SERVESIM_AIC_DATA";
+aiconfigurator-core==0.12.0` and unzip the wheel), then name its folder: `[cost] database = { ..., path = \"DIR\" }` \
+in a scenario (simulate, plan, compare, tune), `--database DIR` (calibrate import-aic, validate --silicon), or \
+SERVESIM_AIC_DATA=DIR for every command";
 
 /// A database folder on disk.
 #[derive(Clone, Debug)]
@@ -81,8 +83,9 @@ fn installed_package() -> Option<PathBuf> {
     (!p.is_empty()).then(|| PathBuf::from(p))
 }
 
-/// Finds the database: `explicit` (`--database`), `SERVESIM_AIC_DATA`, the installed package.
-pub(crate) fn locate(explicit: Option<&Path>) -> Result<DirFiles> {
+/// Finds the database: `explicit` (given as `option`: `--database` or the scenario's
+/// `[cost] database.path`), `SERVESIM_AIC_DATA`, the installed package.
+pub(crate) fn locate(explicit: Option<&Path>, option: &str) -> Result<DirFiles> {
     let found = |d: PathBuf| {
         let package = package_version(&d);
         DirFiles { root: d, package }
@@ -90,7 +93,7 @@ pub(crate) fn locate(explicit: Option<&Path>) -> Result<DirFiles> {
     if let Some(d) = explicit {
         return data_root(d).map(found).ok_or_else(|| {
             CliError::input(format!(
-                "--database {}: no AIConfigurator kernel tables there (expected <system>/gemm/<framework>/<version>/, \
+                "{option} {}: no AIConfigurator kernel tables there (expected <system>/gemm/<framework>/<version>/, \
                  or systems/data/ below it)",
                 d.display()
             ))

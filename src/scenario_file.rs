@@ -85,7 +85,7 @@ impl Resources for FileResources {
             Some((_, p)) => p,
             None => {
                 let dir = req.path.as_ref().map(|p| self.base.join(p));
-                let files = crate::aic::locate(dir.as_deref())
+                let files = crate::aic::locate(dir.as_deref(), "[cost] database.path")
                     .map_err(|e| format!("no shipped profile for {}, and {e}", req.describe()))?;
                 Arc::new(crate::aic::build(&files, req)?)
             }

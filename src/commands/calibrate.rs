@@ -150,7 +150,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
 }
 
 fn import_aic(a: AicArgs) -> Result<()> {
-    let files = crate::aic::locate(a.database.as_deref())?;
+    let files = crate::aic::locate(a.database.as_deref(), "--database")?;
     let model = load_model(&a.model)?;
     let weights = servesim_aic::Weights::parse(&a.weights).ok_or_else(|| {
         CliError::input(format!(

@@ -74,6 +74,30 @@ fn import_aic_writes_a_profile_with_its_provenance() {
         "--database docs: no AIConfigurator kernel tables there",
     );
     assert!(!std::path::Path::new("/tmp/never.json").exists());
+    // A scenario names the database its own way, and the message says so: the key it has, or
+    // what each command accepts when nothing is found (simulate and plan take no --database).
+    let dir = out_dir("aic_scenario_missing");
+    let text = db_scenario("").replace("llama-3-8b", "qwen3-32b");
+    let wrong = scenario_file(&dir, "wrong.toml", &text.replace(&format!("{}/{SLICE}", root().display()), "docs"));
+    let o = isolated(&["simulate", "--scenario", &wrong, "--out", dir.join("w").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("[cost] database.path") && stderr(&o).contains("no AIConfigurator kernel tables there"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("--database"), "{}", stderr(&o));
+    let none =
+        scenario_file(&dir, "none.toml", &text.replace(&format!(", path = \"{}/{SLICE}\"", root().display()), ""));
+    let o = isolated(&["plan", "--scenario", &none, "--out", dir.join("n").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("no AIConfigurator kernel database found")
+            && e.contains("path = \"DIR\" }` in a scenario (simulate, plan, compare, tune)")
+            && e.contains("SERVESIM_AIC_DATA=DIR"),
+        "{e}"
+    );
 }
 
 fn db_scenario(extra_cost: &str) -> String {
