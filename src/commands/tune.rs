@@ -502,8 +502,7 @@ fn finish(
                     .collect();
                 let first = named[0].calibration.as_deref().unwrap_or("");
                 outln!(
-                    "
-cost model: {} of {} searched configurations calibrated{}",
+                    "\ncost model: {} of {} searched configurations calibrated{}",
                     calibrated.len(),
                     named.len(),
                     if calibrated.len() == named.len() { format!(" ({first})") } else { names(&calibrated) }

@@ -58,6 +58,14 @@ fn fit(args: &[&str]) -> (std::process::Output, Option<toml::Table>, String) {
     (o, cal, out.to_string())
 }
 
+/// `validate --measured FILE --scenario S --format json`, which must succeed, as JSON.
+fn validate_json(dir: &Path, measured: &str, scenario: &str) -> Value {
+    let out = dir.join("v").display().to_string();
+    let o = servesim(&["validate", "--measured", measured, "--scenario", scenario, "--out", &out, "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
 fn factor<'a>(cal: &'a toml::Table, name: &str) -> &'a toml::Table {
     cal["factors"][name].as_table().unwrap_or_else(|| panic!("factor {name}"))
 }
@@ -137,19 +145,7 @@ fn perturbed_runs_are_fitted_back_from_per_request_files() {
     let unseen = write(&dir, "u.toml", &deployment(2, 7, &chat(300, 10.0), &cal_line("truth.toml")));
     let u = simulate(&dir, &unseen, "unseen");
     let calibrated = write(&dir, "c.toml", &deployment(2, 1, &chat(10, 1.0), &cal_line("cal.toml")));
-    let v = servesim(&[
-        "validate",
-        "--measured",
-        &u.join("requests.csv").display().to_string(),
-        "--scenario",
-        &calibrated,
-        "--out",
-        &dir.join("v").display().to_string(),
-        "--format",
-        "json",
-    ]);
-    assert!(v.status.success(), "{}", stderr(&v));
-    let r: Value = serde_json::from_str(&stdout(&v)).unwrap();
+    let r = validate_json(&dir, &u.join("requests.csv").display().to_string(), &calibrated);
     let by = r["predicted_by"].as_str().unwrap();
     assert!(by.contains("kernel database") && by.contains("calibrated by cal.toml"), "{by}");
     let (cal_err, uncal_err) = (
@@ -386,19 +382,7 @@ fn validate_compares_a_benchmark_summary_with_the_benchmark_recreated() {
         sm["throughput"]["output_tokens_per_s"]
     );
     let f = write(&dir, "bench.json", &json);
-    let o = servesim(&[
-        "validate",
-        "--measured",
-        &f,
-        "--scenario",
-        &s,
-        "--out",
-        &dir.join("v").display().to_string(),
-        "--format",
-        "json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let r = validate_json(&dir, &f, &s);
     assert!(r["predicted_by"].as_str().unwrap().starts_with("the kernel database (vllm kernels of h100-sxm)"));
     let run = &r["runs"][0];
     assert_eq!(run["requests"], 200);

@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::measured::MeasuredError;
+use crate::config::shown;
 
 /// How the benchmark sent its requests.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -114,8 +115,6 @@ pub fn parse(text: &str, label: &str) -> Result<Vec<BenchRun>, MeasuredError> {
     }
     Ok(runs)
 }
-
-use crate::config::shown;
 
 fn positive(x: f64, what: &str) -> Result<f64, String> {
     if x.is_finite() && x >= 0.0 {

@@ -746,11 +746,7 @@ pub(super) fn run_cases(
 }
 
 /// The median of a list (`None` when empty).
-pub(super) fn medians_of(v: Vec<f64>) -> Option<f64> {
-    median(v)
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
+pub(super) fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
     }

@@ -12,7 +12,7 @@ use serde::Serialize;
 use servesim_sim::calibration::{self, FitOptions, Measured, Origin, Target};
 use servesim_sim::metrics::bench::{BenchRun, Load};
 
-use super::silicon::{medians_of, Bench, Case, Outcome};
+use super::silicon::{median, Bench, Case, Outcome};
 
 /// One held-out row: measured, uncalibrated and calibrated mean TTFT and TPOT.
 #[derive(Clone, Debug, Serialize)]
@@ -197,7 +197,7 @@ impl Calibrated {
     pub(super) fn medians(&self, keep: &dyn Fn(&HeldRow) -> bool) -> (usize, [Option<f64>; 4]) {
         let rows: Vec<&HeldRow> = self.rows.iter().filter(|r| keep(r)).collect();
         let e = |p: f64, m: f64| (p - m) / m * 100.0;
-        let pick = |f: &dyn Fn(&HeldRow) -> f64| medians_of(rows.iter().map(|r| f(r).abs()).collect());
+        let pick = |f: &dyn Fn(&HeldRow) -> f64| median(rows.iter().map(|r| f(r).abs()).collect());
         (
             rows.len(),
             [
