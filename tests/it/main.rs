@@ -25,6 +25,7 @@ mod pipeline;
 mod plan;
 mod policies;
 mod queueing;
+mod registries;
 mod reliability;
 mod report;
 mod routers;

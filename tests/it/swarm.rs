@@ -15,8 +15,11 @@ use std::fmt::Write as _;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use servesim_sim::engine::{RunOutput, Simulation};
+use servesim_sim::instance::batching::BatchingSpec;
+use servesim_sim::instance::preemption::PreemptionSpec;
 use servesim_sim::instance::queue::QueueSpec;
 use servesim_sim::metrics::Status;
+use servesim_sim::router::RouterSpec;
 use servesim_sim::time::SimTime;
 use servesim_sim::Scenario;
 
@@ -41,17 +44,53 @@ impl Draw {
     }
 }
 
-const ROUTERS: &[&str] = &[
-    "{ kind = \"round-robin\" }",
-    "{ kind = \"random\" }",
-    "{ kind = \"least-outstanding\" }",
-    "{ kind = \"least-kv-usage\" }",
-    "{ kind = \"least-pending-tokens\" }",
-    "{ kind = \"least-pending-tokens\", count_decode = false }",
-    "{ kind = \"power-of-two\" }",
-    "{ kind = \"session-affinity\" }",
-    "{ kind = \"session-affinity\", key = \"prefix\", load_factor = 1.1, slack = 1 }",
-];
+/// A router of every registered kind (the registry's list, not a hand-kept one), with settings
+/// drawn for those that have some; a new router runs here with its defaults.
+fn router(d: &mut Draw) -> String {
+    let kind = d.pick(RouterSpec::KINDS);
+    let settings = match kind {
+        "least-pending-tokens" if d.chance(0.5) => ", count_decode = false".to_string(),
+        "session-affinity" if d.chance(0.5) => ", key = \"prefix\", load_factor = 1.1, slack = 1".to_string(),
+        "vllm-dp" => format!(", stats_interval_ms = {}", d.real(0.0, 500.0)),
+        _ => String::new(),
+    };
+    format!("{{ kind = \"{kind}\"{settings} }}")
+}
+
+/// A batching kind of the registry with its settings drawn (none for a kind this test does not
+/// know yet: it runs with its defaults). Static batching does not go with disaggregation's
+/// hand-offs, nor the engines' own schedulers with disaggregated pools.
+fn batching(d: &mut Draw, disaggregated: bool) -> (&'static str, String) {
+    let kinds: Vec<&'static str> = BatchingSpec::KINDS
+        .iter()
+        .copied()
+        .filter(|k| !disaggregated || matches!(*k, "continuous" | "chunked"))
+        .collect();
+    let kind = d.pick(&kinds);
+    let settings = match kind {
+        "continuous" => format!("priority = \"{}\"\n", d.pick(&["mixed", "prefill"])),
+        "chunked" => format!("priority = \"{}\"\n", d.pick(&["decode", "prefill"])),
+        "vllm-v1" => format!("long_prefill_token_threshold = {}\n", d.int(0, 512)),
+        "sglang" => format!(
+            "max_prefill_tokens = {}\nschedule_conservativeness = {}\nmixed_chunk = {}\n",
+            d.int(16, 4096),
+            d.real(0.0, 2.0),
+            d.chance(0.3)
+        ),
+        _ => String::new(),
+    };
+    (kind, settings)
+}
+
+/// A preemption kind of the registry with its settings; SGLang's scheduler only recomputes.
+fn preemption(d: &mut Draw, batching: &str) -> String {
+    let kind = if batching == "sglang" { "recompute" } else { d.pick(PreemptionSpec::KINDS) };
+    let settings = match kind {
+        "swap" => format!("cpu_swap_gib = {}\n", d.real(0.0005, 0.05)),
+        _ => String::new(),
+    };
+    format!("kind = \"{kind}\"\n{settings}")
+}
 
 /// A length distribution between `lo` and `hi` tokens.
 fn lengths(d: &mut Draw, lo: u64, hi: u64) -> String {
@@ -103,27 +142,8 @@ fn scheduler(d: &mut Draw, prefix: &str, disaggregated: bool) -> String {
     if d.chance(0.3) {
         let _ = writeln!(o, "watermark = {}", d.real(0.0, 0.2));
     }
-    // Static batching does not go with disaggregation's hand-offs or speculative steps.
-    let batching = if disaggregated { d.int(0, 1) } else { d.int(0, 2) };
-    match batching {
-        0 => {
-            let _ = writeln!(
-                o,
-                "[{prefix}scheduler.batching]\nkind = \"continuous\"\npriority = \"{}\"",
-                d.pick(&["mixed", "prefill"])
-            );
-        }
-        1 => {
-            let _ = writeln!(
-                o,
-                "[{prefix}scheduler.batching]\nkind = \"chunked\"\npriority = \"{}\"",
-                d.pick(&["decode", "prefill"])
-            );
-        }
-        _ => {
-            let _ = writeln!(o, "[{prefix}scheduler.batching]\nkind = \"static\"");
-        }
-    }
+    let (batching, settings) = batching(d, disaggregated);
+    let _ = writeln!(o, "[{prefix}scheduler.batching]\nkind = \"{batching}\"\n{settings}");
     // Every registered queue order (the registry's list, not a hand-kept one), with settings
     // drawn for those that have some; a new order runs here with its defaults.
     let kind = d.pick(QueueSpec::KINDS);
@@ -144,8 +164,8 @@ fn scheduler(d: &mut Draw, prefix: &str, disaggregated: bool) -> String {
             o += &format!("circuit_breaker = {{ open_delay_s = {open}, close_delay_s = {} }}\n", d.real(0.0, open));
         }
     }
-    if d.chance(0.4) {
-        o += &format!("[{prefix}scheduler.preemption]\nkind = \"swap\"\ncpu_swap_gib = {}\n", d.real(0.0005, 0.05));
+    if d.chance(0.6) {
+        o += &format!("[{prefix}scheduler.preemption]\n{}", preemption(d, batching));
     }
     if d.chance(0.4) {
         o += &format!("[{prefix}scheduler.kv_cache]\n");
@@ -171,7 +191,7 @@ fn scheduler(d: &mut Draw, prefix: &str, disaggregated: bool) -> String {
             o += &format!("cpu_gib = {}\n", d.real(0.0005, 0.02));
         }
     }
-    if batching != 2 && d.chance(0.25) {
+    if batching != "static" && d.chance(0.25) {
         o += &format!(
             "[{prefix}scheduler.speculative]\nk = {}\nacceptance = {}\ndraft_cost_fraction = {}\n",
             d.int(1, 6),
@@ -220,19 +240,19 @@ fn draw(seed: u64) -> String {
     let instances;
     if shape <= 5 {
         instances = d.int(1, 4);
-        o += &format!("[cluster]\ninstances = {instances}\ntp = {}\nrouter = {}\n", d.int(1, 2), d.pick(ROUTERS));
+        o += &format!("[cluster]\ninstances = {instances}\ntp = {}\nrouter = {}\n", d.int(1, 2), router(d));
         if layers >= 2 && d.chance(0.25) {
             o += &format!("pp = {}\n", d.int(2, layers));
         }
         o += &scheduler(d, "", false);
     } else {
-        o += &format!("[cluster]\nrouter = {}\n", d.pick(ROUTERS));
+        o += &format!("[cluster]\nrouter = {}\n", router(d));
         if disaggregated {
             o += &format!(
                 "[cluster.disaggregation]\nlink_gb_per_s = {}\nlink_latency_us = {}\ndecode_router = {}\n",
                 d.real(0.5, 100.0),
                 d.int(0, 100),
-                d.pick(ROUTERS)
+                router(d)
             );
         }
         o += &scheduler(d, "", disaggregated);
@@ -411,37 +431,6 @@ fn draw(seed: u64) -> String {
             d.int(1, 4)
         );
     }
-    // vLLM's DP balancer as the cluster's router (drawn last, as above).
-    if d.chance(0.15) {
-        if let Some(at) = o.find("\nrouter = ") {
-            let end = at + 1 + o[at + 1..].find('\n').expect("a line");
-            let interval = d.real(0.0, 500.0);
-            o.replace_range(at + 1..end, &format!("router = {{ kind = \"vllm-dp\", stats_interval_ms = {interval} }}"));
-        }
-    }
-    // The engines' own schedulers in place of continuous or chunked batching (drawn last, as
-    // above); SGLang's only where preemption recomputes, and neither for disaggregated pools.
-    if !disaggregated && d.chance(0.3) {
-        let engine = d.pick(&["vllm-v1", "sglang"]);
-        if engine == "vllm-v1" || !o.contains("kind = \"swap\"") {
-            let extra = match engine {
-                "sglang" => format!(
-                    "max_prefill_tokens = {}\nschedule_conservativeness = {}",
-                    d.int(16, 4096),
-                    d.real(0.0, 2.0)
-                ),
-                _ => format!("long_prefill_token_threshold = {}", d.int(0, 512)),
-            };
-            for (kind, priority) in
-                [("continuous", "mixed"), ("continuous", "prefill"), ("chunked", "decode"), ("chunked", "prefill")]
-            {
-                o = o.replace(
-                    &format!("kind = \"{kind}\"\npriority = \"{priority}\""),
-                    &format!("kind = \"{engine}\"\n{extra}"),
-                );
-            }
-        }
-    }
     o
 }
 
@@ -549,18 +538,23 @@ fn the_swarm_covers_every_policy() {
     // The generator must actually reach each policy in the CI's seeds (a typo in a key would
     // make a policy silently absent: validation would reject it, but a skipped branch would not).
     let all: String = (0..300).map(draw).collect();
-    // Every queue order the registry lists, as a `[scheduler.queue]` kind.
-    for kind in QueueSpec::KINDS {
-        let n = all.matches(&format!("queue]\nkind = \"{kind}\"")).count();
-        assert!(n >= 3, "only {n} of 300 drawn scenarios use the queue order {kind:?}");
+    // Every kind each registry lists: a new policy the draws never reach fails here.
+    let families: [(&str, &[&str], &str); 4] = [
+        ("queue order", QueueSpec::KINDS, "queue]\nkind = \"{}\""),
+        ("batching kind", BatchingSpec::KINDS, "batching]\nkind = \"{}\""),
+        ("preemption kind", PreemptionSpec::KINDS, "preemption]\nkind = \"{}\""),
+        ("router", RouterSpec::KINDS, "router = { kind = \"{}\""),
+    ];
+    for (family, kinds, pattern) in families {
+        for kind in kinds {
+            let n = all.matches(&pattern.replace("{}", kind)).count();
+            assert!(n >= 3, "only {n} of 300 drawn scenarios use the {family} {kind:?}");
+        }
     }
     for key in [
-        "kind = \"static\"",
-        "kind = \"chunked\"",
         "circuit_breaker",
         "queue_timeout_s",
         "reserve-max",
-        "kind = \"swap\"",
         "[scheduler.prefix_cache]",
         "cpu_gib",
         "[scheduler.speculative]",
@@ -576,12 +570,8 @@ fn the_swarm_covers_every_policy() {
         "rag = {",
         "system = {",
         "kind = \"diurnal\"",
-        "session-affinity",
         "[run]",
         "[frontend]",
-        "kind = \"vllm-v1\"",
-        "kind = \"sglang\"",
-        "kind = \"vllm-dp\"",
     ] {
         let n = all.matches(key).count();
         assert!(n >= 3, "only {n} of 300 drawn scenarios have {key}");

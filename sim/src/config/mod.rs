@@ -15,7 +15,6 @@ mod registry;
 use std::fmt;
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 
 /// A configuration error: the key path, the problem, and the line where the parser knows it.
 /// Shown as `line 12: workload.arrival.rate: must be in [1e-12, 1e9] requests/s, got -3`.
@@ -145,8 +144,3 @@ pub(crate) fn plain_message(msg: &str, at: &str) -> String {
     }
     msg.to_string()
 }
-
-/// A policy with no settings.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Empty {}

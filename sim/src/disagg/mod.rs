@@ -59,7 +59,7 @@ impl Default for DisaggregationSection {
         DisaggregationSection {
             link_gb_per_s: DEFAULT_LINK_GB_PER_S,
             link_latency_us: DEFAULT_LINK_LATENCY_US,
-            decode_router: RouterSpec::RoundRobin(crate::config::Empty {}),
+            decode_router: RouterSpec::default(),
         }
     }
 }

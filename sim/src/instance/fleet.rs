@@ -7,24 +7,24 @@ use crate::time::SimTime;
 impl Instance {
     /// Whether routers may send requests here.
     pub fn routable(&self) -> bool {
-        self.routable
+        self.life.routable
     }
 
     pub fn set_routable(&mut self, routable: bool) {
-        self.routable = routable;
+        self.life.routable = routable;
     }
 
     /// When the in-flight iteration ends (`None`: none in flight, or frozen by a hang). An
     /// iteration-end event for another time is stale: its instance failed meanwhile.
     pub fn iteration_end(&self) -> Option<SimTime> {
-        self.iteration_end
+        self.life.iteration_end
     }
 
     /// Hangs at `now`: the iteration in flight never ends and no other starts; arrivals still
     /// queue.
     pub fn freeze(&mut self, now: SimTime) {
-        self.iteration_start.get_or_insert(now);
-        self.iteration_end = None;
+        self.life.iteration_start.get_or_insert(now);
+        self.life.iteration_end = None;
     }
 
     /// Dies: every request it holds is dropped — running, swapped, preempted, queued, in that
@@ -32,13 +32,13 @@ impl Instance {
     /// over empty (same configuration, same counters of work done).
     pub fn crash(&mut self) -> Vec<(u64, u32)> {
         let mut held = Vec::with_capacity(self.outstanding() as usize);
-        held.extend(self.running.iter().map(|s| (s.id, s.client)));
-        held.extend(self.waiting.held());
-        let (work, routable) = (self.work, self.routable);
-        *self = Instance::new(self.id, self.cfg.clone(), self.cost.clone());
+        held.extend(self.core.running.iter().map(|s| (s.id, s.client)));
+        held.extend(self.core.waiting.held());
+        let (work, routable) = (self.work, self.life.routable);
+        *self = Instance::new(self.id, self.core.cfg.clone(), self.exec.cost.clone());
         self.work.iterations = work.iterations;
         self.work.decode_token_steps = work.decode_token_steps;
-        self.routable = routable;
+        self.life.routable = routable;
         held
     }
 }

@@ -103,12 +103,8 @@ impl SchedulerSection {
         self.queue.validate(&format!("{path}.queue"))?;
         self.admission.validate(&format!("{path}.admission"))?;
         self.preemption.validate(&format!("{path}.preemption"))?;
-        if matches!(self.batching, BatchingSpec::Sglang(_)) && !matches!(self.preemption, PreemptionSpec::Recompute(_))
-        {
-            return Err(ConfigError::at(
-                &format!("{path}.preemption.kind"),
-                "SGLang's scheduler retracts by recomputation: only \"recompute\" with batching kind \"sglang\"".into(),
-            ));
+        if let Some(why) = self.batching.spec().recompute_only().filter(|_| self.preemption.swaps()) {
+            return Err(ConfigError::at(&format!("{path}.preemption.kind"), why.into()));
         }
         self.kv_cache.validate(&format!("{path}.kv_cache"))?;
         self.prefix_cache.validate(&format!("{path}.prefix_cache"))?;

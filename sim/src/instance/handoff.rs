@@ -83,23 +83,23 @@ impl Transfers {
 
 impl Instance {
     pub fn role(&self) -> Role {
-        self.cfg.policy.role
+        self.core.cfg.policy.role
     }
 
     /// Prefill side, at the end of an iteration: every running request that has its first
     /// token leaves the batch (keeping its blocks) and is handed off.
     pub(super) fn hand_off_prefilled(&mut self, now: SimTime) {
         let mut i = 0;
-        while i < self.running.len() {
-            if self.running[i].generated == 0 {
+        while i < self.core.running.len() {
+            if self.core.running[i].generated == 0 {
                 i += 1;
                 continue;
             }
-            let s = self.running.remove(i);
+            let s = self.core.running.remove(i);
             debug_assert!(s.generated == 1 && s.computed == s.prompt as u64, "request {} handed off mid-way", s.id);
-            self.waiting.queue.left(&s);
-            self.pending_decode -= (s.output - s.generated) as u64;
-            self.xfer.ready.push(Handoff {
+            self.core.waiting.queue.left(&s);
+            self.core.pending_decode -= (s.output - s.generated) as u64;
+            self.core.xfer.ready.push(Handoff {
                 id: s.id,
                 arrival: s.cold.arrival,
                 prompt: s.prompt,
@@ -111,28 +111,28 @@ impl Instance {
                 first_token: now,
                 from: self.id,
             });
-            self.xfer.outgoing.push(s);
+            self.core.xfer.outgoing.push(s);
         }
     }
 
     /// Prefill side: the requests handed off since the last call.
     pub fn take_handoffs(&mut self, out: &mut Vec<Handoff>) {
-        out.append(&mut self.xfer.ready);
+        out.append(&mut self.core.xfer.ready);
     }
 
     /// Prefill side: the transfer of `id` is done; its blocks are freed (cached blocks stay
     /// cached).
     pub fn release_handoff(&mut self, id: u64, now: SimTime) {
-        let k = self.xfer.outgoing.iter().position(|s| s.id == id).expect("released request is outgoing");
-        let mut s = self.xfer.outgoing.swap_remove(k);
-        self.kv.blocks.release_at(&mut s.blocks, now);
+        let k = self.core.xfer.outgoing.iter().position(|s| s.id == id).expect("released request is outgoing");
+        let mut s = self.core.xfer.outgoing.swap_remove(k);
+        self.core.kv.blocks.release_at(&mut s.blocks, now);
     }
 
     /// Decode side: takes in a request prefilled elsewhere; it waits for blocks.
     pub fn offer(&mut self, h: &Handoff) {
         debug_assert_eq!(self.role(), Role::Decode);
-        self.pending_decode += (h.output - 1) as u64;
-        self.xfer.incoming.push_back(Box::new(Seq {
+        self.core.pending_decode += (h.output - 1) as u64;
+        self.core.xfer.incoming.push_back(Box::new(Seq {
             id: h.id,
             computed: h.tokens,
             step: 0,
@@ -154,59 +154,63 @@ impl Instance {
     /// `max_num_seqs` and the free blocks (less the watermark when others run) allow; pushes
     /// the ids whose transfer starts now.
     pub fn start_transfers(&mut self, rec: &mut dyn Observer, started: &mut Vec<u64>) {
-        while let Some(s) = self.xfer.incoming.front() {
-            if self.running.len() + self.xfer.receiving.len() >= self.cfg.max_num_seqs as usize {
+        while let Some(s) = self.core.xfer.incoming.front() {
+            if self.core.running.len() + self.core.xfer.receiving.len() >= self.core.cfg.max_num_seqs as usize {
                 break;
             }
-            let need = self.blocks_for(s.computed);
-            if !self.fits(need, 0) {
+            let need = self.core.blocks_for(s.computed);
+            if !self.core.fits(need, 0) {
                 break;
             }
-            let mut s = self.xfer.incoming.pop_front().expect("front exists");
+            let mut s = self.core.xfer.incoming.pop_front().expect("front exists");
             for _ in 0..need {
-                let b = self.kv.alloc_block(rec).expect("checked free blocks");
+                let b = self.core.kv.alloc_block(rec).expect("checked free blocks");
                 s.blocks.push(b);
             }
             started.push(s.id);
-            self.xfer.receiving.push(s);
+            self.core.xfer.receiving.push(s);
         }
     }
 
     /// Decode side: the KV of `id` has arrived; it joins the batch as a decode.
     pub fn transfer_done(&mut self, id: u64) {
-        let k = self.xfer.receiving.iter().position(|s| s.id == id).expect("transferred request is receiving");
-        let s = self.xfer.receiving.remove(k);
+        let k = self.core.xfer.receiving.iter().position(|s| s.id == id).expect("transferred request is receiving");
+        let s = self.core.xfer.receiving.remove(k);
         // It starts running here: the queue policy counts it (length tiers' long requests)
         // as it will count it leaving.
-        self.waiting.queue.admitted(&s);
-        self.running.push(s);
+        self.core.waiting.queue.admitted(&s);
+        self.core.running.push(s);
     }
 
     /// Ids of the requests this instance hands off (outgoing) and takes in (incoming and
     /// receiving), for the cluster-wide invariant check.
     pub fn transfer_ids(&self) -> (Vec<u64>, Vec<u64>) {
-        let x = &self.xfer;
+        let x = &self.core.xfer;
         (x.outgoing.iter().map(|s| s.id).collect(), x.incoming.iter().chain(&x.receiving).map(|s| s.id).collect())
     }
 
     /// Requests receiving their KV now.
     pub fn receiving(&self) -> usize {
-        self.xfer.receiving.len()
+        self.core.xfer.receiving.len()
     }
 
     /// Checks the transfer lists: outgoing requests hold the blocks of their prompt, incoming
     /// ones none, receiving ones the blocks of their transferred KV; only the right roles use
     /// them.
     pub(super) fn check_transfers(&self) {
-        let x = &self.xfer;
+        let x = &self.core.xfer;
         for s in &x.outgoing {
-            assert!(s.blocks.len() as u64 >= self.blocks_for(s.computed), "outgoing request {} lacks blocks", s.id);
+            assert!(
+                s.blocks.len() as u64 >= self.core.blocks_for(s.computed),
+                "outgoing request {} lacks blocks",
+                s.id
+            );
         }
         for s in &x.incoming {
             assert!(s.blocks.is_empty() && s.generated == 1, "incoming request {} holds blocks", s.id);
         }
         for s in &x.receiving {
-            assert_eq!(s.blocks.len() as u64, self.blocks_for(s.computed), "receiving request {} blocks", s.id);
+            assert_eq!(s.blocks.len() as u64, self.core.blocks_for(s.computed), "receiving request {} blocks", s.id);
         }
         if self.role() != Role::Prefill {
             assert!(x.outgoing.is_empty() && x.ready.is_empty(), "instance {} hands off but is not prefill", self.id);
@@ -214,6 +218,6 @@ impl Instance {
         if self.role() != Role::Decode {
             assert_eq!(x.held(), 0, "instance {} takes requests in but is not decode", self.id);
         }
-        assert!(self.running.len() + x.slots() <= self.cfg.max_num_seqs as usize);
+        assert!(self.core.running.len() + x.slots() <= self.core.cfg.max_num_seqs as usize);
     }
 }

@@ -18,7 +18,8 @@
 
 pub(crate) mod admission;
 mod batch;
-pub(crate) mod batching;
+pub mod batching;
+mod core;
 pub(crate) mod cpu;
 mod fleet;
 mod group;
@@ -27,7 +28,7 @@ pub(crate) mod kv;
 mod kv_manager;
 pub(crate) mod kv_policy;
 pub(crate) mod policy;
-pub(crate) mod preemption;
+pub mod preemption;
 pub(crate) mod prefix;
 pub mod queue;
 mod seq;
@@ -45,14 +46,14 @@ use crate::time::SimTime;
 use crate::workload::Request;
 use admission::Breaker;
 use batch::Batch;
+use batching::{Batcher, Sched};
+use core::Core;
 pub use group::{InstanceGroup, Role, SchedulerSection};
 pub use handoff::Handoff;
 use kv::BlockAllocator;
 use kv_manager::KvManager;
 pub use policy::PolicyConfig;
-use preemption::PreemptionSpec;
-use prefix::Hit;
-use queue::{Queue, QueueCtx};
+use queue::Queue;
 use seq::{Cold, Seq};
 use speculative::DraftCost;
 use waiting::Waiting;
@@ -93,43 +94,40 @@ enum Draft {
 
 pub struct Instance {
     pub id: u32,
-    cfg: InstanceConfig,
-    cost: Arc<dyn CostModel>,
-    /// KV memory: GPU blocks, CPU tier, swap space, host-link bytes.
-    kv: KvManager,
-    /// Swapped-out, preempted and queued requests, and the queue timeouts.
-    waiting: Waiting,
-    /// Running requests in admission order. Boxed on purpose: the batch is compacted every
-    /// iteration a request finishes, and moving pointers is cheaper than moving requests.
-    #[allow(clippy::vec_box)]
-    running: Vec<Box<Seq>>,
-    /// The iteration being formed.
-    batch: Batch,
-    /// Requests handed off to, or taken in from, the other pool (disaggregation).
-    xfer: handoff::Transfers,
-    breaker: Option<Breaker>,
-    draft: Option<Draft>,
-    spec_rng: ChaCha8Rng,
-    /// Per-iteration scratch: admissions, whether anyone was preempted.
-    admitted_now: u32,
-    preempted_now: bool,
-    /// When the in-flight iteration started, if one is in flight.
-    iteration_start: Option<SimTime>,
-    /// When the in-flight iteration ends; `None` while a failed instance holds it forever.
-    iteration_end: Option<SimTime>,
-    /// Output tokens every request here has yet to produce.
-    pending_decode: u64,
-    /// Whether routers may send here (the router believes it healthy; see `fleet`).
-    routable: bool,
+    /// Limits, KV memory, waiting lists, the running batch (what batching policies work on).
+    core: Core,
+    /// The batching policy, with its state.
+    batcher: Box<dyn Batcher>,
+    /// How an iteration is priced.
+    exec: Execution,
+    /// Admission state (the circuit breaker, when there is one).
+    admission: Option<Breaker>,
+    /// The iteration in flight and whether routers may send here.
+    life: Life,
     /// The work done so far.
     pub(crate) work: WorkDone,
+}
+
+/// How an iteration is priced: the cost model, and what it is given.
+struct Execution {
+    cost: Arc<dyn CostModel>,
     /// Whether the cost model wants each iteration's sequences, and the reused list of them.
     wants_seqs: bool,
     seqs: Vec<SeqWork>,
     /// What the cost model priced without measurements (models that keep an account).
     account: Option<Box<CostAccount>>,
-    /// SGLang's scheduler state (`kind = "sglang"`).
-    sglang: batching::sglang::State,
+    /// The cost of draft passes (speculative decoding).
+    draft: Option<Draft>,
+}
+
+/// An instance's iteration in flight and its standing with the routers.
+struct Life {
+    /// When the in-flight iteration started, if one is in flight.
+    iteration_start: Option<SimTime>,
+    /// When the in-flight iteration ends; `None` while a failed instance holds it forever.
+    iteration_end: Option<SimTime>,
+    /// Whether routers may send here (the router believes it healthy; see `fleet`).
+    routable: bool,
 }
 
 /// What an instance has done so far (pool statistics of a disaggregated cluster; kept across
@@ -156,132 +154,119 @@ impl Instance {
                 Draft::Model(Box::new(Roofline::new(d.model.clone(), d.gpu.clone(), d.tp, d.params.clone())))
             }
         });
+        let batcher = p.batching.build();
+        let admission = p.admission.circuit_breaker.as_ref().map(Breaker::new);
+        let waiting = Waiting::new(Queue::new(p.queue.build(p.seed, id)));
+        let spec_rng = substream(p.seed, Stream::Speculation, id as u64);
+        let account = cost.accounts().then(Box::default);
         Instance {
             id,
-            kv: KvManager::new(&cfg),
-            waiting: Waiting::new(Queue::new(p.queue.build(p.seed, id))),
-            running: Vec::new(),
-            batch: Batch::default(),
-            xfer: handoff::Transfers::default(),
-            breaker: p.admission.circuit_breaker.as_ref().map(Breaker::new),
-            draft,
-            spec_rng: substream(p.seed, Stream::Speculation, id as u64),
-            admitted_now: 0,
-            preempted_now: false,
-            iteration_start: None,
-            iteration_end: None,
-            pending_decode: 0,
-            routable: true,
+            core: Core {
+                kv: KvManager::new(&cfg),
+                waiting,
+                running: Vec::new(),
+                batch: Batch::default(),
+                xfer: handoff::Transfers::default(),
+                admitted_now: 0,
+                preempted_now: false,
+                pending_decode: 0,
+                spec_rng,
+                cfg,
+            },
+            batcher,
+            exec: Execution { wants_seqs, seqs: Vec::new(), account, cost, draft },
+            admission,
+            life: Life { iteration_start: None, iteration_end: None, routable: true },
             work: WorkDone::default(),
-            cfg,
-            wants_seqs,
-            seqs: Vec::new(),
-            account: cost.accounts().then(Box::default),
-            cost,
-            sglang: batching::sglang::State::default(),
         }
     }
 
     /// What this instance's cost model priced without measurements so far.
     pub fn cost_account(&self) -> &CostAccount {
         static EMPTY: std::sync::OnceLock<CostAccount> = std::sync::OnceLock::new();
-        self.account.as_deref().unwrap_or_else(|| EMPTY.get_or_init(CostAccount::default))
+        self.exec.account.as_deref().unwrap_or_else(|| EMPTY.get_or_init(CostAccount::default))
     }
 
     /// Requests waiting or running here (what a router counts as outstanding).
     pub fn outstanding(&self) -> u64 {
-        (self.waiting_len() + self.running.len() + self.xfer.held()) as u64
+        (self.waiting_len() + self.core.running.len() + self.core.xfer.held()) as u64
     }
 
     pub fn kv_blocks_used(&self) -> u32 {
-        self.kv.blocks.used()
+        self.core.kv.blocks.used()
     }
 
     /// Fraction of KV blocks in use.
     pub fn kv_usage(&self) -> f64 {
-        self.kv.blocks.used() as f64 / self.kv.blocks.total().max(1) as f64
+        self.core.kv.blocks.used() as f64 / self.core.kv.blocks.total().max(1) as f64
     }
 
     /// Tokens the queued and preempted requests still have to prefill.
     pub fn pending_prefill_tokens(&self) -> u64 {
-        self.waiting.pending_prefill
+        self.core.waiting.pending_prefill
     }
 
     /// Output tokens the requests here have yet to produce. A real router cannot know this
     /// (it does not know output lengths in advance); the simulator can.
     pub fn pending_decode_tokens(&self) -> u64 {
-        self.pending_decode
+        self.core.pending_decode
     }
 
     /// Relative serving capacity (decode tokens per second at a reference batch); equal for
     /// instances of one group.
     pub fn capacity(&self) -> f64 {
-        self.cfg.capacity
+        self.core.cfg.capacity
     }
 
     pub fn config(&self) -> &InstanceConfig {
-        &self.cfg
+        &self.core.cfg
     }
 
     pub fn is_busy(&self) -> bool {
-        self.iteration_start.is_some()
+        self.life.iteration_start.is_some()
     }
 
     pub fn has_work(&self) -> bool {
-        self.waiting_len() > 0 || !self.running.is_empty()
+        self.waiting_len() > 0 || !self.core.running.is_empty()
     }
 
     /// Requests waiting: queued, preempted and swapped out.
     pub fn waiting_len(&self) -> usize {
-        self.waiting.len()
+        self.core.waiting.len()
     }
 
     pub fn gauges(&self) -> Gauges {
         Gauges {
-            waiting: (self.waiting_len() + self.xfer.held()) as u64,
-            running: self.running.len() as u64,
-            kv_used: self.kv.blocks.used() as u64,
+            waiting: (self.waiting_len() + self.core.xfer.held()) as u64,
+            running: self.core.running.len() as u64,
+            kv_used: self.core.kv.blocks.used() as u64,
         }
     }
 
     pub fn kv_blocks_total(&self) -> u32 {
-        self.kv.blocks.total()
-    }
-
-    /// [`KvManager::fits`], the one admission-capacity rule, for this instance: the watermark
-    /// applies while requests hold blocks that may grow (running ones, and ones receiving their
-    /// KV).
-    fn fits(&self, need: u64, unusable: u64) -> bool {
-        let growing = !self.running.is_empty() || self.xfer.slots() > 0;
-        self.kv.fits(need, unusable, growing && self.cfg.policy.batching.keeps_watermark())
-    }
-
-    fn blocks_for(&self, tokens: u64) -> u64 {
-        self.kv.blocks_for(tokens)
-    }
-
-    /// Blocks reserved up front for a request (`reserve-max`), 0 when paged.
-    fn reserved_blocks(&self, s: &Seq) -> u64 {
-        self.blocks_for(self.cfg.policy.kv.reservation(s.prompt as u64, s.output as u64, self.cfg.max_model_len))
+        self.core.kv.blocks.total()
     }
 
     /// Whether this instance could ever serve `req`; the reason if not.
     pub fn check_fits(&self, req: &Request) -> Result<(), RejectReason> {
         let p = req.prompt_tokens as u64;
         let o = req.output_tokens as u64;
-        if p + o > self.cfg.max_model_len {
+        if p + o > self.core.cfg.max_model_len {
             return Err(RejectReason::ContextTooLong);
         }
         // A decode instance prefills only to recompute, which may exceed the token budget.
-        let role = self.cfg.policy.role;
-        if p > self.cfg.max_num_batched_tokens && !self.cfg.policy.batching.is_chunked() && role != Role::Decode {
+        let role = self.core.cfg.policy.role;
+        if p > self.core.cfg.max_num_batched_tokens
+            && !self.core.cfg.policy.batching.is_chunked()
+            && role != Role::Decode
+        {
             return Err(RejectReason::PromptExceedsBatchTokens);
         }
         // The last output token is sampled, never written to the cache; a prefill instance
         // holds only the prompt's KV.
         let kept = if role == Role::Prefill { 1 } else { o };
-        let tokens = (p + kept - 1).max(self.cfg.policy.kv.reservation(p, o, self.cfg.max_model_len));
-        if self.blocks_for(tokens) > self.kv.blocks.total() as u64 {
+        let tokens = (p + kept - 1).max(self.core.cfg.policy.kv.reservation(p, o, self.core.cfg.max_model_len));
+        if self.core.blocks_for(tokens) > self.core.kv.blocks.total() as u64 {
             return Err(RejectReason::ExceedsKvCapacity);
         }
         Ok(())
@@ -290,7 +275,7 @@ impl Instance {
     /// Decides whether an arrival at `now` is accepted: [`Instance::check_fits`] and the
     /// admission policy (max prompt, queue cap, circuit breaker).
     pub fn accept(&mut self, req: &Request, _now: SimTime, rec: &mut dyn Observer) -> Result<(), RejectReason> {
-        let adm = &self.cfg.policy.admission;
+        let adm = &self.core.cfg.policy.admission;
         if adm.max_prompt_tokens.is_some_and(|m| req.prompt_tokens > m) {
             return Err(RejectReason::PromptTooLong);
         }
@@ -299,7 +284,7 @@ impl Instance {
         if adm.max_queue.is_some_and(|m| waiting >= m as usize) {
             return Err(RejectReason::QueueFull);
         }
-        if let Some(b) = &mut self.breaker {
+        if let Some(b) = &mut self.admission {
             let trips = b.trips;
             let ok = b.allows(waiting);
             rec.policy().breaker_trips += b.trips - trips;
@@ -312,7 +297,7 @@ impl Instance {
 
     /// Queues a request that passed [`Instance::check_fits`] (or [`Instance::accept`]).
     pub fn enqueue(&mut self, req: &Request, counted: bool) {
-        self.pending_decode += req.output_tokens as u64;
+        self.core.pending_decode += req.output_tokens as u64;
         let mut s = Box::new(Seq {
             id: req.id,
             computed: 0,
@@ -329,78 +314,78 @@ impl Instance {
             class: req.class,
             cold: Cold { arrival: req.arrival, ..Cold::default() },
         });
-        if self.cfg.policy.prefix.enabled {
+        if self.core.cfg.policy.prefix.enabled {
             prefix::block_hashes(
                 &req.content,
                 req.prompt_tokens,
                 req.output_tokens,
-                self.cfg.block_tokens,
+                self.core.cfg.block_tokens,
                 &mut s.cold.hashes,
             );
         }
-        let deadline = self.cfg.policy.admission.queue_timeout_s.map(|t| req.arrival + SimTime::from_secs_f64(t));
-        self.waiting.push(s, deadline);
+        let deadline = self.core.cfg.policy.admission.queue_timeout_s.map(|t| req.arrival + SimTime::from_secs_f64(t));
+        self.core.waiting.push(s, deadline);
     }
 
     /// Forms the next batch and starts it at `now`; returns when it ends, or `None` when there
     /// is nothing to run.
     pub fn start_iteration(&mut self, now: SimTime, rec: &mut dyn Observer) -> Option<SimTime> {
         debug_assert!(!self.is_busy());
-        self.kv.bytes_in = 0;
-        self.kv.bytes_out = 0;
-        self.admitted_now = 0;
-        self.preempted_now = false;
-        if let Some(ttl) = self.cfg.policy.prefix.ttl_s {
+        self.core.kv.bytes_in = 0;
+        self.core.kv.bytes_out = 0;
+        self.core.admitted_now = 0;
+        self.core.preempted_now = false;
+        if let Some(ttl) = self.core.cfg.policy.prefix.ttl_s {
             let before = now.saturating_sub(SimTime::from_secs_f64(ttl));
-            rec.policy().prefix_evictions += self.kv.blocks.expire(before);
+            rec.policy().prefix_evictions += self.core.kv.blocks.expire(before);
         }
-        self.batch.clear();
-        batching::form(self, now, rec);
-        if self.batch.shape.is_empty() && self.preempted_now {
+        self.core.batch.clear();
+        self.batcher.form(&mut Sched::new(&mut self.core), now, rec);
+        if self.core.batch.shape.is_empty() && self.core.preempted_now {
             // Everyone with a step this time was preempted (their blocks are free now): try
             // again rather than leave the instance idle with work.
-            self.preempted_now = false;
-            self.batch.clear();
-            batching::form(self, now, rec);
+            self.core.preempted_now = false;
+            self.core.batch.clear();
+            self.batcher.form(&mut Sched::new(&mut self.core), now, rec);
         }
-        let Batch { shape, drafts } = std::mem::take(&mut self.batch);
+        let Batch { shape, drafts } = std::mem::take(&mut self.core.batch);
         if shape.is_empty() {
             // Work may wait for blocks a KV transfer holds (disaggregation): its end restarts us.
-            debug_assert!(!self.has_work() || self.xfer.pins_blocks(), "instance {} idle with work", self.id);
-            self.batch.drafts = drafts;
+            debug_assert!(!self.has_work() || self.core.xfer.pins_blocks(), "instance {} idle with work", self.id);
+            self.core.batch.drafts = drafts;
             return None;
         }
         #[cfg(debug_assertions)]
         self.check_batch(&shape);
-        let (total, cpu) = if self.wants_seqs {
+        let (total, cpu) = if self.exec.wants_seqs {
             // Decodes first, then this iteration's prefills (and speculative verifications).
-            self.seqs.clear();
-            self.seqs.extend(self.running.iter().filter_map(|s| s.work()));
-            self.seqs.sort_by_key(|w| w.prefill); // stable: each kind keeps the batch's order
-            self.cost.iteration_times_of(&shape, &self.seqs, self.account.as_deref_mut())
+            self.exec.seqs.clear();
+            self.exec.seqs.extend(self.core.running.iter().filter_map(|s| s.work()));
+            self.exec.seqs.sort_by_key(|w| w.prefill); // stable: each kind keeps the batch's order
+            self.exec.cost.iteration_times_of(&shape, &self.exec.seqs, self.exec.account.as_deref_mut())
         } else {
-            self.cost.iteration_times(&shape, self.account.as_deref_mut())
+            self.exec.cost.iteration_times(&shape, self.exec.account.as_deref_mut())
         };
         debug_assert!(total > SimTime::ZERO, "an iteration must take time");
         let cpu = cpu.min(total);
         let mut gpu = total - cpu;
         let mut dur = total;
-        if self.cfg.policy.cpu_overlap {
+        if self.core.cfg.policy.cpu_overlap {
             dur = gpu.max(cpu);
         }
-        if let Some(d) = &self.draft {
+        if let Some(d) = &self.exec.draft {
             let t = self.draft_time(d, &drafts);
-            self.batch.drafts = drafts;
+            self.core.batch.drafts = drafts;
             gpu += t;
             dur += t;
         }
-        let bytes = self.kv.bytes_in.max(self.kv.bytes_out);
+        let bytes = self.core.kv.bytes_in.max(self.core.kv.bytes_out);
         if bytes > 0 {
-            let t = SimTime((bytes as f64 / self.cfg.policy.pcie_bytes_per_s * 1e9).ceil() as u64);
+            let t = SimTime((bytes as f64 / self.core.cfg.policy.pcie_bytes_per_s * 1e9).ceil() as u64);
             rec.policy().transfer_ns += t.0 as u128;
             dur += t;
         }
-        self.iteration_start = Some(now);
+        self.life.iteration_start = Some(now);
         self.work.iterations += 1;
         self.work.decode_token_steps += shape.decode_seqs;
         self.work.batch_seqs += shape.seqs();
@@ -412,11 +397,11 @@ impl Instance {
         p.cpu_ns += cpu.0 as u128;
         p.gpu_wait_ns += dur.saturating_sub(gpu).0 as u128;
         let backlogged = self.waiting_len() > 0;
-        if let Some(b) = &mut self.breaker {
-            b.observe(self.admitted_now, backlogged, dur);
+        if let Some(b) = &mut self.admission {
+            b.observe(self.core.admitted_now, backlogged, dur);
         }
         self.debug_check();
-        self.iteration_end = Some(now + dur);
+        self.life.iteration_end = Some(now + dur);
         Some(now + dur)
     }
 
@@ -424,7 +409,7 @@ impl Instance {
     #[cfg(debug_assertions)]
     fn check_batch(&self, shape: &BatchShape) {
         let mut b = Batch::default();
-        for s in &self.running {
+        for s in &self.core.running {
             b.add(s);
         }
         let mut a = *shape;
@@ -439,441 +424,24 @@ impl Instance {
         for &(n, ctx) in drafts {
             let b = BatchShape { decode_seqs: n, decode_context_tokens: ctx, sampled_seqs: n, ..BatchShape::default() };
             t += match d {
-                Draft::Fraction(f) => SimTime((self.cost.iteration_time(&b).0 as f64 * f).ceil() as u64),
+                Draft::Fraction(f) => SimTime((self.exec.cost.iteration_time(&b).0 as f64 * f).ceil() as u64),
                 Draft::Model(r) => r.iteration_time(&b),
             };
         }
         t
     }
 
-    /// Tokens the running requests process in this iteration so far.
-    fn budget_used(&self) -> u64 {
-        self.batch.shape.tokens()
-    }
-
-    /// The decode step of a running request: 1 token, or 1 + k with speculation (fewer near
-    /// the end of its output), and the drafts it verifies.
-    fn decode_step(&self, s: &Seq) -> (u64, u32) {
-        match &self.cfg.policy.speculative {
-            Some(sp) => {
-                let k = sp.k.min(s.output - s.generated - 1);
-                (1 + k as u64, k)
-            }
-            None => (1, 0),
-        }
-    }
-
-    /// Gives each running decode without a step yet its decode step while `budget` lasts, and
-    /// the blocks for it (preempting the most recently admitted requests when none are free).
-    /// Returns whether it passed a running request in the middle of its prefill (without a
-    /// step): if not, [`Instance::step_running_prefills`] has nothing to do.
-    fn step_running_decodes(&mut self, budget: u64, rec: &mut dyn Observer) -> bool {
-        let bt = self.cfg.block_tokens;
-        let k = self.cfg.policy.speculative.as_ref().map_or(0, |sp| sp.k);
-        let mut used = 0;
-        let mut i = 0;
-        let mut prefills = false;
-        // Fast pass, for as long as free blocks suffice (no eviction, no preemption): this runs
-        // for every request, every iteration.
-        if k == 0 {
-            // Without speculation every decode step is one token: the same pass, with the
-            // batch's sums kept in registers.
-            let (running, kv) = (&mut self.running, &mut self.kv.blocks);
-            let (mut seqs, mut context) = (0, 0);
-            for s in running.iter_mut() {
-                if s.step != 0 {
-                    i += 1;
-                    continue;
-                }
-                let ctx = s.prompt as u64 + s.generated as u64;
-                if s.generated == 0 || ctx - s.computed != 1 {
-                    prefills = true;
-                    i += 1;
-                    continue;
-                }
-                if used < budget {
-                    if (s.blocks.len() as u64) * bt < ctx && !kv.fill_free(&mut s.blocks, ctx.div_ceil(bt) as usize) {
-                        break;
-                    }
-                    s.step = 1;
-                    used += 1;
-                    seqs += 1;
-                    context += ctx;
-                }
-                i += 1;
-            }
-            let b = &mut self.batch.shape;
-            b.decode_seqs += seqs;
-            b.decode_context_tokens += context;
-            b.sampled_seqs += seqs;
-        } else {
-            let (running, kv, batch) = (&mut self.running, &mut self.kv.blocks, &mut self.batch);
-            for s in running.iter_mut() {
-                if s.step == 0 && s.is_decode() {
-                    let draft = k.min(s.output - s.generated - 1);
-                    let step = 1 + draft as u64;
-                    if used + step <= budget {
-                        // Multiplying rather than dividing.
-                        let end = s.computed + step;
-                        if (s.blocks.len() as u64) * bt < end && !kv.fill_free(&mut s.blocks, end.div_ceil(bt) as usize)
-                        {
-                            break;
-                        }
-                        s.step = step;
-                        s.draft = draft;
-                        used += step;
-                        if draft == 0 {
-                            let b = &mut batch.shape;
-                            b.decode_seqs += 1;
-                            b.decode_context_tokens += s.context();
-                            b.sampled_seqs += 1;
-                        } else {
-                            batch.add(s);
-                        }
-                    }
-                } else if s.step == 0 {
-                    prefills = true;
-                }
-                i += 1;
-            }
-        }
-        // The rest, evicting cached blocks and preempting when the free ones run out.
-        while i < self.running.len() {
-            let s = &mut self.running[i];
-            if s.step == 0 && s.is_decode() {
-                let draft = k.min(s.output - s.generated - 1);
-                let step = 1 + draft as u64;
-                if used + step <= budget {
-                    s.step = step;
-                    s.draft = draft;
-                    used += step;
-                    self.batch.add(s);
-                    let need = (s.computed + step).div_ceil(bt) as usize;
-                    if s.blocks.len() < need {
-                        self.grow_slow(i, need, rec);
-                    }
-                }
-            } else if s.step == 0 {
-                prefills = true;
-            }
-            i += 1;
-        }
-        prefills
-    }
-
-    /// Keeps the decode steps of running requests, in order, while their tokens fit in `keep`;
-    /// the rest skip this iteration (their blocks stay).
-    fn trim_decodes(&mut self, keep: u64) {
-        let mut used = 0;
-        for s in &mut self.running {
-            if s.step > 0 && s.is_decode() {
-                if used + s.step <= keep {
-                    used += s.step;
-                } else {
-                    self.batch.remove(s);
-                    s.step = 0;
-                    s.draft = 0;
-                }
-            }
-        }
-    }
-
-    /// Gives each running request in the middle of a prefill its next chunk while `budget`
-    /// lasts, and the blocks for it.
-    fn step_running_prefills(&mut self, budget: u64, rec: &mut dyn Observer) {
-        let mut used = 0;
-        let mut i = 0;
-        while i < self.running.len() {
-            let s = &self.running[i];
-            if s.step == 0 && !s.is_decode() && used < budget {
-                let chunk = s.pending().min(budget - used);
-                self.running[i].step = chunk;
-                self.batch.add(&self.running[i]);
-                used += chunk;
-                self.grow(i, rec);
-            }
-            i += 1;
-        }
-    }
-
-    /// vLLM V1's pass over the running requests: in admission order, each gets the tokens it
-    /// is owed (a decode step, or a prefill chunk of at most the policy's chunk cap) while
-    /// `budget` lasts, and the blocks for them, preempting the most recently admitted
-    /// requests when none are free; stops when the budget is spent or a request had to preempt
-    /// itself.
-    fn step_running_in_order(&mut self, budget: u64, rec: &mut dyn Observer) {
-        let cap = self.cfg.policy.batching.chunk_cap();
-        let mut used = 0;
-        let mut i = 0;
-        while i < self.running.len() && used < budget {
-            let s = &self.running[i];
-            if s.step == 0 {
-                let (step, draft) =
-                    if s.is_decode() { self.decode_step(s) } else { (s.pending().min(cap).min(budget - used), 0) };
-                if used + step > budget {
-                    // A speculative step larger than what is left (vLLM would cut its drafts).
-                    break;
-                }
-                let s = &mut self.running[i];
-                s.step = step;
-                s.draft = draft;
-                self.batch.add(&self.running[i]);
-                used += step;
-                if !self.grow(i, rec) {
-                    break;
-                }
-            }
-            i += 1;
-        }
-    }
-
-    /// Gives running request `i` the blocks its step needs, preempting the most recently
-    /// admitted requests while none are free. Returns false if `i` itself was preempted.
-    #[inline]
-    fn grow(&mut self, i: usize, rec: &mut dyn Observer) -> bool {
-        let s = &self.running[i];
-        let need = self.blocks_for(s.computed + s.step) as usize;
-        if s.blocks.len() >= need {
-            return true;
-        }
-        self.grow_slow(i, need, rec)
-    }
-
-    fn grow_slow(&mut self, i: usize, need: usize, rec: &mut dyn Observer) -> bool {
-        while self.running[i].blocks.len() < need {
-            if let Some(b) = self.kv.alloc_block(rec) {
-                self.running[i].blocks.push(b);
-                continue;
-            }
-            self.preempt_last(rec);
-            if i == self.running.len() {
-                // The request itself was the most recent: it waits.
-                return false;
-            }
-        }
-        true
-    }
-
-    /// Preempts the most recently admitted running request: swaps it out when the policy says
-    /// so and the swap space has room, otherwise frees its blocks for recomputation.
-    fn preempt_last(&mut self, rec: &mut dyn Observer) {
-        let last = self.running.len().checked_sub(1).expect("running is not empty");
-        self.preempt_at(last, rec);
-    }
-
-    /// Preempts running request `i` (see [`Instance::preempt_last`]); later ones move up.
-    fn preempt_at(&mut self, i: usize, rec: &mut dyn Observer) {
-        let mut v = self.running.remove(i);
-        self.waiting.queue.left(&v);
-        rec.preempted(v.id);
-        self.preempted_now = true;
-        self.batch.remove(&v);
-        v.step = 0;
-        v.draft = 0;
-        let blocks = self.blocks_for(v.computed);
-        let swap = matches!(self.cfg.policy.preemption, PreemptionSpec::Swap(_));
-        if swap && blocks > 0 && self.kv.swap_has_room(blocks) {
-            self.kv.blocks.release_at(&mut v.blocks, v.last_token);
-            self.kv.swap_out(blocks);
-            v.cold.swapped_blocks = blocks;
-            rec.policy().swap_out_blocks += blocks;
-            self.waiting.swapped.push_front(v);
-        } else {
-            if swap {
-                rec.policy().swap_fallbacks += 1;
-            }
-            self.kv.blocks.release_at(&mut v.blocks, v.last_token);
-            v.computed = 0;
-            self.waiting.push_preempted(v);
-        }
-    }
-
-    /// Swaps requests back in, oldest preemption first, while the limits allow; each takes its
-    /// step in this iteration.
-    fn swap_in(&mut self, budget: &mut u64, chunked: bool) {
-        while let Some(s) = self.waiting.swapped.front() {
-            if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
-                break;
-            }
-            let (step, draft) = if s.is_decode() {
-                self.decode_step(s)
-            } else if chunked {
-                (s.pending().min(*budget), 0)
-            } else {
-                (s.pending(), 0)
-            };
-            if step == 0 || step > *budget {
-                break;
-            }
-            let need = self.blocks_for(s.computed + step).max(self.reserved_blocks(s));
-            if !self.fits(need, 0) {
-                break;
-            }
-            let mut s = self.waiting.swapped.pop_front().expect("front exists");
-            for _ in 0..need {
-                // Evictions here cannot reach the CPU tier's accounting of this iteration's
-                // bytes wrongly: they are ordinary evictions.
-                let (b, _) = self.kv.blocks.alloc_evicting().expect("checked free blocks");
-                s.blocks.push(b);
-            }
-            self.kv.swap_in(s.cold.swapped_blocks);
-            s.cold.swapped_blocks = 0;
-            self.register_computed(&s, 0);
-            s.step = step;
-            s.draft = draft;
-            self.batch.add(&s);
-            *budget -= step;
-            self.admitted_now += 1;
-            self.waiting.queue.admitted(&s);
-            self.running.push(s);
-        }
-    }
-
-    /// Registers the full computed blocks of `s` from block `from` on (prefix caching).
-    fn register_computed(&mut self, s: &Seq, from: u64) {
-        let hashes = &s.cold.hashes;
-        if hashes.is_empty() {
-            return;
-        }
-        let to = (s.computed / self.cfg.block_tokens).min(hashes.len() as u64).min(s.blocks.len() as u64);
-        for i in from..to {
-            self.kv.blocks.register(s.blocks[i as usize], hashes[i as usize]);
-        }
-    }
-
-    /// Admits waiting requests (preempted ones first, then the queue in policy order) while
-    /// `max_num_seqs`, `budget` and the free blocks allow; whole prompts, or with `chunked` the
-    /// first chunk that fits the budget. Returns how many were admitted.
-    fn admit(&mut self, now: SimTime, budget: &mut u64, chunked: bool, rec: &mut dyn Observer) -> u32 {
-        let rule = BudgetRule {
-            budget,
-            chunked,
-            max_batched: self.cfg.max_num_batched_tokens,
-            cap: self.cfg.policy.batching.chunk_cap(),
-        };
-        self.admit_by(now, rule, rec)
-    }
-
-    /// [`Instance::admit`] with the batching policy's `rule` deciding each candidate's step
-    /// (after its prefix-cache hit) or stopping the admissions.
-    fn admit_by(&mut self, now: SimTime, mut rule: impl AdmitRule, rec: &mut dyn Observer) -> u32 {
-        let bt = self.cfg.block_tokens;
-        let mut n = 0u32;
-        loop {
-            if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
-                break;
-            }
-            let ctx = QueueCtx { waiting: self.waiting_len() };
-            let from_preempted = !self.waiting.preempted.is_empty();
-            let cand = if from_preempted {
-                self.waiting.preempted.front().expect("not empty")
-            } else {
-                match self.waiting.queue.peek(&ctx) {
-                    Some(s) => s,
-                    None => break,
-                }
-            };
-            let context = cand.context();
-            // The longest cached prefix, leaving at least one token to compute (its logits
-            // give the next token).
-            let (mut gpu_hits, mut evictable_hits) = (0, 0);
-            self.kv.hits.clear();
-            if self.cfg.policy.prefix.enabled {
-                let max_blocks = (context - 1) / bt;
-                (gpu_hits, evictable_hits) = prefix::lookup(
-                    &self.kv.blocks,
-                    self.kv.cpu_tier.as_ref(),
-                    &cand.cold.hashes,
-                    max_blocks,
-                    &mut self.kv.hits,
-                );
-                if (self.kv.hits.len() as u64 * bt) < self.cfg.policy.prefix.min_prefix_tokens {
-                    self.kv.hits.clear();
-                    (gpu_hits, evictable_hits) = (0, 0);
-                }
-            }
-            let hit_tokens = self.kv.hits.len() as u64 * bt;
-            let pending = context - hit_tokens;
-            let Some(step) = rule.step(cand, pending, n) else { break };
-            if step == 0 {
-                break;
-            }
-            let need = self.blocks_for(hit_tokens + step).max(self.reserved_blocks(cand));
-            let new = need - gpu_hits;
-            if !self.fits(new, evictable_hits) {
-                break;
-            }
-            let mut seq = self.waiting.take(from_preempted, &ctx);
-            // Its whole block table at once (it grows to this as it decodes).
-            let table = self.blocks_for(seq.prompt as u64 + seq.output as u64) as usize;
-            seq.blocks.reserve_exact(table.max(need as usize).saturating_sub(seq.blocks.len()));
-            let hits = std::mem::take(&mut self.kv.hits);
-            for h in &hits {
-                if let Hit::Gpu(b) = h {
-                    self.kv.blocks.acquire(*b);
-                }
-            }
-            let mut cpu_hits = 0u64;
-            for h in &hits {
-                match *h {
-                    Hit::Gpu(b) => seq.blocks.push(b),
-                    Hit::Cpu(hash) => {
-                        let b = self.kv.alloc_block(rec).expect("checked free blocks");
-                        self.kv.blocks.register(b, hash);
-                        if let Some(t) = &mut self.kv.cpu_tier {
-                            t.put(hash);
-                        }
-                        seq.blocks.push(b);
-                        cpu_hits += 1;
-                    }
-                }
-            }
-            let missing = (need as usize).saturating_sub(seq.blocks.len());
-            if !self.kv.blocks.alloc_free_into(missing, &mut seq.blocks) {
-                // Some must be evicted from the prefix cache.
-                while (seq.blocks.len() as u64) < need {
-                    let b = self.kv.alloc_block(rec).expect("checked free blocks");
-                    seq.blocks.push(b);
-                }
-            }
-            self.kv.hits = hits;
-            self.kv.cpu_hits_in(cpu_hits);
-            seq.computed = hit_tokens;
-            seq.step = step;
-            self.batch.add(&seq);
-            if self.cfg.policy.prefix.enabled {
-                let p = rec.policy();
-                p.prefix_saved_tokens += hit_tokens;
-                p.prefix_cpu_hit_tokens += cpu_hits * bt;
-                if !seq.admitted {
-                    p.prefix_lookups += 1;
-                    p.prefix_lookup_tokens += seq.prompt as u64;
-                    p.prefix_hit_tokens += hit_tokens;
-                    p.prefix_hit_requests += (hit_tokens > 0) as u64;
-                }
-            }
-            seq.admitted = true;
-            rec.scheduled(seq.id, now);
-            rule.taken(&seq, step);
-            self.waiting.queue.admitted(&seq);
-            self.running.push(seq);
-            self.admitted_now += 1;
-            n += 1;
-        }
-        n
-    }
-
     /// Ends the in-flight iteration at `now`: every request in the batch gains its tokens;
     /// finished ones leave (pushed to `departed`), and so do queued requests whose queue
     /// timeout has passed.
     pub fn finish_iteration(&mut self, now: SimTime, rec: &mut dyn Observer, departed: &mut Vec<Departure>) {
-        let start = self.iteration_start.take().expect("an iteration is in flight");
-        self.iteration_end = None;
-        let bt = self.cfg.block_tokens;
-        let alpha = self.cfg.policy.speculative.as_ref().map_or(0.0, |s| s.acceptance);
-        let prefix_on = self.cfg.policy.prefix.enabled;
+        let start = self.life.iteration_start.take().expect("an iteration is in flight");
+        self.life.iteration_end = None;
+        let bt = self.core.cfg.block_tokens;
+        let alpha = self.core.cfg.policy.speculative.as_ref().map_or(0.0, |s| s.acceptance);
+        let prefix_on = self.core.cfg.policy.prefix.enabled;
         let (running, kv, queue, spec_rng) =
-            (&mut self.running, &mut self.kv.blocks, &mut self.waiting.queue, &mut self.spec_rng);
+            (&mut self.core.running, &mut self.core.kv.blocks, &mut self.core.waiting.queue, &mut self.core.spec_rng);
         let mut ctx = Finish { now, start, alpha, bt, prefix_on, steady: 0, gained: 0 };
         // What `retain_mut` does, written out so that `finish_one` is inlined into the loop;
         // the batch holds boxes, so keeping order costs pointer moves.
@@ -910,16 +478,16 @@ impl Instance {
             }
         }
         running.truncate(kept);
-        self.pending_decode -= ctx.gained;
-        if self.cfg.policy.role == Role::Prefill {
+        self.core.pending_decode -= ctx.gained;
+        if self.core.cfg.policy.role == Role::Prefill {
             self.hand_off_prefilled(now);
         }
         let steady = ctx.steady;
         if steady > 0 {
             rec.token_gap(now - start, steady);
         }
-        let pending_decode = &mut self.pending_decode;
-        self.waiting.expire(now, |s, deadline| {
+        let pending_decode = &mut self.core.pending_decode;
+        self.core.waiting.expire(now, |s, deadline| {
             *pending_decode -= (s.output - s.generated) as u64;
             rec.timed_out(s.id, deadline);
             departed.push(Departure { id: s.id, client: s.client });
@@ -933,80 +501,52 @@ impl Instance {
     fn debug_check(&self) {
         #[cfg(debug_assertions)]
         {
-            if !self.cfg.policy.prefix.enabled {
-                let owned: usize = self.running.iter().map(|s| s.blocks.len()).sum::<usize>()
-                    + self.xfer.tables().map(<[u32]>::len).sum::<usize>();
-                assert_eq!(owned, self.kv.blocks.used() as usize, "KV blocks not conserved on instance {}", self.id);
+            if !self.core.cfg.policy.prefix.enabled {
+                let owned: usize = self.core.running.iter().map(|s| s.blocks.len()).sum::<usize>()
+                    + self.core.xfer.tables().map(<[u32]>::len).sum::<usize>();
+                assert_eq!(
+                    owned,
+                    self.core.kv.blocks.used() as usize,
+                    "KV blocks not conserved on instance {}",
+                    self.id
+                );
             }
-            self.waiting.debug_check();
-            self.kv.debug_check();
-            assert!(self.running.len() <= self.cfg.max_num_seqs as usize);
+            self.core.waiting.debug_check();
+            self.core.kv.debug_check();
+            assert!(self.core.running.len() <= self.core.cfg.max_num_seqs as usize);
             self.check_load_signals();
         }
     }
 
     /// The load signals routers read agree with the queues (O(requests here)).
     pub fn check_load_signals(&self) {
-        self.waiting.check_pending();
+        self.core.waiting.check_pending();
         let decode: u64 = self
+            .core
             .waiting
             .iter()
-            .chain(self.running.iter().map(|b| &**b))
+            .chain(self.core.running.iter().map(|b| &**b))
             .map(|s| (s.output - s.generated) as u64)
             .sum::<u64>()
-            + self.xfer.pending_decode();
-        assert_eq!(decode, self.pending_decode, "pending decode tokens out of step on instance {}", self.id);
+            + self.core.xfer.pending_decode();
+        assert_eq!(decode, self.core.pending_decode, "pending decode tokens out of step on instance {}", self.id);
     }
 
     /// Full check of every block's ownership (O(blocks)) and of the policies' state: the
     /// prefix cache's shared and evictable blocks, swap space, the CPU tier, the queue; used
     /// by tests.
     pub fn check_kv_ownership(&self) {
-        let tables: Vec<&[u32]> = self.running.iter().map(|s| s.blocks.as_slice()).chain(self.xfer.tables()).collect();
-        let swapped: u64 = self.waiting.swapped.iter().map(|s| s.cold.swapped_blocks).sum();
-        self.kv.check(&tables, swapped);
+        let tables: Vec<&[u32]> =
+            self.core.running.iter().map(|s| s.blocks.as_slice()).chain(self.core.xfer.tables()).collect();
+        let swapped: u64 = self.core.waiting.swapped.iter().map(|s| s.cold.swapped_blocks).sum();
+        self.core.kv.check(&tables, swapped);
         self.check_transfers();
-        self.waiting.check(|s| self.blocks_for(s.computed));
-        for s in &self.running {
+        self.core.waiting.check(|s| self.core.blocks_for(s.computed));
+        for s in &self.core.running {
             assert!(s.computed <= s.context(), "request {} computed past its context", s.id);
-            assert!(s.blocks.len() as u64 >= self.blocks_for(s.computed), "request {} lacks blocks", s.id);
+            assert!(s.blocks.len() as u64 >= self.core.blocks_for(s.computed), "request {} lacks blocks", s.id);
         }
-        assert!(self.running.len() <= self.cfg.max_num_seqs as usize);
-    }
-}
-
-/// How a batching policy admits: the step each candidate takes (after its prefix-cache hit,
-/// `pending` tokens are left to compute), or `None` to stop admitting.
-trait AdmitRule {
-    /// `n`: requests admitted so far in this iteration.
-    fn step(&mut self, s: &Seq, pending: u64, n: u32) -> Option<u64>;
-    /// The candidate was admitted with `step` tokens.
-    fn taken(&mut self, s: &Seq, step: u64);
-}
-
-/// The token-budget rule of continuous and chunked batching (see [`Instance::admit`]).
-struct BudgetRule<'a> {
-    budget: &'a mut u64,
-    chunked: bool,
-    max_batched: u64,
-    cap: u64,
-}
-
-impl AdmitRule for BudgetRule<'_> {
-    #[inline]
-    fn step(&mut self, _s: &Seq, pending: u64, n: u32) -> Option<u64> {
-        if self.chunked {
-            return Some(pending.min(*self.budget).min(self.cap));
-        }
-        // A recomputation can exceed the token budget (prompt + generated tokens); it then
-        // runs as the only prefill of its iteration rather than never.
-        let oversized = pending > self.max_batched && n == 0;
-        (pending <= *self.budget || oversized).then_some(pending)
-    }
-
-    #[inline]
-    fn taken(&mut self, _s: &Seq, step: u64) {
-        *self.budget = self.budget.saturating_sub(step);
+        assert!(self.core.running.len() <= self.core.cfg.max_num_seqs as usize);
     }
 }
 

@@ -3,8 +3,21 @@
 //! queued demand keeps every request that arrives during one iteration (before any KV is
 //! allocated) from herding onto the same instance.
 
-use super::{least_by, Load, Router};
+use serde::{Deserialize, Serialize};
+
+use super::{least_by, Load, Router, RouterPolicy};
 use crate::workload::Request;
+
+/// `{ kind = "least-kv-usage" }`: no settings.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeastKvUsageSpec {}
+
+impl RouterPolicy for LeastKvUsageSpec {
+    fn build(&self, _seed: u64, _index: u64) -> Box<dyn Router> {
+        Box::new(LeastKvUsage::default())
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct LeastKvUsage {

@@ -1,8 +1,21 @@
 //! Least outstanding requests: to the instance with the fewest requests waiting or running,
 //! per unit of capacity.
 
-use super::{least_weighted, Load, Router};
+use serde::{Deserialize, Serialize};
+
+use super::{least_weighted, Load, Router, RouterPolicy};
 use crate::workload::Request;
+
+/// `{ kind = "least-outstanding" }`: no settings.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeastOutstandingSpec {}
+
+impl RouterPolicy for LeastOutstandingSpec {
+    fn build(&self, _seed: u64, _index: u64) -> Box<dyn Router> {
+        Box::new(LeastOutstanding::default())
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct LeastOutstanding {

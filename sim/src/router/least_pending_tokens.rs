@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{least_weighted, Load, Router};
+use super::{least_weighted, Load, Router, RouterPolicy};
 use crate::workload::Request;
 
 /// `{ kind = "least-pending-tokens", count_decode = true }`.
@@ -20,6 +20,12 @@ pub struct LeastPendingTokensSpec {
 impl Default for LeastPendingTokensSpec {
     fn default() -> Self {
         LeastPendingTokensSpec { count_decode: true }
+    }
+}
+
+impl RouterPolicy for LeastPendingTokensSpec {
+    fn build(&self, _seed: u64, _index: u64) -> Box<dyn Router> {
+        Box::new(LeastPendingTokens::new(self.clone()))
     }
 }
 

@@ -23,21 +23,18 @@ mod session_affinity;
 mod vllm_dp;
 
 pub use capacity::{capacity_weight, REFERENCE_BATCH, REFERENCE_CONTEXT};
-pub use least_kv_usage::LeastKvUsage;
-pub use least_outstanding::LeastOutstanding;
+pub use least_kv_usage::{LeastKvUsage, LeastKvUsageSpec};
+pub use least_outstanding::{LeastOutstanding, LeastOutstandingSpec};
 pub use least_pending_tokens::{LeastPendingTokens, LeastPendingTokensSpec};
-pub use power_of_two::PowerOfTwo;
-pub use random::Random;
-pub use round_robin::RoundRobin;
+pub use power_of_two::{PowerOfTwo, PowerOfTwoSpec};
+pub use random::{Random, RandomSpec};
+pub use round_robin::{RoundRobin, RoundRobinSpec};
 pub use session_affinity::{AffinityKey, SessionAffinity, SessionAffinitySpec};
 pub use vllm_dp::{VllmDp, VllmDpSpec};
 
-use serde::Serialize;
-
-use crate::config::{ConfigError, Empty};
+use crate::config::ConfigError;
 use crate::instance::Instance;
-use crate::rng::{substream, Stream};
-use crate::tagged_enum;
+use crate::policy_family;
 use crate::workload::Request;
 
 /// Picks an instance for each arriving request, from what it sees of their load.
@@ -100,30 +97,43 @@ impl Load for Instance {
     }
 }
 
-/// A routing policy (`kind = "..."`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum RouterSpec {
-    RoundRobin(Empty),
-    Random(Empty),
-    LeastOutstanding(Empty),
-    LeastKvUsage(Empty),
-    LeastPendingTokens(LeastPendingTokensSpec),
-    PowerOfTwo(Empty),
-    SessionAffinity(SessionAffinitySpec),
-    VllmDp(VllmDpSpec),
+policy_family!(
+    /// A routing policy (`[cluster] router = { kind = "..." }`). A new router is a file in this
+    /// folder (its settings, implementing [`RouterPolicy`], and its [`Router`]) and a line here.
+    pub enum RouterSpec: dyn RouterPolicy {
+        "round-robin" => RoundRobin(RoundRobinSpec),
+        "random" => Random(RandomSpec),
+        "least-outstanding" => LeastOutstanding(LeastOutstandingSpec),
+        "least-kv-usage" => LeastKvUsage(LeastKvUsageSpec),
+        "least-pending-tokens" => LeastPendingTokens(LeastPendingTokensSpec),
+        "power-of-two" => PowerOfTwo(PowerOfTwoSpec),
+        "session-affinity" => SessionAffinity(SessionAffinitySpec),
+        "vllm-dp" => VllmDp(VllmDpSpec),
+    }
+);
+
+/// A router's settings: checked, then built once per cluster (or per pool).
+pub trait RouterPolicy {
+    /// Checks the settings; `path` names the key in errors.
+    fn validate(&self, _path: &str) -> Result<(), ConfigError> {
+        Ok(())
+    }
+    /// The router; `seed` and `index` (0: the cluster's router, 1: the decode router of a
+    /// disaggregated cluster) seed its random substream ([`crate::rng::Stream::Router`]), if it draws.
+    fn build(&self, seed: u64, index: u64) -> Box<dyn Router>;
 }
 
-tagged_enum!(RouterSpec {
-    "round-robin" => RoundRobin(Empty),
-    "random" => Random(Empty),
-    "least-outstanding" => LeastOutstanding(Empty),
-    "least-kv-usage" => LeastKvUsage(Empty),
-    "least-pending-tokens" => LeastPendingTokens(LeastPendingTokensSpec),
-    "power-of-two" => PowerOfTwo(Empty),
-    "session-affinity" => SessionAffinity(SessionAffinitySpec),
-    "vllm-dp" => VllmDp(VllmDpSpec),
-});
+impl Default for RouterSpec {
+    fn default() -> Self {
+        RouterSpec::RoundRobin(RoundRobinSpec {})
+    }
+}
+
+impl RouterSpec {
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        self.spec().validate(path)
+    }
+}
 
 /// Builds the router a scenario asks for.
 pub fn build(spec: &RouterSpec, seed: u64) -> Box<dyn Router> {
@@ -133,26 +143,7 @@ pub fn build(spec: &RouterSpec, seed: u64) -> Box<dyn Router> {
 /// Builds a router drawing from random substream `index` (0: the cluster's router; 1: the
 /// decode router of a disaggregated cluster).
 pub fn build_indexed(spec: &RouterSpec, seed: u64, index: u64) -> Box<dyn Router> {
-    match spec {
-        RouterSpec::RoundRobin(_) => Box::new(RoundRobin::default()),
-        RouterSpec::Random(_) => Box::new(Random::new(substream(seed, Stream::Router, index))),
-        RouterSpec::LeastOutstanding(_) => Box::new(LeastOutstanding::default()),
-        RouterSpec::LeastKvUsage(_) => Box::new(LeastKvUsage::default()),
-        RouterSpec::LeastPendingTokens(s) => Box::new(LeastPendingTokens::new(s.clone())),
-        RouterSpec::PowerOfTwo(_) => Box::new(PowerOfTwo::new(substream(seed, Stream::Router, index))),
-        RouterSpec::SessionAffinity(s) => Box::new(SessionAffinity::new(s.clone())),
-        RouterSpec::VllmDp(s) => Box::new(VllmDp::new(s)),
-    }
-}
-
-impl RouterSpec {
-    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
-        match self {
-            RouterSpec::SessionAffinity(s) => s.validate(path),
-            RouterSpec::VllmDp(s) => s.validate(path),
-            _ => Ok(()),
-        }
-    }
+    spec.spec().build(seed, index)
 }
 
 /// The instance with the lowest `load` per unit of capacity, scanning from `start` so that

@@ -3,9 +3,22 @@
 
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 
-use super::{Load, Router};
+use super::{Load, Router, RouterPolicy};
+use crate::rng::{substream, Stream};
 use crate::workload::Request;
+
+/// `{ kind = "power-of-two" }`: no settings.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerOfTwoSpec {}
+
+impl RouterPolicy for PowerOfTwoSpec {
+    fn build(&self, seed: u64, index: u64) -> Box<dyn Router> {
+        Box::new(PowerOfTwo::new(substream(seed, Stream::Router, index)))
+    }
+}
 
 pub struct PowerOfTwo {
     rng: ChaCha8Rng,

@@ -15,7 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{least_weighted, Load, Router};
+use super::{least_weighted, Load, Router, RouterPolicy};
 use crate::config::{check, ConfigError};
 use crate::workload::{Request, NO_SESSION};
 
@@ -51,8 +51,12 @@ impl Default for SessionAffinitySpec {
     }
 }
 
-impl SessionAffinitySpec {
-    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+impl RouterPolicy for SessionAffinitySpec {
+    fn build(&self, _seed: u64, _index: u64) -> Box<dyn Router> {
+        Box::new(SessionAffinity::new(self.clone()))
+    }
+
+    fn validate(&self, path: &str) -> Result<(), ConfigError> {
         let f = self.load_factor;
         check(f.is_finite() && (1.0..=1e6).contains(&f), path, "load_factor", "must be in [1, 1e6]", f)?;
         check((1..=4096).contains(&self.vnodes), path, "vnodes", "must be in [1, 4096]", self.vnodes)

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Load, Router};
+use super::{Load, Router, RouterPolicy};
 use crate::config::{check, ConfigError};
 use crate::time::SimTime;
 use crate::workload::Request;
@@ -31,8 +31,12 @@ impl Default for VllmDpSpec {
     }
 }
 
-impl VllmDpSpec {
-    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+impl RouterPolicy for VllmDpSpec {
+    fn build(&self, _seed: u64, _index: u64) -> Box<dyn Router> {
+        Box::new(VllmDp::new(self))
+    }
+
+    fn validate(&self, path: &str) -> Result<(), ConfigError> {
         let x = self.stats_interval_ms;
         check(x.is_finite() && (0.0..=3.6e6).contains(&x), path, "stats_interval_ms", "must be in [0, 3600000]", x)
     }

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cluster::GroupSection;
 use super::plan_file::PlanSection;
-use crate::config::{check, ConfigError, Empty};
+use crate::config::{check, ConfigError};
 use crate::cost::CostSpec;
 pub use crate::instance::SchedulerSection;
 use crate::memory::{EngineMemory, MemoryEngine};
@@ -107,7 +107,7 @@ impl Default for ClusterSection {
             dp_attention: 1,
             ep: false,
             pp: 1,
-            router: RouterSpec::RoundRobin(Empty {}),
+            router: RouterSpec::default(),
             groups: Vec::new(),
             disaggregation: None,
         }
@@ -322,7 +322,7 @@ impl ServingEngine {
     /// vLLM V1 always chunks prefills and caches prefixes by default (vllm/config/cache.py,
     /// `enable_prefix_caching`); SGLang's radix cache is on unless `--disable-radix-cache`.
     pub(crate) fn apply_defaults(self, file: &mut ScenarioFile, given: &toml::Table) {
-        use crate::instance::batching::{sglang, vllm_v1, BatchingSpec};
+        use crate::instance::batching::{BatchingSpec, Sglang, VllmV1};
         let has = |path: &[&str]| -> bool {
             let mut t = given;
             for (i, k) in path.iter().enumerate() {
@@ -338,9 +338,9 @@ impl ServingEngine {
         let (vllm, sglang) = (self == ServingEngine::Vllm, self == ServingEngine::Sglang);
         if !has(&["scheduler", "batching"]) {
             if vllm {
-                file.scheduler.batching = BatchingSpec::VllmV1(vllm_v1::VllmV1::default());
+                file.scheduler.batching = BatchingSpec::VllmV1(VllmV1::default());
             } else if sglang {
-                file.scheduler.batching = BatchingSpec::Sglang(sglang::Sglang::default());
+                file.scheduler.batching = BatchingSpec::Sglang(Sglang::default());
             }
         }
         if (vllm || sglang) && !has(&["scheduler", "prefix_cache", "enabled"]) {

@@ -38,6 +38,7 @@ fn cases() -> Vec<(&'static str, &'static str, &'static str)> {
             "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"length-tiers\"\nshort_max_tokens = 200\nmedium_max_tokens = 600\nlong_max_running = 3",
             LOAD,
         ),
+        ("edf", "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"edf\"\nttft_ms = [300, 3000]", LOAD),
         ("short jump", "max_num_batched_tokens = 2048\n[scheduler.queue]\nkind = \"short-jump\"\nshort_max_tokens = 200\nqueue_threshold = 5", LOAD),
         (
             "admission",
@@ -71,6 +72,27 @@ fn cases() -> Vec<(&'static str, &'static str, &'static str)> {
             PREFIXED,
         ),
     ]
+}
+
+#[test]
+fn the_cases_run_every_registered_batching_queue_and_preemption_kind() {
+    use servesim_sim::instance::batching::BatchingSpec;
+    use servesim_sim::instance::preemption::PreemptionSpec;
+    use servesim_sim::instance::queue::QueueSpec;
+    let all: Vec<&str> = cases().iter().map(|c| c.1).collect();
+    let families: [(&str, &[&str], &str); 3] = [
+        ("batching", BatchingSpec::KINDS, BatchingSpec::default().kind()),
+        ("queue", QueueSpec::KINDS, QueueSpec::default().kind()),
+        ("preemption", PreemptionSpec::KINDS, PreemptionSpec::default().kind()),
+    ];
+    for (section, kinds, default) in families {
+        for kind in kinds {
+            // The default kind runs in every case that does not name another.
+            let named = all.iter().any(|c| c.contains(&format!("[scheduler.{section}]\nkind = \"{kind}\"")));
+            let by_default = *kind == default && all.iter().any(|c| !c.contains(&format!("[scheduler.{section}]")));
+            assert!(named || by_default, "no case runs the {section} kind {kind:?}: add one to cases()");
+        }
+    }
 }
 
 #[test]

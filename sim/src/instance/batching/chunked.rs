@@ -9,13 +9,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::super::Instance;
+use super::{Batcher, BatchingPolicy, Sched};
 use crate::metrics::Observer;
 use crate::time::SimTime;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub(crate) enum ChunkedPriority {
+pub enum ChunkedPriority {
     #[default]
     Decode,
     Prefill,
@@ -24,41 +24,53 @@ pub(crate) enum ChunkedPriority {
 /// `kind = "chunked"`
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub(crate) struct Chunked {
+pub struct Chunked {
     /// `decode` (default) or `prefill`.
     pub(crate) priority: ChunkedPriority,
 }
 
-pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Chunked, rec: &mut dyn Observer) {
-    let max = inst.cfg.max_num_batched_tokens;
-    // The budget left is recounted after each phase: a preempted request gives its tokens back.
-    let left = |inst: &Instance| max.saturating_sub(inst.budget_used());
-    match c.priority {
-        ChunkedPriority::Decode => {
-            if inst.step_running_decodes(left(inst), rec) {
-                inst.step_running_prefills(left(inst), rec);
-            }
-            if !inst.preempted_now {
-                let mut budget = left(inst);
-                inst.swap_in(&mut budget, true);
-                if inst.waiting.swapped.is_empty() {
-                    inst.admit(now, &mut budget, true, rec);
+impl BatchingPolicy for Chunked {
+    fn is_chunked(&self) -> bool {
+        true
+    }
+
+    fn build(&self) -> Box<dyn Batcher> {
+        Box::new(self.clone())
+    }
+}
+
+impl Batcher for Chunked {
+    fn form(&mut self, sched: &mut Sched<'_>, now: SimTime, rec: &mut dyn Observer) {
+        let max = sched.limits().max_num_batched_tokens;
+        // The budget left is recounted after each phase: a preempted request gives its tokens back.
+        let left = |sched: &Sched| max.saturating_sub(sched.budget_used());
+        match self.priority {
+            ChunkedPriority::Decode => {
+                if sched.step_running_decodes(left(sched), rec) {
+                    sched.step_running_prefills(left(sched), rec);
+                }
+                if !sched.preempted_now() {
+                    let mut budget = left(sched);
+                    sched.swap_in(&mut budget, true);
+                    if !sched.has_swapped() {
+                        sched.admit(now, &mut budget, true, rec);
+                    }
                 }
             }
-        }
-        ChunkedPriority::Prefill => {
-            inst.step_running_prefills(left(inst), rec);
-            // Decodes get their blocks first (so admissions do not take what a running request
-            // needs to grow, only to be preempted for it), then lend their budget to prompts.
-            let prefill_tokens = inst.budget_used();
-            inst.step_running_decodes(u64::MAX, rec);
-            if !inst.preempted_now {
-                let mut budget = max.saturating_sub(prefill_tokens);
-                if inst.waiting.swapped.is_empty() {
-                    inst.admit(now, &mut budget, true, rec);
+            ChunkedPriority::Prefill => {
+                sched.step_running_prefills(left(sched), rec);
+                // Decodes get their blocks first (so admissions do not take what a running request
+                // needs to grow, only to be preempted for it), then lend their budget to prompts.
+                let prefill_tokens = sched.budget_used();
+                sched.step_running_decodes(u64::MAX, rec);
+                if !sched.preempted_now() {
+                    let mut budget = max.saturating_sub(prefill_tokens);
+                    if !sched.has_swapped() {
+                        sched.admit(now, &mut budget, true, rec);
+                    }
+                    sched.trim_decodes(budget);
+                    sched.swap_in(&mut left(sched), true);
                 }
-                inst.trim_decodes(budget);
-                inst.swap_in(&mut left(inst), true);
             }
         }
     }

@@ -9,13 +9,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::super::Instance;
+use super::{Batcher, BatchingPolicy, Sched};
 use crate::metrics::Observer;
 use crate::time::SimTime;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub(crate) enum ContinuousPriority {
+pub enum ContinuousPriority {
     #[default]
     Mixed,
     Prefill,
@@ -24,32 +24,40 @@ pub(crate) enum ContinuousPriority {
 /// `kind = "continuous"`
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub(crate) struct Continuous {
+pub struct Continuous {
     /// `mixed` (default) or `prefill`.
     pub(crate) priority: ContinuousPriority,
 }
 
-pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Continuous, rec: &mut dyn Observer) {
-    let max = inst.cfg.max_num_batched_tokens;
-    match c.priority {
-        ContinuousPriority::Mixed => {
-            inst.step_running_decodes(u64::MAX, rec);
-            if !inst.preempted_now {
-                let mut budget = max.saturating_sub(inst.budget_used());
-                inst.swap_in(&mut budget, false);
-                if inst.waiting.swapped.is_empty() {
-                    inst.admit(now, &mut budget, false, rec);
+impl BatchingPolicy for Continuous {
+    fn build(&self) -> Box<dyn Batcher> {
+        Box::new(self.clone())
+    }
+}
+
+impl Batcher for Continuous {
+    fn form(&mut self, sched: &mut Sched<'_>, now: SimTime, rec: &mut dyn Observer) {
+        let max = sched.limits().max_num_batched_tokens;
+        match self.priority {
+            ContinuousPriority::Mixed => {
+                sched.step_running_decodes(u64::MAX, rec);
+                if !sched.preempted_now() {
+                    let mut budget = max.saturating_sub(sched.budget_used());
+                    sched.swap_in(&mut budget, false);
+                    if !sched.has_swapped() {
+                        sched.admit(now, &mut budget, false, rec);
+                    }
                 }
             }
-        }
-        ContinuousPriority::Prefill => {
-            let mut budget = max;
-            let admitted = if inst.waiting.swapped.is_empty() { inst.admit(now, &mut budget, false, rec) } else { 0 };
-            if admitted == 0 {
-                inst.step_running_decodes(u64::MAX, rec);
-                if !inst.preempted_now {
-                    let mut budget = max.saturating_sub(inst.budget_used());
-                    inst.swap_in(&mut budget, false);
+            ContinuousPriority::Prefill => {
+                let mut budget = max;
+                let admitted = if !sched.has_swapped() { sched.admit(now, &mut budget, false, rec) } else { 0 };
+                if admitted == 0 {
+                    sched.step_running_decodes(u64::MAX, rec);
+                    if !sched.preempted_now() {
+                        let mut budget = max.saturating_sub(sched.budget_used());
+                        sched.swap_in(&mut budget, false);
+                    }
                 }
             }
         }

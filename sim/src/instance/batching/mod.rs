@@ -2,84 +2,101 @@
 //!
 //! A policy assigns each running request its tokens for the iteration (`Seq::step`: one decode
 //! token, a prefill chunk, a whole prompt, or a speculative step), grows its KV blocks (which
-//! may preempt the most recently admitted requests), and admits waiting ones, using the
-//! instance's helpers. The instance then turns the running set into a [`crate::cost::BatchShape`]
+//! may preempt the most recently admitted requests), and admits waiting ones, through the
+//! scheduler core's operations ([`Sched`]); its state lives in its [`Batcher`]. The instance then turns the running set into a [`crate::cost::BatchShape`]
 //! of aggregates, so an iteration costs O(1) in the cost model.
 
-pub(crate) mod chunked;
-pub(crate) mod continuous;
-pub(crate) mod sglang;
-pub(crate) mod static_batch;
-pub(crate) mod vllm_v1;
+mod chunked;
+mod continuous;
+mod sglang;
+mod static_batch;
+mod vllm_v1;
 
-use serde::Serialize;
+pub use chunked::{Chunked, ChunkedPriority};
+pub use continuous::{Continuous, ContinuousPriority};
+pub use sglang::Sglang;
+pub use static_batch::Static;
+pub use vllm_v1::VllmV1;
 
-use super::Instance;
-use crate::config::{ConfigError, Empty};
+pub use super::core::Sched;
+use crate::config::ConfigError;
 use crate::metrics::Observer;
-use crate::tagged_enum;
+use crate::policy_family;
 use crate::time::SimTime;
 
-/// `[scheduler.batching]` (`kind = "..."`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub(crate) enum BatchingSpec {
-    Continuous(continuous::Continuous),
-    Static(Empty),
-    Chunked(chunked::Chunked),
-    VllmV1(vllm_v1::VllmV1),
-    Sglang(sglang::Sglang),
+policy_family!(
+    /// `[scheduler.batching]` (`kind = "..."`). A new kind is a file in this folder (its
+    /// settings, implementing [`BatchingPolicy`], and its [`Batcher`]) and a line here.
+    pub enum BatchingSpec: dyn BatchingPolicy {
+        "continuous" => Continuous(Continuous),
+        "static" => Static(Static),
+        "chunked" => Chunked(Chunked),
+        "vllm-v1" => VllmV1(VllmV1),
+        "sglang" => Sglang(Sglang),
+    }
+);
+
+/// A batching kind's settings: what the rest of the scheduler must know of it, and the
+/// per-instance [`Batcher`] it builds.
+pub trait BatchingPolicy {
+    /// Checks the settings; `path` names the section in errors.
+    fn validate(&self, _path: &str) -> Result<(), ConfigError> {
+        Ok(())
+    }
+    /// Whether prompts are split into chunks (so a prompt may exceed the token budget).
+    fn is_chunked(&self) -> bool {
+        false
+    }
+    /// The most tokens one request computes in one iteration.
+    fn chunk_cap(&self) -> u64 {
+        u64::MAX
+    }
+    /// Whether admissions keep `scheduler.watermark` free (vLLM V1 and SGLang keep none).
+    fn keeps_watermark(&self) -> bool {
+        true
+    }
+    /// Why the engine allows only preemption by recomputation with this kind, if it does.
+    fn recompute_only(&self) -> Option<&'static str> {
+        None
+    }
+    /// The batch former of one instance.
+    fn build(&self) -> Box<dyn Batcher>;
 }
 
-tagged_enum!(BatchingSpec {
-    "continuous" => Continuous(continuous::Continuous),
-    "static" => Static(Empty),
-    "chunked" => Chunked(chunked::Chunked),
-    "vllm-v1" => VllmV1(vllm_v1::VllmV1),
-    "sglang" => Sglang(sglang::Sglang),
-});
+/// Forms each iteration's batch on one instance, keeping whatever state the policy carries
+/// from one iteration to the next.
+pub trait Batcher: Send {
+    fn form(&mut self, s: &mut Sched<'_>, now: SimTime, rec: &mut dyn Observer);
+}
 
 impl Default for BatchingSpec {
     fn default() -> Self {
-        BatchingSpec::Continuous(continuous::Continuous::default())
+        BatchingSpec::Continuous(Continuous::default())
     }
 }
 
 impl BatchingSpec {
     pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
-        match self {
-            BatchingSpec::VllmV1(v) => v.validate(path),
-            BatchingSpec::Sglang(s) => s.validate(path),
-            _ => Ok(()),
-        }
+        self.spec().validate(path)
     }
 
     /// Whether prompts are split into chunks (so a prompt may exceed the token budget).
     pub(crate) fn is_chunked(&self) -> bool {
-        matches!(self, BatchingSpec::Chunked(_) | BatchingSpec::VllmV1(_) | BatchingSpec::Sglang(_))
+        self.spec().is_chunked()
     }
 
     /// The most tokens one request computes in one iteration.
     pub(crate) fn chunk_cap(&self) -> u64 {
-        match self {
-            BatchingSpec::VllmV1(v) => v.chunk_cap(),
-            _ => u64::MAX,
-        }
+        self.spec().chunk_cap()
     }
 
-    /// Whether admissions keep `scheduler.watermark` free (vLLM V1 and SGLang keep none).
+    /// Whether admissions keep `scheduler.watermark` free.
     pub(crate) fn keeps_watermark(&self) -> bool {
-        !matches!(self, BatchingSpec::VllmV1(_) | BatchingSpec::Sglang(_))
+        self.spec().keeps_watermark()
     }
-}
 
-/// Forms the next iteration's batch on `inst`.
-pub(super) fn form(inst: &mut Instance, now: SimTime, rec: &mut dyn Observer) {
-    match inst.cfg.policy.batching.clone() {
-        BatchingSpec::Continuous(c) => continuous::form(inst, now, &c, rec),
-        BatchingSpec::Static(_) => static_batch::form(inst, now, rec),
-        BatchingSpec::Chunked(c) => chunked::form(inst, now, &c, rec),
-        BatchingSpec::VllmV1(_) => vllm_v1::form(inst, now, rec),
-        BatchingSpec::Sglang(s) => sglang::form(inst, now, &s, rec),
+    /// The batch former of one instance.
+    pub(crate) fn build(&self) -> Box<dyn Batcher> {
+        self.spec().build()
     }
 }

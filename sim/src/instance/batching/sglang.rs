@@ -46,8 +46,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::super::core::AdmitRule;
 use super::super::seq::Seq;
-use super::super::{AdmitRule, Instance};
+use super::{Batcher, BatchingPolicy, Sched};
 use crate::config::{check, ConfigError};
 use crate::metrics::Observer;
 use crate::time::SimTime;
@@ -65,7 +66,7 @@ const DECAY_STEPS: f64 = 600.0;
 /// `kind = "sglang"`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub(crate) struct Sglang {
+pub struct Sglang {
     /// `--max-prefill-tokens`: prompt tokens one prefill batch may take (the first request may
     /// exceed it). Default 16384.
     pub(crate) max_prefill_tokens: u64,
@@ -81,14 +82,33 @@ impl Default for Sglang {
     }
 }
 
-impl Sglang {
-    pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
+impl BatchingPolicy for Sglang {
+    fn validate(&self, path: &str) -> Result<(), ConfigError> {
         let m = self.max_prefill_tokens;
         check((1..=1 << 40).contains(&m), path, "max_prefill_tokens", "must be in [1, 2^40]", m)?;
         let c = self.schedule_conservativeness;
         check(c.is_finite() && (0.0..=100.0).contains(&c), path, "schedule_conservativeness", "must be in [0, 100]", c)
     }
 
+    fn is_chunked(&self) -> bool {
+        true
+    }
+
+    /// SGLang's `PrefillAdder` counts free and evictable tokens, keeping none back.
+    fn keeps_watermark(&self) -> bool {
+        false
+    }
+
+    fn recompute_only(&self) -> Option<&'static str> {
+        Some("SGLang's scheduler retracts by recomputation: only \"recompute\" with batching kind \"sglang\"")
+    }
+
+    fn build(&self) -> Box<dyn Batcher> {
+        Box::new(State { spec: self.clone(), ratio: None, full: None })
+    }
+}
+
+impl Sglang {
     /// The new-token ratio's start, floor and decay per decode batch.
     pub(crate) fn ratios(&self) -> (f64, f64, f64) {
         let init = (INIT_RATIO * self.schedule_conservativeness).min(1.0);
@@ -98,13 +118,14 @@ impl Sglang {
 }
 
 /// What SGLang's scheduler carries from one iteration to the next.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct State {
+#[derive(Clone, Debug)]
+struct State {
+    spec: Sglang,
     /// `new_token_ratio` (`None` until the first iteration).
-    pub(crate) ratio: Option<f64>,
+    ratio: Option<f64>,
     /// `running_batch.batch_is_full`, and the running requests when it was set: it clears when
     /// fewer run.
-    pub(crate) full: Option<usize>,
+    full: Option<usize>,
 }
 
 /// SGLang's `PrefillAdder` budget for one prefill batch (tokens).
@@ -195,130 +216,133 @@ impl AdmitRule for &mut Adder {
     }
 }
 
-pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, c: &Sglang, rec: &mut dyn Observer) {
-    let (init, min, decay) = c.ratios();
-    if inst.running.is_empty() || inst.sglang.ratio.is_none() {
-        inst.sglang.ratio = Some(init);
-    }
-    if inst.sglang.full.is_some_and(|n| inst.running.len() < n) {
-        inst.sglang.full = None;
-    }
-    if !prefill_batch(inst, now, c, rec) {
-        decode_batch(inst, min, decay, rec);
-    } else if c.mixed_chunk {
-        // `mix_with_running`: the running batch decodes in this prefill batch.
-        inst.step_running_decodes(u64::MAX, rec);
+impl Batcher for State {
+    fn form(&mut self, sched: &mut Sched<'_>, now: SimTime, rec: &mut dyn Observer) {
+        let (init, min, decay) = self.spec.ratios();
+        if sched.running().is_empty() || self.ratio.is_none() {
+            self.ratio = Some(init);
+        }
+        if self.full.is_some_and(|n| sched.running().len() < n) {
+            self.full = None;
+        }
+        if !self.prefill_batch(sched, now, rec) {
+            self.decode_batch(sched, min, decay, rec);
+        } else if self.spec.mixed_chunk {
+            // `mix_with_running`: the running batch decodes in this prefill batch.
+            sched.step_running_decodes(u64::MAX, rec);
+        }
     }
 }
 
-/// `get_new_batch_prefill`: forms a prefill batch; false if there is none to run.
-fn prefill_batch(inst: &mut Instance, now: SimTime, c: &Sglang, rec: &mut dyn Observer) -> bool {
-    let chunked = inst.running.iter().position(|s| !s.is_decode());
-    if chunked.is_none() && (inst.sglang.full.is_some() || inst.waiting_len() == 0) {
-        return false;
-    }
-    let max_seqs = inst.cfg.max_num_seqs as usize;
-    let running = inst.running.len() - chunked.is_some() as usize;
-    if chunked.is_none() && running >= max_seqs {
-        inst.sglang.full = Some(inst.running.len());
-        return false;
-    }
-    let ratio = inst.sglang.ratio.expect("set by form");
-    let bt = inst.cfg.block_tokens;
-    // The running batch's reservations (the chunked request is not in it).
-    let reserved: f64 = inst
-        .running
-        .iter()
-        .filter(|s| s.is_decode())
-        .map(|s| reserve((s.output - s.generated) as u64) as f64 * ratio)
-        .sum();
-    // `mixed_with_decode_tokens`: with mixed chunks the running requests' decode tokens come
-    // off the batch's budgets first.
-    let mixed = if c.mixed_chunk { running as i64 } else { 0 };
-    let mut adder = Adder {
-        available: (inst.kv.blocks.free() as u64 * bt) as f64,
-        total_offset: reserved + mixed as f64,
-        cur_offset: mixed as f64,
-        rem_input: c.max_prefill_tokens as i64 - mixed,
-        rem_chunk: inst.cfg.max_num_batched_tokens as i64 - mixed,
-        can_run: 0,
-        no_token: false,
-        chunked: false,
-        allocatable: (max_seqs - running) as u32,
-        idle: inst.running.is_empty(),
-    };
-    if let Some(i) = chunked {
-        // `add_chunked_req`: the next chunk, as much as the chunk and KV budgets leave.
-        let s = &inst.running[i];
-        let room = adder.rem_chunk.min(adder.rem_total() as i64).max(0) as u64;
-        let free_tokens = (s.blocks.len() as u64 + inst.kv.blocks.free() as u64) * bt - s.computed;
-        let step = s.pending().min(room).min(free_tokens);
-        if step > 0 {
-            let truncated = step < s.pending();
-            let output = s.output as u64;
-            inst.running[i].step = step;
-            inst.batch.add(&inst.running[i]);
-            let grown = inst.grow(i, rec);
-            debug_assert!(grown, "blocks were counted");
-            adder.chunked = truncated;
-            adder.update(step, if truncated { 0 } else { reserve(output) });
+impl State {
+    /// `get_new_batch_prefill`: forms a prefill batch; false if there is none to run.
+    fn prefill_batch(&mut self, sched: &mut Sched<'_>, now: SimTime, rec: &mut dyn Observer) -> bool {
+        let c = &self.spec;
+        let running_now = sched.running();
+        let chunked = running_now.iter().position(|s| !s.is_decode());
+        if chunked.is_none() && (self.full.is_some() || sched.waiting() == 0) {
+            return false;
         }
-    }
-    if inst.sglang.full.is_none() && inst.waiting.swapped.is_empty() {
-        inst.admit_by(now, &mut adder, rec);
-        // It clears when fewer requests run; with none running it could never clear.
-        if (adder.no_token || adder.can_run >= adder.allocatable) && !inst.running.is_empty() {
-            inst.sglang.full = Some(inst.running.len());
+        let max_seqs = sched.limits().max_num_seqs as usize;
+        let running = running_now.len() - chunked.is_some() as usize;
+        if chunked.is_none() && running >= max_seqs {
+            self.full = Some(running_now.len());
+            return false;
         }
-    }
-    !inst.batch.shape.is_empty()
-}
-
-/// `update_running_batch`: retracts when the next tokens do not fit, then decodes everyone.
-fn decode_batch(inst: &mut Instance, min: f64, decay: f64, rec: &mut dyn Observer) {
-    let before = inst.running.len();
-    if !decode_fits(inst) {
-        // `retract_decode`: fewest output tokens first, longest prompt among equals; at least
-        // one, never the last.
-        let mut first = true;
-        while first || !decode_fits(inst) {
-            let decodes = inst.running.iter().filter(|s| s.is_decode()).count();
-            if decodes <= 1 {
-                break;
+        let ratio = self.ratio.expect("set by form");
+        let bt = sched.limits().block_tokens;
+        // The running batch's reservations (the chunked request is not in it).
+        let reserved: f64 = running_now
+            .iter()
+            .filter(|s| s.is_decode())
+            .map(|s| reserve((s.output - s.generated) as u64) as f64 * ratio)
+            .sum();
+        // `mixed_with_decode_tokens`: with mixed chunks the running requests' decode tokens come
+        // off the batch's budgets first.
+        let mixed = if c.mixed_chunk { running as i64 } else { 0 };
+        let mut adder = Adder {
+            available: (sched.kv_free_blocks() as u64 * bt) as f64,
+            total_offset: reserved + mixed as f64,
+            cur_offset: mixed as f64,
+            rem_input: c.max_prefill_tokens as i64 - mixed,
+            rem_chunk: sched.limits().max_num_batched_tokens as i64 - mixed,
+            can_run: 0,
+            no_token: false,
+            chunked: false,
+            allocatable: (max_seqs - running) as u32,
+            idle: running_now.is_empty(),
+        };
+        if let Some(i) = chunked {
+            // `add_chunked_req`: the next chunk, as much as the chunk and KV budgets leave.
+            let s = &sched.running()[i];
+            let room = adder.rem_chunk.min(adder.rem_total() as i64).max(0) as u64;
+            let free_tokens = (s.blocks.len() as u64 + sched.kv_free_blocks() as u64) * bt - s.computed;
+            let step = s.pending().min(room).min(free_tokens);
+            if step > 0 {
+                let truncated = step < s.pending();
+                let output = s.output as u64;
+                let grown = sched.step_one(i, step, rec);
+                debug_assert!(grown, "blocks were counted");
+                adder.chunked = truncated;
+                adder.update(step, if truncated { 0 } else { reserve(output) });
             }
-            first = false;
-            let victim = inst
-                .running
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.is_decode())
-                .min_by_key(|(i, s)| (s.generated, std::cmp::Reverse(s.prompt), std::cmp::Reverse(*i)))
-                .map(|(i, _)| i)
-                .expect("two decodes at least");
-            inst.preempt_at(victim, rec);
-            inst.waiting.requeue_last_preempted();
         }
-        let (mut done, mut max_new, mut n) = (0u64, 0u64, 0u64);
-        for s in inst.running.iter().filter(|s| s.is_decode()) {
-            done += s.generated as u64;
-            max_new += s.output as u64;
-            n += 1;
+        if self.full.is_none() && !sched.has_swapped() {
+            sched.admit_by(now, &mut adder, rec);
+            // It clears when fewer requests run; with none running it could never clear.
+            if (adder.no_token || adder.can_run >= adder.allocatable) && !sched.running().is_empty() {
+                self.full = Some(sched.running().len());
+            }
         }
-        inst.sglang.ratio = Some((((done + RETRACT_DECODE_STEPS * n) as f64) / (max_new + 1) as f64).min(1.0));
-    } else {
-        let r = inst.sglang.ratio.expect("set by form");
-        inst.sglang.ratio = Some((r - decay).max(min));
+        !sched.batch_is_empty()
     }
-    if inst.running.len() < before {
-        inst.sglang.full = None;
+
+    /// `update_running_batch`: retracts when the next tokens do not fit, then decodes everyone.
+    fn decode_batch(&mut self, sched: &mut Sched<'_>, min: f64, decay: f64, rec: &mut dyn Observer) {
+        let before = sched.running().len();
+        if !decode_fits(sched) {
+            // `retract_decode`: fewest output tokens first, longest prompt among equals; at least
+            // one, never the last.
+            let mut first = true;
+            while first || !decode_fits(sched) {
+                let decodes = sched.running().iter().filter(|s| s.is_decode()).count();
+                if decodes <= 1 {
+                    break;
+                }
+                first = false;
+                let victim = sched
+                    .running()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.is_decode())
+                    .min_by_key(|(i, s)| (s.generated, std::cmp::Reverse(s.prompt), std::cmp::Reverse(*i)))
+                    .map(|(i, _)| i)
+                    .expect("two decodes at least");
+                sched.retract(victim, rec);
+            }
+            let (mut done, mut max_new, mut n) = (0u64, 0u64, 0u64);
+            for s in sched.running().iter().filter(|s| s.is_decode()) {
+                done += s.generated as u64;
+                max_new += s.output as u64;
+                n += 1;
+            }
+            self.ratio = Some((((done + RETRACT_DECODE_STEPS * n) as f64) / (max_new + 1) as f64).min(1.0));
+        } else {
+            let r = self.ratio.expect("set by form");
+            self.ratio = Some((r - decay).max(min));
+        }
+        if sched.running().len() < before {
+            self.full = None;
+        }
+        sched.step_running_decodes(u64::MAX, rec);
     }
-    inst.step_running_decodes(u64::MAX, rec);
 }
 
 /// `check_decode_mem`: whether the free and evictable blocks give every running decode the
 /// block its next token may need.
-fn decode_fits(inst: &Instance) -> bool {
-    let bt = inst.cfg.block_tokens;
-    let need = inst.running.iter().filter(|s| s.is_decode() && (s.blocks.len() as u64) * bt < s.computed + 1).count();
-    need as u64 <= inst.kv.blocks.free() as u64
+fn decode_fits(sched: &Sched<'_>) -> bool {
+    let bt = sched.limits().block_tokens;
+    let need =
+        sched.running().iter().filter(|s| s.is_decode() && (s.blocks.len() as u64) * bt < s.computed + 1).count();
+    need as u64 <= sched.kv_free_blocks() as u64
 }

@@ -5,18 +5,33 @@
 //! that `max_num_seqs` and the KV blocks allow, all prompts prefilled in its first iteration
 //! (`max_num_batched_tokens` does not split a static batch).
 
-use super::super::Instance;
+use serde::{Deserialize, Serialize};
+
+use super::{Batcher, BatchingPolicy, Sched};
 use crate::metrics::Observer;
 use crate::time::SimTime;
 
-pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, rec: &mut dyn Observer) {
-    if !inst.running.is_empty() {
-        inst.step_running_decodes(u64::MAX, rec);
-        return;
+/// `kind = "static"`: no settings.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Static {}
+
+impl BatchingPolicy for Static {
+    fn build(&self) -> Box<dyn Batcher> {
+        Box::new(Static {})
     }
-    let mut budget = u64::MAX;
-    inst.swap_in(&mut budget, false);
-    if inst.waiting.swapped.is_empty() {
-        inst.admit(now, &mut budget, false, rec);
+}
+
+impl Batcher for Static {
+    fn form(&mut self, sched: &mut Sched<'_>, now: SimTime, rec: &mut dyn Observer) {
+        if !sched.running().is_empty() {
+            sched.step_running_decodes(u64::MAX, rec);
+            return;
+        }
+        let mut budget = u64::MAX;
+        sched.swap_in(&mut budget, false);
+        if !sched.has_swapped() {
+            sched.admit(now, &mut budget, false, rec);
+        }
     }
 }

@@ -18,7 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::super::Instance;
+use super::{Batcher, BatchingPolicy, Sched};
 use crate::config::{check, ConfigError};
 use crate::metrics::Observer;
 use crate::time::SimTime;
@@ -26,35 +26,49 @@ use crate::time::SimTime;
 /// `kind = "vllm-v1"`
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub(crate) struct VllmV1 {
+pub struct VllmV1 {
     /// The most tokens one request computes in an iteration (`--long-prefill-token-threshold`);
     /// 0 (default): no limit but the budget.
     pub(crate) long_prefill_token_threshold: u64,
 }
 
-impl VllmV1 {
-    pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
+impl BatchingPolicy for VllmV1 {
+    fn validate(&self, path: &str) -> Result<(), ConfigError> {
         let t = self.long_prefill_token_threshold;
         check(t <= 1 << 40, path, "long_prefill_token_threshold", "must be ≤ 2^40", t)
     }
 
-    /// The most tokens one request computes in one iteration.
-    pub(crate) fn chunk_cap(&self) -> u64 {
+    fn is_chunked(&self) -> bool {
+        true
+    }
+
+    fn chunk_cap(&self) -> u64 {
         match self.long_prefill_token_threshold {
             0 => u64::MAX,
             t => t,
         }
     }
+
+    /// `KVCacheManager.allocate_slots` keeps no watermark.
+    fn keeps_watermark(&self) -> bool {
+        false
+    }
+
+    fn build(&self) -> Box<dyn Batcher> {
+        Box::new(self.clone())
+    }
 }
 
-pub(in crate::instance) fn form(inst: &mut Instance, now: SimTime, rec: &mut dyn Observer) {
-    let max = inst.cfg.max_num_batched_tokens;
-    inst.step_running_in_order(max, rec);
-    if !inst.preempted_now {
-        let mut budget = max.saturating_sub(inst.budget_used());
-        inst.swap_in(&mut budget, true);
-        if inst.waiting.swapped.is_empty() {
-            inst.admit(now, &mut budget, true, rec);
+impl Batcher for VllmV1 {
+    fn form(&mut self, sched: &mut Sched<'_>, now: SimTime, rec: &mut dyn Observer) {
+        let max = sched.limits().max_num_batched_tokens;
+        sched.step_running_in_order(max, rec);
+        if !sched.preempted_now() {
+            let mut budget = max.saturating_sub(sched.budget_used());
+            sched.swap_in(&mut budget, true);
+            if !sched.has_swapped() {
+                sched.admit(now, &mut budget, true, rec);
+            }
         }
     }
 }

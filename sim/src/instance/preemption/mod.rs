@@ -11,63 +11,59 @@
 //! contexts are cheap to recompute (their tokens ride along in a memory-bound decode
 //! iteration); long ones are cheaper to swap.
 
-use serde::{Deserialize, Serialize};
+mod recompute;
+mod swap;
 
-use crate::config::{check, ConfigError, Empty};
-use crate::tagged_enum;
+pub use recompute::Recompute;
+pub use swap::Swap;
 
-/// `[scheduler.preemption]` (`kind = "..."`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub(crate) enum PreemptionSpec {
-    Recompute(Empty),
-    Swap(Swap),
-}
+use crate::config::ConfigError;
+use crate::policy_family;
 
-tagged_enum!(PreemptionSpec {
-    "recompute" => Recompute(Empty),
-    "swap" => Swap(Swap),
-});
+policy_family!(
+    /// `[scheduler.preemption]` (`kind = "..."`). A new kind is a file in this folder (its
+    /// settings, implementing [`PreemptionPolicy`]) and a line here.
+    pub enum PreemptionSpec: dyn PreemptionPolicy {
+        "recompute" => Recompute(Recompute),
+        "swap" => Swap(Swap),
+    }
+);
 
-impl Default for PreemptionSpec {
-    fn default() -> Self {
-        PreemptionSpec::Recompute(Empty {})
+/// What the scheduler asks of a preemption kind: where a preempted request's KV goes.
+pub trait PreemptionPolicy {
+    /// Checks the settings; `path` names the section in errors.
+    fn validate(&self, _path: &str) -> Result<(), ConfigError> {
+        Ok(())
+    }
+    /// Whether a preempted request's KV is copied to CPU swap space (when it has room) rather
+    /// than freed and recomputed.
+    fn swaps(&self) -> bool {
+        false
+    }
+    /// CPU swap space per GPU, bytes (0: none).
+    fn swap_bytes(&self) -> u64 {
+        0
     }
 }
 
-/// `kind = "swap"`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub(crate) struct Swap {
-    /// CPU memory for swapped-out KV, GiB per GPU. Default 4 (vLLM's `swap_space`).
-    pub(crate) cpu_swap_gib: f64,
-}
-
-impl Default for Swap {
+impl Default for PreemptionSpec {
     fn default() -> Self {
-        Swap { cpu_swap_gib: 4.0 }
+        PreemptionSpec::Recompute(Recompute {})
     }
 }
 
 impl PreemptionSpec {
     pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
-        match self {
-            PreemptionSpec::Recompute(_) => Ok(()),
-            PreemptionSpec::Swap(s) => check(
-                s.cpu_swap_gib.is_finite() && s.cpu_swap_gib > 0.0 && s.cpu_swap_gib < 1e6,
-                path,
-                "cpu_swap_gib",
-                "must be > 0",
-                s.cpu_swap_gib,
-            ),
-        }
+        self.spec().validate(path)
     }
 
     /// CPU swap space in bytes per GPU (0 for recompute).
     pub(crate) fn swap_bytes(&self) -> u64 {
-        match self {
-            PreemptionSpec::Recompute(_) => 0,
-            PreemptionSpec::Swap(s) => (s.cpu_swap_gib * crate::memory::GIB) as u64,
-        }
+        self.spec().swap_bytes()
+    }
+
+    /// Whether preempted requests are swapped out when the swap space has room.
+    pub(crate) fn swaps(&self) -> bool {
+        self.spec().swaps()
     }
 }

@@ -1,0 +1,619 @@
+//! The scheduler core of one instance: its limits, KV memory, waiting lists and running batch,
+//! and the operations a batching policy forms an iteration from — step the running requests,
+//! swap in, admit, preempt. A batching policy sees it only through [`Sched`]: those operations
+//! and read-only views, never the fields.
+
+use rand_chacha::ChaCha8Rng;
+
+use super::batch::Batch;
+use super::handoff;
+use super::kv_manager::KvManager;
+use super::prefix::{self, Hit};
+use super::queue::QueueCtx;
+use super::seq::Seq;
+use super::waiting::Waiting;
+use super::InstanceConfig;
+use crate::metrics::Observer;
+use crate::time::SimTime;
+
+/// What the scheduling of one instance works on.
+pub(crate) struct Core {
+    pub(super) cfg: InstanceConfig,
+    /// KV memory: GPU blocks, CPU tier, swap space, host-link bytes.
+    pub(super) kv: KvManager,
+    /// Swapped-out, preempted and queued requests, and the queue timeouts.
+    pub(super) waiting: Waiting,
+    /// Running requests in admission order. Boxed on purpose: the batch is compacted every
+    /// iteration a request finishes, and moving pointers is cheaper than moving requests.
+    #[allow(clippy::vec_box)]
+    pub(super) running: Vec<Box<Seq>>,
+    /// The iteration being formed.
+    pub(super) batch: Batch,
+    /// Requests handed off to, or taken in from, the other pool (disaggregation).
+    pub(super) xfer: handoff::Transfers,
+    /// Per-iteration scratch: admissions, whether anyone was preempted.
+    pub(super) admitted_now: u32,
+    pub(super) preempted_now: bool,
+    /// Output tokens every request here has yet to produce.
+    pub(super) pending_decode: u64,
+    /// Speculative acceptance draws.
+    pub(super) spec_rng: ChaCha8Rng,
+}
+
+impl Core {
+    /// Requests waiting: queued, preempted and swapped out.
+    pub(super) fn waiting_len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// [`KvManager::fits`], the one admission-capacity rule, for this instance: the watermark
+    /// applies while requests hold blocks that may grow (running ones, and ones receiving their
+    /// KV).
+    pub(super) fn fits(&self, need: u64, unusable: u64) -> bool {
+        let growing = !self.running.is_empty() || self.xfer.slots() > 0;
+        self.kv.fits(need, unusable, growing && self.cfg.policy.batching.keeps_watermark())
+    }
+
+    pub(super) fn blocks_for(&self, tokens: u64) -> u64 {
+        self.kv.blocks_for(tokens)
+    }
+
+    /// Blocks reserved up front for a request (`reserve-max`), 0 when paged.
+    fn reserved_blocks(&self, s: &Seq) -> u64 {
+        self.blocks_for(self.cfg.policy.kv.reservation(s.prompt as u64, s.output as u64, self.cfg.max_model_len))
+    }
+    /// Tokens the running requests process in this iteration so far.
+    pub(super) fn budget_used(&self) -> u64 {
+        self.batch.shape.tokens()
+    }
+
+    /// The decode step of a running request: 1 token, or 1 + k with speculation (fewer near
+    /// the end of its output), and the drafts it verifies.
+    fn decode_step(&self, s: &Seq) -> (u64, u32) {
+        match &self.cfg.policy.speculative {
+            Some(sp) => {
+                let k = sp.k.min(s.output - s.generated - 1);
+                (1 + k as u64, k)
+            }
+            None => (1, 0),
+        }
+    }
+
+    /// Gives each running decode without a step yet its decode step while `budget` lasts, and
+    /// the blocks for it (preempting the most recently admitted requests when none are free).
+    /// Returns whether it passed a running request in the middle of its prefill (without a
+    /// step): if not, [`Core::step_running_prefills`] has nothing to do.
+    pub(super) fn step_running_decodes(&mut self, budget: u64, rec: &mut dyn Observer) -> bool {
+        let bt = self.cfg.block_tokens;
+        let k = self.cfg.policy.speculative.as_ref().map_or(0, |sp| sp.k);
+        let mut used = 0;
+        let mut i = 0;
+        let mut prefills = false;
+        // Fast pass, for as long as free blocks suffice (no eviction, no preemption): this runs
+        // for every request, every iteration.
+        if k == 0 {
+            // Without speculation every decode step is one token: the same pass, with the
+            // batch's sums kept in registers.
+            let (running, kv) = (&mut self.running, &mut self.kv.blocks);
+            let (mut seqs, mut context) = (0, 0);
+            for s in running.iter_mut() {
+                if s.step != 0 {
+                    i += 1;
+                    continue;
+                }
+                let ctx = s.prompt as u64 + s.generated as u64;
+                if s.generated == 0 || ctx - s.computed != 1 {
+                    prefills = true;
+                    i += 1;
+                    continue;
+                }
+                if used < budget {
+                    if (s.blocks.len() as u64) * bt < ctx && !kv.fill_free(&mut s.blocks, ctx.div_ceil(bt) as usize) {
+                        break;
+                    }
+                    s.step = 1;
+                    used += 1;
+                    seqs += 1;
+                    context += ctx;
+                }
+                i += 1;
+            }
+            let b = &mut self.batch.shape;
+            b.decode_seqs += seqs;
+            b.decode_context_tokens += context;
+            b.sampled_seqs += seqs;
+        } else {
+            let (running, kv, batch) = (&mut self.running, &mut self.kv.blocks, &mut self.batch);
+            for s in running.iter_mut() {
+                if s.step == 0 && s.is_decode() {
+                    let draft = k.min(s.output - s.generated - 1);
+                    let step = 1 + draft as u64;
+                    if used + step <= budget {
+                        // Multiplying rather than dividing.
+                        let end = s.computed + step;
+                        if (s.blocks.len() as u64) * bt < end && !kv.fill_free(&mut s.blocks, end.div_ceil(bt) as usize)
+                        {
+                            break;
+                        }
+                        s.step = step;
+                        s.draft = draft;
+                        used += step;
+                        if draft == 0 {
+                            let b = &mut batch.shape;
+                            b.decode_seqs += 1;
+                            b.decode_context_tokens += s.context();
+                            b.sampled_seqs += 1;
+                        } else {
+                            batch.add(s);
+                        }
+                    }
+                } else if s.step == 0 {
+                    prefills = true;
+                }
+                i += 1;
+            }
+        }
+        // The rest, evicting cached blocks and preempting when the free ones run out.
+        while i < self.running.len() {
+            let s = &mut self.running[i];
+            if s.step == 0 && s.is_decode() {
+                let draft = k.min(s.output - s.generated - 1);
+                let step = 1 + draft as u64;
+                if used + step <= budget {
+                    s.step = step;
+                    s.draft = draft;
+                    used += step;
+                    self.batch.add(s);
+                    let need = (s.computed + step).div_ceil(bt) as usize;
+                    if s.blocks.len() < need {
+                        self.grow_slow(i, need, rec);
+                    }
+                }
+            } else if s.step == 0 {
+                prefills = true;
+            }
+            i += 1;
+        }
+        prefills
+    }
+
+    /// Keeps the decode steps of running requests, in order, while their tokens fit in `keep`;
+    /// the rest skip this iteration (their blocks stay).
+    pub(super) fn trim_decodes(&mut self, keep: u64) {
+        let mut used = 0;
+        for s in &mut self.running {
+            if s.step > 0 && s.is_decode() {
+                if used + s.step <= keep {
+                    used += s.step;
+                } else {
+                    self.batch.remove(s);
+                    s.step = 0;
+                    s.draft = 0;
+                }
+            }
+        }
+    }
+
+    /// Gives each running request in the middle of a prefill its next chunk while `budget`
+    /// lasts, and the blocks for it.
+    pub(super) fn step_running_prefills(&mut self, budget: u64, rec: &mut dyn Observer) {
+        let mut used = 0;
+        let mut i = 0;
+        while i < self.running.len() {
+            let s = &self.running[i];
+            if s.step == 0 && !s.is_decode() && used < budget {
+                let chunk = s.pending().min(budget - used);
+                self.running[i].step = chunk;
+                self.batch.add(&self.running[i]);
+                used += chunk;
+                self.grow(i, rec);
+            }
+            i += 1;
+        }
+    }
+
+    /// vLLM V1's pass over the running requests: in admission order, each gets the tokens it
+    /// is owed (a decode step, or a prefill chunk of at most the policy's chunk cap) while
+    /// `budget` lasts, and the blocks for them, preempting the most recently admitted
+    /// requests when none are free; stops when the budget is spent or a request had to preempt
+    /// itself.
+    pub(super) fn step_running_in_order(&mut self, budget: u64, rec: &mut dyn Observer) {
+        let cap = self.cfg.policy.batching.chunk_cap();
+        let mut used = 0;
+        let mut i = 0;
+        while i < self.running.len() && used < budget {
+            let s = &self.running[i];
+            if s.step == 0 {
+                let (step, draft) =
+                    if s.is_decode() { self.decode_step(s) } else { (s.pending().min(cap).min(budget - used), 0) };
+                if used + step > budget {
+                    // A speculative step larger than what is left (vLLM would cut its drafts).
+                    break;
+                }
+                let s = &mut self.running[i];
+                s.step = step;
+                s.draft = draft;
+                self.batch.add(&self.running[i]);
+                used += step;
+                if !self.grow(i, rec) {
+                    break;
+                }
+            }
+            i += 1;
+        }
+    }
+
+    /// Gives running request `i` the blocks its step needs, preempting the most recently
+    /// admitted requests while none are free. Returns false if `i` itself was preempted.
+    #[inline]
+    pub(super) fn grow(&mut self, i: usize, rec: &mut dyn Observer) -> bool {
+        let s = &self.running[i];
+        let need = self.blocks_for(s.computed + s.step) as usize;
+        if s.blocks.len() >= need {
+            return true;
+        }
+        self.grow_slow(i, need, rec)
+    }
+
+    fn grow_slow(&mut self, i: usize, need: usize, rec: &mut dyn Observer) -> bool {
+        while self.running[i].blocks.len() < need {
+            if let Some(b) = self.kv.alloc_block(rec) {
+                self.running[i].blocks.push(b);
+                continue;
+            }
+            self.preempt_last(rec);
+            if i == self.running.len() {
+                // The request itself was the most recent: it waits.
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Preempts the most recently admitted running request: swaps it out when the policy says
+    /// so and the swap space has room, otherwise frees its blocks for recomputation.
+    fn preempt_last(&mut self, rec: &mut dyn Observer) {
+        let last = self.running.len().checked_sub(1).expect("running is not empty");
+        self.preempt_at(last, rec);
+    }
+
+    /// Preempts running request `i` (see [`Core::preempt_last`]); later ones move up.
+    pub(super) fn preempt_at(&mut self, i: usize, rec: &mut dyn Observer) {
+        let mut v = self.running.remove(i);
+        self.waiting.queue.left(&v);
+        rec.preempted(v.id);
+        self.preempted_now = true;
+        self.batch.remove(&v);
+        v.step = 0;
+        v.draft = 0;
+        let blocks = self.blocks_for(v.computed);
+        let swap = self.cfg.policy.preemption.swaps();
+        if swap && blocks > 0 && self.kv.swap_has_room(blocks) {
+            self.kv.blocks.release_at(&mut v.blocks, v.last_token);
+            self.kv.swap_out(blocks);
+            v.cold.swapped_blocks = blocks;
+            rec.policy().swap_out_blocks += blocks;
+            self.waiting.swapped.push_front(v);
+        } else {
+            if swap {
+                rec.policy().swap_fallbacks += 1;
+            }
+            self.kv.blocks.release_at(&mut v.blocks, v.last_token);
+            v.computed = 0;
+            self.waiting.push_preempted(v);
+        }
+    }
+
+    /// Swaps requests back in, oldest preemption first, while the limits allow; each takes its
+    /// step in this iteration.
+    pub(super) fn swap_in(&mut self, budget: &mut u64, chunked: bool) {
+        while let Some(s) = self.waiting.swapped.front() {
+            if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
+                break;
+            }
+            let (step, draft) = if s.is_decode() {
+                self.decode_step(s)
+            } else if chunked {
+                (s.pending().min(*budget), 0)
+            } else {
+                (s.pending(), 0)
+            };
+            if step == 0 || step > *budget {
+                break;
+            }
+            let need = self.blocks_for(s.computed + step).max(self.reserved_blocks(s));
+            if !self.fits(need, 0) {
+                break;
+            }
+            let mut s = self.waiting.swapped.pop_front().expect("front exists");
+            for _ in 0..need {
+                // Evictions here cannot reach the CPU tier's accounting of this iteration's
+                // bytes wrongly: they are ordinary evictions.
+                let (b, _) = self.kv.blocks.alloc_evicting().expect("checked free blocks");
+                s.blocks.push(b);
+            }
+            self.kv.swap_in(s.cold.swapped_blocks);
+            s.cold.swapped_blocks = 0;
+            self.register_computed(&s, 0);
+            s.step = step;
+            s.draft = draft;
+            self.batch.add(&s);
+            *budget -= step;
+            self.admitted_now += 1;
+            self.waiting.queue.admitted(&s);
+            self.running.push(s);
+        }
+    }
+
+    /// Registers the full computed blocks of `s` from block `from` on (prefix caching).
+    fn register_computed(&mut self, s: &Seq, from: u64) {
+        let hashes = &s.cold.hashes;
+        if hashes.is_empty() {
+            return;
+        }
+        let to = (s.computed / self.cfg.block_tokens).min(hashes.len() as u64).min(s.blocks.len() as u64);
+        for i in from..to {
+            self.kv.blocks.register(s.blocks[i as usize], hashes[i as usize]);
+        }
+    }
+
+    /// Admits waiting requests (preempted ones first, then the queue in policy order) while
+    /// `max_num_seqs`, `budget` and the free blocks allow; whole prompts, or with `chunked` the
+    /// first chunk that fits the budget. Returns how many were admitted.
+    pub(super) fn admit(&mut self, now: SimTime, budget: &mut u64, chunked: bool, rec: &mut dyn Observer) -> u32 {
+        let rule = BudgetRule {
+            budget,
+            chunked,
+            max_batched: self.cfg.max_num_batched_tokens,
+            cap: self.cfg.policy.batching.chunk_cap(),
+        };
+        self.admit_by(now, rule, rec)
+    }
+
+    /// [`Core::admit`] with the batching policy's `rule` deciding each candidate's step
+    /// (after its prefix-cache hit) or stopping the admissions.
+    pub(super) fn admit_by(&mut self, now: SimTime, mut rule: impl AdmitRule, rec: &mut dyn Observer) -> u32 {
+        let bt = self.cfg.block_tokens;
+        let mut n = 0u32;
+        loop {
+            if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
+                break;
+            }
+            let ctx = QueueCtx { waiting: self.waiting_len() };
+            let from_preempted = !self.waiting.preempted.is_empty();
+            let cand = if from_preempted {
+                self.waiting.preempted.front().expect("not empty")
+            } else {
+                match self.waiting.queue.peek(&ctx) {
+                    Some(s) => s,
+                    None => break,
+                }
+            };
+            let context = cand.context();
+            // The longest cached prefix, leaving at least one token to compute (its logits
+            // give the next token).
+            let (mut gpu_hits, mut evictable_hits) = (0, 0);
+            self.kv.hits.clear();
+            if self.cfg.policy.prefix.enabled {
+                let max_blocks = (context - 1) / bt;
+                (gpu_hits, evictable_hits) = prefix::lookup(
+                    &self.kv.blocks,
+                    self.kv.cpu_tier.as_ref(),
+                    &cand.cold.hashes,
+                    max_blocks,
+                    &mut self.kv.hits,
+                );
+                if (self.kv.hits.len() as u64 * bt) < self.cfg.policy.prefix.min_prefix_tokens {
+                    self.kv.hits.clear();
+                    (gpu_hits, evictable_hits) = (0, 0);
+                }
+            }
+            let hit_tokens = self.kv.hits.len() as u64 * bt;
+            let pending = context - hit_tokens;
+            let Some(step) = rule.step(cand, pending, n) else { break };
+            if step == 0 {
+                break;
+            }
+            let need = self.blocks_for(hit_tokens + step).max(self.reserved_blocks(cand));
+            let new = need - gpu_hits;
+            if !self.fits(new, evictable_hits) {
+                break;
+            }
+            let mut seq = self.waiting.take(from_preempted, &ctx);
+            // Its whole block table at once (it grows to this as it decodes).
+            let table = self.blocks_for(seq.prompt as u64 + seq.output as u64) as usize;
+            seq.blocks.reserve_exact(table.max(need as usize).saturating_sub(seq.blocks.len()));
+            let hits = std::mem::take(&mut self.kv.hits);
+            for h in &hits {
+                if let Hit::Gpu(b) = h {
+                    self.kv.blocks.acquire(*b);
+                }
+            }
+            let mut cpu_hits = 0u64;
+            for h in &hits {
+                match *h {
+                    Hit::Gpu(b) => seq.blocks.push(b),
+                    Hit::Cpu(hash) => {
+                        let b = self.kv.alloc_block(rec).expect("checked free blocks");
+                        self.kv.blocks.register(b, hash);
+                        if let Some(t) = &mut self.kv.cpu_tier {
+                            t.put(hash);
+                        }
+                        seq.blocks.push(b);
+                        cpu_hits += 1;
+                    }
+                }
+            }
+            let missing = (need as usize).saturating_sub(seq.blocks.len());
+            if !self.kv.blocks.alloc_free_into(missing, &mut seq.blocks) {
+                // Some must be evicted from the prefix cache.
+                while (seq.blocks.len() as u64) < need {
+                    let b = self.kv.alloc_block(rec).expect("checked free blocks");
+                    seq.blocks.push(b);
+                }
+            }
+            self.kv.hits = hits;
+            self.kv.cpu_hits_in(cpu_hits);
+            seq.computed = hit_tokens;
+            seq.step = step;
+            self.batch.add(&seq);
+            if self.cfg.policy.prefix.enabled {
+                let p = rec.policy();
+                p.prefix_saved_tokens += hit_tokens;
+                p.prefix_cpu_hit_tokens += cpu_hits * bt;
+                if !seq.admitted {
+                    p.prefix_lookups += 1;
+                    p.prefix_lookup_tokens += seq.prompt as u64;
+                    p.prefix_hit_tokens += hit_tokens;
+                    p.prefix_hit_requests += (hit_tokens > 0) as u64;
+                }
+            }
+            seq.admitted = true;
+            rec.scheduled(seq.id, now);
+            rule.taken(&seq, step);
+            self.waiting.queue.admitted(&seq);
+            self.running.push(seq);
+            self.admitted_now += 1;
+            n += 1;
+        }
+        n
+    }
+}
+
+/// How a batching policy admits: the step each candidate takes (after its prefix-cache hit,
+/// `pending` tokens are left to compute), or `None` to stop admitting.
+pub(crate) trait AdmitRule {
+    /// `n`: requests admitted so far in this iteration.
+    fn step(&mut self, s: &Seq, pending: u64, n: u32) -> Option<u64>;
+    /// The candidate was admitted with `step` tokens.
+    fn taken(&mut self, s: &Seq, step: u64);
+}
+
+/// The token-budget rule of continuous and chunked batching (see [`Core::admit`]).
+struct BudgetRule<'a> {
+    budget: &'a mut u64,
+    chunked: bool,
+    max_batched: u64,
+    cap: u64,
+}
+
+impl AdmitRule for BudgetRule<'_> {
+    #[inline]
+    fn step(&mut self, _s: &Seq, pending: u64, n: u32) -> Option<u64> {
+        if self.chunked {
+            return Some(pending.min(*self.budget).min(self.cap));
+        }
+        // A recomputation can exceed the token budget (prompt + generated tokens); it then
+        // runs as the only prefill of its iteration rather than never.
+        let oversized = pending > self.max_batched && n == 0;
+        (pending <= *self.budget || oversized).then_some(pending)
+    }
+
+    #[inline]
+    fn taken(&mut self, _s: &Seq, step: u64) {
+        *self.budget = self.budget.saturating_sub(step);
+    }
+}
+
+/// What a batching policy may do to form an iteration, and see of the instance: the scheduler
+/// core's operations and read-only views of its limits, running batch and free blocks.
+pub struct Sched<'a> {
+    core: &'a mut Core,
+}
+
+impl<'a> Sched<'a> {
+    pub(super) fn new(core: &'a mut Core) -> Sched<'a> {
+        Sched { core }
+    }
+
+    /// The instance's limits (`max_num_seqs`, `max_num_batched_tokens`, `block_tokens`, …).
+    pub(crate) fn limits(&self) -> &InstanceConfig {
+        &self.core.cfg
+    }
+
+    /// The running requests, in admission order.
+    pub(crate) fn running(&self) -> &[Box<Seq>] {
+        &self.core.running
+    }
+
+    /// Requests waiting: queued, preempted and swapped out.
+    pub(crate) fn waiting(&self) -> usize {
+        self.core.waiting_len()
+    }
+
+    /// Whether swapped-out requests wait to come back (they go before any admission).
+    pub(crate) fn has_swapped(&self) -> bool {
+        !self.core.waiting.swapped.is_empty()
+    }
+
+    /// KV blocks free now (evictable cached ones included).
+    pub(crate) fn kv_free_blocks(&self) -> u32 {
+        self.core.kv.blocks.free()
+    }
+
+    /// Tokens the iteration being formed processes so far.
+    pub(crate) fn budget_used(&self) -> u64 {
+        self.core.budget_used()
+    }
+
+    /// Whether the iteration being formed has any work.
+    pub(crate) fn batch_is_empty(&self) -> bool {
+        self.core.batch.shape.is_empty()
+    }
+
+    /// Whether a request was preempted while forming this iteration.
+    pub(crate) fn preempted_now(&self) -> bool {
+        self.core.preempted_now
+    }
+
+    /// [`Core::step_running_decodes`].
+    pub(crate) fn step_running_decodes(&mut self, budget: u64, rec: &mut dyn Observer) -> bool {
+        self.core.step_running_decodes(budget, rec)
+    }
+
+    /// [`Core::step_running_prefills`].
+    pub(crate) fn step_running_prefills(&mut self, budget: u64, rec: &mut dyn Observer) {
+        self.core.step_running_prefills(budget, rec)
+    }
+
+    /// [`Core::step_running_in_order`].
+    pub(crate) fn step_running_in_order(&mut self, budget: u64, rec: &mut dyn Observer) {
+        self.core.step_running_in_order(budget, rec)
+    }
+
+    /// [`Core::trim_decodes`].
+    pub(crate) fn trim_decodes(&mut self, keep: u64) {
+        self.core.trim_decodes(keep)
+    }
+
+    /// Gives running request `i` a step of `step` tokens and the blocks for it (preempting the
+    /// most recently admitted requests while none are free); false if `i` itself was preempted.
+    pub(crate) fn step_one(&mut self, i: usize, step: u64, rec: &mut dyn Observer) -> bool {
+        let c = &mut *self.core;
+        c.running[i].step = step;
+        c.batch.add(&c.running[i]);
+        c.grow(i, rec)
+    }
+
+    /// [`Core::swap_in`].
+    pub(crate) fn swap_in(&mut self, budget: &mut u64, chunked: bool) {
+        self.core.swap_in(budget, chunked)
+    }
+
+    /// [`Core::admit`].
+    pub(crate) fn admit(&mut self, now: SimTime, budget: &mut u64, chunked: bool, rec: &mut dyn Observer) -> u32 {
+        self.core.admit(now, budget, chunked, rec)
+    }
+
+    /// [`Core::admit_by`].
+    pub(crate) fn admit_by(&mut self, now: SimTime, rule: impl AdmitRule, rec: &mut dyn Observer) -> u32 {
+        self.core.admit_by(now, rule, rec)
+    }
+
+    /// Preempts running request `i` by recomputation and puts it back in the queue, where the
+    /// queue's order places it (SGLang's retraction), rather than first in line.
+    pub(crate) fn retract(&mut self, i: usize, rec: &mut dyn Observer) {
+        self.core.preempt_at(i, rec);
+        self.core.waiting.requeue_last_preempted();
+    }
+}
