@@ -45,7 +45,10 @@ fn the_docs_policy_tables_list_exactly_the_registered_kinds() {
         let mut registered: Vec<String> = registered.iter().map(|k| k.to_string()).collect();
         documented.sort();
         registered.sort();
-        assert_eq!(documented, registered, "docs/scenario.md {heading}: its table's kinds (left) against the registry's");
+        assert_eq!(
+            documented, registered,
+            "docs/scenario.md {heading}: its table's kinds (left) against the registry's"
+        );
     }
 }
 
