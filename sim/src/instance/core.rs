@@ -610,10 +610,21 @@ impl<'a> Sched<'a> {
         self.core.admit_by(now, rule, rec)
     }
 
-    /// Preempts running request `i` by recomputation and puts it back in the queue, where the
-    /// queue's order places it (SGLang's retraction), rather than first in line.
+    /// SGLang's retraction (`ScheduleBatch.release_req`, `schedule_batch.py`, sgl-project/sglang
+    /// 000eaffa): running request `i` is preempted by recomputation and put back in the queue,
+    /// where the queue's order places it. It frees the KV past `req.prefix_indices` — what the
+    /// radix tree holds of it: its prompt, inserted after its prefill (`cache_unfinished_req` in
+    /// `process_batch_result_prefill`) — and only unlocks the rest. So its prompt's blocks stay
+    /// cached (evictable) and those of its generated tokens are freed: a resume re-hits the
+    /// prompt at most.
     pub(crate) fn retract(&mut self, i: usize, rec: &mut dyn Observer) {
-        self.core.preempt_at(i, rec);
-        self.core.waiting.requeue_last_preempted();
+        let c = &mut *self.core;
+        let s = &c.running[i];
+        let prompt_blocks = s.prompt as u64 / c.cfg.block_tokens;
+        for &b in s.blocks.iter().skip(prompt_blocks as usize) {
+            c.kv.blocks.forget(b);
+        }
+        c.preempt_at(i, rec);
+        c.waiting.requeue_last_preempted();
     }
 }

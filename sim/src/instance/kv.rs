@@ -268,6 +268,18 @@ impl BlockAllocator {
         true
     }
 
+    /// Unregisters block `b` if its one owner is the only one (its content will not be cached
+    /// when released); a block others share keeps its name.
+    pub(crate) fn forget(&mut self, b: u32) {
+        if self.refs[b as usize] != 1 {
+            return;
+        }
+        let Some(c) = self.cache.as_mut() else { return };
+        if let Some(h) = c.hash[b as usize].take() {
+            c.by_hash.remove(&h);
+        }
+    }
+
     /// Drops one owner of every block of `table` (at `now`) and empties it. Blocks nobody owns
     /// any more become free, or evictable if they are cached; the table's last blocks are
     /// released first, so they are evicted first (they are the least likely to be shared).
@@ -546,6 +558,25 @@ mod tests {
         assert_eq!(a.expire(SimTime(101)), 2);
         assert_eq!((a.evictable(), a.cached(), a.free()), (0, 0, 4));
         assert_eq!(a.lookup(7), None);
+    }
+
+    #[test]
+    fn a_forgotten_block_is_freed_not_cached_unless_shared() {
+        let mut a = BlockAllocator::with_prefix_cache(4);
+        let mut t = vec![];
+        assert!(a.alloc_n(2, &mut t));
+        assert!(a.register(t[0], 7) && a.register(t[1], 8));
+        // Block 1 is shared with another owner: it keeps its name.
+        a.acquire(t[1]);
+        a.forget(t[0]);
+        a.forget(t[1]);
+        assert_eq!((a.lookup(7), a.lookup(8)), (None, Some(t[1])));
+        let shared = t[1];
+        a.release_at(&mut t, SimTime(5));
+        // Block 0 is free (not evictable); block 1 is still owned once.
+        assert_eq!((a.evictable(), a.cached(), a.used()), (0, 1, 1));
+        a.release_at(&mut vec![shared], SimTime(6));
+        assert_eq!((a.evictable(), a.cached(), a.used()), (1, 1, 0));
     }
 
     #[test]

@@ -317,6 +317,7 @@ impl Instance {
         if self.core.cfg.policy.prefix.enabled {
             prefix::block_hashes(
                 &req.content,
+                req.id,
                 req.prompt_tokens,
                 req.output_tokens,
                 self.core.cfg.block_tokens,

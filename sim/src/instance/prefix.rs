@@ -45,21 +45,33 @@ impl PrefixCacheSection {
     }
 }
 
-/// Names every full KV block whose tokens `content` identifies: the prompt's covered blocks and,
-/// when the content covers the whole prompt, the blocks of generated tokens (named by
-/// [`output_hash`]), up to the `prompt + output − 1` tokens whose KV is ever written.
-pub(crate) fn block_hashes(content: &[Segment], prompt: u32, output: u32, block_tokens: u64, out: &mut Vec<u64>) {
+/// Names every full KV block a request will write — its `prompt + output − 1` tokens — as the
+/// engines' prefix caches do (vLLM hashes every full block of a request's tokens,
+/// `Request.block_hashes`): the blocks `content` identifies by its chain of segment names (the
+/// answer too, named by [`output_hash`], when the content covers the whole prompt); the rest —
+/// prompt tokens the content does not describe, and the answer of a request whose prompt it
+/// does not cover — by a segment that is request `id`'s alone. Such blocks never match another
+/// request, but a request preempted and recomputed finds its own still cached.
+pub(crate) fn block_hashes(
+    content: &[Segment],
+    id: u64,
+    prompt: u32,
+    output: u32,
+    block_tokens: u64,
+    out: &mut Vec<u64>,
+) {
     out.clear();
-    if content.is_empty() {
-        return;
-    }
     let covered: u64 = content.iter().map(|s| s.tokens as u64).sum();
-    let whole = covered >= prompt as u64;
-    let answer = whole.then(|| Segment { hash: output_hash(content), tokens: output });
-    let limit = if whole { prompt as u64 + output as u64 - 1 } else { covered };
+    let whole = !content.is_empty() && covered >= prompt as u64;
+    let limit = prompt as u64 + output as u64 - 1;
+    let rest = if whole {
+        Segment { hash: output_hash(content), tokens: output }
+    } else {
+        Segment { hash: mix(OWN_TAG, id), tokens: (limit - covered).min(u32::MAX as u64) as u32 }
+    };
     let blocks = limit / block_tokens;
     out.reserve(blocks as usize);
-    let mut segs = content.iter().copied().chain(answer);
+    let mut segs = content.iter().copied().chain(std::iter::once(rest));
     let mut cur = segs.next();
     let mut off = 0u64;
     let mut h = 0x7072_6566_6978u64; // "prefix"
@@ -81,6 +93,9 @@ pub(crate) fn block_hashes(content: &[Segment], prompt: u32, output: u32, block_
         out.push(h);
     }
 }
+
+/// Tags the segment of a request's own tokens (those no content describes).
+const OWN_TAG: u64 = 0x6f77_6e5f_746f_6b73; // "own_toks"
 
 /// Where a block of a prefix hit comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,8 +196,8 @@ mod tests {
         let (mut a, mut b) = (vec![], vec![]);
         // 40 shared tokens then different: blocks of 16 → blocks 0 and 1 equal, block 2 (32..48)
         // straddles the divergence.
-        block_hashes(&[seg(1, 40), seg(2, 30)], 70, 10, 16, &mut a);
-        block_hashes(&[seg(1, 40), seg(3, 30)], 70, 10, 16, &mut b);
+        block_hashes(&[seg(1, 40), seg(2, 30)], 1, 70, 10, 16, &mut a);
+        block_hashes(&[seg(1, 40), seg(3, 30)], 2, 70, 10, 16, &mut b);
         assert_eq!(&a[..2], &b[..2]);
         assert_ne!(a[2], b[2]);
         // The whole prompt is covered: KV of 70 + 10 − 1 = 79 tokens → 4 full blocks.
@@ -190,13 +205,24 @@ mod tests {
         // The same tokens cut into segments differently are different content (segment
         // identities differ), but the same segments always give the same names.
         let mut c = vec![];
-        block_hashes(&[seg(1, 40), seg(2, 30)], 70, 10, 16, &mut c);
+        block_hashes(&[seg(1, 40), seg(2, 30)], 3, 70, 10, 16, &mut c);
         assert_eq!(a, c);
-        // Content covering only part of the prompt names only its full blocks.
-        block_hashes(&[seg(1, 40)], 100, 10, 16, &mut c);
-        assert_eq!(c, a[..2].to_vec());
-        block_hashes(&[], 100, 10, 16, &mut c);
-        assert!(c.is_empty());
+        // Content covering only part of the prompt: its full blocks by the content, then the
+        // request's own tokens: 100 + 10 − 1 = 109 tokens → 6 full blocks, the first two shared.
+        block_hashes(&[seg(1, 40)], 4, 100, 10, 16, &mut c);
+        assert_eq!(c.len(), 6);
+        assert_eq!(c[..2], a[..2]);
+        let mut d = vec![];
+        block_hashes(&[seg(1, 40)], 5, 100, 10, 16, &mut d);
+        assert_eq!(d[..2], a[..2]);
+        assert!(c[2..].iter().zip(&d[2..]).all(|(x, y)| x != y), "another request's own tokens differ");
+        // No content: every block the request's own, the same for the same request.
+        block_hashes(&[], 6, 100, 10, 16, &mut c);
+        block_hashes(&[], 6, 100, 10, 16, &mut d);
+        assert_eq!(c.len(), 6);
+        assert_eq!(c, d);
+        block_hashes(&[], 7, 100, 10, 16, &mut d);
+        assert!(c.iter().all(|h| !d.contains(h)));
     }
 
     #[test]
@@ -204,8 +230,8 @@ mod tests {
         let t1 = [seg(9, 100)];
         let t2 = [seg(9, 100), seg(output_hash(&t1), 60), seg(10, 50)];
         let (mut a, mut b) = (vec![], vec![]);
-        block_hashes(&t1, 100, 60, 16, &mut a);
-        block_hashes(&t2, 210, 5, 16, &mut b);
+        block_hashes(&t1, 1, 100, 60, 16, &mut a);
+        block_hashes(&t2, 2, 210, 5, 16, &mut b);
         // Turn 1 writes KV for 159 tokens: 9 full blocks, all of them the start of turn 2.
         assert_eq!(a.len(), 9);
         assert_eq!(&b[..9], &a[..]);
