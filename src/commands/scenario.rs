@@ -368,17 +368,15 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
     if pp > 1 {
         t += &format!("pp = {pp}\n");
     }
-    // The engines' defaults where the command says nothing (vLLM V1 on a ≥ 70 GiB GPU:
-    // max_num_seqs 1024, max_num_batched_tokens 8192; SGLang: chunked_prefill_size 8192 on
-    // 80–160 GB GPUs; see `validate --silicon`'s engine_settings).
-    let big = gpu.memory_gib() >= 70.0 && !gpu.name.starts_with("a100");
-    let (seqs_default, tokens_default) = match engine {
-        Engine::Vllm if big => (1024, 8192),
-        Engine::Vllm => (256, 2048),
-        Engine::Sglang => (1024, if gpu.memory_gib() > 160.0 { 16384 } else { 8192 }),
+    // The engine's own defaults on this GPU where the command says nothing.
+    let serving = match engine {
+        Engine::Vllm => servesim_sim::scenario::ServingEngine::Vllm,
+        Engine::Sglang => servesim_sim::scenario::ServingEngine::Sglang,
     };
-    let seqs = int(&got, "max_num_seqs", "--max-num-seqs")?.unwrap_or(seqs_default);
-    let tokens = int(&got, "max_num_batched_tokens", "--max-num-batched-tokens")?.unwrap_or(tokens_default);
+    let limits = serving.default_limits(&gpu);
+    let seqs = int(&got, "max_num_seqs", "--max-num-seqs")?.unwrap_or(limits.max_num_seqs as u64);
+    let tokens = int(&got, "max_num_batched_tokens", "--max-num-batched-tokens")?
+        .unwrap_or(limits.max_num_batched_tokens as u64);
     t += &format!("\n[scheduler]\nmax_num_seqs = {seqs}\nmax_num_batched_tokens = {tokens}\n");
     if let Some(b) = int(&got, "block_size", "--block-size")? {
         t += &format!("block_tokens = {b}\n");

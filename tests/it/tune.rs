@@ -406,3 +406,34 @@ fn pipeline_stages_are_a_knob_and_reach_the_launch_command() {
     let launch = v["launch_command"].as_str().unwrap();
     assert!(launch.starts_with("vllm serve ") && launch.ends_with(" --pipeline-parallel-size 2"), "{launch}");
 }
+
+#[test]
+fn the_launch_command_reads_back_as_the_winners_settings() {
+    // tune writes each engine's flags; `scenario from-vllm` / `from-sglang` read them: the two
+    // must agree on every flag, so the winner's launch command, read back, is the winner.
+    for (engine, from) in [("vllm", "from-vllm"), ("sglang", "from-sglang")] {
+        let src = format!(
+            "engine = \"{engine}\"\n{}",
+            tuned_short(
+                "max_num_seqs = [128]\nmax_num_batched_tokens = [4096]\nprefix_caching = [false]\nkv_dtype = [\"fp8\"]\n"
+            )
+        );
+        let (v, out) = tune_json(&src, &format!("tune_roundtrip_{engine}"));
+        let launch = v["launch_command"].as_str().unwrap().to_string();
+        let words: Vec<&str> = launch.split_whitespace().collect();
+        let mut args = vec!["scenario", from, "--gpu", "h100-sxm", "--out"];
+        let back = out.join("back.toml");
+        args.push(back.to_str().unwrap());
+        args.push("--");
+        args.extend(&words);
+        let o = servesim(&args);
+        assert!(o.status.success(), "{engine}: {launch}: {}", stderr(&o));
+        let t: toml::Table = read(&back).parse().unwrap();
+        let sch = &t["scheduler"];
+        assert_eq!(sch["max_num_seqs"].as_integer(), Some(128), "{engine}: {launch}\n{t}");
+        assert_eq!(sch["max_num_batched_tokens"].as_integer(), Some(4096), "{engine}: {launch}\n{t}");
+        assert_eq!(sch["prefix_cache"]["enabled"].as_bool(), Some(false), "{engine}: {launch}\n{t}");
+        assert_eq!(t["model"]["kv_dtype"].as_str(), Some("fp8"), "{engine}: {launch}\n{t}");
+        assert_eq!(t["cluster"]["tp"].as_integer(), Some(1), "{engine}: {launch}\n{t}");
+    }
+}

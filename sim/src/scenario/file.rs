@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::cluster::GroupSection;
+use super::engines::ServingEngine;
 use super::plan_file::PlanSection;
 use crate::config::{check, ConfigError};
 use crate::cost::CostSpec;
@@ -288,88 +289,5 @@ impl ScenarioFile {
             engine.apply_defaults(&mut self, given);
         }
         self
-    }
-}
-
-/// The top-level `engine` key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ServingEngine {
-    Vllm,
-    Sglang,
-    Trtllm,
-}
-
-impl ServingEngine {
-    pub fn name(self) -> &'static str {
-        match self {
-            ServingEngine::Vllm => "vllm",
-            ServingEngine::Sglang => "sglang",
-            ServingEngine::Trtllm => "trtllm",
-        }
-    }
-
-    /// Fills in the engine's own rules where `given` (the file as written) leaves the key out:
-    ///
-    /// | key | vllm | sglang | trtllm |
-    /// |---|---|---|---|
-    /// | `scheduler.batching` | `vllm-v1` | `sglang` | — |
-    /// | `scheduler.prefix_cache.enabled` | true | true (the radix cache) | — |
-    /// | `memory.engine` (unless `reserve_gib` or `kv_blocks` is given) | `vllm` | `sglang` | — |
-    /// | `cost.overhead` (roofline) | `vllm` | `sglang` | `trtllm` |
-    /// | `scheduler.kv_cache` (unless `allocation` is given) | — | — | `reserve-max`, each request's own output, `scheduler.watermark` 0 |
-    ///
-    /// vLLM V1 always chunks prefills and caches prefixes by default (vllm/config/cache.py,
-    /// `enable_prefix_caching`); SGLang's radix cache is on unless `--disable-radix-cache`.
-    pub(crate) fn apply_defaults(self, file: &mut ScenarioFile, given: &toml::Table) {
-        use crate::instance::batching::{BatchingSpec, Sglang, VllmV1};
-        let has = |path: &[&str]| -> bool {
-            let mut t = given;
-            for (i, k) in path.iter().enumerate() {
-                match t.get(*k) {
-                    None => return false,
-                    Some(_) if i + 1 == path.len() => return true,
-                    Some(toml::Value::Table(inner)) => t = inner,
-                    Some(_) => return true,
-                }
-            }
-            true
-        };
-        let (vllm, sglang) = (self == ServingEngine::Vllm, self == ServingEngine::Sglang);
-        if !has(&["scheduler", "batching"]) {
-            if vllm {
-                file.scheduler.batching = BatchingSpec::VllmV1(VllmV1::default());
-            } else if sglang {
-                file.scheduler.batching = BatchingSpec::Sglang(Sglang::default());
-            }
-        }
-        if (vllm || sglang) && !has(&["scheduler", "prefix_cache", "enabled"]) {
-            file.scheduler.prefix_cache.enabled = true;
-        }
-        let sized_by_hand = has(&["memory", "reserve_gib"]) || has(&["memory", "kv_blocks"]);
-        if (vllm || sglang) && !has(&["memory", "engine"]) && !sized_by_hand {
-            file.memory.engine = if vllm { MemoryEngine::Vllm } else { MemoryEngine::Sglang };
-        }
-        if let CostSpec::Roofline(c) = &mut file.cost {
-            if c.overhead.is_none() {
-                c.overhead = Some(self.name().to_string());
-            }
-        }
-        // TensorRT-LLM's default capacity scheduler, GUARANTEED_NO_EVICT (the
-        // `capacity_scheduler_policy` default of `SchedulerConfig`, tensorrt_llm/llmapi/llm_args.py,
-        // NVIDIA/TensorRT-LLM), admits a request only with blocks for its prompt and all the tokens
-        // it may generate, its max_tokens (`GuaranteedNoEvictScheduler`,
-        // tensorrt_llm/_torch/pyexecutor/scheduler.py).
-        if self == ServingEngine::Trtllm && !has(&["scheduler", "kv_cache", "allocation"]) {
-            let dtype = file.scheduler.kv_cache.dtype;
-            file.scheduler.kv_cache = crate::instance::kv_policy::KvCacheSection {
-                dtype,
-                ..crate::instance::kv_policy::KvCacheSection::trtllm()
-            };
-            // Nothing is kept back beyond the reservations: the reservation is the guarantee.
-            if !has(&["scheduler", "watermark"]) {
-                file.scheduler.watermark = 0.0;
-            }
-        }
     }
 }

@@ -10,6 +10,7 @@
 
 mod cluster;
 pub mod edit;
+mod engines;
 mod file;
 mod plan_file;
 mod resources;
@@ -19,6 +20,7 @@ pub use crate::instance::InstanceGroup;
 pub use crate::metrics::{MetricsSection, SloSection};
 pub(crate) use cluster::gpu_or_preset;
 pub use cluster::GroupSection;
+pub use engines::{EngineLimits, ServingEngine};
 pub use file::*;
 pub use plan_file::{CandidateSection, PlanSection, TuneSection};
 pub use resources::{NoFiles, ResourceError, Resources};

@@ -199,3 +199,27 @@ fn a_top_level_engine_supplies_its_rules_where_the_file_is_silent() {
     let e = err(&format!("engine = \"tgi\"\n{BASE}"));
     assert!(e.contains("engine: unknown variant `tgi`, expected one of `vllm`, `sglang`, `trtllm`"), "{e}");
 }
+
+#[test]
+fn a_top_level_engine_supplies_its_own_limits_on_the_scenarios_gpu() {
+    let limits = |engine: &str, gpu: &str, extra: &str| {
+        let src = format!("engine = \"{engine}\"\n{}{extra}", BASE.replace("h100-sxm", gpu));
+        let s = Scenario::from_toml(&src, "t").unwrap();
+        let sch = &s.groups[0].scheduler;
+        (sch.max_num_seqs, sch.max_num_batched_tokens)
+    };
+    // vLLM's get_batch_defaults for its API server: ≥ 70 GiB and not an A100, else the small pair.
+    assert_eq!(limits("vllm", "h100-sxm", ""), (1024, 8192));
+    assert_eq!(limits("vllm", "a100-80g", ""), (256, 2048));
+    assert_eq!(limits("vllm", "l4", ""), (256, 2048));
+    // SGLang's chunked prefill size by GPU memory.
+    assert_eq!(limits("sglang", "l4", ""), (1024, 2048));
+    assert_eq!(limits("sglang", "h200", ""), (1024, 8192));
+    assert_eq!(limits("sglang", "b200", ""), (1024, 16384));
+    assert_eq!(limits("trtllm", "h100-sxm", ""), (2048, 8192));
+    // What the file says wins, key by key.
+    assert_eq!(limits("vllm", "h100-sxm", "[scheduler]\nmax_num_seqs = 64\n"), (64, 8192));
+    // No engine: servesim's own defaults.
+    let plain = Scenario::from_toml(BASE, "t").unwrap();
+    assert_eq!((plain.groups[0].scheduler.max_num_seqs, plain.groups[0].scheduler.max_num_batched_tokens), (256, 8192));
+}

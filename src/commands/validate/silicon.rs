@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 use servesim_sim::metrics::Status;
-use servesim_sim::scenario::Resources;
+use servesim_sim::scenario::{EngineLimits, Resources, ServingEngine};
 use servesim_sim::spec::GpuPreset;
 use servesim_sim::Scenario;
 
@@ -391,44 +391,22 @@ fn layout_case_of(
     })
 }
 
-/// The engine's default scheduler settings on a GPU, as servesim keys.
-///
-/// vLLM (`vllm/engine/arg_utils.py`, `EngineArgs.get_batch_defaults`, v0.11–0.19): the API
-/// server on a GPU of ≥ 70 GiB other than A100 schedules `max_num_batched_tokens` 8192 and
-/// `max_num_seqs` 1024, else 2048 and 256; V1 always chunks prefills, decodes first.
-/// SGLang (`python/sglang/srt/server_args.py`): `chunked_prefill_size` 8192 on 80–160 GB GPUs,
-/// 16384 above, 4096 on 48 GB; prefill batches first. TensorRT-LLM (`LlmArgs`): `max_num_tokens`
-/// 8192, `max_batch_size` 2048, no chunked prefill ([`trtllm_settings`]; `osl`: the row's
-/// output length, reserved at admission).
-/// With `own`, vLLM rows run `kind = "vllm-v1"` and SGLang rows `kind = "sglang"`.
+/// The engine's default scheduler settings on a GPU, as servesim keys: its own limits there
+/// ([`ServingEngine::default_limits`]); vLLM V1 always chunks prefills, decodes first; SGLang
+/// runs prefill batches first; TensorRT-LLM does not chunk ([`trtllm_settings`]; `osl`: the
+/// row's output length, reserved at admission). With `own`, vLLM rows run `kind = "vllm-v1"`
+/// and SGLang rows `kind = "sglang"`.
 pub(super) fn engine_settings(framework: &str, gpu: &servesim_sim::spec::GpuSpec, osl: u64, own: bool) -> String {
-    let gib = gpu.memory_gib();
-    let big = gib >= 70.0 && !gpu.name.starts_with("a100");
-    match framework {
-        "vllm" => {
-            let (tokens, seqs) = if big { (8192, 1024) } else { (2048, 256) };
-            let batching = if own { "kind = \"vllm-v1\"" } else { "kind = \"chunked\"\npriority = \"decode\"" };
-            format!(
-                "[scheduler]\nmax_num_seqs = {seqs}\nmax_num_batched_tokens = {tokens}\n\
-                 [scheduler.batching]\n{batching}\n"
-            )
-        }
-        "sglang" => {
-            let tokens = if gib > 160.0 {
-                16384
-            } else if gib >= 70.0 {
-                8192
-            } else {
-                4096
-            };
-            let batching = if own { "kind = \"sglang\"" } else { "kind = \"chunked\"\npriority = \"prefill\"" };
-            format!(
-                "[scheduler]\nmax_num_seqs = 1024\nmax_num_batched_tokens = {tokens}\n\
-                 [scheduler.batching]\n{batching}\n"
-            )
-        }
-        _ => trtllm_settings(2048, 8192, osl),
-    }
+    let engine = ServingEngine::from_name(framework).unwrap_or(ServingEngine::Trtllm);
+    let EngineLimits { max_num_seqs: seqs, max_num_batched_tokens: tokens } = engine.default_limits(gpu);
+    let batching = match (engine, own) {
+        (ServingEngine::Vllm, true) => "kind = \"vllm-v1\"",
+        (ServingEngine::Vllm, false) => "kind = \"chunked\"\npriority = \"decode\"",
+        (ServingEngine::Sglang, true) => "kind = \"sglang\"",
+        (ServingEngine::Sglang, false) => "kind = \"chunked\"\npriority = \"prefill\"",
+        (ServingEngine::Trtllm, _) => return trtllm_settings(seqs as u64, tokens as u64, osl),
+    };
+    format!("[scheduler]\nmax_num_seqs = {seqs}\nmax_num_batched_tokens = {tokens}\n[scheduler.batching]\n{batching}\n")
 }
 
 /// TensorRT-LLM's scheduler (PyTorch executor, `enable_chunked_prefill: false` by default):
