@@ -138,44 +138,88 @@ pub(crate) fn start_time_limit(seconds: f64) {
         // the process ends anyway: outputs not yet renamed into place are absent, never half.
         let grace = GRACE_S + seconds * 0.1;
         std::thread::sleep(std::time::Duration::from_secs_f64(grace));
-        let msg = format!(
+        force_exit(&format!(
             "stopped: the wall-clock limit (--time-limit {seconds} s) passed and the command had not \
              stopped {grace:.0} s later (blocked reading an input?); outputs not written by then are absent"
-        );
-        // Raw writes: the main thread may hold the stdout/stderr locks (blocked on a full pipe).
-        #[cfg(unix)]
-        {
-            let raw = |fd: i32, text: String| {
-                // SAFETY: writing a valid buffer to a file descriptor; failures are ignored.
-                unsafe { libc::write(fd, text.as_ptr().cast(), text.len()) };
-            };
-            if !STDOUT_USED.load(std::sync::atomic::Ordering::Relaxed) {
-                raw(1, format!("STOPPED{}\n", msg.strip_prefix("stopped").unwrap_or(&msg)));
-            }
-            raw(2, format!("error: {msg}\n"));
-        }
-        #[cfg(not(unix))]
-        write_stderr(format_args!("error: {msg}\n"));
-        crate::atomic::remove_temporaries();
-        std::process::exit(3);
+        ));
     });
 }
 
+/// Ends the process with `msg` (exit code 3) from a watchdog thread, whatever the main thread is
+/// doing: raw writes (the main thread may hold the stdout/stderr locks, blocked on a full pipe),
+/// temporaries removed, so outputs not yet renamed into place are absent, never half.
+fn force_exit(msg: &str) -> ! {
+    #[cfg(unix)]
+    {
+        let raw = |fd: i32, text: String| {
+            // SAFETY: writing a valid buffer to a file descriptor; failures are ignored.
+            unsafe { libc::write(fd, text.as_ptr().cast(), text.len()) };
+        };
+        if !STDOUT_USED.load(std::sync::atomic::Ordering::Relaxed) {
+            raw(1, format!("STOPPED{}\n", msg.strip_prefix("stopped").unwrap_or(msg)));
+        }
+        raw(2, format!("error: {msg}\n"));
+    }
+    #[cfg(not(unix))]
+    write_stderr(format_args!("error: {msg}\n"));
+    crate::atomic::remove_temporaries();
+    std::process::exit(3);
+}
+
+/// How long after SIGINT or SIGTERM the process may take to stop by itself (finish the step in
+/// progress and write what a stopped command writes) before the watchdog ends it.
+const SIGNAL_GRACE_S: f64 = 2.0;
+
+/// The write end of the pipe the signal handler wakes the watchdog through (-1: none).
+#[cfg(unix)]
+static SIGNAL_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
 /// SIGINT and SIGTERM stop the command like `--time-limit` does: runs stop at their next check,
-/// the files already written stay whole, the exit code is 3. The handler puts the default action
-/// back, so a second signal ends the process at once (its temporaries are hidden files; no
-/// output is ever half written).
+/// the files already written stay whole, the exit code is 3. Whatever the command is doing —
+/// a step that does not check, an `open` or `read` blocked on a FIFO nobody writes — a watchdog
+/// ends it [`SIGNAL_GRACE_S`] after the signal. The handler puts the default action back, so a
+/// second signal ends the process at once (its temporaries are hidden files; no output is ever
+/// half written).
 #[cfg(unix)]
 pub(crate) fn install_signal_handlers() {
+    use std::sync::atomic::Ordering;
     extern "C" fn on_signal(sig: libc::c_int) {
         request_stop(sig);
-        // SAFETY: signal() is async-signal-safe; SIG_DFL is a valid disposition.
+        let fd = SIGNAL_PIPE.load(Ordering::Relaxed);
+        // SAFETY: signal() and write() are async-signal-safe; SIG_DFL is a valid disposition and
+        // the buffer is a valid byte.
         unsafe {
             libc::signal(sig, libc::SIG_DFL);
+            if fd >= 0 {
+                libc::write(fd, [sig as u8].as_ptr().cast(), 1);
+            }
         }
     }
+    let mut fds = [-1; 2];
+    // SAFETY: pipe() fills a two-element array.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } == 0 {
+        SIGNAL_PIPE.store(fds[1], Ordering::Relaxed);
+        let read_end = fds[0];
+        std::thread::spawn(move || {
+            let mut byte = [0u8; 1];
+            loop {
+                // SAFETY: reading one byte into a valid buffer from our own pipe.
+                let n = unsafe { libc::read(read_end, byte.as_mut_ptr().cast(), 1) };
+                if n == 1 || (n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted) {
+                    break;
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_secs_f64(SIGNAL_GRACE_S));
+            let name = if STOP_CAUSE.load(Ordering::Relaxed) == libc::SIGINT { "SIGINT (Ctrl-C)" } else { "SIGTERM" };
+            force_exit(&format!(
+                "stopped: {name} arrived and the command had not stopped {SIGNAL_GRACE_S:.0} s later (blocked \
+                 reading an input?); outputs not written by then are absent"
+            ));
+        });
+    }
     for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to atomics and calls signal(), both async-signal-safe.
+        // SAFETY: the handler only stores to atomics and calls signal() and write(), all
+        // async-signal-safe.
         unsafe {
             libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
         }

@@ -65,6 +65,44 @@ fn sigterm_stops_a_run_with_complete_files_marked_stopped_and_exit_3() {
     assert_no_temporaries(&out);
 }
 
+#[cfg(unix)]
+#[test]
+fn sigterm_stops_a_command_blocked_opening_a_fifo_within_its_grace() {
+    // A trace FIFO nobody writes: `open` blocks, no loop ever checks the stop flag. The watchdog
+    // ends the process 2 s after the signal, exit 3, saying why; no output is left half written.
+    let dir = out_dir("rel_sigterm_fifo");
+    make_fifo(&dir, "never.fifo");
+    let path = scenario_file(
+        &dir,
+        "s.toml",
+        &llama8b("trace = { path = \"never.fifo\", format = \"csv\" }", "[cost]\noverhead = \"vidur-2023\"\n"),
+    );
+    let out = dir.join("out");
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT (Ctrl-C)")] {
+        let child = bin()
+            .args(["simulate", "--scenario", &path, "--out", out.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let sent = Instant::now();
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+        let o = child.wait_with_output().unwrap();
+        let took = sent.elapsed().as_secs_f64();
+        assert!((1.9..4.0).contains(&took), "{name}: stopped {took:.2} s after the signal");
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("stopped: {name} arrived and the command had not stopped 2 s later")),
+            "{}",
+            stderr(&o)
+        );
+        assert!(stdout(&o).starts_with("STOPPED:"), "{}", stdout(&o));
+        assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(), "nothing half written");
+    }
+}
+
 #[test]
 fn a_run_stopped_by_its_event_budget_says_so_on_stdouts_first_line() {
     let dir = out_dir("rel_budget");
