@@ -6,6 +6,12 @@
 //! ends), so a second run writing into the same folder at once is refused instead of mixing its
 //! files with this one's; and it refuses to write over one of its own inputs (the scenario, a
 //! trace, a profile) or over an output it already wrote.
+//!
+//! What is not a regular file is never replaced: a device, a FIFO or a socket (`/dev/null`, a
+//! named pipe) is written through, as is an open file of this process named as one
+//! (`/dev/stdout`, `/dev/stderr`, `/dev/fd/N`: written at its current offset, as a shell
+//! redirection would); a symbolic link is followed, as `cp` and `tee` do — its target is written
+//! (whole, by the rename) and the link stays — and one that points nowhere is refused.
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
@@ -115,22 +121,87 @@ fn claim(dir: &Path, name: &std::ffi::OsStr) -> anyhow::Result<()> {
 }
 
 /// A file being written; [`AtomicFile::commit`] puts it in place. Dropped uncommitted (an error
-/// on the way), its temporary is removed and the target is left as it was.
+/// on the way), its temporary is removed and the target is left as it was. A target that is not
+/// a regular file is written through (`tmp` is `None`): there is nothing to rename.
 pub(crate) struct AtomicFile {
     target: PathBuf,
-    tmp: PathBuf,
+    tmp: Option<PathBuf>,
     w: Option<BufWriter<File>>,
+}
+
+/// The file descriptor a path names when it is one of this process's open files
+/// (`/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`).
+fn own_descriptor(path: &Path) -> Option<i32> {
+    let p = path.to_str()?;
+    match p {
+        "/dev/stdout" => Some(1),
+        "/dev/stderr" => Some(2),
+        _ => p.strip_prefix("/dev/fd/").or_else(|| p.strip_prefix("/proc/self/fd/"))?.parse().ok(),
+    }
+}
+
+/// Where an output named `target` goes: written through (an open file of this process, a device,
+/// a FIFO, a socket), or replaced whole at a regular path (a symbolic link's target, followed).
+enum Destination {
+    Through(File),
+    Replace(PathBuf),
+}
+
+fn destination(target: &Path) -> anyhow::Result<Destination> {
+    #[cfg(unix)]
+    if let Some(fd) = own_descriptor(target) {
+        use std::os::fd::FromRawFd;
+        // SAFETY: dup(2) of a descriptor number; the result is checked before use and owned by
+        // the new File alone.
+        let dup = unsafe { libc::dup(fd) };
+        if dup < 0 {
+            bail!("writing {}: file descriptor {fd} is not open", target.display());
+        }
+        // SAFETY: `dup` is a fresh descriptor nobody else owns.
+        return Ok(Destination::Through(unsafe { File::from_raw_fd(dup) }));
+    }
+    let link = fs::symlink_metadata(target).ok();
+    match fs::metadata(target) {
+        Ok(m) if !m.is_file() && !m.is_dir() => {
+            let f = fs::OpenOptions::new().write(true).open(target).with_context(|| format!("opening {}", target.display()))?;
+            Ok(Destination::Through(f))
+        }
+        Ok(_) if link.as_ref().is_some_and(|l| l.file_type().is_symlink()) => {
+            let real = fs::canonicalize(target).with_context(|| format!("following {}", target.display()))?;
+            // An open file of this process reached through a link of the user's own.
+            if let Some(fd) = real.to_str().and_then(|p| p.strip_prefix("/proc/")).and_then(|p| p.split_once("/fd/")) {
+                return destination(Path::new(&format!("/proc/self/fd/{}", fd.1)));
+            }
+            Ok(Destination::Replace(real))
+        }
+        Err(_) if link.as_ref().is_some_and(|l| l.file_type().is_symlink()) => Err(refuse(format!(
+            "refusing to write {}: it is a symbolic link to {}, which does not exist; remove the link or name its target",
+            target.display(),
+            fs::read_link(target).map(|p| p.display().to_string()).unwrap_or_else(|_| "?".into())
+        ))),
+        _ => Ok(Destination::Replace(target.to_path_buf())),
+    }
 }
 
 impl AtomicFile {
     pub(crate) fn create(target: &Path) -> anyhow::Result<AtomicFile> {
+        let target = match destination(target)? {
+            Destination::Through(f) => {
+                return Ok(AtomicFile {
+                    target: target.to_path_buf(),
+                    tmp: None,
+                    w: Some(BufWriter::with_capacity(1 << 16, f)),
+                })
+            }
+            Destination::Replace(t) => t,
+        };
         let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let name = target.file_name().with_context(|| format!("{}: not a file path", target.display()))?;
         claim(dir, name)?;
         let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
         let f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
         register_temporary(&tmp);
-        Ok(AtomicFile { target: target.to_path_buf(), tmp, w: Some(BufWriter::with_capacity(1 << 16, f)) })
+        Ok(AtomicFile { target, tmp: Some(tmp), w: Some(BufWriter::with_capacity(1 << 16, f)) })
     }
 
     /// Flushes, syncs and renames the file into place.
@@ -151,9 +222,9 @@ impl Write for AtomicFile {
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if self.w.take().is_some() {
-            let _ = fs::remove_file(&self.tmp);
-            forget_temporary(&self.tmp);
+        if let (Some(_), Some(tmp)) = (self.w.take(), &self.tmp) {
+            let _ = fs::remove_file(tmp);
+            forget_temporary(tmp);
         }
     }
 }
@@ -165,22 +236,27 @@ pub(crate) fn commit_all<const N: usize>(files: [AtomicFile; N]) -> anyhow::Resu
     let mut ready = Vec::with_capacity(N);
     for mut f in files {
         let w = f.w.take().expect("not committed twice");
+        let Some(tmp) = f.tmp.clone() else {
+            // Written through: flushed, nothing to sync (a pipe or a device cannot be) or rename.
+            w.into_inner().map_err(|e| e.into_error()).with_context(|| format!("writing {}", f.target.display()))?;
+            continue;
+        };
         let synced = w.into_inner().map_err(|e| e.into_error()).and_then(|file| file.sync_all());
         if let Err(e) = synced {
-            let _ = fs::remove_file(&f.tmp);
-            forget_temporary(&f.tmp);
+            let _ = fs::remove_file(&tmp);
+            forget_temporary(&tmp);
             return Err(e).with_context(|| format!("writing {}", f.target.display()));
         }
-        ready.push(f);
+        ready.push((f.target.clone(), tmp));
     }
-    for f in &ready {
-        if let Err(e) = fs::rename(&f.tmp, &f.target) {
-            let _ = fs::remove_file(&f.tmp);
-            forget_temporary(&f.tmp);
-            return Err(e).with_context(|| format!("writing {}", f.target.display()));
+    for (target, tmp) in &ready {
+        if let Err(e) = fs::rename(tmp, target) {
+            let _ = fs::remove_file(tmp);
+            forget_temporary(tmp);
+            return Err(e).with_context(|| format!("writing {}", target.display()));
         }
-        forget_temporary(&f.tmp);
-        if let Ok(c) = fs::canonicalize(&f.target) {
+        forget_temporary(tmp);
+        if let Ok(c) = fs::canonicalize(target) {
             registry().written.push(c);
         }
     }

@@ -606,3 +606,84 @@ fn report_of_a_folder_with_several_commands_outputs_asks_which() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("report of the compare run of scenario s"), "{}", stderr(&o));
 }
+
+/// What a run as root does to `/dev`: in a private mount namespace with a throw-away `/dev`
+/// (tmpfs: `null` and `zero` devices, `stdout` a link to `/proc/self/fd/1`), outputs named
+/// there are written through and `/dev` is left as it was.
+#[cfg(unix)]
+#[test]
+fn outputs_naming_devices_or_dev_stdout_write_through_and_never_replace_them() {
+    let dir = out_dir("rel_dev");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = r#"set -e
+BIN=$1; S=$2; W=$3
+mount -t tmpfs none /dev
+mknod /dev/null c 1 3; mknod /dev/zero c 1 5; chmod 666 /dev/null /dev/zero
+ln -s /proc/self/fd/1 /dev/stdout
+"$BIN" simulate --scenario "$S" --report /dev/null --out "$W/sim" -q > /dev/null
+"$BIN" report "$W/sim" --out /dev/zero > /dev/null
+"$BIN" workload generate --scenario "$S" --out /dev/stdout > "$W/gen.csv" 2> "$W/gen.err"
+test -c /dev/null && test -c /dev/zero && test -L /dev/stdout && echo DEV-INTACT
+"#;
+    let probe = Command::new("unshare").args(["-m", "--propagation", "private", "true"]).output();
+    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+        let why = "unshare -m is not permitted here (needs root and CAP_SYS_ADMIN)";
+        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "{why}: required under CI=true");
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let o = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script, "sh"])
+        .arg(env!("CARGO_BIN_EXE_servesim"))
+        .arg(root().join("scenarios/chat.toml"))
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success() && stdout(&o).contains("DEV-INTACT"), "{}\n{}", stdout(&o), stderr(&o));
+    // What went to /dev/stdout reached the process's standard output.
+    let csv = read(&dir.join("gen.csv"));
+    assert!(csv.starts_with("arrival_s,prompt_tokens,output_tokens\n") && csv.lines().count() > 100, "{csv}");
+    assert!(read(&dir.join("gen.err")).contains("to /dev/stdout"));
+}
+
+#[cfg(unix)]
+#[test]
+fn an_output_through_a_fifo_or_a_symlink_is_written_through_or_followed_and_a_dangling_link_refused() {
+    let dir = out_dir("rel_out_links");
+    let scenario = root().join("scenarios/chat.toml");
+    let s = scenario.to_str().unwrap();
+    // A FIFO: written through to its reader, left a FIFO.
+    let fifo = make_fifo(&dir, "out.fifo");
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let o = servesim(&["workload", "generate", "--scenario", s, "--out", fifo.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = reader.join().unwrap();
+    assert!(got.starts_with("arrival_s,") && got.lines().count() > 100);
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    // A link to a regular file: the file is replaced whole, the link stays a link (as cp does).
+    let real = dir.join("real.csv");
+    std::fs::write(&real, "old\n").unwrap();
+    let link = dir.join("link.csv");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let o = servesim(&["workload", "generate", "--scenario", s, "--out", link.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert!(read(&real).starts_with("arrival_s,"));
+    // A link to nothing: refused by name, nothing created.
+    let dangling = dir.join("dangling.csv");
+    let _ = std::fs::remove_file(&dangling);
+    std::os::unix::fs::symlink(dir.join("nowhere/x.csv"), &dangling).unwrap();
+    let o = servesim(&["workload", "generate", "--scenario", s, "--out", dangling.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("is a symbolic link to") && stderr(&o).contains("which does not exist"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.join("nowhere").exists());
+}
