@@ -105,6 +105,10 @@ pub(crate) fn rereadable(path: &Path, what: &str) -> Result<PathBuf> {
         File::create(&spool).map_err(|e| CliError::Other(anyhow::anyhow!("creating {}: {e}", spool.display())))?,
     );
     let mut buf = vec![0u8; 1 << 20];
+    let mut check = TraceLines::default();
+    let bad = |why: String| {
+        CliError::input(format!("{}: {why}", if stdin { "standard input".into() } else { path.display().to_string() }))
+    };
     loop {
         crate::error::check_cancel()?;
         let n = match src.read(&mut buf) {
@@ -113,12 +117,104 @@ pub(crate) fn rereadable(path: &Path, what: &str) -> Result<PathBuf> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(CliError::input(format!("{}: cannot read {what}: {e}", path.display()))),
         };
+        // Checked as it comes, so that what is no trace (`/dev/urandom`, `yes`) is refused at
+        // its first line, not after filling the temporary folder.
+        check.feed(&buf[..n]).map_err(bad)?;
         out.write_all(&buf[..n])
             .map_err(|e| CliError::Other(anyhow::anyhow!("copying {} to {}: {e}", path.display(), spool.display())))?;
     }
+    check.finish().map_err(bad)?;
     out.flush()
         .map_err(|e| CliError::Other(anyhow::anyhow!("copying {} to {}: {e}", path.display(), spool.display())))?;
     Ok(spool)
+}
+
+/// The shape every trace format shares, checked on a stream as it is copied: UTF-8 text whose
+/// first line is a CSV header (several fields, one with letters) or a JSON object, and whose other lines are
+/// CSV rows (with commas), JSON objects or blank.
+#[derive(Default)]
+struct TraceLines {
+    /// Lines completed so far.
+    lines: u64,
+    /// The line being read (at most its first 256 bytes, for the check and the message).
+    head: Vec<u8>,
+    /// Whether the line being read has a comma past what `head` holds.
+    comma: bool,
+    /// Bytes of an incomplete UTF-8 character at the end of the last chunk.
+    carry: Vec<u8>,
+    /// Bytes read, for the position of a UTF-8 error.
+    offset: u64,
+}
+
+impl TraceLines {
+    const HEAD: usize = 256;
+
+    fn feed(&mut self, chunk: &[u8]) -> std::result::Result<(), String> {
+        let mut joined;
+        let bytes = if self.carry.is_empty() {
+            chunk
+        } else {
+            joined = std::mem::take(&mut self.carry);
+            joined.extend_from_slice(chunk);
+            &joined[..]
+        };
+        let valid = match std::str::from_utf8(bytes) {
+            Ok(_) => bytes.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(e) => {
+                return Err(format!(
+                    "line {}: not UTF-8 text (byte {}): not a trace",
+                    self.lines + 1 + bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() as u64,
+                    self.offset + e.valid_up_to() as u64
+                ))
+            }
+        };
+        for &b in &bytes[..valid] {
+            if b == b'\n' {
+                self.end_line()?;
+            } else if self.head.len() < Self::HEAD {
+                self.head.push(b);
+            } else if b == b',' {
+                self.comma = true;
+            }
+        }
+        self.offset += valid as u64;
+        self.carry = bytes[valid..].to_vec();
+        Ok(())
+    }
+
+    fn end_line(&mut self) -> std::result::Result<(), String> {
+        let text = String::from_utf8_lossy(&self.head);
+        let line = text.trim_start_matches('\u{feff}').trim();
+        let json = line.starts_with('{');
+        let ok = if self.lines == 0 {
+            json || (line.contains(',') && line.split(',').any(|f| f.trim().chars().any(|c| c.is_alphabetic())))
+        } else {
+            line.is_empty() || json || self.comma || line.contains(',')
+        };
+        self.lines += 1;
+        if !ok {
+            let shown: String = line.chars().take(60).collect();
+            return Err(if self.lines == 1 {
+                format!("line 1: {shown:?} is neither a CSV header (column names) nor a JSON object: not a trace")
+            } else {
+                format!("line {}: {shown:?} is neither a CSV row nor a JSON object: not a trace", self.lines)
+            });
+        }
+        self.head.clear();
+        self.comma = false;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> std::result::Result<(), String> {
+        if !self.carry.is_empty() {
+            return Err(format!("byte {}: the text ends inside a UTF-8 character: not a trace", self.offset));
+        }
+        if !self.head.is_empty() {
+            self.end_line()?;
+        }
+        Ok(())
+    }
 }
 
 fn spool_number() -> u64 {
@@ -141,6 +237,30 @@ mod tests {
         let mut s = String::new();
         LineBound::new(lines.as_bytes()).read_to_string(&mut s).unwrap();
         assert_eq!(s.len(), lines.len());
+    }
+
+    #[test]
+    fn a_streamed_trace_is_refused_at_its_first_line_that_no_trace_has() {
+        let check = |chunks: &[&[u8]]| {
+            let mut c = TraceLines::default();
+            for ch in chunks {
+                c.feed(ch)?;
+            }
+            c.finish()
+        };
+        // CSV and JSONL, a BOM, CRLF, a blank line, a character split across chunks.
+        assert_eq!(check(&[b"\xef\xbb\xbfarrival_s,prompt_tokens,output_tokens\r\n0,1", b"00,10\r\n\n"]), Ok(()));
+        assert_eq!(check(&["{\"a\": \"\u{e9}\"}\n".as_bytes()]), Ok(()));
+        let e = "{\"a\": \"\u{e9}\"}\n".as_bytes();
+        assert_eq!(check(&[&e[..9], &e[9..]]), Ok(()));
+        // `yes` and `yes 0,100,10`: refused at line 1, a header without names is no header.
+        assert!(check(&[b"y\ny\n"]).unwrap_err().starts_with("line 1: \"y\" is neither a CSV header"));
+        assert!(check(&[b"0,100,10\n"]).unwrap_err().starts_with("line 1: \"0,100,10\""));
+        // A later line that is no row.
+        assert!(check(&[b"a,b,c\n1,2,3\nhello\n"]).unwrap_err().starts_with("line 3: \"hello\""));
+        // Bytes that are no text, with their position.
+        assert_eq!(check(&[b"a,b\n\xff\xfe"]).unwrap_err(), "line 2: not UTF-8 text (byte 4): not a trace");
+        assert!(check(&[b"a,b\n1,\xc3"]).unwrap_err().contains("ends inside a UTF-8 character"));
     }
 
     #[test]

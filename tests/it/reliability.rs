@@ -250,6 +250,38 @@ fn a_fifo_stdin_or_device_as_a_trace_is_read_once_with_bounded_lines() {
     let o = servesim(&["workload", "describe", "--trace", "/dev/zero"]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(stderr(&o), "error: /dev/zero: cannot read trace: a line longer than 1 MiB: not a trace file\n");
+    // /dev/urandom: refused at its first bytes that are not text, not after copying gigabytes.
+    let t = Instant::now();
+    let o = servesim(&["workload", "describe", "--trace", "/dev/urandom"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("/dev/urandom: line ") && stderr(&o).contains("not UTF-8 text"), "{}", stderr(&o));
+    assert!(t.elapsed().as_secs_f64() < 2.0);
+    // `yes` into standard input: an endless stream of lines no trace has, refused at line 1.
+    let mut child = bin()
+        .args(["workload", "describe", "--trace", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let chunk = "y\n".repeat(1 << 16);
+        // Until servesim closes the pipe (a write error ends the loop).
+        for _ in 0..100_000 {
+            if stdin.write_all(chunk.as_bytes()).is_err() {
+                return;
+            }
+        }
+    });
+    let o = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("standard input: line 1: \"y\" is neither a CSV header (column names) nor a JSON object"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[cfg(unix)]
