@@ -4,7 +4,8 @@
 //!
 //! The process also keeps an exclusive lock on each output folder it writes into (held until it
 //! ends), so a second run writing into the same folder at once is refused instead of mixing its
-//! files with this one's; and it refuses to write over one of its own inputs (the scenario, a
+//! files with this one's (shards of one sweep wait for it instead: [`wait_for_folder_locks`]);
+//! and it refuses to write over one of its own inputs (the scenario, a
 //! trace, a profile) or over an output it already wrote.
 //!
 //! What is not a regular file is never replaced: a device, a FIFO or a socket (`/dev/null`, a
@@ -82,6 +83,16 @@ fn refuse(msg: String) -> anyhow::Error {
     anyhow::Error::new(Refused(msg))
 }
 
+/// Whether folder locks are waited for (shards of one sweep) instead of refused when held.
+static WAIT_FOR_LOCKS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes this process wait for an output folder another process holds, rather than refuse it:
+/// for `--shard` runs, whose siblings write their own files into the same folder at once. Each
+/// holds the folder from its first output to its end, so their writes come one after another.
+pub(crate) fn wait_for_folder_locks() {
+    WAIT_FOR_LOCKS.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Checks that `target` (in folder `dir`) may be written by this process and locks `dir`.
 fn claim(dir: &Path, name: &std::ffi::OsStr) -> anyhow::Result<()> {
     let dir_c = fs::canonicalize(dir).with_context(|| format!("output folder {}", dir.display()))?;
@@ -101,7 +112,13 @@ fn claim(dir: &Path, name: &std::ffi::OsStr) -> anyhow::Result<()> {
     }
     if !reg.locks.iter().any(|(d, _)| *d == dir_c) {
         let f = File::open(&dir_c).with_context(|| format!("opening output folder {}", dir_c.display()))?;
-        match f.try_lock() {
+        let locked = if WAIT_FOR_LOCKS.load(std::sync::atomic::Ordering::Relaxed) {
+            // A shard: its siblings write their own files here; wait for the one writing now.
+            f.lock().map_err(fs::TryLockError::Error)
+        } else {
+            f.try_lock()
+        };
+        match locked {
             Ok(()) => reg.locks.push((dir_c, f)),
             Err(fs::TryLockError::WouldBlock) => {
                 return Err(refuse(format!(

@@ -208,7 +208,11 @@ pub(crate) fn run(a: Args) -> Result<()> {
         values: rows.iter().map(|r| r.1.clone()).collect(),
     };
     let picked = match a.shard {
-        Some(sh) => sh.select(rows.len()),
+        Some(sh) => {
+            // The other shards write into the same folder: wait for it rather than refuse.
+            crate::atomic::wait_for_folder_locks();
+            sh.select(rows.len())
+        }
         None => (0..rows.len()).collect(),
     };
     if !a.quiet {

@@ -53,7 +53,11 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let cfg = SearchConfig::new(&section, s.seed, a.seeds);
     let header = plan::header(&s, &candidates, &cfg);
     let picked = match a.shard {
-        Some(sh) => sh.select(candidates.len()),
+        Some(sh) => {
+            // The other shards write into the same folder: wait for it rather than refuse.
+            crate::atomic::wait_for_folder_locks();
+            sh.select(candidates.len())
+        }
         None => (0..candidates.len()).collect(),
     };
 

@@ -271,7 +271,11 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let Space { s, knobs, candidates, cfg, priced } = Space::of(&base, a.seeds, &src.label)?;
     let header = plan::header(&s, &candidates, &cfg);
     let picked = match a.shard {
-        Some(sh) => sh.select(candidates.len()),
+        Some(sh) => {
+            // The other shards write into the same folder: wait for it rather than refuse.
+            crate::atomic::wait_for_folder_locks();
+            sh.select(candidates.len())
+        }
         None => (0..candidates.len()).collect(),
     };
     let progress = Progress::new(a.quiet, "tune", picked.len());

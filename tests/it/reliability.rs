@@ -719,3 +719,61 @@ fn an_output_through_a_fifo_or_a_symlink_is_written_through_or_followed_and_a_da
     );
     assert!(!dir.join("nowhere").exists());
 }
+
+/// Runs `args` (a sharded command without `--shard`) as `n` shards at once into `out`; every
+/// shard must succeed; returns what `servesim merge out` prints.
+fn concurrent_shards(args: &[&str], n: u32, out: &std::path::Path) -> String {
+    let _ = std::fs::remove_dir_all(out);
+    std::fs::create_dir_all(out).unwrap();
+    let children: Vec<_> = (1..=n)
+        .map(|i| {
+            bin()
+                .args(args)
+                .args(["--quiet", "--out", out.to_str().unwrap(), "--shard", &format!("{i}/{n}")])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (i, c) in children.into_iter().enumerate() {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{args:?} shard {}/{n}: {}", i + 1, stderr(&o));
+    }
+    let merged = out.join("merged");
+    let o = servesim(&["merge", out.to_str().unwrap(), "--out", merged.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Without the lines naming where the outputs went.
+    stdout(&o).replace(merged.to_str().unwrap(), "OUT")
+}
+
+#[test]
+fn eight_shards_of_plan_compare_and_tune_into_one_folder_at_once_all_succeed() {
+    let tune_scenario = out_dir("rel_shards_tune_src").join("tune.toml");
+    std::fs::create_dir_all(tune_scenario.parent().unwrap()).unwrap();
+    std::fs::write(
+        &tune_scenario,
+        read(&root().join("tests/plan/known-answer.toml"))
+            + "[plan.price_per_gpu_hour]\nh100-sxm = 3.00\n[tune]\nmax_num_seqs = [32, 64, 128, 256]\nprefix_caching = [false, true]\n",
+    )
+    .unwrap();
+    let t = tune_scenario.to_str().unwrap();
+    let cases: [(&str, Vec<&str>); 3] = [
+        ("plan", vec!["plan", "--scenario", "tests/plan/small.toml"]),
+        (
+            "compare",
+            vec!["compare", "--vary", "scheduler.max_num_seqs=32,64,128,256", "--vary", "cluster.instances=1,2"],
+        ),
+        ("tune", vec!["tune", "--scenario", t]),
+    ];
+    for (name, args) in cases {
+        let merged = concurrent_shards(&args, 8, &out_dir(&format!("rel_shards_{name}")));
+        // The unsharded run prints the same.
+        let whole = out_dir(&format!("rel_shards_{name}_whole"));
+        let mut full = args.clone();
+        full.extend(["--quiet", "--out", whole.to_str().unwrap()]);
+        let o = servesim(&full);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(merged, stdout(&o).replace(whole.to_str().unwrap(), "OUT"), "{name}: merged shards differ");
+    }
+}
