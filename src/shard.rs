@@ -34,6 +34,18 @@ impl std::str::FromStr for Shard {
 }
 
 impl Shard {
+    /// The item indices of `items` a run with `shard` runs: all without one. A shard's siblings
+    /// write into the same folder, so it waits for the folder rather than refuse it.
+    pub(crate) fn picked(shard: Option<Shard>, items: usize) -> Vec<usize> {
+        match shard {
+            Some(sh) => {
+                crate::atomic::wait_for_folder_locks();
+                sh.select(items)
+            }
+            None => (0..items).collect(),
+        }
+    }
+
     /// The item indices (of `items`) this shard runs.
     pub(crate) fn select(&self, items: usize) -> Vec<usize> {
         (0..items).filter(|i| i % self.count as usize == (self.index - 1) as usize).collect()

@@ -207,14 +207,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
         rows: rows.iter().map(|r| r.0.clone()).collect(),
         values: rows.iter().map(|r| r.1.clone()).collect(),
     };
-    let picked = match a.shard {
-        Some(sh) => {
-            // The other shards write into the same folder: wait for it rather than refuse.
-            crate::atomic::wait_for_folder_locks();
-            sh.select(rows.len())
-        }
-        None => (0..rows.len()).collect(),
-    };
+    let picked = Shard::picked(a.shard, rows.len());
     if !a.quiet {
         for l in crate::output::cost_lines(&base) {
             errln!("cost (baseline): {l}");

@@ -52,14 +52,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let section = s.resolved.plan.clone().unwrap_or_default();
     let cfg = SearchConfig::new(&section, s.seed, a.seeds);
     let header = plan::header(&s, &candidates, &cfg);
-    let picked = match a.shard {
-        Some(sh) => {
-            // The other shards write into the same folder: wait for it rather than refuse.
-            crate::atomic::wait_for_folder_locks();
-            sh.select(candidates.len())
-        }
-        None => (0..candidates.len()).collect(),
-    };
+    let picked = Shard::picked(a.shard, candidates.len());
 
     if !a.quiet {
         for &i in &picked {

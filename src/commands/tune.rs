@@ -270,14 +270,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let base = src.scenario()?;
     let Space { s, knobs, candidates, cfg, priced } = Space::of(&base, a.seeds, &src.label)?;
     let header = plan::header(&s, &candidates, &cfg);
-    let picked = match a.shard {
-        Some(sh) => {
-            // The other shards write into the same folder: wait for it rather than refuse.
-            crate::atomic::wait_for_folder_locks();
-            sh.select(candidates.len())
-        }
-        None => (0..candidates.len()).collect(),
-    };
+    let picked = Shard::picked(a.shard, candidates.len());
     let progress = Progress::new(a.quiet, "tune", picked.len());
     let prune = a.shard.is_none() && !a.exhaustive;
     let Outcome { results, pruned, unsearched } = if prune {
