@@ -120,6 +120,14 @@ pub(crate) fn rereadable(path: &Path, what: &str) -> Result<PathBuf> {
         // Checked as it comes, so that what is no trace (`/dev/urandom`, `yes`) is refused at
         // its first line, not after filling the temporary folder.
         check.feed(&buf[..n]).map_err(bad)?;
+        if check.offset + check.carry.len() as u64 > SPOOL_MAX_BYTES {
+            return Err(bad(format!(
+                "more than {} GiB: a trace read from a stream is copied into the temporary folder up to {} GiB; \
+                 give a longer one as a file",
+                SPOOL_MAX_BYTES >> 30,
+                SPOOL_MAX_BYTES >> 30
+            )));
+        }
         out.write_all(&buf[..n])
             .map_err(|e| CliError::Other(anyhow::anyhow!("copying {} to {}: {e}", path.display(), spool.display())))?;
     }
@@ -128,6 +136,10 @@ pub(crate) fn rereadable(path: &Path, what: &str) -> Result<PathBuf> {
         .map_err(|e| CliError::Other(anyhow::anyhow!("copying {} to {}: {e}", path.display(), spool.display())))?;
     Ok(spool)
 }
+
+/// The most a trace read from a stream (`-`, a FIFO, a device) is copied into the temporary
+/// folder: 16 GiB, about 300 million requests of CSV.
+const SPOOL_MAX_BYTES: u64 = 16 << 30;
 
 /// The shape every trace format shares, checked on a stream as it is copied: UTF-8 text whose
 /// first line is a CSV header (several fields, one with letters) or a JSON object, and whose other lines are

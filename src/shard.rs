@@ -46,6 +46,19 @@ impl Shard {
         }
     }
 
+    /// What a sweep (`plan`, `compare`, `tune`) does before its work: picks its items
+    /// ([`Shard::picked`]) and checks that its outputs (`out`, `report`) can be written, so that
+    /// it fails now rather than after the search.
+    pub(crate) fn before_sweep(
+        shard: Option<Shard>,
+        items: usize,
+        out: Option<&Path>,
+        report: Option<&Path>,
+    ) -> Result<Vec<usize>> {
+        crate::output::check_writable(out, report)?;
+        Ok(Shard::picked(shard, items))
+    }
+
     /// The item indices (of `items`) this shard runs.
     pub(crate) fn select(&self, items: usize) -> Vec<usize> {
         (0..items).filter(|i| i % self.count as usize == (self.index - 1) as usize).collect()

@@ -207,7 +207,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
         rows: rows.iter().map(|r| r.0.clone()).collect(),
         values: rows.iter().map(|r| r.1.clone()).collect(),
     };
-    let picked = Shard::picked(a.shard, rows.len());
+    let picked = Shard::before_sweep(a.shard, rows.len(), a.out.as_deref(), a.report.as_deref())?;
     if !a.quiet {
         for l in crate::output::cost_lines(&base) {
             errln!("cost (baseline): {l}");

@@ -52,7 +52,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let section = s.resolved.plan.clone().unwrap_or_default();
     let cfg = SearchConfig::new(&section, s.seed, a.seeds);
     let header = plan::header(&s, &candidates, &cfg);
-    let picked = Shard::picked(a.shard, candidates.len());
+    let picked = Shard::before_sweep(a.shard, candidates.len(), a.out.as_deref(), a.report.as_deref())?;
 
     if !a.quiet {
         for &i in &picked {

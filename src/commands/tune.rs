@@ -270,7 +270,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let base = src.scenario()?;
     let Space { s, knobs, candidates, cfg, priced } = Space::of(&base, a.seeds, &src.label)?;
     let header = plan::header(&s, &candidates, &cfg);
-    let picked = Shard::picked(a.shard, candidates.len());
+    let picked = Shard::before_sweep(a.shard, candidates.len(), a.out.as_deref(), a.report.as_deref())?;
     let progress = Progress::new(a.quiet, "tune", picked.len());
     let prune = a.shard.is_none() && !a.exhaustive;
     let Outcome { results, pruned, unsearched } = if prune {

@@ -777,3 +777,30 @@ fn eight_shards_of_plan_compare_and_tune_into_one_folder_at_once_all_succeed() {
         assert_eq!(merged, stdout(&o).replace(whole.to_str().unwrap(), "OUT"), "{name}: merged shards differ");
     }
 }
+
+#[test]
+fn a_sweep_whose_outputs_cannot_be_written_fails_before_its_search() {
+    let dir = out_dir("rel_unwritable");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let under_file = file.join("out");
+    let tune = dir.join("tune.toml");
+    std::fs::write(
+        &tune,
+        read(&root().join("tests/plan/known-answer.toml"))
+            + "[plan.price_per_gpu_hour]\nh100-sxm = 3.00\n[tune]\ntp = [1, 2]\n",
+    )
+    .unwrap();
+    for (args, want) in [
+        (vec!["plan", "--scenario", "scenarios/peak.toml", "--out", "/proc/servesim-out"], "cannot write in /proc"),
+        (vec!["tune", "--scenario", tune.to_str().unwrap(), "--out", under_file.to_str().unwrap()], "is not a folder"),
+        (vec!["compare", "--vary", "cluster.instances=1,2", "--report", "/proc/x/r.html"], "report's folder /proc/x"),
+    ] {
+        let t = Instant::now();
+        let o = servesim(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want) && stderr(&o).contains("nothing was run"), "{args:?}: {}", stderr(&o));
+        assert!(t.elapsed().as_secs_f64() < 2.0, "{args:?} failed only after {:.1} s", t.elapsed().as_secs_f64());
+    }
+}
