@@ -804,3 +804,52 @@ fn a_sweep_whose_outputs_cannot_be_written_fails_before_its_search() {
         assert!(t.elapsed().as_secs_f64() < 2.0, "{args:?} failed only after {:.1} s", t.elapsed().as_secs_f64());
     }
 }
+
+#[test]
+fn kernel_times_faster_than_the_gpu_can_run_are_refused_naming_the_op_and_both_times() {
+    let dir = out_dir("rel_impossible");
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = root().join("calibrate/profiles/aic/a100_sxm-vllm-llama-3-8b-bf16.json");
+    let scenario = |gpu: &str, profile: &std::path::Path| {
+        format!(
+            "name = \"x\"\n[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"{gpu}\"\n[cost]\nprofile = \"{}\"\n\
+             [workload]\nrequests = 20\narrival = {{ kind = \"poisson\", rate = 1 }}\n\
+             prompt_tokens = {{ kind = \"fixed\", value = 500 }}\noutput_tokens = {{ kind = \"fixed\", value = 50 }}\n",
+            profile.display()
+        )
+    };
+    let run = |name: &str, text: String| {
+        let path = scenario_file(&dir, name, &text);
+        servesim(&["simulate", "--scenario", &path, "--out", dir.join("out").to_str().unwrap(), "-q"])
+    };
+    // Its own GPU: accepted.
+    let o = run("a100.toml", scenario("a100-80g", &profile));
+    assert!(o.status.success(), "{}", stderr(&o));
+    // An A100's GEMMs on an L4: the L4 cannot read llama-3-8b's QKV weights (32 layers × 4096 ×
+    // 6144 × 2 bytes = 1.61 GB) in less than 1.61 GB ÷ 300 GB/s = 5.37 ms; the A100 took 1.22 ms.
+    let o = run("l4.toml", scenario("l4", &profile));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("cost.profile") && e.contains("attn_pre_proj takes 1221.86 µs in a decode step of 1 sequence"),
+        "{e}"
+    );
+    assert!(e.contains("below the 5370.89 µs the l4 needs at its peaks (300 GB/s"), "{e}");
+    // The A100 profile with its times in seconds read as milliseconds (÷ 1000): on its own GPU.
+    let mut v: serde_json::Value = serde_json::from_str(&read(&profile)).unwrap();
+    for op in v["ops"].as_array_mut().unwrap() {
+        for p in op["points"].as_array_mut().unwrap() {
+            let last = p.as_array().unwrap().len() - 1;
+            p[last] = serde_json::json!(p[last].as_f64().unwrap() / 1000.0);
+        }
+    }
+    let scaled = dir.join("scaled.json");
+    std::fs::write(&scaled, v.to_string()).unwrap();
+    let o = run("scaled.toml", scenario("a100-80g", &scaled));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("below the") && stderr(&o).contains("the a100-80g needs at its peaks"),
+        "{}",
+        stderr(&o)
+    );
+}

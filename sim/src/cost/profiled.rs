@@ -630,6 +630,53 @@ impl Profiled {
         }
     }
 
+    /// The first measured op that runs faster than the GPU physically could — by more than 10%
+    /// below its floor (its weights and KV read at the GPU's full bandwidth, its FLOPs at its
+    /// peak: [`Roofline::physical`]) — at a decode step of 1 and of 64 sequences over 1,024
+    /// tokens of context and a 2,048-token prefill, as one line naming the op, the batch, the
+    /// GPU and both times. The ops checked are those whose floor is certain: the GEMMs (their
+    /// weights must be read) and decode attention (its KV must be read). A table in the wrong
+    /// unit (seconds for milliseconds) or measured on a faster GPU shows here. `weights`: the
+    /// dtype the tables' GEMMs were measured in, when known (a kernel database's slice).
+    pub fn impossible_op(&self, weights: Option<crate::spec::Dtype>) -> Option<String> {
+        let floor = self.roofline.physical(weights);
+        let decode1 =
+            BatchShape { decode_seqs: 1, decode_context_tokens: 1024, sampled_seqs: 1, ..BatchShape::default() };
+        let decode64 =
+            BatchShape { decode_seqs: 64, decode_context_tokens: 64 * 1024, sampled_seqs: 64, ..BatchShape::default() };
+        let mut prefill = BatchShape::default();
+        prefill.add_prefill(2048, 0, true);
+        for (b, what) in [
+            (decode1, "a decode step of 1 sequence"),
+            (decode64, "a decode step of 64 sequences"),
+            (prefill, "a 2,048-token prefill"),
+        ] {
+            for s in self.slots.iter().filter(|s| s.curve.is_some()) {
+                let op = match LAYER_GEMMS.iter().find(|(vidur, _)| *vidur == s.name) {
+                    Some((_, ours)) => *ours,
+                    None if matches!(s.name, "moe_experts" | "attn_decode") => s.name,
+                    None => continue,
+                };
+                let (t, _) = self.slot_seconds(s, &b);
+                let min = floor.op_seconds(op, &b);
+                if t > 0.0 && min > 0.0 && t < 0.9 * min {
+                    let g = floor.gpu();
+                    return Some(format!(
+                        "{} takes {:.2} µs in {what}, below the {:.2} µs the {} needs at its peaks \
+                         ({:.0} GB/s, {:.0} TFLOP/s): measured on a faster GPU, or in the wrong unit?",
+                        s.name,
+                        t * 1e6,
+                        min * 1e6,
+                        g.name,
+                        g.hbm_bytes_per_s / 1e9,
+                        g.bf16_flops / 1e12
+                    ));
+                }
+            }
+        }
+        None
+    }
+
     /// Every op's time over the whole iteration.
     pub fn breakdown(&self, b: &BatchShape) -> Vec<ProfiledOp> {
         if b.is_empty() {

@@ -79,6 +79,23 @@ impl Default for Layout {
     }
 }
 
+impl RooflineParams {
+    /// The GPU at its datasheet peaks: every FLOP at peak, every byte at full bandwidth, no
+    /// launch, latency or CPU cost — the physical floor of an op's time.
+    pub(crate) fn physical() -> RooflineParams {
+        RooflineParams {
+            compute_efficiency: 1.0,
+            memory_efficiency: 1.0,
+            interconnect_efficiency: 1.0,
+            kernel_launch_us: 0.0,
+            allreduce_latency_us: 0.0,
+            cpu_overhead_base_us: 0.0,
+            cpu_overhead_per_seq_us: 0.0,
+            moe_imbalance: 1.0,
+        }
+    }
+}
+
 impl Default for RooflineParams {
     fn default() -> Self {
         RooflineParams {
@@ -165,6 +182,8 @@ pub struct Roofline {
     layout: Layout,
     /// The model's per-GPU dimensions under this layout, worked out once.
     dims: Dims,
+    /// A physical floor ([`Roofline::physical`]): every GEMM's weights in the model's dtype.
+    floor: bool,
 }
 
 /// What every operator reads of the model and layout, per GPU, as floats.
@@ -224,7 +243,27 @@ impl Roofline {
 
     pub fn new(model: ModelSpec, gpu: GpuSpec, tp: u64, params: RooflineParams) -> Roofline {
         let dims = Dims::new(&model, tp, Layout::default());
-        Roofline { model, gpu, tp, params, layout: Layout::default(), dims }
+        Roofline { model, gpu, tp, params, layout: Layout::default(), dims, floor: false }
+    }
+
+    /// The same model and TP at the GPU's physical floor ([`RooflineParams::physical`]): every
+    /// FLOP at the fastest tensor cores the GPU has (a kernel may use any of them), its weights
+    /// read at `weights` (the dtype the measured kernels used, when it is smaller than the
+    /// model's).
+    pub(crate) fn physical(&self, weights: Option<Dtype>) -> Roofline {
+        let mut gpu = self.gpu.clone();
+        let peak = [Some(gpu.bf16_flops), gpu.fp8_flops, gpu.fp4_flops].into_iter().flatten().fold(0.0, f64::max);
+        (gpu.bf16_flops, gpu.fp8_flops, gpu.fp4_flops) = (peak, Some(peak), Some(peak));
+        let mut model = self.model.clone();
+        if let Some(w) = weights.filter(|w| w.element_bytes() < model.weight_dtype.element_bytes()) {
+            model.weight_dtype = w;
+        }
+        Roofline { floor: true, ..Roofline::new(model, gpu, self.tp, RooflineParams::physical()) }
+    }
+
+    /// The GPU priced.
+    pub(crate) fn gpu(&self) -> &GpuSpec {
+        &self.gpu
     }
 
     pub fn params(&self) -> &RooflineParams {
@@ -257,7 +296,7 @@ impl Roofline {
     /// (whose checkpoints keep attention in 16 bits, [`ModelSpec::weight_bytes`]).
     fn gemm_attn(&self, n: f64, k: f64, m: f64) -> (f64, f64, f64) {
         let d = self.model.weight_dtype;
-        self.gemm_of(if d.is_4bit() { Dtype::Bf16 } else { d }, n, k, m)
+        self.gemm_of(if d.is_4bit() && !self.floor { Dtype::Bf16 } else { d }, n, k, m)
     }
 
     fn gemm_of(&self, dtype: Dtype, n: f64, k: f64, m: f64) -> (f64, f64, f64) {

@@ -163,11 +163,11 @@ fn group_profile(
         ));
     }
     let kv_model = g.scheduler.kv_cache.model(model);
-    let (p, key) = match (&c.profile, &c.database) {
+    let (p, key, measured_in) = match (&c.profile, &c.database) {
         (Some(path), _) => {
             let key = format!("{path_key}.profile");
             let p = resources.profile(path).map_err(|e| ConfigError::at(&key, e.to_string()))?;
-            (p, format!("{key}: {path}"))
+            (p, format!("{key}: {path}"), None)
         }
         (None, Some(d)) => {
             let key = format!("{path_key}.database");
@@ -214,7 +214,12 @@ fn group_profile(
                 gpu: g.gpu.clone(),
             };
             let p = resources.database(&req).map_err(|e| ConfigError::at(&key, e.to_string()))?;
-            (p, key)
+            let dtype = match req.weights.as_str() {
+                "fp4" => Some(crate::spec::Dtype::Nvfp4),
+                "fp8" | "fp8-block" => Some(crate::spec::Dtype::Fp8),
+                _ => None,
+            };
+            (p, key, dtype)
         }
         (None, None) => return Ok(None),
     };
@@ -222,6 +227,10 @@ fn group_profile(
         let (k, what) = key.split_once(": ").unwrap_or((&key, ""));
         ConfigError::at(k, if what.is_empty() { e.to_string() } else { format!("{what}: {e}") })
     })?;
+    if let Some(why) = m.impossible_op(measured_in) {
+        let (k, what) = key.split_once(": ").unwrap_or((&key, ""));
+        return Err(ConfigError::at(k, if what.is_empty() { why } else { format!("{what}: {why}") }));
+    }
     if c.strict && !m.fallbacks().is_empty() {
         let list: Vec<String> = m.fallbacks().iter().map(|f| format!("{} ({})", f.op, f.reason)).collect();
         return Err(ConfigError::at(
