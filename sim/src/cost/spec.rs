@@ -286,6 +286,16 @@ pub struct DatabaseRequest {
 }
 
 impl DatabaseRequest {
+    /// The dtype a slice's GEMMs were measured in, by its `weights` name, when it is one of
+    /// servesim's weight dtypes' narrower kinds (for the physical-floor check).
+    pub fn measured_dtype(weights: &str) -> Option<crate::spec::Dtype> {
+        match weights {
+            "fp4" => Some(crate::spec::Dtype::Nvfp4),
+            "fp8" | "fp8-block" => Some(crate::spec::Dtype::Fp8),
+            _ => None,
+        }
+    }
+
     /// What is asked, in words: `llama-3-8b on h100_sxm (vllm newest, bf16 weights, bf16 KV, TP 1)`.
     pub fn describe(&self) -> String {
         format!(

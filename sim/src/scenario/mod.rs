@@ -214,22 +214,33 @@ fn group_profile(
                 gpu: g.gpu.clone(),
             };
             let p = resources.database(&req).map_err(|e| ConfigError::at(&key, e.to_string()))?;
-            let dtype = match req.weights.as_str() {
-                "fp4" => Some(crate::spec::Dtype::Nvfp4),
-                "fp8" | "fp8-block" => Some(crate::spec::Dtype::Fp8),
-                _ => None,
-            };
-            (p, key, dtype)
+            (p, key, crate::cost::DatabaseRequest::measured_dtype(&req.weights))
         }
         (None, None) => return Ok(None),
     };
-    let m = Profiled::new(kv_model, g.gpu.clone(), g.tp, c.params(), &p).map_err(|e| {
-        let (k, what) = key.split_once(": ").unwrap_or((&key, ""));
-        ConfigError::at(k, if what.is_empty() { e.to_string() } else { format!("{what}: {e}") })
-    })?;
+    check_profile(g, &kv_model, &p, &key, measured_in, path_key)?;
+    Ok(Some(p))
+}
+
+/// Builds the profiled cost model of group `g` from `p` (named by `key`, "path.key: file") to
+/// check it: it fits the model, runs no op faster than the GPU can, and, with `strict`, leaves
+/// nothing to the roofline.
+fn check_profile(
+    g: &InstanceGroup,
+    kv_model: &ModelSpec,
+    p: &Profile,
+    key: &str,
+    measured_in: Option<crate::spec::Dtype>,
+    path_key: &str,
+) -> Result<(), ConfigError> {
+    let CostSpec::Roofline(c) = &g.cost else { return Ok(()) };
+    let at = |e: String| {
+        let (k, what) = key.split_once(": ").unwrap_or((key, ""));
+        ConfigError::at(k, if what.is_empty() { e } else { format!("{what}: {e}") })
+    };
+    let m = Profiled::new(kv_model.clone(), g.gpu.clone(), g.tp, c.params(), p).map_err(|e| at(e.to_string()))?;
     if let Some(why) = m.impossible_op(measured_in) {
-        let (k, what) = key.split_once(": ").unwrap_or((&key, ""));
-        return Err(ConfigError::at(k, if what.is_empty() { why } else { format!("{what}: {why}") }));
+        return Err(at(why));
     }
     if c.strict && !m.fallbacks().is_empty() {
         let list: Vec<String> = m.fallbacks().iter().map(|f| format!("{} ({})", f.op, f.reason)).collect();
@@ -238,7 +249,7 @@ fn group_profile(
             format!("the roofline would price {}", list.join("; ")),
         ));
     }
-    Ok(Some(p))
+    Ok(())
 }
 
 /// The serving engine a group's calibration is matched on: the scenario's `engine`, else the
