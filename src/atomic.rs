@@ -184,12 +184,7 @@ fn destination(target: &Path) -> anyhow::Result<Destination> {
             Ok(Destination::Through(f))
         }
         Ok(_) if link.as_ref().is_some_and(|l| l.file_type().is_symlink()) => {
-            let real = fs::canonicalize(target).with_context(|| format!("following {}", target.display()))?;
-            // An open file of this process reached through a link of the user's own.
-            if let Some(fd) = real.to_str().and_then(|p| p.strip_prefix("/proc/")).and_then(|p| p.split_once("/fd/")) {
-                return destination(Path::new(&format!("/proc/self/fd/{}", fd.1)));
-            }
-            Ok(Destination::Replace(real))
+            Ok(Destination::Replace(fs::canonicalize(target).with_context(|| format!("following {}", target.display()))?))
         }
         Err(_) if link.as_ref().is_some_and(|l| l.file_type().is_symlink()) => Err(refuse(format!(
             "refusing to write {}: it is a symbolic link to {}, which does not exist; remove the link or name its target",

@@ -138,7 +138,7 @@ pub(crate) fn rereadable(path: &Path, what: &str) -> Result<PathBuf> {
 }
 
 /// The most a trace read from a stream (`-`, a FIFO, a device) is copied into the temporary
-/// folder: 16 GiB, about 300 million requests of CSV.
+/// folder.
 const SPOOL_MAX_BYTES: u64 = 16 << 30;
 
 /// The shape every trace format shares, checked on a stream as it is copied: UTF-8 text whose

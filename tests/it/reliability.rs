@@ -34,6 +34,24 @@ fn bin() -> Command {
     c
 }
 
+/// `simulate --scenario path --out out`, sent `sig` `after_ms` after its start: its output and
+/// the seconds it took to end after the signal.
+#[cfg(unix)]
+fn simulate_signalled(path: &str, out: &std::path::Path, sig: i32, after_ms: u64) -> (std::process::Output, f64) {
+    let child = bin()
+        .args(["simulate", "--scenario", path, "--out", out.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(after_ms));
+    let sent = Instant::now();
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+    let o = child.wait_with_output().unwrap();
+    (o, sent.elapsed().as_secs_f64())
+}
+
 #[cfg(unix)]
 #[test]
 fn sigterm_stops_a_run_with_complete_files_marked_stopped_and_exit_3() {
@@ -42,16 +60,7 @@ fn sigterm_stops_a_run_with_complete_files_marked_stopped_and_exit_3() {
     let text = small(0).replace("requests = 0", "duration_s = 100000");
     let path = scenario_file(&dir, "s.toml", &format!("name = \"sig\"\n{text}"));
     let out = dir.join("out");
-    let child = bin()
-        .args(["simulate", "--scenario", &path, "--out", out.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let o = child.wait_with_output().unwrap();
+    let (o, _) = simulate_signalled(&path, &out, libc::SIGTERM, 1500);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("stopped: SIGTERM arrived before the work was done"), "{}", stderr(&o));
     assert!(stdout(&o).lines().next().unwrap_or("").starts_with("STOPPED EARLY (SIGTERM)"), "{}", stdout(&o));
@@ -79,18 +88,7 @@ fn sigterm_stops_a_command_blocked_opening_a_fifo_within_its_grace() {
     );
     let out = dir.join("out");
     for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT (Ctrl-C)")] {
-        let child = bin()
-            .args(["simulate", "--scenario", &path, "--out", out.to_str().unwrap()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(500));
-        let sent = Instant::now();
-        // SAFETY: kill(2) on our own child's pid.
-        assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
-        let o = child.wait_with_output().unwrap();
-        let took = sent.elapsed().as_secs_f64();
+        let (o, took) = simulate_signalled(&path, &out, sig, 500);
         assert!((1.9..4.0).contains(&took), "{name}: stopped {took:.2} s after the signal");
         assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
         assert!(
