@@ -634,8 +634,8 @@ impl Profiled {
     /// below its floor (its weights and KV read at the GPU's full bandwidth, its FLOPs at its
     /// peak: [`Roofline::physical`]) — at a decode step of 1 and of 64 sequences over 1,024
     /// tokens of context and a 2,048-token prefill, as one line naming the op, the batch, the
-    /// GPU and both times. The ops checked are those whose floor is certain: the GEMMs (their
-    /// weights must be read) and decode attention (its KV must be read). A table in the wrong
+    /// GPU and both times. The ops checked are those whose floor is certain: the dense GEMMs
+    /// (their weights must be read) and decode attention (its KV must be read). A table in the wrong
     /// unit (seconds for milliseconds) or measured on a faster GPU shows here. `weights`: the
     /// dtype the tables' GEMMs were measured in, when known (a kernel database's slice).
     pub fn impossible_op(&self, weights: Option<crate::spec::Dtype>) -> Option<String> {
@@ -654,7 +654,8 @@ impl Profiled {
             for s in self.slots.iter().filter(|s| s.curve.is_some()) {
                 let op = match LAYER_GEMMS.iter().find(|(vidur, _)| *vidur == s.name) {
                     Some((_, ours)) => *ours,
-                    None if matches!(s.name, "moe_experts" | "attn_decode") => s.name,
+                    // Not the experts: which of them a step reads depends on the routing.
+                    None if s.name == "attn_decode" => s.name,
                     None => continue,
                 };
                 let (t, _) = self.slot_seconds(s, &b);
