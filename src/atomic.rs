@@ -62,7 +62,8 @@ fn forget_temporary(path: &Path) {
 /// Removes the temporaries still registered (the process is about to end).
 pub(crate) fn remove_temporaries() {
     for p in std::mem::take(&mut registry().temps) {
-        let _ = fs::remove_file(p);
+        // A staging folder of [`exchange_folder`] or a temporary file.
+        let _ = fs::remove_dir_all(&p).or_else(|_| fs::remove_file(&p));
     }
 }
 
@@ -110,7 +111,7 @@ fn claim(dir: &Path, name: &std::ffi::OsStr) -> anyhow::Result<()> {
             target_c.display()
         )));
     }
-    if !reg.locks.iter().any(|(d, _)| *d == dir_c) {
+    while !reg.locks.iter().any(|(d, _)| *d == dir_c) {
         let f = File::open(&dir_c).with_context(|| format!("opening output folder {}", dir_c.display()))?;
         let locked = if WAIT_FOR_LOCKS.load(std::sync::atomic::Ordering::Relaxed) {
             // A shard: its siblings write their own files here; wait for the one writing now.
@@ -119,7 +120,10 @@ fn claim(dir: &Path, name: &std::ffi::OsStr) -> anyhow::Result<()> {
             f.try_lock()
         };
         match locked {
-            Ok(()) => reg.locks.push((dir_c, f)),
+            // The folder this handle locked may have been exchanged for a new one while this
+            // process waited ([`exchange_folder`]): lock the one the path names now.
+            Ok(()) if !same_file(&f, &dir_c) => continue,
+            Ok(()) => reg.locks.push((dir_c.clone(), f)),
             Err(fs::TryLockError::WouldBlock) => {
                 return Err(refuse(format!(
                     "output folder {} is in use by another servesim run; wait for it to end or choose another --out",
@@ -131,10 +135,28 @@ fn claim(dir: &Path, name: &std::ffi::OsStr) -> anyhow::Result<()> {
                 if e.kind() != std::io::ErrorKind::Unsupported {
                     bail!("locking output folder {}: {e}", dir_c.display());
                 }
+                break;
             }
         }
     }
     Ok(())
+}
+
+/// Whether the open `f` is the file `path` names now.
+fn same_file(f: &File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (f.metadata(), fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (f, path);
+        true
+    }
 }
 
 /// A file being written; [`AtomicFile::commit`] puts it in place. Dropped uncommitted (an error
@@ -241,9 +263,11 @@ impl Drop for AtomicFile {
     }
 }
 
-/// Flushes and syncs every file, then renames them all into place: the slow part (writing,
-/// syncing) is done before any target changes, so a process killed on the way leaves the
-/// previous files, unless it dies within the renames themselves.
+/// Flushes and syncs every file, then puts them all in place: the slow part (writing, syncing)
+/// is done before any target changes. Files of one folder are put in place together by
+/// exchanging the folder ([`exchange_folder`]) where the file system can, so a process killed at
+/// any point leaves the previous files or the new ones; elsewhere they are renamed one after
+/// another, and a process killed within those renames can leave some of each.
 pub(crate) fn commit_all<const N: usize>(files: [AtomicFile; N]) -> anyhow::Result<()> {
     let mut ready = Vec::with_capacity(N);
     for mut f in files {
@@ -261,6 +285,15 @@ pub(crate) fn commit_all<const N: usize>(files: [AtomicFile; N]) -> anyhow::Resu
         }
         ready.push((f.target.clone(), tmp));
     }
+    if exchange_folder(&ready) {
+        for (target, tmp) in &ready {
+            forget_temporary(tmp);
+            if let Ok(c) = fs::canonicalize(target) {
+                registry().written.push(c);
+            }
+        }
+        return Ok(());
+    }
     for (target, tmp) in &ready {
         if let Err(e) = fs::rename(tmp, target) {
             let _ = fs::remove_file(tmp);
@@ -273,6 +306,139 @@ pub(crate) fn commit_all<const N: usize>(files: [AtomicFile; N]) -> anyhow::Resu
         }
     }
     Ok(())
+}
+
+/// Puts the written temporaries `ready` (target, temporary) in place at once, when there are
+/// several and all are in one folder: a sibling folder `.NAME.swap-PID` is made holding hard
+/// links to the folder's other files and the new files, the two folders are exchanged in one
+/// `renameat2(RENAME_EXCHANGE)`, and the old one, now at the sibling's name, is removed. The
+/// new folder is locked before it is exchanged, so the lock passes with it. Returns false with
+/// nothing changed where that cannot be done: not Linux, one file, a folder holding subfolders
+/// or this process's working folder, a file system without hard links or the exchange.
+fn exchange_folder(ready: &[(PathBuf, PathBuf)]) -> bool {
+    #[cfg(target_os = "linux")]
+    if let Some(staged) = stage_exchange(ready) {
+        return staged;
+    }
+    let _ = ready;
+    false
+}
+
+/// [`exchange_folder`] on Linux: `None` when it does not apply, else whether it was done.
+#[cfg(target_os = "linux")]
+fn stage_exchange(ready: &[(PathBuf, PathBuf)]) -> Option<bool> {
+    use std::collections::HashSet;
+    if ready.len() < 2 {
+        return None;
+    }
+    let dir = fs::canonicalize(ready[0].0.parent()?).ok()?;
+    let names: HashSet<&std::ffi::OsStr> = ready.iter().filter_map(|(t, _)| t.file_name()).collect();
+    if names.len() != ready.len()
+        || ready.iter().any(|(t, _)| t.parent().and_then(|p| fs::canonicalize(p).ok()) != Some(dir.clone()))
+    {
+        return None;
+    }
+    if std::env::current_dir().is_ok_and(|cwd| cwd.starts_with(&dir)) {
+        return None;
+    }
+    let (parent, name) = (dir.parent()?, dir.file_name()?);
+    remove_stale_staging(parent, name);
+    let staging = parent.join(format!(".{}.swap-{}", name.to_string_lossy(), std::process::id()));
+    let _ = fs::remove_dir_all(&staging);
+    fs::create_dir(&staging).ok()?;
+    register_temporary(&staging);
+    let temps: HashSet<&std::ffi::OsStr> = ready.iter().filter_map(|(_, t)| t.file_name()).collect();
+    let give_up = |moved: &[(PathBuf, PathBuf)]| {
+        for (tmp, at) in moved {
+            let _ = fs::rename(at, tmp);
+        }
+        let _ = fs::remove_dir_all(&staging);
+        forget_temporary(&staging);
+        Some(false)
+    };
+    if !link_others(&dir, &staging, |n| names.contains(n) || temps.contains(n)) {
+        return give_up(&[]);
+    }
+    let mut moved = Vec::with_capacity(ready.len());
+    for (target, tmp) in ready {
+        let at = staging.join(target.file_name()?);
+        if fs::rename(tmp, &at).is_err() {
+            return give_up(&moved);
+        }
+        moved.push((tmp.clone(), at));
+    }
+    let Ok(lock) = File::open(&staging) else { return give_up(&moved) };
+    if lock.try_lock().is_err() {
+        return give_up(&moved);
+    }
+    if !exchange(&staging, &dir) {
+        return give_up(&moved);
+    }
+    // `staging` names the old folder now; the new one, at `dir`, is locked by `lock`.
+    {
+        let mut reg = registry();
+        reg.locks.retain(|(d, _)| *d != dir);
+        reg.locks.push((dir.clone(), lock));
+    }
+    let _ = fs::remove_dir_all(&staging);
+    forget_temporary(&staging);
+    Some(true)
+}
+
+/// Puts hard links to the files of `dir` (and copies of its symbolic links) into `staging`, but
+/// those whose names `skip` says; false when one cannot be (a subfolder, another file system).
+#[cfg(target_os = "linux")]
+fn link_others(dir: &Path, staging: &Path, skip: impl Fn(&std::ffi::OsStr) -> bool) -> bool {
+    let Ok(entries) = fs::read_dir(dir) else { return false };
+    entries.flatten().filter(|e| !skip(&e.file_name())).all(|entry| {
+        let at = staging.join(entry.file_name());
+        match entry.file_type() {
+            Ok(t) if t.is_symlink() => {
+                fs::read_link(entry.path()).and_then(|to| std::os::unix::fs::symlink(to, at)).is_ok()
+            }
+            Ok(t) if t.is_file() => fs::hard_link(entry.path(), at).is_ok(),
+            _ => false,
+        }
+    })
+}
+
+/// Exchanges the folders `a` and `b` in one step (`renameat2(RENAME_EXCHANGE)`); false where
+/// the file system cannot.
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).ok();
+    let (Some(a), Some(b)) = (c(a), c(b)) else { return false };
+    // SAFETY: two NUL-terminated paths that outlive the call; renameat2 reads nothing else.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    rc == 0
+}
+
+/// Removes staging folders `.NAME.swap-PID` in `parent` left by processes that no longer run
+/// (killed within [`stage_exchange`]).
+#[cfg(target_os = "linux")]
+fn remove_stale_staging(parent: &Path, name: &std::ffi::OsStr) {
+    let prefix = format!(".{}.swap-", name.to_string_lossy());
+    let Ok(entries) = fs::read_dir(parent) else { return };
+    for e in entries.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = n.strip_prefix(&prefix).and_then(|p| p.parse::<i32>().ok()) else { continue };
+        // SAFETY: kill with signal 0 only checks whether the process exists.
+        let gone =
+            unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// Writes `bytes` to `path` whole or not at all.
@@ -319,6 +485,53 @@ mod tests {
         assert!(write(&dir.join("sub"), "x").is_err());
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 2);
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn files_of_one_folder_appear_together_by_exchanging_it_and_the_rest_stays() {
+        use std::os::unix::fs::MetadataExt;
+        let root = std::env::temp_dir().join(format!("servesim-exchange-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let dir = root.join("out");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("a.csv"), "old a\n").unwrap();
+        fs::write(dir.join("notes.txt"), "the user's\n").unwrap();
+        std::os::unix::fs::symlink("notes.txt", dir.join("link")).unwrap();
+        // A staging folder of a process that no longer runs (pid beyond pid_max).
+        fs::create_dir_all(root.join(".out.swap-2147483646")).unwrap();
+        let before = fs::metadata(&dir).unwrap().ino();
+        let write2 = |a: &str, b: &str| {
+            let mut fa = AtomicFile::create(&dir.join("a.csv")).unwrap();
+            fa.write_all(a.as_bytes()).unwrap();
+            let mut fb = AtomicFile::create(&dir.join("b.csv")).unwrap();
+            fb.write_all(b.as_bytes()).unwrap();
+            commit_all([fa, fb]).unwrap();
+            let mine = fs::canonicalize(&dir).unwrap();
+            registry().written.retain(|p| !p.starts_with(&mine));
+        };
+        write2("new a\n", "new b\n");
+        // A new folder took the old one's place in one step.
+        assert_ne!(fs::metadata(&dir).unwrap().ino(), before);
+        assert_eq!(fs::read_to_string(dir.join("a.csv")).unwrap(), "new a\n");
+        assert_eq!(fs::read_to_string(dir.join("b.csv")).unwrap(), "new b\n");
+        assert_eq!(fs::read_to_string(dir.join("notes.txt")).unwrap(), "the user's\n");
+        assert_eq!(fs::read_link(dir.join("link")).unwrap(), Path::new("notes.txt"));
+        let beside: Vec<_> = fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(beside, ["out"], "staging folders left beside it");
+        // The lock passed to the new folder.
+        let other = File::open(&dir).unwrap();
+        assert!(matches!(other.try_lock(), Err(fs::TryLockError::WouldBlock)));
+        // A folder holding a subfolder is not exchanged: the files are renamed in place.
+        fs::create_dir_all(dir.join("sub")).unwrap();
+        let before = fs::metadata(&dir).unwrap().ino();
+        write2("third a\n", "third b\n");
+        assert_eq!(fs::metadata(&dir).unwrap().ino(), before);
+        assert_eq!(fs::read_to_string(dir.join("b.csv")).unwrap(), "third b\n");
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 5);
+        let mine = fs::canonicalize(&dir).unwrap();
+        registry().locks.retain(|(d, _)| *d != mine);
+        fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -48,9 +48,9 @@ pub(crate) fn check_writable(out: Option<&Path>, report: Option<&Path>) -> anyho
     Ok(())
 }
 
-/// Writes every output file of a run into `dir`: all four are written to temporaries first and
-/// renamed into place together at the end, so a run killed while writing (even by SIGKILL)
-/// leaves the previous run's files or this one's, mixed only if it dies within the renames.
+/// Writes every output file of a run into `dir`: all are written to temporaries first and put
+/// in place together at the end ([`crate::atomic::commit_all`]), so a run killed while writing
+/// (even by SIGKILL) leaves the previous run's files or this one's.
 pub(crate) fn write_run(dir: &Path, scenario: &Scenario, summary: &Summary, rec: &Recorder) -> anyhow::Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("creating output folder {}", dir.display()))?;
     let requests = write_requests(&dir.join("requests.csv"), rec).context("writing requests.csv")?;

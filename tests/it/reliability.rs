@@ -350,7 +350,7 @@ fn consistent(out: &std::path::Path) -> Result<u64, String> {
 
 #[cfg(unix)]
 #[test]
-fn runs_killed_at_any_point_leave_whole_files_mixed_only_within_the_final_renames() {
+fn runs_killed_at_any_point_leave_one_runs_whole_files() {
     let dir = out_dir("rel_chaos");
     let text = small(0).replace("requests = 0", "duration_s = 20000");
     let path = scenario_file(&dir, "s.toml", &text);
@@ -371,9 +371,10 @@ fn runs_killed_at_any_point_leave_whole_files_mixed_only_within_the_final_rename
         std::thread::sleep(full.mul_f64(f64::from(i) / 8.0));
         let _ = child.kill();
         let _ = child.wait();
-        // Every file is always whole. The five are renamed one after another at the very end,
-        // so a kill inside that window (microseconds, longer when the machine is loaded and
-        // the process descheduled) can leave one run's requests.csv beside the other's
+        // Every file is always whole, and the five belong to one run: they are put in place
+        // together by exchanging the whole folder (renameat2, Linux). Elsewhere they are renamed
+        // one after another at the very end, so a kill inside that window (microseconds, longer
+        // when the machine is loaded) can leave one run's requests.csv beside the other's
         // summary.json; at most one of the eight kills may land there.
         match consistent(&out) {
             Ok(n) => {
@@ -386,10 +387,18 @@ fn runs_killed_at_any_point_leave_whole_files_mixed_only_within_the_final_rename
                 mixed += 1;
                 assert!(e.contains("rows, summary.json says"), "kill {i}/8: a file is not whole: {e}");
                 assert!(mixed <= 1, "kill {i}/8: a second mix: {e}");
+                if cfg!(target_os = "linux") {
+                    panic!("kill {i}/8: files of two runs mixed: {e}");
+                }
             }
         }
         assert!(whole_csv(&out.join("requests.csv")), "kill {i}/8: requests.csv cut");
     }
+    // A whole run after the kills: it removes what killed runs left beside the folder.
+    assert!(run("99").status().unwrap().success());
+    let beside: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!beside.iter().any(|n| n.contains(".swap-")), "staging folders left: {beside:?}");
     let names: Vec<String> =
         std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     // Only the four outputs and the manifest; a killed run's hidden temporaries may remain,
