@@ -66,3 +66,29 @@ fn kubernetes_indexed_job_command_shards_merge_to_the_plan() {
     assert!(dir.join("plan-shard-4-of-4.json").exists());
     assert_eq!(merged(&dir), unsharded(&out_dir("deploy_k8s_whole")));
 }
+
+/// deploy/slurm-plan.sh submitted with `sbatch` to a real one-node Slurm (tests/slurm/array-job.sh
+/// starts it: Debian's slurm-wlm), its four array tasks run by slurmd, then the merge job its
+/// header gives, after them: the merged plan is the unsharded one.
+#[test]
+fn slurm_array_job_on_a_one_node_slurm_merges_to_the_plan() {
+    let work = out_dir("deploy_slurm_real");
+    let o = Command::new("bash")
+        .args(["tests/slurm/array-job.sh", work.to_str().unwrap(), "tests/plan/small.toml"])
+        .env("PATH", path_with_servesim())
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    match o.status.code() {
+        // Not installed: a dependency .ci/run installs, so a failure in CI.
+        Some(77) if std::env::var("CI").as_deref() != Ok("true") => return eprintln!("{}", out.trim()),
+        // Not root: a permission of the machine, not something to install.
+        Some(78) => return eprintln!("{}", out.trim()),
+        _ => {}
+    }
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let (head, plan) = out.split_once('\n').unwrap();
+    assert!(head.starts_with("array job ") && head.ends_with(": 4 tasks"), "{head}");
+    assert_eq!(plan, unsharded(&out_dir("deploy_slurm_real_whole")));
+}
