@@ -111,6 +111,7 @@ fn validated(src: &str, stem: &str, dir: &Path) -> std::result::Result<Scenario,
     let s = Scenario::from_toml_in(src, stem, FileResources::new(dir))?;
     servesim_sim::plan::check_candidates(&s)?;
     s.check_calibration(true)?;
+    servesim_sim::engine::check_calibrations(&s)?;
     Ok(s)
 }
 

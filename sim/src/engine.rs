@@ -166,6 +166,73 @@ pub fn cost_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
     }
 }
 
+/// Refuses a calibration that makes a group's iterations faster than its GPU can physically run
+/// them: at a decode step of 1 and of 64 sequences over 1,024 tokens of context and a
+/// 2,048-token prefill, the calibrated GPU time must be at least 90% of the time the dense
+/// GEMMs and decode attention need at the GPU's peaks (their weights and KV read at its full
+/// bandwidth, their FLOPs at its fastest tensor cores: what profiles and database slices are
+/// held to). The error names the calibration, the batch, the GPU and both times. Pipelined
+/// groups are not checked (a stage's share of the floor is not one op's).
+pub fn check_calibrations(s: &Scenario) -> Result<(), crate::config::ConfigError> {
+    for (i, g) in s.groups.iter().enumerate() {
+        let (Some(cal), CostSpec::Roofline(c)) = (g.calibrated(), &g.cost) else { continue };
+        if cal.factors().costs_unchanged() || g.layout.pp > 1 {
+            continue;
+        }
+        let measured = c
+            .database
+            .as_ref()
+            .and_then(|d| d.weights.as_deref())
+            .and_then(crate::cost::DatabaseRequest::measured_dtype);
+        let model = g.scheduler.kv_cache.model(&s.model);
+        let floor = Roofline::new(model, g.gpu.clone(), g.tp, c.params()).physical(measured);
+        let calibrated = cost_model(s, i);
+        let mut prefill = crate::cost::BatchShape::default();
+        prefill.add_prefill(2048, 0, true);
+        let decodes = |n: u64| crate::cost::BatchShape {
+            decode_seqs: n,
+            decode_context_tokens: n * 1024,
+            sampled_seqs: n,
+            ..Default::default()
+        };
+        for (b, what) in [
+            (decodes(1), "a decode step of 1 sequence"),
+            (decodes(64), "a decode step of 64 sequences"),
+            (prefill, "a 2,048-token prefill"),
+        ] {
+            let min: f64 = ["qkv_proj", "o_proj", "gate_up_proj", "down_proj", "attn_decode"]
+                .iter()
+                .map(|op| floor.op_seconds(op, &b))
+                .sum();
+            let (total, cpu) = calibrated.iteration_times(&b, None);
+            let gpu = total.0.saturating_sub(cpu.0) as f64 * 1e-9;
+            if gpu > 0.0 && gpu < 0.9 * min {
+                let key = if s.resolved.cluster.groups.is_empty() {
+                    "cost.calibration".to_string()
+                } else {
+                    format!("cluster.groups[{i}].cost.calibration")
+                };
+                let gp = floor.gpu();
+                return Err(crate::config::ConfigError::at(
+                    &key,
+                    format!(
+                        "{}: calibrated, {what} takes {:.2} µs of GPU time, below the {:.2} µs the {} needs at its peaks \
+                         ({:.0} GB/s, {:.0} TFLOP/s) for its GEMMs and decode attention alone: fitted on another machine, \
+                         or a factor at the bound of its range?",
+                        c.calibration.as_deref().unwrap_or("the calibration"),
+                        gpu * 1e6,
+                        min * 1e6,
+                        gp.name,
+                        gp.hbm_bytes_per_s / 1e9,
+                        gp.bf16_flops / 1e12
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The delay a calibration adds between the engine and the client (its frontend factor), from
 /// the first calibrated group: every request passes one frontend before the router.
 pub fn client_delay(s: &Scenario) -> SimTime {

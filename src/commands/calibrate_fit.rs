@@ -147,22 +147,7 @@ pub(crate) fn run(a: FitArgs) -> Result<()> {
         uncertainty: UNCERTAINTY,
         fitted: &fitted,
     };
-    let mut cal = Calibration::of(&gpu, &engine, &source, &fitted.factors);
-    for (i, o) in fitted.outcomes.iter().enumerate() {
-        let info = &FACTORS[i];
-        cal.factors.set(
-            i,
-            FactorEntry {
-                value: o.value,
-                low: o.low,
-                high: o.high,
-                status: o.status.to_string(),
-                note: o.note.clone(),
-                meaning: Some(info.meaning.to_string()),
-            },
-        );
-    }
-    cal.fit = Some(toml::Table::try_from(&record).map_err(|e| CliError::Other(anyhow::anyhow!("{e}")))?);
+    let cal = calibration_of(&s, [&gpu, &engine, &source], &fitted, &record, &a.out)?;
     let better = fitted.error_calibrated_pct < fitted.error_uncalibrated_pct;
     if !a.quiet {
         match a.format {
@@ -189,6 +174,43 @@ pub(crate) fn run(a: FitArgs) -> Result<()> {
         outln!("wrote {}", a.out.display());
     }
     Ok(())
+}
+
+/// The calibration file's contents for `fitted` on the deployment `[gpu, engine, source]`,
+/// with its fit record; an error (`out` not written) when its factors price an iteration of
+/// the scenario's groups faster than their GPU can run it.
+fn calibration_of(
+    s: &servesim_sim::Scenario,
+    [gpu, engine, source]: [&str; 3],
+    fitted: &calibration::Fitted,
+    record: &FitRecord,
+    out: &std::path::Path,
+) -> Result<Calibration> {
+    let mut cal = Calibration::of(gpu, engine, source, &fitted.factors);
+    for (i, o) in fitted.outcomes.iter().enumerate() {
+        let info = &FACTORS[i];
+        cal.factors.set(
+            i,
+            FactorEntry {
+                value: o.value,
+                low: o.low,
+                high: o.high,
+                status: o.status.to_string(),
+                note: o.note.clone(),
+                meaning: Some(info.meaning.to_string()),
+            },
+        );
+    }
+    cal.fit = Some(toml::Table::try_from(record).map_err(|e| CliError::Other(anyhow::anyhow!("{e}")))?);
+    // A fit that prices an iteration faster than the GPU can run it is not written.
+    let mut applied = s.clone();
+    for g in &mut applied.groups {
+        g.calibration = Some(Ok(std::sync::Arc::new(cal.clone())));
+    }
+    if let Err(e) = servesim_sim::engine::check_calibrations(&applied) {
+        return Err(CliError::Other(anyhow::anyhow!("{} not written: {}", out.display(), e.message())));
+    }
+    Ok(cal)
 }
 
 /// The GPU, engine and cost source every group of the scenario shares (a calibration corrects

@@ -859,3 +859,38 @@ fn kernel_times_faster_than_the_gpu_can_run_are_refused_naming_the_op_and_both_t
         stderr(&o)
     );
 }
+
+/// A calibration is held to the GPU's physical floor. Llama-3-8B's dense GEMMs hold 6.98 G
+/// parameters (32 layers × 218.1 M: qkv 4096×6144, o 4096², gate-up 4096×28672, down
+/// 14336×4096), 13.96 GB in bf16, plus 134 MB of KV for 1,024 tokens: 4.21 ms at the H100's
+/// 3.35 TB/s for a decode step of one sequence. The roofline prices that step at 6.63 ms, so
+/// scaling it by 0.5 (3.31 ms) is refused with both times and by 0.9 (5.96 ms) is not.
+#[test]
+fn a_calibration_faster_than_the_gpu_is_refused_and_one_above_it_runs() {
+    let dir = out_dir("rel_cal_floor");
+    let cal = |v: f64| {
+        format!(
+            "format = 1\ngpu = \"h100-sxm\"\nengine = \"unspecified\"\ncost_source = \"roofline\"\n[factors]\n\
+             prefill = {{ value = {v} }}\ndecode = {{ value = {v} }}\n"
+        )
+    };
+    let scen = "[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"h100-sxm\"\n[cost]\ncalibration = \"cal.toml\"\n\
+                [workload]\nrequests = 20\narrival = { kind = \"poisson\", rate = 20 }\n\
+                prompt_tokens = { kind = \"fixed\", value = 100 }\noutput_tokens = { kind = \"fixed\", value = 10 }\n";
+    let path = scenario_file(&dir, "s.toml", scen);
+    for (v, refused) in [(0.5, true), (0.9, false)] {
+        std::fs::write(dir.join("cal.toml"), cal(v)).unwrap();
+        let o = servesim(&["simulate", "--scenario", &path, "--out", dir.join("o").to_str().unwrap(), "--quiet"]);
+        if refused {
+            assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+            let e = stderr(&o);
+            assert!(
+                e.contains("cost.calibration: cal.toml: calibrated, a decode step of 1 sequence takes 3313.32 µs"),
+                "{e}"
+            );
+            assert!(e.contains("below the 4208.31 µs the h100-sxm needs"), "{e}");
+        } else {
+            assert!(o.status.success(), "{}", stderr(&o));
+        }
+    }
+}

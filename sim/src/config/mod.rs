@@ -29,6 +29,11 @@ impl ConfigError {
     pub fn at(path: &str, message: String) -> ConfigError {
         ConfigError { path: path.to_string(), message, line: None }
     }
+
+    /// What is wrong, without the key.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
 }
 
 impl fmt::Display for ConfigError {

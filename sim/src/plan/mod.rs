@@ -41,7 +41,13 @@ use crate::scenario::Scenario;
 /// the rest of the file; the candidates are the planner's, and it checks them.
 pub fn check_candidates(s: &Scenario) -> Result<(), ConfigError> {
     if s.resolved.plan.is_some() {
-        candidates(s)?;
+        for c in candidates(s)? {
+            // A calibration applied to a candidate's own GPU and TP is held to its floor too.
+            if let Some(sc) = &c.scenario {
+                crate::engine::check_calibrations(sc)
+                    .map_err(|e| ConfigError::at(&e.path, format!("candidate {}: {}", c.name, e.message)))?;
+            }
+        }
     }
     Ok(())
 }
