@@ -35,10 +35,52 @@ pub(crate) fn substream(seed: u64, stream: Stream, index: u64) -> ChaCha8Rng {
     rng
 }
 
+/// An exponential draw of rate `rate` (> 0; infinite gives 0): the same value rand_distr's
+/// `Exp::new(rate)` draws, with no constructor to fail on a parameter.
+pub(crate) fn exponential(rng: &mut ChaCha8Rng, rate: f64) -> f64 {
+    use rand::RngExt;
+    let e: f64 = rng.sample(rand_distr::Exp1);
+    e * (1.0 / rate)
+}
+
+/// A normal draw of mean `mean` and standard deviation `std`: the same value rand_distr's
+/// `Normal::new(mean, std)` draws, with no constructor to fail.
+pub(crate) fn normal(rng: &mut ChaCha8Rng, mean: f64, std: f64) -> f64 {
+    use rand::RngExt;
+    let z: f64 = rng.sample(rand_distr::StandardNormal);
+    mean + std * z
+}
+
+/// A lognormal draw whose logarithm has mean `mu` and standard deviation `sigma`: the same
+/// value rand_distr's `LogNormal::new(mu, sigma)` draws (its exp is libm's, not the platform's).
+pub(crate) fn lognormal(rng: &mut ChaCha8Rng, mu: f64, sigma: f64) -> f64 {
+    num_traits::Float::exp(normal(rng, mu, sigma))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand::RngExt;
+
+    #[test]
+    fn total_draws_equal_rand_distrs_own() {
+        use rand_distr::{Distribution, Exp, LogNormal, Normal};
+        let (mut a, mut b) = (substream(5, Stream::Arrivals, 0), substream(5, Stream::Arrivals, 0));
+        for rate in [1e-12_f64, 0.3, 1.0, 7.0, 1e9] {
+            let d: Exp<f64> = Exp::new(rate).unwrap();
+            for _ in 0..100 {
+                assert_eq!(d.sample(&mut a).to_bits(), exponential(&mut b, rate).to_bits());
+            }
+        }
+        for (m, s) in [(0.0_f64, 1.0_f64), (500.0, 120.0), (6.2, 0.0)] {
+            let (n, l): (Normal<f64>, LogNormal<f64>) =
+                (Normal::new(m, s).unwrap(), LogNormal::new(m / 100.0, s / 100.0).unwrap());
+            for _ in 0..100 {
+                assert_eq!(n.sample(&mut a).to_bits(), normal(&mut b, m, s).to_bits());
+                assert_eq!(l.sample(&mut a).to_bits(), lognormal(&mut b, m / 100.0, s / 100.0).to_bits());
+            }
+        }
+    }
     const GOLDEN: [u64; 2] = [10517904778964690192, 5246156849874060613];
 
     #[test]

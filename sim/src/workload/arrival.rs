@@ -1,11 +1,12 @@
 //! Arrival processes: when requests arrive.
 
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution, Exp, Gamma};
+use rand_distr::{Distribution, Gamma};
 use serde::{Deserialize, Serialize};
 
 use super::daily::{next_thinned, Curve, Diurnal};
 use crate::config::{check, ConfigError};
+use crate::rng::exponential;
 use crate::tagged_enum;
 
 /// How requests arrive. Open-loop processes arrive regardless of how the system keeps up;
@@ -113,7 +114,7 @@ pub enum ThinkKind {
 const RATE_RANGE: (f64, f64) = (1e-12, 1e9);
 const CV_RANGE: (f64, f64) = (1e-3, 100.0);
 
-fn check_rate(path: &str, key: &str, rate: f64, allow_zero: bool) -> Result<(), ConfigError> {
+pub(super) fn check_rate(path: &str, key: &str, rate: f64, allow_zero: bool) -> Result<(), ConfigError> {
     let (lo, hi) = RATE_RANGE;
     let ok = rate.is_finite() && (rate == 0.0 && allow_zero || (lo..=hi).contains(&rate));
     let why = if allow_zero { "must be 0 or in [1e-12, 1e9] requests/s" } else { "must be in [1e-12, 1e9] requests/s" };
@@ -226,27 +227,28 @@ impl ArrivalSpec {
 /// when cv = 1), built once per rate, not per draw.
 #[derive(Clone, Debug)]
 enum Gap {
-    Exp(Exp<f64>),
+    Exp(f64),
     Gamma(Gamma<f64>),
 }
 
 impl Gap {
-    /// `None` for a zero rate (no arrivals).
+    /// `None` for a zero rate (no arrivals) and for parameters the gamma sampler refuses
+    /// (outside the validated ranges, which [`Gap::new`]'s test draws at their corners): no
+    /// arrivals rather than a panic.
     fn new(rate: f64, cv: f64) -> Option<Gap> {
-        if rate <= 0.0 {
+        if rate.is_nan() || rate <= 0.0 {
             return None;
         }
-        Some(if cv == 1.0 {
-            Gap::Exp(Exp::new(rate).expect("validated rate"))
-        } else {
-            let shape = 1.0 / (cv * cv);
-            Gap::Gamma(Gamma::new(shape, 1.0 / (rate * shape)).expect("validated"))
-        })
+        if cv == 1.0 {
+            return Some(Gap::Exp(rate));
+        }
+        let shape = 1.0 / (cv * cv);
+        Gamma::new(shape, 1.0 / (rate * shape)).ok().map(Gap::Gamma)
     }
 
     fn sample(&self, rng: &mut ChaCha8Rng) -> f64 {
         match self {
-            Gap::Exp(d) => d.sample(rng),
+            Gap::Exp(rate) => exponential(rng, *rate),
             Gap::Gamma(d) => d.sample(rng),
         }
     }
@@ -284,7 +286,7 @@ impl OpenArrivals {
     pub fn next_s(&mut self) -> Option<f64> {
         let t = match &self.spec {
             ArrivalSpec::Poisson(_) | ArrivalSpec::Gamma(_) => {
-                self.now_s + self.gaps[0].as_ref().expect("validated: rate > 0").sample(&mut self.rng)
+                self.now_s + self.gaps[0].as_ref()?.sample(&mut self.rng)
             }
             // The first arrival is at time zero; each next one 1/rate later. Computed from the
             // count, not accumulated, so there is no drift.
@@ -308,9 +310,7 @@ impl OpenArrivals {
                 }
             },
             ArrivalSpec::Diurnal(d) => next_thinned(&mut self.rng, self.now_s, d.peak_rate, None, |t| d.rate_at(t))?,
-            ArrivalSpec::Curve(c) => {
-                next_thinned(&mut self.rng, self.now_s, c.max_rate(), c.end_s(), |t| c.rate_at(t))?
-            }
+            ArrivalSpec::Curve(c) => c.next_after(&mut self.rng, self.now_s)?,
             ArrivalSpec::ClosedLoop(_) => {
                 unreachable!("closed-loop arrivals are driven by completions")
             }
@@ -326,7 +326,7 @@ pub fn think_time_s(c: &ClosedLoop, rng: &mut ChaCha8Rng) -> f64 {
     match c.think {
         _ if c.think_time_s == 0.0 => 0.0,
         ThinkKind::Fixed => c.think_time_s,
-        ThinkKind::Exponential => Exp::new(1.0 / c.think_time_s).expect("validated").sample(rng),
+        ThinkKind::Exponential => exponential(rng, 1.0 / c.think_time_s),
     }
 }
 

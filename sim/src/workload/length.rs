@@ -2,10 +2,10 @@
 
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution, LogNormal, Normal};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{check, ConfigError};
+use crate::rng::{lognormal, normal};
 use crate::tagged_enum;
 
 /// Φ⁻¹(0.99): the standard-normal quantile that turns a (median, p99) pair into a lognormal σ.
@@ -178,10 +178,10 @@ impl LengthDist {
         match self {
             LengthDist::Fixed(f) => Sampler::Fixed(f.value),
             LengthDist::Uniform(u) => Sampler::Uniform(u.min, u.max),
-            LengthDist::Normal(n) => Sampler::Normal(Normal::new(n.mean, n.std).expect("validated"), n.min, n.max),
+            LengthDist::Normal(n) => Sampler::Normal { mean: n.mean, std: n.std, min: n.min, max: n.max },
             LengthDist::Lognormal(l) => {
                 let (mu, sigma) = l.mu_sigma();
-                Sampler::Lognormal(LogNormal::new(mu, sigma).expect("validated"), l.min, l.max)
+                Sampler::Lognormal { mu, sigma, min: l.min, max: l.max }
             }
             LengthDist::Mixture(m) => Sampler::Mixture {
                 total: m.components.iter().map(|c| c.weight).sum(),
@@ -230,8 +230,8 @@ impl LengthDist {
 pub enum Sampler {
     Fixed(u64),
     Uniform(u64, u64),
-    Normal(Normal<f64>, Option<u64>, Option<u64>),
-    Lognormal(LogNormal<f64>, Option<u64>, Option<u64>),
+    Normal { mean: f64, std: f64, min: Option<u64>, max: Option<u64> },
+    Lognormal { mu: f64, sigma: f64, min: Option<u64>, max: Option<u64> },
     Mixture { total: f64, components: Vec<(f64, Sampler)>, min: Option<u64>, max: Option<u64> },
 }
 
@@ -241,8 +241,8 @@ impl Sampler {
         match self {
             Sampler::Fixed(v) => *v,
             Sampler::Uniform(min, max) => rng.random_range(*min..=*max),
-            Sampler::Normal(d, min, max) => clamp(d.sample(rng), *min, *max),
-            Sampler::Lognormal(d, min, max) => clamp(d.sample(rng), *min, *max),
+            Sampler::Normal { mean, std, min, max } => clamp(normal(rng, *mean, *std), *min, *max),
+            Sampler::Lognormal { mu, sigma, min, max } => clamp(lognormal(rng, *mu, *sigma), *min, *max),
             Sampler::Mixture { total, components, min, max } => {
                 let mut u = rng.random::<f64>() * total;
                 let mut chosen = &components[components.len() - 1].1;

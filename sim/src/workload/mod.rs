@@ -5,6 +5,8 @@
 //! lengths, think times) has its own random substream.
 
 pub mod arrival;
+#[cfg(test)]
+mod bounds_tests;
 pub(crate) mod daily;
 pub mod fit;
 pub mod length;

@@ -17,7 +17,6 @@ use std::collections::HashMap;
 
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution, Exp};
 use serde::{Deserialize, Serialize};
 
 use super::{LengthDist, Segment};
@@ -331,7 +330,7 @@ impl PrefixGen {
     pub(crate) fn think_s(&mut self) -> f64 {
         let mean = self.spec.sessions.as_ref().map_or(0.0, |s| s.think_time_s);
         if mean > 0.0 {
-            Exp::new(1.0 / mean).expect("validated").sample(&mut self.think_rng)
+            crate::rng::exponential(&mut self.think_rng, 1.0 / mean)
         } else {
             0.0
         }
