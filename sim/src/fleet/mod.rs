@@ -122,7 +122,18 @@ impl FleetSection {
         if let Some(a) = &self.autoscale {
             a.validate(&format!("{path}.autoscale"), groups)?;
         }
-        let built: u32 = (0..groups.len()).map(|g| self.instances_built(groups, g)).sum();
+        let built: u64 = (0..groups.len()).map(|g| u64::from(self.instances_built(groups, g))).sum();
+        if built > crate::instance::MAX_INSTANCES {
+            return Err(ConfigError::at(
+                path,
+                format!(
+                    "the cluster would build {built} instances (autoscaling's maximum included); at most {} are \
+                     simulated in one cluster",
+                    crate::instance::MAX_INSTANCES
+                ),
+            ));
+        }
+        let built = built as u32;
         if let Some(f) = &self.failures {
             f.validate(&format!("{path}.failures"), built)?;
         }

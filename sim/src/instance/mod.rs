@@ -48,7 +48,7 @@ use admission::Breaker;
 use batch::Batch;
 use batching::{Batcher, Sched};
 use core::Core;
-pub use group::{InstanceGroup, Role, SchedulerSection};
+pub use group::{InstanceGroup, Role, SchedulerSection, MAX_INSTANCES};
 pub use handoff::Handoff;
 use kv::BlockAllocator;
 use kv_manager::KvManager;

@@ -76,6 +76,18 @@ pub(crate) fn resolve_groups(
     let base_scheduler = to_table(&file.scheduler);
     let base_memory = to_table(&file.memory);
     let base_cost = to_table(&file.cost);
+    let total = file.cluster.groups.iter().map(|g| u64::from(g.count)).sum::<u64>();
+    if total > crate::instance::MAX_INSTANCES {
+        // Each instance holds its scheduler, KV allocator and queues (a few KiB): 20 groups of
+        // 100,000 would need gigabytes before the first event.
+        return Err(ConfigError::at(
+            "cluster.groups",
+            format!(
+                "the groups hold {total} instances in all; at most {} are simulated in one cluster",
+                crate::instance::MAX_INSTANCES
+            ),
+        ));
+    }
     for (i, g) in file.cluster.groups.iter_mut().enumerate() {
         let path = format!("cluster.groups[{i}]");
         check((1..=100_000).contains(&g.count), &path, "count", "must be in [1, 100000]", g.count)?;
