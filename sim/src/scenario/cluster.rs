@@ -66,17 +66,13 @@ pub(crate) fn gpu_or_preset<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Gp
     }
 }
 
-/// Resolves `[[cluster.groups]]` into instance groups, writing each group back in full.
-pub(crate) fn resolve_groups(
-    file: &mut ScenarioFile,
-    model: &ModelSpec,
-    top_gpu: Option<&GpuSpec>,
-) -> Result<Vec<InstanceGroup>, ConfigError> {
-    let mut out = Vec::with_capacity(file.cluster.groups.len());
-    let base_scheduler = to_table(&file.scheduler);
-    let base_memory = to_table(&file.memory);
-    let base_cost = to_table(&file.cost);
-    let total = file.cluster.groups.iter().map(|g| u64::from(g.count)).sum::<u64>();
+/// Each group's count, and at most [`crate::instance::MAX_INSTANCES`] over all groups.
+fn check_total(groups: &[GroupSection]) -> Result<(), ConfigError> {
+    for (i, g) in groups.iter().enumerate() {
+        let path = format!("cluster.groups[{i}]");
+        check((1..=100_000).contains(&g.count), &path, "count", "must be in [1, 100000]", g.count)?;
+    }
+    let total = groups.iter().map(|g| u64::from(g.count)).sum::<u64>();
     if total > crate::instance::MAX_INSTANCES {
         // Each instance holds its scheduler, KV allocator and queues (a few KiB): 20 groups of
         // 100,000 would need gigabytes before the first event.
@@ -88,9 +84,22 @@ pub(crate) fn resolve_groups(
             ),
         ));
     }
+    Ok(())
+}
+
+/// Resolves `[[cluster.groups]]` into instance groups, writing each group back in full.
+pub(crate) fn resolve_groups(
+    file: &mut ScenarioFile,
+    model: &ModelSpec,
+    top_gpu: Option<&GpuSpec>,
+) -> Result<Vec<InstanceGroup>, ConfigError> {
+    let mut out = Vec::with_capacity(file.cluster.groups.len());
+    let base_scheduler = to_table(&file.scheduler);
+    let base_memory = to_table(&file.memory);
+    let base_cost = to_table(&file.cost);
+    check_total(&file.cluster.groups)?;
     for (i, g) in file.cluster.groups.iter_mut().enumerate() {
         let path = format!("cluster.groups[{i}]");
-        check((1..=100_000).contains(&g.count), &path, "count", "must be in [1, 100000]", g.count)?;
         let tp = g.tp.unwrap_or(1);
         check((1..=64).contains(&tp), &path, "tp", "must be in [1, 64]", tp)?;
         check(
