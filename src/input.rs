@@ -104,37 +104,48 @@ pub(crate) fn rereadable(path: &Path, what: &str) -> Result<PathBuf> {
     let mut out = io::BufWriter::new(
         File::create(&spool).map_err(|e| CliError::Other(anyhow::anyhow!("creating {}: {e}", spool.display())))?,
     );
-    let mut buf = vec![0u8; 1 << 20];
-    let mut check = TraceLines::default();
     let bad = |why: String| {
         CliError::input(format!("{}: {why}", if stdin { "standard input".into() } else { path.display().to_string() }))
     };
+    let copy_err =
+        |e: io::Error| CliError::Other(anyhow::anyhow!("copying {} to {}: {e}", path.display(), spool.display()));
+    copy_checked(&mut src, &mut out, SPOOL_MAX_BYTES, &bad, &copy_err)?;
+    out.flush().map_err(copy_err)?;
+    Ok(spool)
+}
+
+/// Copies a trace stream into `out`, checking its lines as they come ([`TraceLines`]), up to
+/// `limit` bytes; `bad` words what is wrong with the input, `copy_err` a failed write.
+fn copy_checked(
+    src: &mut impl Read,
+    out: &mut impl Write,
+    limit: u64,
+    bad: &dyn Fn(String) -> CliError,
+    copy_err: &dyn Fn(io::Error) -> CliError,
+) -> Result<()> {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut check = TraceLines::default();
     loop {
         crate::error::check_cancel()?;
         let n = match src.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(CliError::input(format!("{}: cannot read {what}: {e}", path.display()))),
+            Err(e) => return Err(bad(format!("cannot read: {e}"))),
         };
         // Checked as it comes, so that what is no trace (`/dev/urandom`, `yes`) is refused at
         // its first line, not after filling the temporary folder.
         check.feed(&buf[..n]).map_err(bad)?;
-        if check.offset + check.carry.len() as u64 > SPOOL_MAX_BYTES {
+        if check.offset + check.carry.len() as u64 > limit {
+            let size = if limit >= 1 << 30 { format!("{} GiB", limit >> 30) } else { format!("{} MiB", limit >> 20) };
             return Err(bad(format!(
-                "more than {} GiB: a trace read from a stream is copied into the temporary folder up to {} GiB; \
-                 give a longer one as a file",
-                SPOOL_MAX_BYTES >> 30,
-                SPOOL_MAX_BYTES >> 30
+                "more than {size}: a trace read from a stream is copied into the temporary folder up to {size}; \
+                 give a longer one as a file"
             )));
         }
-        out.write_all(&buf[..n])
-            .map_err(|e| CliError::Other(anyhow::anyhow!("copying {} to {}: {e}", path.display(), spool.display())))?;
+        out.write_all(&buf[..n]).map_err(copy_err)?;
     }
-    check.finish().map_err(bad)?;
-    out.flush()
-        .map_err(|e| CliError::Other(anyhow::anyhow!("copying {} to {}: {e}", path.display(), spool.display())))?;
-    Ok(spool)
+    check.finish().map_err(bad)
 }
 
 /// The most a trace read from a stream (`-`, a FIFO, a device) is copied into the temporary
@@ -237,6 +248,25 @@ fn spool_number() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stream past the spool's bound is refused naming the bound, with no more than the
+    /// bound copied (the same code at 16 GiB; here at 1 MiB); one within it is copied whole.
+    #[test]
+    fn a_stream_past_the_spool_bound_is_refused_naming_it() {
+        let trace = format!("arrival_s,prompt_tokens,output_tokens\n{}", "0.5,100,10\n".repeat(300_000));
+        let bad = |why: String| CliError::input(why);
+        let copy_err = |e: io::Error| CliError::Other(e.into());
+        let mut out = Vec::new();
+        let e = copy_checked(&mut trace.as_bytes(), &mut out, 1 << 20, &bad, &copy_err).unwrap_err().to_string();
+        assert!(
+            e.contains("more than 1 MiB: a trace read from a stream is copied into the temporary folder up to 1 MiB"),
+            "{e}"
+        );
+        assert!(out.len() <= 1 << 20, "{} bytes copied", out.len());
+        let mut out = Vec::new();
+        copy_checked(&mut trace.as_bytes(), &mut out, 8 << 20, &bad, &copy_err).unwrap();
+        assert_eq!(out, trace.as_bytes());
+    }
 
     #[test]
     fn a_line_past_the_bound_is_an_error_and_newlines_reset_it() {

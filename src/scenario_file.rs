@@ -107,7 +107,7 @@ pub(crate) const EMBEDDED: &[(&str, &str)] =
     &[("chat", include_str!("../scenarios/chat.toml")), ("peak", include_str!("../scenarios/peak.toml"))];
 
 /// Validates scenario text whose files are relative to `dir`, its plan candidates included.
-fn validated(src: &str, stem: &str, dir: &Path) -> std::result::Result<Scenario, servesim_sim::ConfigError> {
+pub(crate) fn validated(src: &str, stem: &str, dir: &Path) -> std::result::Result<Scenario, servesim_sim::ConfigError> {
     let s = Scenario::from_toml_in(src, stem, FileResources::new(dir))?;
     servesim_sim::plan::check_candidates(&s)?;
     s.check_calibration(true)?;

@@ -12,7 +12,7 @@
 //! v0.11), SGLang `python/sglang/srt/server_args.py` (`ServerArgs`, v0.5).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use servesim_sim::spec::{Dtype, GpuPreset, ModelPreset};
 
@@ -442,13 +442,55 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
     if let Some(n) = blocks {
         t += &format!("kv_blocks = {n}\n");
     }
-    t += &format!("\n[cost]\noverhead = \"{engine_name}\"\n");
+    t += &format!("\n[cost]\n{COST_MARK}\noverhead = \"{engine_name}\"\n");
     t += "\n# Placeholder traffic: replace with yours (or `workload fit --trace` of a request log).\n\
           [workload]\nduration_s = 120\narrival = { kind = \"poisson\", rate = 5 }\n\
           prompt_tokens = { kind = \"lognormal\", median = 1000, p99 = 6000, max = 8000 }\n\
           output_tokens = { kind = \"lognormal\", median = 300, p99 = 1500, max = 2048 }\n\n\
           [slo]\nttft_ms = 2000\ntpot_ms = 100\nattainment = 0.99\n";
     Ok((t, warn))
+}
+
+/// Where the cost source's lines go in the scenario text ([`priced`] fills it).
+const COST_MARK: &str = "# {cost source}";
+
+/// The scenario `text` priced from AIConfigurator's kernel database where it has this GPU,
+/// engine and model (a slice shipped with servesim, or the database `SERVESIM_AIC_DATA` or an
+/// installed `aiconfigurator-core` holds), else by the roofline, the file saying why; with a
+/// line for stderr saying which. Either way the scenario loads as written, files resolved from
+/// `dir` (where it is written).
+fn priced(text: &str, engine: Engine, gpu: &str, dir: &Path) -> Result<(String, String)> {
+    let framework = match engine {
+        Engine::Vllm => "vllm",
+        Engine::Sglang => "sglang",
+    };
+    let load = |t: &str| crate::scenario_file::validated(t, "from-command", dir);
+    let system = GpuPreset::find(gpu).map(|p| p.database_system).filter(|s| !s.is_empty());
+    let why = match system {
+        None => format!("the kernel database has no system for the GPU {gpu}"),
+        Some(system) => {
+            let db = text.replace(
+                COST_MARK,
+                &format!(
+                    "# Iteration times from NVIDIA AIConfigurator's measured kernels ({framework} on {system});\n\
+                     # what the database lacks is priced by the roofline, and every run says how much.\n\
+                     database = {{ framework = \"{framework}\" }}"
+                ),
+            );
+            match load(&db) {
+                Ok(_) => {
+                    return Ok((db, format!("cost: AIConfigurator's kernel database ({framework} on {system})")));
+                }
+                Err(e) => e.to_string(),
+            }
+        }
+    };
+    let roof = text.replace(
+        COST_MARK,
+        &format!("# Iteration times from the roofline (the GPU's datasheet), not measured kernels:\n# {why}."),
+    );
+    load(&roof).map_err(|e| CliError::input(format!("the scenario from this command is refused: {e}")))?;
+    Ok((roof, format!("cost: the roofline, not measured kernels: {why}")))
 }
 
 pub(crate) fn run(a: Args) -> Result<()> {
@@ -458,8 +500,9 @@ pub(crate) fn run(a: Args) -> Result<()> {
     };
     let (text, warn) = scenario(engine, &f.gpu, &f.args)?;
     // The scenario must load as written: what it says is what a run would use.
-    servesim_sim::Scenario::from_toml(&text, "from-command")
-        .map_err(|e| CliError::input(format!("the scenario from this command is refused: {e}")))?;
+    let dir = f.out.as_deref().and_then(Path::parent).filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let (text, cost) = priced(&text, engine, &f.gpu, dir)?;
+    errln!("{cost}");
     for w in &warn {
         errln!("warning: {w}");
     }

@@ -181,3 +181,38 @@ fn a_plan_sizes_pipelined_instances_and_counts_their_gpus() {
         (Some(2), Some(2), Some(4))
     );
 }
+
+/// `scenario from-vllm` prices from the kernel database where it has the GPU, engine and model:
+/// llama-3-8b under vLLM on h100_sxm is a slice shipped in calibrate/profiles/aic/; Llama-3.1-70B
+/// is not, and with no database on the machine (SERVESIM_AIC_DATA names an empty folder) the
+/// file says the roofline prices it, and why, as stderr does.
+#[test]
+fn from_vllm_prices_from_the_kernel_database_where_it_has_the_model_else_says_roofline() {
+    let dir = out_dir("from_vllm_cost");
+    std::fs::create_dir_all(dir.join("empty")).unwrap();
+    let run = |model: &str, out: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_servesim"))
+            .args(["scenario", "from-vllm", "--gpu", "h100-sxm", "--out", dir.join(out).to_str().unwrap(), "--", model])
+            .args(["--tensor-parallel-size", "4"])
+            .env("SERVESIM_AIC_DATA", dir.join("empty"))
+            .current_dir(root())
+            .output()
+            .unwrap()
+    };
+    let o = run("meta-llama/Llama-3.1-8B-Instruct", "8b.toml");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cost: AIConfigurator's kernel database (vllm on h100_sxm)"), "{}", stderr(&o));
+    let text = read(&dir.join("8b.toml"));
+    assert!(text.contains("database = { framework = \"vllm\" }"), "{text}");
+    let s = scenario(&text);
+    assert!(s.groups[0].profile.is_some(), "priced from the database slice");
+    let o = run("meta-llama/Llama-3.1-70B-Instruct", "70b.toml");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("cost: the roofline, not measured kernels: ") && e.contains("no AIConfigurator kernel tables there"),
+        "{e}"
+    );
+    let text = read(&dir.join("70b.toml"));
+    assert!(text.contains("# Iteration times from the roofline") && !text.contains("database ="), "{text}");
+}

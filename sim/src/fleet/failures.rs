@@ -9,7 +9,6 @@
 
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution, Exp};
 use serde::{Deserialize, Serialize};
 
 use super::check_s;
@@ -123,7 +122,7 @@ impl FailuresSection {
     /// Time from becoming ready to the next random failure, if random failures are on.
     pub fn time_to_failure(&self, rng: &mut ChaCha8Rng) -> Option<SimTime> {
         let m = self.mtbf_s?;
-        Some(SimTime::from_secs_f64(Exp::new(1.0 / m).expect("validated").sample(rng)))
+        Some(SimTime::from_secs_f64(crate::rng::exponential(rng, 1.0 / m)))
     }
 
     /// Whether a random failure is a hang.
@@ -141,7 +140,7 @@ impl FailuresSection {
         let s = match self.repair {
             _ if m == 0.0 => 0.0,
             RepairDist::Fixed => m,
-            RepairDist::Exponential => Exp::new(1.0 / m).expect("validated").sample(rng),
+            RepairDist::Exponential => crate::rng::exponential(rng, 1.0 / m),
         };
         SimTime::from_secs_f64(s)
     }

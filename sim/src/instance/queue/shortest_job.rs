@@ -4,7 +4,6 @@
 //! SRPT as far as the predictor is good.
 
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution, LogNormal};
 use serde::{Deserialize, Serialize};
 
 use super::{QueueOrder, QueuePolicy, Seq};
@@ -39,21 +38,22 @@ impl QueuePolicy for ShortestJob {
 
     fn build(&self, seed: u64, instance: u32) -> Box<dyn QueueOrder> {
         Box::new(Predicted {
-            noise: (self.output_error > 0.0).then(|| LogNormal::new(0.0, self.output_error).expect("validated")),
+            noise: (self.output_error > 0.0).then_some(self.output_error),
             rng: substream(seed, Stream::Predictor, instance as u64),
         })
     }
 }
 
 pub(super) struct Predicted {
-    noise: Option<LogNormal<f64>>,
+    /// σ of the lognormal noise (median 1).
+    noise: Option<f64>,
     rng: ChaCha8Rng,
 }
 
 impl QueueOrder for Predicted {
     fn place(&mut self, s: &Seq) -> (usize, u64) {
-        let factor = match &self.noise {
-            Some(n) => n.sample(&mut self.rng),
+        let factor = match self.noise {
+            Some(sigma) => crate::rng::lognormal(&mut self.rng, 0.0, sigma),
             None => 1.0,
         };
         let predicted = (s.output as f64 * factor).round() as u64;
