@@ -332,6 +332,27 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
             }
         }
     };
+    let ep = match (ep && !moe, engine) {
+        // vLLM refuses the command: vllm/config/model.py, ModelConfig._verify_with_expert_parallelism
+        // (vllm-project/vllm 18ec6629) raises when the model has no experts.
+        (true, Engine::Vllm) => {
+            return Err(CliError::input(format!(
+                "vLLM refuses this command for {}, which has no experts: \"Number of experts in the model must be \
+                 greater than 0 when expert parallelism is enabled.\" (vllm/config/model.py); drop \
+                 --enable-expert-parallel",
+                preset.name()
+            )))
+        }
+        // SGLang's expert parallelism acts on its MoE layers only: nothing to do on a dense model.
+        (true, Engine::Sglang) => {
+            warn.push(format!(
+                "--ep-size on {}, which has no experts: it changes nothing modelled, left out",
+                preset.name()
+            ));
+            false
+        }
+        (false, _) => ep,
+    };
     let (weight_dtype, kv_dtype) = dtypes(&got, model_id, preset, &mut warn);
     if got.contains_key("speculative") {
         warn.push("speculative decoding is not translated: add [scheduler.speculative] by hand".into());
@@ -646,6 +667,26 @@ mod tests {
         // SGLang's rule with its fraction, not vLLM's utilisation.
         let t = g.memory.terms.as_ref().unwrap();
         assert_eq!((t.engine.name(), t.fraction), ("sglang", 0.8));
+    }
+
+    /// Expert parallelism on a dense model: vLLM refuses the command
+    /// (vllm/config/model.py, `ModelConfig._verify_with_expert_parallelism`, vllm-project/vllm
+    /// 18ec6629: "Number of experts in the model must be greater than 0 ..."), and so does
+    /// servesim, in vLLM's words; SGLang's `--ep-size` acts on MoE layers only: left out with a note.
+    #[test]
+    fn expert_parallelism_on_a_dense_model_is_read_as_the_engines_read_it() {
+        let e = scenario(
+            Engine::Vllm,
+            "h100-sxm",
+            &args("meta-llama/Llama-3.1-8B-Instruct --enable-expert-parallel --data-parallel-size 2"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("vLLM refuses this command for llama-3.1-8b") && e.contains("Number of experts"), "{e}");
+        let (s, warn) =
+            scenario_of(Engine::Sglang, "h100-sxm", "--model-path meta-llama/Llama-3.1-8B-Instruct --tp 2 --ep-size 2");
+        assert_eq!((s.groups[0].tp, s.groups[0].layout.ep), (2, false));
+        assert_eq!(warn.len(), 1, "{warn:?}");
     }
 
     #[test]
