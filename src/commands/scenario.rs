@@ -282,33 +282,30 @@ fn int(got: &BTreeMap<&str, String>, key: &str, flag_name: &str) -> Result<Optio
         .transpose()
 }
 
-/// The scenario text of a launch command, and the warnings (flags not understood, settings
-/// not modelled).
-fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<String>)> {
-    let (got, unknown) = parse_flags(engine, args)?;
-    let mut warn = Vec::new();
-    if !unknown.is_empty() {
-        warn.push(format!("not understood, left out: {}", unknown.join(", ")));
-    }
-    let gpu = GpuPreset::find(gpu)
-        .ok_or_else(|| {
-            CliError::input(format!("--gpu: unknown preset \"{gpu}\"; known: {}", GpuPreset::names().join(", ")))
-        })?
-        .spec();
-    let model_id = got.get("model").ok_or_else(|| CliError::input("the command names no model"))?;
-    let preset = ModelPreset::for_checkpoint(model_id).ok_or_else(|| {
-        CliError::input(format!(
-            "model {model_id:?}: no servesim preset has its network; known: {} (or write [model] by hand)",
-            ModelPreset::names().join(", ")
-        ))
-    })?;
+/// How a launch command lays its GPUs out.
+struct Parallelism {
+    /// GPUs per instance (TP, or every DP attention rank's).
+    gpus: u64,
+    dp_attention: u64,
+    instances: u64,
+    ep: bool,
+    pp: u64,
+}
+
+/// The layout the command's TP, DP, PP and expert-parallel flags give, as the engine reads them.
+fn parallelism(
+    engine: Engine,
+    got: &BTreeMap<&'static str, String>,
+    preset: &ModelPreset,
+    warn: &mut Vec<String>,
+) -> Result<Parallelism> {
     let (tp_flag, dp_flag, pp_flag) = match engine {
         Engine::Vllm => ("--tensor-parallel-size", "--data-parallel-size", "--pipeline-parallel-size"),
         Engine::Sglang => ("--tp", "--dp", "--pp"),
     };
-    let tp = int(&got, "tp", tp_flag)?.unwrap_or(1);
-    let dp = int(&got, "dp", dp_flag)?.unwrap_or(1);
-    let pp = int(&got, "pp", pp_flag)?.unwrap_or(1);
+    let tp = int(got, "tp", tp_flag)?.unwrap_or(1);
+    let dp = int(got, "dp", dp_flag)?.unwrap_or(1);
+    let pp = int(got, "pp", pp_flag)?.unwrap_or(1);
     let moe = preset.experts > 1;
     // vLLM: --data-parallel-size with --enable-expert-parallel on a MoE model is DP attention
     // over dp × tp GPUs with the experts across all of them; otherwise DP replicas (instances).
@@ -324,7 +321,7 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
         }
         Engine::Sglang => {
             let dpa = got.get("dp_attention").is_some_and(|v| v == "true");
-            let ep = int(&got, "ep_size", "--ep-size")?.is_some_and(|e| e > 1);
+            let ep = int(got, "ep_size", "--ep-size")?.is_some_and(|e| e > 1);
             if dpa {
                 (tp, dp, 1, ep)
             } else {
@@ -353,6 +350,30 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
         }
         (false, _) => ep,
     };
+    Ok(Parallelism { gpus, dp_attention, instances, ep, pp })
+}
+
+/// The scenario text of a launch command, and the warnings (flags not understood, settings
+/// not modelled).
+fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<String>)> {
+    let (got, unknown) = parse_flags(engine, args)?;
+    let mut warn = Vec::new();
+    if !unknown.is_empty() {
+        warn.push(format!("not understood, left out: {}", unknown.join(", ")));
+    }
+    let gpu = GpuPreset::find(gpu)
+        .ok_or_else(|| {
+            CliError::input(format!("--gpu: unknown preset \"{gpu}\"; known: {}", GpuPreset::names().join(", ")))
+        })?
+        .spec();
+    let model_id = got.get("model").ok_or_else(|| CliError::input("the command names no model"))?;
+    let preset = ModelPreset::for_checkpoint(model_id).ok_or_else(|| {
+        CliError::input(format!(
+            "model {model_id:?}: no servesim preset has its network; known: {} (or write [model] by hand)",
+            ModelPreset::names().join(", ")
+        ))
+    })?;
+    let Parallelism { gpus, dp_attention, instances, ep, pp } = parallelism(engine, &got, preset, &mut warn)?;
     let (weight_dtype, kv_dtype) = dtypes(&got, model_id, preset, &mut warn);
     if got.contains_key("speculative") {
         warn.push("speculative decoding is not translated: add [scheduler.speculative] by hand".into());
