@@ -34,7 +34,8 @@ enum Cmd {
 
 #[derive(clap::Args)]
 pub(crate) struct FromArgs {
-    /// The GPU preset the server runs on (a launch command does not say).
+    /// The GPU the server runs on (a launch command does not say): a preset's name, or a TOML
+    /// file with the keys of a scenario's [gpu] section for a GPU without a preset.
     #[arg(long)]
     gpu: String,
     /// Write the scenario here (refused if the file exists); default: stdout.
@@ -353,6 +354,39 @@ fn parallelism(
     Ok(Parallelism { gpus, dp_attention, instances, ep, pp })
 }
 
+/// The `--gpu` argument: a preset's name, or a TOML file describing a GPU without a preset (its
+/// `[gpu]` table, or the file's top level: the keys of a scenario's `[gpu]` section). Returns
+/// the GPU and the lines of the scenario's `[gpu]` section.
+fn gpu_of(gpu: &str) -> Result<(servesim_sim::spec::GpuSpec, String)> {
+    if let Some(p) = GpuPreset::find(gpu) {
+        return Ok((p.spec(), format!("preset = \"{}\"\n", p.spec().name)));
+    }
+    let path = Path::new(gpu);
+    if !gpu.ends_with(".toml") || !path.exists() {
+        return Err(CliError::input(format!(
+            "--gpu: unknown preset \"{gpu}\"; known: {} (or a GPU file: a .toml with the keys of a scenario's [gpu])",
+            GpuPreset::names().join(", ")
+        )));
+    }
+    let text = crate::input::read_text(path, "GPU file")?;
+    let bad = |e: String| CliError::input(format!("--gpu {gpu}: {e}"));
+    let table: toml::Table = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let table = match table.get("gpu") {
+        Some(toml::Value::Table(t)) => t.clone(),
+        Some(_) => return Err(bad("gpu: must be a table".into())),
+        None => table,
+    };
+    let section = toml::to_string(&table).map_err(|e| bad(e.to_string()))?;
+    // Read as a scenario would read it: the same keys, checks and defaults.
+    let probe = format!(
+        "[model]\npreset = \"llama-3-8b\"\n[workload]\nrequests = 1\narrival = {{ kind = \"poisson\", rate = 1 }}\n\
+         prompt_tokens = {{ kind = \"fixed\", value = 1 }}\noutput_tokens = {{ kind = \"fixed\", value = 1 }}\n\
+         [gpu]\n{section}"
+    );
+    let s = servesim_sim::Scenario::from_toml(&probe, "gpu").map_err(|e| bad(e.to_string()))?;
+    Ok((s.groups[0].gpu.clone(), section))
+}
+
 /// The scenario text of a launch command, and the warnings (flags not understood, settings
 /// not modelled).
 fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<String>)> {
@@ -361,11 +395,7 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
     if !unknown.is_empty() {
         warn.push(format!("not understood, left out: {}", unknown.join(", ")));
     }
-    let gpu = GpuPreset::find(gpu)
-        .ok_or_else(|| {
-            CliError::input(format!("--gpu: unknown preset \"{gpu}\"; known: {}", GpuPreset::names().join(", ")))
-        })?
-        .spec();
+    let (gpu, gpu_section) = gpu_of(gpu)?;
     let model_id = got.get("model").ok_or_else(|| CliError::input("the command names no model"))?;
     let preset = ModelPreset::for_checkpoint(model_id).ok_or_else(|| {
         CliError::input(format!(
@@ -393,7 +423,7 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
     if let Some(k) = kv_dtype {
         t += &format!("kv_dtype = \"{k}\"\n");
     }
-    t += &format!("\n[gpu]\npreset = \"{}\"\n\n[cluster]\ninstances = {instances}\ntp = {gpus}\n", gpu.name);
+    t += &format!("\n[gpu]\n{gpu_section}\n[cluster]\ninstances = {instances}\ntp = {gpus}\n");
     // The engine's own balancer across its DP replicas: vLLM's lowest 4 × waiting + running
     // (router `vllm-dp`); SGLang's data-parallel controller round-robin by default
     // (`--load-balance-method round_robin`).

@@ -216,3 +216,37 @@ fn from_vllm_prices_from_the_kernel_database_where_it_has_the_model_else_says_ro
     let text = read(&dir.join("70b.toml"));
     assert!(text.contains("# Iteration times from the roofline") && !text.contains("database ="), "{text}");
 }
+
+/// `--gpu FILE.toml` describes a GPU without a preset with a scenario's `[gpu]` keys: the
+/// scenario carries them (and the roofline prices it, said so); a file missing a key the GPU
+/// needs is refused naming the file and the key.
+#[test]
+fn from_vllm_takes_a_gpu_file_for_a_gpu_without_a_preset() {
+    let dir = out_dir("from_vllm_gpu_file");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Figures of a made-up GPU, not a datasheet's.
+    let good = dir.join("lab.toml");
+    std::fs::write(&good, "[gpu]\nname = \"lab-gpu\"\nbf16_tflops = 200\nhbm_gb_per_s = 1000\nmemory_gib = 48\ninterconnect_gb_per_s = 32\npcie_gb_per_s = 32\n").unwrap();
+    let out = dir.join("s.toml");
+    let o = servesim(&[
+        "scenario",
+        "from-vllm",
+        "--gpu",
+        good.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "meta-llama/Llama-3.1-8B-Instruct",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cost: the roofline, not measured kernels"), "{}", stderr(&o));
+    let s = scenario(&read(&out));
+    let g = &s.groups[0].gpu;
+    assert_eq!((g.name.as_str(), g.bf16_flops, g.hbm_bytes_per_s), ("lab-gpu", 200e12, 1000e9));
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "name = \"x\"\nbf16_tflops = 100\n").unwrap();
+    let o =
+        servesim(&["scenario", "from-vllm", "--gpu", bad.to_str().unwrap(), "--", "meta-llama/Llama-3.1-8B-Instruct"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bad.toml: gpu.hbm_gb_per_s: required when no preset is given"), "{}", stderr(&o));
+}
