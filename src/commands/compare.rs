@@ -61,6 +61,23 @@ pub(crate) struct CompareHeader {
     pub rows: Vec<String>,
     /// Each row's value of each key, as typed (empty for the baseline).
     pub values: Vec<Vec<String>>,
+    /// What the baseline's workload offers (requests, span, mean and peak rates, a trace's
+    /// steps); `None` for a closed loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered: Option<servesim_sim::workload::offered::Offered>,
+}
+
+impl CompareHeader {
+    fn new(base: &Scenario, varies: &[Vary], rows: &[(String, Vec<String>, Scenario)]) -> CompareHeader {
+        CompareHeader {
+            scenario: base.name.clone(),
+            seed: base.seed,
+            keys: varies.iter().map(|(k, _)| k.clone()).collect(),
+            rows: rows.iter().map(|r| r.0.clone()).collect(),
+            values: rows.iter().map(|r| r.1.clone()).collect(),
+            offered: servesim_sim::workload::offered::offered(&base.workload, base.seed),
+        }
+    }
 }
 
 /// One row's numbers.
@@ -200,13 +217,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
         rows.push((label, values, s));
     }
 
-    let header = CompareHeader {
-        scenario: base.name.clone(),
-        seed: base.seed,
-        keys: varies.iter().map(|(k, _)| k.clone()).collect(),
-        rows: rows.iter().map(|r| r.0.clone()).collect(),
-        values: rows.iter().map(|r| r.1.clone()).collect(),
-    };
+    let header = CompareHeader::new(&base, &varies, &rows);
     let picked = Shard::before_sweep(a.shard, rows.len(), a.out.as_deref(), a.report.as_deref())?;
     if !a.quiet {
         for l in crate::output::cost_lines(&base) {
@@ -341,11 +352,15 @@ fn table(h: &CompareHeader, rows: &[Metrics]) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "servesim compare: {} (seed {}), {} variants against the baseline\n",
+        "servesim compare: {} (seed {}), {} variants against the baseline",
         h.scenario,
         h.seed,
         rows.len() - 1
     );
+    if let Some(off) = &h.offered {
+        let _ = writeln!(o, "  simulated (the baseline's workload): {}", off.line());
+    }
+    o.push('\n');
     let width = h.rows.iter().map(|r| r.chars().count()).max().unwrap_or(8).max(8);
     let _ = writeln!(
         o,

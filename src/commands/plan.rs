@@ -156,16 +156,24 @@ fn slo_words(h: &PlanHeader) -> String {
     format!("{} for {}% of requests", limits.join(", "), h.slo.attainment * 100.0)
 }
 
-/// The human-readable plan.
-pub(crate) fn table(r: &PlanReport) -> String {
-    let h = &r.header;
-    let mut o = String::new();
+/// The plan's first lines: the scenario, its load and SLO, and what was simulated.
+fn title(h: &PlanHeader) -> String {
     let load = match (h.load_rps_mean, h.load_rps_peak) {
         (Some(m), Some(p)) if p > m * 1.0001 => format!("{m:.1} req/s mean, {p:.1} at peak"),
         (Some(m), _) => format!("{m:.1} req/s"),
         _ => "closed-loop load".into(),
     };
-    o += &format!("servesim plan: {} — {}, {load}; SLO {}\n", h.scenario, h.model, slo_words(h));
+    let mut o = format!("servesim plan: {} — {}, {load}; SLO {}\n", h.scenario, h.model, slo_words(h));
+    if let Some(off) = &h.offered {
+        o += &format!("  simulated: {}\n", off.line());
+    }
+    o
+}
+
+/// The human-readable plan.
+pub(crate) fn table(r: &PlanReport) -> String {
+    let h = &r.header;
+    let mut o = title(h);
     let seeds: Vec<String> = (0..h.seeds as u64).map(|i| h.seed.wrapping_add(i).to_string()).collect();
     let mut headroom = vec![];
     if h.headroom > 0.0 {

@@ -461,15 +461,7 @@ fn finish(
     match format {
         Format::Json => outln!("{json}"),
         Format::Table => {
-            outln!(
-                "{:<48} {:>9} {:>5} {:>9} {:>10} {:>10}  frontier",
-                "configuration",
-                "instances",
-                "GPUs",
-                "$/h",
-                "TTFT p99",
-                "TPOT p99"
-            );
+            outln!("{}", table_head(&report.header));
             let mut rows: Vec<&CandidateResult> = report.candidates.iter().collect();
             let key = |c: &CandidateResult| {
                 (!c.feasible, c.cost_per_hour.unwrap_or(f64::INFINITY), c.gpus.unwrap_or(u64::MAX))
@@ -565,6 +557,15 @@ fn names(all: &[&str]) -> String {
 
 fn pruned_names(ps: &[&Pruned]) -> String {
     names(&ps.iter().map(|p| p.name.as_str()).collect::<Vec<_>>())
+}
+
+/// What was simulated, then the column names of tune's table.
+fn table_head(h: &PlanHeader) -> String {
+    let simulated = h.offered.as_ref().map(|o| format!("simulated: {}\n", o.line())).unwrap_or_default();
+    format!(
+        "{simulated}{:<48} {:>9} {:>5} {:>9} {:>10} {:>10}  frontier",
+        "configuration", "instances", "GPUs", "$/h", "TTFT p99", "TPOT p99"
+    )
 }
 
 /// The winner's scenario: the candidate as resolved, at its recommended instance count (for a

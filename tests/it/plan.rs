@@ -36,6 +36,18 @@ fn known_answer_capacity_and_count() {
     let tpot4 = c["tpot_ms_p99"].as_f64().unwrap();
     assert!((tpot4 / (5.0 / 0.55) - 1.0).abs() < 0.03, "TPOT at 4 instances {tpot4} ms");
 
+    // What was simulated: arrivals at i/180 s for 60 s, the last at t = 60 s: 10,801 requests,
+    // 180 in any 1 s, 10 s or 60 s window (181 where the nanosecond rounding of i/180 puts a
+    // window's two ends 1 ns closer than its length).
+    let off = &v["offered"];
+    assert_eq!(
+        (off["requests"].as_u64(), off["first_s"].as_f64(), off["last_s"].as_f64()),
+        (Some(10_801), Some(0.0), Some(60.0))
+    );
+    for p in off["peak_rps"].as_array().unwrap() {
+        let p = p.as_f64().unwrap();
+        assert!((180.0..=181.0).contains(&p.round()), "{off}");
+    }
     // The base load, 45 req/s, fits one instance; the load k = 4 times higher needs ⌈k·45 / r*⌉.
     let src = read(&root().join("tests/plan/known-answer.toml")).replace("rate = 180", "rate = 45");
     let path = out.join("base.toml");

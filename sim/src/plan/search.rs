@@ -85,6 +85,10 @@ pub struct PlanHeader {
     pub max_instances: u32,
     /// Candidate names in order (so that merged shards can be checked for completeness).
     pub candidate_names: Vec<String>,
+    /// What the workload offers under the first seed: requests, span, mean and peak rates,
+    /// a trace's steps (`None` for a closed loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered: Option<crate::workload::offered::Offered>,
 }
 
 /// The header of a plan over `candidates`.
@@ -103,6 +107,7 @@ pub fn header(s: &Scenario, candidates: &[Candidate], cfg: &SearchConfig) -> Pla
         spare: cfg.spare,
         max_instances: cfg.max_instances,
         candidate_names: candidates.iter().map(|c| c.name.clone()).collect(),
+        offered: crate::workload::offered::offered(w, cfg.seeds[0]),
     }
 }
 

@@ -11,6 +11,7 @@ pub(crate) mod daily;
 pub mod fit;
 pub mod length;
 pub(crate) mod list;
+pub mod offered;
 pub(crate) mod prefix;
 pub mod profile;
 pub mod trace;
