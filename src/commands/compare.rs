@@ -348,19 +348,21 @@ fn pct(v: Option<f64>) -> String {
     }
 }
 
+/// The table's first lines: what is compared, and what was simulated.
+fn title(h: &CompareHeader, variants: usize) -> String {
+    let simulated = h
+        .offered
+        .as_ref()
+        .map(|off| format!("  simulated (the baseline's workload): {}\n", off.line()))
+        .unwrap_or_default();
+    format!(
+        "servesim compare: {} (seed {}), {variants} variants against the baseline\n{simulated}\n",
+        h.scenario, h.seed
+    )
+}
+
 fn table(h: &CompareHeader, rows: &[Metrics]) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "servesim compare: {} (seed {}), {} variants against the baseline",
-        h.scenario,
-        h.seed,
-        rows.len() - 1
-    );
-    if let Some(off) = &h.offered {
-        let _ = writeln!(o, "  simulated (the baseline's workload): {}", off.line());
-    }
-    o.push('\n');
+    let mut o = title(h, rows.len() - 1);
     let width = h.rows.iter().map(|r| r.chars().count()).max().unwrap_or(8).max(8);
     let _ = writeln!(
         o,
