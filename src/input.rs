@@ -109,17 +109,18 @@ pub(crate) fn rereadable(path: &Path, what: &str) -> Result<PathBuf> {
     };
     let copy_err =
         |e: io::Error| CliError::Other(anyhow::anyhow!("copying {} to {}: {e}", path.display(), spool.display()));
-    copy_checked(&mut src, &mut out, SPOOL_MAX_BYTES, &bad, &copy_err)?;
+    copy_checked(&mut src, &mut out, (what, SPOOL_MAX_BYTES), &bad, &copy_err)?;
     out.flush().map_err(copy_err)?;
     Ok(spool)
 }
 
-/// Copies a trace stream into `out`, checking its lines as they come ([`TraceLines`]), up to
-/// `limit` bytes; `bad` words what is wrong with the input, `copy_err` a failed write.
+/// Copies a trace stream (`what` it is) into `out`, checking its lines as they come
+/// ([`TraceLines`]), up to `limit` bytes; `bad` words what is wrong with the input, `copy_err`
+/// a failed write.
 fn copy_checked(
     src: &mut impl Read,
     out: &mut impl Write,
-    limit: u64,
+    (what, limit): (&str, u64),
     bad: &dyn Fn(String) -> CliError,
     copy_err: &dyn Fn(io::Error) -> CliError,
 ) -> Result<()> {
@@ -131,7 +132,7 @@ fn copy_checked(
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(bad(format!("cannot read: {e}"))),
+            Err(e) => return Err(bad(format!("cannot read {what}: {e}"))),
         };
         // Checked as it comes, so that what is no trace (`/dev/urandom`, `yes`) is refused at
         // its first line, not after filling the temporary folder.
@@ -257,14 +258,15 @@ mod tests {
         let bad = |why: String| CliError::input(why);
         let copy_err = |e: io::Error| CliError::Other(e.into());
         let mut out = Vec::new();
-        let e = copy_checked(&mut trace.as_bytes(), &mut out, 1 << 20, &bad, &copy_err).unwrap_err().to_string();
+        let e =
+            copy_checked(&mut trace.as_bytes(), &mut out, ("trace", 1 << 20), &bad, &copy_err).unwrap_err().to_string();
         assert!(
             e.contains("more than 1 MiB: a trace read from a stream is copied into the temporary folder up to 1 MiB"),
             "{e}"
         );
         assert!(out.len() <= 1 << 20, "{} bytes copied", out.len());
         let mut out = Vec::new();
-        copy_checked(&mut trace.as_bytes(), &mut out, 8 << 20, &bad, &copy_err).unwrap();
+        copy_checked(&mut trace.as_bytes(), &mut out, ("trace", 8 << 20), &bad, &copy_err).unwrap();
         assert_eq!(out, trace.as_bytes());
     }
 

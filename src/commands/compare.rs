@@ -333,7 +333,7 @@ pub(crate) fn finish(h: &CompareHeader, rows: &[Metrics], dir: &Path, format: Fo
                     serde_json::json!({ "variant": h.rows[i], "values": h.values[i], "metrics": m, "change": change })
                 })
                 .collect();
-            let doc = serde_json::json!({ "scenario": h.scenario, "seed": h.seed, "keys": h.keys, "rows": v });
+            let doc = serde_json::json!({ "scenario": h.scenario, "seed": h.seed, "offered": h.offered, "keys": h.keys, "rows": v });
             outln!("{}", serde_json::to_string_pretty(&doc).expect("serialises"));
         }
     }
