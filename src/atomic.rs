@@ -347,6 +347,10 @@ fn stage_exchange(ready: &[(PathBuf, PathBuf)]) -> Option<bool> {
     let _ = fs::remove_dir_all(&staging);
     fs::create_dir(&staging).ok()?;
     register_temporary(&staging);
+    // The new folder keeps the old one's permission bits (a group-writable results folder).
+    if let Ok(m) = fs::metadata(&dir) {
+        let _ = fs::set_permissions(&staging, m.permissions());
+    }
     let temps: HashSet<&std::ffi::OsStr> = ready.iter().filter_map(|(_, t)| t.file_name()).collect();
     let give_up = |moved: &[(PathBuf, PathBuf)]| {
         for (tmp, at) in moved {
@@ -495,6 +499,8 @@ mod tests {
         let _ = fs::remove_dir_all(&root);
         let dir = root.join("out");
         fs::create_dir_all(&dir).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o770)).unwrap();
         fs::write(dir.join("a.csv"), "old a\n").unwrap();
         fs::write(dir.join("notes.txt"), "the user's\n").unwrap();
         std::os::unix::fs::symlink("notes.txt", dir.join("link")).unwrap();
@@ -511,8 +517,9 @@ mod tests {
             registry().written.retain(|p| !p.starts_with(&mine));
         };
         write2("new a\n", "new b\n");
-        // A new folder took the old one's place in one step.
+        // A new folder took the old one's place in one step, with its permissions.
         assert_ne!(fs::metadata(&dir).unwrap().ino(), before);
+        assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o770);
         assert_eq!(fs::read_to_string(dir.join("a.csv")).unwrap(), "new a\n");
         assert_eq!(fs::read_to_string(dir.join("b.csv")).unwrap(), "new b\n");
         assert_eq!(fs::read_to_string(dir.join("notes.txt")).unwrap(), "the user's\n");
