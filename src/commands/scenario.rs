@@ -553,7 +553,7 @@ fn priced(text: &str, engine: Engine, gpu: &str, dir: &Path) -> Result<(String, 
                 Ok(_) => {
                     return Ok((db, format!("cost: AIConfigurator's kernel database ({framework} on {system})")));
                 }
-                Err(e) => e.to_string(),
+                Err(e) => e.to_string().replace(['\n', '\r'], " "),
             }
         }
     };
