@@ -187,23 +187,8 @@ pub fn check_calibrations(s: &Scenario) -> Result<(), crate::config::ConfigError
         let model = g.scheduler.kv_cache.model(&s.model);
         let floor = Roofline::new(model, g.gpu.clone(), g.tp, c.params()).physical(measured);
         let calibrated = cost_model(s, i);
-        let mut prefill = crate::cost::BatchShape::default();
-        prefill.add_prefill(2048, 0, true);
-        let decodes = |n: u64| crate::cost::BatchShape {
-            decode_seqs: n,
-            decode_context_tokens: n * 1024,
-            sampled_seqs: n,
-            ..Default::default()
-        };
-        for (b, what) in [
-            (decodes(1), "a decode step of 1 sequence"),
-            (decodes(64), "a decode step of 64 sequences"),
-            (prefill, "a 2,048-token prefill"),
-        ] {
-            let min: f64 = ["qkv_proj", "o_proj", "gate_up_proj", "down_proj", "attn_decode"]
-                .iter()
-                .map(|op| floor.op_seconds(op, &b))
-                .sum();
+        for (b, what) in Roofline::floor_probes() {
+            let min = floor.certain_floor(&b);
             let (total, cpu) = calibrated.iteration_times(&b, None);
             let gpu = total.0.saturating_sub(cpu.0) as f64 * 1e-9;
             if gpu > 0.0 && gpu < 0.9 * min {
@@ -212,19 +197,14 @@ pub fn check_calibrations(s: &Scenario) -> Result<(), crate::config::ConfigError
                 } else {
                     format!("cluster.groups[{i}].cost.calibration")
                 };
-                let gp = floor.gpu();
                 return Err(crate::config::ConfigError::at(
                     &key,
                     format!(
-                        "{}: calibrated, {what} takes {:.2} µs of GPU time, below the {:.2} µs the {} needs at its peaks \
-                         ({:.0} GB/s, {:.0} TFLOP/s) for its GEMMs and decode attention alone: fitted on another machine, \
-                         or a factor at the bound of its range?",
+                        "{}: calibrated, {what} takes {:.2} µs of GPU time, below the {} for its GEMMs and decode \
+                         attention alone: fitted on another machine, or a factor at the bound of its range?",
                         c.calibration.as_deref().unwrap_or("the calibration"),
                         gpu * 1e6,
-                        min * 1e6,
-                        gp.name,
-                        gp.hbm_bytes_per_s / 1e9,
-                        gp.bf16_flops / 1e12
+                        floor.floor_words(min)
                     ),
                 ));
             }

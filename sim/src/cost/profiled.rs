@@ -640,17 +640,7 @@ impl Profiled {
     /// dtype the tables' GEMMs were measured in, when known (a kernel database's slice).
     pub fn impossible_op(&self, weights: Option<crate::spec::Dtype>) -> Option<String> {
         let floor = self.roofline.physical(weights);
-        let decode1 =
-            BatchShape { decode_seqs: 1, decode_context_tokens: 1024, sampled_seqs: 1, ..BatchShape::default() };
-        let decode64 =
-            BatchShape { decode_seqs: 64, decode_context_tokens: 64 * 1024, sampled_seqs: 64, ..BatchShape::default() };
-        let mut prefill = BatchShape::default();
-        prefill.add_prefill(2048, 0, true);
-        for (b, what) in [
-            (decode1, "a decode step of 1 sequence"),
-            (decode64, "a decode step of 64 sequences"),
-            (prefill, "a 2,048-token prefill"),
-        ] {
+        for (b, what) in Roofline::floor_probes() {
             for s in self.slots.iter().filter(|s| s.curve.is_some()) {
                 let op = match LAYER_GEMMS.iter().find(|(vidur, _)| *vidur == s.name) {
                     Some((_, ours)) => *ours,
@@ -661,16 +651,11 @@ impl Profiled {
                 let (t, _) = self.slot_seconds(s, &b);
                 let min = floor.op_seconds(op, &b);
                 if t > 0.0 && min > 0.0 && t < 0.9 * min {
-                    let g = floor.gpu();
                     return Some(format!(
-                        "{} takes {:.2} µs in {what}, below the {:.2} µs the {} needs at its peaks \
-                         ({:.0} GB/s, {:.0} TFLOP/s): measured on a faster GPU, or in the wrong unit?",
+                        "{} takes {:.2} µs in {what}, below the {}: measured on a faster GPU, or in the wrong unit?",
                         s.name,
                         t * 1e6,
-                        min * 1e6,
-                        g.name,
-                        g.hbm_bytes_per_s / 1e9,
-                        g.bf16_flops / 1e12
+                        floor.floor_words(min)
                     ));
                 }
             }

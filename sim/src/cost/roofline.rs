@@ -261,9 +261,42 @@ impl Roofline {
         Roofline { floor: true, ..Roofline::new(model, gpu, self.tp, RooflineParams::physical()) }
     }
 
-    /// The GPU priced.
-    pub(crate) fn gpu(&self) -> &GpuSpec {
-        &self.gpu
+    /// The batches a cost is held to the physical floor at, with their words: a decode step of
+    /// 1 and of 64 sequences over 1,024 tokens of context each, and a 2,048-token prefill.
+    pub(crate) fn floor_probes() -> [(BatchShape, &'static str); 3] {
+        let decodes = |n: u64| BatchShape {
+            decode_seqs: n,
+            decode_context_tokens: n * 1024,
+            sampled_seqs: n,
+            ..BatchShape::default()
+        };
+        let mut prefill = BatchShape::default();
+        prefill.add_prefill(2048, 0, true);
+        [
+            (decodes(1), "a decode step of 1 sequence"),
+            (decodes(64), "a decode step of 64 sequences"),
+            (prefill, "a 2,048-token prefill"),
+        ]
+    }
+
+    /// On a floor ([`Roofline::physical`]): the time of the ops whose floor is certain over `b`
+    /// — the dense GEMMs (their weights must be read) and decode attention (its KV must be
+    /// read); not the experts, which of them a step reads depends on the routing.
+    pub(crate) fn certain_floor(&self, b: &BatchShape) -> f64 {
+        ["qkv_proj", "o_proj", "gate_up_proj", "down_proj", "attn_decode"].iter().map(|op| self.op_seconds(op, b)).sum()
+    }
+
+    /// `S µs the GPU needs at its peaks (B GB/s, F TFLOP/s)`: a floor of `seconds`, in the
+    /// words of the errors that refuse a time below it.
+    pub(crate) fn floor_words(&self, seconds: f64) -> String {
+        let g = &self.gpu;
+        format!(
+            "{:.2} µs the {} needs at its peaks ({:.0} GB/s, {:.0} TFLOP/s)",
+            seconds * 1e6,
+            g.name,
+            g.hbm_bytes_per_s / 1e9,
+            g.bf16_flops / 1e12
+        )
     }
 
     pub fn params(&self) -> &RooflineParams {
