@@ -265,6 +265,8 @@ pub struct OpenArrivals {
     phase_end_s: f64,
     /// The gap of a Poisson or gamma process, or of each phase.
     gaps: Vec<Option<Gap>>,
+    /// A curve's knots and area, worked out once.
+    curve: Option<super::daily::CurveDraw>,
 }
 
 impl OpenArrivals {
@@ -279,7 +281,11 @@ impl OpenArrivals {
             ArrivalSpec::Phases(p) => p.phases.iter().map(|ph| Gap::new(ph.rate, ph.cv)).collect(),
             _ => Vec::new(),
         };
-        OpenArrivals { spec, rng, now_s: 0.0, count: 0, phase: 0, phase_end_s, gaps }
+        let curve = match &spec {
+            ArrivalSpec::Curve(c) => Some(c.draw()),
+            _ => None,
+        };
+        OpenArrivals { spec, rng, now_s: 0.0, count: 0, phase: 0, phase_end_s, gaps, curve }
     }
 
     /// The next arrival time in seconds, or `None` when the schedule has ended.
@@ -310,7 +316,7 @@ impl OpenArrivals {
                 }
             },
             ArrivalSpec::Diurnal(d) => next_thinned(&mut self.rng, self.now_s, d.peak_rate, None, |t| d.rate_at(t))?,
-            ArrivalSpec::Curve(c) => c.next_after(&mut self.rng, self.now_s)?,
+            ArrivalSpec::Curve(_) => self.curve.as_ref()?.next_after(&mut self.rng, self.now_s)?,
             ArrivalSpec::ClosedLoop(_) => {
                 unreachable!("closed-loop arrivals are driven by completions")
             }

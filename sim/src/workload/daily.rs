@@ -175,15 +175,51 @@ impl Curve {
         a[1] + (b[1] - a[1]) * (t - a[0]) / (b[0] - a[0])
     }
 
+    /// What drawing its arrivals needs, worked out once: its knots and the area of a span.
+    pub fn draw(&self) -> CurveDraw {
+        let knots = self.knots();
+        CurveDraw { per_span: area(&knots), knots, period_s: self.period_s }
+    }
+
+    pub fn max_rate(&self) -> f64 {
+        self.points.iter().map(|p| p[1]).fold(0.0, f64::max)
+    }
+
+    /// Mean over one span (trapezoids).
+    pub fn mean_rate(&self) -> f64 {
+        let k = self.knots();
+        area(&k) / k[k.len() - 1][0]
+    }
+
+    pub fn scale_rate(&mut self, k: f64) {
+        self.points.iter_mut().for_each(|p| p[1] *= k);
+    }
+}
+
+/// The area under a piecewise-linear rate through `k` (trapezoids): the requests of one span.
+fn area(k: &[[f64; 2]]) -> f64 {
+    k.windows(2).map(|w| (w[1][0] - w[0][0]) * (w[0][1] + w[1][1]) / 2.0).sum()
+}
+
+/// A [`Curve`] ready to draw arrivals from ([`Curve::draw`]).
+#[derive(Clone, Debug)]
+pub struct CurveDraw {
+    /// The points over one span, with the wrap back to the first when it repeats.
+    knots: Vec<[f64; 2]>,
+    /// Requests per span: the area under the rate.
+    per_span: f64,
+    period_s: Option<f64>,
+}
+
+impl CurveDraw {
     /// The next arrival after `now_s`, or `None` past the curve's end. Drawn exactly by
     /// inverting the integrated rate (piecewise quadratic): a unit exponential `e` is spent
     /// along the segments, whole periods at once, so the work per arrival is bounded by the
     /// number of points whatever the ratio between the highest and lowest rates (thinning at
     /// the highest rate would draw 10⁹ candidates per arrival where the curve is 10⁻⁹ of it).
     pub fn next_after(&self, rng: &mut ChaCha8Rng, now_s: f64) -> Option<f64> {
-        let k = self.knots();
+        let (k, per_span) = (&self.knots, self.per_span);
         let span = k[k.len() - 1][0];
-        let per_span: f64 = k.windows(2).map(|w| (w[1][0] - w[0][0]) * (w[0][1] + w[1][1]) / 2.0).sum();
         let mut e = crate::rng::exponential(rng, 1.0);
         // The span `now_s` is in, and its segment.
         let (mut base, local) = match self.period_s {
@@ -219,22 +255,6 @@ impl Curve {
                 }
             }
         }
-    }
-
-    pub fn max_rate(&self) -> f64 {
-        self.points.iter().map(|p| p[1]).fold(0.0, f64::max)
-    }
-
-    /// Mean over one span (trapezoids).
-    pub fn mean_rate(&self) -> f64 {
-        let k = self.knots();
-        let span = k[k.len() - 1][0];
-        let area: f64 = k.windows(2).map(|w| (w[1][0] - w[0][0]) * (w[0][1] + w[1][1]) / 2.0).sum();
-        area / span
-    }
-
-    pub fn scale_rate(&mut self, k: f64) {
-        self.points.iter_mut().for_each(|p| p[1] *= k);
     }
 }
 
@@ -294,7 +314,8 @@ mod tests {
         let count = |c: &Curve, from: f64, to: f64, seed: u64| {
             let mut rng = substream(seed, Stream::Arrivals, 0);
             let (mut t, mut n, mut first_half) = (from, 0u32, 0u32);
-            while let Some(x) = c.next_after(&mut rng, t) {
+            let d = c.draw();
+            while let Some(x) = d.next_after(&mut rng, t) {
                 assert!(x >= t, "{x} after {t}");
                 if x > to {
                     break;
@@ -315,6 +336,7 @@ mod tests {
         assert!((half as f64 / n as f64 - 0.25).abs() < 0.03, "{half} of {n}");
         let sparse = Curve { points: vec![[0.0, 1e-12], [1.0, 1e-12]], period_s: Some(1.0) };
         let mut rng = substream(5, Stream::Arrivals, 0);
+        let sparse = sparse.draw();
         let gaps: Vec<f64> = (0..200).map(|_| sparse.next_after(&mut rng, 0.0).unwrap()).collect();
         let mean = gaps.iter().sum::<f64>() / 200.0;
         assert!((mean / 1e12 - 1.0).abs() < 0.25, "{mean}");
