@@ -316,7 +316,9 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let searched: Vec<usize> = results.iter().map(|(i, _)| *i).collect();
     let subset: Vec<Candidate> = searched.iter().map(|&i| candidates[i].clone()).collect();
     let sub_knobs: Vec<tune::Knobs> = searched.iter().map(|&i| knobs[i].clone()).collect();
-    let header = if pruned.is_empty() && unsearched.is_empty() { header } else { plan::header(&s, &subset, &cfg) };
+    // Only the candidate names differ from the whole search's header (what was simulated is
+    // not drawn again).
+    let header = PlanHeader { candidate_names: subset.iter().map(|c| c.name.clone()).collect(), ..header };
     let report = plan::assemble(header, results.into_iter().map(|(_, r)| r).collect());
     let skipped = Skipped { pruned: &pruned, unsearched: &unsearched, budget_runs: a.budget };
     finish(&s, &subset, &sub_knobs, &report, &dir, a.format, digest, skipped)?;
