@@ -182,6 +182,17 @@ fn a_plan_sizes_pipelined_instances_and_counts_their_gpus() {
     );
 }
 
+/// `servesim scenario from-vllm --gpu GPU [--out OUT] -- CMD...`, run from the repository root.
+fn from_vllm_command(gpu: &str, out: Option<&std::path::Path>, cmd: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_servesim"));
+    c.args(["scenario", "from-vllm", "--gpu", gpu]).current_dir(root());
+    if let Some(out) = out {
+        c.arg("--out").arg(out);
+    }
+    c.arg("--").args(cmd);
+    c
+}
+
 /// `scenario from-vllm` prices from the kernel database where it has the GPU, engine and model:
 /// llama-3-8b under vLLM on h100_sxm is a slice shipped in calibrate/profiles/aic/; Llama-3.1-70B
 /// is not, and with no database on the machine (SERVESIM_AIC_DATA names an empty folder) the
@@ -191,11 +202,8 @@ fn from_vllm_prices_from_the_kernel_database_where_it_has_the_model_else_says_ro
     let dir = out_dir("from_vllm_cost");
     std::fs::create_dir_all(dir.join("empty")).unwrap();
     let run = |model: &str, out: &str| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_servesim"))
-            .args(["scenario", "from-vllm", "--gpu", "h100-sxm", "--out", dir.join(out).to_str().unwrap(), "--", model])
-            .args(["--tensor-parallel-size", "4"])
+        from_vllm_command("h100-sxm", Some(&dir.join(out)), &[model, "--tensor-parallel-size", "4"])
             .env("SERVESIM_AIC_DATA", dir.join("empty"))
-            .current_dir(root())
             .output()
             .unwrap()
     };
@@ -228,16 +236,8 @@ fn from_vllm_takes_a_gpu_file_for_a_gpu_without_a_preset() {
     let good = dir.join("lab.toml");
     std::fs::write(&good, "[gpu]\nname = \"lab-gpu\"\nbf16_tflops = 200\nhbm_gb_per_s = 1000\nmemory_gib = 48\ninterconnect_gb_per_s = 32\npcie_gb_per_s = 32\n").unwrap();
     let out = dir.join("s.toml");
-    let o = servesim(&[
-        "scenario",
-        "from-vllm",
-        "--gpu",
-        good.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--",
-        "meta-llama/Llama-3.1-8B-Instruct",
-    ]);
+    let o =
+        from_vllm_command(good.to_str().unwrap(), Some(&out), &["meta-llama/Llama-3.1-8B-Instruct"]).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("cost: the roofline, not measured kernels"), "{}", stderr(&o));
     let s = scenario(&read(&out));
@@ -245,8 +245,7 @@ fn from_vllm_takes_a_gpu_file_for_a_gpu_without_a_preset() {
     assert_eq!((g.name.as_str(), g.bf16_flops, g.hbm_bytes_per_s), ("lab-gpu", 200e12, 1000e9));
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "name = \"x\"\nbf16_tflops = 100\n").unwrap();
-    let o =
-        servesim(&["scenario", "from-vllm", "--gpu", bad.to_str().unwrap(), "--", "meta-llama/Llama-3.1-8B-Instruct"]);
+    let o = from_vllm_command(bad.to_str().unwrap(), None, &["meta-llama/Llama-3.1-8B-Instruct"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("bad.toml: gpu.hbm_gb_per_s: required when no preset is given"), "{}", stderr(&o));
 }
