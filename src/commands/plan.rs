@@ -127,7 +127,18 @@ pub(crate) fn finish(report: &PlanReport, dir: &Path, format: Format, digest: St
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     crate::atomic::write(&dir.join("plan.json"), json.clone() + "\n")?;
     let h = &report.header;
-    crate::manifest::record(dir, "plan", crate::manifest::Run::new(&h.scenario, h.seed, digest, &["plan.json"]))?;
+    let recommended = report.recommended.as_deref().and_then(|r| report.candidates.iter().find(|c| c.name == r));
+    let made_by = format!(
+        "servesim plan of scenario {}, seed {}: the recommended {}",
+        h.scenario,
+        h.seed,
+        report.recommended.as_deref().unwrap_or("")
+    );
+    let mut files = vec!["plan.json"];
+    if write_manifest(recommended, dir, &made_by)? {
+        files.push(MANIFEST);
+    }
+    crate::manifest::record(dir, "plan", crate::manifest::Run::new(&h.scenario, h.seed, digest, &files))?;
     match format {
         Format::Json => outln!("{json}"),
         Format::Table => out!("{}", table(report)),
@@ -264,15 +275,57 @@ pub(crate) fn table(r: &PlanReport) -> String {
                 cost,
                 c.gpus.unwrap_or(0)
             );
-            if let Some(t) = &r.tie_break {
-                o += &format!("  tie: {t}\n");
-            }
+            o += &r.tie_break.as_ref().map_or(String::new(), |t| format!("  tie: {t}\n"));
+            o += &deploy_text(c);
         }
         None => o += "no candidate meets the SLO\n",
     }
     o += "\n";
     o += &evidence(r);
     o
+}
+
+/// What to deploy for `c` at its recommended count, indented under its line: each server's
+/// replicas and launch command, the router, the manifest file or why there is none.
+pub(crate) fn deploy_text(c: &CandidateResult) -> String {
+    let Some(d) = &c.deploy else { return String::new() };
+    let mut o = String::new();
+    for l in d.lines() {
+        o += &format!("  {l}\n");
+    }
+    for n in d.servers.iter().flat_map(|v| &v.command.notes).chain(d.router.command.iter().flat_map(|c| &c.notes)) {
+        o += &format!("  note: {n}\n");
+    }
+    o += &match &d.no_manifest {
+        None => format!("  Kubernetes manifest: {MANIFEST}\n"),
+        Some(why) => format!("  no Kubernetes manifest: {why}\n"),
+    };
+    o
+}
+
+/// The recommended configuration's Kubernetes manifest, in the output folder.
+pub(crate) const MANIFEST: &str = "deploy.yaml";
+
+/// Writes the Kubernetes manifest of `recommended` (if any, and if it has one) into `dir`, headed
+/// by `made_by`; removes a manifest an earlier run left when this one has none. Returns whether
+/// it wrote one.
+pub(crate) fn write_manifest(recommended: Option<&CandidateResult>, dir: &Path, made_by: &str) -> Result<bool> {
+    let path = dir.join(MANIFEST);
+    match recommended.and_then(|c| c.deploy.as_ref()).and_then(|d| d.manifest(made_by)) {
+        Some(m) => {
+            crate::atomic::write(&path, m)?;
+            Ok(true)
+        }
+        None => {
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(CliError::input(format!("removing the stale {}: {e}", path.display())))
+                }
+                _ => {}
+            }
+            Ok(false)
+        }
+    }
 }
 
 /// The evidence of each candidate's count: its capacity, the count below failing, headroom,

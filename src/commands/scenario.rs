@@ -62,79 +62,20 @@ enum Flag {
     Ignored(bool),
 }
 
-/// The flags of each engine servesim reads (long forms and the aliases the engines accept).
+/// What `name` is to `engine`: the flag table of the library (`servesim_sim::scenario::launch`),
+/// which the launch commands `plan` and `tune` write read too.
 fn flag(engine: Engine, name: &str) -> Option<Flag> {
-    use Flag::*;
-    let f = match (engine, name) {
-        (Engine::Vllm, "--model") => Value("model"),
-        (Engine::Vllm, "--tensor-parallel-size" | "-tp") => Value("tp"),
-        (Engine::Vllm, "--pipeline-parallel-size" | "-pp") => Value("pp"),
-        (Engine::Vllm, "--data-parallel-size" | "-dp") => Value("dp"),
-        (Engine::Vllm, "--enable-expert-parallel") => Switch("ep", true),
-        (Engine::Vllm, "--no-enable-expert-parallel") => Switch("ep", false),
-        (Engine::Vllm, "--max-num-seqs") => Value("max_num_seqs"),
-        (Engine::Vllm, "--max-num-batched-tokens") => Value("max_num_batched_tokens"),
-        (Engine::Vllm, "--gpu-memory-utilization") => Value("gpu_memory_utilization"),
-        (Engine::Vllm, "--num-gpu-blocks-override") => Value("kv_blocks"),
-        (Engine::Vllm, "--enable-chunked-prefill") => Switch("chunked", true),
-        (Engine::Vllm, "--no-enable-chunked-prefill") => Switch("chunked", false),
-        (Engine::Vllm, "--enable-prefix-caching") => Switch("prefix", true),
-        (Engine::Vllm, "--no-enable-prefix-caching") => Switch("prefix", false),
-        (_, "--kv-cache-dtype") => Value("kv_dtype"),
-        (Engine::Vllm, "--block-size") => Value("block_size"),
-        (Engine::Vllm, "--max-model-len") => Value("max_model_len"),
-        (_, "--quantization") | (Engine::Vllm, "-q") => Value("quantization"),
-        (Engine::Vllm, "--async-scheduling") => Switch("async", true),
-        (Engine::Vllm, "--no-async-scheduling") => Switch("async", false),
-        (_, "--dtype") => Value("dtype"),
-        (Engine::Vllm, "--long-prefill-token-threshold") => Value("long_prefill"),
-        (Engine::Vllm, "--speculative-config") => Value("speculative"),
-        (
-            Engine::Vllm,
-            "--host"
-            | "--port"
-            | "--served-model-name"
-            | "--api-key"
-            | "--tokenizer"
-            | "--download-dir"
-            | "--seed"
-            | "--uvicorn-log-level"
-            | "--chat-template"
-            | "--revision",
-        ) => Ignored(true),
-        (Engine::Vllm, "--trust-remote-code" | "--disable-log-requests" | "--disable-log-stats") => Ignored(false),
-        (Engine::Sglang, "--model-path" | "--model") => Value("model"),
-        (Engine::Sglang, "--tp" | "--tp-size" | "--tensor-parallel-size") => Value("tp"),
-        (Engine::Sglang, "--pp" | "--pp-size") => Value("pp"),
-        (Engine::Sglang, "--dp" | "--dp-size" | "--data-parallel-size") => Value("dp"),
-        (Engine::Sglang, "--enable-dp-attention") => Switch("dp_attention", true),
-        (Engine::Sglang, "--ep" | "--ep-size" | "--expert-parallel-size") => Value("ep_size"),
-        (Engine::Sglang, "--max-running-requests") => Value("max_num_seqs"),
-        (Engine::Sglang, "--chunked-prefill-size") => Value("max_num_batched_tokens"),
-        (Engine::Sglang, "--mem-fraction-static") => Value("mem_fraction_static"),
-        (Engine::Sglang, "--max-prefill-tokens") => Value("max_prefill_tokens"),
-        (Engine::Sglang, "--schedule-conservativeness") => Value("conservativeness"),
-        (Engine::Sglang, "--enable-mixed-chunk") => Switch("mixed_chunk", true),
-        (Engine::Sglang, "--disable-radix-cache") => Switch("prefix", false),
-        (Engine::Sglang, "--page-size") => Value("block_size"),
-        (Engine::Sglang, "--context-length") => Value("max_model_len"),
-        (Engine::Sglang, "--speculative-algorithm") => Value("speculative"),
-        (
-            Engine::Sglang,
-            "--host"
-            | "--port"
-            | "--served-model-name"
-            | "--api-key"
-            | "--tokenizer-path"
-            | "--random-seed"
-            | "--log-level"
-            | "--chat-template"
-            | "--revision",
-        ) => Ignored(true),
-        (Engine::Sglang, "--trust-remote-code" | "--enable-metrics" | "--disable-cuda-graph") => Ignored(false),
-        _ => return None,
+    use servesim_sim::scenario::launch::{self, FlagKind};
+    let e = match engine {
+        Engine::Vllm => servesim_sim::scenario::ServingEngine::Vllm,
+        Engine::Sglang => servesim_sim::scenario::ServingEngine::Sglang,
     };
-    Some(f)
+    let f = launch::flag(e, name)?;
+    Some(match f.kind {
+        FlagKind::Value => Flag::Value(f.key),
+        FlagKind::Switch(on) => Flag::Switch(f.key, on),
+        FlagKind::Ignored(takes_value) => Flag::Ignored(takes_value),
+    })
 }
 
 /// The flags of a command line, and the ones servesim does not understand.

@@ -436,7 +436,7 @@ fn finish(
         let r = report.candidates.iter().find(|c| c.name == name)?;
         Some((i, r))
     });
-    let launch = winner.map(|(i, r)| launch_command(s.serving_engine(), &knobs[i], s, r));
+    let launch = winner.and_then(|(_, r)| r.deploy.as_ref()).map(launch_command);
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let out = TuneReport {
         scenario: s.name.clone(),
@@ -458,6 +458,15 @@ fn finish(
             crate::atomic::write(&dir.join("winner.toml"), winner_toml(cs, n, r.pools.as_ref()))?;
             files.push("winner.toml");
         }
+    }
+    let made_by = format!(
+        "servesim tune of scenario {}, seed {}: the cheapest, {}",
+        s.name,
+        s.seed,
+        report.recommended.as_deref().unwrap_or("")
+    );
+    if super::plan::write_manifest(winner.map(|(_, r)| r), dir, &made_by)? {
+        files.push(super::plan::MANIFEST);
     }
     crate::manifest::record(dir, "tune", crate::manifest::Run::new(&s.name, s.seed, digest, &files))?;
     match format {
@@ -483,27 +492,7 @@ fn finish(
                     if frontier.contains(&c.name) { "*" } else { "" }
                 );
             }
-            // Which configurations a calibration corrects (only when the scenario names one).
-            let named: Vec<&CandidateResult> = report.candidates.iter().filter(|c| c.calibration.is_some()).collect();
-            if !named.is_empty() {
-                let calibrated: Vec<&str> = named
-                    .iter()
-                    .filter(|c| c.calibration.as_deref().is_some_and(|w| w.starts_with("calibrated")))
-                    .map(|c| c.name.as_str())
-                    .collect();
-                let first = named[0].calibration.as_deref().unwrap_or("");
-                outln!(
-                    "\ncost model: {} of {} searched configurations calibrated{}",
-                    calibrated.len(),
-                    named.len(),
-                    if calibrated.len() == named.len() { format!(" ({first})") } else { names(&calibrated) }
-                );
-                if let Some(u) =
-                    named.iter().find(|c| c.calibration.as_deref().is_some_and(|w| w.starts_with("uncalibrated")))
-                {
-                    outln!("  the others {}", u.calibration.as_deref().unwrap_or(""));
-                }
-            }
+            out!("{}", calibration_lines(report));
             if !pruned.is_empty() {
                 let (by_floor, by_run): (Vec<&Pruned>, Vec<&Pruned>) =
                     pruned.iter().partition(|p| p.failed_at_instances.is_none());
@@ -535,10 +524,10 @@ fn finish(
                     names(&unsearched.iter().map(String::as_str).collect::<Vec<_>>())
                 );
             }
-            match (&report.recommended, &launch) {
-                (Some(r), Some(l)) => {
-                    outln!("\ncheapest meeting the SLO on every seed: {r}");
-                    outln!("launch: {l}");
+            match winner {
+                Some((_, r)) => {
+                    outln!("\ncheapest meeting the SLO on every seed: {}", r.name);
+                    out!("{}", super::plan::deploy_text(r));
                     outln!("wrote {} and winner.toml", dir.join("tune.json").display());
                 }
                 _ => {
@@ -548,6 +537,31 @@ fn finish(
         }
     }
     Ok(())
+}
+
+/// Which configurations a calibration corrects, in lines (only when the scenario names one).
+fn calibration_lines(report: &plan::PlanReport) -> String {
+    let mut o = String::new();
+    let named: Vec<&CandidateResult> = report.candidates.iter().filter(|c| c.calibration.is_some()).collect();
+    if !named.is_empty() {
+        let calibrated: Vec<&str> = named
+            .iter()
+            .filter(|c| c.calibration.as_deref().is_some_and(|w| w.starts_with("calibrated")))
+            .map(|c| c.name.as_str())
+            .collect();
+        let first = named[0].calibration.as_deref().unwrap_or("");
+        o += &format!(
+            "\ncost model: {} of {} searched configurations calibrated{}\n",
+            calibrated.len(),
+            named.len(),
+            if calibrated.len() == named.len() { format!(" ({first})") } else { names(&calibrated) }
+        );
+        if let Some(u) = named.iter().find(|c| c.calibration.as_deref().is_some_and(|w| w.starts_with("uncalibrated")))
+        {
+            o += &format!("  the others {}\n", u.calibration.as_deref().unwrap_or(""));
+        }
+    }
+    o
 }
 
 /// Up to eight names, as ": a, b, … (and N more)".
@@ -600,84 +614,16 @@ fn winner_toml(s: &Scenario, instances: u32, pools: Option<&plan::PoolsResult>) 
     format!("# The cheapest configuration `servesim tune` found, at its recommended instance count.\n{}", doc)
 }
 
-/// The engine's launch command for one instance of the winner (`engine` at the scenario's top
-/// level; vLLM when it names none); for a disaggregated winner, one per pool with its instance
-/// count and the engine's disaggregation flag.
-fn launch_command(engine: Option<&str>, k: &tune::Knobs, s: &Scenario, r: &CandidateResult) -> String {
-    match &r.pools {
-        Some(p) => {
-            let pool = |role: &str, tp: u64, n: Option<u32>| {
-                let flag = match engine {
-                    Some("sglang") => format!("--disaggregation-mode {role}"),
-                    _ => r#"--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"#.to_string(),
-                };
-                let n = n.map_or("?".to_string(), |n| n.to_string());
-                format!("{role} ({n} instances): {} {flag}", one_server(engine, k, s, tp))
-            };
-            format!(
-                "{}; {}",
-                pool("prefill", p.prefill.tp, p.prefill_instances),
-                pool("decode", p.decode.tp, p.decode_instances)
-            )
-        }
-        None => {
-            let cmd = one_server(engine, k, s, r.tp);
-            match (r.pp, engine) {
-                (1, _) => cmd,
-                (pp, Some("sglang")) => format!("{cmd} --pp-size {pp}"),
-                (pp, _) => format!("{cmd} --pipeline-parallel-size {pp}"),
-            }
-        }
+/// The winner's launch command as one line: the server's, or each pool's with its count.
+fn launch_command(d: &servesim_sim::scenario::Deployment) -> String {
+    match d.servers.as_slice() {
+        [one] => one.command.line(),
+        pools => pools
+            .iter()
+            .map(|v| {
+                format!("{} ({} instances): {}", v.role.as_deref().unwrap_or("server"), v.replicas, v.command.line())
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
     }
-}
-
-/// One server's command line at TP `tp`; the model is the preset's Hugging Face checkpoint (or
-/// the scenario's model name, for a model given by its dimensions).
-fn one_server(engine: Option<&str>, k: &tune::Knobs, s: &Scenario, tp: u64) -> String {
-    let model =
-        servesim_sim::spec::ModelPreset::find(&s.model.name).and_then(|p| p.checkpoint()).unwrap_or(&s.model.name);
-    let mut args = vec![];
-    match engine {
-        Some("sglang") => {
-            args.push(format!("python -m sglang.launch_server --model-path {model} --tp {tp}"));
-            if let Some(n) = k.max_num_seqs {
-                args.push(format!("--max-running-requests {n}"));
-            }
-            if let Some(n) = k.max_num_batched_tokens {
-                args.push(format!("--chunked-prefill-size {n}"));
-            }
-            if k.prefix_caching == Some(false) {
-                args.push("--disable-radix-cache".into());
-            }
-        }
-        _ => {
-            args.push(format!("vllm serve {model} --tensor-parallel-size {tp}"));
-            if let Some(n) = k.max_num_seqs {
-                args.push(format!("--max-num-seqs {n}"));
-            }
-            if let Some(n) = k.max_num_batched_tokens {
-                args.push(format!("--max-num-batched-tokens {n}"));
-            }
-            match k.prefix_caching {
-                Some(true) => args.push("--enable-prefix-caching".into()),
-                Some(false) => args.push("--no-enable-prefix-caching".into()),
-                None => {}
-            }
-        }
-    }
-    if let Some(d) = &k.weight_dtype {
-        if d != "bf16" {
-            args.push(format!("--quantization {d}"));
-        }
-    }
-    // The KV cache's dtype, as each engine spells it (vLLM `--kv-cache-dtype fp8`, SGLang
-    // `--kv-cache-dtype fp8_e4m3`); bf16 is both engines' default ("auto").
-    if let Some(d) = k.kv_dtype.as_deref().filter(|d| *d != "bf16") {
-        let d = match (engine, d) {
-            (Some("sglang"), "fp8") => "fp8_e4m3",
-            _ => d,
-        };
-        args.push(format!("--kv-cache-dtype {d}"));
-    }
-    args.join(" ")
 }

@@ -59,6 +59,48 @@ fn known_answer_capacity_and_count() {
     assert_eq!(c["instances_min"].as_u64().unwrap(), (k * 45.0 / cap).ceil() as u64);
 }
 
+/// The recommended configuration as a team deploys it: plan.json's deployment (4 replicas of the
+/// launch command, the router), the same in the table, and deploy.yaml holding it; a later run in
+/// the folder that recommends nothing leaves no manifest of the earlier one behind.
+#[test]
+fn a_plan_says_what_to_deploy_and_writes_its_manifest() {
+    let out = out_dir("plan_deploy");
+    let v = plan_json("tests/plan/known-answer.toml", &out);
+    let d = &v["candidates"][0]["deploy"];
+    let server = &d["servers"][0];
+    assert_eq!((server["replicas"].as_u64(), server["gpus_per_replica"].as_u64()), (Some(4), Some(1)));
+    let args: Vec<&str> = server["command"]["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert_eq!(
+        args.join(" "),
+        "meta-llama/Meta-Llama-3-8B-Instruct --tensor-parallel-size 1 --max-num-seqs 256 \
+         --max-num-batched-tokens 8192 --no-enable-prefix-caching"
+    );
+    assert_eq!(d["router"]["command"]["program"][0], "vllm-router");
+    let docs = yaml_rust2::YamlLoader::load_from_str(&read(&out.join("deploy.yaml"))).unwrap();
+    let dep = docs
+        .iter()
+        .find(|d| d["kind"].as_str() == Some("Deployment") && d["metadata"]["name"].as_str() == Some("known-answer"))
+        .unwrap();
+    assert_eq!(dep["spec"]["replicas"].as_i64(), Some(4));
+    let c = &dep["spec"]["template"]["spec"]["containers"][0];
+    let got: Vec<&str> = c["args"].as_vec().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert_eq!(got[..args.len()], args[..]);
+    assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"].as_i64(), Some(1));
+    let o =
+        servesim(&["plan", "--scenario", "tests/plan/known-answer.toml", "--quiet", "--out", out.to_str().unwrap()]);
+    let table = stdout(&o);
+    assert!(table.contains("  4 × vllm serve meta-llama/Meta-Llama-3-8B-Instruct --tensor-parallel-size 1"), "{table}");
+    assert!(table.contains("  router: vllm-router --host 0.0.0.0"), "{table}");
+    assert!(table.contains("  Kubernetes manifest: deploy.yaml"), "{table}");
+    // Two instances at most: nothing meets the SLO, nothing to deploy, no manifest left behind.
+    let src = read(&root().join("tests/plan/known-answer.toml")) + "max_instances = 2\n";
+    let path = out.join("few.toml");
+    std::fs::write(&path, src).unwrap();
+    let v = plan_json(path.to_str().unwrap(), &out);
+    assert!(v["recommended"].is_null() && v["candidates"][0]["deploy"].is_null(), "{v}");
+    assert!(!out.join("deploy.yaml").exists());
+}
+
 /// With headroom the count recommended is more than the minimum, and it is simulated too: its
 /// own TPOT is the hand formula's at its load, and plan.json's figures equal a run of that count.
 #[test]
@@ -204,6 +246,7 @@ fn output_is_identical_for_any_thread_count_and_shards_merge_to_it() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), String::from_utf8_lossy(&t1), "merged shards print what the unsharded run prints");
     assert_eq!(read(&merged.join("plan.json")), read(&one.join("plan.json")));
+    assert_eq!(read(&merged.join("deploy.yaml")), read(&one.join("deploy.yaml")));
 
     // A missing shard is an error that says which.
     let partial = out_dir("plan_partial");

@@ -113,8 +113,20 @@ fn the_cheapest_feasible_configuration_and_the_frontier_are_those_of_the_exhaust
     assert!(run["slo"]["attainment"].as_f64().unwrap() >= 0.99, "{}", run["slo"]);
     assert_eq!(
         v["launch_command"],
-        "vllm serve meta-llama/Meta-Llama-3-8B-Instruct --tensor-parallel-size 1 --max-num-seqs 256"
+        "vllm serve meta-llama/Meta-Llama-3-8B-Instruct --tensor-parallel-size 1 --max-num-seqs 256 \
+         --max-num-batched-tokens 8192 --no-enable-prefix-caching"
     );
+    // The manifest: the winner's 4 replicas of that command.
+    let docs = yaml_rust2::YamlLoader::load_from_str(&read(&out.join("deploy.yaml"))).unwrap();
+    let dep = docs.iter().find(|d| d["kind"].as_str() == Some("Deployment")).unwrap();
+    assert_eq!(dep["spec"]["replicas"].as_i64(), Some(4));
+    let args: Vec<&str> = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(v["launch_command"].as_str().unwrap().ends_with(&args[..args.len() - 4].join(" ")), "{args:?}");
 }
 
 #[test]
@@ -147,7 +159,8 @@ fn an_sglang_scenario_gets_sglangs_launch_command() {
     assert_eq!(v["recommended"], "s256-noprefix");
     assert_eq!(
         v["launch_command"],
-        "python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B-Instruct --tp 1 --max-running-requests 256 --disable-radix-cache"
+        "python3 -m sglang.launch_server --model-path meta-llama/Meta-Llama-3-8B-Instruct --tp 1 \
+         --max-running-requests 256 --chunked-prefill-size 8192 --disable-radix-cache"
     );
     // The KV dtype as a knob: an fp8 cache holds twice the blocks of a bf16 one (half the
     // bytes per token), and SGLang's flag names the fp8 format.
@@ -163,7 +176,10 @@ fn an_sglang_scenario_gets_sglangs_launch_command() {
     let (v, _) = tune_json(&src, "tune_kv_fp8");
     assert_eq!(v["recommended"], "kv-fp8-s256");
     assert!(
-        v["launch_command"].as_str().unwrap().ends_with("--max-running-requests 256 --kv-cache-dtype fp8_e4m3"),
+        v["launch_command"]
+            .as_str()
+            .unwrap()
+            .ends_with("--max-running-requests 256 --chunked-prefill-size 8192 --kv-cache-dtype fp8_e4m3"),
         "{}",
         v["launch_command"]
     );
@@ -404,7 +420,7 @@ fn pipeline_stages_are_a_knob_and_reach_the_launch_command() {
     let (v, _) = tune_json(&tuned_short("gpu = [\"h100-sxm\"]\npp = [2]\n"), "tune_pp");
     assert_eq!(v["recommended"], "h100-sxm-pp2");
     let launch = v["launch_command"].as_str().unwrap();
-    assert!(launch.starts_with("vllm serve ") && launch.ends_with(" --pipeline-parallel-size 2"), "{launch}");
+    assert!(launch.starts_with("vllm serve ") && launch.contains(" --pipeline-parallel-size 2 "), "{launch}");
 }
 
 #[test]

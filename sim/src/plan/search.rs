@@ -197,6 +197,10 @@ pub struct CandidateResult {
     /// not); absent when the scenario names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<String>,
+    /// What to deploy at the recommended count (`instances`, per pool when disaggregated):
+    /// launch commands, replicas, router; absent when no count meets the SLO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy: Option<crate::scenario::Deployment>,
 }
 
 /// One count's figures, the worst over the seeds (highest p99s, lowest attainment and goodput,
@@ -596,7 +600,31 @@ pub fn probe(c: &Candidate, cfg: &SearchConfig, instances: u32, progress: &(dyn 
 /// requests it simulated. `start`: where the instance search starts (a count [`probe`] found
 /// passing), in place of the count the single-instance capacity suggests; the answer is the
 /// same from any start, since the search assumes more instances never make the first seed fail.
+/// A feasible result carries its [`crate::scenario::Deployment`] at the recommended count.
 pub fn plan_candidate(
+    c: &Candidate,
+    cfg: &SearchConfig,
+    start: Option<u32>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> CandidateResult {
+    let mut out = size_candidate(c, cfg, start, progress);
+    let counts = match (&c.pools, &out.pools) {
+        (Some(pc), Some(p)) => p.prefill_instances.zip(p.decode_instances).map(|(np, nd)| {
+            let mut v = vec![0; pc.prefill_group.max(pc.decode_group) + 1];
+            (v[pc.prefill_group], v[pc.decode_group]) = (np, nd);
+            v
+        }),
+        (None, _) => out.instances.map(|n| vec![n]),
+        _ => None,
+    };
+    if let (true, Some(s), Some(counts)) = (out.feasible, &c.scenario, counts) {
+        out.deploy = Some(crate::scenario::Deployment::of(s, &counts));
+    }
+    out
+}
+
+/// [`plan_candidate`] without the deployment.
+fn size_candidate(
     c: &Candidate,
     cfg: &SearchConfig,
     start: Option<u32>,
@@ -634,6 +662,7 @@ pub fn plan_candidate(
         pools: None,
         provisioned: None,
         calibration: c.calibration.clone(),
+        deploy: None,
     };
     if let Some(p) = &c.pools {
         super::pools::plan_pools(c, p, cfg, progress, &mut out);
@@ -641,9 +670,8 @@ pub fn plan_candidate(
     }
     let Some(scenario) = &c.scenario else { return out };
     let g = &scenario.groups[0];
-    out.kv_blocks_per_instance = Some(g.memory.kv_blocks);
-    out.gpu_memory_gib = Some(g.gpu.memory_bytes as f64 / crate::memory::GIB);
-
+    (out.kv_blocks_per_instance, out.gpu_memory_gib) =
+        (Some(g.memory.kv_blocks), Some(g.gpu.memory_bytes as f64 / crate::memory::GIB));
     let search = |down| Search::new(scenario, down, cfg, progress);
     let mut s = search(0);
     let mut plain_stopped = None;

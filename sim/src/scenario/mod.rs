@@ -9,9 +9,11 @@
 //! `workload.arrival.rate: must be in [1e-12, 1e9] requests/s, got -3`.
 
 mod cluster;
+mod deploy;
 pub mod edit;
 mod engines;
 mod file;
+pub mod launch;
 mod plan_file;
 mod resources;
 
@@ -20,8 +22,10 @@ pub use crate::instance::InstanceGroup;
 pub use crate::metrics::{MetricsSection, SloSection};
 pub(crate) use cluster::gpu_or_preset;
 pub use cluster::GroupSection;
+pub use deploy::{Deployment, RouterDeploy, Server};
 pub use engines::{EngineLimits, ServingEngine};
 pub use file::*;
+pub use launch::LaunchCommand;
 pub use plan_file::{CandidateSection, PlanSection, TuneSection};
 pub use resources::{NoFiles, ResourceError, Resources};
 
