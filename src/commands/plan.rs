@@ -268,20 +268,55 @@ pub(crate) fn table(r: &PlanReport) -> String {
     match &r.recommended {
         Some(name) => {
             let c = r.candidates.iter().find(|c| &c.name == name).expect("recommended is a candidate");
-            let cost = c.cost_per_hour.map(|x| format!("${x:.2}/h, ")).unwrap_or_default();
             o += &format!(
                 "* recommended: {name} — {} instances ({}{} GPUs), the cheapest feasible candidate\n",
                 c.instances.unwrap_or(0),
-                cost,
+                c.cost_per_hour.map(|x| format!("${x:.2}/h, ")).unwrap_or_default(),
                 c.gpus.unwrap_or(0)
             );
             o += &r.tie_break.as_ref().map_or(String::new(), |t| format!("  tie: {t}\n"));
+            o += &buyer_text(c, &r.header);
             o += &deploy_text(c);
         }
         None => o += "no candidate meets the SLO\n",
     }
     o += "\n";
     o += &evidence(r);
+    o
+}
+
+/// A buyer's figures for `c`, indented under its line: what it costs at the minimum and the
+/// recommended counts, per month and per million output tokens, the output per GPU; what one
+/// instance serves; what headroom and spares add.
+pub(crate) fn buyer_text(c: &CandidateResult, h: &PlanHeader) -> String {
+    let Some(e) = &c.economics else { return String::new() };
+    let (n_min, n) = (c.instances_min.unwrap_or(0), c.instances.unwrap_or(0));
+    let tokens = match (e.output_tokens_per_s, e.output_tokens_per_s_per_gpu) {
+        (Some(t), Some(g)) => format!("{} output tokens/s, {} per GPU", thousands(t as u64), thousands(g as u64)),
+        _ => "output tokens/s not measured for pools".to_string(),
+    };
+    let mut o = match (e.cost_per_hour_min, e.cost_per_hour, e.cost_per_month) {
+        (Some(lo), Some(hi), Some(month)) => format!(
+            "  cost: ${lo:.2}/h at the minimum {n_min} instances, ${hi:.2}/h at the recommended {n} (${}/month at {} h); \
+             {}({tokens})\n",
+            thousands(month.round() as u64),
+            servesim_sim::plan::HOURS_PER_MONTH,
+            e.usd_per_million_output_tokens.map_or(String::new(), |x| format!("${x:.3} per million output tokens ")),
+        ),
+        _ => format!("  cost: no price for {} ([plan] prices); {tokens}\n", c.gpu),
+    };
+    if let Some(cap) = c.single_instance_capacity_rps {
+        o += &format!("  one instance serves {cap:.2} req/s of this traffic within the SLO");
+        o += &h.load_rps_mean.map_or(String::new(), |l| {
+            format!("; the mean load of {l:.2} req/s is {:.2} instances' worth", l / cap.max(1e-12))
+        });
+        o += "\n";
+    }
+    o += &format!(
+        "  headroom {:.0}% and {} spare instance(s) take the minimum {n_min} to the recommended {n}\n",
+        h.headroom * 100.0,
+        h.spare_instances
+    );
     o
 }
 

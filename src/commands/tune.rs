@@ -527,7 +527,7 @@ fn finish(
             match winner {
                 Some((_, r)) => {
                     outln!("\ncheapest meeting the SLO on every seed: {}", r.name);
-                    out!("{}", super::plan::deploy_text(r));
+                    out!("{}{}", super::plan::buyer_text(r, &report.header), super::plan::deploy_text(r));
                     outln!("wrote {} and winner.toml", dir.join("tune.json").display());
                 }
                 _ => {

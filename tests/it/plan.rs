@@ -76,6 +76,13 @@ fn a_plan_says_what_to_deploy_and_writes_its_manifest() {
          --max-num-batched-tokens 8192 --no-enable-prefix-caching"
     );
     assert_eq!(d["router"]["command"]["program"][0], "vllm-router");
+    // The buyer's figures: 180 req/s of 101 output tokens is 18,180 output tokens/s, 4,545 on
+    // each of the 4 GPUs; no price for the GPU in this scenario, so no $ figures.
+    let e = &v["candidates"][0]["economics"];
+    let tokens = e["output_tokens_per_s"].as_f64().unwrap();
+    assert!((tokens / 18_180.0 - 1.0).abs() < 0.02, "{e}");
+    assert!((e["output_tokens_per_s_per_gpu"].as_f64().unwrap() - tokens / 4.0).abs() < 1e-9, "{e}");
+    assert!(e["cost_per_hour"].is_null() && e["usd_per_million_output_tokens"].is_null(), "{e}");
     let docs = yaml_rust2::YamlLoader::load_from_str(&read(&out.join("deploy.yaml"))).unwrap();
     let dep = docs
         .iter()
@@ -92,6 +99,11 @@ fn a_plan_says_what_to_deploy_and_writes_its_manifest() {
     assert!(table.contains("  4 × vllm serve meta-llama/Meta-Llama-3-8B-Instruct --tensor-parallel-size 1"), "{table}");
     assert!(table.contains("  router: vllm-router --host 0.0.0.0"), "{table}");
     assert!(table.contains("  Kubernetes manifest: deploy.yaml"), "{table}");
+    assert!(
+        table.contains("  cost: no price for h100-sxm ([plan] prices); 17,979 output tokens/s, 4,494 per GPU"),
+        "{table}"
+    );
+    assert!(table.contains("  headroom 0% and 0 spare instance(s) take the minimum 4 to the recommended 4"), "{table}");
     // Two instances at most: nothing meets the SLO, nothing to deploy, no manifest left behind.
     let src = read(&root().join("tests/plan/known-answer.toml")) + "max_instances = 2\n";
     let path = out.join("few.toml");

@@ -26,7 +26,7 @@ pub struct Misses {
 }
 
 /// One run of a configuration with one seed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SeedResult {
     pub(crate) seed: u64,
     pub met: bool,
@@ -41,6 +41,9 @@ pub struct SeedResult {
     /// Requests simulated (all, not only measured).
     pub(crate) requests: u64,
     pub(crate) misses: Misses,
+    /// Output tokens of the measured requests finished, per second of the measured window.
+    #[serde(default)]
+    pub(crate) output_tokens_per_s: f64,
 }
 
 impl SeedResult {
@@ -88,6 +91,7 @@ impl SeedResult {
             measured: s.requests.measured,
             requests: s.requests.arrived,
             misses: m,
+            output_tokens_per_s: s.throughput.output_tokens_per_s,
         }
     }
 }
@@ -190,6 +194,7 @@ mod tests {
             measured: 100,
             requests: 100,
             misses,
+            ..Default::default()
         }
     }
 

@@ -17,6 +17,7 @@
 //! depends only on the scenario, so candidates can run in any order, on any thread or machine.
 
 mod candidate;
+mod economics;
 mod evidence;
 mod infeasible;
 mod pools;
@@ -25,6 +26,7 @@ pub mod tune;
 
 pub use crate::scenario::{CandidateSection, PlanSection};
 pub use candidate::{candidates, Candidate};
+pub use economics::{Economics, HOURS_PER_MONTH};
 pub use evidence::{classify, Binding, Misses, Point, SeedResult};
 pub use infeasible::Infeasible;
 pub use pools::{PairPoint, PairStep, PoolCandidate, PoolSpec, PoolsResult};

@@ -201,6 +201,50 @@ pub struct CandidateResult {
     /// launch commands, replicas, router; absent when no count meets the SLO.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deploy: Option<crate::scenario::Deployment>,
+    /// A buyer's figures at the minimum and recommended counts; absent when none is feasible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub economics: Option<super::Economics>,
+}
+
+impl CandidateResult {
+    /// A result named `name` with nothing sized yet (TP and PP 1, no GPU).
+    pub(crate) fn named(name: &str) -> CandidateResult {
+        CandidateResult {
+            name: name.to_string(),
+            gpu: String::new(),
+            tp: 1,
+            pp: 1,
+            feasible: false,
+            infeasible_reason: None,
+            instances_min: None,
+            instances: None,
+            gpus: None,
+            price_per_gpu_hour: None,
+            cost_per_hour: None,
+            ttft_ms_p99: None,
+            tpot_ms_p99: None,
+            attainment: None,
+            goodput_rps: None,
+            kv_peak: None,
+            binding: None,
+            binding_evidence: None,
+            borderline: Vec::new(),
+            single_instance_capacity_rps: None,
+            kv_blocks_per_instance: None,
+            gpu_memory_gib: None,
+            points: Vec::new(),
+            trail: Vec::new(),
+            runs: 0,
+            simulated_requests: 0,
+            spare_check: None,
+            autoscaled: None,
+            pools: None,
+            provisioned: None,
+            calibration: None,
+            deploy: None,
+            economics: None,
+        }
+    }
 }
 
 /// One count's figures, the worst over the seeds (highest p99s, lowest attainment and goodput,
@@ -620,10 +664,11 @@ pub fn plan_candidate(
     if let (true, Some(s), Some(counts)) = (out.feasible, &c.scenario, counts) {
         out.deploy = Some(crate::scenario::Deployment::of(s, &counts));
     }
+    out.economics = super::economics::economics(&out);
     out
 }
 
-/// [`plan_candidate`] without the deployment.
+/// [`plan_candidate`] without the deployment and the buyer's figures.
 fn size_candidate(
     c: &Candidate,
     cfg: &SearchConfig,
@@ -631,38 +676,13 @@ fn size_candidate(
     progress: &(dyn Fn(u64) + Sync),
 ) -> CandidateResult {
     let mut out = CandidateResult {
-        name: c.name.clone(),
         gpu: c.gpu.clone(),
         tp: c.tp,
         pp: c.pp,
-        feasible: false,
         infeasible_reason: c.infeasible.clone(),
-        instances_min: None,
-        instances: None,
-        gpus: None,
         price_per_gpu_hour: c.price_per_gpu_hour,
-        cost_per_hour: None,
-        ttft_ms_p99: None,
-        tpot_ms_p99: None,
-        attainment: None,
-        goodput_rps: None,
-        kv_peak: None,
-        binding: None,
-        binding_evidence: None,
-        borderline: Vec::new(),
-        single_instance_capacity_rps: None,
-        kv_blocks_per_instance: None,
-        gpu_memory_gib: None,
-        points: Vec::new(),
-        trail: Vec::new(),
-        runs: 0,
-        simulated_requests: 0,
-        spare_check: None,
-        autoscaled: None,
-        pools: None,
-        provisioned: None,
         calibration: c.calibration.clone(),
-        deploy: None,
+        ..CandidateResult::named(&c.name)
     };
     if let Some(p) = &c.pools {
         super::pools::plan_pools(c, p, cfg, progress, &mut out);
