@@ -1,6 +1,9 @@
 //! `servesim compare`: what-if tables. Every combination of `--vary KEY=V1,V2` values runs on
 //! the identical request stream (same seed), next to the scenario as written (the baseline);
-//! each row shows its change against the baseline in %.
+//! each row shows its change against the baseline in %. Every row runs on `--seeds K` seeds
+//! (the scenario's and the next K − 1): its figures are the first seed's, beside their range
+//! over the seeds; a change whose range over the seeds (seed by seed, the variant against the
+//! baseline on the same stream) includes 0 is marked `~`: smaller than the seeds' own spread.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -33,6 +36,10 @@ pub(crate) struct Args {
     /// Seed of every run (overrides the scenario's `seed`).
     #[arg(long, value_parser = clap::value_parser!(u64).range(..=servesim_sim::scenario::MAX_SEED))]
     seed: Option<u64>,
+    /// Seeds each variant runs on (the seed and the next K − 1): the figures' range over them,
+    /// and which changes are smaller than it.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    seeds: u32,
     /// Output folder for compare.csv (or the shard file). Default: outputs/<scenario name>/.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -65,11 +72,16 @@ pub(crate) struct CompareHeader {
     /// steps); `None` for a closed loop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offered: Option<servesim_sim::workload::offered::Offered>,
+    /// The seeds every row runs on, the scenario's first.
+    pub seeds: Vec<u64>,
 }
 
 impl CompareHeader {
-    fn new(base: &Scenario, varies: &[Vary], rows: &[(String, Vec<String>, Scenario)]) -> CompareHeader {
+    fn new(base: &Scenario, varies: &[Vary], rows: &[(String, Vec<String>, Scenario)], seeds: u32) -> CompareHeader {
         CompareHeader {
+            seeds: (0..seeds as u64)
+                .map(|i| base.seed.wrapping_add(i) % (servesim_sim::scenario::MAX_SEED + 1))
+                .collect(),
             scenario: base.name.clone(),
             seed: base.seed,
             keys: varies.iter().map(|(k, _)| k.clone()).collect(),
@@ -217,48 +229,20 @@ pub(crate) fn run(a: Args) -> Result<()> {
         rows.push((label, values, s));
     }
 
-    let header = CompareHeader::new(&base, &varies, &rows);
+    let header = CompareHeader::new(&base, &varies, &rows, a.seeds);
     let picked = Shard::before_sweep(a.shard, rows.len(), a.out.as_deref(), a.report.as_deref())?;
     if !a.quiet {
         for l in crate::output::cost_lines(&base) {
             errln!("cost (baseline): {l}");
         }
     }
-    let progress = Progress::new(a.quiet, "compare", picked.len());
-    // Once the command is asked to stop, the variants not yet started are skipped.
-    let results: Vec<Option<(usize, Metrics, Option<String>)>> = picked
-        .par_iter()
-        .map(|&i| {
-            crate::error::cancelled().is_none().then(|| {
-                let out = engine::run(&rows[i].2);
-                progress.run_done(out.summary.requests.arrived);
-                progress.item_done();
-                let stopped =
-                    out.summary.stopped.as_ref().map(|st| format!("{} ({} at {:.3} s)", rows[i].0, st.reason, st.at_s));
-                (i, metrics(&out.summary), stopped)
-            })
-        })
-        .collect();
-    progress.finish();
+    let (results, stopped_error, (runs, requests, wall)) = run_rows(&rows, &picked, &header.seeds, a.quiet);
     crate::error::check_cancel()?;
-    let stopped: Vec<String> = results.iter().flatten().filter_map(|r| r.2.clone()).collect();
-    let results: Vec<(usize, Metrics)> = results.into_iter().flatten().map(|(i, m, _)| (i, m)).collect();
-    // Rows of runs cut short (run.max_events, run.max_requests, the time-series bound) are
-    // written, and the command says so and exits with code 3.
-    let stopped_error = (!stopped.is_empty()).then(|| {
-        CliError::Stopped(format!(
-            "stopped: {} of the runs stopped before their workload ended, so their rows cover only the part \
-             simulated: {}; raise the bound named",
-            stopped.len(),
-            stopped.join(", ")
-        ))
-    });
-    let (runs, requests, wall) = progress.totals();
     if !a.quiet {
         errln!("compare: {runs} runs, {} simulated requests in {wall:.2} s", thousands(requests));
     }
     let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&base.name));
-    let vary = format!("{:?}", a.vary);
+    let vary = format!("{:?} seeds {}", a.vary, a.seeds);
     let digest = shard::digest(&[&base.resolved_toml(), &base.seed.to_string(), &vary]);
     if let Some(sh) = a.shard {
         let path = shard::write(&dir, sh, "compare", (header, digest), results)?;
@@ -273,6 +257,56 @@ pub(crate) fn run(a: Args) -> Result<()> {
         super::report::write(path, &html)?;
     }
     stopped_error.map_or(Ok(()), Err)
+}
+
+/// Runs rows `picked` of `rows` on every seed, in parallel; each row's metrics in seed order.
+/// Rows of runs cut short (run.max_events, run.max_requests, the time-series bound) are kept,
+/// with the error that says so (exit code 3). Once the command is asked to stop, the runs not
+/// yet started are skipped (the caller's `check_cancel` reports it).
+#[allow(clippy::type_complexity)]
+fn run_rows(
+    rows: &[(String, Vec<String>, Scenario)],
+    picked: &[usize],
+    seeds: &[u64],
+    quiet: bool,
+) -> (Vec<(usize, Vec<Metrics>)>, Option<CliError>, (u64, u64, f64)) {
+    let progress = Progress::new(quiet, "compare", picked.len() * seeds.len());
+    let jobs: Vec<(usize, u64)> = picked.iter().flat_map(|&i| seeds.iter().map(move |&sd| (i, sd))).collect();
+    let done: Vec<Option<(usize, Metrics, Option<String>)>> = jobs
+        .par_iter()
+        .map(|&(i, seed)| {
+            crate::error::cancelled().is_none().then(|| {
+                let mut s = rows[i].2.clone();
+                s.set_seed(seed);
+                let out = engine::run(&s);
+                progress.run_done(out.summary.requests.arrived);
+                progress.item_done();
+                let stopped = out
+                    .summary
+                    .stopped
+                    .as_ref()
+                    .map(|st| format!("{} seed {seed} ({} at {:.3} s)", rows[i].0, st.reason, st.at_s));
+                (i, metrics(&out.summary), stopped)
+            })
+        })
+        .collect();
+    progress.finish();
+    let stopped: Vec<String> = done.iter().flatten().filter_map(|r| r.2.clone()).collect();
+    let stopped_error = (!stopped.is_empty()).then(|| {
+        CliError::Stopped(format!(
+            "stopped: {} of the runs stopped before their workload ended, so their rows cover only the part \
+             simulated: {}; raise the bound named",
+            stopped.len(),
+            stopped.join(", ")
+        ))
+    });
+    let mut out: Vec<(usize, Vec<Metrics>)> = picked.iter().map(|&i| (i, Vec::new())).collect();
+    for (i, m, _) in done.into_iter().flatten() {
+        out.iter_mut().find(|(j, _)| *j == i).expect("a picked row").1.push(m);
+    }
+    // A row missing a seed's run (the command was stopped) is not a row.
+    out.retain(|(_, ms)| ms.len() == seeds.len());
+    (out, stopped_error, progress.totals())
 }
 
 fn metrics(s: &servesim_sim::metrics::Summary) -> Metrics {
@@ -309,15 +343,67 @@ fn metrics(s: &servesim_sim::metrics::Summary) -> Metrics {
     }
 }
 
-/// Writes compare.csv into `dir` and prints the table (or JSON); shared with `merge`.
-pub(crate) fn finish(h: &CompareHeader, rows: &[Metrics], dir: &Path, format: Format, digest: String) -> Result<()> {
+/// A changed metric's range over the seeds in one row: its values, and its change against the
+/// baseline seed by seed (`None` where the baseline's value is 0).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Spread {
+    lo: f64,
+    hi: f64,
+    change: Option<(f64, f64)>,
+}
+
+impl Spread {
+    /// Whether the change is smaller than the seeds' spread: its range over the seeds includes 0
+    /// (never for the baseline, or with one seed).
+    fn within(&self) -> bool {
+        self.change.is_some_and(|(lo, hi)| lo <= 0.0 && hi >= 0.0 && lo < hi)
+    }
+}
+
+/// Each row's [`Spread`] of each [`CHANGED`] metric; `seeds[i]` is row i's runs in seed order,
+/// row 0 the baseline's.
+fn spreads(seeds: &[Vec<Metrics>]) -> Vec<Vec<Spread>> {
+    seeds
+        .iter()
+        .enumerate()
+        .map(|(i, runs)| {
+            CHANGED
+                .iter()
+                .map(|(_, f)| {
+                    let vals = runs.iter().map(f);
+                    let (lo, hi) = vals.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+                    let changes: Option<Vec<f64>> = (i > 0)
+                        .then(|| runs.iter().zip(&seeds[0]).map(|(m, b)| change_pct(f(m), f(b))).collect())
+                        .flatten();
+                    let change = changes
+                        .map(|c| c.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(*v), b.max(*v))));
+                    Spread { lo, hi, change }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Writes compare.csv into `dir` and prints the table (or JSON); shared with `merge`. `seeds[i]`:
+/// row i's metrics on each of the header's seeds.
+pub(crate) fn finish(
+    h: &CompareHeader,
+    seeds: &[Vec<Metrics>],
+    dir: &Path,
+    format: Format,
+    digest: String,
+) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let rows: Vec<Metrics> = seeds.iter().map(|r| r[0].clone()).collect();
+    let rows = &rows[..];
+    let spread = spreads(seeds);
     let path = dir.join("compare.csv");
-    crate::atomic::write(&path, csv(h, rows))?;
+    crate::atomic::write(&path, csv(h, rows, &spread))?;
     crate::manifest::record(dir, "compare", crate::manifest::Run::new(&h.scenario, h.seed, digest, &["compare.csv"]))?;
     match format {
         Format::Table => {
-            out!("{}", table(h, rows));
+            out!("{}", table(h, rows, &spread));
+            out!("{}", seed_lines(h, seeds, &spread));
             outln!("csv         {}", path.display());
         }
         Format::Json => {
@@ -330,10 +416,22 @@ pub(crate) fn finish(h: &CompareHeader, rows: &[Metrics], dir: &Path, format: Fo
                         .iter()
                         .map(|(name, f)| (format!("{name}_change_pct"), serde_json::json!(change_pct(f(m), f(base)))))
                         .collect();
-                    serde_json::json!({ "variant": h.rows[i], "values": h.values[i], "metrics": m, "change": change })
+                    let over: serde_json::Map<String, serde_json::Value> = CHANGED
+                        .iter()
+                        .zip(&spread[i])
+                        .map(|((name, _), sp)| {
+                            let v = serde_json::json!({ "min": sp.lo, "max": sp.hi,
+                                "change_pct_min": sp.change.map(|c| c.0), "change_pct_max": sp.change.map(|c| c.1),
+                                "within_spread": sp.within() });
+                            (name.to_string(), v)
+                        })
+                        .collect();
+                    serde_json::json!({ "variant": h.rows[i], "values": h.values[i], "metrics": m, "change": change,
+                        "over_seeds": over })
                 })
                 .collect();
-            let doc = serde_json::json!({ "scenario": h.scenario, "seed": h.seed, "offered": h.offered, "keys": h.keys, "rows": v });
+            let doc = serde_json::json!({ "scenario": h.scenario, "seed": h.seed, "seeds": h.seeds, "offered": h.offered,
+                "keys": h.keys, "rows": v });
             outln!("{}", serde_json::to_string_pretty(&doc).expect("serialises"));
         }
     }
@@ -361,12 +459,12 @@ fn title(h: &CompareHeader, variants: usize) -> String {
     )
 }
 
-fn table(h: &CompareHeader, rows: &[Metrics]) -> String {
+fn table(h: &CompareHeader, rows: &[Metrics], spread: &[Vec<Spread>]) -> String {
     let mut o = title(h, rows.len() - 1);
     let width = h.rows.iter().map(|r| r.chars().count()).max().unwrap_or(8).max(8);
     let _ = writeln!(
         o,
-        "  {:<width$}  {:>17}  {:>17}  {:>19}  {:>17}  {:>17}  {:>8}  {:>6}  {:>7}",
+        "  {:<width$}  {:>18}  {:>18}  {:>20}  {:>18}  {:>18}  {:>8}  {:>6}  {:>7}",
         "variant",
         "TTFT p99 ms",
         "TPOT p99 ms",
@@ -379,22 +477,24 @@ fn table(h: &CompareHeader, rows: &[Metrics]) -> String {
     );
     let base = &rows[0];
     for (i, m) in rows.iter().enumerate() {
-        let cell = |v: f64, b: f64, d: usize| {
+        // The spread of CHANGED metric `k` (its index there) marks a change smaller than it.
+        let cell = |v: f64, b: f64, d: usize, k: usize| {
             if i == 0 {
                 format!("{v:.d$}")
             } else {
-                format!("{v:.d$} ({})", pct(change_pct(v, b)))
+                let mark = if spread[i][k].within() { "~" } else { "" };
+                format!("{v:.d$} ({}{mark})", pct(change_pct(v, b)))
             }
         };
         let _ = writeln!(
             o,
-            "  {:<width$}  {:>17}  {:>17}  {:>19}  {:>17}  {:>17}  {:>8.2}  {:>6.1}  {:>7}",
+            "  {:<width$}  {:>18}  {:>18}  {:>20}  {:>18}  {:>18}  {:>8.2}  {:>6.1}  {:>7}",
             h.rows[i],
-            cell(m.ttft_ms_p99, base.ttft_ms_p99, 1),
-            cell(m.tpot_ms_p99, base.tpot_ms_p99, 1),
-            cell(m.e2e_ms_p99, base.e2e_ms_p99, 0),
-            cell(m.throughput_rps, base.throughput_rps, 2),
-            cell(m.goodput_rps, base.goodput_rps, 2),
+            cell(m.ttft_ms_p99, base.ttft_ms_p99, 1, 0),
+            cell(m.tpot_ms_p99, base.tpot_ms_p99, 1, 1),
+            cell(m.e2e_ms_p99, base.e2e_ms_p99, 0, 2),
+            cell(m.throughput_rps, base.throughput_rps, 2, 3),
+            cell(m.goodput_rps, base.goodput_rps, 2, 4),
             m.attainment * 100.0,
             m.kv_peak * 100.0,
             thousands(m.preemptions),
@@ -422,13 +522,51 @@ fn table(h: &CompareHeader, rows: &[Metrics]) -> String {
     o
 }
 
-fn csv(h: &CompareHeader, rows: &[Metrics]) -> String {
+/// Under the table: the seeds, each row's range over them, and what `~` means; or, when every
+/// seed gave every row the same figures, that the seeds add nothing.
+fn seed_lines(h: &CompareHeader, seeds: &[Vec<Metrics>], spread: &[Vec<Spread>]) -> String {
+    let [first, .., last] = h.seeds[..] else { return String::new() };
+    if seeds.iter().all(|runs| runs.iter().all(|m| m == &runs[0])) {
+        return format!(
+            "\n  seeds {first}–{last} gave every variant the same figures: nothing in this scenario is drawn at random \
+             (a trace replayed whole, fixed sizes), so --seeds 1 gives the same answer in a {} of the time\n",
+            if h.seeds.len() == 2 { "half".to_string() } else { format!("1/{}", h.seeds.len()) }
+        );
+    }
+    let width = h.rows.iter().map(|r| r.chars().count()).max().unwrap_or(8).max(8);
+    let mut o = format!(
+        "\n  figures of seed {first}; their range over seeds {first}–{last} below. ~: the change's range over the seeds \
+         (each seed's variant against its baseline) includes 0, so it is smaller than the seeds' own spread\n"
+    );
+    for (i, sp) in spread.iter().enumerate() {
+        let r = |k: usize, d: usize| format!("{:.d$}–{:.d$}", sp[k].lo, sp[k].hi);
+        let _ = writeln!(
+            o,
+            "  {:<width$}  TTFT p99 {} ms, TPOT p99 {} ms, E2E p99 {} ms, goodput {} req/s",
+            h.rows[i],
+            r(0, 1),
+            r(1, 1),
+            r(2, 0),
+            r(4, 2)
+        );
+    }
+    o
+}
+
+/// A [`Spread`]'s cells in compare.csv: min, max, change % min and max, within the spread.
+type SpreadCells =
+    (crate::rows::Fixed<6>, crate::rows::Fixed<6>, Option<crate::rows::Fixed<3>>, Option<crate::rows::Fixed<3>>, bool);
+
+fn csv(h: &CompareHeader, rows: &[Metrics], spread: &[Vec<Spread>]) -> String {
     use crate::rows::{header, ClassCells, CompareCells, Fixed, Plain};
     let classes = classes_of(rows);
     let mut head = vec!["variant".to_string()];
     head.extend(h.keys.iter().cloned());
     head.extend(header::<CompareCells>());
     head.extend(CHANGED.iter().map(|(n, _)| format!("{n}_change_pct")));
+    for (n, _) in CHANGED {
+        head.extend(["min", "max", "change_pct_min", "change_pct_max", "within_spread"].map(|k| format!("{n}_{k}")));
+    }
     for c in &classes {
         head.extend(header::<ClassCells>().iter().map(|k| format!("class{c}_{k}")));
     }
@@ -470,7 +608,13 @@ fn csv(h: &CompareHeader, rows: &[Metrics]) -> String {
                 None => ClassCells::default(),
             })
             .collect();
-        w.serialize((&h.rows[i], &h.values[i], cells, changes, per_class)).expect("writes to memory");
+        let over: Vec<SpreadCells> = spread[i]
+            .iter()
+            .map(|sp| {
+                (Fixed(sp.lo), Fixed(sp.hi), sp.change.map(|c| Fixed(c.0)), sp.change.map(|c| Fixed(c.1)), sp.within())
+            })
+            .collect();
+        w.serialize((&h.rows[i], &h.values[i], cells, changes, over, per_class)).expect("writes to memory");
     }
     String::from_utf8(w.into_inner().expect("writes to memory")).expect("UTF-8 cells")
 }

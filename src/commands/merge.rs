@@ -41,7 +41,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
             super::tune::merge(header, results, a.out, a.format, digest)
         }
         "compare" => {
-            let (header, rows, digest): (CompareHeader, Vec<Metrics>, String) =
+            let (header, rows, digest): (CompareHeader, Vec<Vec<Metrics>>, String) =
                 shard::join(&files, "compare", |h: &CompareHeader| h.rows.len())?;
             let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&header.scenario));
             super::compare::finish(&header, &rows, &dir, a.format, digest)

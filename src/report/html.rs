@@ -389,7 +389,11 @@ pub(crate) fn compare_key_table(headers: &[String], rows: &[Vec<String>], labels
                 continue;
             };
             let change = col(&format!("{key}_change_pct")).and_then(|k| r.get(k)).filter(|v| !v.is_empty());
-            let change = change.and_then(|v| v.parse::<f64>().ok()).map(|x| format!(" ({x:+.1}%)")).unwrap_or_default();
+            // `~`: the change's range over the seeds includes 0 (compare.csv `<key>_within_spread`).
+            let within = col(&format!("{key}_within_spread")).and_then(|k| r.get(k)).is_some_and(|v| v == "true");
+            let mark = if within { "~" } else { "" };
+            let change =
+                change.and_then(|v| v.parse::<f64>().ok()).map(|x| format!(" ({x:+.1}%{mark})")).unwrap_or_default();
             if scale == 1.0 {
                 o += &format!("<td><span data-csv=\"{ri},{c}\">{}</span>{change}</td>", escape(&r[c]));
             } else {
@@ -400,6 +404,10 @@ pub(crate) fn compare_key_table(headers: &[String], rows: &[Vec<String>], labels
         o += "</tr>";
     }
     o += "</table>\n";
+    if rows.iter().any(|r| headers.iter().zip(r).any(|(h, v)| h.ends_with("_within_spread") && v == "true")) {
+        o += "<p>~: the change's range over the seeds (each seed's variant against its baseline) includes 0: \
+              smaller than the seeds' own spread.</p>\n";
+    }
     o
 }
 

@@ -175,3 +175,82 @@ fn a_varied_engine_brings_its_rules_to_each_variant() {
     assert_eq!(rows[1]["metrics"], rows[0]["metrics"], "engine=vllm is the baseline");
     assert_ne!(rows[2]["metrics"]["tpot_ms_p99"], rows[0]["metrics"]["tpot_ms_p99"], "SGLang's rules differ");
 }
+
+/// `--seeds 3` runs every row on seeds 5, 6 and 7: its range is that of `simulate` over them, and
+/// a change is marked as within the spread exactly when its seed-by-seed changes (each variant
+/// against the baseline on the same stream) include 0.
+#[test]
+fn seeds_give_each_row_its_range_and_mark_changes_within_it() {
+    let (dir, path) = setup("compare_seeds");
+    let o = servesim(&[
+        "compare",
+        "--scenario",
+        &path,
+        "--vary",
+        "cluster.router={kind=\"random\"}",
+        "--seeds",
+        "3",
+        "--quiet",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    let (head, rows) = rows(&read(&dir.join("compare.csv")));
+    let col = |name: &str| head.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
+    let runs = |router: &str| -> Vec<_> {
+        (5..=7)
+            .map(|seed| {
+                let src = SRC.replace("seed = 5", &format!("seed = {seed}"));
+                let src =
+                    src.replace("instances = 2\n", &format!("instances = 2\nrouter = {{ kind = \"{router}\" }}\n"));
+                run(&src).summary
+            })
+            .collect()
+    };
+    let (base, random) = (runs("round-robin"), runs("random"));
+    type Metric = fn(&servesim_sim::metrics::Summary) -> f64;
+    let metrics: [(&str, Metric); 3] =
+        [("ttft_ms_p99", |s| s.ttft_ms.p99), ("tpot_ms_p99", |s| s.tpot_ms.p99), ("e2e_ms_p99", |s| s.e2e_ms.p99)];
+    let mut marked = 0;
+    for (name, f) in metrics {
+        for (row, runs) in [(&rows[0], &base), (&rows[1], &random)] {
+            let vals: Vec<f64> = runs.iter().map(f).collect();
+            let (lo, hi) =
+                (vals.iter().cloned().fold(f64::INFINITY, f64::min), vals.iter().cloned().fold(0.0, f64::max));
+            assert_eq!(row[col(&format!("{name}_min"))], format!("{lo:.6}"), "{name}");
+            assert_eq!(row[col(&format!("{name}_max"))], format!("{hi:.6}"), "{name}");
+            // The figures shown are the first seed's, as `simulate` gives them.
+            assert_eq!(row[col(name)], format!("{:.3}", vals[0]));
+        }
+        let changes: Vec<f64> = base.iter().zip(&random).map(|(b, r)| (f(r) - f(b)) / f(b) * 100.0).collect();
+        let within = changes.iter().any(|c| *c <= 0.0) && changes.iter().any(|c| *c >= 0.0);
+        assert_eq!(rows[1][col(&format!("{name}_within_spread"))], within.to_string(), "{name}: {changes:?}");
+        assert_eq!(rows[0][col(&format!("{name}_within_spread"))], "false");
+        marked += within as usize;
+    }
+    // Seed 5 to 7 give this comparison both kinds (the test would not tell them apart otherwise).
+    assert!(marked > 0 && marked < 3, "{marked}");
+    assert!(table.contains("their range over seeds 5–7 below"), "{table}");
+    assert!(table.contains("~)"), "{table}");
+
+    // Nothing drawn at random (evenly spaced arrivals of fixed sizes, round-robin): the seeds
+    // give the same figures, and the table says one seed would do.
+    let fixed = SRC
+        .replace("kind = \"poisson\", rate = 20", "kind = \"constant\", rate = 5")
+        .replace("kind = \"lognormal\", median = 700, p99 = 6000, max = 7000", "kind = \"fixed\", value = 500")
+        .replace("kind = \"lognormal\", median = 150, p99 = 900, max = 1024", "kind = \"fixed\", value = 100");
+    std::fs::write(dir.join("fixed.toml"), pin_overhead(&fixed)).unwrap();
+    let o = servesim(&[
+        "compare",
+        "--scenario",
+        dir.join("fixed.toml").to_str().unwrap(),
+        "--vary",
+        "scheduler.max_num_seqs=8",
+        "--quiet",
+        "--out",
+        dir.join("fixed").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("seeds 5–7 gave every variant the same figures"), "{}", stdout(&o));
+}
