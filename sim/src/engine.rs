@@ -160,9 +160,13 @@ pub fn cost_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
         let links = crate::cost::stage_links(&g.gpu, g.tp, g.layout.pp);
         Arc::new(crate::cost::Pipeline::new(stage, s.model.layers, g.layout.pp, s.model.hidden, links))
     };
-    match g.calibrated().map(|c| c.factors()) {
+    let model: Arc<dyn CostModel> = match g.calibrated().map(|c| c.factors()) {
         Some(f) if !f.costs_unchanged() => Arc::new(crate::cost::Calibrated::new(model, f)),
         _ => model,
+    };
+    match s.cost_scale {
+        1.0 => model,
+        f => Arc::new(crate::cost::Scaled::new(model, f)),
     }
 }
 

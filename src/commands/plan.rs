@@ -25,6 +25,11 @@ pub(crate) struct Args {
     /// First seed (overrides the scenario's `seed`); the others follow it.
     #[arg(long, value_parser = clap::value_parser!(u64).range(..=servesim_sim::scenario::MAX_SEED))]
     seed: Option<u64>,
+    /// Re-size each feasible candidate with its iterations 1 − E and 1 + E times as long and give
+    /// its count as that range (default: the measured error of what prices it, docs/fidelity.md;
+    /// 0: no range).
+    #[arg(long, value_name = "E", value_parser = error_band)]
+    error_band: Option<f64>,
     /// Output folder for plan.json (or the shard file). Default: outputs/<scenario name>/.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -42,6 +47,15 @@ pub(crate) struct Args {
     quiet: bool,
 }
 
+/// `--error-band E`: a fraction in [0, 0.9].
+pub(crate) fn error_band(v: &str) -> std::result::Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(e) if (0.0..=0.9).contains(&e) => Ok(e),
+        Ok(e) => Err(format!("must be in [0, 0.9] (a fraction: 0.2 is ±20%), got {e}")),
+        Err(_) => Err(format!("not a number: {v:?}")),
+    }
+}
+
 pub(crate) fn run(a: Args) -> Result<()> {
     let src = scenario_file::read_source(a.scenario.as_deref(), "peak")?;
     let mut s = src.scenario()?;
@@ -50,7 +64,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
     }
     let candidates = plan::candidates(&s).map_err(|e| CliError::input(format!("{}: {e}", src.label)))?;
     let section = s.resolved.plan.clone().unwrap_or_default();
-    let cfg = SearchConfig::new(&section, s.seed, a.seeds);
+    let cfg = SearchConfig::new(&section, s.seed, a.seeds).with_error_band(a.error_band);
     let header = plan::header(&s, &candidates, &cfg);
     let picked = Shard::before_sweep(a.shard, candidates.len(), a.out.as_deref(), a.report.as_deref())?;
 
@@ -80,7 +94,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
         );
     }
     let seeds: Vec<String> = cfg.seeds.iter().map(u64::to_string).collect();
-    let settings = format!("{:?}", a.seeds);
+    let settings = format!("{:?} {:?}", a.seeds, a.error_band);
     let digest = shard::digest(&[&s.resolved_toml(), &seeds.join(","), &settings]);
     if let Some(sh) = a.shard {
         let path = shard::write(&dir, sh, "plan", (header, digest), results)?;
@@ -207,7 +221,7 @@ pub(crate) fn table(r: &PlanReport) -> String {
         h.max_instances
     );
     o += &format!(
-        "  {:<18}{:>5}{:>6}{:>6}{:>10}{:>10}{:>10}{:>9}{:>9}{:>8}  {:<18}{:>11}\n",
+        "  {:<18}{:>5}{:>13}{:>6}{:>10}{:>10}{:>10}{:>9}{:>9}{:>8}  {:<18}{:>11}\n",
         "candidate",
         "min",
         "inst",
@@ -222,17 +236,17 @@ pub(crate) fn table(r: &PlanReport) -> String {
         "1-inst cap"
     );
     o += &format!(
-        "  {:<18}{:>5}{:>6}{:>6}{:>10}{:>10}{:>10}{:>9}{:>9}{:>8}  {:<18}{:>11}\n",
-        "", "", "", "", "", "ms", "ms", "%", "req/s", "%", "", "req/s"
+        "  {:<18}{:>5}{:>13}{:>6}{:>10}{:>10}{:>10}{:>9}{:>9}{:>8}  {:<18}{:>11}\n",
+        "", "", "(band)", "", "", "ms", "ms", "%", "req/s", "%", "", "req/s"
     );
     for c in &r.candidates {
         let mark = if r.recommended.as_deref() == Some(c.name.as_str()) { "*" } else { " " };
         let u = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
         o += &format!(
-            "{mark} {:<18}{:>5}{:>6}{:>6}{:>10}{:>10}{:>10}{:>9}{:>9}{:>8}  {:<18}{:>11}\n",
+            "{mark} {:<18}{:>5}{:>13}{:>6}{:>10}{:>10}{:>10}{:>9}{:>9}{:>8}  {:<18}{:>11}\n",
             c.name,
             u(c.instances_min),
-            u(c.instances),
+            c.band.as_ref().zip(c.instances).map_or_else(|| u(c.instances), |(b, n)| b.range(n)),
             c.gpus.map(|g| g.to_string()).unwrap_or_else(|| "-".into()),
             opt(c.cost_per_hour, 2),
             opt(c.ttft_ms_p99, 1),
@@ -246,7 +260,7 @@ pub(crate) fn table(r: &PlanReport) -> String {
         // The figures above are the minimum's; the count provisioned has its own.
         if let Some(p) = c.provisioned.as_ref().filter(|p| Some(p.instances) != c.instances_min) {
             o += &format!(
-                "  {:<18}{:>5}{:>6}{:>6}{:>10}{:>10}{:>10}{:>9}{:>9}{:>8}  {:<18}\n",
+                "  {:<18}{:>5}{:>13}{:>6}{:>10}{:>10}{:>10}{:>9}{:>9}{:>8}  {:<18}\n",
                 format!("  at {}", p.instances),
                 "",
                 p.instances,
@@ -275,14 +289,25 @@ pub(crate) fn table(r: &PlanReport) -> String {
                 c.gpus.unwrap_or(0)
             );
             o += &r.tie_break.as_ref().map_or(String::new(), |t| format!("  tie: {t}\n"));
-            o += &buyer_text(c, &r.header);
-            o += &deploy_text(c);
+            o += &(band_text(c, r) + &buyer_text(c, &r.header) + &deploy_text(c));
         }
         None => o += "no candidate meets the SLO\n",
     }
     o += "\n";
     o += &evidence(r);
     o
+}
+
+/// The recommended candidate's count over its error band, and whether it stays the cheapest.
+fn band_text(c: &CandidateResult, r: &PlanReport) -> String {
+    let (Some(b), Some(n)) = (&c.band, c.instances) else { return String::new() };
+    format!(
+        "  error band: {} instances with iterations ±{:.1}% ({}, docs/fidelity.md); {}\n",
+        b.range(n),
+        b.error * 100.0,
+        b.source,
+        r.band_note.as_deref().unwrap_or("")
+    )
 }
 
 /// A buyer's figures for `c`, indented under its line: what it costs at the minimum and the

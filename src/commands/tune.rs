@@ -24,6 +24,9 @@ pub(crate) struct Args {
     /// Seeds at each decisive point (overrides [plan] seeds; default 3).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
     seeds: Option<u32>,
+    /// Re-size each feasible configuration over this error band (as `plan --error-band`).
+    #[arg(long, value_name = "E", value_parser = super::plan::error_band)]
+    error_band: Option<f64>,
     /// Output folder for tune.json and winner.toml. Default: outputs/<scenario name>/.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -269,6 +272,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let src = scenario_file::read_source(Some(&a.scenario), "peak")?;
     let base = src.scenario()?;
     let Space { s, knobs, candidates, cfg, priced } = Space::of(&base, a.seeds, &src.label)?;
+    let cfg = cfg.with_error_band(a.error_band);
     let header = plan::header(&s, &candidates, &cfg);
     let picked = Shard::before_sweep(a.shard, candidates.len(), a.out.as_deref(), a.report.as_deref())?;
     let progress = Progress::new(a.quiet, "tune", picked.len());
@@ -298,7 +302,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let dir = a.out.unwrap_or_else(|| PathBuf::from("outputs").join(&s.name));
     let seeds: Vec<String> = cfg.seeds.iter().map(u64::to_string).collect();
     let scenario_toml = base.resolved_toml();
-    let digest = shard::digest(&[&scenario_toml, &seeds.join(","), &format!("{:?}", a.seeds)]);
+    let digest = shard::digest(&[&scenario_toml, &seeds.join(","), &format!("{:?} {:?}", a.seeds, a.error_band)]);
     if let Some(sh) = a.shard {
         let path = shard::write(&dir, sh, "tune", (TuneHeader { plan: header, scenario_toml }, digest), results)?;
         if !a.quiet {

@@ -273,7 +273,7 @@ pub(crate) fn plan_header(plan: &PlanReport) -> String {
 /// The cost table of a plan, one row per candidate; cells carry their plan.json key.
 pub(crate) fn plan_table(plan: &PlanReport) -> String {
     let mut o = String::from(
-        "<h2>Candidates</h2><table><tr><th class=\"l\">candidate</th><th>instances (min)</th><th>instances</th><th>GPUs</th><th>$/h</th>\
+        "<h2>Candidates</h2><table><tr><th class=\"l\">candidate</th><th>instances (min)</th><th>instances</th><th>over the error band</th><th>GPUs</th><th>$/h</th>\
          <th>TTFT p99 ms</th><th>TPOT p99 ms</th><th>attainment</th><th>goodput req/s</th><th>KV peak</th>\
          <th>TTFT p99 ms at instances</th><th>TPOT p99 ms at instances</th><th>attainment at instances</th>\
          <th>capacity req/s</th><th class=\"l\">binding</th></tr>",
@@ -285,6 +285,8 @@ pub(crate) fn plan_table(plan: &PlanReport) -> String {
         let k = |f: &str| format!("candidates.{i}.{f}");
         o += &num(c.instances_min.map(f64::from), &k("instances_min"), 0, 1.0, "");
         o += &num(c.instances.map(f64::from), &k("instances"), 0, 1.0, "");
+        let band = c.band.as_ref().zip(c.instances).map(|(b, n)| format!("{} (±{:.1}%)", b.range(n), b.error * 100.0));
+        o += &format!("<td>{}</td>", escape(band.as_deref().unwrap_or("–")));
         o += &num(c.gpus.map(|g| g as f64), &k("gpus"), 0, 1.0, "");
         o += &num(c.cost_per_hour, &k("cost_per_hour"), 2, 1.0, "");
         o += &num(c.ttft_ms_p99, &k("ttft_ms_p99"), 1, 1.0, "");
@@ -304,6 +306,14 @@ pub(crate) fn plan_table(plan: &PlanReport) -> String {
     o += "<p class=\"meta\">TTFT, TPOT, attainment, goodput and KV peak: the worst seed at the minimum count; \"at instances\": at the count recommended (with headroom and spares), simulated too.</p>\n";
     if let Some(t) = &plan.tie_break {
         o += &format!("<p class=\"meta\">Tie: {}</p>\n", escape(t));
+    }
+    if let Some(b) = plan.candidates.iter().find(|c| c.name == recommended).and_then(|c| c.band.as_ref()) {
+        o += &format!(
+            "<p class=\"meta\">Error band: each count again with iterations ±{:.1}% as long ({}, docs/fidelity.md). {}.</p>\n",
+            b.error * 100.0,
+            escape(&b.source),
+            escape(plan.band_note.as_deref().unwrap_or(""))
+        );
     }
     o += &plan_fleet_table(plan);
     o

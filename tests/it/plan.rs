@@ -337,3 +337,69 @@ fn bad_candidates_are_named() {
     let r = plan::plan_candidate(&cands[1], &cfg, None, &|_| {});
     assert!(!r.feasible && r.runs == 0 && r.infeasible_reason.as_deref() == Some(why));
 }
+
+/// `--error-band 0.2` on the known answer (its line model has no measured error, so no band by
+/// default): with iterations f times as long, T̄ = f·5 / (1 − f·0.01·r) ms per instance at r
+/// req/s, TPOT ≤ 10 ms ⇔ r ≤ (1 − 0.5 f) / (0.01 f): 75 req/s at f = 0.8, so ⌈180 / 75⌉ = 3
+/// instances; 33.3 req/s at f = 1.2, so ⌈180 / 33.3⌉ = 6.
+#[test]
+fn the_error_band_resizes_the_known_answer_by_hand() {
+    let out = out_dir("plan_band");
+    let o = servesim(&[
+        "plan",
+        "--scenario",
+        "tests/plan/known-answer.toml",
+        "--format",
+        "json",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["candidates"][0]["band"].is_null(), "a linear cost model has no measured error");
+    let o = servesim(&[
+        "plan",
+        "--scenario",
+        "tests/plan/known-answer.toml",
+        "--error-band",
+        "0.2",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    assert!(table.contains("  4 (3–6)  "), "{table}");
+    assert!(table.contains("error band: 4 (3–6) instances with iterations ±20.0% (--error-band"), "{table}");
+    let v: serde_json::Value = serde_json::from_str(&read(&out.join("plan.json"))).unwrap();
+    let b = &v["candidates"][0]["band"];
+    assert_eq!((b["instances_fast"].as_u64(), b["instances_slow"].as_u64()), (Some(3), Some(6)), "{b}");
+    assert_eq!(v["band_note"], "h100-sxm-tp1 stays the cheapest at both ends of the error band (iterations ±20.0%)");
+    // Out of range: refused by the parser, naming the flag.
+    let o = servesim(&["plan", "--scenario", "tests/plan/known-answer.toml", "--error-band", "1.5"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--error-band") && stderr(&o).contains("must be in [0, 0.9]"), "{}", stderr(&o));
+}
+
+/// The default bands are docs/fidelity.md's figures: the scoreboard's median |error| of mean
+/// TPOT per partition, and the calibrated rows' held-out one.
+#[test]
+fn default_error_bands_are_the_measured_figures() {
+    use servesim_sim::plan::band::*;
+    let doc = read(&root().join("docs/fidelity.md"));
+    let tpot_of = |row_start: &str| -> f64 {
+        let line = doc.lines().find(|l| l.starts_with(row_start)).unwrap_or_else(|| panic!("no row {row_start}"));
+        // "| label | TTFT% / TPOT% | ..."
+        let cell = line.split('|').nth(2).unwrap();
+        cell.split('/').nth(1).unwrap().trim().trim_end_matches('%').parse::<f64>().unwrap() / 100.0
+    };
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    assert!(close(tpot_of("| dense, vLLM + SGLang, all"), DATABASE_DENSE));
+    assert!(close(tpot_of("| Qwen3 MoE, vLLM + SGLang"), DATABASE_MOE));
+    assert!(close(tpot_of("| gpt-oss-120b (windowed, MoE), database"), DATABASE_WINDOWED));
+    assert!(close(tpot_of("| DeepSeek-R1/V3 (latent attention), database"), DATABASE_MLA));
+    assert!(close(tpot_of("| priced by the roofline"), ROOFLINE));
+    let both = doc.lines().find(|l| l.starts_with("| both |")).unwrap();
+    let last = both.split('|').rfind(|c| !c.trim().is_empty()).unwrap();
+    assert!(close(last.trim().trim_end_matches('%').parse::<f64>().unwrap() / 100.0, CALIBRATED), "{both}");
+}

@@ -10,6 +10,7 @@ mod pipeline;
 pub mod profile;
 mod profiled;
 mod roofline;
+mod scaled;
 pub mod shipped;
 mod spec;
 
@@ -22,6 +23,7 @@ pub use overhead::{EngineOverhead, OVERHEADS};
 pub use pipeline::{stage_layers, stage_links, Pipeline, P2P_LATENCY_S};
 pub use profiled::{check_op_axes, Fallback, FallbackShare, Profiled, ProfiledOp, KNOWN_OPS, OTHER_AXES};
 pub use roofline::{Layout, OpTime, Roofline, RooflineParams};
+pub use scaled::Scaled;
 pub use spec::{
     CostSection, CostSpec, DatabaseRequest, DatabaseSpec, DATABASE_FRAMEWORKS, DATABASE_WEIGHTS,
     DEFAULT_MOE_DISTRIBUTION, MOE_DISTRIBUTIONS,

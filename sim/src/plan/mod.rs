@@ -16,6 +16,7 @@
 //! here up to noise, which the seeds measure). Everything is deterministic: a candidate's result
 //! depends only on the scenario, so candidates can run in any order, on any thread or machine.
 
+pub mod band;
 mod candidate;
 mod economics;
 mod evidence;
@@ -25,6 +26,7 @@ mod search;
 pub mod tune;
 
 pub use crate::scenario::{CandidateSection, PlanSection};
+pub use band::Band;
 pub use candidate::{candidates, Candidate};
 pub use economics::{Economics, HOURS_PER_MONTH};
 pub use evidence::{classify, Binding, Misses, Point, SeedResult};

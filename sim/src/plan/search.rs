@@ -25,6 +25,9 @@ pub struct SearchConfig {
     /// Whether each candidate's single-instance capacity is searched (it only picks where the
     /// instance search starts, and is reported); `tune` leaves it out.
     pub(crate) capacity: bool,
+    /// The error band every feasible candidate is re-sized over (`--error-band`): `None`, its
+    /// cost source's measured error; 0, none ([`super::band`]).
+    pub(crate) error_band: Option<f64>,
 }
 
 impl SearchConfig {
@@ -39,7 +42,14 @@ impl SearchConfig {
             spare: plan.spare,
             capacity_precision: plan.capacity_precision,
             capacity: true,
+            error_band: None,
         }
+    }
+
+    /// With every candidate re-sized over this error band (0: none) instead of its cost
+    /// source's measured error.
+    pub fn with_error_band(self, e: Option<f64>) -> SearchConfig {
+        SearchConfig { error_band: e, ..self }
     }
 
     /// Without the single-instance capacity search: the instance search starts from one
@@ -204,6 +214,9 @@ pub struct CandidateResult {
     /// A buyer's figures at the minimum and recommended counts; absent when none is feasible.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub economics: Option<super::Economics>,
+    /// The recommended count with iterations priced over the cost source's error band.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub band: Option<super::Band>,
 }
 
 impl CandidateResult {
@@ -243,6 +256,7 @@ impl CandidateResult {
             calibration: None,
             deploy: None,
             economics: None,
+            band: None,
         }
     }
 }
@@ -348,6 +362,10 @@ pub struct PlanReport {
     /// How a tie on price was broken, in words (`None` without a tie).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tie_break: Option<String>,
+    /// Whether the recommended candidate stays the cheapest at both ends of the error band, in
+    /// words (`None` when it has no band).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub band_note: Option<String>,
 }
 
 /// Joins a header and its candidates' results (in header order) into the report.
@@ -395,7 +413,8 @@ pub fn assemble(header: PlanHeader, candidates: Vec<CandidateResult>) -> PlanRep
         ))
     });
     let recommended = best.map(|c| c.name.clone());
-    PlanReport { header, candidates, recommended, tie_break }
+    let band_note = best.and_then(|b| super::band::cheapest_across(&candidates, b, priced));
+    PlanReport { header, candidates, recommended, tie_break, band_note }
 }
 
 struct Search<'a> {
@@ -665,7 +684,23 @@ pub fn plan_candidate(
         out.deploy = Some(crate::scenario::Deployment::of(s, &counts));
     }
     out.economics = super::economics::economics(&out);
+    if let Some((b, runs, requests)) = super::band::band(c, &out, cfg, progress) {
+        (out.band, out.runs, out.simulated_requests) = (Some(b), out.runs + runs, out.simulated_requests + requests);
+    }
     out
+}
+
+/// The fewest instances meeting the SLO on the first seed from `start` (the exploratory search
+/// alone, `[plan] spare` instances down), `None` when none does; the runs and requests it took.
+pub(super) fn first_seed_count(
+    scenario: &Scenario,
+    cfg: &SearchConfig,
+    start: u32,
+    progress: &(dyn Fn(u64) + Sync),
+) -> (Option<u32>, u64, u64) {
+    let mut s = Search::new(scenario, cfg.spare, cfg, progress);
+    let n = s.first_seed_minimum(start).ok();
+    (n, s.runs, s.requests)
 }
 
 /// [`plan_candidate`] without the deployment and the buyer's figures.

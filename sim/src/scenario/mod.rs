@@ -81,6 +81,9 @@ pub struct Scenario {
     pub resolved: ScenarioFile,
     /// Where the files the scenario names come from (see [`Resources`]).
     pub(crate) resources: Arc<dyn Resources>,
+    /// Every iteration's time × this (1: as priced): the planner's re-sizing over a cost
+    /// source's error band ([`Scenario::set_cost_scale`]). Not a key of the file.
+    pub(crate) cost_scale: f64,
 }
 
 /// The parallel layout of a group (`path` names the table holding `tp`, `dp_attention`, `ep`,
@@ -460,7 +463,7 @@ impl Scenario {
                 n,
             )?;
         }
-        let scenario = Scenario {
+        Ok(Scenario {
             name,
             seed: file.seed,
             model,
@@ -475,8 +478,8 @@ impl Scenario {
             disaggregation: disaggregation.as_ref().map(Into::into),
             resolved: file,
             resources,
-        };
-        Ok(scenario)
+            cost_scale: 1.0,
+        })
     }
 
     /// Validates a file derived from this scenario (a plan candidate, a compare variant) with
@@ -530,6 +533,11 @@ impl Scenario {
     pub fn set_seed(&mut self, seed: u64) {
         self.seed = seed;
         self.resolved.seed = seed;
+    }
+
+    /// Prices every iteration `factor` times as long (> 0; 1: as the cost model says).
+    pub fn set_cost_scale(&mut self, factor: f64) {
+        self.cost_scale = factor;
     }
 
     /// The resolved scenario as TOML, with its seed.
