@@ -452,6 +452,37 @@ pub(crate) fn write(path: &Path, bytes: impl AsRef<[u8]>) -> anyhow::Result<()> 
     f.commit()
 }
 
+/// Fails now, before any work, where the outputs could not be written later: `out` (the output
+/// folder; `outputs/` when not given) and the folder of `report`, each checked at its nearest
+/// existing folder by creating and removing a probe file there. A search of hours is not run
+/// for outputs that cannot be written.
+pub(crate) fn check_writable(out: Option<&Path>, report: Option<&Path>) -> anyhow::Result<()> {
+    let report_dir = report.map(|r| r.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")));
+    for (what, dir) in [
+        ("output folder", out.unwrap_or(Path::new("outputs"))),
+        ("report's folder", report_dir.unwrap_or(Path::new("."))),
+    ] {
+        let mut at = dir;
+        while !at.exists() {
+            at = match at.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+        }
+        if !at.is_dir() {
+            anyhow::bail!("{what} {}: {} is not a folder; nothing was run", dir.display(), at.display());
+        }
+        let probe = at.join(format!(".servesim-probe-{}", std::process::id()));
+        match fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+            Ok(_) => {
+                let _ = fs::remove_file(&probe);
+            }
+            Err(e) => anyhow::bail!("{what} {}: cannot write in {}: {e}; nothing was run", dir.display(), at.display()),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -246,6 +246,16 @@ fn spool_number() -> u64 {
     N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Reads and parses a cost profile; errors name the file.
+pub(crate) fn load_profile(
+    path: &Path,
+) -> std::result::Result<servesim_sim::cost::profile::Profile, servesim_sim::scenario::ResourceError> {
+    use servesim_sim::scenario::ResourceError;
+    let text = read_text(path, "profile").map_err(|e| ResourceError::File(e.to_string()))?;
+    servesim_sim::cost::profile::Profile::from_json(&text)
+        .map_err(|e| ResourceError::File(format!("{}: {e}", path.display())))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -502,16 +502,4 @@ mod tests {
         let back: WindowRow = rdr.deserialize().next().unwrap().unwrap();
         assert_eq!(back, row);
     }
-
-    #[test]
-    fn the_report_names_only_columns_the_writers_write() {
-        let cols = header::<CompareCells>();
-        for (name, _, _) in crate::report::html::KEY_METRICS {
-            assert!(cols.iter().any(|c| c == name), "the key table reads {name}, compare.csv has {cols:?}");
-        }
-        let changed = crate::commands::compare::changed_names();
-        for name in changed {
-            assert!(cols.iter().any(|c| *c == name), "{name}_change_pct: compare.csv has no {name}");
-        }
-    }
 }

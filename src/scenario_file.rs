@@ -43,7 +43,7 @@ impl Resources for FileResources {
         if let Some(p) = self.profiles.lock().expect("not poisoned").get(&abs) {
             return Ok(p.clone());
         }
-        let p = Arc::new(crate::commands::profile::load(&abs)?);
+        let p = Arc::new(crate::input::load_profile(&abs)?);
         self.profiles.lock().expect("not poisoned").insert(abs, p.clone());
         Ok(p)
     }

@@ -55,7 +55,7 @@ impl Shard {
         out: Option<&Path>,
         report: Option<&Path>,
     ) -> Result<Vec<usize>> {
-        crate::output::check_writable(out, report)?;
+        crate::atomic::check_writable(out, report)?;
         Ok(Shard::picked(shard, items))
     }
 

@@ -152,12 +152,6 @@ const CHANGED: [Field; 7] = [
     ("kv_peak", |m| m.kv_peak),
 ];
 
-/// The metrics whose change is a column (`<name>_change_pct`).
-#[cfg(test)]
-pub(crate) fn changed_names() -> impl Iterator<Item = &'static str> {
-    CHANGED.iter().map(|(n, _)| *n)
-}
-
 fn change_pct(v: f64, base: f64) -> Option<f64> {
     (base != 0.0).then(|| (v - base) / base * 100.0)
 }
@@ -617,4 +611,20 @@ fn csv(h: &CompareHeader, rows: &[Metrics], spread: &[Vec<Spread>]) -> String {
         w.serialize((&h.rows[i], &h.values[i], cells, changes, over, per_class)).expect("writes to memory");
     }
     String::from_utf8(w.into_inner().expect("writes to memory")).expect("UTF-8 cells")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_names_only_columns_the_writers_write() {
+        let cols = crate::rows::header::<crate::rows::CompareCells>();
+        for (name, _, _) in crate::report::html::KEY_METRICS {
+            assert!(cols.iter().any(|c| c == name), "the key table reads {name}, compare.csv has {cols:?}");
+        }
+        for (name, _) in CHANGED {
+            assert!(cols.iter().any(|c| *c == name), "{name}_change_pct: compare.csv has no {name}");
+        }
+    }
 }

@@ -2,8 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use servesim_sim::cost::profile::{Curve, OpTable, Profile};
-use servesim_sim::scenario::ResourceError;
+use servesim_sim::cost::profile::{Curve, OpTable};
 
 use super::Format;
 use crate::error::{CliError, Result};
@@ -48,12 +47,6 @@ struct QueryArgs {
     format: Format,
 }
 
-/// Reads and parses a profile; errors name the file.
-pub(crate) fn load(path: &Path) -> std::result::Result<Profile, ResourceError> {
-    let text = crate::input::read_text(path, "profile").map_err(|e| ResourceError::File(e.to_string()))?;
-    Profile::from_json(&text).map_err(|e| ResourceError::File(format!("{}: {e}", path.display())))
-}
-
 pub(crate) fn run(a: Args) -> Result<()> {
     match a.command {
         Sub::Show { profile } => show(&profile),
@@ -68,7 +61,7 @@ fn range(t: &OpTable, axis: usize) -> String {
 }
 
 fn show(path: &Path) -> Result<()> {
-    let p = load(path).map_err(CliError::input)?;
+    let p = crate::input::load_profile(path).map_err(CliError::input)?;
     let m = &p.meta;
     outln!("profile     {}", path.display());
     outln!("source      {} ({}), {}", m.source, m.backend, m.date);
@@ -157,7 +150,7 @@ fn show(path: &Path) -> Result<()> {
 }
 
 fn query(q: QueryArgs) -> Result<()> {
-    let p = load(&q.profile).map_err(CliError::input)?;
+    let p = crate::input::load_profile(&q.profile).map_err(CliError::input)?;
     let tables: Vec<&OpTable> = p.ops.iter().filter(|t| t.name == q.op).collect();
     if tables.is_empty() {
         let mut names: Vec<&str> = p.ops.iter().map(|t| t.name.as_str()).collect();

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use rayon::prelude::*;
+use servesim_sim::plan::tune::{Pruned, TuneReport};
 use servesim_sim::plan::{self, tune, Candidate, CandidateResult, PlanHeader, SearchConfig};
 use servesim_sim::Scenario;
 
@@ -65,49 +66,8 @@ pub(crate) struct TuneHeader {
     pub(crate) scenario_toml: String,
 }
 
-/// `tune.json`, written by `tune` and `merge` and read back by the HTML report.
-#[derive(serde::Serialize, serde::Deserialize)]
-pub(crate) struct TuneReport {
-    pub(crate) scenario: String,
-    /// Configurations searched (the pruned ones are not).
-    pub(crate) configurations: usize,
-    /// The cheapest configuration meeting the SLO on every seed.
-    pub(crate) recommended: Option<String>,
-    /// Feasible configurations no other beats on $/h (or GPUs), p99 TTFT and p99 TPOT at once.
-    pub(crate) frontier: Vec<String>,
-    pub(crate) launch_command: Option<String>,
-    pub(crate) knobs: Vec<(String, tune::Knobs)>,
-    /// Configurations not searched, and why they cannot be the cheapest.
-    pub(crate) pruned: Vec<Pruned>,
-    /// With `--budget`: the runs allowed, and the configurations not reached when they were
-    /// spent (then `recommended` is the cheapest of those searched, not proven the cheapest).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) budget_runs: Option<u64>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) unsearched: Vec<String>,
-    pub(crate) plan: plan::PlanReport,
-}
-
 /// Configurations searched together before the cheapest cost so far prunes the rest.
 const PRUNE_WAVE: usize = 4;
-
-#[derive(Clone, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Pruned {
-    pub(crate) name: String,
-    /// Its least possible cost ($/h, or GPUs when unpriced).
-    pub(crate) cost_floor: f64,
-    /// The least it can cost, as shown by its runs (the floor when it was not run); absent
-    /// when it misses the SLO even at `[plan] max_instances`.
-    pub(crate) least_cost: Option<f64>,
-    /// The cheapest feasible cost found when it was skipped (for one that could only have
-    /// tied, at the end of the search).
-    pub(crate) cheapest_found: f64,
-    /// The count at which one run missed the SLO on the first seed: the most instances
-    /// costing no more than the cheapest cost found (or, for one that could only have tied,
-    /// costing less). Absent: skipped by its cost floor, unrun.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) failed_at_instances: Option<u32>,
-}
 
 /// How one configuration fares against the cheapest cost found so far.
 enum Verdict {
@@ -205,11 +165,11 @@ fn prune_search(
         for (i, v) in verdicts {
             match v {
                 None => {
-                    pruned.push(Pruned::new(&candidates[i].name, floor(i), Some(floor(i)), b, None));
+                    pruned.push(pruned_record(&candidates[i].name, floor(i), Some(floor(i)), b, None));
                     progress.item_done();
                 }
                 Some(Verdict::Fails(n)) => {
-                    pruned.push(Pruned::new(&candidates[i].name, floor(i), least(i, n), b, Some(n)));
+                    pruned.push(pruned_record(&candidates[i].name, floor(i), least(i, n), b, Some(n)));
                     progress.item_done();
                 }
                 Some(Verdict::TieAtBest(m, n)) => ties.push((i, m, n, b)),
@@ -228,7 +188,7 @@ fn prune_search(
             run.push((i, Some(n)));
         } else {
             let failed = (m < n).then_some(m);
-            pruned.push(Pruned::new(&candidates[i].name, floor(i), Some(tie), best, failed));
+            pruned.push(pruned_record(&candidates[i].name, floor(i), Some(tie), best, failed));
             progress.item_done();
         }
     }
@@ -256,16 +216,15 @@ struct Outcome {
     unsearched: Vec<String>,
 }
 
-impl Pruned {
-    fn new(
-        name: &str,
-        cost_floor: f64,
-        least_cost: Option<f64>,
-        cheapest_found: f64,
-        failed_at_instances: Option<u32>,
-    ) -> Pruned {
-        Pruned { name: name.to_string(), cost_floor, least_cost, cheapest_found, failed_at_instances }
-    }
+/// A pruned configuration's record.
+fn pruned_record(
+    name: &str,
+    cost_floor: f64,
+    least_cost: Option<f64>,
+    cheapest_found: f64,
+    failed_at_instances: Option<u32>,
+) -> Pruned {
+    Pruned { name: name.to_string(), cost_floor, least_cost, cheapest_found, failed_at_instances }
 }
 
 pub(crate) fn run(a: Args) -> Result<()> {

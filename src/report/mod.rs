@@ -8,6 +8,7 @@
 
 pub(crate) mod charts;
 pub(crate) mod html;
+pub(crate) mod plan_text;
 
 use std::path::Path;
 
@@ -222,7 +223,7 @@ pub(crate) fn plan_report(dir: &Path) -> anyhow::Result<String> {
     // The evidence the CLI prints, the same text.
     let tables = html::plan_table(&plan)
         + "<h2>Evidence</h2><pre class=\"evidence\">"
-        + &html::escape(&crate::commands::plan::evidence(&plan))
+        + &html::escape(&plan_text::evidence(&plan))
         + "</pre>\n";
     Ok(html::page(&title, &html::plan_header(&plan), &tables, &charts))
 }
@@ -231,7 +232,7 @@ pub(crate) fn plan_report(dir: &Path) -> anyhow::Result<String> {
 /// and by its worst seed's p99 TTFT and TPOT, the Pareto frontier's points apart, the SLO thresholds
 /// and the cheapest drawn; the configurations and the pruned ones in tables.
 pub(crate) fn tune_report(dir: &Path) -> anyhow::Result<String> {
-    let t: crate::commands::tune::TuneReport = read_typed(&dir.join("tune.json"), "tune")?;
+    let t: plan::tune::TuneReport = read_typed(&dir.join("tune.json"), "tune")?;
     let plan = &t.plan;
     let priced = plan.candidates.iter().all(|c| c.price_per_gpu_hour.is_some());
     let cost = |c: &plan::CandidateResult| plan::tune::cost_of(c, priced);

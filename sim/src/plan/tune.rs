@@ -330,3 +330,44 @@ pub fn cost_of(r: &CandidateResult, priced: bool) -> Option<f64> {
         r.gpus.map(|g| g as f64)
     }
 }
+
+/// `tune.json`: what `tune` found, written by `tune` and `merge` and read back by the HTML report.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct TuneReport {
+    pub scenario: String,
+    /// Configurations searched (the pruned ones are not).
+    pub configurations: usize,
+    /// The cheapest configuration meeting the SLO on every seed.
+    pub recommended: Option<String>,
+    /// Feasible configurations no other beats on $/h (or GPUs), p99 TTFT and p99 TPOT at once.
+    pub frontier: Vec<String>,
+    pub launch_command: Option<String>,
+    pub knobs: Vec<(String, Knobs)>,
+    /// Configurations not searched, and why they cannot be the cheapest.
+    pub pruned: Vec<Pruned>,
+    /// With `--budget`: the runs allowed, and the configurations not reached when they were
+    /// spent (then `recommended` is the cheapest of those searched, not proven the cheapest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_runs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unsearched: Vec<String>,
+    pub plan: super::PlanReport,
+}
+
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+pub struct Pruned {
+    pub name: String,
+    /// Its least possible cost ($/h, or GPUs when unpriced).
+    pub cost_floor: f64,
+    /// The least it can cost, as shown by its runs (the floor when it was not run); absent
+    /// when it misses the SLO even at `[plan] max_instances`.
+    pub least_cost: Option<f64>,
+    /// The cheapest feasible cost found when it was skipped (for one that could only have
+    /// tied, at the end of the search).
+    pub cheapest_found: f64,
+    /// The count at which one run missed the SLO on the first seed: the most instances
+    /// costing no more than the cheapest cost found (or, for one that could only have tied,
+    /// costing less). Absent: skipped by its cost floor, unrun.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at_instances: Option<u32>,
+}

@@ -125,7 +125,7 @@ fn requests(a: &Args, s: Scenario, out_dir: &Path, origin: &Origin, run: &Measur
     let label = origin.file.clone();
     let (predictor, roofline, by) = match &a.profile {
         Some(p) => {
-            let profile = super::super::profile::load(p).map_err(CliError::input)?;
+            let profile = crate::input::load_profile(p).map_err(CliError::input)?;
             let (sp, sr) = with_profile(&s, &profile, p)?;
             (sp, Some(sr), format!("profile {} (--profile)", p.display()))
         }

@@ -515,7 +515,7 @@ impl Calibration {
 impl Predictor {
     pub(crate) fn new(a: &Args, backend: BackendKind, s: &Scenario, emu: &Emulator) -> Result<Predictor> {
         if let Some(p) = &a.profile {
-            let profile = super::profile::load(p).map_err(CliError::input)?;
+            let profile = crate::input::load_profile(p).map_err(CliError::input)?;
             return Ok(Predictor::Given(Box::new(profile), p.clone()));
         }
         let deadline = super::calibrate::parse_duration(&a.calibration_deadline).map_err(|_| {
