@@ -170,6 +170,17 @@ pub fn cost_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
     }
 }
 
+/// What prices group `g`'s iterations, for the summary (`emulated`: kernels executed as the run
+/// went, whatever the scenario names).
+fn cost_source(g: &crate::instance::InstanceGroup, emulated: bool) -> crate::metrics::GroupCostSource {
+    let (source, words) = if emulated {
+        ("emulated".to_string(), "kernels executed as the run went (emulation)".to_string())
+    } else {
+        (g.cost_source().to_string(), g.cost_words())
+    };
+    crate::metrics::GroupCostSource { group: g.name.clone(), source, words }
+}
+
 /// Refuses a calibration that makes a group's iterations faster than its GPU can physically run
 /// them: at a decode step of 1 and of 64 sequences over 1,024 tokens of context and a
 /// 2,048-token prefill, the calibrated GPU time must be at least 90% of the time the dense
@@ -294,6 +305,8 @@ pub struct Simulation {
     disagg: Option<Box<pools::Pools>>,
     /// Each group's name, cost model and instances, for the summary's `cost` section.
     group_costs: Vec<(String, Arc<dyn CostModel>, Vec<u32>)>,
+    /// What prices each group, for the same section.
+    cost_sources: Vec<crate::metrics::GroupCostSource>,
     /// The API server between clients and the router (`[frontend]`).
     frontend: Option<Box<crate::frontend::Frontend>>,
 }
@@ -335,8 +348,7 @@ impl Simulation {
     /// The run's instances, each group priced by `cost_of(group)` or, without it, by the
     /// scenario's own cost model — which also weighs the instances for routers either way.
     fn build(s: &Scenario, cost_of: Option<&dyn Fn(usize) -> Arc<dyn CostModel>>) -> Simulation {
-        let mut instances = Vec::new();
-        let mut group_costs = Vec::new();
+        let (mut instances, mut group_costs) = (Vec::new(), Vec::new());
         // A disaggregated cluster numbers its prefill pool first, then its decode pool.
         let mut order: Vec<usize> = (0..s.groups.len()).collect();
         order.sort_by_key(|&gi| s.groups[gi].role == crate::instance::Role::Decode);
@@ -406,6 +418,7 @@ impl Simulation {
             fleet: Box::new(fleet),
             disagg: s.disaggregation.as_ref().map(|d| Box::new(pools::Pools::new(s, d, &order))),
             group_costs,
+            cost_sources: order.iter().map(|&gi| cost_source(&s.groups[gi], cost_of.is_some())).collect(),
             frontend,
         };
         sim.start_fleet(fleet_events);
@@ -537,7 +550,7 @@ impl Simulation {
                 pipelines.push(p);
             }
         }
-        crate::metrics::CostSummary { fallbacks, pipelines }
+        crate::metrics::CostSummary { sources: self.cost_sources.clone(), fallbacks, pipelines }
     }
 
     pub fn recorder(&self) -> &Recorder {

@@ -110,7 +110,8 @@ pub fn profile(data: &[u8]) -> bool {
     if d.heads % tp != 0 {
         return false;
     }
-    let gpu = GpuPreset::find("h100-sxm").expect("preset").spec();
+    // The GPU it was measured on (kernels of another GPU are refused), else an H100.
+    let gpu = GpuPreset::of_device(&p.meta.gpu).or(GpuPreset::find("h100-sxm")).expect("preset").spec();
     let Ok(m) = Profiled::new(model, gpu, tp, Default::default(), &p) else { return false };
     let m: Arc<dyn crate::cost::CostModel> = Arc::new(m);
     for (prefill, decodes) in [(0u64, 1u64), (1, 0), (8192, 0), (512, 64), (0, 256)] {

@@ -210,6 +210,15 @@ fn class_table(v: &Summary) -> String {
     o
 }
 
+/// " (group g)" when the run has several groups.
+fn group_suffix(group: &str, v: &Summary) -> String {
+    if v.cost.sources.len() > 1 {
+        format!(" (group {})", escape(group))
+    } else {
+        String::new()
+    }
+}
+
 /// The run's cost fallbacks (`cost.fallbacks` of summary.json): ops the roofline priced and
 /// tables read beyond their measured range, with their share of the iteration time.
 pub(crate) fn fallback_table(v: &Summary) -> String {
@@ -224,13 +233,24 @@ pub(crate) fn fallback_table(v: &Summary) -> String {
         );
     }
     let list = &v.cost.fallbacks;
-    if list.is_empty() {
-        return format!(
-            "<h2>Cost model</h2><p>Every op priced from its measured table, within the measured range.</p>\n{stages}"
-        );
+    // What priced each group; a run of a build that did not say is taken as measured.
+    let mut priced = String::new();
+    for s in &v.cost.sources {
+        priced += &format!("<p>Priced by {}{}.</p>\n", escape(&s.words), group_suffix(&s.group, v));
     }
-    let mut o = String::from(
-        "<h2>Cost model: fallbacks</h2><table><tr><th class=\"l\">group</th><th class=\"l\">op</th><th>iterations</th><th>share of iteration time</th><th class=\"l\">why</th></tr>",
+    if list.is_empty() {
+        let measured = v.cost.sources.iter().all(|s| matches!(s.source.as_str(), "database" | "profile"));
+        let how = if measured {
+            "Every op priced from its measured table, within the measured range."
+        } else if v.cost.sources.iter().any(|s| s.source == "roofline") {
+            "The roofline priced the iterations (the GPU's datasheet peaks × efficiencies), not measured kernels."
+        } else {
+            "No op was priced outside what the cost model was given."
+        };
+        return format!("<h2>Cost model</h2>{priced}<p>{how}</p>\n{stages}");
+    }
+    let mut o = format!(
+        "<h2>Cost model: fallbacks</h2>{priced}<table><tr><th class=\"l\">group</th><th class=\"l\">op</th><th>iterations</th><th>share of iteration time</th><th class=\"l\">why</th></tr>",
     );
     for f in list {
         o += &format!(

@@ -817,9 +817,17 @@ fn kernel_times_faster_than_the_gpu_can_run_are_refused_naming_the_op_and_both_t
     let dir = out_dir("rel_impossible");
     std::fs::create_dir_all(&dir).unwrap();
     let profile = root().join("calibrate/profiles/aic/a100_sxm-vllm-llama-3-8b-bf16.json");
+    // A preset by its name; `slow-l4`: the L4's figures under a name no preset has (a GPU servesim
+    // cannot tell from the profile's, so only the floor can refuse its kernels).
     let scenario = |gpu: &str, profile: &std::path::Path| {
+        let gpu = match gpu {
+            "slow-l4" => "name = \"slow-l4\"\nbf16_tflops = 121\nhbm_gb_per_s = 300\nmemory_gib = 24\n\
+                          interconnect_gb_per_s = 32\npcie_gb_per_s = 32"
+                .to_string(),
+            p => format!("preset = \"{p}\""),
+        };
         format!(
-            "name = \"x\"\n[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"{gpu}\"\n[cost]\nprofile = \"{}\"\n\
+            "name = \"x\"\n[model]\npreset = \"llama-3-8b\"\n[gpu]\n{gpu}\n[cost]\nprofile = \"{}\"\n\
              [workload]\nrequests = 20\narrival = {{ kind = \"poisson\", rate = 1 }}\n\
              prompt_tokens = {{ kind = \"fixed\", value = 500 }}\noutput_tokens = {{ kind = \"fixed\", value = 50 }}\n",
             profile.display()
@@ -834,14 +842,24 @@ fn kernel_times_faster_than_the_gpu_can_run_are_refused_naming_the_op_and_both_t
     assert!(o.status.success(), "{}", stderr(&o));
     // An A100's GEMMs on an L4: the L4 cannot read llama-3-8b's QKV weights (32 layers × 4096 ×
     // 6144 × 2 bytes = 1.61 GB) in less than 1.61 GB ÷ 300 GB/s = 5.37 ms; the A100 took 1.22 ms.
+    // On the L4 preset the profile is refused first for its GPU, naming both.
     let o = run("l4.toml", scenario("l4", &profile));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "the profile was measured on NVIDIA A100-SXM4-80GB (the a100-80g preset); the scenario's GPU is l4"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    let o = run("slow-l4.toml", scenario("slow-l4", &profile));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(
         e.contains("cost.profile") && e.contains("attn_pre_proj takes 1221.86 µs in a decode step of 1 sequence"),
         "{e}"
     );
-    assert!(e.contains("below the 5370.89 µs the l4 needs at its peaks (300 GB/s"), "{e}");
+    assert!(e.contains("below the 5370.89 µs the slow-l4 needs at its peaks (300 GB/s"), "{e}");
     // The A100 profile with its times in seconds read as milliseconds (÷ 1000): on its own GPU.
     let mut v: serde_json::Value = serde_json::from_str(&read(&profile)).unwrap();
     for op in v["ops"].as_array_mut().unwrap() {

@@ -417,3 +417,22 @@ fn plan_report_renders_in_headless_chromium() {
     assert!(non_white / (w * h) as f64 > 0.02, "page is blank");
     assert!(red > 100, "the attainment target line is drawn ({red} red pixels)");
 }
+
+/// The report says what priced the run: a roofline run is not said to be priced by measured
+/// tables, and summary.json names each group's source.
+#[test]
+fn the_report_says_what_priced_the_run() {
+    let (out, html_path) = simulate_with_report("report_roofline", &tiny(50, 20.0));
+    let html = read(&html_path);
+    assert!(html.contains("<p>Priced by roofline.</p>"), "{html}");
+    assert!(html.contains("The roofline priced the iterations"));
+    assert!(!html.contains("Every op priced from its measured table"));
+    let v: serde_json::Value = serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    assert_eq!(v["cost"]["sources"][0]["source"], "roofline", "{}", v["cost"]);
+    // The kernel database prices chat.toml: said so, with its framework.
+    let (out, html_path) = simulate_with_report("report_database", &read(&root().join("scenarios/chat.toml")));
+    let v: serde_json::Value = serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    let words = v["cost"]["sources"][0]["words"].as_str().unwrap().to_string();
+    assert_eq!(v["cost"]["sources"][0]["source"], "database", "{}", v["cost"]);
+    assert!(read(&html_path).contains(&format!("Priced by {words}")), "{words}");
+}

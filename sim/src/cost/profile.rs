@@ -28,6 +28,8 @@ pub enum ProfileError {
     Invalid(String),
     #[error("{0}")]
     OtherModel(String),
+    #[error("{0}")]
+    OtherGpu(String),
 }
 
 impl From<String> for ProfileError {

@@ -333,6 +333,27 @@ const LAYER_ELEMENTWISE: [&str; 6] =
     ["input_layernorm", "attn_rope", "attn_kv_cache_save", "post_attention_layernorm", "mlp_act", "add"];
 const CPU_OPS: [&str; 4] = ["schedule", "sampler_e2e", "prepare_inputs_e2e", "process_model_outputs"];
 
+/// Refuses a profile of another format version, or measured on another GPU than `gpu`: its kernels price this one wrongly (an
+/// H200's on an H100: TPOT p99 40.1 ms against its own kernels' 49.6 ms). A device no preset
+/// names (a CPU, a GPU without a preset) is not checked.
+fn check_meta(gpu: &GpuSpec, profile: &Profile) -> Result<(), ProfileError> {
+    if profile.format_version != PROFILE_FORMAT_VERSION {
+        return Err(ProfileError::Version { found: profile.format_version });
+    }
+    if let (Some(ours), Some(theirs)) =
+        (crate::spec::GpuPreset::find(&gpu.name), crate::spec::GpuPreset::of_device(&profile.meta.gpu))
+    {
+        if ours.name != theirs.name {
+            return Err(ProfileError::OtherGpu(format!(
+                "the profile was measured on {} (the {} preset); the scenario's GPU is {}: measure this GPU \
+                 (`servesim calibrate run`), or use its kernel database slice",
+                profile.meta.gpu, theirs.name, ours.name
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Profiled {
     /// Checks `profile` against the model and TP degree and builds the lookup tables. The error
     /// is one line saying what does not match.
@@ -343,9 +364,6 @@ impl Profiled {
         params: RooflineParams,
         profile: &Profile,
     ) -> Result<Profiled, ProfileError> {
-        if profile.format_version != PROFILE_FORMAT_VERSION {
-            return Err(ProfileError::Version { found: profile.format_version });
-        }
         let dims = &profile.meta.model;
         if !dims.same_shapes(&model) {
             return Err(ProfileError::OtherModel(format!(
@@ -367,6 +385,7 @@ impl Profiled {
                 model.vocab
             )));
         }
+        check_meta(&gpu, profile)?;
         let mut seen = std::collections::BTreeSet::new();
         for t in &profile.ops {
             t.check()?;
@@ -1045,6 +1064,25 @@ mod tests {
         let r = Roofline::new(llama8b(), g, 2, RooflineParams::default());
         let roof = r.breakdown(&b).into_iter().find(|o| o.name == "allreduce").unwrap().seconds;
         assert!((ar.seconds - (roof + 64.0 * 3e-6)).abs() < 1e-15);
+    }
+
+    #[test]
+    fn a_profile_measured_on_another_gpu_is_refused_naming_both() {
+        let mut p = profile(1);
+        p.meta.gpu = "NVIDIA H200".into();
+        let e = build(&p, 1).unwrap_err();
+        assert!(matches!(e, ProfileError::OtherGpu(_)), "{e:?}");
+        assert!(
+            e.to_string().starts_with(
+                "the profile was measured on NVIDIA H200 (the h200 preset); the scenario's GPU is h100-sxm"
+            ),
+            "{e}"
+        );
+        // The same GPU by CUDA's name or the database's system, or a device no preset names: read.
+        for ok in ["NVIDIA H100 80GB HBM3", "h100_sxm", "AMD EPYC 9654 96-Core Processor", ""] {
+            p.meta.gpu = ok.into();
+            assert!(build(&p, 1).is_ok(), "{ok}");
+        }
     }
 
     #[test]

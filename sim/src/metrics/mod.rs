@@ -24,8 +24,8 @@ pub use policy::PolicyStats;
 pub use sections::{MetricsSection, SloSection};
 pub use stats::Dist;
 pub use summary::{
-    meets_slo, offered_window_s, summarize, ClassSummary, CostSummary, FrontendSummary, KvSummary, RequestCounts,
-    SloSummary, StopReason, StoppedEarly, Summary, Throughput,
+    meets_slo, offered_window_s, summarize, ClassSummary, CostSummary, FrontendSummary, GroupCostSource, KvSummary,
+    RequestCounts, SloSummary, StopReason, StoppedEarly, Summary, Throughput,
 };
 
 use crate::cost::BatchShape;

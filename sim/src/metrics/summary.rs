@@ -107,10 +107,23 @@ pub fn offered_window_s(arrivals: impl Iterator<Item = SimTime>) -> f64 {
 /// The `cost` section of a summary.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CostSummary {
+    /// What priced each group's iterations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<GroupCostSource>,
     pub fallbacks: Vec<crate::cost::FallbackShare>,
     /// Groups with pipeline stages: how busy the stages were (none without stages).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pipelines: Vec<crate::cost::PipelineShare>,
+}
+
+/// What priced one group's iterations (`cost.sources` of a summary).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GroupCostSource {
+    pub group: String,
+    /// `database`, `profile`, `roofline`, `linear`, or `emulated` (kernels executed as it ran).
+    pub source: String,
+    /// In words, with the calibration that corrects it.
+    pub words: String,
 }
 
 /// The `frontend` section of a summary: requests it processed (all, warm-up included), the

@@ -270,6 +270,56 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
 ];
 
 impl GpuPreset {
+    /// The preset a device name names: a preset's name or database system, or a name as CUDA
+    /// and the kernel database give it (`NVIDIA H100 80GB HBM3`, `NVIDIA H200`, `NVIDIA A100-SXM4-80GB`,
+    /// `A100-80G (Vidur)`). `None` for a device no preset is (a CPU, a GPU without a preset).
+    pub fn of_device(name: &str) -> Option<&'static GpuPreset> {
+        if let Some(p) = GpuPreset::find(name) {
+            return Some(p);
+        }
+        let lower = name.to_ascii_lowercase();
+        let words: Vec<&str> = lower.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+        let has = |w: &str| {
+            words.contains(&w)
+                || words.iter().any(|x| x.starts_with(w) && x[w.len()..].chars().all(|c| !c.is_ascii_digit()))
+        };
+        let pcie = lower.contains("pcie");
+        let preset = if has("gb300") {
+            "gb300"
+        } else if has("gb200") {
+            "gb200"
+        } else if has("b300") {
+            "b300"
+        } else if has("b200") {
+            "b200"
+        } else if has("h200") {
+            "h200"
+        } else if has("h100") {
+            if pcie {
+                "h100-pcie"
+            } else {
+                "h100-sxm"
+            }
+        } else if has("a100") {
+            if pcie {
+                "a100-pcie"
+            } else {
+                "a100-80g"
+            }
+        } else if has("l40s") {
+            "l40s"
+        } else if words.contains(&"l4") {
+            "l4"
+        } else if words.contains(&"a30") {
+            "a30"
+        } else if lower.contains("rtx pro 6000") || lower.contains("rtx-pro-6000") {
+            "rtx-pro-6000"
+        } else {
+            return None;
+        };
+        GpuPreset::find(preset)
+    }
+
     /// A preset by its name, or by its kernel database system (`h100_sxm`).
     pub fn find(name: &str) -> Option<&'static GpuPreset> {
         GPU_PRESETS.iter().find(|p| p.name == name).or_else(|| GPU_PRESETS.iter().find(|p| p.database_system == name))
@@ -356,6 +406,28 @@ impl GpuSpec {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn device_names_map_to_their_presets() {
+        let of = |n: &str| GpuPreset::of_device(n).map(|p| p.name);
+        for (name, want) in [
+            ("NVIDIA H100 80GB HBM3", Some("h100-sxm")),
+            ("NVIDIA H100 PCIe", Some("h100-pcie")),
+            ("NVIDIA H200", Some("h200")),
+            ("NVIDIA A100-SXM4-80GB", Some("a100-80g")),
+            ("A100-80G (Vidur)", Some("a100-80g")),
+            ("NVIDIA L40S", Some("l40s")),
+            ("NVIDIA L4", Some("l4")),
+            ("NVIDIA B200", Some("b200")),
+            ("NVIDIA GB200", Some("gb200")),
+            ("h100_sxm", Some("h100-sxm")),
+            ("NVIDIA RTX PRO 6000 Blackwell Server Edition", Some("rtx-pro-6000")),
+            ("NVIDIA H1000", None),
+            ("AMD EPYC 9654", None),
+        ] {
+            assert_eq!(of(name), want, "{name}");
+        }
+    }
     use super::*;
 
     #[test]
