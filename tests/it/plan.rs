@@ -403,3 +403,29 @@ fn default_error_bands_are_the_measured_figures() {
     let last = both.split('|').rfind(|c| !c.trim().is_empty()).unwrap();
     assert!(close(last.trim().trim_end_matches('%').parse::<f64>().unwrap() / 100.0, CALIBRATED), "{both}");
 }
+
+/// A candidate whose kernel-database slice the GPU's floor refuses (the shipped L40S slice's
+/// o_proj at TP 4 reads its weights faster than 864 GB/s: a microbenchmark's weights stay in the
+/// 96 MB L2) is infeasible with that reason; the plan still sizes the others.
+#[test]
+fn a_candidate_the_database_cannot_price_is_infeasible_not_fatal() {
+    let out = out_dir("plan_db_floor");
+    std::fs::create_dir_all(&out).unwrap();
+    let base = read(&root().join("scenarios/peak.toml"));
+    let head = &base[..base.find("[[plan.candidates]]").unwrap()];
+    let text = format!(
+        "{head}[[plan.candidates]]\nname = \"l40s-tp4\"\ngpu = \"l40s\"\ntp = 4\n\n\
+         [[plan.candidates]]\nname = \"h100-tp1\"\ngpu = \"h100-sxm\"\ntp = 1\n"
+    );
+    let path = out.join("s.toml");
+    std::fs::write(&path, text).unwrap();
+    let v = plan_json(path.to_str().unwrap(), &out);
+    let c = &v["candidates"][0];
+    assert_eq!(c["feasible"], false, "{c}");
+    let why = c["infeasible_reason"].as_str().unwrap();
+    assert!(
+        why.starts_with("cost.database: attn_post_proj takes") && why.contains("the l40s needs at its peaks"),
+        "{why}"
+    );
+    assert_eq!(v["recommended"], "h100-tp1");
+}

@@ -26,6 +26,19 @@ pub struct Candidate {
     pub calibration: Option<String>,
 }
 
+/// Why a candidate cannot run, when its derive error is a result rather than a mistake (`e`
+/// back otherwise): the model does not fit the GPU at this TP (a pool's group, when `pooled`), or
+/// the database's kernels for this GPU and TP are refused by the GPU's floor (the L40S's o_proj
+/// at TP 4 beats its memory bandwidth: a microbenchmark's weights stay in its 96 MB L2).
+fn not_runnable(e: ConfigError, pooled: bool) -> Result<String, ConfigError> {
+    let pool_memory = pooled && e.path.starts_with("cluster.groups[") && e.path.ends_with("].memory");
+    match e.path.as_str() {
+        "memory" => Ok(e.message),
+        p if pool_memory || p.ends_with("cost.database") => Ok(format!("{}: {}", e.path, e.message)),
+        _ => Err(e),
+    }
+}
+
 /// A group's calibration in words (see [`Candidate::calibration`]).
 fn calibration_words(g: &crate::instance::InstanceGroup) -> Option<String> {
     let path = match &g.cost {
@@ -177,12 +190,7 @@ fn materialise(
     let file: ScenarioFile = from_table(doc, "").map_err(err)?;
     let (scenario, infeasible) = match s.derive(file) {
         Ok(sc) => (Some(sc), None),
-        // The model does not fit this GPU at this TP: a result, not a mistake.
-        Err(e) if e.path == "memory" => (None, Some(e.message)),
-        Err(e) if pooled && e.path.starts_with("cluster.groups[") && e.path.ends_with("].memory") => {
-            (None, Some(format!("{}: {}", e.path, e.message)))
-        }
-        Err(e) => return Err(err(e)),
+        Err(e) => (None, Some(not_runnable(e, pooled).map_err(err)?)),
     };
     let price_of = |gpu: &str| -> Result<Option<f64>, ConfigError> {
         if plan.price_per_gpu_hour.is_empty() {
