@@ -169,12 +169,17 @@ fn describe(g: &Graph, scc: &[String]) -> String {
     s
 }
 
-fn sim_graph() -> Graph {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// The graph of the sources under `dir` (relative to sim/), which must hold more than `min` files.
+fn graph_of(dir: &str, min: usize) -> Graph {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut files = Vec::new();
     sources(&root, &root, &mut files);
-    assert!(files.len() > 50, "found the crate's sources ({} files)", files.len());
+    assert!(files.len() > min, "found the sources of {dir} ({} files)", files.len());
     graph(&files)
+}
+
+fn sim_graph() -> Graph {
+    graph_of("src", 50)
 }
 
 #[test]
@@ -187,11 +192,7 @@ fn no_import_cycle_between_top_level_modules() {
 
 /// The binary's modules (`src/` beside `sim/`), by the same rules.
 fn binary_graph() -> Graph {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../src");
-    let mut files = Vec::new();
-    sources(&root, &root, &mut files);
-    assert!(files.len() > 20, "found the binary's sources ({} files)", files.len());
-    graph(&files)
+    graph_of("../src", 20)
 }
 
 #[test]

@@ -294,12 +294,15 @@ fn run_rows(
             stopped.join(", ")
         ))
     });
-    let mut out: Vec<(usize, Vec<Metrics>)> = picked.iter().map(|&i| (i, Vec::new())).collect();
-    for (i, m, _) in done.into_iter().flatten() {
-        out.iter_mut().find(|(j, _)| *j == i).expect("a picked row").1.push(m);
-    }
-    // A row missing a seed's run (the command was stopped) is not a row.
-    out.retain(|(_, ms)| ms.len() == seeds.len());
+    // The jobs are row by row, seed by seed; a row missing a seed's run (the command was
+    // stopped) is not a row.
+    let out = picked
+        .iter()
+        .zip(done.chunks(seeds.len()))
+        .filter_map(|(&i, runs)| {
+            Some((i, runs.iter().map(|r| r.as_ref().map(|x| x.1.clone())).collect::<Option<_>>()?))
+        })
+        .collect();
     (out, stopped_error, progress.totals())
 }
 
@@ -354,6 +357,11 @@ impl Spread {
     }
 }
 
+/// The least and the greatest of `vals`.
+fn range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
+    vals.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)))
+}
+
 /// Each row's [`Spread`] of each [`CHANGED`] metric; `seeds[i]` is row i's runs in seed order,
 /// row 0 the baseline's.
 fn spreads(seeds: &[Vec<Metrics>]) -> Vec<Vec<Spread>> {
@@ -364,14 +372,11 @@ fn spreads(seeds: &[Vec<Metrics>]) -> Vec<Vec<Spread>> {
             CHANGED
                 .iter()
                 .map(|(_, f)| {
-                    let vals = runs.iter().map(f);
-                    let (lo, hi) = vals.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+                    let (lo, hi) = range(runs.iter().map(f));
                     let changes: Option<Vec<f64>> = (i > 0)
                         .then(|| runs.iter().zip(&seeds[0]).map(|(m, b)| change_pct(f(m), f(b))).collect())
                         .flatten();
-                    let change = changes
-                        .map(|c| c.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(*v), b.max(*v))));
-                    Spread { lo, hi, change }
+                    Spread { lo, hi, change: changes.map(|c| range(c.into_iter())) }
                 })
                 .collect()
         })

@@ -405,8 +405,8 @@ fn default_error_bands_are_the_measured_figures() {
 }
 
 /// A candidate whose kernel-database slice the GPU's floor refuses (the shipped L40S slice's
-/// o_proj at TP 4 reads its weights faster than 864 GB/s: a microbenchmark's weights stay in the
-/// 96 MB L2) is infeasible with that reason; the plan still sizes the others.
+/// o_proj at TP 4 runs a 64-sequence decode step faster than 864 GB/s allows) is infeasible with
+/// that reason; the plan still sizes the others.
 #[test]
 fn a_candidate_the_database_cannot_price_is_infeasible_not_fatal() {
     let out = out_dir("plan_db_floor");

@@ -333,9 +333,9 @@ const LAYER_ELEMENTWISE: [&str; 6] =
     ["input_layernorm", "attn_rope", "attn_kv_cache_save", "post_attention_layernorm", "mlp_act", "add"];
 const CPU_OPS: [&str; 4] = ["schedule", "sampler_e2e", "prepare_inputs_e2e", "process_model_outputs"];
 
-/// Refuses a profile of another format version, or measured on another GPU than `gpu`: its kernels price this one wrongly (an
-/// H200's on an H100: TPOT p99 40.1 ms against its own kernels' 49.6 ms). A device no preset
-/// names (a CPU, a GPU without a preset) is not checked.
+/// Refuses a profile of another format version, or measured on another GPU than `gpu`: its
+/// kernels would price this GPU's iterations as the other GPU runs them. A device no preset names
+/// (a CPU, a GPU without a preset) is not checked.
 fn check_meta(gpu: &GpuSpec, profile: &Profile) -> Result<(), ProfileError> {
     if profile.format_version != PROFILE_FORMAT_VERSION {
         return Err(ProfileError::Version { found: profile.format_version });

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::CandidateResult;
 
-/// Hours in a month: 8,760 / 12 (the convention of the clouds' monthly prices).
+/// Hours in a month: 8,760 / 12.
 pub const HOURS_PER_MONTH: f64 = 730.0;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -259,4 +259,4 @@ mod manifest;
 
 #[cfg(test)]
 #[path = "deploy_tests.rs"]
-mod tests;
+pub(super) mod tests;

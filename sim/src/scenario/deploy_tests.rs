@@ -2,12 +2,15 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 use super::*;
 
-fn scenario(engine: &str, router: &str, tp: u32, extra: &str) -> Scenario {
+/// llama-3-70b on H100s at TP `tp` under `engine` and `router`, 96 sequences and 4,096 tokens
+/// per step; `model_extra`: more keys of `[model]` (also the launch command tests').
+pub(crate) fn scenario(engine: &str, router: &str, tp: u32, model_extra: &str) -> Scenario {
     let src = format!(
         r#"name = "Peak_Chat.EU"
 engine = "{engine}"
 [model]
 preset = "llama-3-70b"
+{model_extra}
 [gpu]
 preset = "h100-sxm"
 [cluster]
@@ -17,7 +20,6 @@ router = {{ kind = "{router}" }}
 [scheduler]
 max_num_seqs = 96
 max_num_batched_tokens = 4096
-{extra}
 [workload]
 duration_s = 10
 arrival = {{ kind = "poisson", rate = 2 }}

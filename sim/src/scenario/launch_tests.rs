@@ -2,27 +2,7 @@ use super::*;
 use crate::scenario::Scenario;
 
 fn scenario(engine: &str, extra: &str) -> Scenario {
-    let src = format!(
-        r#"engine = "{engine}"
-[model]
-preset = "llama-3-70b"
-{extra}
-[gpu]
-preset = "h100-sxm"
-[cluster]
-instances = 1
-tp = 4
-[scheduler]
-max_num_seqs = 96
-max_num_batched_tokens = 4096
-[workload]
-duration_s = 10
-arrival = {{ kind = "poisson", rate = 2 }}
-prompt_tokens = {{ kind = "fixed", value = 100 }}
-output_tokens = {{ kind = "fixed", value = 10 }}
-"#
-    );
-    Scenario::from_toml(&src, "t").unwrap()
+    crate::scenario::deploy::tests::scenario(engine, "round-robin", 4, extra)
 }
 
 #[test]
