@@ -96,6 +96,13 @@ pub struct Point {
     pub(crate) level: u8,
 }
 
+impl Point {
+    /// The op this point measures (`attn_decode`, `mlp_up_proj`, ...).
+    pub fn op(&self) -> &'static str {
+        self.op
+    }
+}
+
 /// How far a sweep reaches.
 #[derive(Clone, Debug)]
 pub struct Limits {

@@ -3,15 +3,29 @@
 // slice of `split_tokens` context tokens and writes an unnormalised partial result with its
 // running max and sum; decode_attention_reduce merges the slices.
 //
-//   q:            [seqs, q_heads, head_dim] bf16
-//   k/v_cache:    [blocks, block_size, kv_heads, head_dim] bf16
+//   q:            [seqs, q_heads, HEAD_DIM] bf16
+//   k/v_cache:    [blocks, block_size, kv_heads, HEAD_DIM] bf16
 //   block_tables: [seqs, max_blocks] int32;  context_lens: [seqs] int32 (this step's token included)
-//   partial_acc:  [seqs, q_heads, max_splits, head_dim] f32;  partial_ml: [.., max_splits, 2] f32
-//   out:          [seqs, q_heads, head_dim] bf16
-// Launch partial: grid (max_splits, kv_heads, seqs), block (128),
-//   dynamic shared (group * head_dim + group * split_tokens) * 4 bytes, group = q_heads / kv_heads.
+//   partial_acc:  [seqs, q_heads, max_splits, HEAD_DIM] f32;  partial_ml: [.., max_splits, 2] f32
+//   out:          [seqs, q_heads, HEAD_DIM] bf16
+// Launch partial: grid (max_splits, kv_heads, seqs), block (128), dynamic shared
+//   split_tokens * 8 + (2 * group * HEAD_DIM + group * split_tokens) * 4 bytes, group = q_heads / kv_heads.
 // Launch reduce: grid (q_heads, seqs), block (128).
+// HEAD_DIM is fixed at compile time (-DHEAD_DIM=128 by default), even, at most 256.
+//
+// Work split: a thread scores one context token at a time (its key row read in 16-byte loads when
+// HEAD_DIM is a multiple of 8), a warp accumulates V over its tokens with the lanes across the
+// head dimension (bf16 pairs), and the warps' sums meet in shared memory.
 #include <cuda_bf16.h>
+
+#ifndef HEAD_DIM
+#define HEAD_DIM 128
+#endif
+#if HEAD_DIM % 2 != 0 || HEAD_DIM > 256
+#error "decode_attention.cu: HEAD_DIM must be even and at most 256"
+#endif
+#define PAIRS_PER_LANE ((HEAD_DIM / 2 + 31) / 32)
+#define GROUP_CHUNK 8
 
 #define NEG_INF (-__int_as_float(0x7f800000))
 
@@ -24,12 +38,51 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// Scores of context token row `kp` against query heads g0 .. g0 + GROUP_CHUNK - 1 (those < group).
+__device__ __forceinline__ void score_row(float* dot, const float* qs, const __nv_bfloat16* kp, int g0, int group) {
+#if HEAD_DIM % 8 == 0
+    const uint4* k4 = reinterpret_cast<const uint4*>(kp);
+#pragma unroll 4
+    for (int c = 0; c < HEAD_DIM / 8; ++c) {
+        const uint4 raw = __ldg(k4 + c);
+        const __nv_bfloat162* k2 = reinterpret_cast<const __nv_bfloat162*>(&raw);
+        float kf[8];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float2 f = __bfloat1622float2(k2[j]);
+            kf[2 * j] = f.x;
+            kf[2 * j + 1] = f.y;
+        }
+#pragma unroll
+        for (int gg = 0; gg < GROUP_CHUNK; ++gg) {
+            if (g0 + gg < group) {
+                const float* qrow = qs + (g0 + gg) * HEAD_DIM + c * 8;
+#pragma unroll
+                for (int j = 0; j < 8; ++j) dot[gg] += qrow[j] * kf[j];
+            }
+        }
+    }
+#else
+    const __nv_bfloat162* k2 = reinterpret_cast<const __nv_bfloat162*>(kp);
+    for (int c = 0; c < HEAD_DIM / 2; ++c) {
+        const float2 f = __bfloat1622float2(k2[c]);
+#pragma unroll
+        for (int gg = 0; gg < GROUP_CHUNK; ++gg) {
+            if (g0 + gg < group) {
+                const float* qrow = qs + (g0 + gg) * HEAD_DIM + 2 * c;
+                dot[gg] += qrow[0] * f.x + qrow[1] * f.y;
+            }
+        }
+    }
+#endif
+}
+
 extern "C" __global__ void decode_attention_partial(
     float* __restrict__ partial_acc, float* __restrict__ partial_ml, const __nv_bfloat16* __restrict__ q,
     const __nv_bfloat16* __restrict__ k_cache, const __nv_bfloat16* __restrict__ v_cache,
     const int* __restrict__ block_tables, const int* __restrict__ context_lens, int max_blocks, int q_heads,
     int kv_heads, int head_dim, int block_size, int split_tokens, int max_splits, float scale) {
-    extern __shared__ float smem[];
+    extern __shared__ double smem[]; // 8-byte aligned
     const int split = blockIdx.x, h = blockIdx.y, s = blockIdx.z;
     const int group = q_heads / kv_heads;
     const int ctx = context_lens[s];
@@ -44,26 +97,35 @@ extern "C" __global__ void decode_attention_partial(
         }
         return;
     }
-    float* qs = smem;                        // [group][head_dim], pre-scaled
-    float* scores = smem + group * head_dim; // [group][split_tokens]
-    for (int i = threadIdx.x; i < group * head_dim; i += blockDim.x) {
-        const int g = i / head_dim, d = i % head_dim;
-        qs[i] = __bfloat162float(q[((size_t)s * q_heads + h * group + g) * head_dim + d]) * scale;
+    const int n = t1 - t0;
+    size_t* rows = reinterpret_cast<size_t*>(smem);         // [split_tokens]: each token's row in the caches
+    float* qs = reinterpret_cast<float*>(rows + split_tokens); // [group][HEAD_DIM], pre-scaled
+    float* accs = qs + group * HEAD_DIM;                      // [group][HEAD_DIM], the warps' V sums
+    float* scores = accs + group * HEAD_DIM;                  // [group][split_tokens]
+    for (int i = threadIdx.x; i < group * HEAD_DIM; i += blockDim.x) {
+        const int g = i / HEAD_DIM, d = i % HEAD_DIM;
+        qs[i] = __bfloat162float(q[((size_t)s * q_heads + h * group + g) * HEAD_DIM + d]) * scale;
+        accs[i] = 0.0f;
+    }
+    // Each token's row offset in the caches (its block looked up once).
+    const int* table = block_tables + (size_t)s * max_blocks;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int t = t0 + i;
+        rows[i] = (((size_t)table[t / block_size] * block_size + t % block_size) * kv_heads + h) * HEAD_DIM;
     }
     __syncthreads();
-    const int* table = block_tables + (size_t)s * max_blocks;
-    for (int t = t0 + warp; t < t1; t += warps) {
-        const size_t blk = (size_t)table[t / block_size];
-        const __nv_bfloat16* kp = k_cache + ((blk * block_size + t % block_size) * kv_heads + h) * head_dim;
-        for (int g = 0; g < group; ++g) {
-            float dot = 0.0f;
-            for (int d = lane; d < head_dim; d += 32) dot += qs[g * head_dim + d] * __bfloat162float(kp[d]);
-            dot = warp_sum(dot);
-            if (lane == 0) scores[g * split_tokens + (t - t0)] = dot;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        for (int g0 = 0; g0 < group; g0 += GROUP_CHUNK) {
+            float dot[GROUP_CHUNK];
+#pragma unroll
+            for (int gg = 0; gg < GROUP_CHUNK; ++gg) dot[gg] = 0.0f;
+            score_row(dot, qs, k_cache + rows[i], g0, group);
+#pragma unroll
+            for (int gg = 0; gg < GROUP_CHUNK; ++gg)
+                if (g0 + gg < group) scores[(g0 + gg) * split_tokens + i] = dot[gg];
         }
     }
     __syncthreads();
-    const int n = t1 - t0;
     for (int g = warp; g < group; g += warps) {
         float* row = scores + g * split_tokens;
         float m = NEG_INF;
@@ -82,15 +144,50 @@ extern "C" __global__ void decode_attention_partial(
         }
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < group * head_dim; i += blockDim.x) {
-        const int g = i / head_dim, d = i % head_dim;
-        const float* p = scores + g * split_tokens;
-        float acc = 0.0f;
-        for (int t = t0; t < t1; ++t) {
-            const size_t blk = (size_t)table[t / block_size];
-            acc += p[t - t0] * __bfloat162float(v_cache[((blk * block_size + t % block_size) * kv_heads + h) * head_dim + d]);
+    for (int g0 = 0; g0 < group; g0 += GROUP_CHUNK) {
+        float acc[GROUP_CHUNK][2 * PAIRS_PER_LANE];
+#pragma unroll
+        for (int gg = 0; gg < GROUP_CHUNK; ++gg)
+#pragma unroll
+            for (int k = 0; k < 2 * PAIRS_PER_LANE; ++k) acc[gg][k] = 0.0f;
+#pragma unroll 2
+        for (int i = warp; i < n; i += warps) {
+            const __nv_bfloat162* vp = reinterpret_cast<const __nv_bfloat162*>(v_cache + rows[i]);
+            float vf[2 * PAIRS_PER_LANE];
+#pragma unroll
+            for (int k = 0; k < PAIRS_PER_LANE; ++k) {
+                const int pr = lane + 32 * k;
+                const float2 f = pr < HEAD_DIM / 2 ? __bfloat1622float2(vp[pr]) : make_float2(0.0f, 0.0f);
+                vf[2 * k] = f.x;
+                vf[2 * k + 1] = f.y;
+            }
+#pragma unroll
+            for (int gg = 0; gg < GROUP_CHUNK; ++gg) {
+                if (g0 + gg < group) {
+                    const float p = scores[(g0 + gg) * split_tokens + i];
+#pragma unroll
+                    for (int k = 0; k < 2 * PAIRS_PER_LANE; ++k) acc[gg][k] += p * vf[k];
+                }
+            }
         }
-        partial_acc[(slot0 + (size_t)g * max_splits) * head_dim + d] = acc;
+#pragma unroll
+        for (int gg = 0; gg < GROUP_CHUNK; ++gg) {
+            if (g0 + gg < group) {
+#pragma unroll
+                for (int k = 0; k < PAIRS_PER_LANE; ++k) {
+                    const int pr = lane + 32 * k;
+                    if (pr < HEAD_DIM / 2) {
+                        atomicAdd(&accs[(g0 + gg) * HEAD_DIM + 2 * pr], acc[gg][2 * k]);
+                        atomicAdd(&accs[(g0 + gg) * HEAD_DIM + 2 * pr + 1], acc[gg][2 * k + 1]);
+                    }
+                }
+            }
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < group * HEAD_DIM; i += blockDim.x) {
+        const int g = i / HEAD_DIM, d = i % HEAD_DIM;
+        partial_acc[(slot0 + (size_t)g * max_splits) * HEAD_DIM + d] = accs[i];
     }
 }
 

@@ -149,7 +149,8 @@ impl Gpu {
         let arch = format!("sm_{}{}", cc.0, cc.1);
         let mut funcs = HashMap::new();
         for ((file, src), (_, entries)) in crate::SOURCES.iter().zip(crate::ENTRY_POINTS) {
-            let extra = if *file == "prefill_attention.cu" { vec![format!("-DHEAD_DIM={head_dim}")] } else { vec![] };
+            let per_head_size = matches!(*file, "prefill_attention.cu" | "decode_attention.cu");
+            let extra = if per_head_size { vec![format!("-DHEAD_DIM={head_dim}")] } else { vec![] };
             let cubin = nvrtc::compile(file, src, &arch, &extra).map_err(|e| CudaUnavailable::Driver(e.to_string()))?;
             let module = drv(&format!("loading {file}"), ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin)))?;
             for e in *entries {
@@ -327,12 +328,13 @@ impl Gpu {
         ctx_lens: &CudaSlice<i32>,
         g: &AttnGeometry,
     ) -> Result<(), GpuError> {
+        assert_eq!(g.head_dim, self.head_dim, "the decode kernel was compiled for another head size");
         let group = g.q_heads / g.kv_heads;
         let (mb, qh, kh, hd, bs) =
             (g.max_blocks as i32, g.q_heads as i32, g.kv_heads as i32, g.head_dim as i32, g.block_size as i32);
         let (split, splits) = (DECODE_SPLIT_TOKENS as i32, ws.max_splits as i32);
         let scale = 1.0 / (g.head_dim as f32).sqrt();
-        let shared = ((group * g.head_dim + group * DECODE_SPLIT_TOKENS) * 4) as u32;
+        let shared = (DECODE_SPLIT_TOKENS * 8 + (2 * group * g.head_dim + group * DECODE_SPLIT_TOKENS) * 4) as u32;
         let mut b = self.stream.launch_builder(self.f("decode_attention_partial"));
         b.arg(&mut ws.acc).arg(&mut ws.ml).arg(q).arg(k_cache).arg(v_cache).arg(tables).arg(ctx_lens);
         b.arg(&mb).arg(&qh).arg(&kh).arg(&hd).arg(&bs).arg(&split).arg(&splits).arg(&scale);

@@ -113,6 +113,9 @@ struct RunArgs {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Measure only these ops, e.g. attn_decode,mlp_up_proj (default: every op of the layer).
+    #[arg(long, value_delimiter = ',')]
+    ops: Vec<String>,
     /// No progress bar or summary.
     #[arg(long, short)]
     quiet: bool,
@@ -138,6 +141,52 @@ struct ImportArgs {
     /// Profile to write (JSON).
     #[arg(long)]
     out: PathBuf,
+}
+
+/// The notes a measured profile carries: what was measured, what was not, and what to know.
+fn run_notes(outcome: &sweep::Outcome, backend: BackendKind) -> Vec<String> {
+    let mut notes = vec![format!(
+        "{} of {} planned points measured ({} distinct shapes) in {:.1} s: {:.2} points/s{}",
+        outcome.measurements.len(),
+        outcome.planned,
+        outcome.timed,
+        outcome.seconds,
+        outcome.points_per_second(),
+        if outcome.hit_deadline { "; stopped at the deadline" } else { "" }
+    )];
+    notes.extend(outcome.failed.iter().take(20).map(|f| format!("not measured: {f}")));
+    notes.push("all_reduce not measured (one device): the simulator uses the roofline estimate for TP > 1".into());
+    notes.push(
+        "CPU overheads not measured (they belong to the serving engine): the simulator uses [cost] cpu_overhead_*"
+            .into(),
+    );
+    if backend == BackendKind::Cuda && outcome.measurements.iter().any(|m| m.op.starts_with("attn_")) {
+        notes.push(
+            "attention timed with servesim's own kernels, slower than the engines' (docs/measurements.md compares \
+             them with vLLM's on an H200; its prefill attention most): where your GPU is in AIConfigurator's \
+             database, price attention from it (calibrate import-aic)"
+                .into(),
+        );
+    }
+    notes
+}
+
+/// The planned points of the ops `--ops` names (all when it names none); an op the layer does not
+/// have is an error listing those it has.
+fn only_ops(points: Vec<plan::Point>, ops: &[String]) -> Result<Vec<plan::Point>> {
+    if ops.is_empty() {
+        return Ok(points);
+    }
+    let mut known: Vec<&str> = points.iter().map(|p| p.op()).collect();
+    known.sort_unstable();
+    known.dedup();
+    if let Some(bad) = ops.iter().find(|o| !known.contains(&o.as_str())) {
+        return Err(CliError::input(format!(
+            "--ops: this model's layer has no op {bad:?}; it has {}",
+            known.join(", ")
+        )));
+    }
+    Ok(points.into_iter().filter(|p| ops.iter().any(|o| o == p.op())).collect())
 }
 
 pub(crate) fn run(a: Args) -> Result<()> {
@@ -367,6 +416,7 @@ fn calibrate_run(a: RunArgs) -> Result<()> {
         }
         limits.max_tokens = t;
     }
+    let points = only_ops(plan::plan(&model, &a.tp, &limits), &a.ops)?;
     let mut backend: Box<dyn Backend> = match a.backend {
         BackendKind::Cpu => Box::new(CpuBackend::new(a.seed)),
         BackendKind::Cuda => {
@@ -379,7 +429,6 @@ fn calibrate_run(a: RunArgs) -> Result<()> {
         }
     };
     let device = backend.device();
-    let points = plan::plan(&model, &a.tp, &limits);
     let csv_path = a.csv.clone().unwrap_or_else(|| a.out.with_extension("csv"));
     if let Some(dir) = csv_path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
@@ -417,21 +466,7 @@ fn calibrate_run(a: RunArgs) -> Result<()> {
             outcome.failed.first().cloned().unwrap_or_default()
         )));
     }
-    let mut notes = vec![format!(
-        "{} of {} planned points measured ({} distinct shapes) in {:.1} s: {:.2} points/s{}",
-        outcome.measurements.len(),
-        outcome.planned,
-        outcome.timed,
-        outcome.seconds,
-        outcome.points_per_second(),
-        if outcome.hit_deadline { "; stopped at the deadline" } else { "" }
-    )];
-    notes.extend(outcome.failed.iter().take(20).map(|f| format!("not measured: {f}")));
-    notes.push("all_reduce not measured (one device): the simulator uses the roofline estimate for TP > 1".into());
-    notes.push(
-        "CPU overheads not measured (they belong to the serving engine): the simulator uses [cost] cpu_overhead_*"
-            .into(),
-    );
+    let notes = run_notes(&outcome, a.backend);
     let meta = ProfileMeta {
         source: format!("servesim calibrate run --backend {} --model {} --tp {:?}", device.backend, a.model, a.tp),
         backend: device.backend.clone(),

@@ -262,3 +262,42 @@ fn measured(path: &std::path::Path, op: &str, tokens: u64, tp: u32) -> f64 {
     assert!(n > 0.0);
     sum / n
 }
+
+#[test]
+fn ops_limits_a_sweep_to_the_ops_named_and_refuses_an_op_the_layer_lacks() {
+    let dir = out_dir("calibrate-ops");
+    let profile_path = dir.join("profile.json");
+    let run = |ops: &str| {
+        servesim(&[
+            "calibrate",
+            "run",
+            "--backend",
+            "cpu",
+            "--model",
+            "calibrate/models/tiny.toml",
+            "--ops",
+            ops,
+            "--out",
+            profile_path.to_str().unwrap(),
+            "--deadline",
+            "30s",
+            "--quiet",
+        ])
+    };
+    let o = run("attn_decode,mlp_up_proj");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = read(&dir.join("profile.csv"));
+    let mut ops: Vec<&str> = csv.lines().skip(1).map(|l| l.split(',').next().unwrap()).collect();
+    ops.sort_unstable();
+    ops.dedup();
+    assert_eq!(ops, ["attn_decode", "mlp_up_proj"]);
+    let profile: Profile = serde_json::from_str(&read(&profile_path)).unwrap();
+    let mut names: Vec<&str> = profile.ops.iter().map(|t| t.name.as_str()).collect();
+    names.dedup();
+    assert_eq!(names.len(), 2, "{names:?}");
+    // An op the layer does not have: refused before anything is measured, naming it and the ops there are.
+    let o = run("attn_decode,mlp_gate");
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("--ops") && err.contains("\"mlp_gate\"") && err.contains("mlp_up_proj"), "{err}");
+}
