@@ -429,3 +429,42 @@ fn a_candidate_the_database_cannot_price_is_infeasible_not_fatal() {
     );
     assert_eq!(v["recommended"], "h100-tp1");
 }
+
+#[test]
+fn a_candidate_at_a_tp_degree_its_profile_lacks_is_infeasible_naming_both() {
+    let out = out_dir("plan_profile_tp");
+    std::fs::create_dir_all(&out).unwrap();
+    // The shipped H100 database profile cut to its TP 1 tables.
+    let mut p: serde_json::Value =
+        serde_json::from_str(&read(&root().join("calibrate/profiles/aic/h100_sxm-vllm-llama-3-8b-bf16.json"))).unwrap();
+    p["ops"].as_array_mut().unwrap().retain(|t| t["tp"].is_null() || t["tp"] == 1);
+    p["meta"]["tp"] = serde_json::json!([1]);
+    std::fs::write(out.join("tp1.json"), p.to_string()).unwrap();
+    let base = read(&root().join("scenarios/peak.toml"));
+    let head = &base[..base.find("[[plan.candidates]]").unwrap()];
+    let head = head.replace("database = { framework = \"vllm\" }", "profile = \"tp1.json\"");
+    let text = format!(
+        "{head}[[plan.candidates]]\nname = \"h100-tp2\"\ngpu = \"h100-sxm\"\ntp = 2\n\n\
+         [[plan.candidates]]\nname = \"h100-tp1\"\ngpu = \"h100-sxm\"\ntp = 1\n"
+    );
+    let path = out.join("s.toml");
+    std::fs::write(&path, text).unwrap();
+    let v = plan_json(path.to_str().unwrap(), &out);
+    let c = &v["candidates"][0];
+    assert_eq!(c["feasible"], false, "{c}");
+    let why = c["infeasible_reason"].as_str().unwrap();
+    assert!(why.contains("the profile has no tables at TP 2 (it has TP [1])"), "{why}");
+    assert_eq!(v["recommended"], "h100-tp1");
+    // The same profile in a scenario at TP 2 is refused, naming both degrees.
+    let sim = std::fs::read_to_string(&path).unwrap().replace("instances = 3\ntp = 1\n", "instances = 3\ntp = 2\n");
+    std::fs::write(out.join("sim.toml"), sim).unwrap();
+    let o = servesim(&[
+        "simulate",
+        "--scenario",
+        out.join("sim.toml").to_str().unwrap(),
+        "--out",
+        out.join("run").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no tables at TP 2 (it has TP [1])"), "{}", stderr(&o));
+}

@@ -21,7 +21,9 @@ pub use calibrated::{
 pub use linear::LinearCost;
 pub use overhead::{EngineOverhead, OVERHEADS};
 pub use pipeline::{stage_layers, stage_links, Pipeline, P2P_LATENCY_S};
-pub use profiled::{check_op_axes, Fallback, FallbackShare, Profiled, ProfiledOp, KNOWN_OPS, OTHER_AXES};
+pub use profiled::{
+    check_op_axes, Fallback, FallbackShare, Profiled, ProfiledOp, KNOWN_OPS, NO_TABLES_AT_TP, OTHER_AXES,
+};
 pub use roofline::{Layout, OpTime, Roofline, RooflineParams};
 pub use scaled::Scaled;
 pub use spec::{

@@ -30,6 +30,9 @@ pub enum ProfileError {
     OtherModel(String),
     #[error("{0}")]
     OtherGpu(String),
+    /// Tables measured at other TP degrees than the scenario's.
+    #[error("{0}")]
+    OtherTp(String),
 }
 
 impl From<String> for ProfileError {

@@ -336,6 +336,9 @@ const CPU_OPS: [&str; 4] = ["schedule", "sampler_e2e", "prepare_inputs_e2e", "pr
 /// Refuses a profile of another format version, or measured on another GPU than `gpu`: its
 /// kernels would price this GPU's iterations as the other GPU runs them. A device no preset names
 /// (a CPU, a GPU without a preset) is not checked.
+/// How the error for a profile without tables at the scenario's TP degree begins.
+pub const NO_TABLES_AT_TP: &str = "the profile has no tables at TP";
+
 fn check_meta(gpu: &GpuSpec, profile: &Profile) -> Result<(), ProfileError> {
     if profile.format_version != PROFILE_FORMAT_VERSION {
         return Err(ProfileError::Version { found: profile.format_version });
@@ -398,11 +401,16 @@ impl Profiled {
             }
         }
         let tp32 = tp as u32;
-        // Without tables at this degree every TP-specific op falls back (loudly), rather than
-        // the run failing: a plan candidate at another TP still gets an answer.
-        let has_tp = profile.ops.iter().any(|t| t.tp == Some(tp32));
-        let no_tp = format!("the profile has no tables at TP {tp} (it has TP {:?})", profile.meta.tp);
-        let missing = |what: &str| if has_tp { format!("not in the profile ({what})") } else { no_tp.clone() };
+        // Tables for other TP degrees only would leave every TP-specific op to the roofline under
+        // the profile's name: refused, naming both (a plan makes such a candidate infeasible).
+        if profile.ops.iter().any(|t| t.tp.is_some()) && !profile.ops.iter().any(|t| t.tp == Some(tp32)) {
+            return Err(ProfileError::OtherTp(format!(
+                "{NO_TABLES_AT_TP} {tp} (it has TP {:?}): measure this degree (`servesim calibrate run --tp {tp}`), \
+                 or use the GPU's kernel database slice",
+                profile.meta.tp
+            )));
+        }
+        let missing = |what: &str| format!("not in the profile ({what})");
         let find = |name: &str| -> Option<&OpTable> {
             profile
                 .ops
@@ -1087,19 +1095,10 @@ mod tests {
 
     #[test]
     fn mismatches_are_one_line_errors() {
-        // No tables at the scenario's TP degree: every TP-specific op falls back, saying why.
-        let m = build(&profile(1), 2).unwrap();
-        let f = m.fallbacks();
-        assert!(f.len() >= 6, "{f:?}");
-        let reason = |op: &str| &f.iter().find(|x| x.op == op).unwrap_or_else(|| panic!("{op} in {f:?}")).reason;
-        for op in ["attn_pre_proj", "mlp_down_proj", "all_reduce", "lm_head"] {
-            assert_eq!(reason(op), "the profile has no tables at TP 2 (it has TP [1])");
-        }
-        // Attention tables exist, for the heads of one GPU at TP 1.
-        assert_eq!(
-            reason("attn_decode"),
-            "measured for 32 query / 8 KV heads of 128 per GPU; this model has 16 / 4 / 128 at TP 2"
-        );
+        // No tables at the scenario's TP degree: refused, naming both degrees.
+        let e = build(&profile(1), 2).unwrap_err();
+        assert!(matches!(e, ProfileError::OtherTp(_)), "{e:?}");
+        assert!(e.to_string().starts_with("the profile has no tables at TP 2 (it has TP [1]): measure"), "{e}");
         let mut p = profile(1);
         p.meta.model.hidden = 8192;
         let e = build(&p, 1).unwrap_err();

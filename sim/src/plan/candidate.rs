@@ -35,8 +35,12 @@ fn not_runnable(e: ConfigError, pooled: bool) -> Result<String, ConfigError> {
     let pool_memory = pooled && e.path.starts_with("cluster.groups[") && e.path.ends_with("].memory");
     match e.path.as_str() {
         "memory" => Ok(e.message),
-        // The floor's refusal (`Roofline::floor_words`); a missing database stays an error to act on.
-        p if pool_memory || (p.ends_with("cost.database") && e.message.contains("needs at its peaks")) => {
+        // The floor's refusal (`Roofline::floor_words`), or a profile without tables at the
+        // candidate's TP; a missing database stays an error to act on.
+        p if pool_memory
+            || (p.ends_with("cost.database") && e.message.contains("needs at its peaks"))
+            || e.message.contains(crate::cost::NO_TABLES_AT_TP) =>
+        {
             Ok(format!("{}: {}", e.path, e.message))
         }
         _ => Err(e),
