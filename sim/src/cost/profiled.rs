@@ -13,8 +13,9 @@
 //! ```
 //! Op names are Vidur's, so its profiles import unchanged. An op group the profile lacks
 //! (all-reduce in a one-GPU calibration, CPU overheads in a kernel calibration, elementwise
-//! ops in a kernel database, attention measured for another geometry, a TP degree it has no
-//! tables for) falls back to the roofline model's estimate, kernel launches included;
+//! ops in a kernel database, attention measured for another geometry) falls back to the
+//! roofline model's estimate, kernel launches included (a profile with no tables at the TP
+//! degree at all is refused);
 //! [`Profiled::fallbacks`] lists them, and a run's [`CostAccount`] says what share of its time
 //! they priced and which measured ops were read beyond their measured range. Measured ops add
 //! no launch cost: their times were taken around the launches.
@@ -339,6 +340,19 @@ const CPU_OPS: [&str; 4] = ["schedule", "sampler_e2e", "prepare_inputs_e2e", "pr
 /// How the error for a profile without tables at the scenario's TP degree begins.
 pub const NO_TABLES_AT_TP: &str = "the profile has no tables at TP";
 
+/// Tables for other TP degrees only would leave every TP-specific op to the roofline under the
+/// profile's name: refused, naming both (a plan makes such a candidate infeasible).
+fn check_tp(profile: &Profile, tp: u32) -> Result<(), ProfileError> {
+    if profile.ops.iter().any(|t| t.tp.is_some()) && !profile.ops.iter().any(|t| t.tp == Some(tp)) {
+        return Err(ProfileError::OtherTp(format!(
+            "{NO_TABLES_AT_TP} {tp} (it has TP {:?}): measure this degree (`servesim calibrate run --tp {tp}`), \
+             or use the GPU's kernel database slice",
+            profile.meta.tp
+        )));
+    }
+    Ok(())
+}
+
 fn check_meta(gpu: &GpuSpec, profile: &Profile) -> Result<(), ProfileError> {
     if profile.format_version != PROFILE_FORMAT_VERSION {
         return Err(ProfileError::Version { found: profile.format_version });
@@ -401,15 +415,7 @@ impl Profiled {
             }
         }
         let tp32 = tp as u32;
-        // Tables for other TP degrees only would leave every TP-specific op to the roofline under
-        // the profile's name: refused, naming both (a plan makes such a candidate infeasible).
-        if profile.ops.iter().any(|t| t.tp.is_some()) && !profile.ops.iter().any(|t| t.tp == Some(tp32)) {
-            return Err(ProfileError::OtherTp(format!(
-                "{NO_TABLES_AT_TP} {tp} (it has TP {:?}): measure this degree (`servesim calibrate run --tp {tp}`), \
-                 or use the GPU's kernel database slice",
-                profile.meta.tp
-            )));
-        }
+        check_tp(profile, tp32)?;
         let missing = |what: &str| format!("not in the profile ({what})");
         let find = |name: &str| -> Option<&OpTable> {
             profile
