@@ -11,7 +11,8 @@
 // Launch partial: grid (max_splits, kv_heads, seqs), block (128), dynamic shared
 //   split_tokens * 8 + (2 * group * HEAD_DIM + group * split_tokens) * 4 bytes, group = q_heads / kv_heads.
 // Launch reduce: grid (q_heads, seqs), block (128).
-// HEAD_DIM is fixed at compile time (-DHEAD_DIM=128 by default), even, at most 256.
+// HEAD_DIM is fixed at compile time (-DHEAD_DIM=128 by default), even, at most 256; the partial
+// kernel's head_dim argument is not read (the reduce kernel's is).
 //
 // Work split: a thread scores one context token at a time (its key row read in 16-byte loads when
 // HEAD_DIM is a multiple of 8), a warp accumulates V over its tokens with the lanes across the

@@ -407,18 +407,29 @@ fn default_error_bands_are_the_measured_figures() {
 /// A candidate whose kernel-database slice the GPU's floor refuses (the shipped L40S slice's
 /// o_proj at TP 4 runs a 64-sequence decode step faster than 864 GB/s allows) is infeasible with
 /// that reason; the plan still sizes the others.
+/// scenarios/peak.toml with its text before the candidates passed through `edit` and these
+/// candidates (name, GPU, TP) in place of its own, written to `out`/s.toml.
+fn peak_with_candidates(
+    out: &std::path::Path,
+    edit: impl Fn(&str) -> String,
+    candidates: &[(&str, &str, u32)],
+) -> std::path::PathBuf {
+    let base = read(&root().join("scenarios/peak.toml"));
+    let mut text = edit(&base[..base.find("[[plan.candidates]]").unwrap()]);
+    for (name, gpu, tp) in candidates {
+        text += &format!("[[plan.candidates]]\nname = \"{name}\"\ngpu = \"{gpu}\"\ntp = {tp}\n\n");
+    }
+    let path = out.join("s.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 #[test]
 fn a_candidate_the_database_cannot_price_is_infeasible_not_fatal() {
     let out = out_dir("plan_db_floor");
     std::fs::create_dir_all(&out).unwrap();
-    let base = read(&root().join("scenarios/peak.toml"));
-    let head = &base[..base.find("[[plan.candidates]]").unwrap()];
-    let text = format!(
-        "{head}[[plan.candidates]]\nname = \"l40s-tp4\"\ngpu = \"l40s\"\ntp = 4\n\n\
-         [[plan.candidates]]\nname = \"h100-tp1\"\ngpu = \"h100-sxm\"\ntp = 1\n"
-    );
-    let path = out.join("s.toml");
-    std::fs::write(&path, text).unwrap();
+    let path =
+        peak_with_candidates(&out, |head| head.to_string(), &[("l40s-tp4", "l40s", 4), ("h100-tp1", "h100-sxm", 1)]);
     let v = plan_json(path.to_str().unwrap(), &out);
     let c = &v["candidates"][0];
     assert_eq!(c["feasible"], false, "{c}");
@@ -440,15 +451,11 @@ fn a_candidate_at_a_tp_degree_its_profile_lacks_is_infeasible_naming_both() {
     p["ops"].as_array_mut().unwrap().retain(|t| t["tp"].is_null() || t["tp"] == 1);
     p["meta"]["tp"] = serde_json::json!([1]);
     std::fs::write(out.join("tp1.json"), p.to_string()).unwrap();
-    let base = read(&root().join("scenarios/peak.toml"));
-    let head = &base[..base.find("[[plan.candidates]]").unwrap()];
-    let head = head.replace("database = { framework = \"vllm\" }", "profile = \"tp1.json\"");
-    let text = format!(
-        "{head}[[plan.candidates]]\nname = \"h100-tp2\"\ngpu = \"h100-sxm\"\ntp = 2\n\n\
-         [[plan.candidates]]\nname = \"h100-tp1\"\ngpu = \"h100-sxm\"\ntp = 1\n"
+    let path = peak_with_candidates(
+        &out,
+        |head| head.replace("database = { framework = \"vllm\" }", "profile = \"tp1.json\""),
+        &[("h100-tp2", "h100-sxm", 2), ("h100-tp1", "h100-sxm", 1)],
     );
-    let path = out.join("s.toml");
-    std::fs::write(&path, text).unwrap();
     let v = plan_json(path.to_str().unwrap(), &out);
     let c = &v["candidates"][0];
     assert_eq!(c["feasible"], false, "{c}");

@@ -148,7 +148,7 @@ fn is_one(x: &u64) -> bool {
 }
 
 /// The plan's answer for one candidate.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CandidateResult {
     pub name: String,
     pub gpu: String,
@@ -222,42 +222,7 @@ pub struct CandidateResult {
 impl CandidateResult {
     /// A result named `name` with nothing sized yet (TP and PP 1, no GPU).
     pub(crate) fn named(name: &str) -> CandidateResult {
-        CandidateResult {
-            name: name.to_string(),
-            gpu: String::new(),
-            tp: 1,
-            pp: 1,
-            feasible: false,
-            infeasible_reason: None,
-            instances_min: None,
-            instances: None,
-            gpus: None,
-            price_per_gpu_hour: None,
-            cost_per_hour: None,
-            ttft_ms_p99: None,
-            tpot_ms_p99: None,
-            attainment: None,
-            goodput_rps: None,
-            kv_peak: None,
-            binding: None,
-            binding_evidence: None,
-            borderline: Vec::new(),
-            single_instance_capacity_rps: None,
-            kv_blocks_per_instance: None,
-            gpu_memory_gib: None,
-            points: Vec::new(),
-            trail: Vec::new(),
-            runs: 0,
-            simulated_requests: 0,
-            spare_check: None,
-            autoscaled: None,
-            pools: None,
-            provisioned: None,
-            calibration: None,
-            deploy: None,
-            economics: None,
-            band: None,
-        }
+        CandidateResult { name: name.to_string(), tp: 1, pp: 1, ..CandidateResult::default() }
     }
 }
 
