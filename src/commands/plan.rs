@@ -275,7 +275,7 @@ pub(crate) fn table(r: &PlanReport) -> String {
             );
         }
     }
-    o += "\n";
+    o += &priced_by_text(r);
     if r.candidates.iter().any(|c| c.provisioned.as_ref().is_some_and(|p| Some(p.instances) != c.instances_min)) {
         o += "  latencies, attainment, goodput and KV peak: the worst seed at the minimum count (min); \"at N\" rows: at the\n  count recommended (inst: the minimum with headroom and spares), simulated too\n\n";
     }
@@ -308,6 +308,17 @@ fn band_text(c: &CandidateResult, r: &PlanReport) -> String {
         b.source,
         r.band_note.as_deref().unwrap_or("")
     )
+}
+
+/// A blank line, then what priced each candidate's iterations, a line each (when any says).
+fn priced_by_text(r: &PlanReport) -> String {
+    let lines: String =
+        r.candidates.iter().filter_map(|c| Some(format!("    {:<18}{}\n", c.name, c.priced_by.as_deref()?))).collect();
+    if lines.is_empty() {
+        "\n".into()
+    } else {
+        format!("\n  priced by:\n{lines}\n")
+    }
 }
 
 /// A buyer's figures for `c`, indented under its line: what it costs at the minimum and the

@@ -296,7 +296,7 @@ pub(crate) fn plan_table(plan: &PlanReport) -> String {
         "<h2>Candidates</h2><table><tr><th class=\"l\">candidate</th><th>instances (min)</th><th>instances</th><th>over the error band</th><th>GPUs</th><th>$/h</th>\
          <th>TTFT p99 ms</th><th>TPOT p99 ms</th><th>attainment</th><th>goodput req/s</th><th>KV peak</th>\
          <th>TTFT p99 ms at instances</th><th>TPOT p99 ms at instances</th><th>attainment at instances</th>\
-         <th>capacity req/s</th><th class=\"l\">binding</th></tr>",
+         <th>capacity req/s</th><th class=\"l\">binding</th><th class=\"l\">priced by</th></tr>",
     );
     let recommended = plan.recommended.as_deref().unwrap_or("");
     for (i, c) in plan.candidates.iter().enumerate() {
@@ -320,7 +320,8 @@ pub(crate) fn plan_table(plan: &PlanReport) -> String {
         o += &num(p.map(|p| p.attainment), &k("provisioned.attainment"), 2, 100.0, "%");
         o += &num(c.single_instance_capacity_rps, &k("single_instance_capacity_rps"), 2, 1.0, "");
         let binding = c.binding.map(|b| b.as_str()).or(c.infeasible_reason.as_deref()).unwrap_or("–");
-        o += &format!("<td class=\"l\">{}</td></tr>", escape(binding));
+        o += &format!("<td class=\"l\">{}</td>", escape(binding));
+        o += &format!("<td class=\"l\">{}</td></tr>", escape(c.priced_by.as_deref().unwrap_or("–")));
     }
     o += "</table>\n";
     o += "<p class=\"meta\">TTFT, TPOT, attainment, goodput and KV peak: the worst seed at the minimum count; \"at instances\": at the count recommended (with headroom and spares), simulated too.</p>\n";

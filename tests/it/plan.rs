@@ -99,6 +99,8 @@ fn a_plan_says_what_to_deploy_and_writes_its_manifest() {
     assert!(table.contains("  4 × vllm serve meta-llama/Meta-Llama-3-8B-Instruct --tensor-parallel-size 1"), "{table}");
     assert!(table.contains("  router: vllm-router --host 0.0.0.0"), "{table}");
     assert!(table.contains("  Kubernetes manifest: deploy.yaml"), "{table}");
+    // The known answer's cost model is the scenario's own line.
+    assert!(table.contains("  priced by:\n    h100-sxm-tp1      linear\n"), "{table}");
     assert!(
         table.contains("  cost: no price for h100-sxm ([plan] prices); 17,979 output tokens/s, 4,494 per GPU"),
         "{table}"
@@ -439,6 +441,7 @@ fn a_candidate_the_database_cannot_price_is_infeasible_not_fatal() {
         "{why}"
     );
     assert_eq!(v["recommended"], "h100-tp1");
+    assert_eq!(v["candidates"][1]["priced_by"], "the kernel database (vllm kernels of h100-sxm)");
 }
 
 #[test]
@@ -462,6 +465,8 @@ fn a_candidate_at_a_tp_degree_its_profile_lacks_is_infeasible_naming_both() {
     let why = c["infeasible_reason"].as_str().unwrap();
     assert!(why.contains("the profile has no tables at TP 2 (it has TP [1])"), "{why}");
     assert_eq!(v["recommended"], "h100-tp1");
+    // Each candidate says what priced it: the profile the scenario names.
+    assert_eq!(v["candidates"][1]["priced_by"], "profile tp1.json", "{}", v["candidates"][1]);
     // The same profile in a scenario at TP 2 is refused, naming both degrees.
     let sim = std::fs::read_to_string(&path).unwrap().replace("instances = 3\ntp = 1\n", "instances = 3\ntp = 2\n");
     std::fs::write(out.join("sim.toml"), sim).unwrap();

@@ -24,6 +24,11 @@ pub struct Candidate {
     /// Whether a calibration corrects its cost model (`cost.calibration`), in words: `calibrated
     /// by PATH`, or why the one the scenario names does not apply; `None` when none is named.
     pub calibration: Option<String>,
+    /// What prices its iterations, in words (its groups' [`InstanceGroup::cost_words`], the
+    /// calibration included); `None` when it has no scenario.
+    ///
+    /// [`InstanceGroup::cost_words`]: crate::instance::InstanceGroup::cost_words
+    pub priced_by: Option<String>,
 }
 
 /// Why a candidate cannot run, when its derive error is a result rather than a mistake (`e`
@@ -45,6 +50,17 @@ fn not_runnable(e: ConfigError, pooled: bool) -> Result<String, ConfigError> {
         }
         _ => Err(e),
     }
+}
+
+/// A candidate's [`Candidate::calibration`] and [`Candidate::priced_by`] (one group's words, or
+/// each group's after its name); `None` without a scenario.
+fn words(s: &Option<Scenario>) -> (Option<String>, Option<String>) {
+    let Some(s) = s else { return (None, None) };
+    let priced = match s.groups.as_slice() {
+        [g] => g.cost_words(),
+        gs => gs.iter().map(|g| format!("{}: {}", g.name, g.cost_words())).collect::<Vec<_>>().join("; "),
+    };
+    (s.groups.first().and_then(calibration_words), Some(priced))
 }
 
 /// A group's calibration in words (see [`Candidate::calibration`]).
@@ -141,6 +157,32 @@ fn table<'a>(doc: &'a mut toml::Table, key: &str) -> &'a mut toml::Table {
     v.as_table_mut().expect("made a table")
 }
 
+/// The candidate's `[cluster]`: one homogeneous group of one instance (a disaggregated scenario
+/// keeps its pools), the single group's TP and stages, then the candidate's own TP, PP and router.
+fn edit_cluster(cluster: &mut toml::Table, c: &CandidateSection, pooled: bool, single_tp: Option<u64>, single_pp: u64) {
+    if !pooled {
+        cluster.remove("groups");
+        cluster.insert("instances".into(), toml::Value::Integer(1));
+    }
+    if let Some(tp) = single_tp {
+        cluster.insert("tp".into(), toml::Value::Integer(tp as i64));
+    }
+    if let Some(tp) = c.tp {
+        cluster.insert("tp".into(), toml::Value::Integer(tp as i64));
+    }
+    if !pooled && single_pp > 1 {
+        cluster.insert("pp".into(), toml::Value::Integer(single_pp as i64));
+    }
+    if let Some(pp) = c.pp {
+        cluster.insert("pp".into(), toml::Value::Integer(pp as i64));
+    }
+    if let Some(r) = &c.router {
+        let mut over = toml::Table::new();
+        over.insert("router".into(), toml::Value::Table(r.clone()));
+        merge(cluster, &over);
+    }
+}
+
 fn materialise(
     s: &Scenario,
     plan: &PlanSection,
@@ -156,30 +198,7 @@ fn materialise(
     let pooled = s.disaggregation.is_some();
     let single_gpu = (s.groups.len() == 1).then(|| (s.groups[0].gpu.clone(), s.groups[0].tp));
     let single_pp = if s.groups.len() == 1 { s.groups[0].layout.pp } else { 1 };
-    {
-        let cluster = table(&mut doc, "cluster");
-        if !pooled {
-            cluster.remove("groups");
-            cluster.insert("instances".into(), toml::Value::Integer(1));
-        }
-        if let Some((_, tp)) = &single_gpu {
-            cluster.insert("tp".into(), toml::Value::Integer(*tp as i64));
-        }
-        if let Some(tp) = c.tp {
-            cluster.insert("tp".into(), toml::Value::Integer(tp as i64));
-        }
-        if !pooled && single_pp > 1 {
-            cluster.insert("pp".into(), toml::Value::Integer(single_pp as i64));
-        }
-        if let Some(pp) = c.pp {
-            cluster.insert("pp".into(), toml::Value::Integer(pp as i64));
-        }
-        if let Some(r) = &c.router {
-            let mut over = toml::Table::new();
-            over.insert("router".into(), toml::Value::Table(r.clone()));
-            merge(cluster, &over);
-        }
-    }
+    edit_cluster(table(&mut doc, "cluster"), c, pooled, single_gpu.as_ref().map(|(_, tp)| *tp), single_pp);
     if let Some(g) = &c.gpu {
         doc.insert("gpu".into(), toml::Value::Table(to_table(g)));
     }
@@ -200,6 +219,7 @@ fn materialise(
         Ok(sc) => (Some(sc), None),
         Err(e) => (None, Some(not_runnable(e, pooled).map_err(err)?)),
     };
+    let (calibration, priced_by) = words(&scenario);
     let price_of = |gpu: &str| -> Result<Option<f64>, ConfigError> {
         if plan.price_per_gpu_hour.is_empty() {
             return Ok(None);
@@ -232,9 +252,9 @@ fn materialise(
             Some(p) => (p.prefill.gpu.clone(), p.prefill.tp, p.prefill.price_per_gpu_hour),
             None => (String::new(), 1, None),
         };
-        let calibration = scenario.as_ref().and_then(|sc| calibration_words(sc.groups.first()?));
         return Ok(Candidate {
             calibration,
+            priced_by,
             name: c.name.clone(),
             scenario,
             infeasible,
@@ -255,7 +275,6 @@ fn materialise(
         }
     };
     let price = price_of(&gpu)?;
-    let calibration = scenario.as_ref().and_then(|sc| calibration_words(sc.groups.first()?));
     Ok(Candidate {
         name: c.name.clone(),
         scenario,
@@ -266,6 +285,7 @@ fn materialise(
         price_per_gpu_hour: price,
         pools: None,
         calibration,
+        priced_by,
     })
 }
 

@@ -207,6 +207,10 @@ pub struct CandidateResult {
     /// not); absent when the scenario names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<String>,
+    /// What priced its iterations, in words (the kernel database, a profile, the roofline; with
+    /// its calibration); absent when it has no scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priced_by: Option<String>,
     /// What to deploy at the recommended count (`instances`, per pool when disaggregated):
     /// launch commands, replicas, router; absent when no count meets the SLO.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -636,6 +640,7 @@ pub fn plan_candidate(
     progress: &(dyn Fn(u64) + Sync),
 ) -> CandidateResult {
     let mut out = size_candidate(c, cfg, start, progress);
+    out.priced_by = c.priced_by.clone();
     let counts = match (&c.pools, &out.pools) {
         (Some(pc), Some(p)) => p.prefill_instances.zip(p.decode_instances).map(|(np, nd)| {
             let mut v = vec![0; pc.prefill_group.max(pc.decode_group) + 1];
