@@ -148,6 +148,9 @@ pub struct RunOutput {
     pub recorder: Recorder,
     /// Events processed.
     pub events: u64,
+    /// Random numbers the run drew, from building it to its end (a workload given to
+    /// [`Simulation::with_workload`] drew its own before). None: every seed gives this result.
+    pub random_draws: u64,
 }
 
 /// Builds the cost model of an instance group.
@@ -298,6 +301,8 @@ pub struct Simulation {
     departed: Vec<Departure>,
     scenario_name: String,
     seed: u64,
+    /// This thread's random draws when the run was built ([`crate::rng::draws`]).
+    draws_before: u64,
     slo: crate::metrics::SloSection,
     /// Instance phases, failures, autoscaling (inactive without a `[fleet]` section).
     fleet: Box<Fleet>,
@@ -309,6 +314,24 @@ pub struct Simulation {
     cost_sources: Vec<crate::metrics::GroupCostSource>,
     /// The API server between clients and the router (`[frontend]`).
     frontend: Option<Box<crate::frontend::Frontend>>,
+}
+
+/// The configuration of group `gi`'s instances, weighed for routers by its own cost model `own`.
+fn instance_config(s: &Scenario, gi: usize, own: &dyn CostModel) -> InstanceConfig {
+    let g = &s.groups[gi];
+    let kv_blocks = g.memory.kv_blocks.min(u32::MAX as u64) as u32;
+    let mut cfg = InstanceConfig {
+        max_num_seqs: g.scheduler.max_num_seqs,
+        max_num_batched_tokens: g.scheduler.max_num_batched_tokens as u64,
+        block_tokens: g.scheduler.block_tokens as u64,
+        watermark_blocks: (g.scheduler.watermark * kv_blocks as f64).floor() as u32,
+        max_model_len: g.max_model_len,
+        kv_blocks,
+        capacity: 1.0,
+        policy: PolicyConfig::from_group(g, s.seed),
+    };
+    cfg.capacity = crate::router::capacity_weight(&cfg, own);
+    cfg
 }
 
 impl Simulation {
@@ -348,6 +371,7 @@ impl Simulation {
     /// The run's instances, each group priced by `cost_of(group)` or, without it, by the
     /// scenario's own cost model — which also weighs the instances for routers either way.
     fn build(s: &Scenario, cost_of: Option<&dyn Fn(usize) -> Arc<dyn CostModel>>) -> Simulation {
+        let draws_before = crate::rng::draws();
         let (mut instances, mut group_costs) = (Vec::new(), Vec::new());
         // A disaggregated cluster numbers its prefill pool first, then its decode pool.
         let mut order: Vec<usize> = (0..s.groups.len()).collect();
@@ -357,18 +381,7 @@ impl Simulation {
             // Built once per group (a measured profile's tables are read into curves).
             let own = cost_model(s, gi);
             let cost = cost_of.map_or_else(|| own.clone(), |f| f(gi));
-            let kv_blocks = g.memory.kv_blocks.min(u32::MAX as u64) as u32;
-            let mut cfg = InstanceConfig {
-                max_num_seqs: g.scheduler.max_num_seqs,
-                max_num_batched_tokens: g.scheduler.max_num_batched_tokens as u64,
-                block_tokens: g.scheduler.block_tokens as u64,
-                watermark_blocks: (g.scheduler.watermark * kv_blocks as f64).floor() as u32,
-                max_model_len: g.max_model_len,
-                kv_blocks,
-                capacity: 1.0,
-                policy: PolicyConfig::from_group(&s.groups[gi], s.seed),
-            };
-            cfg.capacity = crate::router::capacity_weight(&cfg, own.as_ref());
+            let cfg = instance_config(s, gi, own.as_ref());
             let mut ids = Vec::new();
             for _ in 0..crate::fleet::instances_built(s.fleet.as_ref(), &s.groups, gi) {
                 let id = instances.len() as u32;
@@ -398,6 +411,7 @@ impl Simulation {
         });
         let (fleet, fleet_events) = Fleet::new(s.fleet.as_ref(), &s.groups, prices, s.seed, &mut instances);
         let mut sim = Simulation {
+            draws_before,
             now: SimTime::ZERO,
             queue: EventQueue::default(),
             router: router::build(&s.router, s.seed),
@@ -523,7 +537,8 @@ impl Simulation {
             events: self.events,
             at_s: self.now.as_secs_f64(),
         });
-        RunOutput { summary, recorder: self.rec, events: self.events }
+        let random_draws = crate::rng::draws() - self.draws_before;
+        RunOutput { summary, recorder: self.rec, events: self.events, random_draws }
     }
 
     pub fn now(&self) -> SimTime {

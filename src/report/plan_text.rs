@@ -29,29 +29,12 @@ pub(crate) fn evidence(r: &PlanReport) -> String {
             }
         }
         o += "\n";
-        if let (Some(n), Some(inst), Some(gpus)) = (c.instances_min, c.instances, c.gpus) {
-            let below = c.points.iter().find(|p| p.instances + 1 == n);
-            let fails = match below {
-                Some(p) => format!(
-                    "{} fail{} on {} of {} seeds",
-                    plan::instances(p.instances),
-                    if p.instances == 1 { "s" } else { "" },
-                    p.seeds.len() - p.passed(),
-                    p.seeds.len()
-                ),
-                None => format!("{} is the least possible", h.spare + 1),
-            };
-            let down = if h.spare > 0 { format!(" with {} down", h.spare) } else { String::new() };
-            o += &format!(
-                "    {} meet{} the SLO{down} on every seed ({fails}); with headroom {inst} → {gpus} GPUs, {:.0} GiB of GPU memory, {} KV blocks per instance\n",
-                plan::instances(n),
-                if n == 1 { "s" } else { "" },
-                gpus as f64 * c.gpu_memory_gib.unwrap_or(0.0),
-                thousands(c.kv_blocks_per_instance.unwrap_or(0))
-            );
-        }
+        o += &count_text(c, h);
         if let Some(why) = &c.infeasible_reason {
             o += &format!("    infeasible: {why}\n");
+        }
+        if c.deterministic {
+            o += "    deterministic: its runs drew no random number, so every seed gives the same result; each count ran once\n";
         }
         for b in &c.borderline {
             o += &format!(
@@ -77,6 +60,35 @@ pub(crate) fn evidence(r: &PlanReport) -> String {
         }
     }
     o
+}
+
+/// The count a candidate needs and what the one below it did, with what headroom takes it to
+/// ("" when it has none).
+fn count_text(c: &CandidateResult, h: &plan::PlanHeader) -> String {
+    let (Some(n), Some(inst), Some(gpus)) = (c.instances_min, c.instances, c.gpus) else { return String::new() };
+    let below = c.points.iter().find(|p| p.instances + 1 == n);
+    let fails = match below {
+        Some(p) if c.deterministic => {
+            format!("{} fail{}", plan::instances(p.instances), if p.instances == 1 { "s" } else { "" })
+        }
+        Some(p) => format!(
+            "{} fail{} on {} of {} seeds",
+            plan::instances(p.instances),
+            if p.instances == 1 { "s" } else { "" },
+            p.seeds.len() - p.passed(),
+            p.seeds.len()
+        ),
+        None => format!("{} is the least possible", h.spare + 1),
+    };
+    let down = if h.spare > 0 { format!(" with {} down", h.spare) } else { String::new() };
+    let every = if c.deterministic { "under every seed" } else { "on every seed" };
+    format!(
+        "    {} meet{} the SLO{down} {every} ({fails}); with headroom {inst} → {gpus} GPUs, {:.0} GiB of GPU memory, {} KV blocks per instance\n",
+        plan::instances(n),
+        if n == 1 { "s" } else { "" },
+        gpus as f64 * c.gpu_memory_gib.unwrap_or(0.0),
+        thousands(c.kv_blocks_per_instance.unwrap_or(0))
+    )
 }
 
 /// What N + k showed: the count without failures, and the same count with k down.

@@ -480,3 +480,61 @@ fn a_candidate_at_a_tp_degree_its_profile_lacks_is_infeasible_naming_both() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("no tables at TP 2 (it has TP [1])"), "{}", stderr(&o));
 }
+
+/// A scenario whose runs draw no random number (constant arrivals, fixed lengths, round-robin
+/// routing: the known answer) gives the same result under every seed: three seeds cost the runs
+/// of one, with the same answer, and the plan says it is deterministic. Poisson arrivals draw,
+/// so there every seed runs.
+#[test]
+fn a_run_that_draws_nothing_runs_once_for_every_seed_and_says_so() {
+    let out = out_dir("plan_deterministic");
+    std::fs::create_dir_all(&out).unwrap();
+    let plan = |text: &str, seeds: &str, name: &str| {
+        let path = out.join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let o = servesim(&[
+            "plan",
+            "--scenario",
+            path.to_str().unwrap(),
+            "--seeds",
+            seeds,
+            "--format",
+            "json",
+            "--quiet",
+            "--out",
+            out.join(name).to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["candidates"][0].clone()
+    };
+    let known = read(&root().join("tests/plan/known-answer.toml"));
+    let (one, three) = (plan(&known, "1", "one"), plan(&known, "3", "three"));
+    assert_eq!(three["deterministic"], true, "{three}");
+    assert_eq!(three["runs"], one["runs"]);
+    assert_eq!(three["simulated_requests"], one["simulated_requests"]);
+    for k in ["instances_min", "instances", "ttft_ms_p99", "tpot_ms_p99", "attainment", "goodput_rps"] {
+        assert_eq!(three[k], one[k], "{k}");
+    }
+    // Every seed is listed at the decisive count, with its own seed and the same figures.
+    let p = three["points"].as_array().unwrap().iter().find(|p| p["instances"] == three["instances_min"]).unwrap();
+    let seeds: Vec<u64> = p["seeds"].as_array().unwrap().iter().map(|s| s["seed"].as_u64().unwrap()).collect();
+    assert_eq!(seeds, [1, 2, 3]);
+    let table_out = out.join("table");
+    let o = servesim(&[
+        "plan",
+        "--scenario",
+        out.join("three.toml").to_str().unwrap(),
+        "--seeds",
+        "3",
+        "--quiet",
+        "--out",
+        table_out.to_str().unwrap(),
+    ]);
+    assert!(stdout(&o).contains("deterministic: its runs drew no random number"), "{}", stdout(&o));
+    // Poisson arrivals: the seed matters, every seed runs.
+    let poisson = known.replace("kind = \"constant\", rate = 180", "kind = \"poisson\", rate = 180");
+    let (one, three) = (plan(&poisson, "1", "p1"), plan(&poisson, "3", "p3"));
+    assert!(three["deterministic"].is_null(), "{three}");
+    assert!(three["runs"].as_u64().unwrap() > one["runs"].as_u64().unwrap() + 1, "{three}");
+}

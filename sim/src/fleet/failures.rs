@@ -7,8 +7,8 @@
 //! fixed. Scheduled failures name an instance and a time. `down` instances are out for the whole
 //! run, and the router knows it: the fleet an N+k plan must survive.
 
+use crate::rng::SimRng;
 use rand::RngExt;
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::check_s;
@@ -120,13 +120,13 @@ impl FailuresSection {
     }
 
     /// Time from becoming ready to the next random failure, if random failures are on.
-    pub fn time_to_failure(&self, rng: &mut ChaCha8Rng) -> Option<SimTime> {
+    pub fn time_to_failure(&self, rng: &mut SimRng) -> Option<SimTime> {
         let m = self.mtbf_s?;
         Some(SimTime::from_secs_f64(crate::rng::exponential(rng, 1.0 / m)))
     }
 
     /// Whether a random failure is a hang.
-    pub fn draw_kind(&self, rng: &mut ChaCha8Rng) -> FailureKind {
+    pub fn draw_kind(&self, rng: &mut SimRng) -> FailureKind {
         if self.hang_fraction > 0.0 && rng.random::<f64>() < self.hang_fraction {
             FailureKind::Hang
         } else {
@@ -135,7 +135,7 @@ impl FailuresSection {
     }
 
     /// A repair time.
-    pub fn draw_repair(&self, rng: &mut ChaCha8Rng) -> SimTime {
+    pub fn draw_repair(&self, rng: &mut SimRng) -> SimTime {
         let m = self.mttr_s;
         let s = match self.repair {
             _ if m == 0.0 => 0.0,

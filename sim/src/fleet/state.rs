@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use rand_chacha::ChaCha8Rng;
+use crate::rng::SimRng;
 
 use super::autoscale::{Measurements, SignalSpec};
 use super::{FailureKind, FleetSection, FleetSummary};
@@ -107,7 +107,7 @@ pub(crate) struct Fleet {
     startup: Vec<SimTime>,
     tp: Vec<u64>,
     blocks: Vec<u64>,
-    rngs: Vec<ChaCha8Rng>,
+    rngs: Vec<SimRng>,
     /// Whether the scenario has a `[fleet]` section (otherwise no phase ever changes: every
     /// instance serves the whole run, and this is only its accounting).
     active: bool,

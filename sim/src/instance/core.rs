@@ -3,7 +3,7 @@
 //! swap in, admit, preempt. A batching policy sees it only through [`Sched`]: those operations
 //! and read-only views, never the fields.
 
-use rand_chacha::ChaCha8Rng;
+use crate::rng::SimRng;
 
 use super::batch::Batch;
 use super::handoff;
@@ -37,7 +37,7 @@ pub(crate) struct Core {
     /// Output tokens every request here has yet to produce.
     pub(super) pending_decode: u64,
     /// Speculative acceptance draws.
-    pub(super) spec_rng: ChaCha8Rng,
+    pub(super) spec_rng: SimRng,
 }
 
 impl Core {

@@ -37,7 +37,7 @@ mod waiting;
 
 use std::sync::Arc;
 
-use rand_chacha::ChaCha8Rng;
+use crate::rng::SimRng;
 
 use crate::cost::{BatchShape, CostAccount, CostModel, Roofline, SeqWork};
 use crate::metrics::{Observer, RejectReason};
@@ -561,7 +561,7 @@ fn advance(
     s: &mut Seq,
     step: u64,
     kv: &mut BlockAllocator,
-    rng: &mut ChaCha8Rng,
+    rng: &mut SimRng,
     alpha: f64,
     bt: u64,
     prefix_on: bool,
@@ -613,7 +613,7 @@ fn finish_one(
     f: &mut Finish,
     kv: &mut BlockAllocator,
     queue: &mut Queue,
-    rng: &mut ChaCha8Rng,
+    rng: &mut SimRng,
     rec: &mut dyn Observer,
     departed: &mut Vec<Departure>,
 ) -> bool {

@@ -13,8 +13,8 @@
 //! the gain is the tokens per step; at large batches the verification becomes compute-bound
 //! and the gain shrinks; at low α the draft passes are wasted and speculation loses.
 
+use crate::rng::SimRng;
 use rand::RngExt;
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{check, ConfigError};
@@ -107,7 +107,7 @@ pub(crate) fn plan_draft_memory(m: &mut MemoryBudget, draft: &ModelSpec, tp: u64
 }
 
 /// Proposed tokens accepted in one step: leading successes among `k` trials of probability α.
-pub(crate) fn accepted(rng: &mut ChaCha8Rng, k: u32, alpha: f64) -> u32 {
+pub(crate) fn accepted(rng: &mut SimRng, k: u32, alpha: f64) -> u32 {
     let mut n = 0;
     while n < k && rng.random::<f64>() < alpha {
         n += 1;

@@ -207,6 +207,10 @@ pub struct CandidateResult {
     /// not); absent when the scenario names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<String>,
+    /// Whether its runs drew no random number, so that every seed gave the same result and
+    /// each count ran once for all of them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deterministic: bool,
     /// What priced its iterations, in words (the kernel database, a profile, the roofline; with
     /// its calibration); absent when it has no scenario.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -399,6 +403,11 @@ struct Search<'a> {
     /// The first run that stopped before its workload ended (event or request budget,
     /// time-series bound): its verdict cannot be trusted, so neither can the candidate's.
     stopped: Option<String>,
+    /// First-seed runs that drew no random number, by (instances, rate scale's bits): every
+    /// seed gives their result, so the other seeds are not run.
+    seedless: BTreeMap<(u32, u64), SeedResult>,
+    /// Whether any run drew random numbers (its seed mattered).
+    drew: bool,
 }
 
 impl<'a> Search<'a> {
@@ -414,15 +423,21 @@ impl<'a> Search<'a> {
             runs: 0,
             requests: 0,
             stopped: None,
+            seedless: BTreeMap::new(),
+            drew: false,
         }
     }
 
-    /// One run: `instances` instances, seed number `ix`, arrival rates times `scale`.
+    /// One run: `instances` instances, seed number `ix`, arrival rates times `scale` — or, when
+    /// the first seed's run of the same drew no random number, that run's result under this seed.
     fn run(&mut self, instances: u32, ix: usize, scale: f64) -> SeedResult {
+        let seed = self.cfg.seeds[ix];
+        if let Some(r) = self.seedless.get(&(instances, scale.to_bits())) {
+            return SeedResult { seed, ..r.clone() };
+        }
         let mut s = self.scenario.clone();
         s.groups[0].count = instances;
         s.fleet = fixed_fleet(&s, self.down);
-        let seed = self.cfg.seeds[ix];
         s.set_seed(seed);
         if scale != 1.0 {
             s.workload.scale_rate(scale);
@@ -445,10 +460,22 @@ impl<'a> Search<'a> {
             ));
         }
         let r = SeedResult::from_run(seed, &out, &s.slo);
+        if out.random_draws == 0 && ix == 0 {
+            self.seedless.insert((instances, scale.to_bits()), r.clone());
+        }
+        self.drew |= out.random_draws > 0;
         self.runs += 1;
         self.requests += r.requests;
         (self.progress)(r.requests);
         r
+    }
+
+    /// Writes into `out` the runs and requests of this search and the `extra` ones made beside
+    /// it, and whether the runs were deterministic.
+    fn account(&self, out: &mut CandidateResult, extra_runs: u64, extra_requests: u64) {
+        out.runs = self.runs + extra_runs;
+        out.simulated_requests = self.requests + extra_requests;
+        out.deterministic = self.runs > 0 && !self.drew;
     }
 
     fn at(&mut self, n: u32, ix: usize) -> SeedResult {
@@ -717,13 +744,13 @@ fn size_candidate(
             spare: cfg.spare,
             instances_min_no_failures: n,
             no_failures: plain.point(n),
-            with_spare_down: (n > cfg.spare).then(|| search(cfg.spare).point(n)),
+            with_spare_down: (n > cfg.spare).then(|| {
+                let mut down = search(cfg.spare);
+                let p = down.point(n);
+                (extra_runs, extra_requests) = (extra_runs + down.runs, extra_requests + down.requests);
+                p
+            }),
         });
-        if let Some(sc) = &out.spare_check {
-            let w = sc.with_spare_down.iter().flat_map(|p| &p.seeds);
-            extra_runs += sc.with_spare_down.as_ref().map_or(0, |p| p.seeds.len() as u64);
-            extra_requests += w.map(|r| r.requests).sum::<u64>();
-        }
         start = plain_min.map(|(_, n)| n).unwrap_or(start).saturating_add(cfg.spare);
         extra_runs += plain.runs;
         extra_requests += plain.requests;
@@ -804,8 +831,7 @@ fn size_candidate(
         out.gpus = None;
         out.cost_per_hour = None;
         out.infeasible_reason = Some(why);
-        out.runs = s.runs + extra_runs;
-        out.simulated_requests = s.requests + extra_requests;
+        s.account(&mut out, extra_runs, extra_requests);
         return out;
     }
     if let (Some(n), Some(a)) = (out.instances_min, scenario.fleet.as_ref().and_then(|f| f.autoscale.as_ref())) {
@@ -815,8 +841,7 @@ fn size_candidate(
         extra_requests += requests;
         out.autoscaled = Some(cmp);
     }
-    out.runs = s.runs + extra_runs;
-    out.simulated_requests = s.requests + extra_requests;
+    s.account(&mut out, extra_runs, extra_requests);
     out
 }
 

@@ -1,8 +1,8 @@
 //! Power of two choices: draw two different instances at random, send to the one with fewer
 //! outstanding requests per unit of capacity (the first drawn on a tie).
 
+use crate::rng::SimRng;
 use rand::RngExt;
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::{Load, Router, RouterPolicy};
@@ -21,11 +21,11 @@ impl RouterPolicy for PowerOfTwoSpec {
 }
 
 pub struct PowerOfTwo {
-    rng: ChaCha8Rng,
+    rng: SimRng,
 }
 
 impl PowerOfTwo {
-    pub fn new(rng: ChaCha8Rng) -> PowerOfTwo {
+    pub fn new(rng: SimRng) -> PowerOfTwo {
         PowerOfTwo { rng }
     }
 }

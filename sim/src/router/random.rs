@@ -1,8 +1,8 @@
 //! Random: each request to an instance drawn at random, in proportion to capacity weights
 //! (uniformly when the instances are alike).
 
+use crate::rng::SimRng;
 use rand::RngExt;
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::{Load, Router, RouterPolicy};
@@ -21,11 +21,11 @@ impl RouterPolicy for RandomSpec {
 }
 
 pub struct Random {
-    rng: ChaCha8Rng,
+    rng: SimRng,
 }
 
 impl Random {
-    pub fn new(rng: ChaCha8Rng) -> Random {
+    pub fn new(rng: SimRng) -> Random {
         Random { rng }
     }
 }

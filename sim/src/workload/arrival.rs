@@ -1,6 +1,6 @@
 //! Arrival processes: when requests arrive.
 
-use rand_chacha::ChaCha8Rng;
+use crate::rng::SimRng;
 use rand_distr::{Distribution, Gamma};
 use serde::{Deserialize, Serialize};
 
@@ -246,7 +246,7 @@ impl Gap {
         Gamma::new(shape, 1.0 / (rate * shape)).ok().map(Gap::Gamma)
     }
 
-    fn sample(&self, rng: &mut ChaCha8Rng) -> f64 {
+    fn sample(&self, rng: &mut SimRng) -> f64 {
         match self {
             Gap::Exp(rate) => exponential(rng, *rate),
             Gap::Gamma(d) => d.sample(rng),
@@ -258,7 +258,7 @@ impl Gap {
 #[derive(Clone, Debug)]
 pub struct OpenArrivals {
     spec: ArrivalSpec,
-    rng: ChaCha8Rng,
+    rng: SimRng,
     now_s: f64,
     count: u64,
     phase: usize,
@@ -270,7 +270,7 @@ pub struct OpenArrivals {
 }
 
 impl OpenArrivals {
-    pub fn new(spec: ArrivalSpec, rng: ChaCha8Rng) -> OpenArrivals {
+    pub fn new(spec: ArrivalSpec, rng: SimRng) -> OpenArrivals {
         let phase_end_s = match &spec {
             ArrivalSpec::Phases(p) => p.phases[0].duration_s,
             _ => f64::INFINITY,
@@ -328,7 +328,7 @@ impl OpenArrivals {
 }
 
 /// Draws think times for closed-loop clients.
-pub fn think_time_s(c: &ClosedLoop, rng: &mut ChaCha8Rng) -> f64 {
+pub fn think_time_s(c: &ClosedLoop, rng: &mut SimRng) -> f64 {
     match c.think {
         _ if c.think_time_s == 0.0 => 0.0,
         ThinkKind::Fixed => c.think_time_s,

@@ -8,8 +8,8 @@
 //! candidates at the highest rate, each kept with probability rate(t) / highest rate. The
 //! process is exact for any rate curve and uses one random stream.
 
+use crate::rng::SimRng;
 use rand::RngExt;
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{check, ConfigError};
@@ -217,7 +217,7 @@ impl CurveDraw {
     /// along the segments, whole periods at once, so the work per arrival is bounded by the
     /// number of points whatever the ratio between the highest and lowest rates (thinning at
     /// the highest rate would draw 10⁹ candidates per arrival where the curve is 10⁻⁹ of it).
-    pub fn next_after(&self, rng: &mut ChaCha8Rng, now_s: f64) -> Option<f64> {
+    pub fn next_after(&self, rng: &mut SimRng, now_s: f64) -> Option<f64> {
         let (k, per_span) = (&self.knots, self.per_span);
         let span = k[k.len() - 1][0];
         let mut e = crate::rng::exponential(rng, 1.0);
@@ -261,7 +261,7 @@ impl CurveDraw {
 /// The next arrival after `now_s` of a Poisson process whose rate is `rate(t)` ≤ `max_rate`,
 /// or `None` past `end_s`.
 pub(crate) fn next_thinned(
-    rng: &mut ChaCha8Rng,
+    rng: &mut SimRng,
     now_s: f64,
     max_rate: f64,
     end_s: Option<f64>,

@@ -1,7 +1,7 @@
 //! Token-length distributions for prompts and outputs.
 
+use crate::rng::SimRng;
 use rand::RngExt;
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{check, ConfigError};
@@ -168,7 +168,7 @@ impl LengthDist {
     }
 
     /// Draws one length (for a few draws; a stream of draws builds its [`Sampler`] once).
-    pub fn sample(&self, rng: &mut ChaCha8Rng) -> u64 {
+    pub fn sample(&self, rng: &mut SimRng) -> u64 {
         self.sampler().sample(rng)
     }
 
@@ -237,7 +237,7 @@ pub enum Sampler {
 
 impl Sampler {
     /// Draws one length.
-    pub fn sample(&self, rng: &mut ChaCha8Rng) -> u64 {
+    pub fn sample(&self, rng: &mut SimRng) -> u64 {
         match self {
             Sampler::Fixed(v) => *v,
             Sampler::Uniform(min, max) => rng.random_range(*min..=*max),

@@ -16,8 +16,8 @@ pub(crate) mod prefix;
 pub mod profile;
 pub mod trace;
 
+use crate::rng::SimRng;
 use rand::RngExt;
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 pub use arrival::ArrivalSpec;
@@ -233,16 +233,16 @@ pub struct Workload {
     replay: Option<trace::TraceReplay>,
     /// Why a trace workload stopped early.
     error: Option<TraceError>,
-    prompt_rng: ChaCha8Rng,
-    output_rng: ChaCha8Rng,
+    prompt_rng: SimRng,
+    output_rng: SimRng,
     /// The prompt and output length distributions, built once (synthetic workloads).
     lengths: Option<(length::Sampler, length::Sampler)>,
-    think_rng: ChaCha8Rng,
+    think_rng: SimRng,
     issued: u64,
     end: SimTime,
     /// Prefix structure (system prompts, documents, sessions), when the spec has one.
     prefix: Option<prefix::PrefixGen>,
-    class_rng: ChaCha8Rng,
+    class_rng: SimRng,
     /// A fixed list of requests replacing the generated open-loop arrivals.
     list: Option<list::RequestList>,
 }

@@ -15,8 +15,8 @@
 
 use std::collections::HashMap;
 
+use crate::rng::SimRng;
 use rand::RngExt;
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::{LengthDist, Segment};
@@ -167,7 +167,7 @@ fn zipf_cdf(n: u32, skew: f64) -> Vec<f64> {
     cdf
 }
 
-fn pick(cdf: &[f64], rng: &mut ChaCha8Rng) -> usize {
+fn pick(cdf: &[f64], rng: &mut SimRng) -> usize {
     let u: f64 = rng.random();
     cdf.partition_point(|&c| c <= u).min(cdf.len() - 1)
 }
@@ -202,9 +202,9 @@ pub(crate) struct PrefixGen {
     system_cdf: Vec<f64>,
     doc_tokens: Vec<u32>,
     doc_cdf: Vec<f64>,
-    rng: ChaCha8Rng,
-    turns_rng: ChaCha8Rng,
-    think_rng: ChaCha8Rng,
+    rng: SimRng,
+    turns_rng: SimRng,
+    think_rng: SimRng,
     sessions: HashMap<u32, Session>,
     next_session: u64,
     next_slot: u32,

@@ -3,7 +3,7 @@
 //! 0 is an oracle). Output length dominates a request's time on the GPU, so this approximates
 //! SRPT as far as the predictor is good.
 
-use rand_chacha::ChaCha8Rng;
+use crate::rng::SimRng;
 use serde::{Deserialize, Serialize};
 
 use super::{QueueOrder, QueuePolicy, Seq};
@@ -47,7 +47,7 @@ impl QueuePolicy for ShortestJob {
 pub(super) struct Predicted {
     /// σ of the lognormal noise (median 1).
     noise: Option<f64>,
-    rng: ChaCha8Rng,
+    rng: SimRng,
 }
 
 impl QueueOrder for Predicted {

@@ -3,8 +3,8 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
+use crate::rng::SimRng;
 use rand::RngExt;
-use rand_chacha::ChaCha8Rng;
 
 use super::reader::{Names, RawRecord, Reader};
 use super::{TraceError, TraceSpec, Unsorted};
@@ -305,7 +305,7 @@ pub struct TraceReplay {
     windowed: Windowed,
     /// Divides trace time: 2 plays twice as fast.
     speedup: f64,
-    sample: Option<(f64, ChaCha8Rng)>,
+    sample: Option<(f64, SimRng)>,
     produced: u64,
     failed: bool,
 }
