@@ -2,8 +2,8 @@
 # The scoreboard's calibration table of docs/fidelity.md: `validate --silicon --calibrate-by` on
 # AIConfigurator's measured vLLM and SGLang runs, a calibration per (model, system, engine, TP,
 # weights) fitted on each group's two lowest concurrencies and reported on its other rows, beside
-# the uncalibrated figures for the same rows. Written into docs/fidelity.md between its
-# calibrated-scoreboard markers. Takes hours on 2 cores (every group is a fit).
+# the uncalibrated figures for the same rows, every row with a BF16 KV cache. Written into
+# docs/fidelity.md between its calibrated-scoreboard markers. Takes hours on 2 cores (every group is a fit).
 #
 #   pip download --no-deps aiconfigurator-core==0.12.0 && unzip -q aiconfigurator_core-*.whl -d aic
 #   tools/fidelity-calibrated.sh aic [BINARY] [OUT_DIR]
@@ -16,7 +16,7 @@ KEYS=model_path,system,backend,tp_size,gemm_quant_mode
 for b in vllm sglang; do
   if [ ! -f "$OUT/$b/silicon-calibrated.csv" ]; then
     "$BIN" validate --silicon "$DB/aiconfigurator_core/systems/silicon_sample.csv" --database "$DB" \
-      --filter backend=$b --calibrate-by $KEYS --out "$OUT/$b" -q
+      --filter backend=$b --calibrate-by $KEYS --kv-cache bf16 --out "$OUT/$b" -q
   fi
 done
 python3 - "$OUT" <<'PY' >"$OUT/section.md"
@@ -42,7 +42,7 @@ print()
 print(f"Median |error| over the held-out rows only (no row a fit saw). Calibrated closer than uncalibrated on "
       f"{better('ttft')} of {len(rows)} rows for TTFT, {better('tpot')} for TPOT. Made by "
       f"`tools/fidelity-calibrated.sh` (`servesim validate --silicon ... --filter backend=vllm|sglang "
-      f"--calibrate-by model_path,system,backend,tp_size,gemm_quant_mode`).")
+      f"--calibrate-by model_path,system,backend,tp_size,gemm_quant_mode --kv-cache bf16`).")
 PY
 python3 - docs/fidelity.md "$OUT/section.md" <<'PY'
 import sys

@@ -3,7 +3,7 @@
 # measured serving runs, once as servesim runs it by default and once per alternative the
 # document discusses, summarized by partition (model class × engine × half), per group, and the
 # rows not run with their reasons. Written into docs/fidelity.md between its scoreboard markers.
-# About 6 minutes on 2 cores (six runs of every row).
+# About 7 minutes on 2 cores (seven runs of every row).
 #
 #   pip download --no-deps aiconfigurator-core==0.12.0 && unzip -q aiconfigurator_core-*.whl -d aic
 #   tools/fidelity-scoreboard.sh aic [BINARY] [OUT_DIR]
@@ -22,6 +22,7 @@ run() { # name, extra flags...
 }
 run default
 run defaults --engine-limits defaults
+run kvbf16 --kv-cache bf16
 run pool --prompt-pool 100
 run frontend --frontend
 run schedulers --engine-schedulers
@@ -64,6 +65,7 @@ def cell(rs):
 VARIANTS = [
     ("default", "as run by default"),
     ("defaults", "`--engine-limits defaults`"),
+    ("kvbf16", "`--kv-cache bf16`"),
     ("pool", "`--prompt-pool 100`"),
     ("frontend", "`--frontend`"),
     ("schedulers", "`--engine-schedulers`"),
@@ -83,6 +85,21 @@ print(f"Median |error| of mean TTFT / mean TPOT per partition; {summary['run']} 
       "Made by `tools/fidelity-scoreboard.sh` (`servesim validate --silicon .../silicon_sample.csv "
       "--database aic`, then once with each flag in the header).")
 print("<!-- /scoreboard-partitions -->")
+print()
+print("<!-- scoreboard-kv -->")
+by_line = {r["line"]: r for r in data["default"]}
+ratio = lambda r: float(r["predicted_ttft_ms"]) / float(r["measured_ttft_ms"])
+over = [r for r in data["kvbf16"] if ratio(r) >= 10 and r["line"] in by_line]
+now = [ratio(by_line[r["line"]]) for r in over]
+within = sum(1 for x in now if 0.5 <= x <= 2)
+print(f"Of the {len(over)} rows `--kv-cache bf16` predicts at 10× the measured TTFT or more "
+      f"({min(ratio(r) for r in over):.0f}–{max(ratio(r) for r in over):.0f}×), run as by default "
+      f"{within} are within 2× of it, {sum(1 for x in now if x > 2)} above 2× "
+      f"(up to {max(now):.0f}×) and {sum(1 for x in now if x < 0.5)} under half of it "
+      f"(down to {min(now):.2f}×); over all rows, {sum(1 for r in data['default'] if ratio(r) >= 10)} "
+      f"are at 10× or more by default, {len([r for r in data['kvbf16'] if ratio(r) >= 10])} with `--kv-cache bf16`. "
+      "Made by `tools/fidelity-scoreboard.sh`.")
+print("<!-- /scoreboard-kv -->")
 print()
 print("<!-- scoreboard-groups -->")
 print("| model | system | engine | weights | rows | TTFT | TTFT signed | TPOT | TPOT signed | TTFT, pool 100 | TPOT, pool 100 |")

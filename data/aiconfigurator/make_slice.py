@@ -59,22 +59,26 @@ cut(V.format("gemm", "gemm_perf.parquet"), lambda t: pc.or_(
     )(t),
 ))
 # Attention for 32/8, 16/4, 16/1 and 8/1 query/KV heads of 128, bf16 KV cache, full attention;
-# and gpt-oss-120b's 64/8 and 32/4 heads of 64 at TP 1 and 2, full and with its 128-token window.
+# 8/1 (llama-3.1-70b at TP 8) with an fp8 KV cache too; and gpt-oss-120b's 64/8 and 32/4 heads
+# of 64 at TP 1 and 2, full and with its 128-token window, bf16 KV cache only.
+dense_fp8 = both(
+    isin("head_dim", [128]), isin("window_size", [0]), isin("kv_cache_dtype", ["fp8"]),
+    isin("num_heads", [8]), isin("num_key_value_heads", [1]),
+)
+dense = both(
+    isin("head_dim", [128]), isin("window_size", [0]), isin("kv_cache_dtype", ["bfloat16"]),
+    lambda t: pc.or_(
+        pc.or_(pc.and_(pc.equal(t["num_heads"], 32), pc.equal(t["num_key_value_heads"], 8)),
+               pc.and_(pc.equal(t["num_heads"], 16), pc.equal(t["num_key_value_heads"], 4))),
+        pc.and_(isin("num_heads", [8, 16])(t), pc.equal(t["num_key_value_heads"], 1))),
+)
+oss = both(
+    isin("head_dim", [64]), isin("window_size", [0, 128]), isin("kv_cache_dtype", ["bfloat16"]),
+    lambda t: pc.or_(pc.and_(pc.equal(t["num_heads"], 64), pc.equal(t["num_key_value_heads"], 8)),
+                     pc.and_(pc.equal(t["num_heads"], 32), pc.equal(t["num_key_value_heads"], 4))),
+)
 for f in ["context_attention_perf.parquet", "generation_attention_perf.parquet"]:
-    cut(V.format("attention", f), lambda t: pc.or_(
-        both(
-            isin("head_dim", [128]), isin("window_size", [0]), isin("kv_cache_dtype", ["bfloat16"]),
-            lambda t: pc.or_(
-                pc.or_(pc.and_(pc.equal(t["num_heads"], 32), pc.equal(t["num_key_value_heads"], 8)),
-                       pc.and_(pc.equal(t["num_heads"], 16), pc.equal(t["num_key_value_heads"], 4))),
-                pc.and_(isin("num_heads", [8, 16])(t), pc.equal(t["num_key_value_heads"], 1))),
-        )(t),
-        both(
-            isin("head_dim", [64]), isin("window_size", [0, 128]), isin("kv_cache_dtype", ["bfloat16"]),
-            lambda t: pc.or_(pc.and_(pc.equal(t["num_heads"], 64), pc.equal(t["num_key_value_heads"], 8)),
-                             pc.and_(pc.equal(t["num_heads"], 32), pc.equal(t["num_key_value_heads"], 4))),
-        )(t),
-    ))
+    cut(V.format("attention", f), lambda t: pc.or_(pc.or_(dense(t), dense_fp8(t)), oss(t)))
 # gpt-oss-120b's experts at TP 1 and 2: MXFP4 weights, bf16 activations, both routings; and
 # DeepSeek-R1's at expert TP 8 in block-scaled FP8.
 cut(V.format("moe", "moe_perf.parquet"), lambda t: pc.or_(

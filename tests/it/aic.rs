@@ -245,13 +245,19 @@ fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
             );
             continue;
         }
+        // The KV cache assumed (`--kv-cache auto`): FP8 for vLLM's FP8 rows, read from the
+        // database's FP8-KV attention (the slice has it at 8/1 heads); BF16 for gpt-oss's MXFP4.
+        let kv = row[head.iter().position(|h| *h == "kv_cache").unwrap()];
+        assert!(!l.contains("KV cache bf16:"), "{l}");
         if l.contains("gpt-oss-120b") {
+            assert_eq!(kv, "bf16", "{l}");
             assert!(!l.contains("roofline") && l.contains("mxfp4"), "{l}");
             assert_eq!(m, 59.322, "the CSV's measured TTFT");
             // TPOT from the database's own gpt-oss kernels: within 25% of the measured run.
             assert!(e.abs() < 25.0, "{l}");
             continue;
         }
+        assert_eq!(kv, "fp8", "{l}");
         assert!(m > 70.0 && m < 301.0, "measured TTFT {m} is the CSV's");
         errs.push(e.abs());
     }
@@ -262,6 +268,31 @@ fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
     assert_eq!(json["run"], 5);
     assert_eq!(json["windowed_models"][2]["rows"], 1);
     assert_eq!(json["vllm_sglang"][2]["rows"], 3);
+    assert_eq!(json["kv_cache"], "auto");
+
+    // Every row FP8: gpt-oss's attention was measured only with a BF16 cache, so its row runs
+    // BF16 and says why; the Llama rows are as before.
+    let fp8_dir = out_dir("aic_silicon_fp8");
+    let o = isolated(&[
+        "validate",
+        "--silicon",
+        "data/aiconfigurator/silicon_sample_slice.csv",
+        "--database",
+        SLICE,
+        "--kv-cache",
+        "fp8",
+        "--out",
+        fp8_dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let fp8 = read(&fp8_dir.join("silicon.csv"));
+    let oss = fp8.lines().find(|l| l.contains("gpt-oss-120b")).unwrap();
+    assert!(
+        oss.contains(",mxfp4,bf16,")
+            && oss.contains("KV cache bf16: the database has no FP8-KV attention for this engine and GPU"),
+        "{oss}"
+    );
+    assert_eq!(predicted_ttfts(&fp8_dir), predicted_ttfts(&dir), "the Llama rows ran FP8 in both; gpt-oss BF16");
 
     let o =
         isolated(&["validate", "--silicon", "data/aiconfigurator/silicon_sample_slice.csv", "--filter", "nosuch=1"]);

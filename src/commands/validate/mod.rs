@@ -91,6 +91,14 @@ pub(crate) struct Args {
     /// (docs/fidelity.md).
     #[arg(long, value_enum, default_value = "auto", requires = "silicon")]
     engine_limits: silicon::Limits,
+    /// With --silicon: the KV cache's dtype in the measured runs. `auto`: FP8 for vLLM and
+    /// TensorRT-LLM rows with FP8 or FP4 weights (as AIConfigurator's quantization profiles and
+    /// NVIDIA's ModelOpt checkpoints set it, and both engines follow under their default
+    /// `auto`), BF16 for SGLang rows and the rest; `bf16` or `fp8`: every row so. A row whose
+    /// engine the database measured only with a BF16 cache runs BF16 and says so
+    /// (docs/fidelity.md).
+    #[arg(long, value_enum, default_value = "auto", requires = "silicon")]
+    kv_cache: silicon::KvCache,
     /// With --silicon: how MoE rows' tokens spread over the experts, as the database measured
     /// it (`[cost] database` `moe_distribution`): balanced, power_law_1.01 or power_law_1.2.
     #[arg(long, default_value = servesim_sim::cost::DEFAULT_MOE_DISTRIBUTION, requires = "silicon")]
@@ -201,6 +209,44 @@ pub(crate) enum OutFormat {
     Csv,
 }
 
+/// `validate --silicon FILE`: the scoreboard.
+fn run_silicon(a: &Args, file: &Path) -> Result<()> {
+    if a.rounds == 0 {
+        return Err(CliError::input("--rounds: must be ≥ 1, got 0"));
+    }
+    if a.prompt_pool == Some(0) {
+        return Err(CliError::input("--prompt-pool: must be ≥ 1 prompts, got 0"));
+    }
+    let moe_distribution =
+        servesim_sim::cost::MOE_DISTRIBUTIONS.iter().copied().find(|d| *d == a.moe_distribution).ok_or_else(|| {
+            CliError::input(format!(
+                "--moe-distribution: expected one of {}, got {:?}",
+                servesim_sim::cost::MOE_DISTRIBUTIONS.join(", "),
+                a.moe_distribution
+            ))
+        })?;
+    let database = a.database.as_ref().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()));
+    silicon::run(silicon::Options {
+        file,
+        filters: &a.filters,
+        database: database.as_deref(),
+        bench: silicon::Bench {
+            rounds: a.rounds,
+            prompt_pool: a.prompt_pool,
+            staggered: a.staggered,
+            frontend: a.frontend,
+            engine_schedulers: a.engine_schedulers,
+            engine_limits: a.engine_limits,
+            kv_cache: a.kv_cache,
+            moe_distribution,
+        },
+        fit_overhead: a.fit_overhead,
+        calibrate_by: &a.calibrate_by,
+        out: a.out.clone().unwrap_or_else(|| PathBuf::from("outputs").join("silicon-validate")),
+        quiet: a.quiet,
+    })
+}
+
 pub(crate) fn run(a: Args) -> Result<()> {
     if a.iterations && a.measured.is_some() {
         return Err(CliError::input("--iterations and --measured are different validations: give one"));
@@ -214,41 +260,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
         }
     }
     if let Some(file) = &a.silicon {
-        if a.rounds == 0 {
-            return Err(CliError::input("--rounds: must be ≥ 1, got 0"));
-        }
-        if a.prompt_pool == Some(0) {
-            return Err(CliError::input("--prompt-pool: must be ≥ 1 prompts, got 0"));
-        }
-        let moe_distribution =
-            servesim_sim::cost::MOE_DISTRIBUTIONS.iter().copied().find(|d| *d == a.moe_distribution).ok_or_else(
-                || {
-                    CliError::input(format!(
-                        "--moe-distribution: expected one of {}, got {:?}",
-                        servesim_sim::cost::MOE_DISTRIBUTIONS.join(", "),
-                        a.moe_distribution
-                    ))
-                },
-            )?;
-        let database = a.database.as_ref().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()));
-        return silicon::run(silicon::Options {
-            file,
-            filters: &a.filters,
-            database: database.as_deref(),
-            bench: silicon::Bench {
-                rounds: a.rounds,
-                prompt_pool: a.prompt_pool,
-                staggered: a.staggered,
-                frontend: a.frontend,
-                engine_schedulers: a.engine_schedulers,
-                engine_limits: a.engine_limits,
-                moe_distribution,
-            },
-            fit_overhead: a.fit_overhead,
-            calibrate_by: &a.calibrate_by,
-            out: a.out.clone().unwrap_or_else(|| PathBuf::from("outputs").join("silicon-validate")),
-            quiet: a.quiet,
-        });
+        return run_silicon(&a, file);
     }
     let scenario = a.scenario.clone().expect("clap requires --scenario without --silicon");
     let mut s = crate::scenario_file::load(&scenario)?;

@@ -73,7 +73,7 @@ impl Row {
 }
 
 /// What a row becomes: a scenario, or why not.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Case {
     pub model: &'static str,
     /// A MoE model (its experts split over the TP ranks).
@@ -106,6 +106,9 @@ pub(super) struct Case {
     /// The row is from the gap analysis (`silicon_data_source` names a file of
     /// `aic-auto-gap-analysis`), not from AIConfigurator's benchmark campaigns.
     pub gap_analysis: bool,
+    /// The KV cache's dtype when the database lacked the assumed one's kernels (None: as
+    /// `--kv-cache` assumes, [`KvCache::dtype`]).
+    pub kv_dtype: Option<&'static str>,
 }
 
 impl Case {
@@ -274,14 +277,10 @@ fn row_case(r: &Row) -> std::result::Result<Case, String> {
         measured_ttft: ttft,
         measured_tpot: tpot,
         note: note.join("; "),
-        roofline: false,
-        windowed: false,
-        mla: false,
-        roofline_note: String::new(),
         weight_dtype: if weights == "bf16" { "bf16" } else { "fp8" },
         dp: 1,
-        ep: false,
         gap_analysis: gap_analysis(r),
+        ..Default::default()
     })
 }
 
@@ -346,10 +345,8 @@ fn layout_case_of(
     };
     let (isl, osl, concurrency, ttft, tpot) = measured_of(r)?;
     let database = dp == 1;
-    let mut note = Vec::new();
-    if !database {
-        note.push("roofline: DP attention is not priced from the database yet".to_string());
-    }
+    let mut note: Vec<String> =
+        (!database).then(|| "roofline: DP attention is not priced from the database yet".into()).into_iter().collect();
     if gpt_oss && r.get("gemm_quant_mode") == "nvfp4" {
         note.push("nvfp4 read as mxfp4: the published checkpoint".to_string());
     }
@@ -388,6 +385,7 @@ fn layout_case_of(
         dp: dp as u32,
         ep,
         gap_analysis: gap_analysis(r),
+        ..Default::default()
     })
 }
 
@@ -484,6 +482,8 @@ pub(super) struct Bench {
     pub engine_schedulers: bool,
     /// Whose scheduler limits the engines run with.
     pub engine_limits: Limits,
+    /// The KV cache's dtype the runs are assumed to have had.
+    pub kv_cache: KvCache,
     /// The experts' routing the MoE rows' kernels are read at.
     pub moe_distribution: &'static str,
 }
@@ -500,6 +500,42 @@ pub(crate) enum Limits {
     Defaults,
 }
 
+/// The KV cache's dtype a row's run is assumed to have had (`--kv-cache`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum KvCache {
+    /// FP8 for vLLM and TensorRT-LLM rows with FP8 (per-tensor or block-scaled) or NVFP4
+    /// weights, BF16 otherwise ([`KvCache::dtype`]).
+    Auto,
+    /// Every row BF16.
+    Bf16,
+    /// Every row FP8.
+    Fp8,
+}
+
+impl KvCache {
+    /// The KV dtype of a case's run, an assumption (the rows do not record it):
+    /// - AIConfigurator gives a quantized deployment an FP8 KV cache: its quantization profiles
+    ///   map fp8 and nvfp4 to `kvcache_quant_mode` fp8 (`src/aiconfigurator/sdk/task_v1_compat.py`
+    ///   `_PROFILE_TO_QUANT`), its checkpoint inference does so for fp8, fp8_block and nvfp4
+    ///   (`aic-core/src/aiconfigurator_core/sdk/models/helpers.py`
+    ///   `_infer_quant_modes_from_raw_config`), and its generator passes it to the engine
+    ///   (`kv_cache_dtype`, `--kv-cache-dtype`), ai-dynamo/aiconfigurator 095f58a51. NVIDIA's
+    ///   ModelOpt checkpoints carry `kv_cache_quant_algo: FP8`, which the engines follow under
+    ///   their default `auto` (vLLM `vllm/utils/torch_utils.py` `resolve_kv_cache_dtype_string`
+    ///   at 959009b40; TensorRT-LLM `tensorrt_llm/_torch/model_config.py` at 1a0dc5f70).
+    /// - SGLang rows stay BF16: the database has no FP8-KV attention for SGLang's dense models
+    ///   on H200, and FP8 made SGLang's TPOT worse on the fit half (docs/fidelity.md).
+    /// - MXFP4 (gpt-oss's own checkpoint) and BF16 weights: BF16, as AIConfigurator's profiles.
+    pub(super) fn dtype(self, c: &Case) -> &'static str {
+        let quantized = matches!(c.weights, "fp8" | "fp8-block" | "fp4");
+        match self {
+            KvCache::Auto if quantized && matches!(c.framework.as_str(), "vllm" | "trtllm") => "fp8",
+            KvCache::Fp8 => "fp8",
+            _ => "bf16",
+        }
+    }
+}
+
 /// The scenario of a case.
 pub(super) fn scenario_text(
     c: &Case,
@@ -510,6 +546,7 @@ pub(super) fn scenario_text(
 ) -> String {
     let gpu = GpuPreset::find(c.gpu).expect("cases have presets").spec();
     let weight_dtype = c.weight_dtype;
+    let kv = c.kv_dtype.unwrap_or_else(|| bench.kv_cache.dtype(c));
     let path = database.map_or(String::new(), |p| format!(", path = {:?}", p.display().to_string()));
     let database = if c.roofline {
         String::new()
@@ -547,7 +584,7 @@ pub(super) fn scenario_text(
     };
     let frontend = if bench.frontend { format!("[frontend]\nengine = \"{}\"\n", c.framework) } else { String::new() };
     format!(
-        "name = \"silicon\"\nseed = 1\n[model]\npreset = \"{}\"\nweight_dtype = \"{weight_dtype}\"\n\
+        "name = \"silicon\"\nseed = 1\n[model]\npreset = \"{}\"\nweight_dtype = \"{weight_dtype}\"\nkv_dtype = \"{kv}\"\n\
          [gpu]\npreset = \"{}\"\n[cluster]\ninstances = 1\ntp = {}\n{layout}{}\
          [workload]\nrequests = {requests}\narrival = {{ kind = \"closed-loop\", clients = {}, ramp_s = {ramp_s} }}\n\
          prompt_tokens = {{ kind = \"fixed\", value = {} }}\noutput_tokens = {{ kind = \"fixed\", value = {} }}\n{pool}\
@@ -676,10 +713,24 @@ pub(super) fn scenario_of(
         Scenario::from_toml_in(&scenario_text(c, bench, database, overhead, ramp_s), "silicon", res)
             .map_err(|e| e.to_string())
     };
-    let e = match build(c) {
+    let mut e = match build(c) {
         Ok(s) => return Ok(s),
         Err(e) => e,
     };
+    // An FP8 KV cache assumed where the database measured the engine's attention only with a
+    // BF16 one: BF16, and the row says so.
+    if c.kv_dtype.is_none() && bench.kv_cache.dtype(c) == "fp8" && e.contains("(fp8 KV cache") {
+        c.kv_dtype = Some("bf16");
+        c.note = [c.note.as_str(), "KV cache bf16: the database has no FP8-KV attention for this engine and GPU"]
+            .into_iter()
+            .filter(|n| !n.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        e = match build(c) {
+            Ok(s) => return Ok(s),
+            Err(e) => e,
+        };
+    }
     let Some((_, why)) = e.split_once("cost.database: ").filter(|_| !c.roofline && (c.windowed || c.mla)) else {
         return Err(e);
     };
@@ -721,6 +772,55 @@ pub(super) fn run_cases(
             Outcome { row: r.clone(), case, predicted }
         })
         .collect()
+}
+
+/// The per-row CSV (silicon.csv), and the count of rows not run by reason.
+fn rows_csv(outs: &[Outcome], bench: Bench) -> (String, BTreeMap<String, usize>) {
+    let mut csv = String::from(
+        "line,id,half,model,system,framework,version,weights,kv_cache,tp,isl,osl,concurrency,measured_ttft_ms,predicted_ttft_ms,ttft_error_pct,measured_tpot_ms,predicted_tpot_ms,tpot_error_pct,limits,status\n",
+    );
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    for x in outs {
+        let r = &x.row;
+        let common = format!("{},{},{}", r.line, r.id, r.half());
+        match (&x.case, &x.predicted) {
+            (Err(why), _) => {
+                *reasons.entry(why.split(':').next().unwrap_or(why).to_string()).or_default() += 1;
+                csv += &format!("{common},,,,,,,,,,,,,,,,,,\"not expressed: {}\"\n", why.replace('"', "'"));
+            }
+            (Ok(c), Some(p)) => {
+                let ver = r.get("backend_version");
+                let (pt, pp, et, ep, status) = match p {
+                    Ok((t, q)) => {
+                        let (a, b) = x.errors().expect("predicted");
+                        (format!("{t:.3}"), format!("{q:.4}"), format!("{a:.2}"), format!("{b:.2}"), c.note.clone())
+                    }
+                    Err(e) => {
+                        *reasons.entry(format!("failed: {e}")).or_default() += 1;
+                        (String::new(), String::new(), String::new(), String::new(), format!("failed: {e}"))
+                    }
+                };
+                csv += &format!(
+                    "{common},{},{},{},{ver},{},{},{},{},{},{},{:.3},{pt},{et},{:.4},{pp},{ep},{},\"{}\"\n",
+                    c.model,
+                    c.system,
+                    c.framework,
+                    c.weights,
+                    c.kv_dtype.unwrap_or_else(|| bench.kv_cache.dtype(c)),
+                    c.tp,
+                    c.isl,
+                    c.osl,
+                    c.concurrency,
+                    c.measured_ttft,
+                    c.measured_tpot,
+                    if c.generator_limits(bench.engine_limits) { "generator" } else { "defaults" },
+                    status.replace('"', "'")
+                );
+            }
+            (Ok(_), None) => unreachable!("expressible rows are predicted"),
+        }
+    }
+    (csv, reasons)
 }
 
 /// The median of a list (`None` when empty).
@@ -819,50 +919,7 @@ pub(super) fn run(o: Options) -> Result<()> {
     let overhead = |c: &Case| fitted.get(&c.framework).copied();
     let outs = run_cases(&rows, o.bench, o.database, &overhead, &resources);
 
-    // Per-row CSV.
-    let mut csv = String::from(
-        "line,id,half,model,system,framework,version,weights,tp,isl,osl,concurrency,measured_ttft_ms,predicted_ttft_ms,ttft_error_pct,measured_tpot_ms,predicted_tpot_ms,tpot_error_pct,limits,status\n",
-    );
-    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
-    for x in &outs {
-        let r = &x.row;
-        let common = format!("{},{},{}", r.line, r.id, r.half());
-        match (&x.case, &x.predicted) {
-            (Err(why), _) => {
-                *reasons.entry(why.split(':').next().unwrap_or(why).to_string()).or_default() += 1;
-                csv += &format!("{common},,,,,,,,,,,,,,,,,\"not expressed: {}\"\n", why.replace('"', "'"));
-            }
-            (Ok(c), Some(p)) => {
-                let ver = r.get("backend_version");
-                let (pt, pp, et, ep, status) = match p {
-                    Ok((t, q)) => {
-                        let (a, b) = x.errors().expect("predicted");
-                        (format!("{t:.3}"), format!("{q:.4}"), format!("{a:.2}"), format!("{b:.2}"), c.note.clone())
-                    }
-                    Err(e) => {
-                        *reasons.entry(format!("failed: {e}")).or_default() += 1;
-                        (String::new(), String::new(), String::new(), String::new(), format!("failed: {e}"))
-                    }
-                };
-                csv += &format!(
-                    "{common},{},{},{},{ver},{},{},{},{},{},{:.3},{pt},{et},{:.4},{pp},{ep},{},\"{}\"\n",
-                    c.model,
-                    c.system,
-                    c.framework,
-                    c.weights,
-                    c.tp,
-                    c.isl,
-                    c.osl,
-                    c.concurrency,
-                    c.measured_ttft,
-                    c.measured_tpot,
-                    if c.generator_limits(o.bench.engine_limits) { "generator" } else { "defaults" },
-                    status.replace('"', "'")
-                );
-            }
-            (Ok(_), None) => unreachable!("expressible rows are predicted"),
-        }
-    }
+    let (csv, reasons) = rows_csv(&outs, o.bench);
     // Groups: (model, system, framework, weights).
     let mut groups: BTreeMap<(String, String, String, String), Vec<usize>> = BTreeMap::new();
     for (i, x) in outs.iter().enumerate() {
@@ -958,6 +1015,7 @@ pub(super) fn run(o: Options) -> Result<()> {
         "frontend": o.bench.frontend,
         "engine_schedulers": o.bench.engine_schedulers,
         "engine_limits": format!("{:?}", o.bench.engine_limits).to_lowercase(),
+        "kv_cache": format!("{:?}", o.bench.kv_cache).to_lowercase(),
         "moe_distribution": o.bench.moe_distribution,
         "rows": outs.len(),
         "run": expressed,
@@ -1022,6 +1080,7 @@ mod tests {
             frontend: false,
             engine_schedulers: false,
             engine_limits: Limits::Auto,
+            kv_cache: KvCache::Auto,
             moe_distribution: servesim_sim::cost::DEFAULT_MOE_DISTRIBUTION,
         }
     }
@@ -1069,6 +1128,50 @@ mod tests {
         let s = Scenario::from_toml(&scenario_text(&c, bench(), None, None, 0.0), "t").unwrap();
         let err = predict(&s).unwrap_err();
         assert_eq!(err, "no request finished: every one was rejected (prompt_exceeds_batch_tokens)");
+    }
+
+    #[test]
+    fn quantized_vllm_and_tensorrt_llm_rows_run_an_fp8_kv_cache_and_the_rest_bf16() {
+        let kv = |backend: &str, model: &str, gemm: &str, assume: KvCache| {
+            let c = case_of(&row(&[
+                ("backend", backend),
+                ("model_path", model),
+                ("gemm_quant_mode", gemm),
+                ("tp_size", "1"),
+            ]))
+            .unwrap();
+            let mut b = bench();
+            b.kv_cache = assume;
+            let text = scenario_text(&c, b, None, None, 0.0);
+            let dtype = assume.dtype(&c);
+            assert!(text.contains(&format!("[model]\npreset = \"{}\"\nweight_dtype = \"", c.model)), "{text}");
+            assert!(text.contains(&format!("\nkv_dtype = \"{dtype}\"\n[gpu]")), "{text}");
+            dtype
+        };
+        let llama = "meta-llama/Llama-3.1-70B";
+        for (backend, model, gemm, want) in [
+            ("vllm", llama, "fp8", "fp8"),
+            ("trtllm", llama, "fp8", "fp8"),
+            ("trtllm", llama, "nvfp4", "fp8"),
+            ("vllm", "Qwen/Qwen3-32B-FP8", "fp8", "fp8"), // block-scaled
+            ("sglang", llama, "fp8", "bf16"),
+            ("vllm", llama, "bfloat16", "bf16"),
+            ("trtllm", llama, "bfloat16", "bf16"),
+        ] {
+            assert_eq!(kv(backend, model, gemm, KvCache::Auto), want, "{backend} {model} {gemm}");
+            assert_eq!(kv(backend, model, gemm, KvCache::Bf16), "bf16", "{backend} {model} {gemm}");
+            assert_eq!(kv(backend, model, gemm, KvCache::Fp8), "fp8", "{backend} {model} {gemm}");
+        }
+        // gpt-oss: a row in FP4 ran its own MXFP4 checkpoint: BF16, as AIConfigurator's mxfp4 profile.
+        let oss = case_of(&row(&[
+            ("backend", "trtllm"),
+            ("model_path", "openai/gpt-oss-120b"),
+            ("gemm_quant_mode", "nvfp4"),
+            ("moe_quant_mode", "nvfp4"),
+            ("tp_size", "1"),
+        ]))
+        .unwrap();
+        assert_eq!((oss.weights, KvCache::Auto.dtype(&oss)), ("mxfp4", "bf16"));
     }
 
     #[test]

@@ -99,3 +99,47 @@ fn reserving_each_requests_own_output_fits_as_many_as_their_lengths_allow() {
         assert!(e.contains("scheduler.kv_cache.reserve_request_output") && e.contains(want), "{kv}: {e}");
     }
 }
+
+#[test]
+fn an_over_full_closed_loop_queues_the_clients_past_the_kv_and_a_cache_of_twice_the_blocks_runs_them_all() {
+    // TensorRT-LLM's GUARANTEED_NO_EVICT (`engine = "trtllm"`: each request reserves its prompt
+    // and its own output at admission, no watermark). 6 clients, each request 32 + 96 tokens
+    // = 8 blocks of 16; every iteration takes 10 ms (the linear cost, nothing per token).
+    // With 32 blocks, 4 requests run at once and 2 clients wait. All start together: 4 are
+    // admitted at 0 and finish together after their 96 tokens (96 iterations, 0.96 s); their 4
+    // clients send again and join the 2 waiting, of which the 2 waiting and 2 of the new run,
+    // the other 2 waiting a whole lifetime in turn. After the first 4, every batch of 4 holds 2
+    // that waited 0.96 s: of 60 requests, 2 × (60 − 4) / 4 = 28 wait, each a TTFT of 960 +
+    // 10 ms, the rest 10 ms — the closed loop's steady state, a wait of E2E × (clients /
+    // slots − 1) = 0.96 × (6/4 − 1) s per request. Nothing is preempted: the reservation
+    // guarantees the output. With 64 blocks (an FP8 cache in the bytes of this BF16 one,
+    // `fp8_kv_halves_bytes_per_token_and_doubles_the_blocks`), all 6 run at once and none waits.
+    let over_full = |blocks: u32| {
+        let s = format!(
+            "engine = \"trtllm\"\n{}",
+            llama8b(
+                "requests = 60\narrival = { kind = \"closed-loop\", clients = 6 }\n\
+                 prompt_tokens = { kind = \"fixed\", value = 32 }\noutput_tokens = { kind = \"fixed\", value = 96 }",
+                &format!(
+                    "[memory]\nkv_blocks = {blocks}\n\
+                     [cost]\nkind = \"linear\"\nbase_us = 10000\nper_token_us = 0\nper_seq_us = 0"
+                ),
+            )
+        );
+        run(&s)
+    };
+    let tight = over_full(32);
+    assert_eq!(tight.summary.batch.max, 4);
+    assert_eq!(tight.summary.preemptions, 0);
+    let ttft: Vec<f64> = finished(&tight).filter_map(|r| r.ttft()).map(|t| t.as_millis_f64()).collect();
+    assert_eq!(ttft.len(), 60);
+    let waited: Vec<f64> = ttft.iter().copied().filter(|t| *t > 500.0).collect();
+    assert_eq!(waited.len(), 28, "{ttft:?}");
+    assert!(waited.iter().all(|t| (t - 970.0).abs() < 1e-6), "{ttft:?}");
+    let m = mean(ttft.iter().copied());
+    assert!((m - (10.0 + 28.0 * 960.0 / 60.0)).abs() < 1e-6, "mean TTFT {m} ms");
+    let roomy = over_full(64);
+    assert_eq!(roomy.summary.batch.max, 6);
+    let worst = max(finished(&roomy).filter_map(|r| r.ttft()).map(|t| t.as_millis_f64()));
+    assert!((worst - 10.0).abs() < 1e-6, "no request waits: worst TTFT {worst} ms");
+}
