@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use servesim_sim::spec::{Dtype, GpuPreset, ModelPreset};
+use servesim_sim::spec::{Dtype, GpuPreset, ModelPreset, ModelSpec};
 
 use crate::error::{CliError, Result};
 
@@ -176,7 +176,8 @@ fn dtypes(
         None
     });
     let kv_dtype = match got.get("kv_cache_dtype").or(got.get("kv_dtype")).map(String::as_str) {
-        None | Some("auto") => None,
+        None | Some("auto") => checkpoint_kv(model_id, preset, weight_dtype, warn),
+        Some("bfloat16" | "bf16" | "float16" | "fp16" | "half") => Some("bf16"),
         Some("fp8" | "fp8_e4m3" | "fp8_e5m2") => Some("fp8"),
         Some("fp4_e2m1" | "nvfp4") => Some("nvfp4"),
         Some(k) => {
@@ -193,6 +194,58 @@ fn dtypes(
         Some(d) => warn.push(format!("--dtype {d}: not a dtype servesim knows: 16-bit weights assumed")),
     }
     (weight_dtype, kv_dtype)
+}
+
+/// The KV cache dtype the engine picks under `--kv-cache-dtype auto`: the checkpoint's own
+/// `kv_cache_quant_algo` (vLLM `vllm/utils/torch_utils.py` `resolve_kv_cache_dtype_string` at
+/// vllm-project/vllm 959009b40; SGLang `ModelRunner.configure_kv_cache_dtype`), else the model's
+/// dtype. A local checkpoint is read (`hf_quant_config.json`, else `config.json`'s
+/// `quantization_config`: `kv_cache_quant_algo`, or llm-compressor's `kv_cache_scheme` of 8-bit
+/// floats); a Hub name is not, and NVIDIA's ModelOpt checkpoints (`nvidia/…` in FP8 or NVFP4)
+/// are assumed to quantize it, as they ship, and the warning says so.
+fn checkpoint_kv(
+    model_id: &str,
+    preset: &ModelPreset,
+    weight_dtype: Option<&'static str>,
+    warn: &mut Vec<String>,
+) -> Option<&'static str> {
+    let dir = Path::new(model_id);
+    if dir.is_dir() {
+        for (file, pointer) in [("hf_quant_config.json", "/quantization"), ("config.json", "/quantization_config")] {
+            let Ok(text) = std::fs::read_to_string(dir.join(file)) else { continue };
+            let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
+                warn.push(format!("{}: not JSON; its KV cache dtype is not read", dir.join(file).display()));
+                continue;
+            };
+            let Some(q) = json.pointer(pointer) else { continue };
+            let algo = q.get("kv_cache_quant_algo").and_then(|a| a.as_str()).map(str::to_ascii_lowercase);
+            let scheme = q.get("kv_cache_scheme");
+            let float8 = scheme.is_some_and(|s| {
+                s.get("num_bits").and_then(|b| b.as_u64()) == Some(8)
+                    && s.get("type").and_then(|t| t.as_str()) == Some("float")
+            });
+            if algo.as_deref() == Some("fp8") || float8 {
+                warn.push(format!(
+                    "KV cache fp8: {} quantizes it, and the engine follows the checkpoint under --kv-cache-dtype auto",
+                    dir.join(file).display()
+                ));
+                return Some("fp8");
+            }
+            return None;
+        }
+        return None;
+    }
+    let nvidia = model_id.to_ascii_lowercase().starts_with("nvidia/");
+    let latent = ModelSpec::from_preset(preset, Dtype::Bf16, Dtype::Bf16).arch.mla.is_some();
+    if nvidia && !latent && matches!(weight_dtype, Some("fp8" | "nvfp4")) {
+        warn.push(format!(
+            "KV cache fp8 assumed: NVIDIA's ModelOpt checkpoints such as {model_id} set kv_cache_quant_algo FP8 in \
+             hf_quant_config.json, and the engine follows the checkpoint under --kv-cache-dtype auto; if yours sets \
+             none, give --kv-cache-dtype bfloat16 (or a local checkpoint directory, which is read)"
+        ));
+        return Some("fp8");
+    }
+    None
 }
 
 /// A switch given a value (`--enable-mixed-chunk=false`): the engines' argparse switches take
@@ -545,6 +598,55 @@ mod tests {
     fn scenario_of(engine: Engine, gpu: &str, cmd: &str) -> (servesim_sim::Scenario, Vec<String>) {
         let (text, warn) = scenario(engine, gpu, &args(cmd)).unwrap();
         (servesim_sim::Scenario::from_toml(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}")), warn)
+    }
+
+    #[test]
+    fn the_kv_cache_under_auto_is_the_checkpoints() {
+        let kv = |engine, cmd: &str| {
+            let (s, warn) = scenario_of(engine, "h200", cmd);
+            (s.model.kv_dtype.name(), warn.into_iter().filter(|w| w.contains("KV cache")).collect::<Vec<_>>())
+        };
+        // NVIDIA's ModelOpt checkpoints by name: FP8 assumed, and said.
+        let (d, w) = kv(Engine::Vllm, "vllm serve nvidia/Llama-3.3-70B-Instruct-FP8");
+        assert_eq!(d, "fp8");
+        assert!(w.len() == 1 && w[0].starts_with("KV cache fp8 assumed: NVIDIA's ModelOpt checkpoints"), "{w:?}");
+        assert_eq!(kv(Engine::Sglang, "--model-path nvidia/Llama-3.1-8B-Instruct-FP4 --tp 1").0, "fp8");
+        // Given by the flag, bf16 included, or another publisher's checkpoint: no assumption.
+        for (engine, cmd) in [
+            (Engine::Vllm, "nvidia/Llama-3.3-70B-Instruct-FP8 --kv-cache-dtype bfloat16"),
+            (Engine::Vllm, "meta-llama/Llama-3.1-70B-Instruct --quantization fp8"),
+            (Engine::Vllm, "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic"),
+            // Latent attention's cache in FP8 is a kernel choice of its own: not assumed.
+            (Engine::Vllm, "nvidia/DeepSeek-R1-FP4 --tensor-parallel-size 8"),
+            (Engine::Sglang, "--model-path nvidia/Llama-3.3-70B-Instruct-FP8 --kv-cache-dtype bf16"),
+        ] {
+            assert_eq!(kv(engine, cmd), ("bf16", vec![]), "{cmd}");
+        }
+        // A local checkpoint is read: ModelOpt's hf_quant_config.json, or config.json's
+        // quantization_config (llm-compressor's kv_cache_scheme of 8-bit floats).
+        let dir = std::env::temp_dir().join(format!("servesim-kv-{}", std::process::id()));
+        for (file, body, want) in [
+            ("hf_quant_config.json", r#"{"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}"#, "fp8"),
+            ("hf_quant_config.json", r#"{"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": null}}"#, "bf16"),
+            (
+                "config.json",
+                r#"{"quantization_config": {"quant_method": "compressed-tensors", "kv_cache_scheme": {"num_bits": 8, "type": "float"}}}"#,
+                "fp8",
+            ),
+            ("config.json", r#"{"architectures": ["LlamaForCausalLM"]}"#, "bf16"),
+        ] {
+            let ckpt = dir.join("Llama-3.1-8B-Instruct");
+            let _ = std::fs::remove_dir_all(&ckpt);
+            std::fs::create_dir_all(&ckpt).unwrap();
+            std::fs::write(ckpt.join(file), body).unwrap();
+            let (d, w) = kv(Engine::Vllm, &format!("vllm serve {}", ckpt.display()));
+            assert_eq!(d, want, "{file}: {body}");
+            assert_eq!(w.len(), usize::from(want == "fp8"), "{w:?}");
+            if want == "fp8" {
+                assert!(w[0].contains(&ckpt.join(file).display().to_string()), "{w:?}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
