@@ -254,9 +254,11 @@ pub(crate) fn run(a: Args) -> Result<()> {
 }
 
 /// Runs rows `picked` of `rows` on every seed, in parallel; each row's metrics in seed order.
-/// Rows of runs cut short (run.max_events, run.max_requests, the time-series bound) are kept,
-/// with the error that says so (exit code 3). Once the command is asked to stop, the runs not
-/// yet started are skipped (the caller's `check_cancel` reports it).
+/// A row whose first seed's run drew no random number (`RunOutput::random_draws`) cannot
+/// depend on the seed: that run stands for every seed and the others are not run. Rows of runs
+/// cut short (run.max_events, run.max_requests, the time-series bound) are kept, with the error
+/// that says so (exit code 3). Once the command is asked to stop, the runs not yet started are
+/// skipped (the caller's `check_cancel` reports it).
 #[allow(clippy::type_complexity)]
 fn run_rows(
     rows: &[(String, Vec<String>, Scenario)],
@@ -265,27 +267,36 @@ fn run_rows(
     quiet: bool,
 ) -> (Vec<(usize, Vec<Metrics>)>, Option<CliError>, (u64, u64, f64)) {
     let progress = Progress::new(quiet, "compare", picked.len() * seeds.len());
-    let jobs: Vec<(usize, u64)> = picked.iter().flat_map(|&i| seeds.iter().map(move |&sd| (i, sd))).collect();
-    let done: Vec<Option<(usize, Metrics, Option<String>)>> = jobs
-        .par_iter()
-        .map(|&(i, seed)| {
-            crate::error::cancelled().is_none().then(|| {
-                let mut s = rows[i].2.clone();
-                s.set_seed(seed);
-                let out = engine::run(&s);
-                progress.run_done(out.summary.requests.arrived);
-                progress.item_done();
-                let stopped = out
-                    .summary
-                    .stopped
-                    .as_ref()
-                    .map(|st| format!("{} seed {seed} ({} at {:.3} s)", rows[i].0, st.reason, st.at_s));
-                (i, metrics(&out.summary), stopped)
+    let run_all = |jobs: Vec<(usize, u64)>| -> Vec<Option<Run>> {
+        jobs.par_iter()
+            .map(|&(i, seed)| {
+                crate::error::cancelled().is_none().then(|| {
+                    let mut s = rows[i].2.clone();
+                    s.set_seed(seed);
+                    let out = engine::run(&s);
+                    progress.run_done(out.summary.requests.arrived);
+                    progress.item_done();
+                    let stopped = out
+                        .summary
+                        .stopped
+                        .as_ref()
+                        .map(|st| format!("{} seed {seed} ({} at {:.3} s)", rows[i].0, st.reason, st.at_s));
+                    Run { metrics: metrics(&out.summary), stopped, drew: out.random_draws > 0 }
+                })
             })
-        })
-        .collect();
+            .collect()
+    };
+    let (first_seed, other_seeds) = seeds.split_first().expect("at least one seed");
+    let first = run_all(picked.iter().map(|&i| (i, *first_seed)).collect());
+    let drew: Vec<usize> =
+        picked.iter().zip(&first).filter(|(_, r)| r.as_ref().is_none_or(|r| r.drew)).map(|(&i, _)| i).collect();
+    let others = run_all(drew.iter().flat_map(|&i| other_seeds.iter().map(move |&sd| (i, sd))).collect());
+    // The seeds a deterministic row did not run count as done.
+    for _ in 0..(picked.len() - drew.len()) * other_seeds.len() {
+        progress.item_done();
+    }
     progress.finish();
-    let stopped: Vec<String> = done.iter().flatten().filter_map(|r| r.2.clone()).collect();
+    let stopped: Vec<String> = first.iter().chain(&others).flatten().filter_map(|r| r.stopped.clone()).collect();
     let stopped_error = (!stopped.is_empty()).then(|| {
         CliError::Stopped(format!(
             "stopped: {} of the runs stopped before their workload ended, so their rows cover only the part \
@@ -294,16 +305,33 @@ fn run_rows(
             stopped.join(", ")
         ))
     });
-    // The jobs are row by row, seed by seed; a row missing a seed's run (the command was
-    // stopped) is not a row.
+    // Each row's runs in seed order; a row missing a seed's run (the command was stopped) is not
+    // a row.
+    let mut others = drew.iter().zip(others.chunks(other_seeds.len().max(1)));
     let out = picked
         .iter()
-        .zip(done.chunks(seeds.len()))
-        .filter_map(|(&i, runs)| {
-            Some((i, runs.iter().map(|r| r.as_ref().map(|x| x.1.clone())).collect::<Option<_>>()?))
+        .zip(&first)
+        .filter_map(|(&i, run)| {
+            let run = run.as_ref()?;
+            let rest: Vec<Metrics> = if run.drew {
+                let (_, runs) = others.next().expect("a row that drew ran its other seeds");
+                runs.iter().map(|r| r.as_ref().map(|x| x.metrics.clone())).collect::<Option<_>>()?
+            } else {
+                vec![run.metrics.clone(); other_seeds.len()]
+            };
+            Some((i, std::iter::once(run.metrics.clone()).chain(rest).collect()))
         })
         .collect();
     (out, stopped_error, progress.totals())
+}
+
+/// One run of a row on one seed.
+struct Run {
+    metrics: Metrics,
+    /// Why it stopped before its workload ended.
+    stopped: Option<String>,
+    /// It drew a random number: another seed may give other figures.
+    drew: bool,
 }
 
 fn metrics(s: &servesim_sim::metrics::Summary) -> Metrics {
@@ -527,9 +555,8 @@ fn seed_lines(h: &CompareHeader, seeds: &[Vec<Metrics>], spread: &[Vec<Spread>])
     let [first, .., last] = h.seeds[..] else { return String::new() };
     if seeds.iter().all(|runs| runs.iter().all(|m| m == &runs[0])) {
         return format!(
-            "\n  seeds {first}–{last} gave every variant the same figures: nothing in this scenario is drawn at random \
-             (a trace replayed whole, fixed sizes), so --seeds 1 gives the same answer in a {} of the time\n",
-            if h.seeds.len() == 2 { "half".to_string() } else { format!("1/{}", h.seeds.len()) }
+            "\n  seeds {first}–{last} give every variant the same figures: nothing in this scenario is drawn at random \
+             (a trace replayed whole, fixed sizes), so each variant's one run stands for every seed\n"
         );
     }
     let width = h.rows.iter().map(|r| r.chars().count()).max().unwrap_or(8).max(8);

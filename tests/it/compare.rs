@@ -234,8 +234,9 @@ fn seeds_give_each_row_its_range_and_mark_changes_within_it() {
     assert!(table.contains("their range over seeds 5–7 below"), "{table}");
     assert!(table.contains("~)"), "{table}");
 
-    // Nothing drawn at random (evenly spaced arrivals of fixed sizes, round-robin): the seeds
-    // give the same figures, and the table says one seed would do.
+    // Nothing drawn at random (evenly spaced arrivals of fixed sizes, round-robin): each row's
+    // first run draws no random number, so it stands for every seed: 2 runs, not 2 × 3, and
+    // the table says why the seeds agree.
     let fixed = SRC
         .replace("kind = \"poisson\", rate = 20", "kind = \"constant\", rate = 5")
         .replace("kind = \"lognormal\", median = 700, p99 = 6000, max = 7000", "kind = \"fixed\", value = 500")
@@ -247,10 +248,41 @@ fn seeds_give_each_row_its_range_and_mark_changes_within_it() {
         dir.join("fixed.toml").to_str().unwrap(),
         "--vary",
         "scheduler.max_num_seqs=8",
-        "--quiet",
         "--out",
         dir.join("fixed").to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("seeds 5–7 gave every variant the same figures"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("compare: 2 runs, "), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(
+            "seeds 5–7 give every variant the same figures: nothing in this scenario is drawn at random (a trace \
+             replayed whole, fixed sizes), so each variant's one run stands for every seed"
+        ),
+        "{}",
+        stdout(&o)
+    );
+    // The same comparison with the seeds run one by one (a seed each): the same figures.
+    let csv = read(&dir.join("fixed").join("compare.csv"));
+    for seed in ["5", "6", "7"] {
+        let one = dir.join(format!("fixed-{seed}"));
+        let o = servesim(&[
+            "compare",
+            "--scenario",
+            dir.join("fixed.toml").to_str().unwrap(),
+            "--vary",
+            "scheduler.max_num_seqs=8",
+            "--seeds",
+            "1",
+            "--seed",
+            seed,
+            "--quiet",
+            "--out",
+            one.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let single = read(&one.join("compare.csv"));
+        let figures =
+            |c: &str| c.lines().map(|l| l.split(',').take(12).collect::<Vec<_>>().join(",")).collect::<Vec<_>>();
+        assert_eq!(figures(&single), figures(&csv), "seed {seed}");
+    }
 }
