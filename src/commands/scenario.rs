@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use servesim_sim::spec::{Dtype, GpuPreset, ModelPreset, ModelSpec};
+use servesim_sim::spec::{Dtype, GpuPreset, ModelPreset};
 
 use crate::error::{CliError, Result};
 
@@ -176,7 +176,7 @@ fn dtypes(
         None
     });
     let kv_dtype = match got.get("kv_cache_dtype").or(got.get("kv_dtype")).map(String::as_str) {
-        None | Some("auto") => checkpoint_kv(model_id, preset, weight_dtype, warn),
+        None | Some("auto") => checkpoint_kv(model_id, weight_dtype, warn),
         Some("bfloat16" | "bf16" | "float16" | "fp16" | "half") => Some("bf16"),
         Some("fp8" | "fp8_e4m3" | "fp8_e5m2") => Some("fp8"),
         Some("fp4_e2m1" | "nvfp4") => Some("nvfp4"),
@@ -202,13 +202,10 @@ fn dtypes(
 /// dtype. A local checkpoint is read (`hf_quant_config.json`, else `config.json`'s
 /// `quantization_config`: `kv_cache_quant_algo`, or llm-compressor's `kv_cache_scheme` of 8-bit
 /// floats); a Hub name is not, and NVIDIA's ModelOpt checkpoints (`nvidia/…` in FP8 or NVFP4)
-/// are assumed to quantize it, as they ship, and the warning says so.
-fn checkpoint_kv(
-    model_id: &str,
-    preset: &ModelPreset,
-    weight_dtype: Option<&'static str>,
-    warn: &mut Vec<String>,
-) -> Option<&'static str> {
+/// are assumed to quantize it, and the warning says so: all 21 such `hf_quant_config.json` in
+/// aiconfigurator-core 0.12.0's `model_configs/` (Llama, Qwen3, DeepSeek, GLM, Kimi, MiniMax,
+/// Gemma, Nemotron) set `kv_cache_quant_algo` FP8.
+fn checkpoint_kv(model_id: &str, weight_dtype: Option<&'static str>, warn: &mut Vec<String>) -> Option<&'static str> {
     let dir = Path::new(model_id);
     if dir.is_dir() {
         for (file, pointer) in [("hf_quant_config.json", "/quantization"), ("config.json", "/quantization_config")] {
@@ -236,8 +233,7 @@ fn checkpoint_kv(
         return None;
     }
     let nvidia = model_id.to_ascii_lowercase().starts_with("nvidia/");
-    let latent = ModelSpec::from_preset(preset, Dtype::Bf16, Dtype::Bf16).arch.mla.is_some();
-    if nvidia && !latent && matches!(weight_dtype, Some("fp8" | "nvfp4")) {
+    if nvidia && matches!(weight_dtype, Some("fp8" | "nvfp4")) {
         warn.push(format!(
             "KV cache fp8 assumed: NVIDIA's ModelOpt checkpoints such as {model_id} set kv_cache_quant_algo FP8 in \
              hf_quant_config.json, and the engine follows the checkpoint under --kv-cache-dtype auto; if yours sets \
@@ -611,13 +607,12 @@ mod tests {
         assert_eq!(d, "fp8");
         assert!(w.len() == 1 && w[0].starts_with("KV cache fp8 assumed: NVIDIA's ModelOpt checkpoints"), "{w:?}");
         assert_eq!(kv(Engine::Sglang, "--model-path nvidia/Llama-3.1-8B-Instruct-FP4 --tp 1").0, "fp8");
+        assert_eq!(kv(Engine::Vllm, "nvidia/DeepSeek-R1-FP4 --tensor-parallel-size 8").0, "fp8");
         // Given by the flag, bf16 included, or another publisher's checkpoint: no assumption.
         for (engine, cmd) in [
             (Engine::Vllm, "nvidia/Llama-3.3-70B-Instruct-FP8 --kv-cache-dtype bfloat16"),
             (Engine::Vllm, "meta-llama/Llama-3.1-70B-Instruct --quantization fp8"),
             (Engine::Vllm, "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic"),
-            // Latent attention's cache in FP8 is a kernel choice of its own: not assumed.
-            (Engine::Vllm, "nvidia/DeepSeek-R1-FP4 --tensor-parallel-size 8"),
             (Engine::Sglang, "--model-path nvidia/Llama-3.3-70B-Instruct-FP8 --kv-cache-dtype bf16"),
         ] {
             assert_eq!(kv(engine, cmd), ("bf16", vec![]), "{cmd}");

@@ -520,7 +520,8 @@ impl KvCache {
     ///   (`aic-core/src/aiconfigurator_core/sdk/models/helpers.py`
     ///   `_infer_quant_modes_from_raw_config`), and its generator passes it to the engine
     ///   (`kv_cache_dtype`, `--kv-cache-dtype`), ai-dynamo/aiconfigurator 095f58a51. NVIDIA's
-    ///   ModelOpt checkpoints carry `kv_cache_quant_algo: FP8`, which the engines follow under
+    ///   ModelOpt checkpoints carry `kv_cache_quant_algo: FP8` (all 21 FP8 and NVFP4 ones in
+    ///   aiconfigurator-core 0.12.0's `model_configs/`), which the engines follow under
     ///   their default `auto` (vLLM `vllm/utils/torch_utils.py` `resolve_kv_cache_dtype_string`
     ///   at 959009b40; TensorRT-LLM `tensorrt_llm/_torch/model_config.py` at 1a0dc5f70).
     /// - SGLang rows stay BF16: the database has no FP8-KV attention for SGLang's dense models
