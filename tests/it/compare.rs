@@ -198,6 +198,26 @@ fn seeds_give_each_row_its_range_and_mark_changes_within_it() {
     let table = stdout(&o);
     let (head, rows) = rows(&read(&dir.join("compare.csv")));
     let col = |name: &str| head.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
+    // One seed (runs that draw, nothing else to run): the first seed's figures of the three.
+    let one = dir.join("one");
+    let o = servesim(&[
+        "compare",
+        "--scenario",
+        &path,
+        "--vary",
+        "cluster.router={kind=\"random\"}",
+        "--seeds",
+        "1",
+        "--quiet",
+        "--out",
+        one.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (_, single) = self::rows(&read(&one.join("compare.csv")));
+    for (a, b) in single.iter().zip(&rows) {
+        assert_eq!(a[col("ttft_ms_p99")], b[col("ttft_ms_p99")]);
+        assert_eq!(a[col("goodput_rps")], b[col("goodput_rps")]);
+    }
     let runs = |router: &str| -> Vec<_> {
         (5..=7)
             .map(|seed| {
