@@ -429,6 +429,48 @@ fn draw_lines(
 /// One bar per category, each in `colours[i]` (an index into [`PALETTE`]; None: all in the
 /// first colour); the `highlight` bar (the baseline, the recommended candidate) is outlined in
 /// red and named in the legend with its label.
+/// Width of the plot area of a chart, px: the chart less its legend panel, the y-axis labels and
+/// the margins.
+const PLOT_W: f64 = (W - LEGEND_W) as f64 - 64.0 - 24.0;
+
+/// The width an 11-px sans-serif label takes, px: about 6.5 a character (DejaVu Sans, Chromium's
+/// fallback, averages 6.4 at that size on digits and lower case), and a little space.
+fn label_width(label: &str) -> f64 {
+    label.chars().count() as f64 * 6.5 + 6.0
+}
+
+/// Whether `labels` fit side by side under their bars in [`bars`]; when not, the bars are
+/// numbered 1, 2, … instead, and the caller says which is which (`#1 …` in its table).
+pub(crate) fn bar_labels_fit(labels: &[String]) -> bool {
+    let spacing = PLOT_W / labels.len().max(1) as f64;
+    labels.iter().all(|l| label_width(l) <= spacing)
+}
+
+/// The x labels of [`bars`], at the bars' centres: the categories, or the bars' numbers from 1
+/// when those do not fit ([`bar_labels_fit`]); every k-th when even those would touch.
+fn bar_label_formatter(categories: &[String]) -> impl Fn(&f64) -> String {
+    let labels: Vec<String> = if bar_labels_fit(categories) {
+        categories.to_vec()
+    } else {
+        (1..=categories.len()).map(|i| i.to_string()).collect()
+    };
+    let spacing = PLOT_W / categories.len().max(1) as f64;
+    let widest = labels.iter().map(|l| label_width(l)).fold(0.0, f64::max);
+    let every = ((widest / spacing).ceil() as usize).max(1);
+    move |v: &f64| {
+        let i = v.floor() as usize;
+        let centre = (v - i as f64 - 0.5).abs() < 0.01;
+        if centre && i.is_multiple_of(every) {
+            labels.get(i).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    }
+}
+
+/// Bars, one per category. Their labels are the categories where they fit side by side
+/// ([`bar_labels_fit`]), else the bars' numbers from 1 (every k-th when even those do not fit);
+/// hovering a bar shows its name and value either way.
 pub(crate) fn bars(
     title: &str,
     y_desc: &str,
@@ -437,6 +479,8 @@ pub(crate) fn bars(
     colours: Option<&[usize]>,
     highlight: Option<(usize, &str)>,
 ) -> anyhow::Result<String> {
+    let numbered = !bar_labels_fit(categories);
+    let label_of = bar_label_formatter(categories);
     let y_hi = values.iter().copied().filter(|v| v.is_finite()).fold(0.0, f64::max);
     let y1 = if y_hi > 0.0 { y_hi * 1.15 } else { 1.0 };
     let colour = |i: usize| PALETTE[colours.and_then(|c| c.get(i).copied()).unwrap_or(0) % PALETTE.len()];
@@ -453,19 +497,11 @@ pub(crate) fn bars(
             .y_label_area_size(64)
             .build_cartesian_2d(0.0..categories.len().max(1) as f64, 0.0..y1)
             .map_err(err)?;
-        let cats = categories.to_vec();
         chart
             .configure_mesh()
             .disable_x_mesh()
             .x_labels(categories.len().max(1) * 2 + 1)
-            .x_label_formatter(&move |v| {
-                let i = v.floor() as usize;
-                if (v - i as f64 - 0.5).abs() < 0.01 {
-                    cats.get(i).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
+            .x_label_formatter(&label_of)
             .x_label_style(("sans-serif", 11))
             .y_desc(y_desc)
             .y_label_formatter(&|v| short(*v))
@@ -478,18 +514,18 @@ pub(crate) fn bars(
             }))
             .map_err(err)?;
         for (i, &v) in values.iter().enumerate() {
-            let name = categories.get(i).cloned().unwrap_or_default();
+            let name =
+                categories
+                    .get(i)
+                    .map_or(String::new(), |c| if numbered { format!("#{} {c}", i + 1) } else { c.clone() });
             let text =
                 if v.is_finite() { format!("{name}: {} {y_desc}", short(v)) } else { format!("{name}: no value") };
             hovers.push(Hover { at: chart.backend_coord(&(i as f64 + 0.5, height(v) / 2.0)), text });
         }
         let mut entries = Vec::new();
         if colours.is_none() {
-            entries.push(Entry {
-                label: title.split(" per ").next().unwrap_or(title).to_string(),
-                colour: PALETTE[0],
-                swatch: Swatch::Box,
-            });
+            let label = title.split(" per ").next().unwrap_or(title).to_string();
+            entries.push(Entry { label, colour: PALETTE[0], swatch: Swatch::Box });
         }
         if let Some((h, label)) = highlight {
             let v = values.get(h).copied().map(height).unwrap_or(0.0);

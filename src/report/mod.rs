@@ -338,20 +338,7 @@ pub(crate) fn compare_report(dir: &Path) -> anyhow::Result<String> {
     // named by its values ("64 · 2"), short enough for a bar label.
     let keys_end = col(&crate::rows::header::<CompareCells>()[0]).unwrap_or(1).max(1);
     let keys: Vec<String> = headers[1..keys_end].to_vec();
-    let labels: Vec<String> = rows
-        .iter()
-        .map(|r| {
-            if r[0] == "baseline" {
-                return "baseline".to_string();
-            }
-            let v = r[1..keys_end].join(" · ");
-            if v.chars().count() > 24 {
-                format!("{}…", v.chars().take(23).collect::<String>())
-            } else {
-                v
-            }
-        })
-        .collect();
+    let labels = variant_labels(&rows, keys_end);
     let mut charts = vec![];
     type Metric = fn(&CompareCells) -> f64;
     // One numeric key: the metrics as curves over its values (latency against load).
@@ -365,26 +352,14 @@ pub(crate) fn compare_report(dir: &Path) -> anyhow::Result<String> {
         })
         .flatten();
     if let Some(xs) = numeric.filter(|xs| xs.len() >= 2) {
-        // A setting every variant shares (the SLO, unless it is what varies), else none.
-        let shared = |f: fn(&CompareCells) -> Option<Plain>| -> Option<f64> {
-            let v = f(cells.first()?)?;
-            cells.iter().all(|c| f(c) == Some(v)).then_some(v.0)
-        };
-        let target = shared(|c| c.slo_target);
+        let target = shared_setting(&cells, |c| c.slo_target);
         // The knee: the highest value of the key up to which every variant meets the SLO target.
         let mut order: Vec<(f64, f64)> = xs.iter().map(|(x, c)| (*x, c.attainment.0)).collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0));
         let knee = target.and_then(|t| order.iter().take_while(|(_, a)| *a >= t).last().map(|(x, _)| *x));
         let knee_mark = knee.map(|x| Marker::new(format!("knee: SLO met up to {}", charts::short(x)), x));
         let base_cells = baseline.map(|b| &cells[b]);
-        // (metric, title, unit, scale, the threshold line)
-        type Curve<'a> = (Metric, &'a str, &'a str, f64, Option<(&'a str, f64)>);
-        let curves: [Curve; 3] = [
-            (|c| c.ttft_ms_p99.0, "TTFT p99", "ms", 1.0, shared(|c| c.slo_ttft_ms).map(|v| ("SLO TTFT", v))),
-            (|c| c.tpot_ms_p99.0, "TPOT p99", "ms", 1.0, shared(|c| c.slo_tpot_ms).map(|v| ("SLO TPOT", v))),
-            (|c| c.attainment.0, "SLO attainment", "% of requests", 100.0, target.map(|t| ("target", t * 100.0))),
-        ];
-        for (i, (metric, title, unit, scale, slo)) in curves.into_iter().enumerate() {
+        for (i, (metric, title, unit, scale, slo)) in slo_curves(&cells).into_iter().enumerate() {
             let points: Vec<(f64, f64)> = xs.iter().map(|(x, c)| (*x, metric(c) * scale)).collect();
             let mut marks: Vec<Marker> =
                 slo.map(|(label, v)| Marker::new(format!("{label} {}", charts::short(v)), v)).into_iter().collect();
@@ -406,6 +381,10 @@ pub(crate) fn compare_report(dir: &Path) -> anyhow::Result<String> {
             )?);
         }
     }
+    // A category and a number (a policy and a load): a curve per category along the number.
+    if let Some(axes) = category_axes(&rows, keys_end) {
+        charts.extend(category_curves(&axes, &keys, &rows, &cells)?);
+    }
     let bars: [(Metric, &str, &str, f64); 6] = [
         (|c| c.ttft_ms_p99.0, "TTFT p99", "ms", 1.0),
         (|c| c.tpot_ms_p99.0, "TPOT p99", "ms", 1.0),
@@ -426,6 +405,12 @@ pub(crate) fn compare_report(dir: &Path) -> anyhow::Result<String> {
         )?);
     }
     let title = format!("servesim compare — {}", dir.file_name().and_then(|n| n.to_str()).unwrap_or("compare"));
+    // Bars too many to name are numbered: the table says which number is which.
+    let labels: Vec<String> = if charts::bar_labels_fit(&labels) {
+        labels
+    } else {
+        labels.iter().enumerate().map(|(i, l)| format!("#{} {l}", i + 1)).collect()
+    };
     let tables = html::compare_key_table(&headers, &rows, &labels)
         + "<details><summary>Every column of compare.csv</summary>\n"
         + &html::csv_table(&headers, &rows, &labels)
@@ -435,6 +420,155 @@ pub(crate) fn compare_report(dir: &Path) -> anyhow::Result<String> {
         if keys.is_empty() { "the scenario".to_string() } else { html::escape(&keys.join(", ")) }
     );
     Ok(html::page(&title, &meta, &tables, &charts))
+}
+
+/// A setting every variant shares (the SLO, unless it is what varies), else none.
+fn shared_setting(cells: &[CompareCells], f: fn(&CompareCells) -> Option<Plain>) -> Option<f64> {
+    let v = f(cells.first()?)?;
+    cells.iter().all(|c| f(c) == Some(v)).then_some(v.0)
+}
+
+/// A compare curve: (metric, title, unit, scale, the threshold line).
+type SloCurve = (fn(&CompareCells) -> f64, &'static str, &'static str, f64, Option<(&'static str, f64)>);
+
+/// TTFT p99, TPOT p99 and SLO attainment, each with its SLO line where every variant has the same.
+fn slo_curves(cells: &[CompareCells]) -> [SloCurve; 3] {
+    let shared = |f| shared_setting(cells, f);
+    [
+        (|c| c.ttft_ms_p99.0, "TTFT p99", "ms", 1.0, shared(|c| c.slo_ttft_ms).map(|v| ("SLO TTFT", v))),
+        (|c| c.tpot_ms_p99.0, "TPOT p99", "ms", 1.0, shared(|c| c.slo_tpot_ms).map(|v| ("SLO TPOT", v))),
+        (
+            |c| c.attainment.0,
+            "SLO attainment",
+            "% of requests",
+            100.0,
+            shared(|c| c.slo_target).map(|t| ("target", t * 100.0)),
+        ),
+    ]
+}
+
+/// The variants' labels: their values ("64 · 2", a policy by its kind), cut to 24 characters.
+fn variant_labels(rows: &[Vec<String>], keys_end: usize) -> Vec<String> {
+    rows.iter()
+        .map(|r| {
+            if r[0] == "baseline" {
+                return "baseline".to_string();
+            }
+            let v = r[1..keys_end].iter().map(|v| short_value(v)).collect::<Vec<_>>().join(" · ");
+            if v.chars().count() > 24 {
+                format!("{}…", v.chars().take(23).collect::<String>())
+            } else {
+                v
+            }
+        })
+        .collect()
+}
+
+/// A varied value as a label: a policy table naming only its kind (`{kind="chunked"}`) by
+/// its kind, anything else as typed.
+fn short_value(v: &str) -> &str {
+    let kind = v.strip_prefix('{').and_then(|v| v.strip_suffix('}')).and_then(|v| {
+        let (k, val) = v.split_once('=')?;
+        let val = val.trim().strip_prefix('"')?.strip_suffix('"')?;
+        (k.trim() == "kind" && !val.contains('"')).then_some(val)
+    });
+    kind.unwrap_or(v)
+}
+
+/// Which of two varied keys is the number and which the category: the number is a key whose
+/// every variant's value is a number with at least two distinct values (of two such, the one
+/// with more values, else the second, which varies fastest); the other is the category.
+/// `None` unless exactly two keys vary and one of them is such a number.
+fn category_axes(rows: &[Vec<String>], keys_end: usize) -> Option<CategoryAxes> {
+    if keys_end != 3 {
+        return None;
+    }
+    let variants: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] != "baseline").collect();
+    let distinct = |k: usize| -> Option<usize> {
+        let mut xs: Vec<f64> =
+            variants.iter().map(|r| r[k].parse::<f64>().ok().filter(|x| x.is_finite())).collect::<Option<_>>()?;
+        xs.sort_by(f64::total_cmp);
+        xs.dedup();
+        (xs.len() >= 2).then_some(xs.len())
+    };
+    let x = match (distinct(1), distinct(2)) {
+        (Some(a), Some(b)) if a > b => 1,
+        (_, Some(_)) => 2,
+        (Some(_), None) => 1,
+        (None, None) => return None,
+    };
+    Some(CategoryAxes { x, category: 3 - x })
+}
+
+/// The columns of compare.csv holding the number and the category ([`category_axes`]).
+struct CategoryAxes {
+    x: usize,
+    category: usize,
+}
+
+/// TTFT p99, TPOT p99 and SLO attainment against the number, a curve per category (in the
+/// order the variants first name them), with the SLO lines; each curve's legend entry says up to
+/// which value it meets the SLO target (its knee).
+fn category_curves(
+    axes: &CategoryAxes,
+    keys: &[String],
+    rows: &[Vec<String>],
+    cells: &[CompareCells],
+) -> anyhow::Result<Vec<String>> {
+    let mut categories: Vec<&str> = Vec::new();
+    for r in rows.iter().filter(|r| r[0] != "baseline") {
+        if !categories.contains(&r[axes.category].as_str()) {
+            categories.push(&r[axes.category]);
+        }
+    }
+    let shown = |cat: &str| short_value(cat).to_string();
+    let target = shared_setting(cells, |c| c.slo_target);
+    // Each category's variants, by the number.
+    let of = |cat: &str| -> Vec<(f64, &CompareCells)> {
+        let mut v: Vec<(f64, &CompareCells)> = rows
+            .iter()
+            .zip(cells)
+            .filter(|(r, _)| r[0] != "baseline" && r[axes.category] == cat)
+            .map(|(r, c)| (r[axes.x].parse().expect("a number, by category_axes"), c))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v
+    };
+    let (x_key, cat_key) = (&keys[axes.x - 1], &keys[axes.category - 1]);
+    let name = |value: &str| -> String {
+        let (pts, cat) = (of(value), shown(value));
+        let knee = target.map(|t| pts.iter().take_while(|(_, c)| c.attainment.0 >= t).last().map(|(x, _)| *x));
+        match knee {
+            None => cat,
+            Some(None) => format!("{cat}: SLO missed at {}", charts::short(pts[0].0)),
+            Some(Some(x)) if x == pts[pts.len() - 1].0 => format!("{cat}: SLO throughout"),
+            Some(Some(x)) => format!("{cat}: SLO to {}", charts::short(x)),
+        }
+    };
+    let mut charts = Vec::new();
+    for (i, (metric, title, unit, scale, slo)) in slo_curves(cells).into_iter().enumerate() {
+        let series: Vec<Series> = categories
+            .iter()
+            .enumerate()
+            .map(|(j, cat)| {
+                Series::new(name(cat), of(cat).iter().map(|(x, c)| (*x, metric(c) * scale)).collect()).coloured(j)
+            })
+            .collect();
+        let marks: Vec<Marker> =
+            slo.map(|(label, v)| Marker::new(format!("{label} {}", charts::short(v)), v)).into_iter().collect();
+        let cap = slo.filter(|_| i < 2).map(|(_, v)| 4.0 * v);
+        charts.push(charts::lines_capped(
+            &format!("{title} against {x_key}, a curve per {cat_key}"),
+            x_key,
+            unit,
+            &series,
+            &marks,
+            None,
+            true,
+            cap,
+        )?);
+    }
+    Ok(charts)
 }
 
 /// The empirical CDF of `values` (sorted here), downsampled to at most `CDF_POINTS` points at

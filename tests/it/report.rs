@@ -224,12 +224,13 @@ fn charts_stay_readable_from_one_to_a_million_requests() {
     assert!(!hm.contains("NaN"));
 }
 
-/// Renders a page with headless Chromium to a PNG and returns (width, height, RGBA pixels).
-fn screenshot(html: &Path, png: &Path) -> Option<(u32, u32, Vec<u8>)> {
+/// Chromium's command, or `None` when it is not installed (a skip, said on stderr; under CI a
+/// failure).
+fn chromium() -> Option<&'static str> {
     let chromium = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
         .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()));
-    let Some(chromium) = chromium else {
+    if chromium.is_none() {
         // Under CI (CI=true, or SERVESIM_REQUIRE_CHROMIUM=1) a missing Chromium is a failure.
         if std::env::var("SERVESIM_REQUIRE_CHROMIUM").is_ok_and(|v| v == "1")
             || std::env::var("CI").is_ok_and(|v| v == "true")
@@ -239,21 +240,34 @@ fn screenshot(html: &Path, png: &Path) -> Option<(u32, u32, Vec<u8>)> {
         // Written past the test harness's capture, so that `cargo test` shows the skip.
         use std::io::Write as _;
         let _ = writeln!(std::io::stderr(), "skipped: Chromium not found (apt-get install chromium to run this check)");
-        return None;
-    };
+    }
+    chromium
+}
+
+/// Headless Chromium's flags, with a fresh profile at `profile`.
+fn chromium_args(profile: &Path) -> Vec<String> {
+    let _ = std::fs::remove_dir_all(profile);
+    [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .chain([format!("--user-data-dir={}", profile.display())])
+    .collect()
+}
+
+/// Renders a page with headless Chromium to a PNG and returns (width, height, RGBA pixels).
+fn screenshot(html: &Path, png: &Path) -> Option<(u32, u32, Vec<u8>)> {
+    let chromium = chromium()?;
     let profile = png.with_extension("profile");
-    let _ = std::fs::remove_dir_all(&profile);
     let o = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(chromium_args(&profile))
         .arg("--window-size=1600,2400")
         .arg(format!("--screenshot={}", png.display()))
         .arg(format!("file://{}", html.canonicalize().unwrap().display()))
@@ -435,4 +449,107 @@ fn the_report_says_what_priced_the_run() {
     let words = v["cost"]["sources"][0]["words"].as_str().unwrap().to_string();
     assert_eq!(v["cost"]["sources"][0]["source"], "database", "{}", v["cost"]);
     assert!(read(&html_path).contains(&format!("Priced by {words}")), "{words}");
+}
+
+/// The pairs of text elements of one chart (SVG) whose boxes overlap as Chromium lays the page
+/// out: "chart: text / text" each.
+fn overlapping_labels(html: &Path) -> Option<Vec<String>> {
+    let chromium = chromium()?;
+    const PROBE: &str = "<script>const bad = [];
+document.querySelectorAll('svg').forEach((svg, k) => {
+  const ts = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim() !== '')
+    .map(t => [t.textContent, t.getBoundingClientRect()]);
+  for (let i = 0; i < ts.length; i++) for (let j = i + 1; j < ts.length; j++) {
+    const a = ts[i][1], b = ts[j][1];
+    if (a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5)
+      bad.push(k + ': ' + ts[i][0] + ' / ' + ts[j][0]);
+  }
+});
+const out = document.createElement('pre'); out.id = 'overlaps'; out.textContent = bad.join('|');
+document.body.appendChild(out);</script>";
+    let probe = html.with_extension("probe.html");
+    std::fs::write(&probe, read(html).replace("</body>", &format!("{PROBE}</body>"))).unwrap();
+    let o = Command::new(chromium)
+        .args(chromium_args(&html.with_extension("probe-profile")))
+        .arg("--window-size=1400,2400")
+        .arg("--dump-dom")
+        .arg(format!("file://{}", probe.canonicalize().unwrap().display()))
+        .output()
+        .expect("chromium runs");
+    let dom = String::from_utf8_lossy(&o.stdout);
+    let found = dom.split("<pre id=\"overlaps\">").nth(1).unwrap_or_else(|| panic!("no probe result: {dom}"));
+    let found = found.split("</pre>").next().unwrap();
+    Some(found.split('|').filter(|p| !p.is_empty()).map(str::to_string).collect())
+}
+
+#[test]
+fn compare_over_a_policy_and_a_load_draws_a_curve_per_policy_and_no_label_overlaps() {
+    let dir = out_dir("report_compare_curves");
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = dir.join("routers.toml");
+    let text = read(&root().join("scenarios/chat.toml"))
+        .replace("instances = 1", "instances = 2\nrouter = { kind = \"round-robin\" }")
+        .replace("duration_s = 300", "duration_s = 60");
+    std::fs::write(&scenario, text).unwrap();
+    let html = dir.join("compare.html");
+    let o = servesim(&[
+        "compare",
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--vary",
+        "cluster.router={kind=\"round-robin\"},{kind=\"random\"},{kind=\"least-outstanding\"}",
+        "--vary",
+        "workload.arrival.rate=10,20,30,40,45,50",
+        "--seeds",
+        "1",
+        "--quiet",
+        "--out",
+        dir.to_str().unwrap(),
+        "--report",
+        html.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = read(&html);
+    // TTFT, TPOT and attainment along the load, a curve per router named by its kind, each
+    // with its knee (the highest load up to which it meets the SLO) in the legend.
+    for metric in ["TTFT p99", "TPOT p99", "SLO attainment"] {
+        assert!(
+            page.contains(&format!("{metric} against workload.arrival.rate, a curve per cluster.router")),
+            "{metric}"
+        );
+    }
+    let csv = read(&dir.join("compare.csv"));
+    let (head, rows): (Vec<&str>, Vec<Vec<&str>>) = {
+        let mut l = csv.lines();
+        (l.next().unwrap().split(',').collect(), l.map(|r| r.split(',').collect()).collect())
+    };
+    let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
+    for router in ["round-robin", "random", "least-outstanding"] {
+        // The knee by hand from compare.csv: the rates in order while attainment ≥ 0.99.
+        let knee = rows
+            .iter()
+            .filter(|r| r[col("cluster.router")].contains(&format!("\"{router}\"")))
+            .take_while(|r| r[col("attainment")].parse::<f64>().unwrap() >= 0.99)
+            .last()
+            .map(|r| r[col("workload.arrival.rate")].to_string());
+        let want = match knee {
+            Some(k) if k == "50" => format!("{router}: SLO throughout"),
+            Some(k) => format!("{router}: SLO to {k}"),
+            None => format!("{router}: SLO missed at 10"),
+        };
+        assert_eq!(page.matches(&format!(">\n{want}\n</text>")).count(), 3, "{want} in each of the three legends");
+    }
+    // 19 bars are too many to name side by side: numbered, and the table says which is which.
+    assert!(page.contains("#1 baseline") && page.contains("#19 least-outstanding · 50"), "numbered");
+    let Some(overlaps) = overlapping_labels(&html) else { return };
+    assert!(overlaps.is_empty(), "labels overlap: {overlaps:?}");
+    // The probe sees an overlap where there is one.
+    let bad = dir.join("bad.html");
+    std::fs::write(
+        &bad,
+        "<html><body><svg width=\"200\" height=\"50\"><text x=\"10\" y=\"20\">label one</text>\
+         <text x=\"20\" y=\"22\">label two</text></svg></body></html>",
+    )
+    .unwrap();
+    assert_eq!(overlapping_labels(&bad).unwrap(), vec!["0: label one / label two".to_string()]);
 }
