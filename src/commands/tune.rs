@@ -455,7 +455,7 @@ fn finish(
                     if frontier.contains(&c.name) { "*" } else { "" }
                 );
             }
-            out!("{}", calibration_lines(report));
+            out!("{}{}", priced_by_lines(report), calibration_lines(report));
             if !pruned.is_empty() {
                 let (by_floor, by_run): (Vec<&Pruned>, Vec<&Pruned>) =
                     pruned.iter().partition(|p| p.failed_at_instances.is_none());
@@ -503,6 +503,27 @@ fn finish(
 }
 
 /// Which configurations a calibration corrects, in lines (only when the scenario names one).
+/// What priced the configurations' iterations: each cost source, in words, with how many
+/// configurations it priced (named when four or fewer).
+fn priced_by_lines(report: &plan::PlanReport) -> String {
+    let mut by: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    for c in &report.candidates {
+        if let Some(p) = &c.priced_by {
+            by.entry(p).or_default().push(&c.name);
+        }
+    }
+    let mut o = String::new();
+    for (source, names) in &by {
+        let which = if names.len() <= 4 { format!(": {}", names.join(", ")) } else { String::new() };
+        o += &format!("  {source}: {} configuration(s){which}\n", names.len());
+    }
+    if o.is_empty() {
+        o
+    } else {
+        format!("\npriced by:\n{o}")
+    }
+}
+
 fn calibration_lines(report: &plan::PlanReport) -> String {
     let mut o = String::new();
     let named: Vec<&CandidateResult> = report.candidates.iter().filter(|c| c.calibration.is_some()).collect();

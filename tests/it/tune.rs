@@ -453,3 +453,37 @@ fn the_launch_command_reads_back_as_the_winners_settings() {
         assert_eq!(t["cluster"]["tp"].as_integer(), Some(1), "{engine}: {launch}\n{t}");
     }
 }
+
+/// The table says what priced each configuration: the shipped peak scenario over two GPUs is
+/// priced by each GPU's own kernels from the database, the known answer by its linear line.
+#[test]
+fn the_table_says_what_priced_each_configuration() {
+    let out = out_dir("tune_priced_by");
+    std::fs::create_dir_all(&out).unwrap();
+    let path = out.join("tune.toml");
+    let peak = read(&root().join("scenarios/peak.toml")).replace("duration_s = 180", "duration_s = 30");
+    std::fs::write(&path, format!("{peak}\n[tune]\ngpu = [\"h100-sxm\", \"a100-80g\"]\n")).unwrap();
+    let o = servesim(&["tune", "--scenario", path.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = stdout(&o);
+    let v: serde_json::Value = serde_json::from_str(&read(&out.join("tune.json"))).unwrap();
+    let mut want = String::from("\npriced by:\n");
+    let mut sources: Vec<(String, String)> = v["plan"]["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["priced_by"].as_str().unwrap().to_string(), c["name"].as_str().unwrap().to_string()))
+        .collect();
+    sources.sort();
+    assert_eq!(sources.len(), 2, "{sources:?}");
+    for (source, name) in &sources {
+        assert!(source.starts_with("the kernel database (vllm kernels of "), "{source}");
+        want += &format!("  {source}: 1 configuration(s): {name}\n");
+    }
+    assert!(table.contains(&want), "{want}\n---\n{table}");
+    let known = tuned_short("max_num_seqs = [16, 256]\n");
+    std::fs::write(&path, known).unwrap();
+    let o = servesim(&["tune", "--scenario", path.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\npriced by:\n  linear"), "{}", stdout(&o));
+}
