@@ -389,22 +389,67 @@ fn layout_case_of(
     })
 }
 
+/// A scenario document under construction, keys set by their dotted paths (servesim's own
+/// keys: a path always sets).
+#[derive(Default)]
+pub(super) struct Doc(toml::Table);
+
+impl Doc {
+    fn set(&mut self, path: &str, value: impl Into<toml::Value>) -> &mut Doc {
+        servesim_sim::scenario::edit::set_path(&mut self.0, path, value.into()).expect("a path of tables");
+        self
+    }
+
+    /// The scheduler's limits and its batching kind, with the key-value pairs of the kind.
+    fn scheduler(&mut self, seqs: u64, tokens: u64, batching: &[(&str, toml::Value)]) -> &mut Doc {
+        self.set("scheduler.max_num_seqs", seqs as i64).set("scheduler.max_num_batched_tokens", tokens as i64);
+        for (k, v) in batching {
+            self.set(&format!("scheduler.batching.{k}"), v.clone());
+        }
+        self
+    }
+
+    /// The value at a dotted path, if set.
+    #[cfg(test)]
+    pub(super) fn at(&self, path: &str) -> Option<&toml::Value> {
+        let (first, rest) = path.split_once('.').map_or((path, None), |(a, b)| (a, Some(b)));
+        let v = self.0.get(first)?;
+        match rest {
+            None => Some(v),
+            Some(r) => r.split('.').try_fold(v, |v, k| v.get(k)),
+        }
+    }
+}
+
+/// A batching kind and its settings, as [`Doc::scheduler`] takes them.
+fn kind<'a>(kind: &str, more: &[(&'a str, toml::Value)]) -> Vec<(&'a str, toml::Value)> {
+    let mut v = vec![("kind", toml::Value::from(kind))];
+    v.extend_from_slice(more);
+    v
+}
+
+/// vLLM's chunked prefill with decodes first, or SGLang's prefill first, as servesim's
+/// `chunked` batching.
+fn chunked(priority: &str) -> Vec<(&'static str, toml::Value)> {
+    kind("chunked", &[("priority", priority.into())])
+}
+
 /// The engine's default scheduler settings on a GPU, as servesim keys: its own limits there
 /// ([`ServingEngine::default_limits`]); vLLM V1 always chunks prefills, decodes first; SGLang
 /// runs prefill batches first; TensorRT-LLM does not chunk ([`trtllm_settings`]; `osl`: the
 /// row's output length, reserved at admission). With `own`, vLLM rows run `kind = "vllm-v1"`
 /// and SGLang rows `kind = "sglang"`.
-pub(super) fn engine_settings(framework: &str, gpu: &servesim_sim::spec::GpuSpec, osl: u64, own: bool) -> String {
+pub(super) fn engine_settings(doc: &mut Doc, framework: &str, gpu: &servesim_sim::spec::GpuSpec, osl: u64, own: bool) {
     let engine = ServingEngine::from_name(framework).unwrap_or(ServingEngine::Trtllm);
     let EngineLimits { max_num_seqs: seqs, max_num_batched_tokens: tokens } = engine.default_limits(gpu);
     let batching = match (engine, own) {
-        (ServingEngine::Vllm, true) => "kind = \"vllm-v1\"",
-        (ServingEngine::Vllm, false) => "kind = \"chunked\"\npriority = \"decode\"",
-        (ServingEngine::Sglang, true) => "kind = \"sglang\"",
-        (ServingEngine::Sglang, false) => "kind = \"chunked\"\npriority = \"prefill\"",
-        (ServingEngine::Trtllm, _) => return trtllm_settings(seqs as u64, tokens as u64, osl),
+        (ServingEngine::Vllm, true) => kind("vllm-v1", &[]),
+        (ServingEngine::Vllm, false) => chunked("decode"),
+        (ServingEngine::Sglang, true) => kind("sglang", &[]),
+        (ServingEngine::Sglang, false) => chunked("prefill"),
+        (ServingEngine::Trtllm, _) => return trtllm_settings(doc, seqs as u64, tokens as u64, osl),
     };
-    format!("[scheduler]\nmax_num_seqs = {seqs}\nmax_num_batched_tokens = {tokens}\n[scheduler.batching]\n{batching}\n")
+    doc.scheduler(seqs as u64, tokens as u64, &batching);
 }
 
 /// TensorRT-LLM's scheduler (PyTorch executor, `enable_chunked_prefill: false` by default):
@@ -413,12 +458,10 @@ pub(super) fn engine_settings(framework: &str, gpu: &servesim_sim::spec::GpuSpec
 /// stopping at the first that does not — servesim's continuous batching, mixed; its default
 /// `GUARANTEED_NO_EVICT` capacity policy admits a request only with blocks for its whole
 /// output (`reserve-max` with the row's output length).
-fn trtllm_settings(seqs: u64, tokens: u64, osl: u64) -> String {
-    format!(
-        "[scheduler]\nmax_num_seqs = {seqs}\nmax_num_batched_tokens = {tokens}\n\
-         [scheduler.batching]\nkind = \"continuous\"\npriority = \"mixed\"\n\
-         [scheduler.kv_cache]\nallocation = \"reserve-max\"\nreserve_output_tokens = {osl}\n"
-    )
+fn trtllm_settings(doc: &mut Doc, seqs: u64, tokens: u64, osl: u64) {
+    doc.scheduler(seqs, tokens, &kind("continuous", &[("priority", "mixed".into())]))
+        .set("scheduler.kv_cache.allocation", "reserve-max")
+        .set("scheduler.kv_cache.reserve_output_tokens", osl as i64);
 }
 
 /// The engine limits AIConfigurator's benchmark generator writes for an aggregated run at
@@ -437,30 +480,24 @@ fn trtllm_settings(seqs: u64, tokens: u64, osl: u64) -> String {
 ///
 /// With `own`, vLLM rows run `kind = "vllm-v1"` and SGLang rows `kind = "sglang"` with
 /// `mixed_chunk`.
-pub(super) fn generator_settings(framework: &str, isl: u64, osl: u64, c: u32, own: bool) -> String {
+pub(super) fn generator_settings(doc: &mut Doc, framework: &str, isl: u64, osl: u64, c: u32, own: bool) {
     let c64 = c as u64;
     match framework {
         "vllm" => {
             let seqs = if c < 512 { 512 } else { 2 * c64 };
-            let batching = if own { "kind = \"vllm-v1\"" } else { "kind = \"chunked\"\npriority = \"decode\"" };
-            format!(
-                "[scheduler]\nmax_num_seqs = {seqs}\nmax_num_batched_tokens = {}\n[scheduler.batching]\n{batching}\n",
-                c64 + isl + 1500
-            )
+            let batching = if own { kind("vllm-v1", &[]) } else { chunked("decode") };
+            doc.scheduler(seqs, c64 + isl + 1500, &batching);
         }
         "sglang" => {
             let prefill = isl + 1500;
             let batching = if own {
-                format!("kind = \"sglang\"\nmax_prefill_tokens = {prefill}\nmixed_chunk = true")
+                kind("sglang", &[("max_prefill_tokens", (prefill as i64).into()), ("mixed_chunk", true.into())])
             } else {
-                "kind = \"chunked\"\npriority = \"prefill\"".to_string()
+                chunked("prefill")
             };
-            let tokens = if own { 8192 } else { prefill.min(8192) };
-            format!(
-                "[scheduler]\nmax_num_seqs = 1024\nmax_num_batched_tokens = {tokens}\n[scheduler.batching]\n{batching}\n"
-            )
+            doc.scheduler(1024, if own { 8192 } else { prefill.min(8192) }, &batching);
         }
-        _ => trtllm_settings(c64, (c64 + isl + 1500).div_ceil(32) * 32, osl),
+        _ => trtllm_settings(doc, c64, (c64 + isl + 1500).div_ceil(32) * 32, osl),
     }
 }
 
@@ -537,72 +574,65 @@ impl KvCache {
     }
 }
 
-/// The scenario of a case.
-pub(super) fn scenario_text(
-    c: &Case,
-    bench: Bench,
-    database: Option<&Path>,
-    overhead: Overhead,
-    ramp_s: f64,
-) -> String {
-    let gpu = GpuPreset::find(c.gpu).expect("cases have presets").spec();
-    let weight_dtype = c.weight_dtype;
-    let kv = c.kv_dtype.unwrap_or_else(|| bench.kv_cache.dtype(c));
-    let path = database.map_or(String::new(), |p| format!(", path = {:?}", p.display().to_string()));
-    let database = if c.roofline {
-        String::new()
+/// The scenario of a case, as servesim's scenario keys.
+pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, overhead: Overhead, ramp_s: f64) -> Doc {
+    let mut doc = Doc::default();
+    doc.set("name", "silicon").set("seed", 1);
+    doc.set("model.preset", c.model)
+        .set("model.weight_dtype", c.weight_dtype)
+        .set("model.kv_dtype", c.kv_dtype.unwrap_or_else(|| bench.kv_cache.dtype(c)));
+    doc.set("gpu.preset", c.gpu).set("cluster.instances", 1).set("cluster.tp", c.tp as i64);
+    if c.dp != 1 || (c.ep && c.roofline) {
+        doc.set("cluster.dp_attention", c.dp as i64).set("cluster.ep", c.ep && c.roofline);
+    }
+    if c.generator_limits(bench.engine_limits) {
+        generator_settings(&mut doc, &c.framework, c.isl, c.osl, c.concurrency, bench.engine_schedulers);
     } else {
-        let routing =
-            if c.moe { format!(", moe_distribution = \"{}\"", bench.moe_distribution) } else { String::new() };
-        format!(
-            "database = {{ framework = \"{}\", system = \"{}\", weights = \"{}\"{routing}{path} }}\n",
-            c.framework, c.system, c.weights
-        )
-    };
-    let layout = match (c.dp, c.ep && c.roofline) {
-        (1, false) => String::new(),
-        (dp, ep) => format!("dp_attention = {dp}\nep = {ep}\n"),
-    };
-    let overhead = match overhead {
-        Some((b, s, o)) => {
-            format!("cpu_overhead_base_us = {b}\ncpu_overhead_per_seq_us = {s}\n[scheduler.cpu]\noverlap = {o}\n")
+        let gpu = GpuPreset::find(c.gpu).expect("cases have presets").spec();
+        engine_settings(&mut doc, &c.framework, &gpu, c.osl, bench.engine_schedulers);
+    }
+    doc.set("workload.requests", (bench.rounds * c.concurrency) as i64)
+        .set("workload.arrival.kind", "closed-loop")
+        .set("workload.arrival.clients", c.concurrency as i64)
+        .set("workload.arrival.ramp_s", ramp_s)
+        .set("workload.output_tokens.kind", "fixed")
+        .set("workload.output_tokens.value", c.osl as i64)
+        .set("workload.prompt_tokens.kind", "fixed");
+    match bench.prompt_pool {
+        // A pooled prompt is the pool member (all but its last token, as a shared segment) and
+        // one token of its own, so that a repeat shares every full block of the prompt.
+        Some(n) if c.isl > 1 => {
+            doc.set("workload.prompt_tokens.value", 1)
+                .set("workload.prefix.system.groups", n as i64)
+                .set("workload.prefix.system.tokens.kind", "fixed")
+                .set("workload.prefix.system.tokens.value", (c.isl - 1) as i64)
+                .set("scheduler.prefix_cache.enabled", true);
         }
-        None => String::new(),
-    };
-    let requests = bench.rounds * c.concurrency;
-    // A pooled prompt is the pool member (all but its last token, as a shared segment) and one
-    // token of its own, so that a repeat shares every full block of the prompt.
-    let (prompt, pool, cache) = match bench.prompt_pool {
-        Some(n) if c.isl > 1 => (
-            1,
-            format!(
-                "[workload.prefix]\nsystem = {{ groups = {n}, tokens = {{ kind = \"fixed\", value = {} }} }}\n",
-                c.isl - 1
-            ),
-            "[scheduler.prefix_cache]\nenabled = true\n",
-        ),
-        _ => (c.isl, String::new(), ""),
-    };
-    let frontend = if bench.frontend { format!("[frontend]\nengine = \"{}\"\n", c.framework) } else { String::new() };
-    format!(
-        "name = \"silicon\"\nseed = 1\n[model]\npreset = \"{}\"\nweight_dtype = \"{weight_dtype}\"\nkv_dtype = \"{kv}\"\n\
-         [gpu]\npreset = \"{}\"\n[cluster]\ninstances = 1\ntp = {}\n{layout}{}\
-         [workload]\nrequests = {requests}\narrival = {{ kind = \"closed-loop\", clients = {}, ramp_s = {ramp_s} }}\n\
-         prompt_tokens = {{ kind = \"fixed\", value = {} }}\noutput_tokens = {{ kind = \"fixed\", value = {} }}\n{pool}\
-         [cost]\noverhead = \"{}\"\n{database}{overhead}{cache}{frontend}",
-        c.model,
-        c.gpu,
-        c.tp,
-        if c.generator_limits(bench.engine_limits) {
-            generator_settings(&c.framework, c.isl, c.osl, c.concurrency, bench.engine_schedulers)
-        } else {
-            engine_settings(&c.framework, &gpu, c.osl, bench.engine_schedulers)
-        },
-        c.concurrency,
-        prompt,
-        c.osl,
-        c.framework,
-    )
+        _ => {
+            doc.set("workload.prompt_tokens.value", c.isl as i64);
+        }
+    }
+    doc.set("cost.overhead", c.framework.as_str());
+    if !c.roofline {
+        doc.set("cost.database.framework", c.framework.as_str())
+            .set("cost.database.system", c.system.as_str())
+            .set("cost.database.weights", c.weights);
+        if c.moe {
+            doc.set("cost.database.moe_distribution", bench.moe_distribution);
+        }
+        if let Some(p) = database {
+            doc.set("cost.database.path", p.display().to_string());
+        }
+    }
+    if let Some((base, per_seq, overlap)) = overhead {
+        doc.set("cost.cpu_overhead_base_us", base)
+            .set("cost.cpu_overhead_per_seq_us", per_seq)
+            .set("scheduler.cpu.overlap", overlap);
+    }
+    if bench.frontend {
+        doc.set("frontend.engine", c.framework.as_str());
+    }
+    doc
 }
 
 /// Predicted mean TTFT, TPOT and E2E (ms) of a case's requests.
@@ -711,7 +741,9 @@ pub(super) fn scenario_of(
 ) -> std::result::Result<Scenario, String> {
     let build = |c: &Case| {
         let res: Arc<dyn Resources> = resources.clone();
-        Scenario::from_toml_in(&scenario_text(c, bench, database, overhead, ramp_s), "silicon", res)
+        let doc = scenario_doc(c, bench, database, overhead, ramp_s).0;
+        servesim_sim::scenario::edit::from_table::<servesim_sim::scenario::ScenarioFile>(doc, "")
+            .and_then(|file| Scenario::from_file_in(file, "silicon", res))
             .map_err(|e| e.to_string())
     };
     let mut e = match build(c) {
@@ -1073,6 +1105,22 @@ mod tests {
     }
 
     /// The benchmark as the scoreboard runs it by default, one round.
+    /// The scenario of a case priced by the roofline (no kernel database here).
+    fn scenario(c: &Case, b: Bench) -> Scenario {
+        let c = Case { roofline: true, ..c.clone() };
+        let doc = scenario_doc(&c, b, None, None, 0.0).0;
+        let file = servesim_sim::scenario::edit::from_table(doc, "").unwrap();
+        Scenario::from_file(file, "t").unwrap()
+    }
+
+    fn int_at(d: &Doc, path: &str) -> i64 {
+        d.at(path).and_then(toml::Value::as_integer).unwrap_or_else(|| panic!("no integer at {path}"))
+    }
+
+    fn str_at<'a>(d: &'a Doc, path: &str) -> &'a str {
+        d.at(path).and_then(toml::Value::as_str).unwrap_or_else(|| panic!("no string at {path}"))
+    }
+
     fn bench() -> Bench {
         Bench {
             rounds: 1,
@@ -1126,8 +1174,7 @@ mod tests {
         let mut c = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("backend", "trtllm"), ("isl", "9000")])).unwrap();
         c.gap_analysis = true;
         c.roofline = true; // no database here
-        let s = Scenario::from_toml(&scenario_text(&c, bench(), None, None, 0.0), "t").unwrap();
-        let err = predict(&s).unwrap_err();
+        let err = predict(&scenario(&c, bench())).unwrap_err();
         assert_eq!(err, "no request finished: every one was rejected (prompt_exceeds_batch_tokens)");
     }
 
@@ -1138,15 +1185,14 @@ mod tests {
                 ("backend", backend),
                 ("model_path", model),
                 ("gemm_quant_mode", gemm),
-                ("tp_size", "1"),
+                ("tp_size", "2"),
             ]))
             .unwrap();
             let mut b = bench();
             b.kv_cache = assume;
-            let text = scenario_text(&c, b, None, None, 0.0);
             let dtype = assume.dtype(&c);
-            assert!(text.contains(&format!("[model]\npreset = \"{}\"\nweight_dtype = \"", c.model)), "{text}");
-            assert!(text.contains(&format!("\nkv_dtype = \"{dtype}\"\n[gpu]")), "{text}");
+            assert_eq!(str_at(&scenario_doc(&c, b, None, None, 0.0), "model.kv_dtype"), dtype);
+            assert_eq!(scenario(&c, b).model.kv_dtype.name(), dtype);
             dtype
         };
         let llama = "meta-llama/Llama-3.1-70B";
@@ -1180,16 +1226,27 @@ mod tests {
         // AIConfigurator's generator rules (rule_plugin/benchmark/*.rule, 095f58a51) by hand, at
         // C = 8, ISL 1000, OSL 100: vLLM 8 + 1000 + 1500 = 2508 batched tokens; SGLang a
         // prefill limit of 1000 + 1500 = 2500; TensorRT-LLM 2508 rounded up to 32 = 2528.
-        let vllm = generator_settings("vllm", 1000, 100, 8, false);
-        assert!(vllm.contains("max_num_seqs = 512\nmax_num_batched_tokens = 2508\n"), "{vllm}");
-        assert!(generator_settings("vllm", 1000, 100, 600, false).contains("max_num_seqs = 1200\n"));
-        assert!(
-            generator_settings("sglang", 1000, 100, 8, true).contains("max_prefill_tokens = 2500\nmixed_chunk = true")
+        let generator = |framework: &str, c: u32, own: bool| {
+            let mut doc = Doc::default();
+            generator_settings(&mut doc, framework, 1000, 100, c, own);
+            doc
+        };
+        let vllm = generator("vllm", 8, false);
+        assert_eq!(
+            (int_at(&vllm, "scheduler.max_num_seqs"), int_at(&vllm, "scheduler.max_num_batched_tokens")),
+            (512, 2508)
         );
-        assert!(generator_settings("sglang", 1000, 100, 8, false).contains("max_num_batched_tokens = 2500\n"));
-        let trt = generator_settings("trtllm", 1000, 100, 8, false);
-        assert!(trt.contains("max_num_seqs = 8\nmax_num_batched_tokens = 2528\n"), "{trt}");
-        assert!(trt.contains("reserve_output_tokens = 100\n"));
+        assert_eq!(int_at(&generator("vllm", 600, false), "scheduler.max_num_seqs"), 1200);
+        let sglang = generator("sglang", 8, true);
+        assert_eq!(int_at(&sglang, "scheduler.batching.max_prefill_tokens"), 2500);
+        assert_eq!(sglang.at("scheduler.batching.mixed_chunk"), Some(&toml::Value::Boolean(true)));
+        assert_eq!(int_at(&generator("sglang", 8, false), "scheduler.max_num_batched_tokens"), 2500);
+        let trt = generator("trtllm", 8, false);
+        assert_eq!(
+            (int_at(&trt, "scheduler.max_num_seqs"), int_at(&trt, "scheduler.max_num_batched_tokens")),
+            (8, 2528)
+        );
+        assert_eq!(int_at(&trt, "scheduler.kv_cache.reserve_output_tokens"), 100);
         // Which rows get them: by the source column.
         let qwen = [("model_path", "Qwen/Qwen3-32B"), ("gemm_quant_mode", "bf16"), ("tp_size", "2")];
         let source = |s| [qwen[0], qwen[1], qwen[2], ("silicon_data_source", s)];
@@ -1201,32 +1258,40 @@ mod tests {
         assert!(!campaign.gap_analysis && gap.gap_analysis);
         assert!(campaign.generator_limits(Limits::Auto) && !gap.generator_limits(Limits::Auto));
         assert!(gap.generator_limits(Limits::Generator) && !campaign.generator_limits(Limits::Defaults));
-        let text = scenario_text(&campaign, bench(), None, None, 0.0);
-        assert!(text.contains("max_num_batched_tokens = 2508\n"), "{text}");
-        let text = scenario_text(&gap, bench(), None, None, 0.0);
-        assert!(text.contains("max_num_batched_tokens = 8192\n"), "{text}");
+        assert_eq!(scenario(&campaign, bench()).groups[0].scheduler.max_num_batched_tokens, 2508);
+        assert_eq!(scenario(&gap, bench()).groups[0].scheduler.max_num_batched_tokens, 8192);
     }
 
     #[test]
     fn engine_schedulers_swap_chunked_batching_for_each_engines_own() {
         let h200 = servesim_sim::spec::GpuPreset::find("h200").unwrap().spec();
-        let vllm = engine_settings("vllm", &h200, 1024, false);
-        assert!(vllm.contains("kind = \"chunked\"\npriority = \"decode\"") && vllm.contains("max_num_seqs = 1024"));
-        assert!(engine_settings("vllm", &h200, 1024, true).ends_with("[scheduler.batching]\nkind = \"vllm-v1\"\n"));
-        assert!(engine_settings("sglang", &h200, 1024, false).contains("kind = \"chunked\"\npriority = \"prefill\""));
-        let sglang = engine_settings("sglang", &h200, 1024, true);
-        assert!(
-            sglang.ends_with("kind = \"sglang\"\n") && sglang.contains("max_num_batched_tokens = 8192"),
-            "{sglang}"
+        let engine = |framework: &str, own: bool| {
+            let mut doc = Doc::default();
+            engine_settings(&mut doc, framework, &h200, 1024, own);
+            doc
+        };
+        let batching =
+            |d: &Doc| (str_at(d, "scheduler.batching.kind").to_string(), d.at("scheduler.batching.priority").cloned());
+        let prio = |p: &str| Some(toml::Value::from(p));
+        let vllm = engine("vllm", false);
+        assert_eq!(
+            (batching(&vllm), int_at(&vllm, "scheduler.max_num_seqs")),
+            (("chunked".into(), prio("decode")), 1024)
+        );
+        assert_eq!(batching(&engine("vllm", true)), ("vllm-v1".into(), None));
+        assert_eq!(batching(&engine("sglang", false)), ("chunked".into(), prio("prefill")));
+        let sglang = engine("sglang", true);
+        assert_eq!(
+            (batching(&sglang), int_at(&sglang, "scheduler.max_num_batched_tokens")),
+            (("sglang".into(), None), 8192)
         );
         // TensorRT-LLM runs its own scheduler either way: whole prompts, KV to completion.
-        let trt = engine_settings("trtllm", &h200, 1024, false);
-        assert_eq!(trt, engine_settings("trtllm", &h200, 1024, true));
-        assert!(
-            trt.contains("max_num_batched_tokens = 8192\n")
-                && trt.contains("kind = \"continuous\"\npriority = \"mixed\"")
-        );
-        assert!(trt.ends_with("allocation = \"reserve-max\"\nreserve_output_tokens = 1024\n"), "{trt}");
+        let trt = engine("trtllm", false);
+        assert_eq!(trt.0, engine("trtllm", true).0);
+        assert_eq!(int_at(&trt, "scheduler.max_num_batched_tokens"), 8192);
+        assert_eq!(batching(&trt), ("continuous".into(), prio("mixed")));
+        assert_eq!(str_at(&trt, "scheduler.kv_cache.allocation"), "reserve-max");
+        assert_eq!(int_at(&trt, "scheduler.kv_cache.reserve_output_tokens"), 1024);
     }
 
     #[test]
@@ -1239,7 +1304,7 @@ mod tests {
         // layout of the scenario stays plain TP (the experts' table carries the split).
         let ep = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("moe_tp_size", "1"), ("moe_ep_size", "4")])).unwrap();
         assert!(ep.note.contains("MoE TP 1 × EP 4 read from the database's experts over 4 GPUs"), "{}", ep.note);
-        assert!(!scenario_text(&ep, bench(), None, None, 0.0).contains("ep = true"));
+        assert!(!scenario(&ep, bench()).groups[0].layout.ep);
         let wide = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("moe_tp_size", "1"), ("moe_ep_size", "8")]));
         assert!(wide.unwrap_err().contains("the experts do not span the attention's GPUs"));
         let split = case_of(&row(&[qwen[0], qwen[1], ("tp_size", "1"), ("moe_tp_size", "2"), ("moe_ep_size", "1")]));
@@ -1267,18 +1332,19 @@ mod tests {
         .unwrap();
         assert_eq!((c.model, c.tp, c.dp, c.ep, c.roofline, c.weight_dtype), ("deepseek-r1", 8, 8, true, true, "fp8"));
         assert!(c.note.contains("roofline: DP attention is not priced from the database yet"), "{}", c.note);
-        let text = scenario_text(&c, bench(), None, None, 0.0);
-        assert!(text.contains("dp_attention = 8\nep = true\n") && !text.contains("database"), "{text}");
-        let s = Scenario::from_toml(&text, "t").unwrap();
-        assert_eq!((s.groups[0].tp, s.groups[0].layout.dp_attention), (8, 8));
+        let doc = scenario_doc(&c, bench(), None, None, 0.0);
+        assert!(doc.at("cost.database").is_none());
+        let s = scenario(&c, bench());
+        assert_eq!((s.groups[0].tp, s.groups[0].layout.dp_attention, s.groups[0].layout.ep), (8, 8, true));
         // Plain TP8 experts; a TP × EP hybrid runs as EP over its GPUs, and says so; experts
         // that do not span the GPUs are refused.
         // Without DP attention the database prices it: block-scaled FP8 GEMMs (the checkpoint's).
         let tp = case_of(&row(&[ds[0], ds[1], ds[2], ("tp_size", "8"), ("moe_tp_size", "8"), ("moe_ep_size", "1")]))
             .unwrap();
         assert_eq!((tp.dp, tp.ep, tp.roofline, tp.mla, tp.weights), (1, false, false, true, "fp8-block"));
-        let text = scenario_text(&tp, bench(), None, None, 0.0);
-        assert!(text.contains("weights = \"fp8-block\", moe_distribution = \"power_law_1.2\""), "{text}");
+        let doc = scenario_doc(&tp, bench(), None, None, 0.0);
+        assert_eq!(str_at(&doc, "cost.database.weights"), "fp8-block");
+        assert_eq!(str_at(&doc, "cost.database.moe_distribution"), "power_law_1.2");
         // A hybrid reads the database's experts over its GPUs, or, should the database lack them,
         // runs on the roofline as EP over its GPUs; both say so.
         let hybrid =
@@ -1295,7 +1361,7 @@ mod tests {
             hybrid.roofline_note
         );
         assert!(
-            !scenario_text(&hybrid, bench(), None, None, 0.0).contains("ep = true"),
+            scenario_doc(&hybrid, bench(), None, None, 0.0).at("cluster.ep").is_none(),
             "experts as the table has them"
         );
         let short = case_of(&row(&[ds[0], ds[1], ("tp_size", "4"), ("moe_tp_size", "2"), ("moe_ep_size", "1")]));
