@@ -61,6 +61,8 @@ pub enum MemoryEngine {
     Vllm,
     /// SGLang's `mem_fraction_static` rule.
     Sglang,
+    /// TensorRT-LLM's `free_gpu_memory_fraction` rule (PyTorch executor).
+    Trtllm,
 }
 
 impl MemoryEngine {
@@ -73,6 +75,7 @@ impl MemoryEngine {
             MemoryEngine::Servesim => "servesim",
             MemoryEngine::Vllm => "vllm",
             MemoryEngine::Sglang => "sglang",
+            MemoryEngine::Trtllm => "trtllm",
         }
     }
 }
@@ -242,28 +245,7 @@ fn plan_stage(
     if let Some(n) = cfg.kv_blocks {
         return pinned_memory(gpu, cfg, n, weight_bytes, block_bytes);
     }
-    let (usable_bytes, reserve_bytes, rule, terms) = match cfg.engine.engine {
-        MemoryEngine::Servesim => {
-            let usable = (gpu.memory_bytes as f64 * cfg.gpu_memory_utilization).floor() as u64;
-            let reserve = cfg.reserve_bytes.unwrap_or_else(|| default_reserve_bytes(model, cfg));
-            (usable, reserve, format!("gpu_memory_utilization {}", cfg.gpu_memory_utilization), None)
-        }
-        MemoryEngine::Vllm | MemoryEngine::Sglang => {
-            let t = engine_terms(model, gpu, cfg, weight_bytes);
-            weight_bytes += t.rope_cache_bytes;
-            if t.engine == MemoryEngine::Vllm {
-                // requested_memory = total × gpu_memory_utilization (a float; int() at the end).
-                let usable = (t.visible_bytes as f64 * t.fraction).floor() as u64;
-                let reserve = t.activation_bytes.saturating_add(t.non_torch_bytes).saturating_add(t.cuda_graph_bytes);
-                (usable, reserve, format!("vLLM's gpu_memory_utilization {}", t.fraction), Some(t))
-            } else {
-                // rest = free after weights − free at start × (1 − f) = free at start × f − weights.
-                let free = t.visible_bytes.saturating_sub(t.non_torch_bytes);
-                let usable = (free as f64 * t.fraction).floor() as u64;
-                (usable, 0, format!("SGLang's mem_fraction_static {}", t.fraction), Some(t))
-            }
-        }
-    };
+    let (usable_bytes, reserve_bytes, rule, terms) = engine_budget(model, gpu, cfg, &mut weight_bytes);
     let window_kv_bytes = model.arch.window.map_or(0, |w| {
         let tokens = (w.tokens + cfg.block_tokens).min(model.max_context.max(1));
         let seqs = cfg.max_num_seqs.div_ceil(dp);
@@ -307,6 +289,53 @@ fn plan_stage(
         window_kv_bytes,
         terms,
     })
+}
+
+/// The bytes an engine's rule makes usable for weights, reserve and KV on one GPU, the reserve,
+/// the rule in words, and its terms; `weight_bytes` gains what the rule counts with the weights
+/// (the RoPE table).
+fn engine_budget(
+    model: &ModelSpec,
+    gpu: &GpuSpec,
+    cfg: &MemoryConfig,
+    weight_bytes: &mut u64,
+) -> (u64, u64, String, Option<EngineTerms>) {
+    match cfg.engine.engine {
+        MemoryEngine::Servesim => {
+            let usable = (gpu.memory_bytes as f64 * cfg.gpu_memory_utilization).floor() as u64;
+            let reserve = cfg.reserve_bytes.unwrap_or_else(|| default_reserve_bytes(model, cfg));
+            (usable, reserve, format!("gpu_memory_utilization {}", cfg.gpu_memory_utilization), None)
+        }
+        MemoryEngine::Trtllm => {
+            let t = engine_terms(model, gpu, cfg, *weight_bytes);
+            *weight_bytes += t.rope_cache_bytes;
+            // KvCacheCreator._cal_max_tokens (tensorrt_llm/_torch/pyexecutor/_util.py): the KV
+            // cache gets (total − peak) × free_gpu_memory_fraction, the peak being the weights,
+            // the profiling forward's activations and what lies outside torch.
+            let reserve = t.activation_bytes.saturating_add(t.non_torch_bytes);
+            let peak = weight_bytes.saturating_add(reserve);
+            let usable = match t.visible_bytes.checked_sub(peak) {
+                Some(free) => peak + (free as f64 * t.fraction).floor() as u64,
+                None => t.visible_bytes,
+            };
+            (usable, reserve, format!("TensorRT-LLM's free_gpu_memory_fraction {}", t.fraction), Some(t))
+        }
+        MemoryEngine::Vllm | MemoryEngine::Sglang => {
+            let t = engine_terms(model, gpu, cfg, *weight_bytes);
+            *weight_bytes += t.rope_cache_bytes;
+            if t.engine == MemoryEngine::Vllm {
+                // requested_memory = total × gpu_memory_utilization (a float; int() at the end).
+                let usable = (t.visible_bytes as f64 * t.fraction).floor() as u64;
+                let reserve = t.activation_bytes.saturating_add(t.non_torch_bytes).saturating_add(t.cuda_graph_bytes);
+                (usable, reserve, format!("vLLM's gpu_memory_utilization {}", t.fraction), Some(t))
+            } else {
+                // rest = free after weights − free at start × (1 − f) = free at start × f − weights.
+                let free = t.visible_bytes.saturating_sub(t.non_torch_bytes);
+                let usable = (free as f64 * t.fraction).floor() as u64;
+                (usable, 0, format!("SGLang's mem_fraction_static {}", t.fraction), Some(t))
+            }
+        }
+    }
 }
 
 /// Bytes the dummy sampler run of vLLM's profiling keeps alive per (sequence × vocabulary
@@ -395,6 +424,8 @@ pub fn engine_terms(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig, parame
         _ => cfg.gpu_memory_utilization,
     };
     let (vllm, sglang) = (e.engine == MemoryEngine::Vllm, e.engine == MemoryEngine::Sglang);
+    // TensorRT-LLM profiles a forward pass at max_num_tokens too (no sampler run is counted).
+    let trtllm = e.engine == MemoryEngine::Trtllm;
     EngineTerms {
         engine: e.engine,
         visible_bytes,
@@ -403,8 +434,12 @@ pub fn engine_terms(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig, parame
         parameter_bytes,
         rope_cache_bytes,
         forward_peak_bytes: if sglang { 0 } else { forward_peak_bytes },
-        sampler_peak_bytes: if sglang { 0 } else { sampler_peak_bytes },
-        activation_bytes: if vllm { forward_peak_bytes.max(sampler_peak_bytes) } else { 0 },
+        sampler_peak_bytes: if sglang || trtllm { 0 } else { sampler_peak_bytes },
+        activation_bytes: match e.engine {
+            MemoryEngine::Vllm => forward_peak_bytes.max(sampler_peak_bytes),
+            MemoryEngine::Trtllm => forward_peak_bytes,
+            _ => 0,
+        },
         non_torch_bytes: e.non_torch_bytes.unwrap_or_else(|| default_non_torch_bytes(e.engine, cfg.tp)),
         non_torch_estimated: e.non_torch_bytes.is_none(),
         cuda_graph_bytes: if vllm { e.cuda_graph_bytes.unwrap_or(0) } else { 0 },
@@ -592,6 +627,42 @@ mod tests {
             engine: EngineMemory { engine: e, ..Default::default() },
             ..cfg(1)
         }
+    }
+
+    #[test]
+    fn trtllm_rule_takes_its_fraction_of_what_the_weights_and_the_profiling_peak_leave() {
+        // KvCacheCreator._cal_max_tokens (tensorrt_llm/_torch/pyexecutor/_util.py,
+        // NVIDIA/TensorRT-LLM 1a0dc5f70): available = (total − peak) × free_gpu_memory_fraction,
+        // peak = torch peak (weights + the profiling forward at max_num_tokens) + non-torch.
+        let g = GpuPreset::find("h100-sxm").unwrap().spec();
+        let m = ModelSpec::from_preset(ModelPreset::find("llama-3.1-8b").unwrap(), Dtype::Bf16, Dtype::Bf16);
+        let b = plan_memory(&m, &g, &engine(MemoryEngine::Trtllm)).unwrap();
+        let t = b.terms.clone().unwrap();
+        let visible = 81_091u64 << 20;
+        assert_eq!(t.visible_bytes, visible);
+        // The weights with the RoPE table, as vLLM's rule counts them; the forward pass at 8192
+        // tokens 8192 × (2 × 4096 + 3 × 14336) × 2 B; no sampler run; 0.05 GiB outside torch.
+        assert_eq!(b.weight_bytes, 16_060_522_496 + 33_554_432);
+        assert_eq!((t.activation_bytes, t.sampler_peak_bytes), (838_860_800, 0));
+        assert_eq!(t.non_torch_bytes, (0.05 * GIB) as u64);
+        let peak = b.weight_bytes + 838_860_800 + t.non_torch_bytes;
+        let kv = ((visible - peak) as f64 * 0.9).floor() as u64;
+        assert_eq!((b.reserve_bytes, b.kv_bytes), (838_860_800 + t.non_torch_bytes, kv));
+        assert_eq!(b.kv_blocks, kv / (16 * 131_072));
+        // vLLM's rule takes 0.9 of the whole and then the weights: on a model that fills most of
+        // the GPU, TensorRT-LLM's leaves more. Llama-3.1-70B in FP8 on one H200.
+        let h200 = GpuPreset::find("h200").unwrap().spec();
+        let big = ModelSpec::from_preset(ModelPreset::find("llama-3.1-70b").unwrap(), Dtype::Fp8, Dtype::Fp8);
+        let trt = plan_memory(&big, &h200, &engine(MemoryEngine::Trtllm)).unwrap();
+        let vllm = plan_memory(&big, &h200, &engine(MemoryEngine::Vllm)).unwrap();
+        let h200_visible = 143_165u64 << 20;
+        let free = h200_visible - trt.weight_bytes - trt.reserve_bytes;
+        assert_eq!(trt.kv_bytes, (free as f64 * 0.9).floor() as u64);
+        assert!(trt.kv_bytes > vllm.kv_bytes, "{} vs {}", trt.kv_bytes, vllm.kv_bytes);
+        // A model that does not fit is said so, not given a KV cache of nothing.
+        let huge = ModelSpec::from_preset(ModelPreset::find("llama-3.1-70b").unwrap(), Dtype::Bf16, Dtype::Bf16);
+        let e = plan_memory(&huge, &g, &engine(MemoryEngine::Trtllm)).unwrap_err().to_string();
+        assert!(e.contains("does not fit on h100-sxm") && e.contains("free_gpu_memory_fraction"), "{e}");
     }
 
     #[test]

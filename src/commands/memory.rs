@@ -49,8 +49,9 @@ pub(crate) struct Args {
     max_num_seqs: u64,
     /// Whose rule sizes the KV cache: servesim (weights + reserve), vllm (its profiling rule:
     /// total as CUDA sees it × --gpu-memory-utilization − weights − peak activation − non-torch
-    /// − CUDA graphs) or sglang (free memory at start × --mem-fraction-static − weights). Each
-    /// term is shown.
+    /// − CUDA graphs), sglang (free memory at start × --mem-fraction-static − weights) or trtllm
+    /// ((total as CUDA sees it − weights − peak activation − non-torch) ×
+    /// --gpu-memory-utilization, read as its free_gpu_memory_fraction). Each term is shown.
     #[arg(long, value_enum, default_value_t = EngineArg::Servesim)]
     engine: EngineArg,
     /// vllm: the "non-torch memory" of your start-up log; sglang: memory in use at start (CUDA
@@ -74,6 +75,7 @@ pub(crate) enum EngineArg {
     Servesim,
     Vllm,
     Sglang,
+    Trtllm,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -194,6 +196,7 @@ fn config(a: &Args) -> Result<MemoryConfig> {
         EngineArg::Servesim => MemoryEngine::Servesim,
         EngineArg::Vllm => MemoryEngine::Vllm,
         EngineArg::Sglang => MemoryEngine::Sglang,
+        EngineArg::Trtllm => MemoryEngine::Trtllm,
     };
     let only = |flag: &str, set: bool, ok: bool, with: &str| -> Result<()> {
         if set && !ok {
@@ -202,7 +205,7 @@ fn config(a: &Args) -> Result<MemoryConfig> {
         Ok(())
     };
     only("--reserve-gib", a.reserve_gib.is_some(), engine == MemoryEngine::Servesim, "servesim")?;
-    only("--non-torch-gib", a.non_torch_gib.is_some(), engine != MemoryEngine::Servesim, "vllm or sglang")?;
+    only("--non-torch-gib", a.non_torch_gib.is_some(), engine != MemoryEngine::Servesim, "vllm, sglang or trtllm")?;
     only("--cuda-graph-gib", a.cuda_graph_gib.is_some(), engine == MemoryEngine::Vllm, "vllm")?;
     only("--mem-fraction-static", a.mem_fraction_static.is_some(), engine == MemoryEngine::Sglang, "sglang")?;
     for (flag, v) in [("--non-torch-gib", a.non_torch_gib), ("--cuda-graph-gib", a.cuda_graph_gib)] {
@@ -290,6 +293,12 @@ fn print_usable(a: &Args, model: &ModelSpec, gpu: &GpuSpec, b: &MemoryBudget) {
                         gib(b.usable_bytes)
                     );
                 }
+                MemoryEngine::Trtllm => outln!(
+                    "  usable                  {:>10.2} GiB  (TensorRT-LLM: weights + peak + {} × the rest, its \
+                     free_gpu_memory_fraction)",
+                    gib(b.usable_bytes),
+                    t.fraction
+                ),
                 _ => outln!(
                     "  requested at {:<5}      {:>10.2} GiB  (vLLM: total × gpu_memory_utilization)",
                     t.fraction,
@@ -328,6 +337,18 @@ fn print_weights_and_terms(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
                 "    of which RoPE table   {:>10.2} GiB  (max_position × rotary dim × 2 B)",
                 gib(t.rope_cache_bytes)
             );
+            if t.engine == MemoryEngine::Trtllm {
+                outln!(
+                    "  peak activation         {:>10.2} GiB  (profiling forward pass, {} tokens)",
+                    gib(t.activation_bytes),
+                    thousands(a.max_num_batched_tokens)
+                );
+                outln!(
+                    "  non-torch memory        {:>10.2} GiB  (NCCL, workspaces{})",
+                    gib(t.non_torch_bytes),
+                    estimate(t.non_torch_estimated)
+                );
+            }
             if t.engine == MemoryEngine::Vllm {
                 outln!(
                     "  peak activation         {:>10.2} GiB  (profiling run: the larger of the two below)",

@@ -241,6 +241,35 @@ fn memory_engine_vllm_shows_every_term_of_vllms_rule() {
     assert!(stderr(&o).contains("--mem-fraction-static: must be in (0, 1), got 1.5"), "{}", stderr(&o));
 }
 
+/// TensorRT-LLM's rule, by hand (`KvCacheCreator._cal_max_tokens`,
+/// tensorrt_llm/_torch/pyexecutor/_util.py, NVIDIA/TensorRT-LLM 1a0dc5f70): KV = (total − peak)
+/// × free_gpu_memory_fraction, the peak being the weights, the profiling forward at
+/// max_num_tokens and the memory outside torch (vLLM's estimate, 0.05 GiB, an assumption).
+#[test]
+fn memory_engine_trtllm_takes_its_fraction_of_what_the_peak_leaves() {
+    let o =
+        servesim(&["memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "trtllm", "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let visible = 81_091u64 << 20;
+    let weights = 8_030_261_248u64 * 2 + 131_072 * 128 * 2;
+    let forward = 8192 * (2 * 4096 + 3 * 14336) * 2;
+    let non_torch = (0.05 * (1u64 << 30) as f64) as u64;
+    let kv = ((visible - weights - forward - non_torch) as f64 * 0.9).floor() as u64;
+    assert_eq!((v["weight_bytes"].as_u64(), v["terms"]["activation_bytes"].as_u64()), (Some(weights), Some(forward)));
+    assert_eq!(v["kv_bytes"], kv);
+    assert_eq!(v["kv_blocks"], kv / (16 * 131_072));
+    let t = stdout(&servesim(&["memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "trtllm"]));
+    for line in [
+        "TensorRT-LLM: weights + peak + 0.9 × the rest, its free_gpu_memory_fraction",
+        "peak activation",
+        "non-torch memory",
+        "an estimate",
+    ] {
+        assert!(t.contains(line), "{line}: {t}");
+    }
+}
+
 #[test]
 fn goodput_is_the_offered_load_times_attainment_and_vllm_bench_divides_by_the_whole_run() {
     // 40 requests evenly spaced at 4 req/s on an idle 8B: every one meets a loose SLO. The

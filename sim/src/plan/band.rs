@@ -25,7 +25,7 @@ use crate::scenario::Scenario;
 pub const DATABASE_DENSE: f64 = 0.072;
 pub const DATABASE_MOE: f64 = 0.211;
 pub const DATABASE_WINDOWED: f64 = 0.132;
-pub const DATABASE_MLA: f64 = 0.247;
+pub const DATABASE_MLA: f64 = 0.241;
 pub const CALIBRATED: f64 = 0.134;
 pub const ROOFLINE: f64 = 0.410;
 

@@ -45,7 +45,7 @@ impl ServingEngine {
     /// | `scheduler.batching` | `vllm-v1` | `sglang` | — |
     /// | `scheduler.max_num_seqs`, `max_num_batched_tokens` | [`ServingEngine::default_limits`] on the top-level `[gpu]` | same | same |
     /// | `scheduler.prefix_cache.enabled` | true | true (the radix cache) | — |
-    /// | `memory.engine` (unless `reserve_gib` or `kv_blocks` is given) | `vllm` | `sglang` | — |
+    /// | `memory.engine` (unless `reserve_gib` or `kv_blocks` is given) | `vllm` | `sglang` | `trtllm` |
     /// | `cost.overhead` (roofline) | `vllm` | `sglang` | `trtllm` |
     /// | `scheduler.kv_cache` (unless `allocation` is given) | — | — | `reserve-max`, each request's own output, `scheduler.watermark` 0 |
     ///
@@ -86,8 +86,12 @@ impl ServingEngine {
             file.scheduler.prefix_cache.enabled = true;
         }
         let sized_by_hand = has(&["memory", "reserve_gib"]) || has(&["memory", "kv_blocks"]);
-        if (vllm || sglang) && !has(&["memory", "engine"]) && !sized_by_hand {
-            file.memory.engine = if vllm { MemoryEngine::Vllm } else { MemoryEngine::Sglang };
+        if !has(&["memory", "engine"]) && !sized_by_hand {
+            file.memory.engine = match self {
+                ServingEngine::Vllm => MemoryEngine::Vllm,
+                ServingEngine::Sglang => MemoryEngine::Sglang,
+                ServingEngine::Trtllm => MemoryEngine::Trtllm,
+            };
         }
         if let CostSpec::Roofline(c) = &mut file.cost {
             if c.overhead.is_none() {

@@ -212,7 +212,12 @@ impl MemorySection {
             }
         };
         only("reserve_gib", self.reserve_gib.is_some(), self.engine.is_servesim(), "\"servesim\"")?;
-        only("non_torch_gib", self.non_torch_gib.is_some(), !self.engine.is_servesim(), "\"vllm\" or \"sglang\"")?;
+        only(
+            "non_torch_gib",
+            self.non_torch_gib.is_some(),
+            !self.engine.is_servesim(),
+            "\"vllm\", \"sglang\" or \"trtllm\"",
+        )?;
         only("cuda_graph_gib", self.cuda_graph_gib.is_some(), self.engine == MemoryEngine::Vllm, "\"vllm\"")?;
         only(
             "mem_fraction_static",

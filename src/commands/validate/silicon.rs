@@ -632,6 +632,12 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
     if bench.frontend {
         doc.set("frontend.engine", c.framework.as_str());
     }
+    // TensorRT-LLM sizes its KV cache by its own rule, with its default free_gpu_memory_fraction
+    // 0.9 (`KvCacheConfig`): not the 0.80 of the generator's template, under which campaign rows
+    // that measured no queueing could not have fit their clients (docs/fidelity.md).
+    if c.framework == "trtllm" {
+        doc.set("memory.engine", "trtllm");
+    }
     doc
 }
 
