@@ -369,3 +369,35 @@ fn a_profile_op_servesim_does_not_read_is_an_error() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("op attn_post_projection is not an op servesim reads"), "{}", stderr(&o));
 }
+
+/// A profile imported from one engine's kernels under a scenario whose `engine` is another is an
+/// error naming both; under its own engine it runs.
+#[test]
+fn a_profile_of_another_engines_kernels_is_refused_naming_both() {
+    let dir = out_dir("aic_profile_engine");
+    let profile = root().join("calibrate/profiles/aic/h100_sxm-vllm-llama-3-8b-bf16.json");
+    let text = |engine: &str| {
+        format!(
+            "name = \"e\"\nengine = \"{engine}\"\n[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"h100-sxm\"\n\
+             [cost]\nprofile = \"{}\"\n[workload]\nrequests = 20\narrival = {{ kind = \"poisson\", rate = 5 }}\n\
+             prompt_tokens = {{ kind = \"fixed\", value = 100 }}\noutput_tokens = {{ kind = \"fixed\", value = 10 }}\n",
+            profile.display()
+        )
+    };
+    let sglang = scenario_file(&dir, "sglang.toml", &text("sglang"));
+    let o = isolated(&["simulate", "--scenario", &sglang, "--out", dir.join("s").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("cost.profile: ")
+            && e.contains(
+                "its kernels are vllm's (aiconfigurator database: h100_sxm vllm 0.24.0), and the scenario's engine is sglang"
+            )
+            && e.contains("--framework sglang"),
+        "{e}"
+    );
+    assert!(!dir.join("s").exists(), "nothing written");
+    let vllm = scenario_file(&dir, "vllm.toml", &text("vllm"));
+    let o = isolated(&["simulate", "--scenario", &vllm, "--out", dir.join("v").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

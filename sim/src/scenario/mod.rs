@@ -259,6 +259,34 @@ fn check_profile(
     Ok(())
 }
 
+/// A profile file (`cost.profile`) imported from one engine's kernels in a scenario whose
+/// `engine` is another is an error naming both: its attention and collectives are that engine's.
+/// Profiles measured by servesim's own kernels (`calibrate run`) name no engine and pass.
+fn check_profile_engine(engine: Option<ServingEngine>, g: &InstanceGroup, path_key: &str) -> Result<(), ConfigError> {
+    let (Some(engine), Some(p), CostSpec::Roofline(c)) = (engine, &g.profile, &g.cost) else { return Ok(()) };
+    let (Some(file), Some(db)) = (&c.profile, &p.meta.database) else { return Ok(()) };
+    if db.framework == engine.name() {
+        return Ok(());
+    }
+    Err(ConfigError::at(
+        &format!("{path_key}.profile"),
+        format!(
+            "{file}: its kernels are {}'s ({} database: {} {} {}), and the scenario's engine is {}: import {}'s \
+             (`servesim calibrate import-aic --framework {} ...`) or read them from the database \
+             (`[cost] database = {{ framework = \"{}\" }}`)",
+            db.framework,
+            db.name,
+            db.system,
+            db.framework,
+            db.version,
+            engine.name(),
+            engine.name(),
+            engine.name(),
+            engine.name()
+        ),
+    ))
+}
+
 /// The serving engine a group's calibration is matched on: the scenario's `engine`, else the
 /// kernel database's framework, else an engine named by `cost.overhead`, else `unspecified`.
 pub(crate) fn group_engine(engine: Option<ServingEngine>, cost: &CostSpec) -> String {
@@ -405,8 +433,8 @@ impl Scenario {
             g.scheduler.queue.resolve(&file.slo, &format!("{scheduler}.queue"))?;
             let path = if heterogeneous { format!("cluster.groups[{i}].cost") } else { "cost".into() };
             g.profile = group_profile(g, &model, resources.as_ref(), &path)?;
-            let engine = group_engine(file.engine, &g.cost);
-            g.calibration = group_calibration(g, &engine, resources.as_ref(), &path)?;
+            check_profile_engine(file.engine, g, &path)?;
+            g.calibration = group_calibration(g, &group_engine(file.engine, &g.cost), resources.as_ref(), &path)?;
         }
         if let Some(f) = &file.fleet {
             f.validate("fleet", &groups)?;
