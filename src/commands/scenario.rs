@@ -244,6 +244,19 @@ fn checkpoint_kv(model_id: &str, weight_dtype: Option<&'static str>, warn: &mut 
     None
 }
 
+/// The `[model]` dtype keys a command gives; where the KV dtype was read from the checkpoint
+/// or assumed of it (`warn` says which), a comment above it says so too.
+fn dtype_lines(weight_dtype: Option<&str>, kv_dtype: Option<&str>, warn: &[String]) -> String {
+    let mut t = weight_dtype.map_or(String::new(), |w| format!("weight_dtype = \"{w}\"\n"));
+    if let Some(k) = kv_dtype {
+        for w in warn.iter().filter(|w| w.starts_with("KV cache fp8")) {
+            t += &format!("# {w}\n");
+        }
+        t += &format!("kv_dtype = \"{k}\"\n");
+    }
+    t
+}
+
 /// A switch given a value (`--enable-mixed-chunk=false`): the engines' argparse switches take
 /// none (`store_true`, and vLLM's `BooleanOptionalAction`, are `nargs=0`: argparse stops with
 /// "ignored explicit argument"), so the engine would not start with it.
@@ -407,12 +420,7 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
     t += "# The workload and the SLO below are placeholders: put in your traffic and targets.\n";
     t +=
         &format!("name = \"{}-{}\"\nseed = 1\n# The engine's rules are the defaults of what this file leaves out.\nengine = \"{engine_name}\"\n\n[model]\npreset = \"{}\"\n", engine_name, preset.name(), preset.name());
-    if let Some(w) = weight_dtype {
-        t += &format!("weight_dtype = \"{w}\"\n");
-    }
-    if let Some(k) = kv_dtype {
-        t += &format!("kv_dtype = \"{k}\"\n");
-    }
+    t += &dtype_lines(weight_dtype, kv_dtype, &warn);
     t += &format!("\n[gpu]\n{gpu_section}\n[cluster]\ninstances = {instances}\ntp = {gpus}\n");
     // The engine's own balancer across its DP replicas: vLLM's lowest 4 × waiting + running
     // (router `vllm-dp`); SGLang's data-parallel controller round-robin by default
@@ -606,6 +614,9 @@ mod tests {
         let (d, w) = kv(Engine::Vllm, "vllm serve nvidia/Llama-3.3-70B-Instruct-FP8");
         assert_eq!(d, "fp8");
         assert!(w.len() == 1 && w[0].starts_with("KV cache fp8 assumed: NVIDIA's ModelOpt checkpoints"), "{w:?}");
+        // The written file says it too, above the key.
+        let (text, _) = scenario(Engine::Vllm, "h200", &args("nvidia/Llama-3.3-70B-Instruct-FP8")).unwrap();
+        assert!(text.contains(&format!("# {}\nkv_dtype = \"fp8\"\n", w[0])), "{text}");
         assert_eq!(kv(Engine::Sglang, "--model-path nvidia/Llama-3.1-8B-Instruct-FP4 --tp 1").0, "fp8");
         assert_eq!(kv(Engine::Vllm, "nvidia/DeepSeek-R1-FP4 --tensor-parallel-size 8").0, "fp8");
         // Given by the flag, bf16 included, or another publisher's checkpoint: no assumption.
