@@ -313,9 +313,7 @@ fn run_rows(
         .zip(&first)
         .filter_map(|(&i, run)| {
             let run = run.as_ref()?;
-            let rest: Vec<Metrics> = if other_seeds.is_empty() {
-                vec![]
-            } else if run.drew {
+            let rest: Vec<Metrics> = if run.drew && !other_seeds.is_empty() {
                 let (_, runs) = others.next().expect("a row that drew ran its other seeds");
                 runs.iter().map(|r| r.as_ref().map(|x| x.metrics.clone())).collect::<Option<_>>()?
             } else {

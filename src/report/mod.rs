@@ -354,9 +354,9 @@ pub(crate) fn compare_report(dir: &Path) -> anyhow::Result<String> {
     if let Some(xs) = numeric.filter(|xs| xs.len() >= 2) {
         let target = shared_setting(&cells, |c| c.slo_target);
         // The knee: the highest value of the key up to which every variant meets the SLO target.
-        let mut order: Vec<(f64, f64)> = xs.iter().map(|(x, c)| (*x, c.attainment.0)).collect();
+        let mut order: Vec<(f64, &CompareCells)> = xs.clone();
         order.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let knee = target.and_then(|t| order.iter().take_while(|(_, a)| *a >= t).last().map(|(x, _)| *x));
+        let knee = target.and_then(|t| knee(&order, t));
         let knee_mark = knee.map(|x| Marker::new(format!("knee: SLO met up to {}", charts::short(x)), x));
         let base_cells = baseline.map(|b| &cells[b]);
         for (i, (metric, title, unit, scale, slo)) in slo_curves(&cells).into_iter().enumerate() {
@@ -420,6 +420,12 @@ pub(crate) fn compare_report(dir: &Path) -> anyhow::Result<String> {
         if keys.is_empty() { "the scenario".to_string() } else { html::escape(&keys.join(", ")) }
     );
     Ok(html::page(&title, &meta, &tables, &charts))
+}
+
+/// The knee of variants ordered by the number: the highest value up to which every one meets
+/// the SLO target (`None`: the first already misses it).
+fn knee(by_number: &[(f64, &CompareCells)], target: f64) -> Option<f64> {
+    by_number.iter().take_while(|(_, c)| c.attainment.0 >= target).last().map(|(x, _)| *x)
 }
 
 /// A setting every variant shares (the SLO, unless it is what varies), else none.
@@ -537,7 +543,7 @@ fn category_curves(
     let (x_key, cat_key) = (&keys[axes.x - 1], &keys[axes.category - 1]);
     let name = |value: &str| -> String {
         let (pts, cat) = (of(value), shown(value));
-        let knee = target.map(|t| pts.iter().take_while(|(_, c)| c.attainment.0 >= t).last().map(|(x, _)| *x));
+        let knee = target.map(|t| knee(&pts, t));
         match knee {
             None => cat,
             Some(None) => format!("{cat}: SLO missed at {}", charts::short(pts[0].0)),

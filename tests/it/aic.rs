@@ -193,15 +193,13 @@ fn shipped_profiles_price_the_peak_plan_with_no_database() {
 #[test]
 fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
     let dir = out_dir("aic_silicon");
-    let o = isolated(&[
-        "validate",
-        "--silicon",
-        "data/aiconfigurator/silicon_sample_slice.csv",
-        "--database",
-        SLICE,
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
+    let slice_scoreboard = |out: &std::path::Path, extra: &[&str]| {
+        let csv = "data/aiconfigurator/silicon_sample_slice.csv";
+        isolated(
+            &[&["validate", "--silicon", csv, "--database", SLICE, "--out", out.to_str().unwrap()], extra].concat(),
+        )
+    };
+    let o = slice_scoreboard(&dir, &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     let table = stdout(&o);
     // gpt-oss-120b (windowed layers, MXFP4 experts) runs on the database; DeepSeek-R1 (MLA) on
@@ -273,17 +271,7 @@ fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
     // Every row FP8: gpt-oss's attention was measured only with a BF16 cache, so its row runs
     // BF16 and says why; the Llama rows are as before.
     let fp8_dir = out_dir("aic_silicon_fp8");
-    let o = isolated(&[
-        "validate",
-        "--silicon",
-        "data/aiconfigurator/silicon_sample_slice.csv",
-        "--database",
-        SLICE,
-        "--kv-cache",
-        "fp8",
-        "--out",
-        fp8_dir.to_str().unwrap(),
-    ]);
+    let o = slice_scoreboard(&fp8_dir, &["--kv-cache", "fp8"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let fp8 = read(&fp8_dir.join("silicon.csv"));
     let oss = fp8.lines().find(|l| l.contains("gpt-oss-120b")).unwrap();

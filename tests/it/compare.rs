@@ -182,36 +182,29 @@ fn a_varied_engine_brings_its_rules_to_each_variant() {
 #[test]
 fn seeds_give_each_row_its_range_and_mark_changes_within_it() {
     let (dir, path) = setup("compare_seeds");
-    let o = servesim(&[
-        "compare",
-        "--scenario",
-        &path,
-        "--vary",
-        "cluster.router={kind=\"random\"}",
-        "--seeds",
-        "3",
-        "--quiet",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
+    let random_router = |seeds: &str, out: &std::path::Path| {
+        let (path, out) = (path.as_str(), out.to_str().unwrap());
+        servesim(&[
+            "compare",
+            "--scenario",
+            path,
+            "--vary",
+            "cluster.router={kind=\"random\"}",
+            "--seeds",
+            seeds,
+            "--quiet",
+            "--out",
+            out,
+        ])
+    };
+    let o = random_router("3", &dir);
     assert!(o.status.success(), "{}", stderr(&o));
     let table = stdout(&o);
     let (head, rows) = rows(&read(&dir.join("compare.csv")));
     let col = |name: &str| head.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
     // One seed (runs that draw, nothing else to run): the first seed's figures of the three.
     let one = dir.join("one");
-    let o = servesim(&[
-        "compare",
-        "--scenario",
-        &path,
-        "--vary",
-        "cluster.router={kind=\"random\"}",
-        "--seeds",
-        "1",
-        "--quiet",
-        "--out",
-        one.to_str().unwrap(),
-    ]);
+    let o = random_router("1", &one);
     assert!(o.status.success(), "{}", stderr(&o));
     let (_, single) = self::rows(&read(&one.join("compare.csv")));
     for (a, b) in single.iter().zip(&rows) {
