@@ -72,3 +72,20 @@ impl Progress {
         (self.runs.load(Ordering::Relaxed), self.requests.load(Ordering::Relaxed), self.start.elapsed().as_secs_f64())
     }
 }
+
+/// The planner's searches run on rayon's threads (results in order), counted by the bar.
+impl servesim_sim::plan::Runner for Progress {
+    fn map<T: Sync, U: Send>(&self, items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
+        use rayon::prelude::*;
+        items.par_iter().map(&f).collect()
+    }
+    fn run_done(&self, requests: u64) {
+        Progress::run_done(self, requests)
+    }
+    fn item_done(&self) {
+        Progress::item_done(self)
+    }
+    fn runs(&self) -> u64 {
+        self.totals().0
+    }
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Write every shipped scenario's outputs (simulate, plan, compare) with one servesim binary into
+# Write every shipped scenario's outputs (simulate, plan, compare, tune) with one servesim binary into
 # one folder, so two builds can be compared with `diff -r`: the check that a restructuring left
 # behaviour unchanged (ARCHITECTURE.md, "Changing the code without changing the numbers").
 #
@@ -33,6 +33,14 @@ echo "$rc" >"$out/compare-priority.rc"
 rc=0; "$bin" compare --scenario scenarios/peak.toml --vary 'cluster.router={kind="round-robin"},{kind="least-outstanding"}' \
     --out "$out/compare/peak" -q >"$out/compare-peak.stdout" 2>&1 || rc=$?
 echo "$rc" >"$out/compare-peak.rc"
+# tune: the peak scenario over GPUs, TP and batch limits, pruned, and within a budget of runs.
+{ cat scenarios/peak.toml; printf '\n[tune]\ngpu = ["h100-sxm", "h200", "a100-80g", "l40s"]\ntp = [1, 2]\nmax_num_seqs = [64, 256]\nmax_num_batched_tokens = [2048, 8192]\n'; } >"$out/tune-peak.toml"
+rc=0; "$bin" tune --scenario "$out/tune-peak.toml" --out "$out/tune/peak" --report "$out/tune/peak.html" -q \
+    >"$out/tune-peak.stdout" 2>&1 || rc=$?
+echo "$rc" >"$out/tune-peak.rc"
+rc=0; "$bin" tune --scenario "$out/tune-peak.toml" --budget 20 --out "$out/tune/peak-budget" -q \
+    >"$out/tune-peak-budget.stdout" 2>&1 || rc=$?
+echo "$rc" >"$out/tune-peak-budget.rc"
 # The folder itself is named in some lines: say OUT instead, so two folders compare equal.
 sed -i "s|$out|OUT|g" "$out"/*.stdout "$out"/*.stderr 2>/dev/null || true
 echo "wrote $out"

@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use rayon::prelude::*;
 use servesim_sim::plan::{self, CandidateResult, PlanHeader, PlanReport, SearchConfig};
 
 use super::Format;
@@ -79,7 +78,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
     }
     let progress = Progress::new(a.quiet, "plan", picked.len());
     let picked: Vec<(usize, Option<u32>)> = picked.into_iter().map(|i| (i, None)).collect();
-    let results = search(&candidates, &picked, &cfg, &progress);
+    let results = plan::search(&candidates, &picked, &cfg, &progress);
     progress.finish();
     crate::error::check_cancel()?;
     let (runs, requests, wall) = progress.totals();
@@ -110,28 +109,6 @@ pub(crate) fn run(a: Args) -> Result<()> {
         super::report::write(path, &html)?;
     }
     Ok(())
-}
-
-/// Sizes candidates `picked` of `candidates` (each with the count its instance search starts
-/// from, if one is known to pass) in parallel, in `picked`'s order, each reported to `progress`; once the command is asked to stop, those not yet started are skipped (the
-/// caller's `check_cancel` then reports the stop). Shared by `plan` and `tune`.
-pub(crate) fn search(
-    candidates: &[plan::Candidate],
-    picked: &[(usize, Option<u32>)],
-    cfg: &SearchConfig,
-    progress: &Progress,
-) -> Vec<(usize, CandidateResult)> {
-    let results: Vec<Option<(usize, CandidateResult)>> = picked
-        .par_iter()
-        .map(|&(i, start)| {
-            crate::error::cancelled().is_none().then(|| {
-                let r = plan::plan_candidate(&candidates[i], cfg, start, &|n| progress.run_done(n));
-                progress.item_done();
-                (i, r)
-            })
-        })
-        .collect();
-    results.into_iter().flatten().collect()
 }
 
 /// Writes `plan.json` into `dir` and prints the report: shared by `plan` and `merge`, so that

@@ -5,9 +5,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use rayon::prelude::*;
-use servesim_sim::plan::tune::{Pruned, TuneReport};
-use servesim_sim::plan::{self, tune, Candidate, CandidateResult, PlanHeader, SearchConfig};
+use servesim_sim::plan::tune::{Pruned, Skipped, TuneReport};
+use servesim_sim::plan::{self, tune, Candidate, CandidateResult, Outcome, PlanHeader, SearchConfig};
 use servesim_sim::Scenario;
 
 use super::Format;
@@ -66,167 +65,6 @@ pub(crate) struct TuneHeader {
     pub(crate) scenario_toml: String,
 }
 
-/// Configurations searched together before the cheapest cost so far prunes the rest.
-const PRUNE_WAVE: usize = 4;
-
-/// How one configuration fares against the cheapest cost found so far.
-enum Verdict {
-    /// Searched (from this count, which passed the first seed, when known).
-    Search(Option<u32>),
-    /// Missed the SLO on the first seed at this count: it costs more than the cheapest.
-    Fails(u32),
-    /// Missed at the most instances costing less than the cheapest (this count) and passed
-    /// at the most costing no more (the second): it costs exactly the cheapest or more, so it
-    /// is searched only if the cheapest is still that at the end (a tie to break).
-    TieAtBest(u32, u32),
-}
-
-/// Tune's pruned search. Configurations are taken cheapest floor first, in waves of a fixed
-/// size (so that what is pruned does not depend on the thread count), each against the best
-/// cost of the waves before, `best`:
-/// - a floor above `best`: skipped, unrun;
-/// - otherwise one run on the first seed at n, the most instances costing no more than
-///   `best`: a miss there skips it (the search assumes more instances never hurt, so its
-///   minimum is above n); if it passes and a count costing less than `best` exists below n,
-///   one more run there: a miss means it can at best tie `best`, and it waits for the end;
-/// - the rest are searched, from the count that passed.
-///
-/// At the end, the configurations that could tie are searched if `best` is still the cost
-/// they could tie (the plan breaks ties), and skipped otherwise. The cheapest configuration
-/// is therefore the exhaustive search's.
-fn prune_search(
-    candidates: &[Candidate],
-    picked: &[usize],
-    cfg: &SearchConfig,
-    priced: bool,
-    progress: &Progress,
-    budget: Option<u64>,
-) -> Outcome {
-    let mut results: Vec<(usize, CandidateResult)> = vec![];
-    let mut pruned: Vec<Pruned> = vec![];
-    let mut unsearched: Vec<String> = vec![];
-    let spent = || budget.is_some_and(|b| progress.totals().0 >= b);
-    let floor = |i: usize| tune::cost_floor(&candidates[i], cfg, priced);
-    let least = |i: usize, failed: u32| {
-        (failed < cfg.max_instances()).then(|| tune::cost_at(&candidates[i], cfg, priced, failed + 1))
-    };
-    let mut order = picked.to_vec();
-    order.sort_by(|&a, &b| floor(a).total_cmp(&floor(b)).then(a.cmp(&b)));
-    let mut best = f64::INFINITY;
-    let mut ties: Vec<(usize, u32, u32, f64)> = vec![];
-    let search = |run: Vec<(usize, Option<u32>)>, best: &mut f64, results: &mut Vec<_>| {
-        for (i, r) in super::plan::search(candidates, &run, cfg, progress) {
-            if let Some(c) = tune::cost_of(&r, priced) {
-                *best = best.min(c);
-            }
-            results.push((i, r));
-        }
-    };
-    for (w, wave) in order.chunks(PRUNE_WAVE).enumerate() {
-        if spent() {
-            for &i in &order[w * PRUNE_WAVE..] {
-                unsearched.push(candidates[i].name.clone());
-                progress.item_done();
-            }
-            break;
-        }
-        let b = best;
-        let verdicts: Vec<(usize, Option<Verdict>)> = wave
-            .par_iter()
-            .map(|&i| {
-                if b.is_infinite() {
-                    return (i, Some(Verdict::Search(None)));
-                }
-                let Some(n) = tune::most_within(&candidates[i], cfg, priced, b) else { return (i, None) };
-                if crate::error::cancelled().is_some() {
-                    return (i, Some(Verdict::Search(None)));
-                }
-                let probe = |m: u32| plan::probe(&candidates[i], cfg, m, &|r| progress.run_done(r));
-                let v = match probe(n) {
-                    Some(false) => Verdict::Fails(n),
-                    None => Verdict::Search(None),
-                    Some(true) => {
-                        let below = tune::most_within(&candidates[i], cfg, priced, b.next_down());
-                        match below {
-                            Some(m) if m == n => Verdict::Search(Some(n)),
-                            Some(m) => match probe(m) {
-                                Some(false) => Verdict::TieAtBest(m, n),
-                                Some(true) => Verdict::Search(Some(m)),
-                                None => Verdict::Search(Some(n)),
-                            },
-                            None => Verdict::TieAtBest(n, n),
-                        }
-                    }
-                };
-                (i, Some(v))
-            })
-            .collect();
-        let mut run = vec![];
-        for (i, v) in verdicts {
-            match v {
-                None => {
-                    pruned.push(pruned_record(&candidates[i].name, floor(i), Some(floor(i)), b, None));
-                    progress.item_done();
-                }
-                Some(Verdict::Fails(n)) => {
-                    pruned.push(pruned_record(&candidates[i].name, floor(i), least(i, n), b, Some(n)));
-                    progress.item_done();
-                }
-                Some(Verdict::TieAtBest(m, n)) => ties.push((i, m, n, b)),
-                Some(Verdict::Search(start)) => run.push((i, start)),
-            }
-        }
-        search(run, &mut best, &mut results);
-    }
-    let mut run = vec![];
-    let out_of_budget = spent();
-    for (i, m, n, tie) in ties {
-        if tie <= best && out_of_budget {
-            unsearched.push(candidates[i].name.clone());
-            progress.item_done();
-        } else if tie <= best {
-            run.push((i, Some(n)));
-        } else {
-            let failed = (m < n).then_some(m);
-            pruned.push(pruned_record(&candidates[i].name, floor(i), Some(tie), best, failed));
-            progress.item_done();
-        }
-    }
-    search(run, &mut best, &mut results);
-    results.sort_by_key(|(i, _)| *i);
-    pruned.sort_by(|a, b| a.name.cmp(&b.name));
-    unsearched.sort();
-    Outcome { results, pruned, unsearched }
-}
-
-/// The configurations of a search that were not searched: pruned (with why), and those a
-/// `--budget` of runs left unreached.
-struct Skipped<'a> {
-    pruned: &'a [Pruned],
-    unsearched: &'a [String],
-    budget_runs: Option<u64>,
-}
-
-/// What tune's search found: the results of the configurations searched (by index), the pruned
-/// ones and why, and those a `--budget` left unsearched.
-#[derive(Default)]
-struct Outcome {
-    results: Vec<(usize, CandidateResult)>,
-    pruned: Vec<Pruned>,
-    unsearched: Vec<String>,
-}
-
-/// A pruned configuration's record.
-fn pruned_record(
-    name: &str,
-    cost_floor: f64,
-    least_cost: Option<f64>,
-    cheapest_found: f64,
-    failed_at_instances: Option<u32>,
-) -> Pruned {
-    Pruned { name: name.to_string(), cost_floor, least_cost, cheapest_found, failed_at_instances }
-}
-
 pub(crate) fn run(a: Args) -> Result<()> {
     let src = scenario_file::read_source(Some(&a.scenario), "peak")?;
     let base = src.scenario()?;
@@ -237,10 +75,10 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let progress = Progress::new(a.quiet, "tune", picked.len());
     let prune = a.shard.is_none() && !a.exhaustive;
     let Outcome { results, pruned, unsearched } = if prune {
-        prune_search(&candidates, &picked, &cfg, priced, &progress, a.budget)
+        plan::prune_search(&candidates, &picked, &cfg, priced, &progress, a.budget)
     } else {
         let all: Vec<(usize, Option<u32>)> = picked.iter().map(|&i| (i, None)).collect();
-        Outcome { results: super::plan::search(&candidates, &all, &cfg, &progress), ..Outcome::default() }
+        Outcome { results: plan::search(&candidates, &all, &cfg, &progress), ..Outcome::default() }
     };
     progress.finish();
     crate::error::check_cancel()?;
@@ -283,8 +121,8 @@ pub(crate) fn run(a: Args) -> Result<()> {
     // not drawn again).
     let header = PlanHeader { candidate_names: subset.iter().map(|c| c.name.clone()).collect(), ..header };
     let report = plan::assemble(header, results.into_iter().map(|(_, r)| r).collect());
-    let skipped = Skipped { pruned: &pruned, unsearched: &unsearched, budget_runs: a.budget };
-    finish(&s, &subset, &sub_knobs, &report, &dir, a.format, digest, skipped)?;
+    let skipped = Skipped { pruned, unsearched, budget_runs: a.budget };
+    finish(&s, &subset, &sub_knobs, report, &dir, a.format, digest, skipped)?;
     if let Some(path) = &a.report {
         let html = crate::report::tune_report(&dir)?;
         super::report::write(path, &html)?;
@@ -309,7 +147,7 @@ pub(crate) fn bench(text: &str, name: &str) -> Result<BenchTune> {
     let Space { s, candidates, cfg, priced, .. } = Space::of(&base, None, name)?;
     let progress = Progress::new(true, "tune", candidates.len());
     let all: Vec<usize> = (0..candidates.len()).collect();
-    let Outcome { results, pruned, .. } = prune_search(&candidates, &all, &cfg, priced, &progress, None);
+    let Outcome { results, pruned, .. } = plan::prune_search(&candidates, &all, &cfg, priced, &progress, None);
     crate::error::check_cancel()?;
     let (runs, requests, wall_s) = progress.totals();
     let header = plan::header(&s, &candidates, &cfg);
@@ -367,16 +205,7 @@ pub(crate) fn merge(
     let candidates = plan::candidates(&s).map_err(|e| CliError::input(e.to_string()))?;
     let dir = dir.unwrap_or_else(|| PathBuf::from("outputs").join(&header.plan.scenario));
     let report = plan::assemble(header.plan, results);
-    finish(
-        &s,
-        &candidates,
-        &knobs,
-        &report,
-        &dir,
-        format,
-        digest,
-        Skipped { pruned: &[], unsearched: &[], budget_runs: None },
-    )
+    finish(&s, &candidates, &knobs, report, &dir, format, digest, Skipped::default())
 }
 
 /// Writes tune.json and winner.toml into `dir` and prints the report (shared by `tune` and
@@ -386,120 +215,109 @@ fn finish(
     s: &Scenario,
     candidates: &[Candidate],
     knobs: &[tune::Knobs],
-    report: &plan::PlanReport,
+    report: plan::PlanReport,
     dir: &std::path::Path,
     format: Format,
     digest: String,
     skipped: Skipped,
 ) -> Result<()> {
-    let Skipped { pruned, unsearched, budget_runs } = skipped;
-    let frontier = tune::frontier(&report.candidates);
-    let winner = report.recommended.as_deref().and_then(|name| {
-        let i = candidates.iter().position(|c| c.name == name)?;
-        let r = report.candidates.iter().find(|c| c.name == name)?;
-        Some((i, r))
-    });
-    let launch = winner.and_then(|(_, r)| r.deploy.as_ref()).map(launch_command);
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let out = TuneReport {
-        scenario: s.name.clone(),
-        configurations: candidates.len(),
-        recommended: report.recommended.clone(),
-        frontier: frontier.clone(),
-        launch_command: launch.clone(),
-        knobs: candidates.iter().map(|c| c.name.clone()).zip(knobs.iter().cloned()).collect(),
-        pruned: pruned.into(),
-        budget_runs,
-        unsearched: unsearched.into(),
-        plan: report.clone(),
-    };
+    let out = TuneReport::new(&s.name, candidates, knobs, report, skipped);
     let json = serde_json::to_string_pretty(&out).expect("report serialises");
     crate::atomic::write(&dir.join("tune.json"), json.clone() + "\n")?;
     let mut files = vec!["tune.json"];
-    if let Some((i, r)) = winner {
-        if let (Some(cs), Some(n)) = (&candidates[i].scenario, r.instances) {
-            crate::atomic::write(&dir.join("winner.toml"), winner_toml(cs, n, r.pools.as_ref()))?;
-            files.push("winner.toml");
-        }
+    if let Some(text) = out.winner_toml(candidates) {
+        crate::atomic::write(&dir.join("winner.toml"), text)?;
+        files.push("winner.toml");
     }
     let made_by = format!(
         "servesim tune of scenario {}, seed {}: the cheapest, {}",
         s.name,
         s.seed,
-        report.recommended.as_deref().unwrap_or("")
+        out.recommended.as_deref().unwrap_or("")
     );
-    if super::plan::write_manifest(winner.map(|(_, r)| r), dir, &made_by)? {
+    if super::plan::write_manifest(out.winner(), dir, &made_by)? {
         files.push(super::plan::MANIFEST);
     }
     crate::manifest::record(dir, "tune", crate::manifest::Run::new(&s.name, s.seed, digest, &files))?;
     match format {
         Format::Json => outln!("{json}"),
-        Format::Table => {
-            outln!("{}", table_head(&report.header));
-            let mut rows: Vec<&CandidateResult> = report.candidates.iter().collect();
-            let key = |c: &CandidateResult| {
-                (!c.feasible, c.cost_per_hour.unwrap_or(f64::INFINITY), c.gpus.unwrap_or(u64::MAX))
-            };
-            rows.sort_by(|a, b| key(a).partial_cmp(&key(b)).expect("not NaN").then(a.name.cmp(&b.name)));
-            let f = |x: Option<f64>, d: usize| x.map_or("-".to_string(), |v| format!("{v:.d$}"));
-            for c in rows {
-                let n = if c.feasible { c.instances.map_or("-".into(), |n| n.to_string()) } else { "none".into() };
-                outln!(
-                    "{:<48} {:>9} {:>5} {:>9} {:>10} {:>10}  {}",
-                    c.name,
-                    n,
-                    c.gpus.map_or("-".into(), |g| g.to_string()),
-                    f(c.cost_per_hour, 2),
-                    f(c.ttft_ms_p99, 1),
-                    f(c.tpot_ms_p99, 2),
-                    if frontier.contains(&c.name) { "*" } else { "" }
-                );
-            }
-            out!("{}{}", priced_by_lines(report), calibration_lines(report));
-            if !pruned.is_empty() {
-                let (by_floor, by_run): (Vec<&Pruned>, Vec<&Pruned>) =
-                    pruned.iter().partition(|p| p.failed_at_instances.is_none());
-                outln!(
-                    "\npruned {} configuration(s), not searched (listed in tune.json; --exhaustive searches them):",
-                    pruned.len()
-                );
-                if !by_floor.is_empty() {
-                    outln!(
-                        "  {} whose least possible cost exceeds the cheapest found{}",
-                        by_floor.len(),
-                        pruned_names(&by_floor)
-                    );
-                }
-                if !by_run.is_empty() {
-                    outln!(
-                        "  {} that missed the SLO on the first seed at a count which leaves them costing more than the cheapest found{}",
-                        by_run.len(),
-                        pruned_names(&by_run)
-                    );
-                }
-            }
-            if !unsearched.is_empty() {
-                outln!(
-                    "\nthe budget of {} runs was spent: {} configuration(s) not searched{}; the cheapest below is the \
-                     cheapest of those searched, not proven the cheapest of the space",
-                    budget_runs.unwrap_or(0),
-                    unsearched.len(),
-                    names(&unsearched.iter().map(String::as_str).collect::<Vec<_>>())
-                );
-            }
-            match winner {
-                Some((_, r)) => {
-                    outln!("\ncheapest meeting the SLO on every seed: {}", r.name);
-                    out!("{}{}", super::plan::buyer_text(r, &report.header), super::plan::deploy_text(r));
-                    outln!("wrote {} and winner.toml", dir.join("tune.json").display());
-                }
-                _ => {
-                    outln!("\nno configuration meets the SLO on every seed; wrote {}", dir.join("tune.json").display())
-                }
-            }
-        }
+        Format::Table => out!("{}", table(&out, dir)),
     }
     Ok(())
+}
+
+/// Tune's table and what follows it, as printed (`dir`: where tune.json was written).
+fn table(out: &TuneReport, dir: &std::path::Path) -> String {
+    let TuneReport { plan: report, frontier, pruned, unsearched, budget_runs, .. } = out;
+    let mut o = table_head(&report.header) + "\n";
+    let mut rows: Vec<&CandidateResult> = report.candidates.iter().collect();
+    let key = |c: &CandidateResult| (!c.feasible, c.cost_per_hour.unwrap_or(f64::INFINITY), c.gpus.unwrap_or(u64::MAX));
+    rows.sort_by(|a, b| key(a).partial_cmp(&key(b)).expect("not NaN").then(a.name.cmp(&b.name)));
+    let f = |x: Option<f64>, d: usize| x.map_or("-".to_string(), |v| format!("{v:.d$}"));
+    for c in rows {
+        let n = if c.feasible { c.instances.map_or("-".into(), |n| n.to_string()) } else { "none".into() };
+        o += &format!(
+            "{:<48} {:>9} {:>5} {:>9} {:>10} {:>10}  {}\n",
+            c.name,
+            n,
+            c.gpus.map_or("-".into(), |g| g.to_string()),
+            f(c.cost_per_hour, 2),
+            f(c.ttft_ms_p99, 1),
+            f(c.tpot_ms_p99, 2),
+            if frontier.contains(&c.name) { "*" } else { "" }
+        );
+    }
+    o += &priced_by_lines(report);
+    o += &calibration_lines(report);
+    o += &pruned_lines(pruned);
+    if !unsearched.is_empty() {
+        o += &format!(
+            "\nthe budget of {} runs was spent: {} configuration(s) not searched{}; the cheapest below is the \
+             cheapest of those searched, not proven the cheapest of the space\n",
+            budget_runs.unwrap_or(0),
+            unsearched.len(),
+            names(&unsearched.iter().map(String::as_str).collect::<Vec<_>>())
+        );
+    }
+    let json = dir.join("tune.json");
+    match out.winner() {
+        Some(r) => {
+            o += &format!("\ncheapest meeting the SLO on every seed: {}\n", r.name);
+            o += &super::plan::buyer_text(r, &report.header);
+            o += &super::plan::deploy_text(r);
+            o += &format!("wrote {} and winner.toml\n", json.display());
+        }
+        None => o += &format!("\nno configuration meets the SLO on every seed; wrote {}\n", json.display()),
+    }
+    o
+}
+
+/// The pruned configurations, by why (nothing when none were).
+fn pruned_lines(pruned: &[Pruned]) -> String {
+    if pruned.is_empty() {
+        return String::new();
+    }
+    let (by_floor, by_run): (Vec<&Pruned>, Vec<&Pruned>) = pruned.iter().partition(|p| p.failed_at_instances.is_none());
+    let mut o = format!(
+        "\npruned {} configuration(s), not searched (listed in tune.json; --exhaustive searches them):\n",
+        pruned.len()
+    );
+    if !by_floor.is_empty() {
+        o += &format!(
+            "  {} whose least possible cost exceeds the cheapest found{}\n",
+            by_floor.len(),
+            pruned_names(&by_floor)
+        );
+    }
+    if !by_run.is_empty() {
+        o += &format!(
+            "  {} that missed the SLO on the first seed at a count which leaves them costing more than the cheapest found{}\n",
+            by_run.len(),
+            pruned_names(&by_run)
+        );
+    }
+    o
 }
 
 /// Which configurations a calibration corrects, in lines (only when the scenario names one).
@@ -566,48 +384,4 @@ fn table_head(h: &PlanHeader) -> String {
         "{simulated}{:<48} {:>9} {:>5} {:>9} {:>10} {:>10}  frontier",
         "configuration", "instances", "GPUs", "$/h", "TTFT p99", "TPOT p99"
     )
-}
-
-/// The winner's scenario: the candidate as resolved, at its recommended instance count (for a
-/// disaggregated one, each pool's).
-fn winner_toml(s: &Scenario, instances: u32, pools: Option<&plan::PoolsResult>) -> String {
-    let mut doc: toml::Table = s.resolved_toml().parse().expect("a resolved scenario is TOML");
-    doc.remove("plan");
-    doc.remove("tune");
-    if let Some(toml::Value::Table(c)) = doc.get_mut("cluster") {
-        match pools {
-            Some(p) => {
-                if let Some(toml::Value::Array(groups)) = c.get_mut("groups") {
-                    for g in groups.iter_mut().filter_map(toml::Value::as_table_mut) {
-                        let n = match g.get("role").and_then(toml::Value::as_str) {
-                            Some("prefill") => p.prefill_instances,
-                            Some("decode") => p.decode_instances,
-                            _ => None,
-                        };
-                        if let Some(n) = n {
-                            g.insert("count".into(), toml::Value::Integer(n as i64));
-                        }
-                    }
-                }
-            }
-            None => {
-                c.insert("instances".into(), toml::Value::Integer(instances as i64));
-            }
-        }
-    }
-    format!("# The cheapest configuration `servesim tune` found, at its recommended instance count.\n{}", doc)
-}
-
-/// The winner's launch command as one line: the server's, or each pool's with its count.
-fn launch_command(d: &servesim_sim::scenario::Deployment) -> String {
-    match d.servers.as_slice() {
-        [one] => one.command.line(),
-        pools => pools
-            .iter()
-            .map(|v| {
-                format!("{} ({} instances): {}", v.role.as_deref().unwrap_or("server"), v.replicas, v.command.line())
-            })
-            .collect::<Vec<_>>()
-            .join("; "),
-    }
 }

@@ -22,6 +22,7 @@ mod economics;
 mod evidence;
 mod infeasible;
 mod pools;
+mod prune;
 mod search;
 pub mod tune;
 
@@ -32,6 +33,7 @@ pub use economics::{Economics, HOURS_PER_MONTH};
 pub use evidence::{classify, Binding, Misses, Point, SeedResult};
 pub use infeasible::Infeasible;
 pub use pools::{PairPoint, PairStep, PoolCandidate, PoolSpec, PoolsResult};
+pub use prune::{prune_search, search, Outcome, Runner, Serial};
 pub use search::{
     assemble, header, instances, plan_candidate, probe, AutoscaleComparison, AutoscaleSeed, Borderline,
     CandidateResult, PlanHeader, PlanReport, SearchConfig, SpareCheck, Step,

@@ -2,7 +2,7 @@
 //! by the plan's instance search; the cheapest feasible one and the Pareto frontier of cost
 //! against the p99 latencies.
 //!
-//! What can be pruned without changing the answer (the functions below; the CLI runs the
+//! What can be pruned without changing the answer (the functions below; `prune.rs` runs the
 //! search): a configuration whose cost floor exceeds the cheapest feasible cost found, and one
 //! whose first seed fails at the most instances it could have within that cost.
 
@@ -352,6 +352,98 @@ pub struct TuneReport {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unsearched: Vec<String>,
     pub plan: super::PlanReport,
+}
+
+impl TuneReport {
+    /// The report of a search over `candidates` (their `knobs` in the same order), which
+    /// `plan` assembled from the results of those searched; the frontier and the winner's
+    /// launch command computed from it.
+    pub fn new(
+        scenario: &str,
+        candidates: &[super::Candidate],
+        knobs: &[Knobs],
+        plan: super::PlanReport,
+        skipped: Skipped,
+    ) -> TuneReport {
+        let Skipped { pruned, unsearched, budget_runs } = skipped;
+        let mut report = TuneReport {
+            scenario: scenario.to_string(),
+            configurations: candidates.len(),
+            recommended: plan.recommended.clone(),
+            frontier: frontier(&plan.candidates),
+            launch_command: None,
+            knobs: candidates.iter().map(|c| c.name.clone()).zip(knobs.iter().cloned()).collect(),
+            pruned,
+            budget_runs,
+            unsearched,
+            plan,
+        };
+        report.launch_command = report.winner().and_then(|r| r.deploy.as_ref()).map(launch_command);
+        report
+    }
+
+    /// The recommended configuration's result.
+    pub fn winner(&self) -> Option<&CandidateResult> {
+        let name = self.recommended.as_deref()?;
+        self.plan.candidates.iter().find(|c| c.name == name)
+    }
+
+    /// `winner.toml`: the recommended configuration's scenario as resolved, at its recommended
+    /// instance count (a disaggregated one's, each pool's), without `[plan]` and `[tune]`;
+    /// `None` when nothing is recommended or `candidates` (those of [`TuneReport::new`]) lacks it.
+    pub fn winner_toml(&self, candidates: &[super::Candidate]) -> Option<String> {
+        let r = self.winner()?;
+        let s = candidates.iter().find(|c| c.name == r.name)?.scenario.as_ref()?;
+        let instances = r.instances?;
+        let mut doc: toml::Table = s.resolved_toml().parse().expect("a resolved scenario is TOML");
+        doc.remove("plan");
+        doc.remove("tune");
+        if let Some(toml::Value::Table(c)) = doc.get_mut("cluster") {
+            match &r.pools {
+                Some(p) => {
+                    if let Some(toml::Value::Array(groups)) = c.get_mut("groups") {
+                        for g in groups.iter_mut().filter_map(toml::Value::as_table_mut) {
+                            let n = match g.get("role").and_then(toml::Value::as_str) {
+                                Some("prefill") => p.prefill_instances,
+                                Some("decode") => p.decode_instances,
+                                _ => None,
+                            };
+                            if let Some(n) = n {
+                                g.insert("count".into(), toml::Value::Integer(n as i64));
+                            }
+                        }
+                    }
+                }
+                None => {
+                    c.insert("instances".into(), toml::Value::Integer(instances as i64));
+                }
+            }
+        }
+        Some(format!("# The cheapest configuration `servesim tune` found, at its recommended instance count.\n{doc}"))
+    }
+}
+
+/// The configurations of a search that were not searched: pruned (with why), and those a
+/// budget of runs left unreached.
+#[derive(Default)]
+pub struct Skipped {
+    pub pruned: Vec<Pruned>,
+    pub unsearched: Vec<String>,
+    pub budget_runs: Option<u64>,
+}
+
+/// The winner's launch command as one line: the server's, or each pool's with its count.
+fn launch_command(d: &crate::scenario::Deployment) -> String {
+    match d.servers.as_slice() {
+        [one] => one.command.line(),
+        pools => pools
+            .iter()
+            .map(|v| {
+                format!("{} ({} instances): {}", v.role.as_deref().unwrap_or("server"), v.replicas, v.command.line())
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    }
 }
 
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
