@@ -13,24 +13,16 @@
 //! instance is routable.
 
 mod capacity;
-mod least_kv_usage;
-mod least_outstanding;
-mod least_pending_tokens;
-mod power_of_two;
-mod random;
-mod round_robin;
-mod session_affinity;
-mod vllm_dp;
 
 pub use capacity::{capacity_weight, REFERENCE_BATCH, REFERENCE_CONTEXT};
-pub use least_kv_usage::{LeastKvUsage, LeastKvUsageSpec};
-pub use least_outstanding::{LeastOutstanding, LeastOutstandingSpec};
-pub use least_pending_tokens::{LeastPendingTokens, LeastPendingTokensSpec};
-pub use power_of_two::{PowerOfTwo, PowerOfTwoSpec};
-pub use random::{Random, RandomSpec};
-pub use round_robin::{RoundRobin, RoundRobinSpec};
-pub use session_affinity::{AffinityKey, SessionAffinity, SessionAffinitySpec};
-pub use vllm_dp::{VllmDp, VllmDpSpec};
+pub use least_kv_usage::LeastKvUsage;
+pub use least_outstanding::LeastOutstanding;
+pub use least_pending_tokens::LeastPendingTokens;
+pub use power_of_two::PowerOfTwo;
+pub use random::Random;
+pub use round_robin::RoundRobin;
+pub use session_affinity::{AffinityKey, SessionAffinity};
+pub use vllm_dp::VllmDp;
 
 use crate::config::ConfigError;
 use crate::instance::Instance;
@@ -101,14 +93,14 @@ policy_family!(
     /// A routing policy (`[cluster] router = { kind = "..." }`). A new router is a file in this
     /// folder (its settings, implementing [`RouterPolicy`], and its [`Router`]) and a line here.
     pub enum RouterSpec: dyn RouterPolicy {
-        "round-robin" => RoundRobin(RoundRobinSpec),
-        "random" => Random(RandomSpec),
-        "least-outstanding" => LeastOutstanding(LeastOutstandingSpec),
-        "least-kv-usage" => LeastKvUsage(LeastKvUsageSpec),
-        "least-pending-tokens" => LeastPendingTokens(LeastPendingTokensSpec),
-        "power-of-two" => PowerOfTwo(PowerOfTwoSpec),
-        "session-affinity" => SessionAffinity(SessionAffinitySpec),
-        "vllm-dp" => VllmDp(VllmDpSpec),
+        "round-robin" => RoundRobin(round_robin::RoundRobinSpec),
+        "random" => Random(random::RandomSpec),
+        "least-outstanding" => LeastOutstanding(least_outstanding::LeastOutstandingSpec),
+        "least-kv-usage" => LeastKvUsage(least_kv_usage::LeastKvUsageSpec),
+        "least-pending-tokens" => LeastPendingTokens(least_pending_tokens::LeastPendingTokensSpec),
+        "power-of-two" => PowerOfTwo(power_of_two::PowerOfTwoSpec),
+        "session-affinity" => SessionAffinity(session_affinity::SessionAffinitySpec),
+        "vllm-dp" => VllmDp(vllm_dp::VllmDpSpec),
     }
 );
 

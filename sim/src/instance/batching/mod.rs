@@ -6,17 +6,8 @@
 //! scheduler core's operations ([`Sched`]); its state lives in its [`Batcher`]. The instance then turns the running set into a [`crate::cost::BatchShape`]
 //! of aggregates, so an iteration costs O(1) in the cost model.
 
-mod chunked;
-mod continuous;
-mod sglang;
-mod static_batch;
-mod vllm_v1;
-
-pub use chunked::{Chunked, ChunkedPriority};
-pub use continuous::{Continuous, ContinuousPriority};
-pub use sglang::Sglang;
-pub use static_batch::Static;
-pub use vllm_v1::VllmV1;
+pub use chunked::ChunkedPriority;
+pub use continuous::ContinuousPriority;
 
 pub use super::core::Sched;
 use crate::config::ConfigError;
@@ -28,11 +19,11 @@ policy_family!(
     /// `[scheduler.batching]` (`kind = "..."`). A new kind is a file in this folder (its
     /// settings, implementing [`BatchingPolicy`], and its [`Batcher`]) and a line here.
     pub enum BatchingSpec: dyn BatchingPolicy {
-        "continuous" => Continuous(Continuous),
-        "static" => Static(Static),
-        "chunked" => Chunked(Chunked),
-        "vllm-v1" => VllmV1(VllmV1),
-        "sglang" => Sglang(Sglang),
+        "continuous" => Continuous(continuous::Continuous),
+        "static" => Static(static_batch::Static),
+        "chunked" => Chunked(chunked::Chunked),
+        "vllm-v1" => VllmV1(vllm_v1::VllmV1),
+        "sglang" => Sglang(sglang::Sglang),
     }
 );
 

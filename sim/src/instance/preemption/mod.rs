@@ -11,12 +11,6 @@
 //! contexts are cheap to recompute (their tokens ride along in a memory-bound decode
 //! iteration); long ones are cheaper to swap.
 
-mod recompute;
-mod swap;
-
-pub use recompute::Recompute;
-pub use swap::Swap;
-
 use crate::config::ConfigError;
 use crate::policy_family;
 
@@ -24,8 +18,8 @@ policy_family!(
     /// `[scheduler.preemption]` (`kind = "..."`). A new kind is a file in this folder (its
     /// settings, implementing [`PreemptionPolicy`]) and a line here.
     pub enum PreemptionSpec: dyn PreemptionPolicy {
-        "recompute" => Recompute(Recompute),
-        "swap" => Swap(Swap),
+        "recompute" => Recompute(recompute::Recompute),
+        "swap" => Swap(swap::Swap),
     }
 );
 

@@ -10,23 +10,7 @@
 //! so each operation is O(log n) however long the queue. Requests preempted for recomputation
 //! and swapped-out requests do not come back through here: they resume ahead of the queue.
 
-mod edf;
-mod fcfs;
-mod length_tiers;
-mod priority;
-mod short_jump;
-mod shortest_job;
-mod shortest_prompt;
-
 use std::collections::BTreeMap;
-
-pub use edf::Edf;
-pub use fcfs::Fcfs;
-pub use length_tiers::LengthTiers;
-pub use priority::Priority;
-pub use short_jump::ShortJump;
-pub use shortest_job::ShortestJob;
-pub use shortest_prompt::ShortestPrompt;
 
 use super::seq::Seq;
 use crate::config::ConfigError;
@@ -37,13 +21,13 @@ policy_family!(
     /// A queue order (`[scheduler.queue]`, `kind = "..."`). A new order is a file in this folder
     /// (its settings, implementing [`QueuePolicy`], and its [`QueueOrder`]) and a line here.
     pub enum QueueSpec: dyn QueuePolicy {
-        "fcfs" => Fcfs(Fcfs),
-        "shortest-prompt" => ShortestPrompt(ShortestPrompt),
-        "shortest-job" => ShortestJob(ShortestJob),
-        "priority" => Priority(Priority),
-        "length-tiers" => LengthTiers(LengthTiers),
-        "short-jump" => ShortJump(ShortJump),
-        "edf" => Edf(Edf),
+        "fcfs" => Fcfs(fcfs::Fcfs),
+        "shortest-prompt" => ShortestPrompt(shortest_prompt::ShortestPrompt),
+        "shortest-job" => ShortestJob(shortest_job::ShortestJob),
+        "priority" => Priority(priority::Priority),
+        "length-tiers" => LengthTiers(length_tiers::LengthTiers),
+        "short-jump" => ShortJump(short_jump::ShortJump),
+        "edf" => Edf(edf::Edf),
     }
 );
 
