@@ -74,31 +74,67 @@ fn cases() -> Vec<(&'static str, &'static str, &'static str)> {
     ]
 }
 
-#[test]
-fn the_cases_run_every_registered_batching_queue_and_preemption_kind() {
+/// The registered kinds of the scheduler's families: (section, kinds, the default kind).
+fn families() -> [(&'static str, &'static [&'static str], &'static str); 3] {
     use servesim_sim::instance::batching::BatchingSpec;
     use servesim_sim::instance::preemption::PreemptionSpec;
     use servesim_sim::instance::queue::QueueSpec;
-    let all: Vec<&str> = cases().iter().map(|c| c.1).collect();
-    let families: [(&str, &[&str], &str); 3] = [
+    [
         ("batching", BatchingSpec::KINDS, BatchingSpec::default().kind()),
         ("queue", QueueSpec::KINDS, QueueSpec::default().kind()),
         ("preemption", PreemptionSpec::KINDS, PreemptionSpec::default().kind()),
-    ];
-    for (section, kinds, default) in families {
+    ]
+}
+
+/// Whether a case of `cases` runs `kind` of `section`, by name or as the default kind.
+fn runs_kind(cases: &[(String, String, &str)], section: &str, kind: &str, default: &str) -> bool {
+    let named = cases.iter().any(|c| c.1.contains(&format!("[scheduler.{section}]\nkind = \"{kind}\"")));
+    let by_default = kind == default && cases.iter().any(|c| !c.1.contains(&format!("[scheduler.{section}]")));
+    named || by_default
+}
+
+/// `cases`, then one with its defaults for every registered kind none of them runs.
+fn with_generated(mut all: Vec<(String, String, &'static str)>) -> Vec<(String, String, &'static str)> {
+    for (section, kinds, default) in families() {
         for kind in kinds {
-            // The default kind runs in every case that does not name another.
-            let named = all.iter().any(|c| c.contains(&format!("[scheduler.{section}]\nkind = \"{kind}\"")));
-            let by_default = *kind == default && all.iter().any(|c| !c.contains(&format!("[scheduler.{section}]")));
-            assert!(named || by_default, "no case runs the {section} kind {kind:?}: add one to cases()");
+            if !runs_kind(&all, section, kind, default) {
+                let sched = format!("max_num_batched_tokens = 2048\n[scheduler.{section}]\nkind = \"{kind}\"");
+                all.push((format!("{kind} (defaults)"), sched, LOAD));
+            }
         }
     }
+    all
+}
+
+/// The hand-written cases and a generated one for each kind they do not run: a new policy is
+/// checked here with no line added to this file.
+fn all_cases() -> Vec<(String, String, &'static str)> {
+    with_generated(cases().into_iter().map(|(n, s, w)| (n.to_string(), s.to_string(), w)).collect())
+}
+
+#[test]
+fn the_cases_run_every_registered_batching_queue_and_preemption_kind() {
+    let all = all_cases();
+    for (section, kinds, default) in families() {
+        for kind in kinds {
+            assert!(runs_kind(&all, section, kind, default), "no case runs the {section} kind {kind:?}");
+        }
+    }
+    // A kind no hand-written case runs gets a case of its own, with its defaults.
+    let hand = cases().into_iter().map(|(n, s, w)| (n.to_string(), s.to_string(), w));
+    let without_sglang: Vec<_> = hand.filter(|c| !c.1.contains("kind = \"sglang\"")).collect();
+    assert!(!runs_kind(&without_sglang, "batching", "sglang", "continuous"));
+    let generated = with_generated(without_sglang);
+    let sglang = generated.iter().find(|c| c.0 == "sglang (defaults)").expect("a generated sglang case");
+    assert!(sglang.1.ends_with("[scheduler.batching]\nkind = \"sglang\""), "{}", sglang.1);
 }
 
 #[test]
 fn every_policy_keeps_the_invariants_after_every_event_and_is_deterministic() {
-    for (name, sched, w) in cases() {
-        let src = tiny(0.03, sched, w);
+    for (name, sched, w) in all_cases() {
+        let generated = name.ends_with(" (defaults)");
+        let name = name.as_str();
+        let src = tiny(0.03, &sched, w);
         let a = run_checked(&src);
         let b = run(&src);
         assert_eq!(a.recorder.records, b.recorder.records, "{name}: not deterministic");
@@ -135,7 +171,7 @@ fn every_policy_keeps_the_invariants_after_every_event_and_is_deterministic() {
             }
             _ => {}
         }
-        if !matches!(name, "continuous prefill-first" | "fp8 kv" | "reserve max") {
+        if !generated && !matches!(name, "continuous prefill-first" | "fp8 kv" | "reserve max") {
             assert!(
                 s.preemptions > 0 || name.contains("static") || name == "admission",
                 "{name}: KV pressure preempts"
