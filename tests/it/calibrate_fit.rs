@@ -259,6 +259,36 @@ fn one_tp_degree_leaves_the_collectives_unidentified() {
     assert!(close(value(&cal, "prefill"), 1.5), "{cal}");
     let f = factor(&cal, "frontend_ms");
     assert!(f["low"].as_float().unwrap() <= 20.0 && 20.0 <= f["high"].as_float().unwrap(), "{cal}");
+    // A plan priced by it is banded by its own held-out runs (here each predicted by a fit on
+    // the other): the median of |calibrated / measured − 1| of their mean TPOT.
+    let held = cal["fit"]["held_out"].as_array().unwrap();
+    let mut errors: Vec<f64> = held
+        .iter()
+        .map(|r| {
+            let v = r["stats"]["tpot_ms.mean"].as_array().unwrap();
+            (v[2].as_float().unwrap() / v[0].as_float().unwrap() - 1.0).abs()
+        })
+        .collect();
+    errors.sort_by(f64::total_cmp);
+    assert_eq!(errors.len(), 2, "{cal}");
+    let expected = ((errors[0] + errors[1]) / 2.0).min(0.9);
+    let plan = deployment(1, 1, &chat(200, 4.0), &cal_line("cal.toml")) + "[[plan.candidates]]\nname = \"h100\"\n";
+    let p = write(&dir, "plan.toml", &plan);
+    let o = servesim(&[
+        "plan",
+        "--scenario",
+        &p,
+        "--out",
+        &dir.join("plan").display().to_string(),
+        "--quiet",
+        "--seeds",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("plan/plan.json")).unwrap()).unwrap();
+    let band = &j["candidates"][0]["band"];
+    assert!((band["error"].as_f64().unwrap() - expected).abs() < 1e-9, "{band} against {expected}");
+    assert_eq!(band["source"], "calibrated: its own 2 held-out run(s), median |error| of mean TPOT");
 }
 
 #[test]
@@ -307,6 +337,9 @@ fn calibrations_are_applied_only_where_they_were_fitted() {
     let j: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("plan/plan.json")).unwrap()).unwrap();
     let c = j["candidates"].as_array().unwrap();
     assert_eq!(c[0]["calibration"], "calibrated by truth.toml");
+    // Written by hand, it has no held-out runs: the scoreboard's figure bands it, and says so.
+    let source = c[0]["band"]["source"].as_str().unwrap();
+    assert!(source.starts_with("calibrated, its fit holding no run out"), "{source}");
     assert!(c[1]["calibration"].as_str().unwrap().starts_with("uncalibrated: truth.toml: it was fitted on h100-sxm"));
     // A plan whose every candidate is on another GPU refuses it.
     let other = plan.replace("name = \"h100\"\n", "name = \"l40s\"\ngpu = { preset = \"l40s\" }\n");

@@ -3,7 +3,8 @@
 //! the range between ("5 (4–6)").
 //!
 //! ```text
-//!   cost source of the candidate's group ──► e (docs/fidelity.md's median |error| of mean TPOT)
+//!   cost source of the candidate's group ──► e (docs/fidelity.md's median |error| of mean TPOT;
+//!                                              a calibration's own held-out runs where it has some)
 //!   count at × (1 − e) and × (1 + e): the exploratory search on the first seed, from the count
 //!   found, with the same headroom and spares ──► instances_fast, instances_slow
 //! ```
@@ -54,8 +55,13 @@ impl Band {
 pub fn source_error(s: &Scenario) -> Option<(f64, String)> {
     let g = s.groups.first()?;
     let CostSpec::Roofline(c) = &g.cost else { return None };
-    if g.calibrated().is_some() {
-        return Some((CALIBRATED, "calibrated: held-out median |error| of mean TPOT".into()));
+    if let Some(cal) = g.calibrated() {
+        return Some(calibration_error(cal).unwrap_or_else(|| {
+            (
+                CALIBRATED,
+                "calibrated, its fit holding no run out: the scoreboard's held-out median |error| of mean TPOT".into(),
+            )
+        }));
     }
     if g.profile.is_none() {
         return Some((ROOFLINE, "roofline: median |error| of mean TPOT".into()));
@@ -72,6 +78,36 @@ pub fn source_error(s: &Scenario) -> Option<(f64, String)> {
     };
     let what = if c.database.is_some() { "kernel database" } else { "measured profile (the kernel database's figure)" };
     Some((e, format!("{what}, {kind} models: median |error| of mean TPOT")))
+}
+
+/// A calibration's own error, from the runs its fit held out (`[fit] held_out` of the file
+/// `calibrate fit` wrote): the median over them of |calibrated mean TPOT / measured − 1|, else
+/// (no held-out run measured TPOT) their median |error| over every statistic
+/// (`held_out_calibrated_pct`). `None` when the fit held no run out or the file was written by
+/// hand. At most 0.9, the widest band (`--error-band`'s bound).
+pub fn calibration_error(cal: &crate::cost::Calibration) -> Option<(f64, String)> {
+    let fit = cal.fit.as_ref()?;
+    let runs = fit.get("held_out").and_then(toml::Value::as_array).filter(|r| !r.is_empty())?;
+    let mut errors: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| {
+            let v = r.get("stats")?.get("tpot_ms.mean")?.as_array()?;
+            let num = |x: &toml::Value| x.as_float().or_else(|| x.as_integer().map(|i| i as f64));
+            let (measured, calibrated) = (num(v.first()?)?, num(v.get(2)?)?);
+            (measured > 0.0 && calibrated.is_finite()).then(|| (calibrated / measured - 1.0).abs())
+        })
+        .collect();
+    let n = runs.len();
+    let (e, what) = if errors.is_empty() {
+        let pct = fit.get("held_out_calibrated_pct").and_then(toml::Value::as_float).filter(|p| p.is_finite())?;
+        (pct / 100.0, "median |error| of every statistic")
+    } else {
+        errors.sort_by(f64::total_cmp);
+        let k = errors.len();
+        let median = if k % 2 == 1 { errors[k / 2] } else { (errors[k / 2 - 1] + errors[k / 2]) / 2.0 };
+        (median, "median |error| of mean TPOT")
+    };
+    Some((e.min(0.9), format!("calibrated: its own {n} held-out run(s), {what}")))
 }
 
 /// The band of a feasible, colocated candidate (`None` otherwise, or with `cfg`'s error band 0),
@@ -214,5 +250,39 @@ mod tests {
         };
         assert_eq!(src(""), Some(ROOFLINE));
         assert_eq!(src("[cost]\nkind = \"linear\"\nbase_us = 5000\nper_token_us = 50\nper_seq_us = 0"), None);
+    }
+
+    /// A calibration's band is its own fit's held-out error: the median of |calibrated /
+    /// measured − 1| of mean TPOT (runs of 10 → 11 and 20 → 17 ms: 10% and 15%, median 12.5%);
+    /// without a TPOT statistic, the fit's median over every held-out statistic; without
+    /// held-out runs, none (the scoreboard's figure stands in).
+    #[test]
+    fn a_calibration_is_banded_by_its_own_held_out_runs() {
+        let cal = |fit: &str| {
+            let mut c = crate::cost::Calibration::of("h100-sxm", "vllm", "database", &Default::default());
+            c.fit = Some(fit.parse().unwrap());
+            c
+        };
+        let run = |key: &str, m: f64, c: f64| {
+            format!("[[held_out]]\nhow = \"holdout\"\nstats = {{ \"{key}\" = [{m}, 1.0, {c}] }}\n")
+        };
+        let two = format!(
+            "held_out_calibrated_pct = 40.0\n{}{}",
+            run("tpot_ms.mean", 10.0, 11.0),
+            run("tpot_ms.mean", 20.0, 17.0)
+        );
+        let (e, why) = calibration_error(&cal(&two)).unwrap();
+        assert!((e - 0.125).abs() < 1e-12, "{e}");
+        assert_eq!(why, "calibrated: its own 2 held-out run(s), median |error| of mean TPOT");
+        let ttft_only = format!("held_out_calibrated_pct = 40.0\n{}", run("ttft_ms.mean", 100.0, 130.0));
+        let (e, why) = calibration_error(&cal(&ttft_only)).unwrap();
+        assert!((e - 0.4).abs() < 1e-12 && why.ends_with("every statistic"), "{e} {why}");
+        assert_eq!(calibration_error(&cal("error_calibrated_pct = 3.0")), None);
+        let mut by_hand = cal("");
+        by_hand.fit = None;
+        assert_eq!(calibration_error(&by_hand), None);
+        // An error past 90% is held to the widest band.
+        let wild = run("tpot_ms.mean", 10.0, 25.0);
+        assert_eq!(calibration_error(&cal(&wild)).unwrap().0, 0.9);
     }
 }
