@@ -210,6 +210,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
             let (text, value) = &vals[j];
             let flag = format!("--vary {key}={text}");
             set_path(&mut d, key, value.clone()).map_err(|m| CliError::input(format!("{flag}: {m}")))?;
+            follow_engine(&mut d, key);
             label.push(format!("{key}={text}"));
             values.push(text.clone());
         }
@@ -226,9 +227,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let header = CompareHeader::new(&base, &varies, &rows, a.seeds);
     let picked = Shard::before_sweep(a.shard, rows.len(), a.out.as_deref(), a.report.as_deref())?;
     if !a.quiet {
-        for l in crate::output::cost_lines(&base) {
-            errln!("cost (baseline): {l}");
-        }
+        print_cost_lines(&rows);
     }
     let (results, stopped_error, (runs, requests, wall)) = run_rows(&rows, &picked, &header.seeds, a.quiet);
     crate::error::check_cancel()?;
@@ -254,6 +253,36 @@ pub(crate) fn run(a: Args) -> Result<()> {
 }
 
 /// Runs rows `picked` of `rows` on every seed, in parallel; each row's metrics in seed order.
+/// What priced the baseline (`rows[0]`), and each variant priced otherwise (another engine's
+/// kernels, another GPU's), on stderr.
+fn print_cost_lines(rows: &[(String, Vec<String>, Scenario)]) {
+    let baseline = crate::output::cost_lines(&rows[0].2);
+    for l in &baseline {
+        errln!("cost (baseline): {l}");
+    }
+    for (label, _, s) in &rows[1..] {
+        let lines = crate::output::cost_lines(s);
+        if lines != baseline {
+            for l in lines {
+                errln!("cost ({label}): {l}");
+            }
+        }
+    }
+}
+
+/// A varied `engine` (`key`) takes the kernel database with it: `cost.database.framework` is
+/// left out of the variant, so that the engine's rules fill in its own (a database of another
+/// engine's kernels would be refused).
+fn follow_engine(doc: &mut toml::Table, key: &str) {
+    if key != "engine" {
+        return;
+    }
+    let db = doc.get_mut("cost").and_then(|c| c.get_mut("database")).and_then(toml::Value::as_table_mut);
+    if let Some(db) = db {
+        db.remove("framework");
+    }
+}
+
 /// A row whose first seed's run drew no random number (`RunOutput::random_draws`) cannot
 /// depend on the seed: that run stands for every seed and the others are not run. Rows of runs
 /// cut short (run.max_events, run.max_requests, the time-series bound) are kept, with the error

@@ -164,7 +164,6 @@ fn a_varied_engine_brings_its_rules_to_each_variant() {
         "engine=vllm,sglang",
         "--format",
         "json",
-        "-q",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -174,6 +173,27 @@ fn a_varied_engine_brings_its_rules_to_each_variant() {
     assert_eq!(rows.len(), 3);
     assert_eq!(rows[1]["metrics"], rows[0]["metrics"], "engine=vllm is the baseline");
     assert_ne!(rows[2]["metrics"]["tpot_ms_p99"], rows[0]["metrics"]["tpot_ms_p99"], "SGLang's rules differ");
+    // The kernel database follows the varied engine (the scenario's `framework = "vllm"` is
+    // the baseline's), and stderr says what priced the variant priced otherwise.
+    let e = stderr(&o);
+    let cost = |row: &str| e.lines().find(|l| l.starts_with(&format!("cost ({row}): "))).map(str::to_string);
+    assert!(cost("baseline").is_some_and(|l| l.contains("measured kernels: h100_sxm vllm")), "{e}");
+    assert!(cost("engine=sglang").is_some_and(|l| l.contains("measured kernels: h100_sxm sglang")), "{e}");
+    assert_eq!(cost("engine=vllm"), None, "priced as the baseline: {e}");
+    // Another engine's database in a scenario is refused, naming both; left out, the framework
+    // is the engine's.
+    let sglang = read(&path).replace("engine = \"vllm\"", "engine = \"sglang\"");
+    let refused = out.join("refused.toml");
+    std::fs::write(&refused, &sglang).unwrap();
+    let o = servesim(&["simulate", "--scenario", refused.to_str().unwrap(), "--out", out.join("r").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("cost.database.framework: \"vllm\"") && e.contains("whose engine is sglang"), "{e}");
+    let follows = out.join("follows.toml");
+    std::fs::write(&follows, sglang.replace("database = { framework = \"vllm\" }", "database = {}")).unwrap();
+    let o = servesim(&["simulate", "--scenario", follows.to_str().unwrap(), "--out", out.join("f").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("measured kernels: h100_sxm sglang"), "{}", stdout(&o));
 }
 
 /// `--seeds 3` runs every row on seeds 5, 6 and 7: its range is that of `simulate` over them, and

@@ -12,6 +12,10 @@ for s in h100_sxm h200_sxm b200_sxm a100_sxm l40s; do
 done
 "$B" calibrate import-aic --system h100_sxm --framework vllm --model llama-3-8b --tp 1,2,4,8 --weights fp8 --kv fp8 \
   --database "$DB" --out "$OUT/h100_sxm-vllm-llama-3-8b-fp8.json"
+# SGLang's kernels for the same model on H100, for the shipped scenarios under engine = "sglang"
+# (`compare --vary engine=vllm,sglang`: a varied engine reads its own kernels).
+"$B" calibrate import-aic --system h100_sxm --framework sglang --model llama-3-8b --tp 1,2,4,8 --database "$DB" \
+  --out "$OUT/h100_sxm-sglang-llama-3-8b-bf16.json"
 # gpt-oss-120b as shipped (MXFP4 experts, bf16 GEMMs) for scenarios/gpt-oss-120b-h100.toml's
 # candidates; experts routed as AIConfigurator's default (power_law_1.2).
 for s in h100_sxm h200_sxm b200_sxm; do

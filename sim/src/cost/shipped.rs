@@ -32,6 +32,10 @@ const FILES: &[(&str, &str)] = &[
     ),
     ("l40s-vllm-llama-3-8b-bf16.json", include_str!("../../../calibrate/profiles/aic/l40s-vllm-llama-3-8b-bf16.json")),
     (
+        "h100_sxm-sglang-llama-3-8b-bf16.json",
+        include_str!("../../../calibrate/profiles/aic/h100_sxm-sglang-llama-3-8b-bf16.json"),
+    ),
+    (
         "h100_sxm-vllm-gpt-oss-120b-mxfp4.json",
         include_str!("../../../calibrate/profiles/aic/h100_sxm-vllm-gpt-oss-120b-mxfp4.json"),
     ),

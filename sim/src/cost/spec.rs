@@ -101,8 +101,10 @@ pub struct CostSection {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DatabaseSpec {
-    /// vllm, sglang or trtllm.
-    pub(crate) framework: String,
+    /// vllm, sglang or trtllm: whose kernels. Default: the scenario's `engine` (filled in by
+    /// its rules), else vllm; one other than the scenario's `engine` is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) framework: Option<String>,
     /// The database's system (`h100_sxm`). Default: the GPU preset's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) system: Option<String>,
@@ -123,6 +125,13 @@ pub struct DatabaseSpec {
     /// servesim, then `$SERVESIM_AIC_DATA`, then an installed aiconfigurator_core package.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) path: Option<String>,
+}
+
+impl DatabaseSpec {
+    /// Whose kernels are read: the framework given or filled in, else vLLM's.
+    pub fn framework(&self) -> &str {
+        self.framework.as_deref().unwrap_or("vllm")
+    }
 }
 
 fn is_one(x: &f64) -> bool {
@@ -202,11 +211,11 @@ impl CostSection {
         if let Some(d) = &self.database {
             let dp = join_path(path, "database");
             check(
-                DATABASE_FRAMEWORKS.contains(&d.framework.as_str()),
+                DATABASE_FRAMEWORKS.contains(&d.framework()),
                 &dp,
                 "framework",
                 &format!("must be one of {}", DATABASE_FRAMEWORKS.join(", ")),
-                format!("{:?}", d.framework),
+                format!("{:?}", d.framework()),
             )?;
             for (key, v, names) in [
                 ("weights", &d.weights, &DATABASE_WEIGHTS[..]),
@@ -235,7 +244,7 @@ impl CostSection {
 
     /// The kernel database's framework, when the section names a database.
     pub fn database_framework(&self) -> Option<&str> {
-        self.database.as_ref().map(|d| d.framework.as_str())
+        self.database.as_ref().map(DatabaseSpec::framework)
     }
 
     /// The kernel database's engine version, when the section names one.
@@ -247,7 +256,7 @@ impl CostSection {
     pub fn engine_overhead(&self) -> &'static crate::cost::EngineOverhead {
         match &self.overhead {
             Some(o) => crate::cost::EngineOverhead::find(o).expect("validated"),
-            None => crate::cost::EngineOverhead::default_for(self.database.as_ref().map(|d| d.framework.as_str())),
+            None => crate::cost::EngineOverhead::default_for(self.database.as_ref().map(DatabaseSpec::framework)),
         }
     }
 

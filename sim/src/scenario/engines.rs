@@ -47,6 +47,7 @@ impl ServingEngine {
     /// | `scheduler.prefix_cache.enabled` | true | true (the radix cache) | — |
     /// | `memory.engine` (unless `reserve_gib` or `kv_blocks` is given) | `vllm` | `sglang` | `trtllm` |
     /// | `cost.overhead` (roofline) | `vllm` | `sglang` | `trtllm` |
+    /// | `cost.database.framework` (a database named) | `vllm` | `sglang` | `trtllm` |
     /// | `scheduler.kv_cache` (unless `allocation` is given) | — | — | `reserve-max`, each request's own output, `scheduler.watermark` 0 |
     ///
     /// vLLM V1 always chunks prefills and caches prefixes by default (vllm/config/cache.py,
@@ -96,6 +97,9 @@ impl ServingEngine {
         if let CostSpec::Roofline(c) = &mut file.cost {
             if c.overhead.is_none() {
                 c.overhead = Some(self.name().to_string());
+            }
+            if let Some(d) = &mut c.database {
+                d.framework.get_or_insert_with(|| self.name().to_string());
             }
         }
         // TensorRT-LLM's default capacity scheduler, GUARANTEED_NO_EVICT (the

@@ -207,7 +207,7 @@ fn group_profile(
             });
             let req = DatabaseRequest {
                 system,
-                framework: d.framework.clone(),
+                framework: d.framework().to_string(),
                 version: d.version.clone(),
                 weights,
                 gemm_kernel: d.gemm_kernel.clone(),
@@ -259,6 +259,12 @@ fn check_profile(
     Ok(())
 }
 
+/// A group's kernels against the scenario's `engine`: its profile file's and its database's.
+fn check_engine_kernels(engine: Option<ServingEngine>, g: &InstanceGroup, path: &str) -> Result<(), ConfigError> {
+    check_profile_engine(engine, g, path)?;
+    check_database_engine(engine, g, path)
+}
+
 /// A profile file (`cost.profile`) imported from one engine's kernels in a scenario whose
 /// `engine` is another is an error naming both: its attention and collectives are that engine's.
 /// Profiles measured by servesim's own kernels (`calibrate run`) name no engine and pass.
@@ -287,6 +293,28 @@ fn check_profile_engine(engine: Option<ServingEngine>, g: &InstanceGroup, path_k
     ))
 }
 
+/// A kernel database of one engine (`cost.database.framework`) in a scenario whose `engine` is
+/// another is an error naming both: its attention, collectives and MoE kernels are that
+/// engine's. Left out, the framework follows the engine.
+fn check_database_engine(engine: Option<ServingEngine>, g: &InstanceGroup, path: &str) -> Result<(), ConfigError> {
+    let (Some(engine), CostSpec::Roofline(c)) = (engine, &g.cost) else { return Ok(()) };
+    let Some(d) = &c.database else { return Ok(()) };
+    if d.framework() == engine.name() {
+        return Ok(());
+    }
+    Err(ConfigError::at(
+        &format!("{path}.database.framework"),
+        format!(
+            "\"{}\": the kernels of {} in a scenario whose engine is {}; leave framework out (the database then \
+             reads {}'s kernels) or name the engine whose kernels you mean",
+            d.framework(),
+            d.framework(),
+            engine.name(),
+            engine.name()
+        ),
+    ))
+}
+
 /// The serving engine a group's calibration is matched on: the scenario's `engine`, else the
 /// kernel database's framework, else an engine named by `cost.overhead`, else `unspecified`.
 pub(crate) fn group_engine(engine: Option<ServingEngine>, cost: &CostSpec) -> String {
@@ -295,7 +323,7 @@ pub(crate) fn group_engine(engine: Option<ServingEngine>, cost: &CostSpec) -> St
     }
     match cost {
         CostSpec::Roofline(c) => match (&c.database, &c.overhead) {
-            (Some(d), _) => d.framework.clone(),
+            (Some(d), _) => d.framework().to_string(),
             (None, Some(o)) if DATABASE_FRAMEWORKS.contains(&o.as_str()) => o.clone(),
             _ => "unspecified".into(),
         },
@@ -433,7 +461,7 @@ impl Scenario {
             g.scheduler.queue.resolve(&file.slo, &format!("{scheduler}.queue"))?;
             let path = if heterogeneous { format!("cluster.groups[{i}].cost") } else { "cost".into() };
             g.profile = group_profile(g, &model, resources.as_ref(), &path)?;
-            check_profile_engine(file.engine, g, &path)?;
+            check_engine_kernels(file.engine, g, &path)?;
             g.calibration = group_calibration(g, &group_engine(file.engine, &g.cost), resources.as_ref(), &path)?;
         }
         if let Some(f) = &file.fleet {
