@@ -74,6 +74,10 @@ pub(crate) struct CompareHeader {
     pub offered: Option<servesim_sim::workload::offered::Offered>,
     /// The seeds every row runs on, the scenario's first.
     pub seeds: Vec<u64>,
+    /// What priced each row: a line per group (its cost source and what the roofline stood in
+    /// for).
+    #[serde(default)]
+    pub priced_by: Vec<Vec<String>>,
 }
 
 impl CompareHeader {
@@ -88,6 +92,7 @@ impl CompareHeader {
             rows: rows.iter().map(|r| r.0.clone()).collect(),
             values: rows.iter().map(|r| r.1.clone()).collect(),
             offered: servesim_sim::workload::offered::offered(&base.workload, base.seed),
+            priced_by: rows.iter().map(|r| crate::output::cost_lines(&r.2)).collect(),
         }
     }
 }
@@ -227,7 +232,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
     let header = CompareHeader::new(&base, &varies, &rows, a.seeds);
     let picked = Shard::before_sweep(a.shard, rows.len(), a.out.as_deref(), a.report.as_deref())?;
     if !a.quiet {
-        print_cost_lines(&rows);
+        print_cost_lines(&header);
     }
     let (results, stopped_error, (runs, requests, wall)) = run_rows(&rows, &picked, &header.seeds, a.quiet);
     crate::error::check_cancel()?;
@@ -253,15 +258,14 @@ pub(crate) fn run(a: Args) -> Result<()> {
 }
 
 /// Runs rows `picked` of `rows` on every seed, in parallel; each row's metrics in seed order.
-/// What priced the baseline (`rows[0]`), and each variant priced otherwise (another engine's
+/// What priced the baseline (row 0), and each variant priced otherwise (another engine's
 /// kernels, another GPU's), on stderr.
-fn print_cost_lines(rows: &[(String, Vec<String>, Scenario)]) {
-    let baseline = crate::output::cost_lines(&rows[0].2);
-    for l in &baseline {
+fn print_cost_lines(h: &CompareHeader) {
+    let baseline = &h.priced_by[0];
+    for l in baseline {
         errln!("cost (baseline): {l}");
     }
-    for (label, _, s) in &rows[1..] {
-        let lines = crate::output::cost_lines(s);
+    for (label, lines) in h.rows.iter().zip(&h.priced_by).skip(1) {
         if lines != baseline {
             for l in lines {
                 errln!("cost ({label}): {l}");
@@ -483,7 +487,7 @@ pub(crate) fn finish(
                         })
                         .collect();
                     serde_json::json!({ "variant": h.rows[i], "values": h.values[i], "metrics": m, "change": change,
-                        "over_seeds": over })
+                        "over_seeds": over, "priced_by": h.priced_by.get(i) })
                 })
                 .collect();
             let doc = serde_json::json!({ "scenario": h.scenario, "seed": h.seed, "seeds": h.seeds, "offered": h.offered,

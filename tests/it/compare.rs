@@ -180,6 +180,9 @@ fn a_varied_engine_brings_its_rules_to_each_variant() {
     assert!(cost("baseline").is_some_and(|l| l.contains("measured kernels: h100_sxm vllm")), "{e}");
     assert!(cost("engine=sglang").is_some_and(|l| l.contains("measured kernels: h100_sxm sglang")), "{e}");
     assert_eq!(cost("engine=vllm"), None, "priced as the baseline: {e}");
+    let priced = |i: usize| rows[i]["priced_by"][0].as_str().unwrap().to_string();
+    assert!(priced(2).contains("measured kernels: h100_sxm sglang"), "{}", priced(2));
+    assert_eq!(priced(1), priced(0));
     // Another engine's database in a scenario is refused, naming both; left out, the framework
     // is the engine's.
     let sglang = read(&path).replace("engine = \"vllm\"", "engine = \"sglang\"");
