@@ -235,6 +235,15 @@ fn a_sweep_of_summaries_is_fitted_back_or_said_unidentified() {
     assert!(fit["error_calibrated_pct"].as_float().unwrap() < 3.0, "{}", fit["error_calibrated_pct"]);
 }
 
+/// `plan --seeds 1` of the scenario `text` written into `dir`: its plan.json.
+fn plan_json(dir: &std::path::Path, text: &str) -> Value {
+    let p = write(dir, "plan.toml", text);
+    let out = dir.join("plan").display().to_string();
+    let o = servesim(&["plan", "--scenario", &p, "--out", &out, "--quiet", "--seeds", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_str(&std::fs::read_to_string(dir.join("plan/plan.json")).unwrap()).unwrap()
+}
+
 #[test]
 fn one_tp_degree_leaves_the_collectives_unidentified() {
     let dir = out_dir("calfit-tp1");
@@ -273,19 +282,7 @@ fn one_tp_degree_leaves_the_collectives_unidentified() {
     assert_eq!(errors.len(), 2, "{cal}");
     let expected = ((errors[0] + errors[1]) / 2.0).min(0.9);
     let plan = deployment(1, 1, &chat(200, 4.0), &cal_line("cal.toml")) + "[[plan.candidates]]\nname = \"h100\"\n";
-    let p = write(&dir, "plan.toml", &plan);
-    let o = servesim(&[
-        "plan",
-        "--scenario",
-        &p,
-        "--out",
-        &dir.join("plan").display().to_string(),
-        "--quiet",
-        "--seeds",
-        "1",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let j: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("plan/plan.json")).unwrap()).unwrap();
+    let j = plan_json(&dir, &plan);
     let band = &j["candidates"][0]["band"];
     assert!((band["error"].as_f64().unwrap() - expected).abs() < 1e-9, "{band} against {expected}");
     assert_eq!(band["source"], "calibrated: its own 2 held-out run(s), median |error| of mean TPOT");
@@ -322,19 +319,7 @@ fn calibrations_are_applied_only_where_they_were_fitted() {
     // A plan over two GPUs: the H100 candidate calibrated, the A100 one said not to be.
     let plan = deployment(1, 1, &chat(200, 4.0), &cal_line("truth.toml"))
         + "[[plan.candidates]]\nname = \"h100\"\n[[plan.candidates]]\nname = \"a100\"\ngpu = { preset = \"a100-80g\" }\n";
-    let p = write(&dir, "plan.toml", &plan);
-    let o = servesim(&[
-        "plan",
-        "--scenario",
-        &p,
-        "--out",
-        &dir.join("plan").display().to_string(),
-        "--quiet",
-        "--seeds",
-        "1",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let j: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("plan/plan.json")).unwrap()).unwrap();
+    let j = plan_json(&dir, &plan);
     let c = j["candidates"].as_array().unwrap();
     assert_eq!(c[0]["calibration"], "calibrated by truth.toml");
     // Written by hand, it has no held-out runs: the scoreboard's figure bands it, and says so.
