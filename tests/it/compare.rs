@@ -192,6 +192,12 @@ fn a_varied_engine_brings_its_rules_to_each_variant() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(e.contains("cost.database.framework: \"vllm\"") && e.contains("whose engine is sglang"), "{e}");
+    // Said before the database is read: under TensorRT-LLM, whose kernels for this GPU and
+    // model do not ship, the mismatch is the error, not the missing database.
+    std::fs::write(&refused, sglang.replace("engine = \"sglang\"", "engine = \"trtllm\"")).unwrap();
+    let o = servesim(&["simulate", "--scenario", refused.to_str().unwrap(), "--out", out.join("r").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("whose engine is trtllm; leave framework out"), "{}", stderr(&o));
     let follows = out.join("follows.toml");
     std::fs::write(&follows, sglang.replace("database = { framework = \"vllm\" }", "database = {}")).unwrap();
     let o = servesim(&["simulate", "--scenario", follows.to_str().unwrap(), "--out", out.join("f").to_str().unwrap()]);

@@ -259,12 +259,6 @@ fn check_profile(
     Ok(())
 }
 
-/// A group's kernels against the scenario's `engine`: its profile file's and its database's.
-fn check_engine_kernels(engine: Option<ServingEngine>, g: &InstanceGroup, path: &str) -> Result<(), ConfigError> {
-    check_profile_engine(engine, g, path)?;
-    check_database_engine(engine, g, path)
-}
-
 /// A profile file (`cost.profile`) imported from one engine's kernels in a scenario whose
 /// `engine` is another is an error naming both: its attention and collectives are that engine's.
 /// Profiles measured by servesim's own kernels (`calibrate run`) name no engine and pass.
@@ -439,12 +433,8 @@ impl Scenario {
         file.slo.validate("slo")?;
         file.metrics.validate("metrics")?;
         file.run.validate("run")?;
-        if let Some(p) = &file.plan {
-            p.validate("plan")?;
-        }
-        if let Some(t) = &file.tune {
-            t.validate("tune")?;
-        }
+        file.plan.as_ref().map_or(Ok(()), |p| p.validate("plan"))?;
+        file.tune.as_ref().map_or(Ok(()), |t| t.validate("tune"))?;
 
         let max_model_len = file.scheduler.max_model_len.unwrap_or(model.max_context);
         check_model_len(max_model_len, &model, "scheduler")?;
@@ -460,8 +450,10 @@ impl Scenario {
             let scheduler = if heterogeneous { format!("cluster.groups[{i}].scheduler") } else { "scheduler".into() };
             g.scheduler.queue.resolve(&file.slo, &format!("{scheduler}.queue"))?;
             let path = if heterogeneous { format!("cluster.groups[{i}].cost") } else { "cost".into() };
+            // Another engine's kernels are refused before the database is read.
+            check_database_engine(file.engine, g, &path)?;
             g.profile = group_profile(g, &model, resources.as_ref(), &path)?;
-            check_engine_kernels(file.engine, g, &path)?;
+            check_profile_engine(file.engine, g, &path)?;
             g.calibration = group_calibration(g, &group_engine(file.engine, &g.cost), resources.as_ref(), &path)?;
         }
         if let Some(f) = &file.fleet {
