@@ -312,9 +312,13 @@ impl<'de> Deserialize<'de> for Plain {
     }
 }
 
+/// compare.csv's last column: what priced the row, a group's line after another's (" | ").
+pub(crate) const PRICED_BY: &str = "priced_by";
+
 /// The metric cells of one `compare.csv` row. A row is the variant's name, the varied keys'
-/// values, these cells, each changed metric's `<metric>_change_pct` against the baseline, and
-/// [`ClassCells`] per priority class (`class<N>_<metric>`).
+/// values, these cells, each changed metric's `<metric>_change_pct` against the baseline, its
+/// range over the seeds, [`ClassCells`] per priority class (`class<N>_<metric>`), and what
+/// priced it ([`PRICED_BY`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct CompareCells {
     pub ttft_ms_p50: Fixed<3>,

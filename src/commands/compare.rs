@@ -629,6 +629,7 @@ fn csv(h: &CompareHeader, rows: &[Metrics], spread: &[Vec<Spread>]) -> String {
     for c in &classes {
         head.extend(header::<ClassCells>().iter().map(|k| format!("class{c}_{k}")));
     }
+    head.push(crate::rows::PRICED_BY.to_string());
     let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(vec![]);
     w.write_record(&head).expect("writes to memory");
     let base = &rows[0];
@@ -673,7 +674,8 @@ fn csv(h: &CompareHeader, rows: &[Metrics], spread: &[Vec<Spread>]) -> String {
                 (Fixed(sp.lo), Fixed(sp.hi), sp.change.map(|c| Fixed(c.0)), sp.change.map(|c| Fixed(c.1)), sp.within())
             })
             .collect();
-        w.serialize((&h.rows[i], &h.values[i], cells, changes, over, per_class)).expect("writes to memory");
+        let priced_by = h.priced_by.get(i).map(|l| l.join(" | ")).unwrap_or_default();
+        w.serialize((&h.rows[i], &h.values[i], cells, changes, over, per_class, priced_by)).expect("writes to memory");
     }
     String::from_utf8(w.into_inner().expect("writes to memory")).expect("UTF-8 cells")
 }

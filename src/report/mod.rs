@@ -415,11 +415,34 @@ pub(crate) fn compare_report(dir: &Path) -> anyhow::Result<String> {
         + "<details><summary>Every column of compare.csv</summary>\n"
         + &html::csv_table(&headers, &rows, &labels)
         + "</details>\n";
-    let meta = format!(
-        "<p class=\"meta\">Variants of {} on the identical request stream; the baseline is the scenario as written (outlined in the bars).</p>",
-        if keys.is_empty() { "the scenario".to_string() } else { html::escape(&keys.join(", ")) }
-    );
+    let meta = compare_meta(&keys, &rows, col(crate::rows::PRICED_BY), baseline);
     Ok(html::page(&title, &meta, &tables, &charts))
+}
+
+/// The compare report's head: what varies, and what priced the rows.
+fn compare_meta(keys: &[String], rows: &[Vec<String>], priced_at: Option<usize>, baseline: Option<usize>) -> String {
+    let varied = if keys.is_empty() { "the scenario".to_string() } else { html::escape(&keys.join(", ")) };
+    format!(
+        "<p class=\"meta\">Variants of {varied} on the identical request stream; the baseline is the scenario as written (outlined in the bars).</p>{}",
+        priced_by_html(rows, priced_at, baseline)
+    )
+}
+
+/// What priced the compared rows (compare.csv's `priced_by` column, `at`): one line when every
+/// row was priced alike, else the baseline's and each row priced otherwise.
+fn priced_by_html(rows: &[Vec<String>], at: Option<usize>, baseline: Option<usize>) -> String {
+    let Some(at) = at else { return String::new() };
+    let cell = |r: &Vec<String>| r.get(at).cloned().unwrap_or_default();
+    let base = baseline.map(|b| cell(&rows[b])).unwrap_or_default();
+    let other: Vec<&Vec<String>> = rows.iter().filter(|r| cell(r) != base).collect();
+    if other.is_empty() {
+        return format!("<p class=\"meta\">Priced by: {}</p>", html::escape(&base));
+    }
+    let mut o = format!("<p class=\"meta\">Priced by (baseline): {}</p>\n<ul class=\"meta\">\n", html::escape(&base));
+    for r in other {
+        o += &format!("<li>{}: {}</li>\n", html::escape(&r[0]), html::escape(&cell(r)));
+    }
+    o + "</ul>"
 }
 
 /// The knee of variants ordered by the number: the highest value up to which every one meets

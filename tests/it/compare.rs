@@ -156,6 +156,7 @@ fn a_varied_engine_brings_its_rules_to_each_variant() {
     );
     let path = out.join("engine.toml");
     std::fs::write(&path, src).unwrap();
+    let report = out.join("compare.html");
     let o = servesim(&[
         "compare",
         "--scenario",
@@ -166,6 +167,8 @@ fn a_varied_engine_brings_its_rules_to_each_variant() {
         "json",
         "--out",
         out.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -183,6 +186,17 @@ fn a_varied_engine_brings_its_rules_to_each_variant() {
     let priced = |i: usize| rows[i]["priced_by"][0].as_str().unwrap().to_string();
     assert!(priced(2).contains("measured kernels: h100_sxm sglang"), "{}", priced(2));
     assert_eq!(priced(1), priced(0));
+    // compare.csv's last column and the HTML report say the same.
+    let csv = read(&out.join("compare.csv"));
+    // (the cell holds commas, so it is quoted: its closing part is the line's end)
+    let last = |row: usize| csv.lines().nth(row + 1).unwrap().rsplit(",\"").next().unwrap().to_string();
+    assert!(csv.lines().next().unwrap().ends_with(",priced_by"), "{csv}");
+    assert!(last(2).starts_with("h100-sxm-tp1: measured kernels: h100_sxm sglang"), "{csv}");
+    assert!(last(0).starts_with("h100-sxm-tp1: measured kernels: h100_sxm vllm"), "{csv}");
+    let html = read(&report);
+    assert!(html.contains("Priced by (baseline): h100-sxm-tp1: measured kernels: h100_sxm vllm"), "{html}");
+    assert!(html.contains("<li>engine=sglang: h100-sxm-tp1: measured kernels: h100_sxm sglang"), "{html}");
+    assert!(!html.contains("<li>engine=vllm:"), "priced as the baseline");
     // Another engine's database in a scenario is refused, naming both; left out, the framework
     // is the engine's.
     let sglang = read(&path).replace("engine = \"vllm\"", "engine = \"sglang\"");

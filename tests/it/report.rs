@@ -165,7 +165,10 @@ fn per_class_results_sum_to_the_totals_in_every_output() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let head = read(&cmp.join("compare.csv")).lines().next().unwrap().to_string();
-    assert!(head.ends_with("class2_ttft_ms_p99,class2_queue_ms_p99,class2_attainment,class2_goodput_rps"), "{head}");
+    assert!(
+        head.ends_with("class2_ttft_ms_p99,class2_queue_ms_p99,class2_attainment,class2_goodput_rps,priced_by"),
+        "{head}"
+    );
     let table = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(table.contains("per priority class"), "{table}");
 }
