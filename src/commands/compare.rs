@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use servesim_sim::engine;
 use servesim_sim::scenario::edit::{from_table, parse_value, set_path, split_values};
-use servesim_sim::scenario::ScenarioFile;
+use servesim_sim::scenario::{ScenarioFile, ServingEngine};
 use servesim_sim::Scenario;
 
 use super::Format;
@@ -213,9 +213,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
         let mut values = Vec::new();
         for ((key, vals), &j) in varies.iter().zip(&combo) {
             let (text, value) = &vals[j];
-            let flag = format!("--vary {key}={text}");
-            set_path(&mut d, key, value.clone()).map_err(|m| CliError::input(format!("{flag}: {m}")))?;
-            follow_engine(&mut d, key);
+            vary(&mut d, key, text, value)?;
             label.push(format!("{key}={text}"));
             values.push(text.clone());
         }
@@ -274,17 +272,14 @@ fn print_cost_lines(h: &CompareHeader) {
     }
 }
 
-/// A varied `engine` (`key`) takes the kernel database with it: `cost.database.framework` is
-/// left out of the variant, so that the engine's rules fill in its own (a database of another
-/// engine's kernels would be refused).
-fn follow_engine(doc: &mut toml::Table, key: &str) {
-    if key != "engine" {
-        return;
+/// Sets `key` to `value` (typed as `text`) in a variant's document; a varied `engine` takes
+/// its own kernel database ([`ServingEngine::varied_in`]).
+fn vary(doc: &mut toml::Table, key: &str, text: &str, value: &toml::Value) -> Result<()> {
+    set_path(doc, key, value.clone()).map_err(|m| CliError::input(format!("--vary {key}={text}: {m}")))?;
+    if key == "engine" {
+        ServingEngine::varied_in(doc);
     }
-    let db = doc.get_mut("cost").and_then(|c| c.get_mut("database")).and_then(toml::Value::as_table_mut);
-    if let Some(db) = db {
-        db.remove("framework");
-    }
+    Ok(())
 }
 
 /// A row whose first seed's run drew no random number (`RunOutput::random_draws`) cannot

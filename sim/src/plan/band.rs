@@ -103,9 +103,7 @@ pub fn calibration_error(cal: &crate::cost::Calibration) -> Option<(f64, String)
         (pct / 100.0, "median |error| of every statistic")
     } else {
         errors.sort_by(f64::total_cmp);
-        let k = errors.len();
-        let median = if k % 2 == 1 { errors[k / 2] } else { (errors[k / 2 - 1] + errors[k / 2]) / 2.0 };
-        (median, "median |error| of mean TPOT")
+        (crate::cost::profile::median_sorted(&errors), "median |error| of mean TPOT")
     };
     Some((e.min(0.9), format!("calibrated: its own {n} held-out run(s), {what}")))
 }

@@ -122,6 +122,16 @@ impl ServingEngine {
 }
 
 impl ServingEngine {
+    /// A document whose `engine` a what-if changed (`compare --vary engine=...`): the kernel
+    /// database goes with the engine, so `cost.database.framework` is left out for the engine's
+    /// rules to fill in (another engine's database would be refused).
+    pub fn varied_in(doc: &mut toml::Table) {
+        let db = doc.get_mut("cost").and_then(|c| c.get_mut("database")).and_then(toml::Value::as_table_mut);
+        if let Some(db) = db {
+            db.remove("framework");
+        }
+    }
+
     /// The limits the engine picks by itself on `gpu` (memory as the GPU reports it):
     ///
     /// - vLLM (`vllm/engine/arg_utils.py`, `EngineArgs.get_batch_defaults`, v0.11–0.19), for the
