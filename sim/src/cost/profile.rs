@@ -482,6 +482,84 @@ fn segment(interp: Interp, x0: f64, y0: f64, x1: f64, y1: f64, x: f64) -> f64 {
     }
 }
 
+/// The op's bound at a point of a table's axes, for reading beyond what was measured: its
+/// speed-of-light time (any unit: only ratios are taken), and the measured points' utilization
+/// of it. AIConfigurator reads its own tables so (`aic-core/rust/aiconfigurator-core/src/
+/// perf_database/perf_interp.rs`, ai-dynamo/aiconfigurator 095f58a51): beyond the range the
+/// time is SOL(query) / util, the util held from the boundary — on a one-axis table its last
+/// point's, on a two-axis table the tapered (modified-Shepard) blend of the [`HOLD_ANCHORS`]
+/// nearest measured points in joint log2 space; between two rows of which only one reaches the
+/// query, that row's reading is carried across by the SOL ratio. Below the first point a table
+/// stays flat (a kernel never gets cheaper than its smallest measured shape).
+pub struct Bound<'a> {
+    pub sol: &'a dyn Fn(&[f64]) -> f64,
+    /// Every measured point with a positive time and SOL: (log2 of its coordinates, SOL / time).
+    pub anchors: &'a [([f64; 2], f64)],
+}
+
+/// Measured points blended for a two-axis hold (AIConfigurator's `nn_leaves`).
+pub const HOLD_ANCHORS: usize = 4;
+
+/// A two-axis table's anchors under `sol` ([`Bound::anchors`]; none for a one-axis table, which
+/// holds its last point's util). Coordinates below 1 read as 1 (a table's zero cached tokens):
+/// AIConfigurator's tables have none.
+pub fn anchors(curve: &Curve, sol: &dyn Fn(&[f64]) -> f64) -> Box<[([f64; 2], f64)]> {
+    let Curve::Two(c) = curve else { return Box::default() };
+    c.points()
+        .filter_map(|(x, t)| {
+            let s = sol(&x);
+            (t > 0.0 && s > 0.0 && s.is_finite()).then(|| ([x[0].max(1.0).log2(), x[1].max(1.0).log2()], s / t))
+        })
+        .collect()
+}
+
+impl Bound<'_> {
+    /// `t` read at `from`, carried to `to` by the ratio of their SOLs (unchanged where a SOL
+    /// is not positive).
+    fn carry(&self, t: f64, from: &[f64], to: &[f64]) -> f64 {
+        let (a, b) = ((self.sol)(from), (self.sol)(to));
+        if a > 0.0 && b > 0.0 && a.is_finite() && b.is_finite() {
+            t * b / a
+        } else {
+            t
+        }
+    }
+
+    /// SOL(x) / the blended util of the nearest anchors (None without anchors or a SOL).
+    fn hold(&self, x: &[f64]) -> Option<f64> {
+        let q: Vec<f64> = x.iter().map(|v| v.max(1.0).log2()).collect();
+        let dist = |a: &[f64; 2]| q.iter().zip(a).map(|(q, a)| (a - q) * (a - q)).sum::<f64>().sqrt();
+        // The HOLD_ANCHORS + 1 nearest, ascending (ties keep the table's order).
+        let mut best: Vec<(f64, f64)> = Vec::with_capacity(HOLD_ANCHORS + 2);
+        for (a, util) in self.anchors {
+            let d = dist(a);
+            if best.len() == HOLD_ANCHORS + 1 && d >= best[HOLD_ANCHORS].0 {
+                continue;
+            }
+            let at = best.partition_point(|e| e.0 <= d);
+            best.insert(at, (d, *util));
+            best.truncate(HOLD_ANCHORS + 1);
+        }
+        let radius = if best.len() > HOLD_ANCHORS { best.pop().map_or(f64::INFINITY, |e| e.0) } else { f64::INFINITY };
+        let weight = |d: f64| {
+            if radius.is_infinite() {
+                1.0 / (d * d + 1e-12)
+            } else {
+                let t = (radius - d).max(0.0) / (radius * d + 1e-12);
+                t * t
+            }
+        };
+        let mut w: Vec<f64> = best.iter().map(|e| weight(e.0)).collect();
+        if w.iter().sum::<f64>() <= 0.0 {
+            w.iter_mut().for_each(|w| *w = 1.0);
+        }
+        let wsum: f64 = w.iter().sum();
+        let util = best.iter().zip(&w).map(|(e, w)| w * e.1).sum::<f64>() / wsum;
+        let sol = (self.sol)(x);
+        (util > 0.0 && sol > 0.0 && sol.is_finite()).then(|| sol / util)
+    }
+}
+
 /// A two-axis table: rows keyed by the first axis, each a curve over the second. Rows may cover
 /// different ranges (prefill attention: cached + chunk ≤ the longest context).
 #[derive(Debug)]
@@ -591,6 +669,42 @@ impl Curve2 {
         (self.across(*k0, y0, *k1, y1, x1), c0.covers(x2) && c1.covers(x2))
     }
 
+    /// [`Curve2::read`] beyond the measured range along the op's bound (see [`Bound`]).
+    pub fn read_bound(&self, x1: f64, x2: f64, bound: &Bound) -> (f64, bool) {
+        let rows = &self.rows;
+        let n = rows.len();
+        // Flat below the first row.
+        let x1 = x1.max(rows[0].0);
+        // A row's reading at x2 if it reaches it (flat below its first point).
+        let row = |c: &Curve1, ln: &mut Option<f64>| (x2 <= c.max_x()).then(|| c.eval_ln(x2, ln));
+        let mut ln_x2 = None;
+        let held = |q: [f64; 2]| bound.hold(&q).unwrap_or_else(|| self.eval(q[0], q[1]));
+        if x1 > rows[n - 1].0 {
+            return (held([x1, x2]), false);
+        }
+        let i = rows.partition_point(|r| r.0 < x1);
+        let (k1, c1) = &rows[i];
+        if *k1 == x1 {
+            return match row(c1, &mut ln_x2) {
+                Some(t) => (t, c1.covers(x2)),
+                None => (held([x1, x2]), false),
+            };
+        }
+        let (k0, c0) = &rows[i - 1];
+        match (row(c0, &mut ln_x2), row(c1, &mut ln_x2)) {
+            (Some(y0), Some(y1)) => (self.across(*k0, y0, *k1, y1, x1), c0.covers(x2) && c1.covers(x2)),
+            // One row reaches x2: its reading carried across the other axis by the SOL ratio.
+            (Some(y), None) => (bound.carry(y, &[*k0, x2], &[x1, x2]), false),
+            (None, Some(y)) => (bound.carry(y, &[*k1, x2], &[x1, x2]), false),
+            (None, None) => (held([x1, x2]), false),
+        }
+    }
+
+    /// Every measured point, `[x1, x2]` and its time.
+    fn points(&self) -> impl Iterator<Item = ([f64; 2], f64)> + '_ {
+        self.rows.iter().flat_map(|(k, c)| c.xs.iter().zip(&c.ys).map(move |(x, y)| ([*k, *x], *y)))
+    }
+
     /// The time at (x1, x2): each neighbouring row is read at x2, then the two are
     /// interpolated along x1 (proportionally beyond the last row, flat below the first).
     pub fn eval(&self, x1: f64, x2: f64) -> f64 {
@@ -655,6 +769,18 @@ impl Curve {
         match self {
             Curve::One(c) => (c.eval(x[0]), c.covers(x[0])),
             Curve::Two(c) => c.read(x[0], x[1]),
+        }
+    }
+
+    /// [`Curve::read`], beyond the measured range along the op's bound (see [`Bound`]).
+    pub fn read_bound(&self, x: &[f64], bound: &Bound) -> (f64, bool) {
+        match self {
+            Curve::One(c) if x[0] > c.max_x() => {
+                let last = c.max_x();
+                (bound.carry(c.eval(last), &[last], x), false)
+            }
+            Curve::One(c) => (c.eval(x[0]), c.covers(x[0])),
+            Curve::Two(c) => c.read_bound(x[0], x[1], bound),
         }
     }
 
@@ -817,6 +943,85 @@ mod tests {
                 assert_eq!(c(&pts, i).eval(x), y);
             }
         }
+    }
+
+    /// A table's points `[x1, x2, t]`, t = f(x1, x2).
+    fn grid(rows: &[(f64, &[f64])], f: &dyn Fn(f64, f64) -> f64) -> Vec<Vec<f64>> {
+        rows.iter().flat_map(|&(k, xs)| xs.iter().map(move |&x| vec![k, x, f(k, x)])).collect()
+    }
+
+    #[test]
+    fn beyond_a_ragged_grid_times_follow_the_bound_as_aiconfigurator_reads_them() {
+        // AIConfigurator's own fixture (perf_interp.rs tests, ai-dynamo/aiconfigurator
+        // 095f58a51): t = 1e-6 · batch · seq² on a staircase; where its SOL is t itself the
+        // util is 1 everywhere, and every read beyond the measured points is exact.
+        let f = |b: f64, s: f64| 1e-6 * b * s * s;
+        let stairs: [(f64, &[f64]); 4] = [
+            (1.0, &[512.0, 1024.0, 2048.0, 4096.0]),
+            (2.0, &[512.0, 1024.0, 2048.0, 4096.0]),
+            (4.0, &[512.0, 1024.0, 2048.0]),
+            (8.0, &[512.0, 1024.0]),
+        ];
+        let curve = Curve::Two(Curve2::new(&grid(&stairs, &f), Interp::Linear));
+        let sol = |x: &[f64]| f(x[0], x[1]);
+        let anchors = anchors(&curve, &sol);
+        assert_eq!(anchors.len(), 13);
+        let bound = Bound { sol: &sol, anchors: &anchors };
+        for (b, s, what) in [
+            (6.0, 2048.0, "between rows 4 and 8, only row 4 reaches 2048: carried by the SOL ratio"),
+            (2.0, 8192.0, "beyond every row's sequences: the held util"),
+            (16.0, 1024.0, "beyond the last row"),
+            (3.0, 4096.0, "between rows 2 and 4, only row 2 reaches 4096"),
+        ] {
+            let (t, inside) = curve.read_bound(&[b, s], &bound);
+            assert!((t / f(b, s) - 1.0).abs() < 1e-12, "{what}: {t} against {}", f(b, s));
+            assert!(!inside, "{what}");
+        }
+        // Inside the grid the reading is the table's, and says so.
+        assert_eq!(curve.read_bound(&[4.0, 2048.0], &bound), (f(4.0, 2048.0), true));
+        // The old proportional rule would be 4× short at (2, 8192): t grows with seq².
+        assert!((curve.eval_at(&[2.0, 8192.0]) / f(2.0, 8192.0) - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_two_axis_hold_blends_the_four_nearest_utils_by_hand() {
+        // SOL = x1 · x2; utils (SOL / t): (1,1) 1, (1,2) 2, (2,1) 2, (2,2) 1, (4,1) 2.
+        let pts = vec![
+            vec![1.0, 1.0, 1.0],
+            vec![1.0, 2.0, 1.0],
+            vec![2.0, 1.0, 1.0],
+            vec![2.0, 2.0, 4.0],
+            vec![4.0, 1.0, 2.0],
+        ];
+        let curve = Curve::Two(Curve2::new(&pts, Interp::Linear));
+        let sol = |x: &[f64]| x[0] * x[1];
+        let anchors = anchors(&curve, &sol);
+        let bound = Bound { sol: &sol, anchors: &anchors };
+        // (4, 4): the last row ends at 1. In log2 space the query is (2, 2): the four nearest
+        // are (2,2) at √2, (4,1) at 2, (1,2) and (2,1) at √5; the fifth, (1,1) at √8, is the
+        // support radius R. Weights ((R − d) / (R d))².
+        let r = 8f64.sqrt();
+        let w = |d: f64| ((r - d) / (r * d)).powi(2);
+        let (w1, w2, w3) = (w(2f64.sqrt()), w(2.0), w(5f64.sqrt()));
+        let util = (w1 * 1.0 + w2 * 2.0 + 2.0 * w3 * 2.0) / (w1 + w2 + 2.0 * w3);
+        let (t, inside) = curve.read_bound(&[4.0, 4.0], &bound);
+        assert!((t - 16.0 / util).abs() < 1e-12, "{t} against {}", 16.0 / util);
+        assert!((t - 12.927).abs() < 1e-3 && !inside);
+    }
+
+    #[test]
+    fn a_one_axis_table_holds_its_last_points_util() {
+        // t = 0.5 + x / 1000 ms, SOL = x / 1000: at 20,000, twice the last point's 10.5 ms (the
+        // fixed 0.5 ms scales with it, as AIConfigurator's util hold does).
+        let curve = Curve::One(Curve1::new(vec![(1000.0, 1.5), (10000.0, 10.5)], Interp::Linear));
+        let sol = |x: &[f64]| x[0] / 1000.0;
+        let bound = Bound { sol: &sol, anchors: &[] };
+        assert_eq!(curve.read_bound(&[20000.0], &bound), (21.0, false));
+        // Below the first point: flat.
+        assert_eq!(curve.read_bound(&[10.0], &bound), (1.5, false));
+        // A SOL of nothing (zero) leaves the last point's time.
+        let none = |_: &[f64]| 0.0;
+        assert_eq!(curve.read_bound(&[20000.0], &Bound { sol: &none, anchors: &[] }), (10.5, false));
     }
 
     #[test]

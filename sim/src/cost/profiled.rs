@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use super::profile::{Axis, Curve, ModelDims, OpTable, Profile, ProfileError, PROFILE_FORMAT_VERSION};
+use super::profile::{anchors, Axis, Bound, Curve, ModelDims, OpTable, Profile, ProfileError, PROFILE_FORMAT_VERSION};
 use super::roofline::RoofOp;
 use super::{BatchShape, CostAccount, CostModel, Roofline, RooflineParams};
 
@@ -121,6 +121,9 @@ pub struct FallbackShare {
     pub iterations: u64,
     /// Its seconds over all iterations' seconds.
     pub share: f64,
+    /// A measured table read beyond its measured range (else an op the roofline priced).
+    #[serde(default)]
+    pub extrapolated: bool,
 }
 
 /// How a slot's time is computed from the batch.
@@ -161,16 +164,40 @@ struct Slot {
     layers: f64,
     /// The attention window of a windowed layer's prefill table (tokens); None: full attention.
     window: Option<f64>,
+    /// The roofline's op whose bound carries the table beyond its measured range ([`Bound`]);
+    /// None: times in proportion.
+    bound: Option<RoofOp>,
+    /// The table's measured points with their utilization of that bound (a two-axis table's).
+    anchors: Box<[([f64; 2], f64)]>,
 }
 
 impl Slot {
     fn measured(name: &'static str, kind: Kind, curve: Curve, layers: u64) -> Slot {
-        Slot { name, kind, curve: Some(curve), fallback: None, layers: layers as f64, window: None }
+        let bound = bound_of(name);
+        let (layers, anchors) = (layers as f64, Box::default());
+        Slot { name, kind, curve: Some(curve), fallback: None, layers, window: None, bound, anchors }
     }
 
     fn roof(name: &'static str, kind: Kind, reason: String, layers: u64) -> Slot {
-        Slot { name, kind, curve: None, fallback: Some(reason), layers: layers as f64, window: None }
+        let (layers, anchors) = (layers as f64, Box::default());
+        Slot { name, kind, curve: None, fallback: Some(reason), layers, window: None, bound: None, anchors }
     }
+}
+
+/// The roofline op that bounds a measured op (None: its time grows in proportion beyond its
+/// table: sampling, the engine's CPU work).
+fn bound_of(name: &str) -> Option<RoofOp> {
+    let ours = match name {
+        "moe_experts" => "moe_experts",
+        "attn_prefill" | "attn_prefill_window" => "attn_prefill",
+        "attn_decode" | "attn_decode_window" => "attn_decode",
+        "all_reduce" => "allreduce",
+        "lm_head" => "lm_head",
+        "emb" => "elementwise",
+        n if LAYER_ELEMENTWISE.contains(&n) => "elementwise",
+        n => LAYER_GEMMS.iter().find(|(vidur, _)| *vidur == n)?.1,
+    };
+    RoofOp::find(ours)
 }
 
 /// The work of a causal prefill of `s` tokens from the start, in query-key pairs, when each
@@ -371,6 +398,64 @@ fn check_meta(gpu: &GpuSpec, profile: &Profile) -> Result<(), ProfileError> {
     Ok(())
 }
 
+/// A slot's speed-of-light time at a point of its table's axes ([`Bound`]): the roofline's
+/// time for its op at that shape (attention: one layer of the slot's kind), else the product of
+/// the coordinates (times in proportion).
+fn sol(roofline: &Roofline, model: &ModelSpec, s: &Slot, x: &[f64]) -> f64 {
+    let whole = |v: f64| v.round().max(1.0) as u64;
+    let mut b = BatchShape::default();
+    let windowed = s.window.is_some();
+    let t = match (s.bound, s.kind) {
+        (Some(op), Kind::LayerTokens | Kind::StepTokens) => {
+            b.add_prefill(whole(x[0]), 0, false);
+            roofline.op_time(op, &b)
+        }
+        (Some(op), Kind::AllReduce) => {
+            b.add_prefill(whole(x[0] / (model.hidden as f64 * 2.0)), 0, false);
+            roofline.op_time(op, &b)
+        }
+        (Some(op), Kind::Sampled) => {
+            b.sampled_seqs = whole(x[0]);
+            roofline.op_time(op, &b)
+        }
+        (Some(op), Kind::PrefillChunk) => {
+            b.add_prefill(whole(x[0]), x[1].round().max(0.0) as u64, false);
+            roofline.attention_layer_time(op, &b, windowed)
+        }
+        (Some(op), Kind::PrefillSequence) => {
+            let (k, seq) = (whole(x[0]), x[1].round().max(1.0));
+            b.prefill_seqs = k;
+            b.prefill_tokens = k * seq as u64;
+            b.prefill_attn_pairs = k as f64 * seq * (seq + 1.0) / 2.0;
+            roofline.attention_layer_time(op, &b, windowed)
+        }
+        (Some(op), Kind::Decode) => {
+            b.decode_seqs = whole(x[0]);
+            b.decode_context_tokens = whole(x[0] * x[1]);
+            b.sampled_seqs = b.decode_seqs;
+            roofline.attention_layer_time(op, &b, windowed)
+        }
+        _ => 0.0,
+    };
+    if t > 0.0 && t.is_finite() {
+        t
+    } else {
+        x.iter().product()
+    }
+}
+
+/// The slots with their two-axis tables' anchors ([`Bound`]).
+fn with_anchors(mut slots: Vec<Slot>, model: &ModelSpec, roofline: &Roofline) -> Vec<Slot> {
+    let all: Vec<_> = slots
+        .iter()
+        .map(|s| s.curve.as_ref().map(|c| anchors(c, &|x| sol(roofline, model, s, x))).unwrap_or_default())
+        .collect();
+    for (s, a) in slots.iter_mut().zip(all) {
+        s.anchors = a;
+    }
+    slots
+}
+
 impl Profiled {
     /// Checks `profile` against the model and TP degree and builds the lookup tables. The error
     /// is one line saying what does not match.
@@ -541,14 +626,9 @@ impl Profiled {
             CPU_OPS.iter().filter_map(|n| curve(n).map(|c| Slot::measured(n, Kind::Cpu, c, all))).collect();
         if cpu.is_empty() {
             // Not a stand-in for a measured op: the engine's CPU work is a setting of the run.
-            slots.push(Slot {
-                name: "cpu_overhead",
-                kind: Kind::RoofCpu,
-                curve: None,
-                fallback: None,
-                layers: all as f64,
-                window: None,
-            });
+            let mut s = Slot::roof("cpu_overhead", Kind::RoofCpu, String::new(), all);
+            s.fallback = None;
+            slots.push(s);
         }
         slots.extend(cpu);
         let fallbacks = slots
@@ -556,6 +636,7 @@ impl Profiled {
             .filter_map(|s| s.fallback.as_ref().map(|r| Fallback { op: s.name.to_string(), reason: r.clone() }))
             .collect();
         let roofline = Roofline::new(model.clone(), gpu, tp, params);
+        let slots = with_anchors(slots, &model, &roofline);
         let lead = slots.iter().take_while(|s| s.curve.is_some() && matches!(s.kind, Kind::LayerTokens)).count();
         let prefix = (lead > 1).then(|| (lead, Memo::new(TOKEN_MEMO)));
         // The slots of the prefix are read through its memo only.
@@ -584,7 +665,9 @@ impl Profiled {
         let n = b.tokens() as f64;
         let ms = 1e-3;
         let read = |x: &[f64]| -> (f64, bool) {
-            let (t, inside) = s.curve.as_ref().expect("measured slots have a table").read(x);
+            let sol = |x: &[f64]| sol(&self.roofline, &self.model, s, x);
+            let bound = Bound { sol: &sol, anchors: &s.anchors };
+            let (t, inside) = s.curve.as_ref().expect("measured slots have a table").read_bound(x, &bound);
             (t, !inside)
         };
         match s.kind {
@@ -815,13 +898,14 @@ impl Profiled {
             if iterations == 0 {
                 continue;
             }
-            let reason = match (&s.fallback, &s.curve) {
-                (Some(r), _) => format!("priced by the roofline: {r}"),
-                (None, Some(c)) => format!("read beyond its measured range ({})", c.range_text(s.name)),
+            let (reason, extrapolated) = match (&s.fallback, &s.curve) {
+                (Some(r), _) => (format!("priced by the roofline: {r}"), false),
+                (None, Some(c)) => (format!("read beyond its measured range ({})", c.range_text(s.name)), true),
                 (None, None) => continue,
             };
             let share = if acc.total_s > 0.0 { secs / acc.total_s } else { 0.0 };
-            out.push(FallbackShare { group: String::new(), op: s.name.to_string(), reason, iterations, share });
+            let op = s.name.to_string();
+            out.push(FallbackShare { group: String::new(), op, reason, iterations, share, extrapolated });
         }
         out
     }
@@ -1047,6 +1131,62 @@ mod tests {
         assert_eq!(cold.by_slot, warm.by_slot);
         let counted = cold.by_slot.iter().filter(|(s, n)| *s > 0.0 && *n == 1).count();
         assert!(counted >= 9, "every token op out of range is counted: {:?}", cold.by_slot);
+    }
+
+    #[test]
+    fn tables_read_beyond_their_grid_follow_the_roofline_bound_of_their_op() {
+        // Tables measured as the roofline prices the op (a fixed fraction of its speed of light):
+        // beyond the measured points each slot's time is the roofline's, as the hold and the
+        // SOL-ratio carry promise, where times in proportion miss it (a decode's query and
+        // output, a GEMM's weights, do not grow with the context or the tokens).
+        let g = GpuPreset::find("h100-sxm").unwrap().spec();
+        let roof = Roofline::new(llama8b(), g, 1, RooflineParams::default());
+        let layers = llama8b().layers as f64;
+        let decode = |b: u64, c: u64| {
+            let mut s = BatchShape::default();
+            (0..b).for_each(|_| s.add_decode(c));
+            s
+        };
+        let prefill = |n: u64| {
+            let mut s = BatchShape::default();
+            s.add_prefill(n, 0, false);
+            s
+        };
+        // ms per layer, at 80% of the speed of light.
+        let ms = |op: &str, s: &BatchShape| roof.op_seconds(op, s) / layers * 1e3 / 0.8;
+        let mut p = profile(1);
+        p.ops.retain(|t| t.name != "attn_decode" && t.name != "attn_pre_proj");
+        // A staircase: the more sequences, the shorter the contexts measured.
+        let stairs: [(u64, &[u64]); 3] = [(1, &[128, 1024, 4096]), (8, &[128, 1024]), (64, &[128])];
+        let mut pts = Vec::new();
+        for (b, cs) in stairs {
+            pts.extend(cs.iter().map(|&c| vec![b as f64, c as f64, ms("attn_decode", &decode(b, c))]));
+        }
+        p.ops.push(table("attn_decode", Some(1), vec![Axis::Batch, Axis::Context], pts));
+        let tokens = [8u64, 32, 128];
+        let gemm = tokens.iter().map(|&n| vec![n as f64, ms("qkv_proj", &prefill(n))]).collect();
+        p.ops.push(table("attn_pre_proj", Some(1), vec![Axis::Tokens], gemm));
+        let m = build(&p, 1).unwrap();
+        let slot = |name: &str| m.slots.iter().find(|s| s.name == name).unwrap();
+        for (shape, name, op) in [
+            (decode(64, 3000), "attn_decode", "attn_decode"),
+            (decode(32, 1000), "attn_decode", "attn_decode"),
+            (decode(200, 128), "attn_decode", "attn_decode"),
+            (prefill(8192), "attn_pre_proj", "qkv_proj"),
+        ] {
+            let (secs, outside) = m.slot_seconds(slot(name), &shape);
+            let want = roof.op_seconds(op, &shape) / 0.8;
+            assert!(outside, "{name} at {shape:?} lies beyond the grid");
+            assert!((secs / want - 1.0).abs() < 1e-9, "{name} at {shape:?}: {secs} s against {want} s");
+        }
+        // Times in proportion from the measured edge would miss: the decode of 64 × 3000 from
+        // (64, 128) by over 1%, the GEMM of 8192 tokens (compute-bound) from 128 (bound by its
+        // weights, read once) by more.
+        let edge = ms("attn_decode", &decode(64, 128)) * layers * 1e-3;
+        let want = roof.op_seconds("attn_decode", &decode(64, 3000)) / 0.8;
+        assert!((edge * 3000.0 / 128.0 / want - 1.0).abs() > 0.01);
+        let edge = ms("qkv_proj", &prefill(128)) * layers * 1e-3;
+        assert!((edge * 64.0 / (roof.op_seconds("qkv_proj", &prefill(8192)) / 0.8) - 1.0).abs() > 0.05);
     }
 
     #[test]

@@ -355,10 +355,22 @@ impl Roofline {
         self.op(op, b).map_or(0.0, |t| t.seconds)
     }
 
+    /// Attention ([`RoofOp::Prefill`], [`RoofOp::Decode`]) in one layer of one kind: a full
+    /// attention layer, or (`windowed`) one of a windowed model's windowed layers.
+    pub(crate) fn attention_layer_time(&self, op: RoofOp, b: &BatchShape, windowed: bool) -> f64 {
+        self.op_in(op, b, Some(windowed)).map_or(0.0, |t| t.seconds)
+    }
+
     /// One operator over the whole iteration, or None when this model or batch does not run it.
     /// Layers of different kinds (MoE and dense FFNs; full and windowed attention) are priced
     /// per kind and summed.
     fn op(&self, op: RoofOp, b: &BatchShape) -> Option<OpTime> {
+        self.op_in(op, b, None)
+    }
+
+    /// [`Roofline::op`]; attention in one layer of the kind `only` names (windowed or not)
+    /// instead of all layers.
+    fn op_in(&self, op: RoofOp, b: &BatchShape, only: Option<bool>) -> Option<OpTime> {
         let m = &self.model;
         let Dims {
             tp,
@@ -375,12 +387,12 @@ impl Roofline {
             dense_layers,
             dense_inter,
             shared,
-            full,
             window,
+            ..
         } = self.dims;
         let n = b.tokens() as f64;
-        // Attention runs on `dp` ranks of `tp / dp` GPUs, each with its share of the batch
-        // (balanced); the FFNs see every token over all `tp` GPUs.
+        let (full_k, window_k) = attention_layers(only, self.dims.full, layers);
+        // Attention: `dp` ranks of `tp / dp` GPUs, a balanced share of the batch each; FFNs: all.
         let na = n / dp;
         let times = |name, (flops, bytes, seconds): (f64, f64, f64), k: f64| {
             (k > 0.0).then_some(OpTime { name, flops: flops * k, bytes: bytes * k, seconds: seconds * k })
@@ -458,7 +470,7 @@ impl Roofline {
                         (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops))
                     }
                 };
-                sum(op.name(), [times(op.name(), kind(false), full), times(op.name(), kind(true), layers - full)])
+                sum(op.name(), [times(op.name(), kind(false), full_k), times(op.name(), kind(true), window_k)])
             }
             RoofOp::Decode if b.decode_seqs > 0 => {
                 let seqs = b.decode_seqs as f64 / dp;
@@ -494,7 +506,7 @@ impl Roofline {
                         (flops, bytes, self.roof(flops, bytes, self.gpu.bf16_flops))
                     }
                 };
-                sum(op.name(), [times(op.name(), kind(false), full), times(op.name(), kind(true), layers - full)])
+                sum(op.name(), [times(op.name(), kind(false), full_k), times(op.name(), kind(true), window_k)])
             }
             RoofOp::Elementwise => {
                 // Memory-bound elementwise work per layer: two RMSNorms (read+write hidden),
@@ -591,6 +603,16 @@ impl Roofline {
 
 /// The parts of one operator over layers of different kinds, summed (one part is returned as
 /// it is).
+/// Attention's layers of each kind (full, windowed) an op sums: all of them, or one of the
+/// kind `only` names.
+fn attention_layers(only: Option<bool>, full: f64, layers: f64) -> (f64, f64) {
+    match only {
+        None => (full, layers - full),
+        Some(false) => (1.0, 0.0),
+        Some(true) => (0.0, 1.0),
+    }
+}
+
 fn sum<const N: usize>(name: &'static str, parts: [Option<OpTime>; N]) -> Option<OpTime> {
     let mut present = parts.into_iter().flatten();
     let first = present.next()?;

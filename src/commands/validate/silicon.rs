@@ -641,8 +641,18 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
     doc
 }
 
-/// Predicted mean TTFT, TPOT and E2E (ms) of a case's requests.
-pub(super) fn predict(s: &Scenario) -> std::result::Result<(f64, f64, f64), String> {
+/// A case's prediction: its requests' mean TTFT, TPOT and E2E (ms), and the share of its
+/// iteration time read from the database beyond the grid it measured.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Predicted {
+    pub ttft: f64,
+    pub tpot: f64,
+    pub e2e: f64,
+    pub extrapolated: f64,
+}
+
+/// The prediction of a case's run.
+pub(super) fn predict(s: &Scenario) -> std::result::Result<Predicted, String> {
     let out = servesim_sim::engine::try_run(s).map_err(|e| e.to_string())?;
     if let Some(st) = &out.summary.stopped {
         return Err(format!("the run stopped early ({})", st.reason));
@@ -671,7 +681,8 @@ pub(super) fn predict(s: &Scenario) -> std::result::Result<(f64, f64, f64), Stri
     let tpots: Vec<f64> = recs.iter().filter_map(|r| r.tpot_ms()).collect();
     let tpot = if tpots.is_empty() { 0.0 } else { tpots.iter().sum::<f64>() / tpots.len() as f64 };
     let e2e = recs.iter().filter_map(|r| r.e2e()).map(|t| t.as_millis_f64()).sum::<f64>() / recs.len() as f64;
-    Ok((ttft, tpot, e2e))
+    let extrapolated = out.summary.cost.fallbacks.iter().filter(|f| f.extrapolated).fold(0.0, |a, f| a + f.share);
+    Ok(Predicted { ttft, tpot, e2e, extrapolated })
 }
 
 /// Reads the CSV; errors name the line.
@@ -723,13 +734,14 @@ pub(super) fn read(path: &Path) -> Result<Vec<Row>> {
 pub(super) struct Outcome {
     pub row: Row,
     pub case: std::result::Result<Case, String>,
-    pub predicted: Option<std::result::Result<(f64, f64), String>>,
+    /// Mean TTFT and TPOT (ms) and the share of iteration time read beyond the grid.
+    pub predicted: Option<std::result::Result<(f64, f64, f64), String>>,
 }
 
 impl Outcome {
     pub(super) fn errors(&self) -> Option<(f64, f64)> {
         let c = self.case.as_ref().ok()?;
-        let (t, p) = *self.predicted.as_ref()?.as_ref().ok()?;
+        let (t, p, _) = *self.predicted.as_ref()?.as_ref().ok()?;
         Some(((t - c.measured_ttft) / c.measured_ttft * 100.0, (p - c.measured_tpot) / c.measured_tpot * 100.0))
     }
 }
@@ -798,15 +810,15 @@ pub(super) fn run_cases(
             let predicted = case.as_mut().ok().map(|c| {
                 let ov = overhead(c);
                 let s = scenario_of(c, bench, database, ov, 0.0, resources)?;
-                let (t, p, e2e) = predict(&s)?;
+                let p = predict(&s)?;
                 if !bench.staggered {
-                    return Ok((t, p));
+                    return Ok((p.ttft, p.tpot, p.extrapolated));
                 }
                 // Staggered: the clients started evenly over one request's lifetime, as the run
                 // with all of them starting together predicts it.
-                let s = scenario_of(c, bench, database, ov, e2e / 1e3, resources)?;
-                let (t, p, _) = predict(&s)?;
-                Ok((t, p))
+                let s = scenario_of(c, bench, database, ov, p.e2e / 1e3, resources)?;
+                let p = predict(&s)?;
+                Ok((p.ttft, p.tpot, p.extrapolated))
             });
             Outcome { row: r.clone(), case, predicted }
         })
@@ -816,7 +828,7 @@ pub(super) fn run_cases(
 /// The per-row CSV (silicon.csv), and the count of rows not run by reason.
 fn rows_csv(outs: &[Outcome], bench: Bench) -> (String, BTreeMap<String, usize>) {
     let mut csv = String::from(
-        "line,id,half,model,system,framework,version,weights,kv_cache,tp,isl,osl,concurrency,measured_ttft_ms,predicted_ttft_ms,ttft_error_pct,measured_tpot_ms,predicted_tpot_ms,tpot_error_pct,limits,status\n",
+        "line,id,half,model,system,framework,version,weights,kv_cache,tp,isl,osl,concurrency,measured_ttft_ms,predicted_ttft_ms,ttft_error_pct,measured_tpot_ms,predicted_tpot_ms,tpot_error_pct,limits,extrapolated_pct,status\n",
     );
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     for x in outs {
@@ -825,22 +837,24 @@ fn rows_csv(outs: &[Outcome], bench: Bench) -> (String, BTreeMap<String, usize>)
         match (&x.case, &x.predicted) {
             (Err(why), _) => {
                 *reasons.entry(why.split(':').next().unwrap_or(why).to_string()).or_default() += 1;
-                csv += &format!("{common},,,,,,,,,,,,,,,,,,\"not expressed: {}\"\n", why.replace('"', "'"));
+                csv += &format!("{common},,,,,,,,,,,,,,,,,,,\"not expressed: {}\"\n", why.replace('"', "'"));
             }
             (Ok(c), Some(p)) => {
                 let ver = r.get("backend_version");
-                let (pt, pp, et, ep, status) = match p {
-                    Ok((t, q)) => {
+                let (pt, pp, et, ep, xp, status) = match p {
+                    Ok((t, q, share)) => {
                         let (a, b) = x.errors().expect("predicted");
-                        (format!("{t:.3}"), format!("{q:.4}"), format!("{a:.2}"), format!("{b:.2}"), c.note.clone())
+                        let xp = format!("{:.1}", share * 100.0);
+                        (format!("{t:.3}"), format!("{q:.4}"), format!("{a:.2}"), format!("{b:.2}"), xp, c.note.clone())
                     }
                     Err(e) => {
                         *reasons.entry(format!("failed: {e}")).or_default() += 1;
-                        (String::new(), String::new(), String::new(), String::new(), format!("failed: {e}"))
+                        let none = String::new;
+                        (none(), none(), none(), none(), none(), format!("failed: {e}"))
                     }
                 };
                 csv += &format!(
-                    "{common},{},{},{},{ver},{},{},{},{},{},{},{:.3},{pt},{et},{:.4},{pp},{ep},{},\"{}\"\n",
+                    "{common},{},{},{},{ver},{},{},{},{},{},{},{:.3},{pt},{et},{:.4},{pp},{ep},{},{xp},\"{}\"\n",
                     c.model,
                     c.system,
                     c.framework,
