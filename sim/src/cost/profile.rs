@@ -493,7 +493,8 @@ fn segment(interp: Interp, x0: f64, y0: f64, x1: f64, y1: f64, x: f64) -> f64 {
 /// stays flat (a kernel never gets cheaper than its smallest measured shape).
 pub struct Bound<'a> {
     pub sol: &'a dyn Fn(&[f64]) -> f64,
-    /// Every measured point with a positive time and SOL: (log2 of its coordinates, SOL / time).
+    /// Every measured point with a positive time and SOL: (log2 of its coordinates, SOL / time),
+    /// sorted by the first coordinate ([`anchors`] makes them).
     pub anchors: &'a [([f64; 2], f64)],
 }
 
@@ -505,12 +506,16 @@ pub const HOLD_ANCHORS: usize = 4;
 /// AIConfigurator's tables have none.
 pub fn anchors(curve: &Curve, sol: &dyn Fn(&[f64]) -> f64) -> Box<[([f64; 2], f64)]> {
     let Curve::Two(c) = curve else { return Box::default() };
-    c.points()
+    let mut all: Vec<([f64; 2], f64)> = c
+        .points()
         .filter_map(|(x, t)| {
             let s = sol(&x);
             (t > 0.0 && s > 0.0 && s.is_finite()).then(|| ([x[0].max(1.0).log2(), x[1].max(1.0).log2()], s / t))
         })
-        .collect()
+        .collect();
+    // Sorted by the first coordinate, as [`Bound::hold`] walks them.
+    all.sort_by(|a, b| a.0[0].total_cmp(&b.0[0]));
+    all.into()
 }
 
 impl Bound<'_> {
@@ -527,20 +532,42 @@ impl Bound<'_> {
 
     /// SOL(x) / the blended util of the nearest anchors (None without anchors or a SOL).
     fn hold(&self, x: &[f64]) -> Option<f64> {
-        let q: Vec<f64> = x.iter().map(|v| v.max(1.0).log2()).collect();
-        let dist = |a: &[f64; 2]| q.iter().zip(a).map(|(q, a)| (a - q) * (a - q)).sum::<f64>().sqrt();
-        // The HOLD_ANCHORS + 1 nearest, ascending (ties keep the table's order).
+        let q = [x[0].max(1.0).log2(), x.get(1).map_or(0.0, |v| v.max(1.0).log2())];
+        // The HOLD_ANCHORS + 1 nearest (squared distance, util), ascending. The anchors are
+        // sorted by their first coordinate: walk out from the query's both ways while that axis
+        // alone is nearer than the farthest kept.
         let mut best: Vec<(f64, f64)> = Vec::with_capacity(HOLD_ANCHORS + 2);
-        for (a, util) in self.anchors {
-            let d = dist(a);
-            if best.len() == HOLD_ANCHORS + 1 && d >= best[HOLD_ANCHORS].0 {
-                continue;
+        let keep = |best: &mut Vec<(f64, f64)>, (a, util): &([f64; 2], f64)| {
+            let d = (a[0] - q[0]).powi(2) + (a[1] - q[1]).powi(2);
+            if best.len() > HOLD_ANCHORS && d >= best[HOLD_ANCHORS].0 {
+                return;
             }
             let at = best.partition_point(|e| e.0 <= d);
             best.insert(at, (d, *util));
             best.truncate(HOLD_ANCHORS + 1);
+        };
+        let anchors = self.anchors;
+        let mut lo = anchors.partition_point(|a| a.0[0] < q[0]);
+        let mut hi = lo;
+        loop {
+            let reach = if best.len() > HOLD_ANCHORS { best[HOLD_ANCHORS].0 } else { f64::INFINITY };
+            let down = lo > 0 && (anchors[lo - 1].0[0] - q[0]).powi(2) < reach;
+            let up = hi < anchors.len() && (anchors[hi].0[0] - q[0]).powi(2) < reach;
+            if !down && !up {
+                break;
+            }
+            if down {
+                lo -= 1;
+                keep(&mut best, &anchors[lo]);
+            }
+            if up {
+                keep(&mut best, &anchors[hi]);
+                hi += 1;
+            }
         }
-        let radius = if best.len() > HOLD_ANCHORS { best.pop().map_or(f64::INFINITY, |e| e.0) } else { f64::INFINITY };
+        // The (HOLD_ANCHORS + 1)-th is the support radius R; weights ((R − d) / (R d))².
+        let radius =
+            if best.len() > HOLD_ANCHORS { best.pop().map_or(f64::INFINITY, |e| e.0.sqrt()) } else { f64::INFINITY };
         let weight = |d: f64| {
             if radius.is_infinite() {
                 1.0 / (d * d + 1e-12)
@@ -549,12 +576,15 @@ impl Bound<'_> {
                 t * t
             }
         };
-        let mut w: Vec<f64> = best.iter().map(|e| weight(e.0)).collect();
-        if w.iter().sum::<f64>() <= 0.0 {
-            w.iter_mut().for_each(|w| *w = 1.0);
+        let w: Vec<f64> = best.iter().map(|e| weight(e.0.sqrt())).collect();
+        let equal = w.iter().sum::<f64>() <= 0.0;
+        let (mut num, mut den) = (0.0, 0.0);
+        for (e, w) in best.iter().zip(&w) {
+            let w = if equal { 1.0 } else { *w };
+            num += w * e.1;
+            den += w;
         }
-        let wsum: f64 = w.iter().sum();
-        let util = best.iter().zip(&w).map(|(e, w)| w * e.1).sum::<f64>() / wsum;
+        let util = num / den;
         let sol = (self.sol)(x);
         (util > 0.0 && sol > 0.0 && sol.is_finite()).then(|| sol / util)
     }
@@ -1007,6 +1037,46 @@ mod tests {
         let (t, inside) = curve.read_bound(&[4.0, 4.0], &bound);
         assert!((t - 16.0 / util).abs() < 1e-12, "{t} against {}", 16.0 / util);
         assert!((t - 12.927).abs() < 1e-3 && !inside);
+    }
+
+    #[test]
+    fn the_hold_walks_to_the_same_anchors_as_a_search_of_every_point() {
+        // A staircase of 12 × up to 16 points with utils that vary, queried beyond it all over:
+        // the walk out along the first axis must pick what sorting every point picks.
+        let rows: Vec<(f64, Vec<f64>)> =
+            (0..12).map(|i| (2f64.powi(i), (0..16 - i).map(|j| 2f64.powi(j + 1)).collect())).collect();
+        let f = |b: f64, c: f64| 0.01 + 1e-6 * b * c * (1.0 + 0.3 * ((b * 7.0 + c).ln()).sin());
+        let stairs: Vec<(f64, &[f64])> = rows.iter().map(|(k, xs)| (*k, xs.as_slice())).collect();
+        let curve = Curve::Two(Curve2::new(&grid(&stairs, &f), Interp::LogLog));
+        let sol = |x: &[f64]| x[0] * x[1];
+        let anchors = anchors(&curve, &sol);
+        let bound = Bound { sol: &sol, anchors: &anchors };
+        let every = |x: &[f64]| {
+            let q = [x[0].log2(), x[1].log2()];
+            let mut d: Vec<(f64, f64)> =
+                anchors.iter().map(|(a, u)| (((a[0] - q[0]).powi(2) + (a[1] - q[1]).powi(2)).sqrt(), *u)).collect();
+            d.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let r = d[HOLD_ANCHORS].0;
+            let w = |e: &(f64, f64)| ((r - e.0) / (r * e.0 + 1e-12)).powi(2);
+            let util = d[..HOLD_ANCHORS].iter().map(|e| w(e) * e.1).sum::<f64>()
+                / d[..HOLD_ANCHORS].iter().map(w).sum::<f64>();
+            sol(x) / util
+        };
+        let mut n = 0;
+        for b in [3.0, 100.0, 700.0, 2048.0, 5000.0] {
+            for c in [3000.0, 20000.0, 70000.0, 300000.0] {
+                let (t, inside) = curve.read_bound(&[b, c], &bound);
+                if inside || bound.hold(&[b, c]).is_none() {
+                    continue;
+                }
+                if let Some(h) = bound.hold(&[b, c]) {
+                    assert!((h / every(&[b, c]) - 1.0).abs() < 1e-12, "({b}, {c}): {h} against {}", every(&[b, c]));
+                    n += 1;
+                }
+                assert!(t > 0.0);
+            }
+        }
+        assert!(n >= 15, "{n} queries held");
     }
 
     #[test]
