@@ -20,7 +20,8 @@ enum Sub {
         /// Profile file (JSON, from `servesim calibrate`).
         profile: PathBuf,
     },
-    /// Print one op's predicted time in ms.
+    /// Print one op's time in ms as its table reads (outside the measured range, a note says
+    /// how a run reads it instead).
     Query(QueryArgs),
 }
 
@@ -189,12 +190,23 @@ fn query(q: QueryArgs) -> Result<()> {
         })?;
         x.push(c);
     }
-    let ms = Curve::from_table(t).eval_at(&x);
+    let curve = Curve::from_table(t);
+    let (ms, inside) = curve.read(&x);
+    if !inside {
+        // What a run reads there depends on the model and GPU the table prices.
+        eprintln!(
+            "note: {} at {x:?} lies outside its measured range ({}): the table's own reading (flat below, in \
+             proportion above); a run carries it beyond the range along the op's roofline bound for its model and \
+             GPU (docs/scenario.md, [cost])",
+            t.name,
+            curve.range_text(&t.name)
+        );
+    }
     match q.format {
         Format::Table => outln!("{ms:.6}"),
         Format::Json => {
             let v = serde_json::json!({
-                "op": t.name, "tp": t.tp, "axes": t.axes, "at": x, "interp": t.interp, "ms": ms,
+                "op": t.name, "tp": t.tp, "axes": t.axes, "at": x, "interp": t.interp, "ms": ms, "measured_range": inside,
             });
             outln!("{v}");
         }

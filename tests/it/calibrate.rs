@@ -212,6 +212,17 @@ fn profile_commands_show_query_and_reject_bad_input() {
     ]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&j)).unwrap();
     assert!((v["ms"].as_f64().unwrap() - raw).abs() < 1e-12 && v["tp"] == 1, "{v}");
+    assert_eq!(v["measured_range"], true, "{v}");
+    assert!(!stderr(&j).contains("note:"), "{}", stderr(&j));
+    // Twice the last measured point (32,768 tokens): the table's own reading, in proportion,
+    // and a note that a run reads it along the op's bound instead.
+    let args = ["--op", "mlp_up_proj", "--tokens", "65536", "--tp", "1", "--format", "json"];
+    let far = servesim(&[&["profile", "query", "--profile", p.to_str().unwrap()][..], &args].concat());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&far)).unwrap();
+    let edge = measured(&mlp, "mlp_up_proj", 32768, 1);
+    assert!((v["ms"].as_f64().unwrap() - 2.0 * edge).abs() < 1e-9 && v["measured_range"] == false, "{v}");
+    let note = stderr(&far);
+    assert!(note.contains("outside its measured range") && note.contains("roofline bound"), "{note}");
     for (args, msg) in [
         (vec!["--op", "nope", "--tokens", "1", "--tp", "1"], "--op: no op \"nope\""),
         (vec!["--op", "mlp_up_proj", "--tokens", "1"], "--tp: op mlp_up_proj was measured at TP 1, 2, 4, 8; say which"),

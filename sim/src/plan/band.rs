@@ -23,9 +23,9 @@ use crate::scenario::Scenario;
 /// against its tables): the kernel database by model kind (the scoreboard's dense vLLM + SGLang
 /// rows, Qwen3 MoE, gpt-oss windowed, DeepSeek latent attention), a calibration (held-out rows),
 /// the roofline.
-pub const DATABASE_DENSE: f64 = 0.072;
+pub const DATABASE_DENSE: f64 = 0.071;
 pub const DATABASE_MOE: f64 = 0.211;
-pub const DATABASE_WINDOWED: f64 = 0.132;
+pub const DATABASE_WINDOWED: f64 = 0.131;
 pub const DATABASE_MLA: f64 = 0.241;
 pub const CALIBRATED: f64 = 0.134;
 pub const ROOFLINE: f64 = 0.410;
