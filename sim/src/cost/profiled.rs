@@ -900,7 +900,10 @@ impl Profiled {
             }
             let (reason, extrapolated) = match (&s.fallback, &s.curve) {
                 (Some(r), _) => (format!("priced by the roofline: {r}"), false),
-                (None, Some(c)) => (format!("read beyond its measured range ({})", c.range_text(s.name)), true),
+                (None, Some(c)) => {
+                    let how = if s.bound.is_some() { "carried along its roofline bound" } else { "in proportion" };
+                    (format!("read beyond its measured range ({}), {how}", c.range_text(s.name)), true)
+                }
                 (None, None) => continue,
             };
             let share = if acc.total_s > 0.0 { secs / acc.total_s } else { 0.0 };
@@ -1179,6 +1182,17 @@ mod tests {
             assert!(outside, "{name} at {shape:?} lies beyond the grid");
             assert!((secs / want - 1.0).abs() < 1e-9, "{name} at {shape:?}: {secs} s against {want} s");
         }
+        // The run's account says what was read so, and how.
+        let mut acc = CostAccount::default();
+        let mut b = decode(64, 3000);
+        (0..136).for_each(|_| b.add_decode(1000));
+        m.iteration_time_accounted(&b, &mut acc);
+        let shares = m.shares(&acc);
+        let share = |op: &str| shares.iter().find(|f| f.op == op).unwrap_or_else(|| panic!("{op}: {shares:?}"));
+        let (attn, cpu) = (share("attn_decode"), share("schedule"));
+        assert!(attn.extrapolated && attn.reason.ends_with("carried along its roofline bound"), "{attn:?}");
+        // 200 sequences, beyond the CPU table's 101: no bound, in proportion.
+        assert!(cpu.extrapolated && cpu.reason.ends_with("in proportion"), "{cpu:?}");
         // Times in proportion from the measured edge would miss: the decode of 64 × 3000 from
         // (64, 128) by over 1%, the GEMM of 8192 tokens (compute-bound) from 128 (bound by its
         // weights, read once) by more.
