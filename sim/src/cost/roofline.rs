@@ -601,8 +601,6 @@ impl Roofline {
     }
 }
 
-/// The parts of one operator over layers of different kinds, summed (one part is returned as
-/// it is).
 /// Attention's layers of each kind (full, windowed) an op sums: all of them, or one of the
 /// kind `only` names.
 fn attention_layers(only: Option<bool>, full: f64, layers: f64) -> (f64, f64) {
@@ -613,6 +611,8 @@ fn attention_layers(only: Option<bool>, full: f64, layers: f64) -> (f64, f64) {
     }
 }
 
+/// The parts of one operator over layers of different kinds, summed (one part is returned as
+/// it is).
 fn sum<const N: usize>(name: &'static str, parts: [Option<OpTime>; N]) -> Option<OpTime> {
     let mut present = parts.into_iter().flatten();
     let first = present.next()?;

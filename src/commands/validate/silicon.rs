@@ -734,15 +734,17 @@ pub(super) fn read(path: &Path) -> Result<Vec<Row>> {
 pub(super) struct Outcome {
     pub row: Row,
     pub case: std::result::Result<Case, String>,
-    /// Mean TTFT and TPOT (ms) and the share of iteration time read beyond the grid.
-    pub predicted: Option<std::result::Result<(f64, f64, f64), String>>,
+    pub predicted: Option<std::result::Result<Predicted, String>>,
 }
 
 impl Outcome {
     pub(super) fn errors(&self) -> Option<(f64, f64)> {
         let c = self.case.as_ref().ok()?;
-        let (t, p, _) = *self.predicted.as_ref()?.as_ref().ok()?;
-        Some(((t - c.measured_ttft) / c.measured_ttft * 100.0, (p - c.measured_tpot) / c.measured_tpot * 100.0))
+        let p = self.predicted.as_ref()?.as_ref().ok()?;
+        Some((
+            (p.ttft - c.measured_ttft) / c.measured_ttft * 100.0,
+            (p.tpot - c.measured_tpot) / c.measured_tpot * 100.0,
+        ))
     }
 }
 
@@ -812,13 +814,12 @@ pub(super) fn run_cases(
                 let s = scenario_of(c, bench, database, ov, 0.0, resources)?;
                 let p = predict(&s)?;
                 if !bench.staggered {
-                    return Ok((p.ttft, p.tpot, p.extrapolated));
+                    return Ok(p);
                 }
                 // Staggered: the clients started evenly over one request's lifetime, as the run
                 // with all of them starting together predicts it.
                 let s = scenario_of(c, bench, database, ov, p.e2e / 1e3, resources)?;
-                let p = predict(&s)?;
-                Ok((p.ttft, p.tpot, p.extrapolated))
+                predict(&s)
             });
             Outcome { row: r.clone(), case, predicted }
         })
@@ -842,10 +843,10 @@ fn rows_csv(outs: &[Outcome], bench: Bench) -> (String, BTreeMap<String, usize>)
             (Ok(c), Some(p)) => {
                 let ver = r.get("backend_version");
                 let (pt, pp, et, ep, xp, status) = match p {
-                    Ok((t, q, share)) => {
+                    Ok(p) => {
                         let (a, b) = x.errors().expect("predicted");
-                        let xp = format!("{:.1}", share * 100.0);
-                        (format!("{t:.3}"), format!("{q:.4}"), format!("{a:.2}"), format!("{b:.2}"), xp, c.note.clone())
+                        let (t, q, xp) = (format!("{:.3}", p.ttft), format!("{:.4}", p.tpot), p.extrapolated * 100.0);
+                        (t, q, format!("{a:.2}"), format!("{b:.2}"), format!("{xp:.1}"), c.note.clone())
                     }
                     Err(e) => {
                         *reasons.entry(format!("failed: {e}")).or_default() += 1;
