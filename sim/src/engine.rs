@@ -314,12 +314,18 @@ pub struct Simulation {
     cost_sources: Vec<crate::metrics::GroupCostSource>,
     /// The API server between clients and the router (`[frontend]`).
     frontend: Option<Box<crate::frontend::Frontend>>,
+    /// Each instance's balancer between its DP attention ranks (`None`: one rank), and the
+    /// ranks' loads it reads, reused.
+    dp_balancers: Vec<Option<Box<dyn Router<crate::instance::RankLoad>>>>,
+    rank_loads: Vec<crate::instance::RankLoad>,
 }
 
 /// The configuration of group `gi`'s instances, weighed for routers by its own cost model `own`.
 fn instance_config(s: &Scenario, gi: usize, own: &dyn CostModel) -> InstanceConfig {
     let g = &s.groups[gi];
-    let kv_blocks = g.memory.kv_blocks.min(u32::MAX as u64) as u32;
+    // Each DP attention rank has its share of the instance's blocks (its own sequences' KV).
+    let dp_ranks = g.layout.dp_attention.max(1);
+    let kv_blocks = (g.memory.kv_blocks / dp_ranks).min(u32::MAX as u64) as u32;
     let mut cfg = InstanceConfig {
         max_num_seqs: g.scheduler.max_num_seqs,
         max_num_batched_tokens: g.scheduler.max_num_batched_tokens as u64,
@@ -327,6 +333,7 @@ fn instance_config(s: &Scenario, gi: usize, own: &dyn CostModel) -> InstanceConf
         watermark_blocks: (g.scheduler.watermark * kv_blocks as f64).floor() as u32,
         max_model_len: g.max_model_len,
         kv_blocks,
+        dp_ranks: dp_ranks as u32,
         capacity: 1.0,
         policy: PolicyConfig::from_group(g, s.seed),
     };
@@ -434,7 +441,10 @@ impl Simulation {
             group_costs,
             cost_sources: order.iter().map(|&gi| cost_source(&s.groups[gi], cost_of.is_some())).collect(),
             frontend,
+            dp_balancers: Vec::new(),
+            rank_loads: Vec::new(),
         };
+        sim.dp_balancers = sim.instances.iter().map(|i| (i.ranks() > 1).then(|| s.dp_balance.build())).collect();
         sim.start_fleet(fleet_events);
         sim
     }
@@ -446,7 +456,16 @@ impl Simulation {
     /// Queues an accepted request on instance `i` (its gauges follow; it gets scheduled).
     fn enqueue(&mut self, i: usize, req: &Request) {
         let counted = self.rec.counts(req.arrival);
-        tracked(&mut self.instances[i], &mut self.rec, |inst, _| inst.enqueue(req, counted));
+        let rank = match self.dp_balancers[i].as_mut() {
+            Some(b) => {
+                let inst = &self.instances[i];
+                self.rank_loads.clear();
+                self.rank_loads.extend((0..inst.ranks()).map(|r| inst.rank_load(r)));
+                b.route(req, &self.rank_loads)
+            }
+            None => 0,
+        };
+        tracked(&mut self.instances[i], &mut self.rec, |inst, _| inst.enqueue_on(rank, req, counted));
         self.mark(i as u32);
     }
 
@@ -738,6 +757,9 @@ fn run_to_end(mut sim: Simulation) -> Result<RunOutput, TraceError> {
         None => Ok(sim.finish()),
     }
 }
+
+#[cfg(test)]
+mod dp_tests;
 
 #[cfg(test)]
 mod tests {

@@ -52,6 +52,7 @@ fn an_instance_runs_with_any_observer_and_reports_each_step() {
         watermark_blocks: 0,
         max_model_len: 4096,
         kv_blocks: 100,
+        dp_ranks: 1,
         capacity: 1.0,
         policy: Default::default(),
     };

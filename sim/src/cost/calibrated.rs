@@ -504,6 +504,12 @@ impl CostModel for Calibrated {
         let whole = self.inner.iteration_times(b, acc);
         self.calibrate(b, whole, None)
     }
+
+    /// The inner model's lock-step time, its parts told apart over the ranks' batches as one.
+    fn dp_iteration_times(&self, ranks: &[BatchShape], acc: Option<&mut CostAccount>) -> (SimTime, SimTime) {
+        let whole = self.inner.dp_iteration_times(ranks, acc);
+        self.calibrate(&BatchShape::union(ranks), whole, None)
+    }
 }
 
 #[cfg(test)]

@@ -88,6 +88,19 @@ impl BatchShape {
     pub fn is_empty(&self) -> bool {
         self.tokens() == 0
     }
+
+    /// The batches of `parts` as one batch (every aggregate summed).
+    pub fn union(parts: &[BatchShape]) -> BatchShape {
+        parts.iter().fold(BatchShape::default(), |a, b| BatchShape {
+            prefill_seqs: a.prefill_seqs + b.prefill_seqs,
+            prefill_tokens: a.prefill_tokens + b.prefill_tokens,
+            prefill_cached_tokens: a.prefill_cached_tokens + b.prefill_cached_tokens,
+            prefill_attn_pairs: a.prefill_attn_pairs + b.prefill_attn_pairs,
+            decode_seqs: a.decode_seqs + b.decode_seqs,
+            decode_context_tokens: a.decode_context_tokens + b.decode_context_tokens,
+            sampled_seqs: a.sampled_seqs + b.sampled_seqs,
+        })
+    }
 }
 
 /// One sequence of an iteration, for cost models that execute batches rather than price their
@@ -270,5 +283,14 @@ pub trait CostModel: Send + Sync {
             None => self.iteration_time(batch),
         };
         (total, self.cpu_time(batch))
+    }
+
+    /// One lock-step iteration of an instance's DP attention ranks (`cluster.dp_attention`),
+    /// each rank's own batch in `ranks` (an idle rank's is empty): its time and CPU part. The
+    /// ranks meet at every MoE layer, so the step is the slowest rank's own work plus the
+    /// experts' over every rank's tokens. By default the ranks' batches are priced as one batch
+    /// (a model that does not split its ops by rank: every rank carries an even share).
+    fn dp_iteration_times(&self, ranks: &[BatchShape], acc: Option<&mut CostAccount>) -> (SimTime, SimTime) {
+        self.iteration_times(&BatchShape::union(ranks), acc)
     }
 }

@@ -20,7 +20,7 @@
 //! per sequence. That was measured on a 2023 vLLM; engines that overlap scheduling with the GPU
 //! pay less, so lower it for them.
 
-use super::{BatchShape, CostModel};
+use super::{BatchShape, CostAccount, CostModel};
 use crate::spec::{Dtype, GpuSpec, ModelSpec};
 use crate::time::SimTime;
 
@@ -182,6 +182,9 @@ pub struct Roofline {
     layout: Layout,
     /// The model's per-GPU dimensions under this layout, worked out once.
     dims: Dims,
+    /// The same for one DP attention rank's own batch (no share taken of it): what
+    /// [`CostModel::dp_iteration_times`] prices each rank's attention with.
+    rank_dims: Dims,
     /// A physical floor ([`Roofline::physical`]): every GEMM's weights in the model's dtype.
     floor: bool,
 }
@@ -238,12 +241,13 @@ impl Roofline {
     pub fn with_layout(mut self, layout: Layout) -> Roofline {
         self.layout = layout;
         self.dims = Dims::new(&self.model, self.tp, layout);
+        self.rank_dims = Dims { dp: 1.0, ..self.dims.clone() };
         self
     }
 
     pub fn new(model: ModelSpec, gpu: GpuSpec, tp: u64, params: RooflineParams) -> Roofline {
         let dims = Dims::new(&model, tp, Layout::default());
-        Roofline { model, gpu, tp, params, layout: Layout::default(), dims, floor: false }
+        Roofline { model, gpu, tp, params, layout: Layout::default(), rank_dims: dims.clone(), dims, floor: false }
     }
 
     /// The same model and TP at the GPU's physical floor ([`RooflineParams::physical`]): every
@@ -371,6 +375,11 @@ impl Roofline {
     /// [`Roofline::op`]; attention in one layer of the kind `only` names (windowed or not)
     /// instead of all layers.
     fn op_in(&self, op: RoofOp, b: &BatchShape, only: Option<bool>) -> Option<OpTime> {
+        self.op_with(&self.dims, op, b, only)
+    }
+
+    /// [`Roofline::op_in`] over the dimensions `dims` (the layout's, or one rank's).
+    fn op_with(&self, dims: &Dims, op: RoofOp, b: &BatchShape, only: Option<bool>) -> Option<OpTime> {
         let m = &self.model;
         let Dims {
             tp,
@@ -389,9 +398,9 @@ impl Roofline {
             shared,
             window,
             ..
-        } = self.dims;
+        } = *dims;
         let n = b.tokens() as f64;
-        let (full_k, window_k) = attention_layers(only, self.dims.full, layers);
+        let (full_k, window_k) = attention_layers(only, dims.full, layers);
         // Attention: `dp` ranks of `tp / dp` GPUs, a balanced share of the batch each; FFNs: all.
         let na = n / dp;
         let times = |name, (flops, bytes, seconds): (f64, f64, f64), k: f64| {
@@ -591,6 +600,43 @@ impl Roofline {
         (self.params.cpu_overhead_base_us + self.params.cpu_overhead_per_seq_us * b.seqs() as f64) * 1e-6
     }
 
+    /// The ops a DP attention rank runs on its own batch, over its `tp / dp_attention` GPUs;
+    /// the others (the experts, dense FFN layers, the all-to-all, the LM head) run on every
+    /// rank's tokens together.
+    const RANK_OPS: [RoofOp; 6] =
+        [RoofOp::Qkv, RoofOp::O, RoofOp::Prefill, RoofOp::Decode, RoofOp::Elementwise, RoofOp::AllReduce];
+
+    /// One lock-step iteration of DP attention ranks, each with its own batch (an idle rank's
+    /// empty), in seconds, and its CPU part: the slowest rank's own ops, kernel launches and CPU
+    /// work (each rank its own engine process), plus the ops over every rank's tokens — the
+    /// all-to-all at the ranks' mean share, as [`Roofline::breakdown`] prices it.
+    pub fn dp_iteration_seconds(&self, ranks: &[BatchShape]) -> (f64, f64) {
+        let union = BatchShape::union(ranks);
+        if union.is_empty() {
+            return (0.0, 0.0);
+        }
+        let (mut slowest, mut slowest_cpu) = (0.0, 0.0);
+        for b in ranks.iter().filter(|b| !b.is_empty()) {
+            let own: f64 = Roofline::RANK_OPS
+                .iter()
+                .filter_map(|&op| self.op_with(&self.rank_dims, op, b, None))
+                .map(|o| o.seconds)
+                .sum();
+            let cpu = self.cpu_overhead_s(b);
+            let t = own + self.kernels(b) as f64 * self.params.kernel_launch_us * 1e-6 + cpu;
+            if t > slowest {
+                (slowest, slowest_cpu) = (t, cpu);
+            }
+        }
+        let shared: f64 = RoofOp::ALL
+            .iter()
+            .filter(|op| !Roofline::RANK_OPS.contains(op))
+            .filter_map(|&op| self.op(op, &union))
+            .map(|o| o.seconds)
+            .sum();
+        (slowest + shared, slowest_cpu)
+    }
+
     /// Iteration time in seconds, before rounding to integer nanoseconds.
     pub fn iteration_seconds(&self, b: &BatchShape) -> f64 {
         if b.is_empty() {
@@ -624,12 +670,25 @@ fn sum<const N: usize>(name: &'static str, parts: [Option<OpTime>; N]) -> Option
     }))
 }
 
+/// An iteration's time from its seconds: rounded up, and never zero for real work, so time
+/// always advances.
+fn iteration_ns(seconds: f64) -> SimTime {
+    let ns = (seconds * 1e9).ceil();
+    let ns = if ns.is_finite() { ns.min(u64::MAX as f64 / 4.0) } else { u64::MAX as f64 / 4.0 };
+    SimTime((ns as u64).max(1))
+}
+
 impl CostModel for Roofline {
     fn iteration_time(&self, b: &BatchShape) -> SimTime {
-        // Round up, and never return zero for real work, so time always advances.
-        let ns = (self.iteration_seconds(b) * 1e9).ceil();
-        let ns = if ns.is_finite() { ns.min(u64::MAX as f64 / 4.0) } else { u64::MAX as f64 / 4.0 };
-        SimTime((ns as u64).max(1))
+        iteration_ns(self.iteration_seconds(b))
+    }
+
+    fn dp_iteration_times(&self, ranks: &[BatchShape], _acc: Option<&mut CostAccount>) -> (SimTime, SimTime) {
+        if self.layout.dp_attention <= 1 {
+            return self.iteration_times(&BatchShape::union(ranks), None);
+        }
+        let (total, cpu) = self.dp_iteration_seconds(ranks);
+        (iteration_ns(total), SimTime((cpu * 1e9).round() as u64))
     }
 
     fn cpu_time(&self, b: &BatchShape) -> SimTime {
@@ -829,6 +888,43 @@ mod tests {
         let tp = Roofline::new(m, g, 8, no_overheads());
         assert!(op(&tp, &b64, "all_to_all").is_none());
         assert!((op(&tp, &b64, "allreduce").unwrap().bytes - 2.0 * 61.0 * 64.0 * 7168.0 * 2.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn dp_ranks_step_together_at_the_slowest_ranks_pace() {
+        let m = ModelSpec::from_preset(ModelPreset::find("deepseek-r1").unwrap(), Dtype::Fp8, Dtype::Bf16);
+        let g = GpuPreset::find("h200").unwrap().spec();
+        let layout = Layout { dp_attention: 8, ep: true, pp: 1 };
+        let dp = Roofline::new(m.clone(), g.clone(), 8, no_overheads()).with_layout(layout);
+        let secs = |ranks: &[BatchShape]| dp.dp_iteration_seconds(ranks).0;
+        // Eight ranks of 8 decodes each: what the layout prices 64 decodes at (an even share
+        // per rank, the experts over all 64).
+        let even = [decodes(8, 1000); 8];
+        assert!((secs(&even) - dp.iteration_seconds(&decodes(64, 1000))).abs() < 1e-12);
+        // All 64 on one rank, seven idle: that rank's attention and projections are those of 64
+        // decodes on one GPU (the layout's over 8 × 64), the experts' still those of 64 tokens.
+        let mut lopsided = [BatchShape::default(); 8];
+        lopsided[3] = decodes(64, 1000);
+        let own = |b: &BatchShape| -> f64 {
+            ["qkv_proj", "o_proj", "attn_decode", "elementwise", "allreduce"]
+                .iter()
+                .map(|n| op(&dp, b, n).map_or(0.0, |o| o.seconds))
+                .sum()
+        };
+        let shared: f64 = ["moe_experts", "gate_up_proj", "down_proj", "all_to_all", "lm_head"]
+            .iter()
+            .map(|n| op(&dp, &decodes(64, 1000), n).map_or(0.0, |o| o.seconds))
+            .sum();
+        let lopsided_s = own(&decodes(512, 1000)) + shared;
+        assert!((secs(&lopsided) - lopsided_s).abs() < 1e-12, "{} vs {lopsided_s}", secs(&lopsided));
+        // Slower than the even split by exactly the busy rank's extra attention and projections.
+        let extra = own(&decodes(512, 1000)) - own(&decodes(64, 1000));
+        assert!(extra > 0.0 && (secs(&lopsided) - secs(&even) - extra).abs() < 1e-12);
+        // The CPU part is the slowest rank's (each rank its own engine process).
+        let cpu = Roofline::new(m, g, 8, RooflineParams::default()).with_layout(layout);
+        let (_, c) = cpu.dp_iteration_seconds(&lopsided);
+        assert!((c - cpu.cpu_overhead_s(&decodes(64, 1000))).abs() < 1e-15);
+        assert_eq!(cpu.dp_iteration_seconds(&[BatchShape::default(); 8]), (0.0, 0.0));
     }
 
     #[test]

@@ -73,6 +73,9 @@ impl CostModel for Scaled {
     fn iteration_times(&self, b: &BatchShape, acc: Option<&mut CostAccount>) -> (SimTime, SimTime) {
         self.pair(self.inner.iteration_times(b, acc))
     }
+    fn dp_iteration_times(&self, ranks: &[BatchShape], acc: Option<&mut CostAccount>) -> (SimTime, SimTime) {
+        self.pair(self.inner.dp_iteration_times(ranks, acc))
+    }
 }
 
 #[cfg(test)]

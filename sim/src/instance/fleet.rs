@@ -28,12 +28,14 @@ impl Instance {
     }
 
     /// Dies: every request it holds is dropped — running, swapped, preempted, queued, in that
-    /// order, as (id, client) — with its KV cache, swap space and CPU tier; the instance starts
+    /// order, rank by rank, as (id, client) — with its KV cache, swap space and CPU tier; the instance starts
     /// over empty (same configuration, same counters of work done).
     pub fn crash(&mut self) -> Vec<(u64, u32)> {
         let mut held = Vec::with_capacity(self.outstanding() as usize);
-        held.extend(self.core.running.iter().map(|s| (s.id, s.client)));
-        held.extend(self.core.waiting.held());
+        for core in std::iter::once(&self.core).chain(self.others.iter().map(|r| &r.core)) {
+            held.extend(core.running.iter().map(|s| (s.id, s.client)));
+            held.extend(core.waiting.held());
+        }
         let (work, routable) = (self.work, self.life.routable);
         *self = Instance::new(self.id, self.core.cfg.clone(), self.exec.cost.clone());
         self.work.iterations = work.iterations;

@@ -14,6 +14,7 @@
 
 use std::collections::VecDeque;
 
+use super::core::Core;
 use super::seq::{Cold, Seq};
 use super::Instance;
 use crate::instance::Role;
@@ -84,35 +85,6 @@ impl Transfers {
 impl Instance {
     pub fn role(&self) -> Role {
         self.core.cfg.policy.role
-    }
-
-    /// Prefill side, at the end of an iteration: every running request that has its first
-    /// token leaves the batch (keeping its blocks) and is handed off.
-    pub(super) fn hand_off_prefilled(&mut self, now: SimTime) {
-        let mut i = 0;
-        while i < self.core.running.len() {
-            if self.core.running[i].generated == 0 {
-                i += 1;
-                continue;
-            }
-            let s = self.core.running.remove(i);
-            debug_assert!(s.generated == 1 && s.computed == s.prompt as u64, "request {} handed off mid-way", s.id);
-            self.core.waiting.queue.left(&s);
-            self.core.pending_decode -= (s.output - s.generated) as u64;
-            self.core.xfer.ready.push(Handoff {
-                id: s.id,
-                arrival: s.cold.arrival,
-                prompt: s.prompt,
-                output: s.output,
-                client: s.client,
-                class: s.class,
-                counted: s.counted,
-                tokens: s.computed,
-                first_token: now,
-                from: self.id,
-            });
-            self.core.xfer.outgoing.push(s);
-        }
     }
 
     /// Prefill side: the requests handed off since the last call.
@@ -219,5 +191,34 @@ impl Instance {
             assert_eq!(x.held(), 0, "instance {} takes requests in but is not decode", self.id);
         }
         assert!(self.core.running.len() + x.slots() <= self.core.cfg.max_num_seqs as usize);
+    }
+}
+
+/// Prefill side, at the end of an iteration: every running request that has its first
+/// token leaves the batch (keeping its blocks) and is handed off.
+pub(super) fn hand_off_prefilled(core: &mut Core, from: u32, now: SimTime) {
+    let mut i = 0;
+    while i < core.running.len() {
+        if core.running[i].generated == 0 {
+            i += 1;
+            continue;
+        }
+        let s = core.running.remove(i);
+        debug_assert!(s.generated == 1 && s.computed == s.prompt as u64, "request {} handed off mid-way", s.id);
+        core.waiting.queue.left(&s);
+        core.pending_decode -= (s.output - s.generated) as u64;
+        core.xfer.ready.push(Handoff {
+            id: s.id,
+            arrival: s.cold.arrival,
+            prompt: s.prompt,
+            output: s.output,
+            client: s.client,
+            class: s.class,
+            counted: s.counted,
+            tokens: s.computed,
+            first_token: now,
+            from,
+        });
+        core.xfer.outgoing.push(s);
     }
 }

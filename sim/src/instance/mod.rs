@@ -67,7 +67,11 @@ pub struct InstanceConfig {
     /// Blocks kept free when admitting while other requests run.
     pub watermark_blocks: u32,
     pub max_model_len: u64,
+    /// KV blocks of one DP attention rank (of the instance when it has one rank).
     pub kv_blocks: u32,
+    /// DP attention ranks (`cluster.dp_attention`): each its own scheduler with these limits
+    /// and `kv_blocks`, all stepping together. 1 without DP attention.
+    pub dp_ranks: u32,
     /// Relative serving capacity, for routers that weigh instances: the engine computes it
     /// from the scenario's own cost model ([`crate::router::capacity_weight`]), so a model
     /// injected for the run (emulation, which executes batches) is never asked for it.
@@ -94,10 +98,14 @@ enum Draft {
 
 pub struct Instance {
     pub id: u32,
-    /// Limits, KV memory, waiting lists, the running batch (what batching policies work on).
+    /// Limits, KV memory, waiting lists, the running batch (what batching policies work on);
+    /// the first DP attention rank's under DP attention.
     core: Core,
     /// The batching policy, with its state.
     batcher: Box<dyn Batcher>,
+    /// The other DP attention ranks, and each rank's batch of the iteration being formed.
+    others: Vec<Rank>,
+    shapes: Vec<BatchShape>,
     /// How an iteration is priced.
     exec: Execution,
     /// Admission state (the circuit breaker, when there is one).
@@ -106,6 +114,27 @@ pub struct Instance {
     life: Life,
     /// The work done so far.
     pub(crate) work: WorkDone,
+}
+
+/// A DP attention rank after the first: its own scheduler, KV cache and limits, as vLLM runs
+/// one engine core per DP rank and SGLang one scheduler per DP attention rank.
+struct Rank {
+    core: Core,
+    batcher: Box<dyn Batcher>,
+}
+
+/// What a DP balancer sees of one rank of an instance (the engine's own load balancer between
+/// its DP ranks).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RankLoad {
+    pub waiting: u64,
+    pub running: u64,
+    pub outstanding: u64,
+    pub pending_prefill_tokens: u64,
+    pub pending_decode_tokens: u64,
+    pub kv_blocks_used: u32,
+    pub kv_blocks_total: u32,
+    pub block_tokens: u64,
 }
 
 /// How an iteration is priced: the cost model, and what it is given.
@@ -154,30 +183,45 @@ impl Instance {
                 Draft::Model(Box::new(Roofline::new(d.model.clone(), d.gpu.clone(), d.tp, d.params.clone())))
             }
         });
-        let batcher = p.batching.build();
         let admission = p.admission.circuit_breaker.as_ref().map(Breaker::new);
-        let waiting = Waiting::new(Queue::new(p.queue.build(p.seed, id)));
-        let spec_rng = substream(p.seed, Stream::Speculation, id as u64);
         let account = cost.accounts().then(Box::default);
+        let others =
+            (1..cfg.dp_ranks).map(|r| Rank { core: core_of(&cfg, id, r), batcher: p.batching.build() }).collect();
         Instance {
             id,
-            core: Core {
-                kv: KvManager::new(&cfg),
-                waiting,
-                running: Vec::new(),
-                batch: Batch::default(),
-                xfer: handoff::Transfers::default(),
-                admitted_now: 0,
-                preempted_now: false,
-                pending_decode: 0,
-                spec_rng,
-                cfg,
-            },
-            batcher,
+            core: core_of(&cfg, id, 0),
+            batcher: p.batching.build(),
+            others,
+            shapes: Vec::new(),
             exec: Execution { wants_seqs, seqs: Vec::new(), account, cost, draft },
             admission,
             life: Life { iteration_start: None, iteration_end: None, routable: true },
             work: WorkDone::default(),
+        }
+    }
+
+    /// Every DP attention rank's scheduler core (one without DP attention).
+    fn cores(&self) -> impl Iterator<Item = &Core> {
+        std::iter::once(&self.core).chain(self.others.iter().map(|r| &r.core))
+    }
+
+    /// DP attention ranks (1 without DP attention).
+    pub fn ranks(&self) -> usize {
+        1 + self.others.len()
+    }
+
+    /// What the engine's DP balancer sees of rank `r`.
+    pub fn rank_load(&self, r: usize) -> RankLoad {
+        let c = if r == 0 { &self.core } else { &self.others[r - 1].core };
+        RankLoad {
+            waiting: (c.waiting_len() + c.xfer.held()) as u64,
+            running: c.running.len() as u64,
+            outstanding: (c.waiting_len() + c.running.len() + c.xfer.held()) as u64,
+            pending_prefill_tokens: c.waiting.pending_prefill,
+            pending_decode_tokens: c.pending_decode,
+            kv_blocks_used: c.kv.blocks.used(),
+            kv_blocks_total: c.kv.blocks.total(),
+            block_tokens: c.cfg.block_tokens,
         }
     }
 
@@ -189,27 +233,27 @@ impl Instance {
 
     /// Requests waiting or running here (what a router counts as outstanding).
     pub fn outstanding(&self) -> u64 {
-        (self.waiting_len() + self.core.running.len() + self.core.xfer.held()) as u64
+        self.cores().map(|c| (c.waiting_len() + c.running.len() + c.xfer.held()) as u64).sum()
     }
 
     pub fn kv_blocks_used(&self) -> u32 {
-        self.core.kv.blocks.used()
+        self.cores().map(|c| c.kv.blocks.used()).sum()
     }
 
     /// Fraction of KV blocks in use.
     pub fn kv_usage(&self) -> f64 {
-        self.core.kv.blocks.used() as f64 / self.core.kv.blocks.total().max(1) as f64
+        self.kv_blocks_used() as f64 / self.kv_blocks_total().max(1) as f64
     }
 
     /// Tokens the queued and preempted requests still have to prefill.
     pub fn pending_prefill_tokens(&self) -> u64 {
-        self.core.waiting.pending_prefill
+        self.cores().map(|c| c.waiting.pending_prefill).sum()
     }
 
     /// Output tokens the requests here have yet to produce. A real router cannot know this
     /// (it does not know output lengths in advance); the simulator can.
     pub fn pending_decode_tokens(&self) -> u64 {
-        self.core.pending_decode
+        self.cores().map(|c| c.pending_decode).sum()
     }
 
     /// Relative serving capacity (decode tokens per second at a reference batch); equal for
@@ -227,24 +271,25 @@ impl Instance {
     }
 
     pub fn has_work(&self) -> bool {
-        self.waiting_len() > 0 || !self.core.running.is_empty()
+        self.cores().any(|c| c.waiting_len() > 0 || !c.running.is_empty())
     }
 
     /// Requests waiting: queued, preempted and swapped out.
     pub fn waiting_len(&self) -> usize {
-        self.core.waiting.len()
+        self.cores().map(Core::waiting_len).sum()
     }
 
     pub fn gauges(&self) -> Gauges {
-        Gauges {
-            waiting: (self.waiting_len() + self.core.xfer.held()) as u64,
-            running: self.core.running.len() as u64,
-            kv_used: self.core.kv.blocks.used() as u64,
-        }
+        self.cores().fold(Gauges::default(), |g, c| Gauges {
+            waiting: g.waiting + (c.waiting_len() + c.xfer.held()) as u64,
+            running: g.running + c.running.len() as u64,
+            kv_used: g.kv_used + c.kv.blocks.used() as u64,
+        })
     }
 
+    /// KV blocks over every DP attention rank.
     pub fn kv_blocks_total(&self) -> u32 {
-        self.core.kv.blocks.total()
+        self.cores().map(|c| c.kv.blocks.total()).sum()
     }
 
     /// Whether this instance could ever serve `req`; the reason if not.
@@ -297,7 +342,13 @@ impl Instance {
 
     /// Queues a request that passed [`Instance::check_fits`] (or [`Instance::accept`]).
     pub fn enqueue(&mut self, req: &Request, counted: bool) {
-        self.core.pending_decode += req.output_tokens as u64;
+        self.enqueue_on(0, req, counted);
+    }
+
+    /// [`Instance::enqueue`] on DP attention rank `rank` (the engine's balancer chose it).
+    pub fn enqueue_on(&mut self, rank: usize, req: &Request, counted: bool) {
+        let core = if rank == 0 { &mut self.core } else { &mut self.others[rank - 1].core };
+        core.pending_decode += req.output_tokens as u64;
         let mut s = Box::new(Seq {
             id: req.id,
             computed: 0,
@@ -314,58 +365,47 @@ impl Instance {
             class: req.class,
             cold: Cold { arrival: req.arrival, ..Cold::default() },
         });
-        if self.core.cfg.policy.prefix.enabled {
+        if core.cfg.policy.prefix.enabled {
             prefix::block_hashes(
                 &req.content,
                 req.id,
                 req.prompt_tokens,
                 req.output_tokens,
-                self.core.cfg.block_tokens,
+                core.cfg.block_tokens,
                 &mut s.cold.hashes,
             );
         }
-        let deadline = self.core.cfg.policy.admission.queue_timeout_s.map(|t| req.arrival + SimTime::from_secs_f64(t));
-        self.core.waiting.push(s, deadline);
+        let deadline = core.cfg.policy.admission.queue_timeout_s.map(|t| req.arrival + SimTime::from_secs_f64(t));
+        core.waiting.push(s, deadline);
     }
 
     /// Forms the next batch and starts it at `now`; returns when it ends, or `None` when there
     /// is nothing to run.
     pub fn start_iteration(&mut self, now: SimTime, rec: &mut dyn Observer) -> Option<SimTime> {
         debug_assert!(!self.is_busy());
-        self.core.kv.bytes_in = 0;
-        self.core.kv.bytes_out = 0;
-        self.core.admitted_now = 0;
-        self.core.preempted_now = false;
-        if let Some(ttl) = self.core.cfg.policy.prefix.ttl_s {
-            let before = now.saturating_sub(SimTime::from_secs_f64(ttl));
-            rec.policy().prefix_evictions += self.core.kv.blocks.expire(before);
-        }
-        self.core.batch.clear();
-        self.batcher.form(&mut Sched::new(&mut self.core), now, rec);
-        if self.core.batch.shape.is_empty() && self.core.preempted_now {
-            // Everyone with a step this time was preempted (their blocks are free now): try
-            // again rather than leave the instance idle with work.
-            self.core.preempted_now = false;
-            self.core.batch.clear();
-            self.batcher.form(&mut Sched::new(&mut self.core), now, rec);
-        }
-        let Batch { shape, drafts } = std::mem::take(&mut self.core.batch);
-        if shape.is_empty() {
-            // Work may wait for blocks a KV transfer holds (disaggregation): its end restarts us.
-            debug_assert!(!self.has_work() || self.core.xfer.pins_blocks(), "instance {} idle with work", self.id);
-            self.core.batch.drafts = drafts;
-            return None;
-        }
-        #[cfg(debug_assertions)]
-        self.check_batch(&shape);
-        let (total, cpu) = if self.exec.wants_seqs {
-            // Decodes first, then this iteration's prefills (and speculative verifications).
-            self.exec.seqs.clear();
-            self.exec.seqs.extend(self.core.running.iter().filter_map(|s| s.work()));
-            self.exec.seqs.sort_by_key(|w| w.prefill); // stable: each kind keeps the batch's order
-            self.exec.cost.iteration_times_of(&shape, &self.exec.seqs, self.exec.account.as_deref_mut())
+        let (shape, drafts, (total, cpu)) = if self.others.is_empty() {
+            let Batch { shape, drafts } = form(&mut self.core, self.batcher.as_mut(), now, rec);
+            if shape.is_empty() {
+                // Work may wait for blocks a KV transfer holds (disaggregation): its end restarts us.
+                debug_assert!(!self.has_work() || self.core.xfer.pins_blocks(), "instance {} idle with work", self.id);
+                self.core.batch.drafts = drafts;
+                return None;
+            }
+            #[cfg(debug_assertions)]
+            check_batch(&self.core, &shape);
+            let times = if self.exec.wants_seqs {
+                // Decodes first, then this iteration's prefills (and speculative verifications).
+                self.exec.seqs.clear();
+                self.exec.seqs.extend(self.core.running.iter().filter_map(|s| s.work()));
+                self.exec.seqs.sort_by_key(|w| w.prefill); // stable: each kind keeps the batch's order
+                self.exec.cost.iteration_times_of(&shape, &self.exec.seqs, self.exec.account.as_deref_mut())
+            } else {
+                self.exec.cost.iteration_times(&shape, self.exec.account.as_deref_mut())
+            };
+            (shape, drafts, times)
         } else {
-            self.exec.cost.iteration_times(&shape, self.exec.account.as_deref_mut())
+            let (shape, times) = self.start_ranks(now, rec)?;
+            (shape, Vec::new(), times)
         };
         debug_assert!(total > SimTime::ZERO, "an iteration must take time");
         let cpu = cpu.min(total);
@@ -380,7 +420,7 @@ impl Instance {
             gpu += t;
             dur += t;
         }
-        let bytes = self.core.kv.bytes_in.max(self.core.kv.bytes_out);
+        let bytes = self.cores().map(|c| c.kv.bytes_in.max(c.kv.bytes_out)).max().unwrap_or(0);
         if bytes > 0 {
             let t = SimTime((bytes as f64 / self.core.cfg.policy.pcie_bytes_per_s * 1e9).ceil() as u64);
             rec.policy().transfer_ns += t.0 as u128;
@@ -398,26 +438,37 @@ impl Instance {
         p.cpu_ns += cpu.0 as u128;
         p.gpu_wait_ns += dur.saturating_sub(gpu).0 as u128;
         let backlogged = self.waiting_len() > 0;
+        let admitted = self.cores().map(|c| c.admitted_now).sum();
         if let Some(b) = &mut self.admission {
-            b.observe(self.core.admitted_now, backlogged, dur);
+            b.observe(admitted, backlogged, dur);
         }
         self.debug_check();
         self.life.iteration_end = Some(now + dur);
         Some(now + dur)
     }
 
-    /// Checks the incrementally kept batch against one built from scratch (debug builds).
-    #[cfg(debug_assertions)]
-    fn check_batch(&self, shape: &BatchShape) {
-        let mut b = Batch::default();
-        for s in &self.core.running {
-            b.add(s);
+    /// Every DP attention rank forms its own batch at `now`; their lock-step iteration is
+    /// priced together. Returns the ranks' batches as one and the iteration's times, or `None`
+    /// when no rank has anything to run.
+    fn start_ranks(&mut self, now: SimTime, rec: &mut dyn Observer) -> Option<(BatchShape, (SimTime, SimTime))> {
+        self.shapes.clear();
+        for (core, batcher) in std::iter::once((&mut self.core, &mut self.batcher))
+            .chain(self.others.iter_mut().map(|r| (&mut r.core, &mut r.batcher)))
+        {
+            let Batch { shape, drafts } = form(core, batcher.as_mut(), now, rec);
+            core.batch.drafts = drafts;
+            #[cfg(debug_assertions)]
+            if !shape.is_empty() {
+                check_batch(core, &shape);
+            }
+            self.shapes.push(shape);
         }
-        let mut a = *shape;
-        let pairs = (a.prefill_attn_pairs - b.shape.prefill_attn_pairs).abs();
-        assert!(pairs <= 1e-9 * b.shape.prefill_attn_pairs.max(1.0), "attention pairs out of step");
-        a.prefill_attn_pairs = b.shape.prefill_attn_pairs;
-        assert_eq!(a, b.shape, "batch shape out of step with the running requests");
+        if self.shapes.iter().all(BatchShape::is_empty) {
+            debug_assert!(!self.has_work(), "instance {} idle with work", self.id);
+            return None;
+        }
+        let times = self.exec.cost.dp_iteration_times(&self.shapes, self.exec.account.as_deref_mut());
+        Some((BatchShape::union(&self.shapes), times))
     }
 
     fn draft_time(&self, d: &Draft, drafts: &[(u64, u64)]) -> SimTime {
@@ -438,61 +489,10 @@ impl Instance {
     pub fn finish_iteration(&mut self, now: SimTime, rec: &mut dyn Observer, departed: &mut Vec<Departure>) {
         let start = self.life.iteration_start.take().expect("an iteration is in flight");
         self.life.iteration_end = None;
-        let bt = self.core.cfg.block_tokens;
-        let alpha = self.core.cfg.policy.speculative.as_ref().map_or(0.0, |s| s.acceptance);
-        let prefix_on = self.core.cfg.policy.prefix.enabled;
-        let (running, kv, queue, spec_rng) =
-            (&mut self.core.running, &mut self.core.kv.blocks, &mut self.core.waiting.queue, &mut self.core.spec_rng);
-        let mut ctx = Finish { now, start, alpha, bt, prefix_on, steady: 0, gained: 0 };
-        // What `retain_mut` does, written out so that `finish_one` is inlined into the loop;
-        // the batch holds boxes, so keeping order costs pointer moves.
-        let mut kept = 0;
-        for i in 0..running.len() {
-            let s = &mut *running[i];
-            // A plain decode that decoded in the previous iteration too and does not finish now
-            // (nearly every request, every iteration): what `finish_one` does on its path.
-            if s.step == 1
-                && !prefix_on
-                && s.generated >= 1
-                && s.computed + 1 == s.context()
-                && s.generated + 1 < s.output
-                && s.counted
-                && s.last_token == start
-            {
-                s.step = 0;
-                s.computed += 1;
-                s.generated += 1;
-                s.last_token = now;
-                ctx.gained += 1;
-                ctx.steady += 1;
-                if kept != i {
-                    running.swap(kept, i);
-                }
-                kept += 1;
-                continue;
-            }
-            if finish_one(&mut running[i], &mut ctx, kv, queue, spec_rng, rec, departed) {
-                if kept != i {
-                    running.swap(kept, i);
-                }
-                kept += 1;
-            }
+        finish_core(&mut self.core, self.id, start, now, rec, departed);
+        for r in &mut self.others {
+            finish_core(&mut r.core, self.id, start, now, rec, departed);
         }
-        running.truncate(kept);
-        self.core.pending_decode -= ctx.gained;
-        if self.core.cfg.policy.role == Role::Prefill {
-            self.hand_off_prefilled(now);
-        }
-        let steady = ctx.steady;
-        if steady > 0 {
-            rec.token_gap(now - start, steady);
-        }
-        let pending_decode = &mut self.core.pending_decode;
-        self.core.waiting.expire(now, |s, deadline| {
-            *pending_decode -= (s.output - s.generated) as u64;
-            rec.timed_out(s.id, deadline);
-            departed.push(Departure { id: s.id, client: s.client });
-        });
         self.debug_check();
     }
 
@@ -502,52 +502,182 @@ impl Instance {
     fn debug_check(&self) {
         #[cfg(debug_assertions)]
         {
-            if !self.core.cfg.policy.prefix.enabled {
-                let owned: usize = self.core.running.iter().map(|s| s.blocks.len()).sum::<usize>()
-                    + self.core.xfer.tables().map(<[u32]>::len).sum::<usize>();
-                assert_eq!(
-                    owned,
-                    self.core.kv.blocks.used() as usize,
-                    "KV blocks not conserved on instance {}",
-                    self.id
-                );
+            for core in self.cores() {
+                if !core.cfg.policy.prefix.enabled {
+                    let owned: usize = core.running.iter().map(|s| s.blocks.len()).sum::<usize>()
+                        + core.xfer.tables().map(<[u32]>::len).sum::<usize>();
+                    assert_eq!(
+                        owned,
+                        core.kv.blocks.used() as usize,
+                        "KV blocks not conserved on instance {}",
+                        self.id
+                    );
+                }
+                core.waiting.debug_check();
+                core.kv.debug_check();
+                assert!(core.running.len() <= core.cfg.max_num_seqs as usize);
             }
-            self.core.waiting.debug_check();
-            self.core.kv.debug_check();
-            assert!(self.core.running.len() <= self.core.cfg.max_num_seqs as usize);
             self.check_load_signals();
         }
     }
 
     /// The load signals routers read agree with the queues (O(requests here)).
     pub fn check_load_signals(&self) {
-        self.core.waiting.check_pending();
-        let decode: u64 = self
-            .core
-            .waiting
-            .iter()
-            .chain(self.core.running.iter().map(|b| &**b))
-            .map(|s| (s.output - s.generated) as u64)
-            .sum::<u64>()
-            + self.core.xfer.pending_decode();
-        assert_eq!(decode, self.core.pending_decode, "pending decode tokens out of step on instance {}", self.id);
+        for core in self.cores() {
+            core.waiting.check_pending();
+            let decode: u64 = core
+                .waiting
+                .iter()
+                .chain(core.running.iter().map(|b| &**b))
+                .map(|s| (s.output - s.generated) as u64)
+                .sum::<u64>()
+                + core.xfer.pending_decode();
+            assert_eq!(decode, core.pending_decode, "pending decode tokens out of step on instance {}", self.id);
+        }
     }
 
     /// Full check of every block's ownership (O(blocks)) and of the policies' state: the
     /// prefix cache's shared and evictable blocks, swap space, the CPU tier, the queue; used
     /// by tests.
     pub fn check_kv_ownership(&self) {
-        let tables: Vec<&[u32]> =
-            self.core.running.iter().map(|s| s.blocks.as_slice()).chain(self.core.xfer.tables()).collect();
-        let swapped: u64 = self.core.waiting.swapped.iter().map(|s| s.cold.swapped_blocks).sum();
-        self.core.kv.check(&tables, swapped);
-        self.check_transfers();
-        self.core.waiting.check(|s| self.core.blocks_for(s.computed));
-        for s in &self.core.running {
-            assert!(s.computed <= s.context(), "request {} computed past its context", s.id);
-            assert!(s.blocks.len() as u64 >= self.core.blocks_for(s.computed), "request {} lacks blocks", s.id);
+        for core in self.cores() {
+            let tables: Vec<&[u32]> =
+                core.running.iter().map(|s| s.blocks.as_slice()).chain(core.xfer.tables()).collect();
+            let swapped: u64 = core.waiting.swapped.iter().map(|s| s.cold.swapped_blocks).sum();
+            core.kv.check(&tables, swapped);
+            core.waiting.check(|s| core.blocks_for(s.computed));
+            for s in &core.running {
+                assert!(s.computed <= s.context(), "request {} computed past its context", s.id);
+                assert!(s.blocks.len() as u64 >= core.blocks_for(s.computed), "request {} lacks blocks", s.id);
+            }
+            assert!(core.running.len() <= core.cfg.max_num_seqs as usize);
         }
-        assert!(self.core.running.len() <= self.core.cfg.max_num_seqs as usize);
+        self.check_transfers();
+    }
+}
+
+/// Ends the in-flight iteration (started at `start`) at `now` on one scheduler core of
+/// instance `id`: every request in its batch gains its tokens; finished ones leave (pushed to
+/// `departed`), and so do queued requests whose queue timeout has passed.
+fn finish_core(
+    core: &mut Core,
+    id: u32,
+    start: SimTime,
+    now: SimTime,
+    rec: &mut dyn Observer,
+    departed: &mut Vec<Departure>,
+) {
+    let bt = core.cfg.block_tokens;
+    let alpha = core.cfg.policy.speculative.as_ref().map_or(0.0, |s| s.acceptance);
+    let prefix_on = core.cfg.policy.prefix.enabled;
+    let (running, kv, queue, spec_rng) =
+        (&mut core.running, &mut core.kv.blocks, &mut core.waiting.queue, &mut core.spec_rng);
+    let mut ctx = Finish { now, start, alpha, bt, prefix_on, steady: 0, gained: 0 };
+    // What `retain_mut` does, written out so that `finish_one` is inlined into the loop;
+    // the batch holds boxes, so keeping order costs pointer moves.
+    let mut kept = 0;
+    for i in 0..running.len() {
+        let s = &mut *running[i];
+        // A plain decode that decoded in the previous iteration too and does not finish now
+        // (nearly every request, every iteration): what `finish_one` does on its path.
+        if s.step == 1
+            && !prefix_on
+            && s.generated >= 1
+            && s.computed + 1 == s.context()
+            && s.generated + 1 < s.output
+            && s.counted
+            && s.last_token == start
+        {
+            s.step = 0;
+            s.computed += 1;
+            s.generated += 1;
+            s.last_token = now;
+            ctx.gained += 1;
+            ctx.steady += 1;
+            if kept != i {
+                running.swap(kept, i);
+            }
+            kept += 1;
+            continue;
+        }
+        if finish_one(&mut running[i], &mut ctx, kv, queue, spec_rng, rec, departed) {
+            if kept != i {
+                running.swap(kept, i);
+            }
+            kept += 1;
+        }
+    }
+    running.truncate(kept);
+    core.pending_decode -= ctx.gained;
+    if core.cfg.policy.role == Role::Prefill {
+        handoff::hand_off_prefilled(core, id, now);
+    }
+    let steady = ctx.steady;
+    if steady > 0 {
+        rec.token_gap(now - start, steady);
+    }
+    let pending_decode = &mut core.pending_decode;
+    core.waiting.expire(now, |s, deadline| {
+        *pending_decode -= (s.output - s.generated) as u64;
+        rec.timed_out(s.id, deadline);
+        departed.push(Departure { id: s.id, client: s.client });
+    });
+}
+
+/// Forms one scheduler core's next batch at `now` with its batching policy (an empty one when
+/// it has nothing to run).
+fn form(core: &mut Core, batcher: &mut dyn Batcher, now: SimTime, rec: &mut dyn Observer) -> Batch {
+    core.kv.bytes_in = 0;
+    core.kv.bytes_out = 0;
+    core.admitted_now = 0;
+    core.preempted_now = false;
+    if let Some(ttl) = core.cfg.policy.prefix.ttl_s {
+        let before = now.saturating_sub(SimTime::from_secs_f64(ttl));
+        rec.policy().prefix_evictions += core.kv.blocks.expire(before);
+    }
+    core.batch.clear();
+    batcher.form(&mut Sched::new(core), now, rec);
+    if core.batch.shape.is_empty() && core.preempted_now {
+        // Everyone with a step this time was preempted (their blocks are free now): try
+        // again rather than leave the instance idle with work.
+        core.preempted_now = false;
+        core.batch.clear();
+        batcher.form(&mut Sched::new(core), now, rec);
+    }
+    std::mem::take(&mut core.batch)
+}
+
+/// Checks the incrementally kept batch against one built from scratch (debug builds).
+#[cfg(debug_assertions)]
+fn check_batch(core: &Core, shape: &BatchShape) {
+    let mut b = Batch::default();
+    for s in &core.running {
+        b.add(s);
+    }
+    let mut a = *shape;
+    let pairs = (a.prefill_attn_pairs - b.shape.prefill_attn_pairs).abs();
+    assert!(pairs <= 1e-9 * b.shape.prefill_attn_pairs.max(1.0), "attention pairs out of step");
+    a.prefill_attn_pairs = b.shape.prefill_attn_pairs;
+    assert_eq!(a, b.shape, "batch shape out of step with the running requests");
+}
+
+/// The scheduler core of DP attention rank `rank` of instance `id`: empty, with its own
+/// queue-order and speculation streams (rank 0 has the instance's own).
+fn core_of(cfg: &InstanceConfig, id: u32, rank: u32) -> Core {
+    let p = &cfg.policy;
+    // Rank r > 0 of instance id draws as instance id + r · 2^20 would (ids stay below 2^20).
+    let stream = id as u64 + ((rank as u64) << 20);
+    Core {
+        kv: KvManager::new(cfg),
+        waiting: Waiting::new(Queue::new(p.queue.build(p.seed, stream as u32))),
+        running: Vec::new(),
+        batch: Batch::default(),
+        xfer: handoff::Transfers::default(),
+        admitted_now: 0,
+        preempted_now: false,
+        pending_decode: 0,
+        spec_rng: substream(p.seed, Stream::Speculation, stream),
+        cfg: cfg.clone(),
     }
 }
 

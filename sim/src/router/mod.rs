@@ -24,8 +24,10 @@ pub use round_robin::RoundRobin;
 pub use session_affinity::{AffinityKey, SessionAffinity};
 pub use vllm_dp::VllmDp;
 
+use serde::{Deserialize, Serialize};
+
 use crate::config::ConfigError;
-use crate::instance::Instance;
+use crate::instance::{Instance, RankLoad};
 use crate::policy_family;
 use crate::workload::Request;
 
@@ -164,6 +166,62 @@ pub(crate) fn least_by<L: Load>(instances: &[L], start: usize, score: impl Fn(&L
     best
 }
 
+/// The engine's own balancer between an instance's DP attention ranks (`cluster.dp_balance`):
+/// vLLM's API server picks the engine core with the lowest 4 × waiting + running
+/// ([`VllmDp`]); SGLang's data-parallel controller deals requests round-robin (its default
+/// `--load-balance-method round_robin`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DpBalance {
+    VllmDp,
+    RoundRobin,
+}
+
+impl DpBalance {
+    pub const NAMES: [&'static str; 2] = ["vllm-dp", "round-robin"];
+
+    pub(crate) fn build(self) -> Box<dyn Router<RankLoad>> {
+        match self {
+            DpBalance::VllmDp => Box::new(VllmDp::new(&VllmDpSpec::default())),
+            DpBalance::RoundRobin => Box::new(RoundRobin::default()),
+        }
+    }
+}
+
+/// A DP rank is always there for its balancer (the instance's health is the router's).
+impl Load for RankLoad {
+    fn routable(&self) -> bool {
+        true
+    }
+    fn outstanding(&self) -> u64 {
+        self.outstanding
+    }
+    fn capacity(&self) -> f64 {
+        1.0
+    }
+    fn pending_prefill_tokens(&self) -> u64 {
+        self.pending_prefill_tokens
+    }
+    fn pending_decode_tokens(&self) -> u64 {
+        self.pending_decode_tokens
+    }
+    fn kv_blocks_used(&self) -> u32 {
+        self.kv_blocks_used
+    }
+    fn kv_blocks_total(&self) -> u32 {
+        self.kv_blocks_total
+    }
+    fn block_tokens(&self) -> u64 {
+        self.block_tokens
+    }
+    fn waiting(&self) -> u64 {
+        self.waiting
+    }
+    fn running(&self) -> u64 {
+        self.running
+    }
+}
+
 /// The first routable instance at or after `start` (wrapping).
 pub(crate) fn next_routable<L: Load>(instances: &[L], start: usize) -> usize {
     let n = instances.len();
@@ -188,6 +246,7 @@ pub(crate) mod testing {
             watermark_blocks: 0,
             max_model_len: 100_000,
             kv_blocks,
+            dp_ranks: 1,
             capacity: 1.0,
             policy: Default::default(),
         }

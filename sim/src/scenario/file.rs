@@ -90,6 +90,11 @@ pub struct ClusterSection {
     pub(crate) pp: u32,
     /// How arrivals are spread over instances. Default round-robin.
     pub(crate) router: RouterSpec,
+    /// How an instance with DP attention ranks spreads its requests over them (the engine's own
+    /// balancer): "vllm-dp" (vLLM's lowest 4 × waiting + running) or "round-robin" (SGLang's
+    /// default). Default: the engine's (vllm-dp with engine = "vllm", round-robin otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) dp_balance: Option<crate::router::DpBalance>,
     /// Heterogeneous cluster: groups of instances, each with its own GPU, TP degree and
     /// overrides (replaces `instances` and `tp`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -108,6 +113,7 @@ impl Default for ClusterSection {
             dp_attention: 1,
             ep: false,
             pp: 1,
+            dp_balance: None,
             router: RouterSpec::default(),
             groups: Vec::new(),
             disaggregation: None,

@@ -67,6 +67,8 @@ pub struct Scenario {
     pub model: ModelSpec,
     pub groups: Vec<InstanceGroup>,
     pub(crate) router: RouterSpec,
+    /// The engine's balancer between each instance's DP attention ranks (`cluster.dp_balance`).
+    pub(crate) dp_balance: crate::router::DpBalance,
     pub workload: WorkloadSpec,
     pub slo: SloSection,
     pub metrics: MetricsSection,
@@ -480,6 +482,25 @@ impl Scenario {
                 ));
             }
         }
+        // The engine's own balancer between DP ranks: vLLM's where the engine is vLLM,
+        // SGLang's (and TensorRT-LLM's, and servesim's) round-robin otherwise; written into the
+        // resolved file where an instance has DP ranks.
+        let dp_balance = file.cluster.dp_balance.unwrap_or(match file.engine {
+            Some(ServingEngine::Vllm) => crate::router::DpBalance::VllmDp,
+            _ => crate::router::DpBalance::RoundRobin,
+        });
+        if groups.iter().any(|g| g.layout.dp_attention > 1) {
+            file.cluster.dp_balance = Some(dp_balance);
+            if let Some(i) = groups.iter().position(|g| g.scheduler.speculative.is_some() && g.layout.dp_attention > 1)
+            {
+                let key = if heterogeneous { format!("cluster.groups[{i}].scheduler") } else { "scheduler".into() };
+                return Err(ConfigError::at(
+                    &format!("{key}.speculative"),
+                    "speculative decoding with DP attention is not simulated yet (each rank drafts for its own batch)"
+                        .into(),
+                ));
+            }
+        }
         if file.fleet.is_some() && disaggregation.is_some() {
             return Err(ConfigError::at(
                 "fleet",
@@ -517,6 +538,7 @@ impl Scenario {
             model,
             groups,
             router: file.cluster.router.clone(),
+            dp_balance,
             workload: file.workload.clone(),
             slo: file.slo.clone(),
             metrics: file.metrics.clone(),

@@ -343,7 +343,12 @@ fn layout_case_of(
         "nvfp4" => ("fp4", "nvfp4"),
         q => return Err(format!("GEMM quantization {q:?}: not a weight dtype servesim prices for {model}")),
     };
-    let (isl, osl, concurrency, ttft, tpot) = measured_of(r)?;
+    let (isl, osl, per_rank, ttft, tpot) = measured_of(r)?;
+    // A DP row's batch_size is each rank's: the run's concurrency is batch_size × its ranks
+    // (AIConfigurator's `global_bs = bs * attention_dp_size; concurrency = global_bs`,
+    // aic-core/src/aiconfigurator_core/sdk/backends/base_backend.py at 095f58a51; the sample's
+    // ids agree: "…_c256_tp8_0_ep8_0…" has batch_size 32 on 8 ranks).
+    let concurrency = per_rank * dp as u32;
     let database = dp == 1;
     let mut note: Vec<String> =
         (!database).then(|| "roofline: DP attention is not priced from the database yet".into()).into_iter().collect();
@@ -586,7 +591,9 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
         doc.set("cluster.dp_attention", c.dp as i64).set("cluster.ep", c.ep && c.roofline);
     }
     if c.generator_limits(bench.engine_limits) {
-        generator_settings(&mut doc, &c.framework, c.isl, c.osl, c.concurrency, bench.engine_schedulers);
+        // The generator's limits are each rank's (its max_batch_size is the row's batch_size).
+        let per_rank = c.concurrency / c.dp.max(1);
+        generator_settings(&mut doc, &c.framework, c.isl, c.osl, per_rank, bench.engine_schedulers);
     } else {
         let gpu = GpuPreset::find(c.gpu).expect("cases have presets").spec();
         engine_settings(&mut doc, &c.framework, &gpu, c.osl, bench.engine_schedulers);

@@ -1,0 +1,93 @@
+//! DP attention ranks as the engines run them: each rank its own scheduler, limits and KV
+//! cache, behind the engine's balancer, all ranks stepping together.
+
+use crate::cost::BatchShape;
+use crate::metrics::Status;
+use crate::scenario::Scenario;
+
+/// qwen3-30b-a3b on two H100s as two DP attention ranks of one GPU each, `seqs` sequences per
+/// rank, `blocks` KV blocks of 16 tokens per rank, two clients sending `prompt`-token requests of
+/// 2 output tokens.
+fn two_ranks(engine: &str, seqs: u32, blocks: u32, prompt: u32) -> Scenario {
+    let toml = format!(
+        r#"
+engine = "{engine}"
+[model]
+preset = "qwen3-30b-a3b"
+[gpu]
+preset = "h100-sxm"
+[cluster]
+tp = 2
+dp_attention = 2
+[scheduler]
+max_num_seqs = {seqs}
+max_num_batched_tokens = 8192
+[scheduler.batching]
+kind = "continuous"
+[scheduler.prefix_cache]
+enabled = false
+[memory]
+kv_blocks = {blocks}
+[workload]
+requests = 2
+arrival = {{ kind = "closed-loop", clients = 2 }}
+prompt_tokens = {{ kind = "fixed", value = {prompt} }}
+output_tokens = {{ kind = "fixed", value = 2 }}
+"#
+    );
+    Scenario::from_toml(&toml, "dp").unwrap()
+}
+
+#[test]
+fn each_rank_runs_its_own_requests_under_its_own_limits_in_lock_step() {
+    // One sequence per rank: the two requests run side by side, one on each rank, their
+    // prefills in one lock-step iteration priced as two ranks of one 100-token prefill each.
+    let s = two_ranks("sglang", 1, 100, 100);
+    assert_eq!(s.dp_balance, crate::router::DpBalance::RoundRobin);
+    let out = crate::engine::run(&s);
+    let recs = &out.recorder.records;
+    assert_eq!(recs.len(), 2);
+    assert!(recs.iter().all(|r| r.status == Status::Finished));
+    let cost = crate::engine::cost_model(&s, 0);
+    let mut prefill = BatchShape::default();
+    prefill.add_prefill(100, 0, true);
+    let step = cost.dp_iteration_times(&[prefill, prefill], None).0;
+    for r in recs {
+        assert_eq!(r.first_token - r.arrival, step, "both first tokens after one lock-step prefill");
+    }
+    // The same limits on one scheduler (no DP ranks) run them one after the other.
+    let mut one = s.clone();
+    one.groups[0].layout.dp_attention = 1;
+    let out = crate::engine::run(&one);
+    let firsts: Vec<_> = out.recorder.records.iter().map(|r| r.first_token).collect();
+    assert_ne!(firsts[0], firsts[1], "one scheduler of max_num_seqs 1 serves them in turn");
+}
+
+#[test]
+fn a_rank_holds_only_its_own_share_of_the_kv_blocks() {
+    // 10 blocks of 16 tokens per rank (20 in the instance): a 200-token prompt needs 13 and is
+    // refused though the instance's blocks would hold it; a 100-token prompt fits.
+    let s = two_ranks("vllm", 4, 10, 200);
+    assert_eq!(s.groups[0].memory.kv_blocks, 20);
+    let out = crate::engine::run(&s);
+    let kv = Status::Rejected(crate::metrics::RejectReason::ExceedsKvCapacity);
+    assert!(out.recorder.records.iter().all(|r| r.status == kv), "{:?}", out.recorder.records);
+    let out = crate::engine::run(&two_ranks("vllm", 4, 10, 100));
+    assert!(out.recorder.records.iter().all(|r| r.status == Status::Finished));
+}
+
+#[test]
+fn the_balancer_is_the_engines_own_unless_set() {
+    assert_eq!(two_ranks("vllm", 4, 100, 100).dp_balance, crate::router::DpBalance::VllmDp);
+    let s = two_ranks("sglang", 4, 100, 100);
+    assert_eq!(
+        s.resolved.cluster.dp_balance,
+        Some(crate::router::DpBalance::RoundRobin),
+        "written in the resolved file"
+    );
+    // vLLM's balancer: 4 × waiting + running, the first minimum. Two clients at once go to
+    // rank 0 (0) and rank 1 (rank 0 now scores 4), so they run side by side here too.
+    let out = crate::engine::run(&two_ranks("vllm", 1, 100, 100));
+    let r = &out.recorder.records;
+    assert_eq!(r[0].first_token, r[1].first_token);
+}
