@@ -311,14 +311,16 @@ fn parallelism(
     let dp = int(got, "dp", dp_flag)?.unwrap_or(1);
     let pp = int(got, "pp", pp_flag)?.unwrap_or(1);
     let moe = preset.experts > 1;
-    // vLLM: --data-parallel-size with --enable-expert-parallel on a MoE model is DP attention
-    // over dp × tp GPUs with the experts across all of them; otherwise DP replicas (instances).
+    // vLLM: --data-parallel-size on a MoE model is DP attention over dp × tp GPUs, each rank its
+    // own engine core, all stepping together, the experts over all of them (a TP group of
+    // dp × tp, or expert-parallel with --enable-expert-parallel: vLLM's docs/serving/
+    // data_parallel_deployment.md); on a dense model DP replicas (instances).
     // SGLang: --tp is every GPU; --enable-dp-attention splits attention into --dp ranks.
     let (gpus, dp_attention, instances, ep) = match engine {
         Engine::Vllm => {
             let ep = got.get("ep").is_some_and(|v| v == "true");
-            if dp > 1 && ep && moe {
-                (tp * dp, dp, 1, true)
+            if dp > 1 && moe {
+                (tp * dp, dp, 1, ep)
             } else {
                 (tp, 1, dp, ep)
             }
@@ -444,10 +446,23 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
         Engine::Sglang => servesim_sim::scenario::ServingEngine::Sglang,
     };
     let limits = serving.default_limits(&gpu);
-    let seqs = int(&got, "max_num_seqs", "--max-num-seqs")?.unwrap_or(limits.max_num_seqs as u64);
-    let tokens = int(&got, "max_num_batched_tokens", "--max-num-batched-tokens")?
+    let mut seqs = int(&got, "max_num_seqs", "--max-num-seqs")?.unwrap_or(limits.max_num_seqs as u64);
+    let mut tokens = int(&got, "max_num_batched_tokens", "--max-num-batched-tokens")?
         .unwrap_or(limits.max_num_batched_tokens as u64);
-    t += &format!("\n[scheduler]\nmax_num_seqs = {seqs}\nmax_num_batched_tokens = {tokens}\n");
+    t += "\n[scheduler]\n";
+    let sglang_ranks = if engine == Engine::Sglang && dp_attention > 1 { dp_attention } else { 1 };
+    if dp_attention > 1 {
+        t += "# The limits below are each DP attention rank's (each rank schedules its own requests).\n";
+    }
+    if sglang_ranks > 1 {
+        // SGLang reads --chunked-prefill-size and --max-running-requests as the whole server's
+        // and gives each DP attention rank its share (python/sglang/srt/server_args.py,
+        // ServerArgs._handle_data_parallelism: chunked_prefill_size // dp_size, at 469c63e5;
+        // the scheduler's max_running_requests // dp_size per worker).
+        t += &format!("# SGLang's --chunked-prefill-size {tokens} and --max-running-requests {seqs}, over {sglang_ranks} ranks.\n");
+        (seqs, tokens) = ((seqs / sglang_ranks).max(1), (tokens / sglang_ranks).max(1));
+    }
+    t += &format!("max_num_seqs = {seqs}\nmax_num_batched_tokens = {tokens}\n");
     if let Some(b) = int(&got, "block_size", "--block-size")? {
         t += &format!("block_tokens = {b}\n");
     }
@@ -466,11 +481,21 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
         if let Some(n) = int(&got, "max_prefill_tokens", "--max-prefill-tokens")? {
             t += &format!("max_prefill_tokens = {n}\n");
         }
-        if let Some(c) = got.get("conservativeness") {
-            let x: f64 =
-                c.parse().ok().filter(|x: &f64| x.is_finite() && (0.0..=100.0).contains(x)).ok_or_else(|| {
-                    CliError::input(format!("--schedule-conservativeness: not a number in [0, 100]: {c:?}"))
-                })?;
+        let given = got.get("conservativeness").map(|c| {
+            c.parse()
+                .ok()
+                .filter(|x: &f64| x.is_finite() && (0.0..=100.0).contains(x))
+                .ok_or_else(|| CliError::input(format!("--schedule-conservativeness: not a number in [0, 100]: {c:?}")))
+        });
+        let given = given.transpose()?;
+        if sglang_ranks > 1 {
+            // And DP attention makes the scheduler 0.3 × as conservative (the same function).
+            let x = given.unwrap_or(1.0);
+            t += &format!(
+                "schedule_conservativeness = {} # --schedule-conservativeness {x} × 0.3 under DP attention\n",
+                x * 0.3
+            );
+        } else if let Some(x) = given {
             t += &format!("schedule_conservativeness = {x}\n");
         }
         if got.get("mixed_chunk").is_some_and(|v| v == "true") {
@@ -754,18 +779,48 @@ mod tests {
         );
         let g = &sg.groups[0];
         assert_eq!((g.tp, g.layout.dp_attention, g.layout.ep), (8, 8, true));
-        assert_eq!((g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens), (512, 16384));
+        // SGLang gives each of the 8 ranks its share of the server's limits (chunked_prefill_size
+        // // dp_size, max_running_requests // dp_size) and 0.3 × the conservativeness.
+        assert_eq!((g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens), (64, 2048));
         assert!(!g.scheduler.prefix_cache.enabled);
         assert!(warn.is_empty(), "{warn:?}");
         let r = sg.resolved_toml();
         assert!(
             r.contains(
-                "kind = \"sglang\"\nmax_prefill_tokens = 4096\nschedule_conservativeness = 0.5\nmixed_chunk = true\n"
+                "kind = \"sglang\"\nmax_prefill_tokens = 4096\nschedule_conservativeness = 0.15\nmixed_chunk = true\n"
             ),
             "{r}"
         );
+        assert!(r.contains("dp_balance = \"round-robin\""), "{r}");
+        // Launched again from the scenario: the server's limits, its DP and EP flags.
+        let cmd =
+            servesim_sim::scenario::LaunchCommand::of(servesim_sim::scenario::ServingEngine::Sglang, g, &sg.model)
+                .args
+                .join(" ");
+        assert!(
+            cmd.contains("--tp 8 --max-running-requests 512 --chunked-prefill-size 16384")
+                && cmd.contains("--dp 8 --enable-dp-attention --ep-size 8"),
+            "{cmd}"
+        );
+        // vLLM: DP on a MoE model is DP attention with or without expert parallelism (the
+        // experts then a TP group of dp × tp), each engine core with the command's own limits.
+        let (v, _) = scenario_of(
+            Engine::Vllm,
+            "h200",
+            "deepseek-ai/DeepSeek-R1 --tensor-parallel-size 2 --data-parallel-size 4 --max-num-seqs 64",
+        );
+        let g = &v.groups[0];
+        assert_eq!((g.tp, g.layout.dp_attention, g.layout.ep, g.count, g.scheduler.max_num_seqs), (8, 4, false, 1, 64));
+        assert!(v.resolved_toml().contains("dp_balance = \"vllm-dp\""));
+        let cmd = servesim_sim::scenario::LaunchCommand::of(servesim_sim::scenario::ServingEngine::Vllm, g, &v.model)
+            .args
+            .join(" ");
+        assert!(
+            cmd.contains("--tensor-parallel-size 2 --max-num-seqs 64") && cmd.contains("--data-parallel-size 4"),
+            "{cmd}"
+        );
         // SGLang's rule with its fraction, not vLLM's utilisation.
-        let t = g.memory.terms.as_ref().unwrap();
+        let t = sg.groups[0].memory.terms.as_ref().unwrap();
         assert_eq!((t.engine.name(), t.fraction), ("sglang", 0.8));
     }
 

@@ -172,6 +172,45 @@ pub struct LaunchCommand {
     pub notes: Vec<String>,
 }
 
+/// The flags of a group's DP attention ranks and expert parallelism, as each engine spells
+/// them (vLLM: `--data-parallel-size` on a MoE model is DP attention, docs/serving/
+/// data_parallel_deployment.md; SGLang: `--dp` with `--enable-dp-attention`, `--ep-size`).
+fn dp_flags(engine: ServingEngine, g: &InstanceGroup, args: &mut Vec<String>, notes: &mut Vec<String>) {
+    let dp = g.layout.dp_attention;
+    let words: Vec<String> = match engine {
+        ServingEngine::Vllm => {
+            let mut w = Vec::new();
+            if dp > 1 {
+                w.extend(["--data-parallel-size".to_string(), dp.to_string()]);
+            }
+            if g.layout.ep {
+                w.push("--enable-expert-parallel".into());
+            }
+            w
+        }
+        ServingEngine::Sglang => {
+            let mut w = Vec::new();
+            if dp > 1 {
+                w.extend(["--dp".to_string(), dp.to_string(), "--enable-dp-attention".into()]);
+            }
+            if g.layout.ep {
+                w.extend(["--ep-size".to_string(), g.tp.to_string()]);
+            }
+            w
+        }
+        ServingEngine::Trtllm => {
+            if dp > 1 || g.layout.ep {
+                notes.push(format!(
+                    "{}: set enable_attention_dp and moe_expert_parallel_size in the --extra_llm_api_options file",
+                    if dp > 1 { format!("DP attention over {dp} ranks") } else { "expert parallelism".into() }
+                ));
+            }
+            Vec::new()
+        }
+    };
+    args.extend(words);
+}
+
 impl LaunchCommand {
     /// The command that runs `g` of a scenario of `model` under `engine`, with every limit
     /// servesim simulated written out (so the engine runs what was simulated, whatever its
@@ -193,12 +232,21 @@ impl LaunchCommand {
                 args.extend([f.to_string(), v]);
             }
         };
-        put("tp", g.tp.to_string());
+        // DP attention: vLLM runs --data-parallel-size engine cores of --tensor-parallel-size
+        // GPUs each; SGLang splits its --tp GPUs into --dp attention ranks and reads its limits
+        // as the whole server's, each rank taking its share ([`dp_flags`]).
+        let dp = g.layout.dp_attention.max(1);
+        let (tp, limits) = match engine {
+            ServingEngine::Vllm => (g.tp as u64 / dp, 1),
+            ServingEngine::Sglang => (g.tp as u64, dp),
+            ServingEngine::Trtllm => (g.tp as u64, 1),
+        };
+        put("tp", tp.to_string());
         if g.layout.pp > 1 {
             put("pp", g.layout.pp.to_string());
         }
-        put("max_num_seqs", g.scheduler.max_num_seqs.to_string());
-        put("max_num_batched_tokens", g.scheduler.max_num_batched_tokens.to_string());
+        put("max_num_seqs", (g.scheduler.max_num_seqs as u64 * limits).to_string());
+        put("max_num_batched_tokens", (g.scheduler.max_num_batched_tokens as u64 * limits).to_string());
         let published = preset.map_or(Dtype::Bf16, |p| p.checkpoint_dtype());
         match model.weight_dtype {
             d if d == published => {}
@@ -222,6 +270,7 @@ impl LaunchCommand {
                 )),
             }
         }
+        dp_flags(engine, g, &mut args, &mut notes);
         let prefix = g.scheduler.prefix_cache.enabled;
         match spelling(engine, "prefix", Some(prefix)) {
             Some(f) => args.push(f.to_string()),
