@@ -129,6 +129,7 @@ pub(crate) fn build(
         gemm_kernel: req.gemm_kernel.clone(),
         gpu: req.gpu.clone(),
         moe_distribution: req.moe_distribution.clone(),
+        experts: req.experts,
         package: files.package.clone(),
         command: format!("[cost] database ({} {})", req.framework, req.system),
         // Built on the fly: no date, so nothing in a run depends on when it ran.

@@ -124,6 +124,9 @@ pub struct Request {
     pub gpu: GpuSpec,
     /// `balanced`, `power_law_1.01` or `power_law_1.2`: how tokens spread over experts.
     pub moe_distribution: String,
+    /// Whether the routed experts' table is read (false: a DP attention rank's slice, whose
+    /// experts run over all of the instance's GPUs and are read from the instance's own slice).
+    pub experts: bool,
     /// The package the database came with (`aiconfigurator-core 0.12.0`), when known.
     pub package: Option<String>,
     /// The command line, for the profile's `source`.
@@ -251,7 +254,7 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
             ops.push(gemm_op(name, tp, &gemms, n, k, &transfer)?);
         }
         ops.push(gemm_op("lm_head", tp, &logits, m.vocab / t, m.hidden, &logits_transfer)?);
-        if m.experts > 1 {
+        if m.experts > 1 && r.experts {
             ops.push(moe_op(db, &sel, r, tp, &gemms)?);
         }
         if let Some(a) = m.arch.mla {

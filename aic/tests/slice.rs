@@ -45,6 +45,7 @@ fn request(tp: Vec<u32>) -> Request {
         gemm_kernel: None,
         gpu: GpuPreset::find("h100-sxm").unwrap().spec(),
         moe_distribution: "balanced".into(),
+        experts: true,
         package: None,
         command: "test".into(),
         date: String::new(),

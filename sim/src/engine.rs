@@ -246,12 +246,16 @@ fn stage_model(s: &Scenario, group: usize) -> Arc<dyn CostModel> {
     match &g.cost {
         CostSpec::Roofline(c) => {
             let params = g.scheduler.cpu.apply(&c.params());
-            match &g.profile {
-                Some(p) => Arc::new(
+            match (&g.profile, &g.rank_profile) {
+                (Some(p), Some(rank)) => Arc::new(
+                    crate::cost::DpProfiled::new(model, g.gpu.clone(), g.tp, g.layout, params, rank, p)
+                        .expect("the slices were checked when the scenario was validated"),
+                ),
+                (Some(p), None) => Arc::new(
                     Profiled::new(model, g.gpu.clone(), g.tp, params, p)
                         .expect("the profile was checked when the scenario was validated"),
                 ),
-                None => Arc::new(Roofline::new(model, g.gpu.clone(), g.tp, params).with_layout(g.layout)),
+                (None, _) => Arc::new(Roofline::new(model, g.gpu.clone(), g.tp, params).with_layout(g.layout)),
             }
         }
         CostSpec::Linear(l) => Arc::new(l.clone()),

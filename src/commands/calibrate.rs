@@ -249,6 +249,7 @@ fn import_aic(a: AicArgs) -> Result<()> {
         gemm_kernel: a.gemm_kernel.clone(),
         gpu: preset.spec(),
         moe_distribution: a.moe_distribution.clone(),
+        experts: true,
         package: files.package.clone(),
         command,
         date: utc_now(),

@@ -4,6 +4,7 @@
 //! iteration is O(1) however many requests it holds. A [`CostModel`] turns it into time.
 
 mod calibrated;
+mod dp;
 mod linear;
 pub(crate) mod overhead;
 mod pipeline;
@@ -18,6 +19,7 @@ pub use calibrated::{
     Calibrated, Calibration, FactorEntry, FactorInfo, FactorTable, Factors, CALIBRATION_FORMAT, COST_SOURCES, FACTORS,
     FACTOR_STATUSES,
 };
+pub use dp::DpProfiled;
 pub use linear::LinearCost;
 pub use overhead::{EngineOverhead, OVERHEADS};
 pub use pipeline::{stage_layers, stage_links, Pipeline, P2P_LATENCY_S};

@@ -779,6 +779,39 @@ impl Profiled {
         None
     }
 
+    /// The seconds over `b` of the slots whose op name `pick` accepts, and their CPU part;
+    /// with `acc`, what the roofline priced there or was read beyond its table is added to the
+    /// account at the slot's index plus the offset given with it.
+    pub(crate) fn part_seconds(
+        &self,
+        b: &BatchShape,
+        pick: &dyn Fn(&str) -> bool,
+        mut acc: Option<(&mut CostAccount, usize)>,
+    ) -> (f64, f64) {
+        let (mut total, mut cpu) = (0.0, 0.0);
+        if b.is_empty() {
+            return (total, cpu);
+        }
+        for (i, s) in self.slots.iter().enumerate().filter(|(_, s)| pick(s.name)) {
+            let (secs, outside) = self.slot_seconds_memo(i, b);
+            total += secs;
+            if self.is_cpu[i] {
+                cpu += secs;
+            }
+            if let Some((a, offset)) = acc.as_mut() {
+                if secs > 0.0 && (outside || s.fallback.is_some()) {
+                    a.add(*offset + i, secs);
+                }
+            }
+        }
+        (total, cpu)
+    }
+
+    /// Its op slots.
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Every op's time over the whole iteration.
     pub fn breakdown(&self, b: &BatchShape) -> Vec<ProfiledOp> {
         if b.is_empty() {

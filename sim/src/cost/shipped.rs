@@ -114,6 +114,7 @@ mod tests {
                     model: model.clone(),
                     tp,
                     gpu: preset.spec(),
+                    experts: true,
                 };
                 assert_eq!(find(&req).map(|(n, _)| n), Some(*name));
                 let m = Profiled::new(model.clone(), preset.spec(), tp as u64, RooflineParams::default(), p).unwrap();

@@ -292,6 +292,9 @@ pub struct DatabaseRequest {
     pub model: crate::spec::ModelSpec,
     pub tp: u32,
     pub gpu: crate::spec::GpuSpec,
+    /// Whether the experts' table is wanted (false: a DP attention rank's slice at its own TP
+    /// degree, the experts read from the instance's slice).
+    pub experts: bool,
 }
 
 impl DatabaseRequest {
@@ -323,7 +326,7 @@ impl DatabaseRequest {
     pub fn key(&self) -> String {
         let m = &self.model;
         format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}|{} {} {} {} {} {} {} {} {}|{:?}|tp{}",
+            "{}|{}|{}|{}|{}|{}|{}|{}|{} {} {} {} {} {} {} {} {}|{:?}|tp{}{}",
             self.system,
             self.framework,
             self.version.as_deref().unwrap_or("newest"),
@@ -342,7 +345,8 @@ impl DatabaseRequest {
             m.experts,
             m.top_k,
             m.kv_dtype,
-            self.tp
+            self.tp,
+            if self.experts { "" } else { "|no experts" }
         )
     }
 }

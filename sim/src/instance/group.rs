@@ -154,6 +154,10 @@ pub struct InstanceGroup {
     /// The measured cost profile (`cost.profile`), checked against the model and TP degree;
     /// without one the roofline model prices iterations.
     pub profile: Option<Arc<Profile>>,
+    /// Under DP attention with a kernel database: the slice at one rank's TP degree
+    /// (`tp / dp_attention`), which prices each rank's attention and projections; `profile`
+    /// prices the experts over all `tp` GPUs.
+    pub rank_profile: Option<Arc<Profile>>,
     /// The calibration its iterations are corrected by (`cost.calibration`), or why the one
     /// the scenario names does not apply to this group.
     pub calibration: Option<Result<Arc<crate::cost::Calibration>, String>>,

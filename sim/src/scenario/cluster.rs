@@ -187,6 +187,7 @@ pub(crate) fn resolve_groups(
             memory: budget,
             cost,
             profile: None,
+            rank_profile: None,
             calibration: None,
             max_model_len,
             role,

@@ -158,15 +158,14 @@ fn group_profile(
     model: &ModelSpec,
     resources: &dyn Resources,
     path_key: &str,
-) -> Result<Option<Arc<Profile>>, ConfigError> {
-    let CostSpec::Roofline(c) = &g.cost else { return Ok(None) };
-    if (c.profile.is_some() || c.database.is_some()) && g.layout.dp_attention > 1 {
-        let key = if c.profile.is_some() { "profile" } else { "database" };
+) -> Result<Slices, ConfigError> {
+    let CostSpec::Roofline(c) = &g.cost else { return Ok((None, None)) };
+    if c.profile.is_some() && g.layout.dp_attention > 1 {
         return Err(ConfigError::at(
-            &format!("{path_key}.{key}"),
+            &format!("{path_key}.profile"),
             format!(
-                "{} with DP attention: measured tables for its ranks are not read yet, so it is priced by the \
-                 roofline; remove {key}",
+                "{} with DP attention: a profile file's tables are not read for DP ranks; use cost.database (the \
+                 kernel database prices each rank at its own TP degree), or remove profile",
                 model.name
             ),
         ));
@@ -207,7 +206,7 @@ fn group_profile(
                 crate::spec::Dtype::Fp8 if model.arch.mla.is_some() => "fp8-block".to_string(),
                 w => w.name().to_string(),
             });
-            let req = DatabaseRequest {
+            let mut req = DatabaseRequest {
                 system,
                 framework: d.framework().to_string(),
                 version: d.version.clone(),
@@ -221,15 +220,30 @@ fn group_profile(
                 model: kv_model.clone(),
                 tp: g.tp as u32,
                 gpu: g.gpu.clone(),
+                experts: true,
             };
             let p = resources.database(&req).map_err(|e| ConfigError::at(&key, e.to_string()))?;
+            let dp = g.layout.dp_attention;
+            if dp > 1 {
+                // Each DP rank's own slice: its attention and projections at its TP degree.
+                (req.tp, req.experts) = ((g.tp / dp) as u32, false);
+                let rank = resources
+                    .database(&req)
+                    .map_err(|e| ConfigError::at(&key, format!("DP attention rank (TP {}): {e}", g.tp / dp)))?;
+                let measured_in = crate::cost::DatabaseRequest::measured_dtype(&req.weights);
+                check_profile(g, &kv_model, (&p, Some(&rank)), &key, measured_in, path_key)?;
+                return Ok((Some(p), Some(rank)));
+            }
             (p, key, crate::cost::DatabaseRequest::measured_dtype(&req.weights))
         }
-        (None, None) => return Ok(None),
+        (None, None) => return Ok((None, None)),
     };
-    check_profile(g, &kv_model, &p, &key, measured_in, path_key)?;
-    Ok(Some(p))
+    check_profile(g, &kv_model, (&p, None), &key, measured_in, path_key)?;
+    Ok((Some(p), None))
 }
+
+/// A group's measured tables: the instance's, and under DP attention one rank's.
+type Slices = (Option<Arc<Profile>>, Option<Arc<Profile>>);
 
 /// Builds the profiled cost model of group `g` from `p` (named by `key`, "path.key: file") to
 /// check it: it fits the model, runs no op faster than the GPU can, and, with `strict`, leaves
@@ -237,7 +251,7 @@ fn group_profile(
 fn check_profile(
     g: &InstanceGroup,
     kv_model: &ModelSpec,
-    p: &Profile,
+    (p, rank): (&Profile, Option<&Profile>),
     key: &str,
     measured_in: Option<crate::spec::Dtype>,
     path_key: &str,
@@ -247,12 +261,24 @@ fn check_profile(
         let (k, what) = key.split_once(": ").unwrap_or((key, ""));
         ConfigError::at(k, if what.is_empty() { e } else { format!("{what}: {e}") })
     };
-    let m = Profiled::new(kv_model.clone(), g.gpu.clone(), g.tp, c.params(), p).map_err(|e| at(e.to_string()))?;
-    if let Some(why) = m.impossible_op(measured_in) {
+    let (gpu, params) = (g.gpu.clone(), c.params());
+    let (fallbacks, impossible) = match rank {
+        Some(r) => {
+            let m = crate::cost::DpProfiled::new(kv_model.clone(), gpu, g.tp, g.layout, params, r, p)
+                .map_err(|e| at(e.to_string()))?;
+            let impossible = m.slices().iter().find_map(|s| s.impossible_op(measured_in));
+            (crate::cost::CostModel::fallbacks(&m), impossible)
+        }
+        None => {
+            let m = Profiled::new(kv_model.clone(), gpu, g.tp, params, p).map_err(|e| at(e.to_string()))?;
+            (m.fallbacks().to_vec(), m.impossible_op(measured_in))
+        }
+    };
+    if let Some(why) = impossible {
         return Err(at(why));
     }
-    if c.strict && !m.fallbacks().is_empty() {
-        let list: Vec<String> = m.fallbacks().iter().map(|f| format!("{} ({})", f.op, f.reason)).collect();
+    if c.strict && !fallbacks.is_empty() {
+        let list: Vec<String> = fallbacks.iter().map(|f| format!("{} ({})", f.op, f.reason)).collect();
         return Err(ConfigError::at(
             &format!("{path_key}.strict"),
             format!("the roofline would price {}", list.join("; ")),
@@ -454,7 +480,7 @@ impl Scenario {
             let path = if heterogeneous { format!("cluster.groups[{i}].cost") } else { "cost".into() };
             // Another engine's kernels are refused before the database is read.
             check_database_engine(file.engine, g, &path)?;
-            g.profile = group_profile(g, &model, resources.as_ref(), &path)?;
+            (g.profile, g.rank_profile) = group_profile(g, &model, resources.as_ref(), &path)?;
             check_profile_engine(file.engine, g, &path)?;
             g.calibration = group_calibration(g, &group_engine(file.engine, &g.cost), resources.as_ref(), &path)?;
         }
@@ -593,6 +619,7 @@ impl Scenario {
             memory,
             cost: file.cost.clone(),
             profile: None,
+            rank_profile: None,
             calibration: None,
             max_model_len,
             role: crate::instance::Role::Mixed,

@@ -294,7 +294,8 @@ fn gap_analysis(r: &Row) -> bool {
 /// A row of a model with MoE layouts of its own (MLA, windowed layers), with the row's attention
 /// DP and expert parallelism. AIConfigurator's columns: `tp_size` is attention TP per DP rank,
 /// `attention_dp_size` the ranks, `moe_tp_size` × `moe_ep_size` the GPUs the experts span.
-/// Priced by the kernel database unless the row has DP attention (then by the roofline).
+/// Priced by the kernel database: under DP attention each rank's attention from the slice at its
+/// own TP degree, the experts from the slice over all the row's GPUs.
 fn layout_case_of(
     r: &Row,
     model: &'static str,
@@ -349,9 +350,7 @@ fn layout_case_of(
     // aic-core/src/aiconfigurator_core/sdk/backends/base_backend.py at 095f58a51; the sample's
     // ids agree: "…_c256_tp8_0_ep8_0…" has batch_size 32 on 8 ranks).
     let concurrency = per_rank * dp as u32;
-    let database = dp == 1;
-    let mut note: Vec<String> =
-        (!database).then(|| "roofline: DP attention is not priced from the database yet".into()).into_iter().collect();
+    let mut note: Vec<String> = Vec::new();
     if gpt_oss && r.get("gemm_quant_mode") == "nvfp4" {
         note.push("nvfp4 read as mxfp4: the published checkpoint".to_string());
     }
@@ -360,7 +359,7 @@ fn layout_case_of(
     // (`ep` stays the row's, for the roofline's layout).
     let mut roofline_note = note.clone();
     roofline_note.extend(hybrid.clone());
-    if database && moe_ep > 1 {
+    if moe_ep > 1 {
         note.push(format!(
             "MoE TP {moe_tp} × EP {moe_ep} read from the database's experts over {gpus} GPUs (the same bytes and \
              FLOPs per GPU under balanced routing)"
@@ -382,7 +381,7 @@ fn layout_case_of(
         measured_ttft: ttft,
         measured_tpot: tpot,
         note: note.join("; "),
-        roofline: !database,
+        roofline: false,
         windowed: spec.arch.window.is_some(),
         mla,
         roofline_note: roofline_note.join("; "),
@@ -1345,7 +1344,7 @@ mod tests {
     }
 
     #[test]
-    fn mla_and_windowed_rows_run_with_their_layout_on_the_database_unless_dp_attention() {
+    fn mla_and_windowed_rows_run_with_their_layout_on_the_database() {
         let ds = [("model_path", "deepseek-ai/DeepSeek-R1"), ("gemm_quant_mode", "fp8"), ("backend", "sglang")];
         // Attention TP 1 on 8 DP ranks, experts over 8 GPUs by EP: servesim's tp 8, dp 8, ep.
         let c = case_of(&row(&[
@@ -1358,10 +1357,27 @@ mod tests {
             ("moe_ep_size", "8"),
         ]))
         .unwrap();
-        assert_eq!((c.model, c.tp, c.dp, c.ep, c.roofline, c.weight_dtype), ("deepseek-r1", 8, 8, true, true, "fp8"));
-        assert!(c.note.contains("roofline: DP attention is not priced from the database yet"), "{}", c.note);
+        assert_eq!((c.model, c.tp, c.dp, c.ep, c.roofline, c.weight_dtype), ("deepseek-r1", 8, 8, true, false, "fp8"));
+        assert!(c.note.contains("MoE TP 1 × EP 8 read from the database's experts over 8 GPUs"), "{}", c.note);
+        // batch_size 8 is each rank's: 64 clients in all, each rank's scheduler held to the
+        // generator's limits for a batch of 8 (SGLang: 1024 sequences, a 1000 + 1500-token prefill).
+        assert_eq!(c.concurrency, 64);
         let doc = scenario_doc(&c, bench(), None, None, 0.0);
-        assert!(doc.at("cost.database").is_none());
+        assert_eq!(str_at(&doc, "cost.database.weights"), "fp8-block");
+        assert_eq!(doc.at("cluster.dp_attention").and_then(|v| v.as_integer()), Some(8));
+        assert_eq!(doc.at("workload.arrival.clients").and_then(|v| v.as_integer()), Some(64));
+        let vllm = case_of(&row(&[
+            ds[0],
+            ds[1],
+            ("tp_size", "1"),
+            ("attention_dp_size", "8"),
+            ("moe_tp_size", "1"),
+            ("moe_ep_size", "8"),
+        ]))
+        .unwrap();
+        let doc = scenario_doc(&vllm, bench(), None, None, 0.0);
+        // vLLM's generator rule per rank: max_num_batched_tokens = 8 + 1000 + 1500.
+        assert_eq!(doc.at("scheduler.max_num_batched_tokens").and_then(|v| v.as_integer()), Some(2508));
         let s = scenario(&c, bench());
         assert_eq!((s.groups[0].tp, s.groups[0].layout.dp_attention, s.groups[0].layout.ep), (8, 8, true));
         // Plain TP8 experts; a TP × EP hybrid runs as EP over its GPUs, and says so; experts
