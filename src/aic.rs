@@ -130,6 +130,7 @@ pub(crate) fn build(
         gpu: req.gpu.clone(),
         moe_distribution: req.moe_distribution.clone(),
         experts: req.experts,
+        expert_parallel: req.expert_parallel,
         package: files.package.clone(),
         command: format!("[cost] database ({} {})", req.framework, req.system),
         // Built on the fly: no date, so nothing in a run depends on when it ran.

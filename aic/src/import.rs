@@ -127,6 +127,10 @@ pub struct Request {
     /// Whether the routed experts' table is read (false: a DP attention rank's slice, whose
     /// experts run over all of the instance's GPUs and are read from the instance's own slice).
     pub experts: bool,
+    /// Whole experts per GPU (expert parallelism over the TP GPUs) rather than each expert
+    /// split over them: the experts' table is read at its expert-parallel rows where it has
+    /// them.
+    pub expert_parallel: bool,
     /// The package the database came with (`aiconfigurator-core 0.12.0`), when known.
     pub package: Option<String>,
     /// The command line, for the profile's `source`.
@@ -594,7 +598,12 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32, gemms: &GemmTable) -> 
     };
     let t = tp as i64;
     let by_tp = (0..f.rows).any(|i| shape(i) && mtp[i] == t && mep[i] == 1);
-    let (want_tp, want_ep) = if by_tp || tp == 1 { (t, 1) } else { (1, t) };
+    let by_ep = (0..f.rows).any(|i| shape(i) && mtp[i] == 1 && mep[i] == t);
+    let (want_tp, want_ep) = match (r.expert_parallel && by_ep, by_tp || tp == 1) {
+        (true, _) => (1, t),
+        (false, true) => (t, 1),
+        (false, false) => (1, t),
+    };
     let ok = |i: usize| shape(i) && mtp[i] == want_tp && mep[i] == want_ep;
     let mut kernels: Vec<&str> = (0..f.rows).filter(|&i| ok(i)).map(|i| kernel[i]).collect();
     kernels.sort();
@@ -642,8 +651,12 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32, gemms: &GemmTable) -> 
         shared_note = format!("; plus {s} shared expert(s) as {} GEMMs ({}; {})", gemms.dtype, up.shape, down.shape);
     }
     let mut table = fit_table("moe_experts", Some(tp), vec![Axis::Tokens], pts);
-    let split = if want_ep == 1 {
+    let split = if want_ep == 1 && r.expert_parallel && tp > 1 {
+        format!("expert TP {tp} (the table has no expert-parallel rows at {tp} GPUs; the same bytes and FLOPs per GPU under balanced routing)")
+    } else if want_ep == 1 {
         format!("expert TP {tp}")
+    } else if r.expert_parallel {
+        format!("expert parallel {tp}")
     } else {
         format!("expert parallel {tp} (the table has no expert-TP rows at {tp} GPUs; the same bytes and FLOPs per GPU under balanced routing)")
     };

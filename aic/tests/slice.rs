@@ -46,6 +46,7 @@ fn request(tp: Vec<u32>) -> Request {
         gpu: GpuPreset::find("h100-sxm").unwrap().spec(),
         moe_distribution: "balanced".into(),
         experts: true,
+        expert_parallel: false,
         package: None,
         command: "test".into(),
         date: String::new(),
@@ -470,4 +471,22 @@ fn deepseek_reads_latent_attention_shared_and_dense_layers_from_the_database() {
     f.add_prefill(1024, 0, true);
     close(op(&f, "attn_prefill"), 61.0 * (0.04887360036373138 + 0.01934400035275353) * ms);
     close(op(&f, "moe_experts"), 58.0 * (0.6535462188720703 + 0.020617778102556866 + 0.013903111219406128) * ms);
+    // Expert parallelism (`cluster.ep`): whole experts on each of the 8 GPUs, the table's
+    // (moe_tp 1, moe_ep 8) rows — slower here than the split ones at these counts.
+    let ep = servesim_aic::import(&db, &Request { expert_parallel: true, ..deepseek_request() }).unwrap();
+    let src = ep.ops.iter().find(|t| t.name == "moe_experts").unwrap().source.clone().unwrap();
+    assert!(src.selection.contains("power_law_1.2 routing, expert parallel 8;"), "{src:?}");
+    let m = deepseek_on_h100(&ep);
+    close(
+        seconds_of(&m, &d, "moe_experts"),
+        58.0 * (0.1993715286254883 + 0.012248888611793518 + 0.004716444346639845) * ms,
+    );
+    close(
+        seconds_of(&m, &f, "moe_experts"),
+        58.0 * (0.7891519927978516 + 0.020617778102556866 + 0.013903111219406128) * ms,
+    );
+    // A DP attention rank's slice leaves the experts out (the instance's slice has them).
+    let rank = servesim_aic::import(&db, &Request { experts: false, ..deepseek_request() }).unwrap();
+    assert!(rank.ops.iter().all(|t| t.name != "moe_experts"));
+    assert!(rank.ops.iter().any(|t| t.name == "attn_decode"));
 }

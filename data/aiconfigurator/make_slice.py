@@ -118,8 +118,10 @@ for f in ["context_attention_perf.parquet", "generation_attention_perf.parquet"]
 for f in ["context_mla_perf.parquet", "generation_mla_perf.parquet"]:
     cut(S.format("mla", f), both(isin("num_heads", [16]), isin("kv_cache_dtype", ["bfloat16"])))
 cut(S.format("mla_bmm", "mla_bmm_perf.parquet"), both(isin("num_heads", [16]), isin("bmm_dtype", ["fp8"])))
+# The experts split over 8 GPUs by TP (8, 1), and whole over 8 GPUs by expert parallelism (1, 8).
 cut(S.format("moe", "moe_perf.parquet"), both(
     isin("moe_dtype", ["fp8_block"]), isin("hidden_size", [7168]), isin("num_experts", [256]),
-    isin("moe_tp_size", [8]), isin("moe_ep_size", [1]), isin("distribution", ["power_law_1.2"]),
+    isin("moe_tp_size", [1, 8]), isin("moe_ep_size", [1, 8]), isin("distribution", ["power_law_1.2"]),
+    lambda t: pc.not_equal(t["moe_tp_size"], t["moe_ep_size"]),
 ))
 cut(S.format("comm", "custom_allreduce_perf.parquet"), lambda t: pc.equal(t["num_gpus"], 8))

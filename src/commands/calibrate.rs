@@ -250,6 +250,7 @@ fn import_aic(a: AicArgs) -> Result<()> {
         gpu: preset.spec(),
         moe_distribution: a.moe_distribution.clone(),
         experts: true,
+        expert_parallel: false,
         package: files.package.clone(),
         command,
         date: utc_now(),

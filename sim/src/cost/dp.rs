@@ -232,3 +232,97 @@ impl CostModel for DpProfiled {
 
 /// Why the all-to-all is the roofline's.
 const A2A: &str = "the experts' dispatch and combine between DP attention ranks (not read from the database)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::profile::{Axis, Interp, ModelDims, OpTable, ProfileMeta, PROFILE_FORMAT_VERSION};
+    use crate::spec::{Dtype, GpuPreset, ModelPreset};
+
+    fn qwen() -> ModelSpec {
+        ModelSpec::from_preset(ModelPreset::find("qwen3-30b-a3b").unwrap(), Dtype::Bf16, Dtype::Bf16)
+    }
+
+    fn table(name: &str, tp: u32, axes: Vec<Axis>, points: Vec<Vec<f64>>) -> OpTable {
+        OpTable {
+            name: name.into(),
+            tp: Some(tp),
+            axes,
+            interp: Interp::Linear,
+            points,
+            dims: None,
+            heldout: vec![],
+            source: None,
+        }
+    }
+
+    /// At TP `tp`: every token op `tokens / 1000` ms, the experts `tokens / 100` ms, decode
+    /// attention 0.01 ms per sequence per 1,000 tokens of context.
+    fn profile(tp: u32) -> Profile {
+        let line =
+            |name: &str, per: f64| table(name, tp, vec![Axis::Tokens], vec![vec![1.0, per], vec![1e4, 1e4 * per]]);
+        let mut ops: Vec<OpTable> = [
+            "input_layernorm",
+            "attn_pre_proj",
+            "attn_rope",
+            "attn_post_proj",
+            "post_attention_layernorm",
+            "add",
+            "lm_head",
+        ]
+        .iter()
+        .map(|n| line(n, 0.001))
+        .collect();
+        ops.push(line("moe_experts", 0.01));
+        ops.push(table(
+            "attn_decode",
+            tp,
+            vec![Axis::Batch, Axis::Context],
+            vec![vec![1.0, 1000.0, 0.01], vec![1.0, 2000.0, 0.02], vec![64.0, 1000.0, 0.64], vec![64.0, 2000.0, 1.28]],
+        ));
+        Profile {
+            format_version: PROFILE_FORMAT_VERSION,
+            meta: ProfileMeta { model: ModelDims::from_spec(&qwen()), tp: vec![tp], ..Default::default() },
+            ops,
+        }
+    }
+
+    fn decodes(n: u64) -> BatchShape {
+        let mut b = BatchShape::default();
+        for _ in 0..n {
+            b.add_decode(1000);
+        }
+        b
+    }
+
+    #[test]
+    fn each_rank_reads_its_own_slice_and_the_experts_run_over_every_ranks_tokens() {
+        let g = GpuPreset::find("h100-sxm").unwrap().spec();
+        let params = RooflineParams { cpu_overhead_base_us: 0.0, cpu_overhead_per_seq_us: 0.0, ..Default::default() };
+        let layout = Layout { dp_attention: 2, ep: true, pp: 1 };
+        let m = DpProfiled::new(qwen(), g, 2, layout, params, &profile(1), &profile(2)).unwrap();
+        let a2a = |b: &BatchShape| m.roofline.op_time(RoofOp::AllToAll, b);
+        // 16 decodes on rank 0, rank 1 idle: per layer (48) rank 0's six token ops at 16 tokens
+        // (6 × 0.016 ms) and its attention (0.16 ms), the experts at 16 tokens (0.16 ms), the
+        // LM head once (0.016 ms), and the roofline's all-to-all.
+        let ms = 1e-3;
+        let lopsided = 48.0 * (6.0 * 0.016 + 0.16 + 0.16) * ms + 0.016 * ms + a2a(&decodes(16));
+        let (t, cpu) = m.dp_seconds(&[decodes(16), BatchShape::default()], None);
+        assert!((t - lopsided).abs() < 1e-12, "{t} vs {lopsided}");
+        assert_eq!(cpu, 0.0);
+        // Eight on each: each rank's own ops at 8, the experts still at 16.
+        let even = 48.0 * (6.0 * 0.008 + 0.08 + 0.16) * ms + 0.016 * ms + a2a(&decodes(16));
+        let (t, _) = m.dp_seconds(&[decodes(8), decodes(8)], None);
+        assert!((t - even).abs() < 1e-12, "{t} vs {even}");
+        // One batch of 16 is priced as its even split.
+        assert!((m.even(&decodes(16), None).0 - even).abs() < 1e-12);
+        // The account holds the all-to-all (the roofline's) as a share of the step.
+        let mut acc = CostAccount::default();
+        m.dp_seconds(&[decodes(8), decodes(8)], Some(&mut acc));
+        let shares = m.shares(&acc);
+        let s = shares.iter().find(|s| s.op == "all_to_all").expect("accounted");
+        assert!((s.share - a2a(&decodes(16)) / even).abs() < 1e-12, "{s:?}");
+        assert!(m.fallbacks().iter().any(|f| f.op == "all_to_all"));
+        assert!(!m.fallbacks().iter().any(|f| f.op == "moe_experts" || f.op == "all_reduce"), "{:?}", m.fallbacks());
+    }
+}

@@ -79,6 +79,8 @@ pub fn find(req: &DatabaseRequest) -> Option<(&'static str, Arc<Profile>)> {
                 && req.path.is_none()
                 && p.meta.model.same_shapes(&req.model)
                 && p.meta.tp.contains(&req.tp)
+                // Shipped slices read the experts split by TP, not at expert-parallel rows.
+                && !(req.expert_parallel && req.model.experts > 1 && req.tp > 1)
         })
         .map(|(n, p)| (*n, p.clone()))
 }
@@ -115,6 +117,7 @@ mod tests {
                     tp,
                     gpu: preset.spec(),
                     experts: true,
+                    expert_parallel: false,
                 };
                 assert_eq!(find(&req).map(|(n, _)| n), Some(*name));
                 let m = Profiled::new(model.clone(), preset.spec(), tp as u64, RooflineParams::default(), p).unwrap();

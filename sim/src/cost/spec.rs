@@ -295,6 +295,8 @@ pub struct DatabaseRequest {
     /// Whether the experts' table is wanted (false: a DP attention rank's slice at its own TP
     /// degree, the experts read from the instance's slice).
     pub experts: bool,
+    /// Expert parallelism (`cluster.ep`): the experts' table read at its expert-parallel rows.
+    pub expert_parallel: bool,
 }
 
 impl DatabaseRequest {
@@ -326,7 +328,7 @@ impl DatabaseRequest {
     pub fn key(&self) -> String {
         let m = &self.model;
         format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}|{} {} {} {} {} {} {} {} {}|{:?}|tp{}{}",
+            "{}|{}|{}|{}|{}|{}|{}|{}|{} {} {} {} {} {} {} {} {}|{:?}|tp{}{}{}",
             self.system,
             self.framework,
             self.version.as_deref().unwrap_or("newest"),
@@ -346,7 +348,8 @@ impl DatabaseRequest {
             m.top_k,
             m.kv_dtype,
             self.tp,
-            if self.experts { "" } else { "|no experts" }
+            if self.experts { "" } else { "|no experts" },
+            if self.expert_parallel { "|ep" } else { "" }
         )
     }
 }

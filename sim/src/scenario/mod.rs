@@ -221,6 +221,7 @@ fn group_profile(
                 tp: g.tp as u32,
                 gpu: g.gpu.clone(),
                 experts: true,
+                expert_parallel: g.layout.ep,
             };
             let p = resources.database(&req).map_err(|e| ConfigError::at(&key, e.to_string()))?;
             let dp = g.layout.dp_attention;

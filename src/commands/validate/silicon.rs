@@ -226,9 +226,10 @@ fn row_case(r: &Row) -> std::result::Result<Case, String> {
         return Err(format!("tp_size {tp}: more than one node"));
     }
     // MoE layers: the experts span the TP GPUs, by expert TP, expert parallelism or both; the
-    // database's experts over as many GPUs price them (expert-TP rows, or expert-parallel ones
-    // where the engine measured only those: the same bytes and FLOPs per GPU under balanced
-    // routing). Dense models' rows carry moe_tp 1 and mean nothing by it.
+    // database's experts over as many GPUs price them (with expert parallelism its
+    // expert-parallel rows, else its expert-TP rows; either where the engine measured only the
+    // other: the same bytes and FLOPs per GPU under balanced routing). Dense models' rows carry
+    // moe_tp 1 and mean nothing by it.
     let moe = servesim_sim::spec::ModelPreset::find(model).is_some_and(|p| p.experts > 1);
     let ep = int("moe_ep_size").filter(|&e| moe && e > 1);
     let mut ep_note = None;
@@ -240,8 +241,8 @@ fn row_case(r: &Row) -> std::result::Result<Case, String> {
             ));
         }
         ep_note = Some(format!(
-            "MoE TP {t} × EP {e} read from the database's experts over {tp} GPUs (the same bytes and FLOPs per GPU \
-             under balanced routing)"
+            "MoE TP {t} × EP {e} read from the database's expert-parallel rows over {tp} GPUs (its expert-TP rows \
+             where it has none: the same bytes and FLOPs per GPU under balanced routing)"
         ));
     }
     if moe && ep.is_none() && int("moe_tp_size").is_some_and(|m| m != tp) {
@@ -279,6 +280,7 @@ fn row_case(r: &Row) -> std::result::Result<Case, String> {
         note: note.join("; "),
         weight_dtype: if weights == "bf16" { "bf16" } else { "fp8" },
         dp: 1,
+        ep: ep.is_some(),
         gap_analysis: gap_analysis(r),
         ..Default::default()
     })
@@ -361,8 +363,8 @@ fn layout_case_of(
     roofline_note.extend(hybrid.clone());
     if moe_ep > 1 {
         note.push(format!(
-            "MoE TP {moe_tp} × EP {moe_ep} read from the database's experts over {gpus} GPUs (the same bytes and \
-             FLOPs per GPU under balanced routing)"
+            "MoE TP {moe_tp} × EP {moe_ep} read from the database's expert-parallel rows over {gpus} GPUs (its \
+             expert-TP rows where it has none: the same bytes and FLOPs per GPU under balanced routing)"
         ));
     } else {
         note.extend(hybrid);
@@ -586,8 +588,12 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
         .set("model.weight_dtype", c.weight_dtype)
         .set("model.kv_dtype", c.kv_dtype.unwrap_or_else(|| bench.kv_cache.dtype(c)));
     doc.set("gpu.preset", c.gpu).set("cluster.instances", 1).set("cluster.tp", c.tp as i64);
-    if c.dp != 1 || (c.ep && c.roofline) {
-        doc.set("cluster.dp_attention", c.dp as i64).set("cluster.ep", c.ep && c.roofline);
+    if c.ep {
+        // Whole experts per GPU: the roofline's layout, and the database's expert-parallel rows.
+        doc.set("cluster.ep", true);
+    }
+    if c.dp != 1 {
+        doc.set("cluster.dp_attention", c.dp as i64);
     }
     if c.generator_limits(bench.engine_limits) {
         // The generator's limits are each rank's (its max_batch_size is the row's batch_size).
@@ -1327,11 +1333,16 @@ mod tests {
         let c = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("moe_tp_size", "4"), ("moe_ep_size", "1")])).unwrap();
         assert_eq!((c.model, c.weights, c.tp), ("qwen3-235b-a22b", "fp8-block", 4));
         assert!(c.note.contains("block-scaled"), "{}", c.note);
-        // Expert parallelism over the same GPUs: the database's experts over 4 GPUs, said so; the
-        // layout of the scenario stays plain TP (the experts' table carries the split).
+        // Expert parallelism over the same GPUs: the database's expert-parallel rows over 4 GPUs,
+        // said so; the scenario's layout is expert-parallel.
         let ep = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("moe_tp_size", "1"), ("moe_ep_size", "4")])).unwrap();
-        assert!(ep.note.contains("MoE TP 1 × EP 4 read from the database's experts over 4 GPUs"), "{}", ep.note);
-        assert!(!scenario(&ep, bench()).groups[0].layout.ep);
+        assert!(
+            ep.note.contains("MoE TP 1 × EP 4 read from the database's expert-parallel rows over 4 GPUs"),
+            "{}",
+            ep.note
+        );
+        assert!(scenario(&ep, bench()).groups[0].layout.ep);
+        assert!(!scenario(&c, bench()).groups[0].layout.ep);
         let wide = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("moe_tp_size", "1"), ("moe_ep_size", "8")]));
         assert!(wide.unwrap_err().contains("the experts do not span the attention's GPUs"));
         let split = case_of(&row(&[qwen[0], qwen[1], ("tp_size", "1"), ("moe_tp_size", "2"), ("moe_ep_size", "1")]));
@@ -1358,7 +1369,11 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!((c.model, c.tp, c.dp, c.ep, c.roofline, c.weight_dtype), ("deepseek-r1", 8, 8, true, false, "fp8"));
-        assert!(c.note.contains("MoE TP 1 × EP 8 read from the database's experts over 8 GPUs"), "{}", c.note);
+        assert!(
+            c.note.contains("MoE TP 1 × EP 8 read from the database's expert-parallel rows over 8 GPUs"),
+            "{}",
+            c.note
+        );
         // batch_size 8 is each rank's: 64 clients in all, each rank's scheduler held to the
         // generator's limits for a batch of 8 (SGLang: 1024 sequences, a 1000 + 1500-token prefill).
         assert_eq!(c.concurrency, 64);
@@ -1395,7 +1410,7 @@ mod tests {
             case_of(&row(&[ds[0], ds[1], ("tp_size", "4"), ("moe_tp_size", "2"), ("moe_ep_size", "2")])).unwrap();
         assert_eq!((hybrid.tp, hybrid.dp, hybrid.ep, hybrid.roofline), (4, 1, true, false));
         assert!(
-            hybrid.note.contains("MoE TP 2 × EP 2 read from the database's experts over 4 GPUs"),
+            hybrid.note.contains("MoE TP 2 × EP 2 read from the database's expert-parallel rows over 4 GPUs"),
             "{}",
             hybrid.note
         );
@@ -1404,9 +1419,10 @@ mod tests {
             "{}",
             hybrid.roofline_note
         );
-        assert!(
-            scenario_doc(&hybrid, bench(), None, None, 0.0).at("cluster.ep").is_none(),
-            "experts as the table has them"
+        assert_eq!(
+            scenario_doc(&hybrid, bench(), None, None, 0.0).at("cluster.ep").and_then(|v| v.as_bool()),
+            Some(true),
+            "the database's expert-parallel rows"
         );
         let short = case_of(&row(&[ds[0], ds[1], ("tp_size", "4"), ("moe_tp_size", "2"), ("moe_ep_size", "1")]));
         assert!(short.unwrap_err().contains("the experts do not span the GPUs"));
