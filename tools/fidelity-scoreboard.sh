@@ -55,7 +55,7 @@ PARTS = [
     ("Qwen3 MoE, TensorRT-LLM", lambda r: kind(r) == "moe" and TRT(r)),
     ("gpt-oss-120b (windowed, MoE), database", lambda r: kind(r) == "windowed"),
     ("DeepSeek-R1/V3 (latent attention), database", lambda r: kind(r) == "mla"),
-    ("priced by the roofline (DP attention; kernels the database lacks)", lambda r: kind(r) == "roofline"),
+    ("priced by the roofline (kernels the database lacks)", lambda r: kind(r) == "roofline"),
 ]
 def med(rs, k, signed=False):
     v = [float(r[f"{k}_error_pct"]) for r in rs]

@@ -597,13 +597,8 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32, gemms: &GemmTable) -> 
             && experts[i] as u64 == m.experts
     };
     let t = tp as i64;
-    let by_tp = (0..f.rows).any(|i| shape(i) && mtp[i] == t && mep[i] == 1);
-    let by_ep = (0..f.rows).any(|i| shape(i) && mtp[i] == 1 && mep[i] == t);
-    let (want_tp, want_ep) = match (r.expert_parallel && by_ep, by_tp || tp == 1) {
-        (true, _) => (1, t),
-        (false, true) => (t, 1),
-        (false, false) => (1, t),
-    };
+    let has = |want: (i64, i64)| (0..f.rows).any(|i| shape(i) && (mtp[i], mep[i]) == want);
+    let (want_tp, want_ep) = experts_split(r.expert_parallel, t, has);
     let ok = |i: usize| shape(i) && mtp[i] == want_tp && mep[i] == want_ep;
     let mut kernels: Vec<&str> = (0..f.rows).filter(|&i| ok(i)).map(|i| kernel[i]).collect();
     kernels.sort();
@@ -651,15 +646,7 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32, gemms: &GemmTable) -> 
         shared_note = format!("; plus {s} shared expert(s) as {} GEMMs ({}; {})", gemms.dtype, up.shape, down.shape);
     }
     let mut table = fit_table("moe_experts", Some(tp), vec![Axis::Tokens], pts);
-    let split = if want_ep == 1 && r.expert_parallel && tp > 1 {
-        format!("expert TP {tp} (the table has no expert-parallel rows at {tp} GPUs; the same bytes and FLOPs per GPU under balanced routing)")
-    } else if want_ep == 1 {
-        format!("expert TP {tp}")
-    } else if r.expert_parallel {
-        format!("expert parallel {tp}")
-    } else {
-        format!("expert parallel {tp} (the table has no expert-TP rows at {tp} GPUs; the same bytes and FLOPs per GPU under balanced routing)")
-    };
+    let split = split_words(r.expert_parallel, want_ep, tp);
     table.source = Some(OpSource {
         file,
         selection: format!("{} MoE of kernel {k}, {} routing, {split}{shared_note}", moe_dtype, r.moe_distribution),
@@ -667,6 +654,33 @@ fn moe_op(db: &Db, sel: &Selection, r: &Request, tp: u32, gemms: &GemmTable) -> 
         transfer_error: None,
     });
     Ok(table)
+}
+
+/// The experts' rows to read, (moe_tp, moe_ep), for `t` GPUs: the expert-parallel rows with
+/// expert parallelism where the table has them, else the expert-TP rows, else (TensorRT-LLM,
+/// whose tables measure expert parallelism only) the expert-parallel ones. `has` says whether
+/// the table has rows of a split.
+fn experts_split(expert_parallel: bool, t: i64, has: impl Fn((i64, i64)) -> bool) -> (i64, i64) {
+    if expert_parallel && has((1, t)) {
+        (1, t)
+    } else if has((t, 1)) || t == 1 {
+        (t, 1)
+    } else {
+        (1, t)
+    }
+}
+
+/// How the experts were split, in a table's selection.
+fn split_words(expert_parallel: bool, want_ep: i64, tp: u32) -> String {
+    let same = "the same bytes and FLOPs per GPU under balanced routing";
+    match (want_ep == 1, expert_parallel) {
+        (true, true) if tp > 1 => {
+            format!("expert TP {tp} (the table has no expert-parallel rows at {tp} GPUs; {same})")
+        }
+        (true, _) => format!("expert TP {tp}"),
+        (false, true) => format!("expert parallel {tp}"),
+        (false, false) => format!("expert parallel {tp} (the table has no expert-TP rows at {tp} GPUs; {same})"),
+    }
 }
 
 /// The `device` column of a table (the GPU's name as the collector saw it).

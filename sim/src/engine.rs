@@ -426,6 +426,7 @@ impl Simulation {
             now: SimTime::ZERO,
             queue: EventQueue::default(),
             router: router::build(&s.router, s.seed),
+            dp_balancers: instances.iter().map(|i| (i.ranks() > 1).then(|| s.dp_balance.build())).collect(),
             instances,
             workload,
             rec,
@@ -445,10 +446,8 @@ impl Simulation {
             group_costs,
             cost_sources: order.iter().map(|&gi| cost_source(&s.groups[gi], cost_of.is_some())).collect(),
             frontend,
-            dp_balancers: Vec::new(),
             rank_loads: Vec::new(),
         };
-        sim.dp_balancers = sim.instances.iter().map(|i| (i.ranks() > 1).then(|| s.dp_balance.build())).collect();
         sim.start_fleet(fleet_events);
         sim
     }

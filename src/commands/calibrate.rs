@@ -198,6 +198,15 @@ pub(crate) fn run(a: Args) -> Result<()> {
     }
 }
 
+/// The `--kv` argument: the KV cache dtypes the database measured.
+fn kv_dtype(kv: &str) -> Result<servesim_sim::spec::Dtype> {
+    match kv {
+        "bf16" => Ok(servesim_sim::spec::Dtype::Bf16),
+        "fp8" => Ok(servesim_sim::spec::Dtype::Fp8),
+        other => Err(CliError::input(format!("--kv: expected bf16 or fp8, got {other:?}"))),
+    }
+}
+
 fn import_aic(a: AicArgs) -> Result<()> {
     let files = crate::aic::locate(a.database.as_deref(), "--database")?;
     let model = load_model(&a.model)?;
@@ -215,11 +224,7 @@ fn import_aic(a: AicArgs) -> Result<()> {
             a.moe_distribution
         )));
     }
-    let kv = match a.kv.as_str() {
-        "bf16" => servesim_sim::spec::Dtype::Bf16,
-        "fp8" => servesim_sim::spec::Dtype::Fp8,
-        other => return Err(CliError::input(format!("--kv: expected bf16 or fp8, got {other:?}"))),
-    };
+    let kv = kv_dtype(&a.kv)?;
     let preset = servesim_sim::spec::GpuPreset::find(&a.system).ok_or_else(|| {
         CliError::input(format!(
             "--system {}: no GPU preset for it (servesim knows {})",

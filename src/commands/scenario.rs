@@ -392,6 +392,71 @@ fn gpu_of(gpu: &str) -> Result<(servesim_sim::spec::GpuSpec, String)> {
     Ok((s.groups[0].gpu.clone(), section))
 }
 
+/// The `[scheduler]` limits of a command (each DP attention rank's), the engine's defaults on
+/// this GPU where it says nothing; and over how many ranks SGLang shares its limits (1 without
+/// DP attention, or under vLLM, whose flags are each engine core's).
+fn limit_lines(
+    engine: Engine,
+    got: &BTreeMap<&'static str, String>,
+    gpu: &servesim_sim::spec::GpuSpec,
+    dp_attention: u64,
+) -> Result<(String, u64)> {
+    let mut t = String::new();
+    // The engine's own defaults on this GPU where the command says nothing.
+    let serving = match engine {
+        Engine::Vllm => servesim_sim::scenario::ServingEngine::Vllm,
+        Engine::Sglang => servesim_sim::scenario::ServingEngine::Sglang,
+    };
+    let limits = serving.default_limits(gpu);
+    let mut seqs = int(got, "max_num_seqs", "--max-num-seqs")?.unwrap_or(limits.max_num_seqs as u64);
+    let mut tokens =
+        int(got, "max_num_batched_tokens", "--max-num-batched-tokens")?.unwrap_or(limits.max_num_batched_tokens as u64);
+    let sglang_ranks = if engine == Engine::Sglang && dp_attention > 1 { dp_attention } else { 1 };
+    if dp_attention > 1 {
+        t += "# The limits below are each DP attention rank's (each rank schedules its own requests).\n";
+    }
+    if sglang_ranks > 1 {
+        // SGLang reads --chunked-prefill-size and --max-running-requests as the whole server's
+        // and gives each DP attention rank its share (python/sglang/srt/server_args.py,
+        // ServerArgs._handle_data_parallelism: chunked_prefill_size // dp_size, at 469c63e5;
+        // the scheduler's max_running_requests // dp_size per worker).
+        t += &format!("# SGLang's --chunked-prefill-size {tokens} and --max-running-requests {seqs}, over {sglang_ranks} ranks.\n");
+        (seqs, tokens) = ((seqs / sglang_ranks).max(1), (tokens / sglang_ranks).max(1));
+    }
+    t += &format!("max_num_seqs = {seqs}\nmax_num_batched_tokens = {tokens}\n");
+    Ok((t, sglang_ranks))
+}
+
+/// SGLang's scheduler settings: `--max-prefill-tokens`, the conservativeness (× 0.3 under DP
+/// attention over `ranks` > 1, as SGLang's server_args sets it), `--enable-mixed-chunk`.
+fn sglang_lines(got: &BTreeMap<&'static str, String>, ranks: u64) -> Result<String> {
+    let mut t = String::new();
+    if let Some(n) = int(got, "max_prefill_tokens", "--max-prefill-tokens")? {
+        t += &format!("max_prefill_tokens = {n}\n");
+    }
+    let given = got.get("conservativeness").map(|c| {
+        c.parse()
+            .ok()
+            .filter(|x: &f64| x.is_finite() && (0.0..=100.0).contains(x))
+            .ok_or_else(|| CliError::input(format!("--schedule-conservativeness: not a number in [0, 100]: {c:?}")))
+    });
+    let given = given.transpose()?;
+    if ranks > 1 {
+        // And DP attention makes the scheduler 0.3 × as conservative (the same function).
+        let x = given.unwrap_or(1.0);
+        t += &format!(
+            "schedule_conservativeness = {} # --schedule-conservativeness {x} × 0.3 under DP attention\n",
+            x * 0.3
+        );
+    } else if let Some(x) = given {
+        t += &format!("schedule_conservativeness = {x}\n");
+    }
+    if got.get("mixed_chunk").is_some_and(|v| v == "true") {
+        t += "mixed_chunk = true\n";
+    }
+    Ok(t)
+}
+
 /// The scenario text of a launch command, and the warnings (flags not understood, settings
 /// not modelled).
 fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<String>)> {
@@ -440,29 +505,9 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
     if pp > 1 {
         t += &format!("pp = {pp}\n");
     }
-    // The engine's own defaults on this GPU where the command says nothing.
-    let serving = match engine {
-        Engine::Vllm => servesim_sim::scenario::ServingEngine::Vllm,
-        Engine::Sglang => servesim_sim::scenario::ServingEngine::Sglang,
-    };
-    let limits = serving.default_limits(&gpu);
-    let mut seqs = int(&got, "max_num_seqs", "--max-num-seqs")?.unwrap_or(limits.max_num_seqs as u64);
-    let mut tokens = int(&got, "max_num_batched_tokens", "--max-num-batched-tokens")?
-        .unwrap_or(limits.max_num_batched_tokens as u64);
     t += "\n[scheduler]\n";
-    let sglang_ranks = if engine == Engine::Sglang && dp_attention > 1 { dp_attention } else { 1 };
-    if dp_attention > 1 {
-        t += "# The limits below are each DP attention rank's (each rank schedules its own requests).\n";
-    }
-    if sglang_ranks > 1 {
-        // SGLang reads --chunked-prefill-size and --max-running-requests as the whole server's
-        // and gives each DP attention rank its share (python/sglang/srt/server_args.py,
-        // ServerArgs._handle_data_parallelism: chunked_prefill_size // dp_size, at 469c63e5;
-        // the scheduler's max_running_requests // dp_size per worker).
-        t += &format!("# SGLang's --chunked-prefill-size {tokens} and --max-running-requests {seqs}, over {sglang_ranks} ranks.\n");
-        (seqs, tokens) = ((seqs / sglang_ranks).max(1), (tokens / sglang_ranks).max(1));
-    }
-    t += &format!("max_num_seqs = {seqs}\nmax_num_batched_tokens = {tokens}\n");
+    let (lines, sglang_ranks) = limit_lines(engine, &got, &gpu, dp_attention)?;
+    t += &lines;
     if let Some(b) = int(&got, "block_size", "--block-size")? {
         t += &format!("block_tokens = {b}\n");
     }
@@ -478,29 +523,7 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
         (false, _) => "[scheduler.batching]\nkind = \"continuous\"\n",
     };
     if chunked && engine == Engine::Sglang {
-        if let Some(n) = int(&got, "max_prefill_tokens", "--max-prefill-tokens")? {
-            t += &format!("max_prefill_tokens = {n}\n");
-        }
-        let given = got.get("conservativeness").map(|c| {
-            c.parse()
-                .ok()
-                .filter(|x: &f64| x.is_finite() && (0.0..=100.0).contains(x))
-                .ok_or_else(|| CliError::input(format!("--schedule-conservativeness: not a number in [0, 100]: {c:?}")))
-        });
-        let given = given.transpose()?;
-        if sglang_ranks > 1 {
-            // And DP attention makes the scheduler 0.3 × as conservative (the same function).
-            let x = given.unwrap_or(1.0);
-            t += &format!(
-                "schedule_conservativeness = {} # --schedule-conservativeness {x} × 0.3 under DP attention\n",
-                x * 0.3
-            );
-        } else if let Some(x) = given {
-            t += &format!("schedule_conservativeness = {x}\n");
-        }
-        if got.get("mixed_chunk").is_some_and(|v| v == "true") {
-            t += "mixed_chunk = true\n";
-        }
+        t += &sglang_lines(&got, sglang_ranks)?;
     }
     // 0 is vLLM's "no threshold", servesim's default too.
     let threshold = match got.get("long_prefill").map(String::as_str) {

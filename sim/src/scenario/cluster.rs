@@ -130,7 +130,6 @@ pub(crate) fn resolve_groups(
         memory.validate(&format!("{path}.memory"))?;
         let cost: CostSpec = from_table(section(&base_cost, &g.cost), &format!("{path}.cost"))?;
         cost.validate(&format!("{path}.cost"))?;
-
         let layout = super::layout(
             model,
             tp as u64,

@@ -237,9 +237,9 @@ impl LaunchCommand {
         // as the whole server's, each rank taking its share ([`dp_flags`]).
         let dp = g.layout.dp_attention.max(1);
         let (tp, limits) = match engine {
-            ServingEngine::Vllm => (g.tp as u64 / dp, 1),
-            ServingEngine::Sglang => (g.tp as u64, dp),
-            ServingEngine::Trtllm => (g.tp as u64, 1),
+            ServingEngine::Vllm => (g.tp / dp, 1),
+            ServingEngine::Sglang => (g.tp, dp),
+            ServingEngine::Trtllm => (g.tp, 1),
         };
         put("tp", tp.to_string());
         if g.layout.pp > 1 {

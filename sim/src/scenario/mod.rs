@@ -122,6 +122,32 @@ pub(crate) fn layout(
     Ok(crate::cost::Layout { dp_attention: dp as u64, ep, pp: pp as u64 })
 }
 
+/// The engine's own balancer between DP ranks: vLLM's where the engine is vLLM, SGLang's (and
+/// TensorRT-LLM's, and servesim's) round-robin otherwise; written into the resolved file where
+/// an instance has DP ranks, whose groups may not draft speculatively.
+fn dp_balance(
+    file: &mut ScenarioFile,
+    groups: &[InstanceGroup],
+    heterogeneous: bool,
+) -> Result<crate::router::DpBalance, ConfigError> {
+    let dp_balance = file.cluster.dp_balance.unwrap_or(match file.engine {
+        Some(ServingEngine::Vllm) => crate::router::DpBalance::VllmDp,
+        _ => crate::router::DpBalance::RoundRobin,
+    });
+    if !groups.iter().any(|g| g.layout.dp_attention > 1) {
+        return Ok(dp_balance);
+    }
+    file.cluster.dp_balance = Some(dp_balance);
+    if let Some(i) = groups.iter().position(|g| g.scheduler.speculative.is_some() && g.layout.dp_attention > 1) {
+        let key = if heterogeneous { format!("cluster.groups[{i}].scheduler") } else { "scheduler".into() };
+        return Err(ConfigError::at(
+            &format!("{key}.speculative"),
+            "speculative decoding with DP attention is not simulated yet (each rank drafts for its own batch)".into(),
+        ));
+    }
+    Ok(dp_balance)
+}
+
 /// Plans one GPU's memory for a group: the group may store its KV in another dtype, and a
 /// draft model (speculative decoding) takes its weights and KV out of the same memory.
 /// `memory_key` and `scheduler_key` name the sections in errors.
@@ -179,50 +205,7 @@ fn group_profile(
         }
         (None, Some(d)) => {
             let key = format!("{path_key}.database");
-            let gpu_system = crate::spec::GpuPreset::find(&g.gpu.name).map(|p| p.database_system);
-            let system = match (&d.system, gpu_system) {
-                (Some(s), Some(gs)) if crate::spec::GpuPreset::find(s).map(|p| p.database_system) != Some(gs) => {
-                    return Err(ConfigError::at(
-                        &format!("{key}.system"),
-                        format!(
-                            "{s} does not match the group's GPU {} (database system {gs}); omit system to follow the GPU",
-                            g.gpu.name
-                        ),
-                    ))
-                }
-                (Some(s), _) => crate::spec::GpuPreset::find(s).map_or(s.clone(), |p| p.database_system.to_string()),
-                (None, Some(gs)) => gs.to_string(),
-                (None, None) => {
-                    return Err(ConfigError::at(
-                        &format!("{key}.system"),
-                        format!("the GPU {} is not a preset with a kernel database; name the database's system", g.gpu.name),
-                    ))
-                }
-            };
-            // DeepSeek's and Kimi's FP8 releases (the presets with latent attention) are
-            // block-scaled: `quantization_config.weight_block_size` [128, 128] in their
-            // config.json; their GEMMs are the database's fp8_block ones.
-            let weights = d.weights.clone().unwrap_or_else(|| match model.weight_dtype {
-                crate::spec::Dtype::Fp8 if model.arch.mla.is_some() => "fp8-block".to_string(),
-                w => w.name().to_string(),
-            });
-            let mut req = DatabaseRequest {
-                system,
-                framework: d.framework().to_string(),
-                version: d.version.clone(),
-                weights,
-                gemm_kernel: d.gemm_kernel.clone(),
-                moe_distribution: d
-                    .moe_distribution
-                    .clone()
-                    .unwrap_or_else(|| crate::cost::DEFAULT_MOE_DISTRIBUTION.to_string()),
-                path: d.path.clone(),
-                model: kv_model.clone(),
-                tp: g.tp as u32,
-                gpu: g.gpu.clone(),
-                experts: true,
-                expert_parallel: g.layout.ep,
-            };
+            let mut req = database_request(g, d, model, &kv_model, &key)?;
             let p = resources.database(&req).map_err(|e| ConfigError::at(&key, e.to_string()))?;
             let dp = g.layout.dp_attention;
             if dp > 1 {
@@ -245,6 +228,61 @@ fn group_profile(
 
 /// A group's measured tables: the instance's, and under DP attention one rank's.
 type Slices = (Option<Arc<Profile>>, Option<Arc<Profile>>);
+
+/// What group `g`'s `cost.database` `d` asks of the database (`key` names it in errors): the
+/// system of the group's GPU, the checkpoint's weights, the instance's TP degree and experts.
+fn database_request(
+    g: &InstanceGroup,
+    d: &crate::cost::DatabaseSpec,
+    model: &ModelSpec,
+    kv_model: &ModelSpec,
+    key: &str,
+) -> Result<DatabaseRequest, ConfigError> {
+    let gpu_system = crate::spec::GpuPreset::find(&g.gpu.name).map(|p| p.database_system);
+    let system = match (&d.system, gpu_system) {
+        (Some(s), Some(gs)) if crate::spec::GpuPreset::find(s).map(|p| p.database_system) != Some(gs) => {
+            return Err(ConfigError::at(
+                &format!("{key}.system"),
+                format!(
+                    "{s} does not match the group's GPU {} (database system {gs}); omit system to follow the GPU",
+                    g.gpu.name
+                ),
+            ))
+        }
+        (Some(s), _) => crate::spec::GpuPreset::find(s).map_or(s.clone(), |p| p.database_system.to_string()),
+        (None, Some(gs)) => gs.to_string(),
+        (None, None) => {
+            return Err(ConfigError::at(
+                &format!("{key}.system"),
+                format!("the GPU {} is not a preset with a kernel database; name the database's system", g.gpu.name),
+            ))
+        }
+    };
+    // DeepSeek's and Kimi's FP8 releases (the presets with latent attention) are
+    // block-scaled: `quantization_config.weight_block_size` [128, 128] in their
+    // config.json; their GEMMs are the database's fp8_block ones.
+    let weights = d.weights.clone().unwrap_or_else(|| match model.weight_dtype {
+        crate::spec::Dtype::Fp8 if model.arch.mla.is_some() => "fp8-block".to_string(),
+        w => w.name().to_string(),
+    });
+    Ok(DatabaseRequest {
+        system,
+        framework: d.framework().to_string(),
+        version: d.version.clone(),
+        weights,
+        gemm_kernel: d.gemm_kernel.clone(),
+        moe_distribution: d
+            .moe_distribution
+            .clone()
+            .unwrap_or_else(|| crate::cost::DEFAULT_MOE_DISTRIBUTION.to_string()),
+        path: d.path.clone(),
+        model: kv_model.clone(),
+        tp: g.tp as u32,
+        gpu: g.gpu.clone(),
+        experts: true,
+        expert_parallel: g.layout.ep,
+    })
+}
 
 /// Builds the profiled cost model of group `g` from `p` (named by `key`, "path.key: file") to
 /// check it: it fits the model, runs no op faster than the GPU can, and, with `strict`, leaves
@@ -464,7 +502,6 @@ impl Scenario {
         file.run.validate("run")?;
         file.plan.as_ref().map_or(Ok(()), |p| p.validate("plan"))?;
         file.tune.as_ref().map_or(Ok(()), |t| t.validate("tune"))?;
-
         let max_model_len = file.scheduler.max_model_len.unwrap_or(model.max_context);
         check_model_len(max_model_len, &model, "scheduler")?;
         file.scheduler.max_model_len = Some(max_model_len);
@@ -509,25 +546,6 @@ impl Scenario {
                 ));
             }
         }
-        // The engine's own balancer between DP ranks: vLLM's where the engine is vLLM,
-        // SGLang's (and TensorRT-LLM's, and servesim's) round-robin otherwise; written into the
-        // resolved file where an instance has DP ranks.
-        let dp_balance = file.cluster.dp_balance.unwrap_or(match file.engine {
-            Some(ServingEngine::Vllm) => crate::router::DpBalance::VllmDp,
-            _ => crate::router::DpBalance::RoundRobin,
-        });
-        if groups.iter().any(|g| g.layout.dp_attention > 1) {
-            file.cluster.dp_balance = Some(dp_balance);
-            if let Some(i) = groups.iter().position(|g| g.scheduler.speculative.is_some() && g.layout.dp_attention > 1)
-            {
-                let key = if heterogeneous { format!("cluster.groups[{i}].scheduler") } else { "scheduler".into() };
-                return Err(ConfigError::at(
-                    &format!("{key}.speculative"),
-                    "speculative decoding with DP attention is not simulated yet (each rank drafts for its own batch)"
-                        .into(),
-                ));
-            }
-        }
         if file.fleet.is_some() && disaggregation.is_some() {
             return Err(ConfigError::at(
                 "fleet",
@@ -563,9 +581,9 @@ impl Scenario {
             name,
             seed: file.seed,
             model,
+            dp_balance: dp_balance(&mut file, &groups, heterogeneous)?,
             groups,
             router: file.cluster.router.clone(),
-            dp_balance,
             workload: file.workload.clone(),
             slo: file.slo.clone(),
             metrics: file.metrics.clone(),

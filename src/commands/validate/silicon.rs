@@ -34,7 +34,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use servesim_sim::metrics::Status;
 use servesim_sim::scenario::{EngineLimits, Resources, ServingEngine};
-use servesim_sim::spec::GpuPreset;
+use servesim_sim::spec::{Dtype, GpuPreset, ModelPreset, ModelSpec};
 use servesim_sim::Scenario;
 
 use crate::error::{CliError, Result};
@@ -90,7 +90,7 @@ pub(super) struct Case {
     pub measured_tpot: f64,
     /// What servesim approximates for this row, in words (empty: nothing).
     pub note: String,
-    /// Priced by the roofline: a row with DP attention, or one whose kernels the database lacks.
+    /// Priced by the roofline: a row whose kernels the database lacks.
     pub roofline: bool,
     /// A model with windowed attention layers (gpt-oss), reported apart.
     pub windowed: bool,
@@ -150,11 +150,16 @@ fn concurrency_note(r: &Row) -> Option<String> {
     })
 }
 
-/// A row's benchmark (ISL, OSL, concurrency) and its measured mean TTFT and TPOT.
+/// A row's benchmark (ISL, OSL, concurrency) and its measured mean TTFT and TPOT. A DP row's
+/// batch_size is each rank's: the run's concurrency is batch_size × its ranks (AIConfigurator's
+/// `global_bs = bs * attention_dp_size; concurrency = global_bs`, aic-core/src/aiconfigurator_core/
+/// sdk/backends/base_backend.py at 095f58a51; the sample's ids agree: "…_c256_tp8_0_ep8_0…" has
+/// batch_size 32 on 8 ranks).
 fn measured_of(r: &Row) -> std::result::Result<(u64, u64, u32, f64, f64), String> {
     let int = |k: &str| r.num(k).filter(|v| *v >= 1.0 && v.fract() == 0.0).map(|v| v as u64);
     let (isl, osl) = (int("isl").ok_or("isl")?, int("osl").ok_or("osl")?);
-    let concurrency = int("batch_size").ok_or("batch_size (the concurrency)")? as u32;
+    let ranks = int("attention_dp_size").unwrap_or(1);
+    let concurrency = (int("batch_size").ok_or("batch_size (the concurrency)")? * ranks) as u32;
     let (Some(ttft), Some(tpot)) = (r.num("silicon_ttft_ms"), r.num("silicon_tpot_ms")) else {
         return Err("no measured TTFT or TPOT".into());
     };
@@ -184,12 +189,8 @@ fn row_case(r: &Row) -> std::result::Result<Case, String> {
     }
     let model =
         model_of(r.get("model_path")).ok_or_else(|| format!("model {}: no servesim preset", r.get("model_path")))?;
-    let preset = servesim_sim::spec::ModelPreset::find(model).expect("mapped to a preset");
-    let spec = servesim_sim::spec::ModelSpec::from_preset(
-        preset,
-        servesim_sim::spec::Dtype::Bf16,
-        servesim_sim::spec::Dtype::Bf16,
-    );
+    let preset = ModelPreset::find(model).expect("mapped to a preset");
+    let spec = ModelSpec::from_preset(preset, Dtype::Bf16, Dtype::Bf16);
     if spec.arch.mla.is_some() || spec.arch.window.is_some() {
         return layout_case_of(r, model, &spec);
     }
@@ -220,16 +221,15 @@ fn row_case(r: &Row) -> std::result::Result<Case, String> {
         return Err(format!("pp_size {}: pipeline-parallel rows are not run (the sample has none)", r.get("pp_size")));
     }
     if int("attention_dp_size").is_some_and(|d| d > 1) {
-        return Err("attention data parallelism is not modelled".into());
+        return Err("attention data parallelism on a model without latent or windowed attention: not run (the sample has none of servesim's presets)".into());
     }
     if tp > 8 {
         return Err(format!("tp_size {tp}: more than one node"));
     }
     // MoE layers: the experts span the TP GPUs, by expert TP, expert parallelism or both; the
-    // database's experts over as many GPUs price them (with expert parallelism its
-    // expert-parallel rows, else its expert-TP rows; either where the engine measured only the
-    // other: the same bytes and FLOPs per GPU under balanced routing). Dense models' rows carry
-    // moe_tp 1 and mean nothing by it.
+    // database's rows of the same split over as many GPUs price them (or of the other where the
+    // engine measured only that: the same bytes and FLOPs per GPU under balanced routing).
+    // Dense models' rows carry moe_tp 1 and mean nothing by it.
     let moe = servesim_sim::spec::ModelPreset::find(model).is_some_and(|p| p.experts > 1);
     let ep = int("moe_ep_size").filter(|&e| moe && e > 1);
     let mut ep_note = None;
@@ -346,12 +346,7 @@ fn layout_case_of(
         "nvfp4" => ("fp4", "nvfp4"),
         q => return Err(format!("GEMM quantization {q:?}: not a weight dtype servesim prices for {model}")),
     };
-    let (isl, osl, per_rank, ttft, tpot) = measured_of(r)?;
-    // A DP row's batch_size is each rank's: the run's concurrency is batch_size × its ranks
-    // (AIConfigurator's `global_bs = bs * attention_dp_size; concurrency = global_bs`,
-    // aic-core/src/aiconfigurator_core/sdk/backends/base_backend.py at 095f58a51; the sample's
-    // ids agree: "…_c256_tp8_0_ep8_0…" has batch_size 32 on 8 ranks).
-    let concurrency = per_rank * dp as u32;
+    let (isl, osl, concurrency, ttft, tpot) = measured_of(r)?;
     let mut note: Vec<String> = Vec::new();
     if gpt_oss && r.get("gemm_quant_mode") == "nvfp4" {
         note.push("nvfp4 read as mxfp4: the published checkpoint".to_string());
@@ -589,7 +584,6 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
         .set("model.kv_dtype", c.kv_dtype.unwrap_or_else(|| bench.kv_cache.dtype(c)));
     doc.set("gpu.preset", c.gpu).set("cluster.instances", 1).set("cluster.tp", c.tp as i64);
     if c.ep {
-        // Whole experts per GPU: the roofline's layout, and the database's expert-parallel rows.
         doc.set("cluster.ep", true);
     }
     if c.dp != 1 {
@@ -1053,7 +1047,7 @@ pub(super) fn run(o: Options) -> Result<()> {
     };
     let windowed_json = partition("Windowed models (database)", &|c: &Case| c.windowed && !c.roofline);
     let mla_json = partition("MLA models (database)", &|c: &Case| c.mla && !c.roofline);
-    let roofline_json = partition("DP attention and kernels the database lacks (roofline)", &|c: &Case| c.roofline);
+    let roofline_json = partition("Kernels the database lacks (roofline)", &|c: &Case| c.roofline);
     let expressed = outs.iter().filter(|x| x.errors().is_some()).count();
     table += &format!("rows {} in all: {expressed} run; not run:\n", outs.len());
     for (why, n) in &reasons {
