@@ -93,9 +93,15 @@ fn parallel_layouts_and_new_model_keys_refuse_what_cannot_be_simulated() {
             "name = \"t\"\n[model]\npreset = \"mixtral-8x7b\"\n[gpu]\npreset = \"h100-sxm\"\n[cluster]\ntp = 16\nep = true\n".to_string(),
             "cluster.ep: needs tp (16) to divide the model's 8 experts",
         ),
+        // DP attention asks the database for the instance's slice (TP 8, expert-parallel
+        // experts) and each rank's (TP 1); a profile file is refused with the way out.
         (
             format!("{DEEPSEEK}[cluster]\ntp = 8\ndp_attention = 8\nep = true\n[cost]\ndatabase = {{ framework = \"sglang\" }}\n"),
-            "cost.database: deepseek-r1 with DP attention: measured tables for its ranks are not read yet",
+            "no shipped profile for deepseek-r1 on h200_sxm (sglang newest, fp8-block weights, bf16 KV, TP 8)",
+        ),
+        (
+            format!("{DEEPSEEK}[cluster]\ntp = 8\ndp_attention = 8\n[cost]\nprofile = \"p.json\"\n"),
+            "cost.profile: deepseek-r1 with DP attention: a profile file's tables are not read for DP ranks; use cost.database",
         ),
         // Without DP attention the database is asked, for the block-scaled FP8 kernels its
         // checkpoint runs (no database here: the message names the request).
