@@ -207,10 +207,7 @@ fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
     // not run.
     assert!(table.contains("rows 6 in all: 5 run; not run:"), "{table}");
     assert!(table.contains("1  mode disagg"), "{table}");
-    assert!(
-        table.contains("Kernels the database lacks (roofline), all engines, all    half: 1 rows"),
-        "{table}"
-    );
+    assert!(table.contains("Kernels the database lacks (roofline), all engines, all    half: 1 rows"), "{table}");
     assert!(table.contains("Windowed models (database), all engines, all    half: 1 rows"), "{table}");
     let csv = read(&dir.join("silicon.csv"));
     let mut lines = csv.lines();

@@ -91,3 +91,18 @@ fn the_balancer_is_the_engines_own_unless_set() {
     let r = &out.recorder.records;
     assert_eq!(r[0].first_token, r[1].first_token);
 }
+
+#[test]
+fn routers_weigh_a_dp_instance_by_every_ranks_limits() {
+    // One sequence per rank, 100 blocks of 16 tokens each: the reference decode batch is two
+    // sequences (one per rank), not the one a single rank's limit would allow.
+    let s = two_ranks("sglang", 1, 100, 100);
+    let sim = crate::engine::Simulation::new(&s);
+    let cost = crate::engine::cost_model(&s, 0);
+    let mut b = BatchShape::default();
+    for _ in 0..2 {
+        b.add_decode(crate::router::REFERENCE_CONTEXT);
+    }
+    let want = 2.0 / cost.iteration_time(&b).as_secs_f64();
+    assert!((sim.instances()[0].capacity() - want).abs() < 1e-9 * want, "{} vs {want}", sim.instances()[0].capacity());
+}

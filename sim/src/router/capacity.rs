@@ -16,8 +16,10 @@ pub const REFERENCE_CONTEXT: u64 = 1024;
 
 /// The capacity weight of an instance with these limits and this cost model (> 0).
 pub fn capacity_weight(cfg: &InstanceConfig, cost: &dyn CostModel) -> f64 {
-    let kv_seqs = (cfg.kv_blocks as u64 * cfg.block_tokens / REFERENCE_CONTEXT).max(1);
-    let n = REFERENCE_BATCH.min(cfg.max_num_seqs as u64).min(kv_seqs).max(1);
+    // An instance's DP attention ranks each hold their own limits and blocks.
+    let ranks = cfg.dp_ranks.max(1) as u64;
+    let kv_seqs = (cfg.kv_blocks as u64 * ranks * cfg.block_tokens / REFERENCE_CONTEXT).max(1);
+    let n = REFERENCE_BATCH.min(cfg.max_num_seqs as u64 * ranks).min(kv_seqs).max(1);
     let mut b = BatchShape::default();
     for _ in 0..n {
         b.add_decode(REFERENCE_CONTEXT);
