@@ -282,6 +282,23 @@ fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
     );
     assert_eq!(predicted_ttfts(&fp8_dir), predicted_ttfts(&dir), "the Llama rows ran FP8 in both; gpt-oss BF16");
 
+    // `--roofline`: every row priced by the roofline (its own error, the plan's band for it),
+    // each saying so, none read from the database.
+    let roof_dir = out_dir("aic_silicon_roofline");
+    let o = slice_scoreboard(&roof_dir, &["--roofline"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let roof = read(&roof_dir.join("silicon.csv"));
+    let runs: Vec<&str> = roof.lines().skip(1).filter(|l| !l.contains("not expressed")).collect();
+    assert_eq!(runs.len(), 5);
+    assert!(
+        runs.iter().all(|l| l.contains(",\"roofline: --roofline") || l.contains(",roofline: --roofline")),
+        "{roof}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&read(&roof_dir.join("silicon.json"))).unwrap();
+    assert_eq!((json["roofline"].as_bool(), json["run"].as_u64()), (Some(true), Some(5)));
+    let (by_db, by_roof) = (predicted_ttfts(&dir), predicted_ttfts(&roof_dir));
+    assert!(by_db.iter().any(|(id, t)| by_roof[id] != *t), "the database rows priced otherwise");
+
     let o =
         isolated(&["validate", "--silicon", "data/aiconfigurator/silicon_sample_slice.csv", "--filter", "nosuch=1"]);
     assert_eq!(o.status.code(), Some(2));

@@ -22,13 +22,13 @@ use crate::scenario::Scenario;
 /// Median |error| of mean TPOT per cost source (docs/fidelity.md; `tests/it/plan.rs` checks them
 /// against its tables): the kernel database by model kind (the scoreboard's dense vLLM + SGLang
 /// rows, Qwen3 MoE, gpt-oss windowed, DeepSeek latent attention), a calibration (held-out rows),
-/// the roofline.
+/// the roofline (every row of the scoreboard priced by it, `validate --silicon --roofline`).
 pub const DATABASE_DENSE: f64 = 0.071;
-pub const DATABASE_MOE: f64 = 0.211;
-pub const DATABASE_WINDOWED: f64 = 0.131;
-pub const DATABASE_MLA: f64 = 0.241;
+pub const DATABASE_MOE: f64 = 0.207;
+pub const DATABASE_WINDOWED: f64 = 0.130;
+pub const DATABASE_MLA: f64 = 0.247;
 pub const CALIBRATED: f64 = 0.134;
-pub const ROOFLINE: f64 = 0.410;
+pub const ROOFLINE: f64 = 0.126;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Band {

@@ -103,6 +103,10 @@ pub(crate) struct Args {
     /// it (`[cost] database` `moe_distribution`): balanced, power_law_1.01 or power_law_1.2.
     #[arg(long, default_value = servesim_sim::cost::DEFAULT_MOE_DISTRIBUTION, requires = "silicon")]
     moe_distribution: String,
+    /// With --silicon: price every row by the roofline instead of the kernel database (the
+    /// roofline's own error: the default error band of plans it prices, docs/fidelity.md).
+    #[arg(long, requires = "silicon")]
+    roofline: bool,
     /// What executes the emulated side: cpu (the CPU reference ops) or cuda (the CUDA kernels
     /// on GPU 0). Needed for runs and --iterations; not with --measured.
     #[arg(long, value_enum)]
@@ -239,6 +243,7 @@ fn run_silicon(a: &Args, file: &Path) -> Result<()> {
             engine_limits: a.engine_limits,
             kv_cache: a.kv_cache,
             moe_distribution,
+            roofline: a.roofline,
         },
         fit_overhead: a.fit_overhead,
         calibrate_by: &a.calibrate_by,

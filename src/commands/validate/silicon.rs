@@ -524,6 +524,8 @@ pub(super) struct Bench {
     pub kv_cache: KvCache,
     /// The experts' routing the MoE rows' kernels are read at.
     pub moe_distribution: &'static str,
+    /// Every row priced by the roofline instead of the database (the roofline's own error).
+    pub roofline: bool,
 }
 
 /// Whose scheduler limits a row's engine runs with (`--engine-limits`).
@@ -796,12 +798,13 @@ pub(super) fn scenario_of(
     // "<database root>: <what is missing>": the root is the machine's.
     let why = why.split_once(": ").map_or(why, |(_, w)| w);
     c.roofline = true;
-    c.note = [format!("roofline: not in the database ({why})"), c.roofline_note.clone()]
-        .into_iter()
-        .filter(|n| !n.is_empty())
-        .collect::<Vec<_>>()
-        .join("; ");
+    c.note = join_notes(&format!("roofline: not in the database ({why})"), &c.roofline_note);
     build(c)
+}
+
+/// Two notes of a row as one.
+fn join_notes(a: &str, b: &str) -> String {
+    [a, b].into_iter().filter(|n| !n.is_empty()).collect::<Vec<_>>().join("; ")
 }
 
 /// Runs the cases (in parallel; results in row order).
@@ -815,6 +818,13 @@ pub(super) fn run_cases(
     rows.par_iter()
         .map(|r| {
             let mut case = case_of(r);
+            if bench.roofline {
+                case = case.map(|c| Case {
+                    note: join_notes("roofline: --roofline", &c.roofline_note),
+                    roofline: true,
+                    ..c
+                });
+            }
             let predicted = case.as_mut().ok().map(|c| {
                 let ov = overhead(c);
                 let s = scenario_of(c, bench, database, ov, 0.0, resources)?;
@@ -1077,6 +1087,7 @@ pub(super) fn run(o: Options) -> Result<()> {
         "engine_limits": format!("{:?}", o.bench.engine_limits).to_lowercase(),
         "kv_cache": format!("{:?}", o.bench.kv_cache).to_lowercase(),
         "moe_distribution": o.bench.moe_distribution,
+        "roofline": o.bench.roofline,
         "rows": outs.len(),
         "run": expressed,
         "not_run": reasons,
@@ -1158,6 +1169,7 @@ mod tests {
             engine_limits: Limits::Auto,
             kv_cache: KvCache::Auto,
             moe_distribution: servesim_sim::cost::DEFAULT_MOE_DISTRIBUTION,
+            roofline: false,
         }
     }
 
