@@ -528,6 +528,24 @@ pub(super) struct Bench {
     pub roofline: bool,
 }
 
+impl Bench {
+    /// How the rows were run, as silicon.json's keys.
+    fn json(&self) -> serde_json::Map<String, serde_json::Value> {
+        let v = serde_json::json!({
+            "rounds": self.rounds,
+            "clients_start": if self.staggered { "staggered" } else { "together" },
+            "prompt_pool": self.prompt_pool,
+            "frontend": self.frontend,
+            "engine_schedulers": self.engine_schedulers,
+            "engine_limits": format!("{:?}", self.engine_limits).to_lowercase(),
+            "kv_cache": format!("{:?}", self.kv_cache).to_lowercase(),
+            "moe_distribution": self.moe_distribution,
+            "roofline": self.roofline,
+        });
+        v.as_object().expect("an object").clone()
+    }
+}
+
 /// Whose scheduler limits a row's engine runs with (`--engine-limits`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Limits {
@@ -1079,15 +1097,6 @@ pub(super) fn run(o: Options) -> Result<()> {
     let mut json = serde_json::json!({
         "file": o.file.display().to_string(),
         "filters": o.filters,
-        "rounds": o.bench.rounds,
-        "clients_start": if o.bench.staggered { "staggered" } else { "together" },
-        "prompt_pool": o.bench.prompt_pool,
-        "frontend": o.bench.frontend,
-        "engine_schedulers": o.bench.engine_schedulers,
-        "engine_limits": format!("{:?}", o.bench.engine_limits).to_lowercase(),
-        "kv_cache": format!("{:?}", o.bench.kv_cache).to_lowercase(),
-        "moe_distribution": o.bench.moe_distribution,
-        "roofline": o.bench.roofline,
         "rows": outs.len(),
         "run": expressed,
         "not_run": reasons,
@@ -1099,6 +1108,9 @@ pub(super) fn run(o: Options) -> Result<()> {
         "roofline_models": roofline_json,
         "fitted_overheads": fitted.iter().map(|(k, (b, s, ov))| serde_json::json!({"framework": k, "base_us": b, "per_seq_us": s, "overlap": ov})).collect::<Vec<_>>(),
     });
+    for (k, v) in o.bench.json() {
+        json[k] = v;
+    }
     if let Some(c) = &calibrated {
         let (n, [t0, t1, p0, p1]) = c.medians(&|_| true);
         json["calibrated"] = serde_json::json!({
