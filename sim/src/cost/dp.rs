@@ -236,7 +236,7 @@ const A2A: &str = "the experts' dispatch and combine between DP attention ranks 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cost::profile::{Axis, Interp, ModelDims, OpTable, ProfileMeta, PROFILE_FORMAT_VERSION};
+    use crate::cost::profile::{Axis, ModelDims, OpTable, ProfileMeta, PROFILE_FORMAT_VERSION};
     use crate::spec::{Dtype, GpuPreset, ModelPreset};
 
     fn qwen() -> ModelSpec {
@@ -244,16 +244,7 @@ mod tests {
     }
 
     fn table(name: &str, tp: u32, axes: Vec<Axis>, points: Vec<Vec<f64>>) -> OpTable {
-        OpTable {
-            name: name.into(),
-            tp: Some(tp),
-            axes,
-            interp: Interp::Linear,
-            points,
-            dims: None,
-            heldout: vec![],
-            source: None,
-        }
+        OpTable::linear(name, Some(tp), axes, points)
     }
 
     /// At TP `tp`: every token op `tokens / 1000` ms, the experts `tokens / 100` ms, decode

@@ -326,6 +326,23 @@ pub struct OpTable {
     pub source: Option<OpSource>,
 }
 
+#[cfg(test)]
+impl OpTable {
+    /// A table of `points` read linearly, without provenance (for tests).
+    pub(crate) fn linear(name: &str, tp: Option<u32>, axes: Vec<Axis>, points: Vec<Vec<f64>>) -> OpTable {
+        OpTable {
+            name: name.into(),
+            tp,
+            axes,
+            interp: Interp::Linear,
+            points,
+            dims: None,
+            heldout: vec![],
+            source: None,
+        }
+    }
+}
+
 impl OpTable {
     /// The held-out error of the chosen interpolation, when it was measured.
     pub fn chosen_heldout(&self) -> Option<&HeldOut> {

@@ -1025,7 +1025,7 @@ impl CostModel for Profiled {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cost::profile::{Interp, ProfileMeta};
+    use crate::cost::profile::ProfileMeta;
     use crate::spec::{Dtype, GpuPreset, ModelPreset};
 
     fn llama8b() -> ModelSpec {
@@ -1033,16 +1033,7 @@ mod tests {
     }
 
     fn table(name: &str, tp: Option<u32>, axes: Vec<Axis>, points: Vec<Vec<f64>>) -> OpTable {
-        OpTable {
-            name: name.into(),
-            tp,
-            axes,
-            interp: Interp::Linear,
-            points,
-            dims: None,
-            heldout: vec![],
-            source: None,
-        }
+        OpTable::linear(name, tp, axes, points)
     }
 
     /// A profile where every token op costs `tokens / 1000` ms, attention and CPU ops simple lines.
