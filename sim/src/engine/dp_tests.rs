@@ -106,3 +106,20 @@ fn routers_weigh_a_dp_instance_by_every_ranks_limits() {
     let want = 2.0 / cost.iteration_time(&b).as_secs_f64();
     assert!((sim.instances()[0].capacity() - want).abs() < 1e-9 * want, "{} vs {want}", sim.instances()[0].capacity());
 }
+
+#[test]
+fn tensorrt_llms_balancer_picks_the_rank_with_the_fewest_active_prompt_tokens_under_its_cap() {
+    use crate::instance::RankLoad;
+    use crate::router::{Router, TrtllmAdp};
+    let rank = |outstanding: u64, prompt_tokens: u64| RankLoad { outstanding, prompt_tokens, ..RankLoad::default() };
+    let req = crate::router::testing::request(100, 10, crate::workload::NO_SESSION);
+    // Requests 1, 2, 1: the cap is max(⌈(4 + 1) / 3⌉, 2) = 2, so rank 1 (2 requests) is out
+    // though it holds the fewest tokens; of ranks 0 and 2, rank 2 holds fewer tokens.
+    assert_eq!(TrtllmAdp.route(&req, &[rank(1, 100), rank(2, 40), rank(1, 50)]), 2);
+    // Equal tokens: the fewer requests, then the lower rank (its heap's order).
+    assert_eq!(TrtllmAdp.route(&req, &[rank(2, 60), rank(1, 60), rank(1, 60)]), 1);
+    // All equal: rank 0.
+    assert_eq!(TrtllmAdp.route(&req, &[rank(0, 0), rank(0, 0)]), 0);
+    // The engine's own by default.
+    assert_eq!(two_ranks("trtllm", 4, 100, 100).dp_balance, crate::router::DpBalance::TrtllmAdp);
+}

@@ -135,6 +135,9 @@ pub struct RankLoad {
     pub kv_blocks_used: u32,
     pub kv_blocks_total: u32,
     pub block_tokens: u64,
+    /// The prompt tokens of its requests, waiting and running (TensorRT-LLM's
+    /// `num_active_tokens`).
+    pub prompt_tokens: u64,
 }
 
 /// How an iteration is priced: the cost model, and what it is given.
@@ -222,6 +225,7 @@ impl Instance {
             kv_blocks_used: c.kv.blocks.used(),
             kv_blocks_total: c.kv.blocks.total(),
             block_tokens: c.cfg.block_tokens,
+            prompt_tokens: c.waiting.iter().chain(c.running.iter().map(|s| &**s)).map(|s| s.prompt as u64).sum(),
         }
     }
 

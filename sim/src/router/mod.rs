@@ -169,22 +169,47 @@ pub(crate) fn least_by<L: Load>(instances: &[L], start: usize, score: impl Fn(&L
 /// The engine's own balancer between an instance's DP attention ranks (`cluster.dp_balance`):
 /// vLLM's API server picks the engine core with the lowest 4 × waiting + running
 /// ([`VllmDp`]); SGLang's data-parallel controller deals requests round-robin (its default
-/// `--load-balance-method round_robin`).
+/// `--load-balance-method round_robin`); TensorRT-LLM's executor gives a new request to the
+/// rank with the fewest active prompt tokens ([`TrtllmAdp`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DpBalance {
     VllmDp,
     RoundRobin,
+    TrtllmAdp,
 }
 
 impl DpBalance {
-    pub const NAMES: [&'static str; 2] = ["vllm-dp", "round-robin"];
+    pub const NAMES: [&'static str; 3] = ["vllm-dp", "round-robin", "trtllm-adp"];
 
     pub(crate) fn build(self) -> Box<dyn Router<RankLoad>> {
         match self {
             DpBalance::VllmDp => Box::new(VllmDp::new(&VllmDpSpec::default())),
             DpBalance::RoundRobin => Box::new(RoundRobin::default()),
+            DpBalance::TrtllmAdp => Box::new(TrtllmAdp),
         }
+    }
+}
+
+/// TensorRT-LLM's attention-DP request router (`DefaultADPRouter.route_requests` in
+/// tensorrt_llm/_torch/pyexecutor/scheduler/adp_router.py, NVIDIA/TensorRT-LLM 62b8daa4b): of
+/// the ranks holding fewer active requests than `max(⌈(active + new) / ranks⌉, the most any
+/// rank holds)`, the one with the fewest active prompt tokens, then the fewest requests, then
+/// the lowest rank (its min-heap of (tokens, requests, rank)). A request arrives alone here:
+/// `new` is 1.
+#[derive(Debug)]
+pub struct TrtllmAdp;
+
+impl Router<RankLoad> for TrtllmAdp {
+    fn route(&mut self, _req: &Request, ranks: &[RankLoad]) -> usize {
+        let n = ranks.len() as u64;
+        let total: u64 = ranks.iter().map(|r| r.outstanding).sum();
+        let most = ranks.iter().map(|r| r.outstanding).max().unwrap_or(0);
+        let expected = (total + 1).div_ceil(n).max(most);
+        (0..ranks.len())
+            .filter(|&i| ranks[i].outstanding < expected)
+            .min_by_key(|&i| (ranks[i].prompt_tokens, ranks[i].outstanding, i))
+            .unwrap_or(0)
     }
 }
 

@@ -122,9 +122,9 @@ pub(crate) fn layout(
     Ok(crate::cost::Layout { dp_attention: dp as u64, ep, pp: pp as u64 })
 }
 
-/// The engine's own balancer between DP ranks: vLLM's where the engine is vLLM, SGLang's (and
-/// TensorRT-LLM's, and servesim's) round-robin otherwise; written into the resolved file where
-/// an instance has DP ranks, whose groups may not draft speculatively.
+/// The engine's own balancer between DP ranks: vLLM's, TensorRT-LLM's, or round-robin (SGLang's,
+/// and servesim's without an engine); written into the resolved file where an instance has DP
+/// ranks, whose groups may not draft speculatively.
 fn dp_balance(
     file: &mut ScenarioFile,
     groups: &[InstanceGroup],
@@ -132,6 +132,7 @@ fn dp_balance(
 ) -> Result<crate::router::DpBalance, ConfigError> {
     let dp_balance = file.cluster.dp_balance.unwrap_or(match file.engine {
         Some(ServingEngine::Vllm) => crate::router::DpBalance::VllmDp,
+        Some(ServingEngine::Trtllm) => crate::router::DpBalance::TrtllmAdp,
         _ => crate::router::DpBalance::RoundRobin,
     });
     if !groups.iter().any(|g| g.layout.dp_attention > 1) {
