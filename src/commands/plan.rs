@@ -341,7 +341,8 @@ pub(crate) fn deploy_text(c: &CandidateResult) -> String {
     for l in d.lines() {
         o += &format!("  {l}\n");
     }
-    for n in d.servers.iter().flat_map(|v| &v.command.notes).chain(d.router.command.iter().flat_map(|c| &c.notes)) {
+    let routers = d.router.command.iter().chain(&d.router.dynamo);
+    for n in d.servers.iter().flat_map(|v| &v.command.notes).chain(routers.flat_map(|c| &c.notes)) {
         o += &format!("  note: {n}\n");
     }
     o += &match &d.no_manifest {

@@ -42,6 +42,10 @@ pub struct RouterDeploy {
     pub command: Option<LaunchCommand>,
     /// What runs in front of the replicas, in words.
     pub note: String,
+    /// NVIDIA Dynamo's frontend set to the same policy, where its router has it (an
+    /// alternative to the engine's router, for an aggregated deployment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamo: Option<LaunchCommand>,
 }
 
 /// What to deploy for a sized configuration.
@@ -88,7 +92,8 @@ impl Deployment {
                 .collect();
         let disaggregated = servers.iter().any(|v| v.role.is_some());
         let name = dns_label(&s.name);
-        let router = router(engine, s.router.kind(), &name, disaggregated);
+        let mut router = router(engine, s.router.kind(), &name, disaggregated);
+        router.dynamo = dynamo(s.router.kind(), disaggregated);
         let node = s.groups.iter().map(|g| g.gpu.gpus_per_node()).min().unwrap_or(8);
         let no_manifest = if let Some(v) = servers.iter().find(|v| v.gpus_per_replica > node) {
             Some(format!(
@@ -126,8 +131,30 @@ impl Deployment {
             Some(c) => format!("router: {}", c.line()),
             None => format!("router: {}", self.router.note),
         });
+        if let Some(d) = &self.router.dynamo {
+            out.push(format!("or with NVIDIA Dynamo: {}", d.line()));
+        }
         out
     }
+}
+
+/// NVIDIA Dynamo's frontend with the simulated router's policy, where its `--router-mode` has it:
+/// `round-robin` (its default) or `random` (docs.nvidia.com/dynamo, Router Guide: "Frontend +
+/// Round-Robin", "Frontend + Random"; on Kubernetes `DYN_ROUTER_MODE` on the Frontend). Its
+/// `kv` mode weighs each worker's cached prefix, which no simulated router does.
+fn dynamo(kind: &str, disaggregated: bool) -> Option<LaunchCommand> {
+    let mode = match kind {
+        "round-robin" => "round-robin",
+        "random" => "random",
+        _ => return None,
+    };
+    (!disaggregated).then(|| LaunchCommand {
+        program: ["python3", "-m", "dynamo.frontend"].map(String::from).to_vec(),
+        args: ["--router-mode", mode, "--http-port", "8000"].map(String::from).to_vec(),
+        notes: vec![format!(
+            "Dynamo's workers register with its frontend (on Kubernetes set DYN_ROUTER_MODE={mode} on the Frontend)"
+        )],
+    })
 }
 
 /// The engine ecosystem's router for simulated router `kind` (see the module docs).
@@ -170,6 +197,7 @@ fn router(engine: ServingEngine, kind: &str, name: &str, disaggregated: bool) ->
                      {simulated} has no equivalent in {router_name}; `servesim compare --vary cluster.router=random` \
                      shows what that changes"
                 ),
+                dynamo: None,
             };
         }
     };
@@ -183,6 +211,7 @@ fn router(engine: ServingEngine, kind: &str, name: &str, disaggregated: bool) ->
         simulated,
         command: Some(LaunchCommand { program: words(program), args, notes }),
         note: format!("the engine's router, policy {policy}"),
+        dynamo: None,
     }
 }
 

@@ -141,3 +141,20 @@ fn strings_that_look_like_yaml_stay_strings() {
     let c = &find(&docs, "Deployment", "peak-chat-eu")["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(strings(&c["args"])[0], "1e3: yes # no");
 }
+
+#[test]
+fn dynamos_frontend_is_offered_where_its_router_mode_is_the_simulated_policy() {
+    // Round-robin and random are modes of Dynamo's router; the launch line says which.
+    let d = Deployment::of(&scenario("vllm", "round-robin", 2, ""), &[3]);
+    let dynamo = d.router.dynamo.as_ref().expect("round-robin is a Dynamo router mode");
+    assert_eq!(dynamo.line(), "python3 -m dynamo.frontend --router-mode round-robin --http-port 8000");
+    assert!(d
+        .lines()
+        .last()
+        .unwrap()
+        .starts_with("or with NVIDIA Dynamo: python3 -m dynamo.frontend --router-mode round-robin"));
+    let d = Deployment::of(&scenario("sglang", "random", 2, ""), &[3]);
+    assert!(d.router.dynamo.as_ref().unwrap().args.windows(2).any(|w| w == ["--router-mode", "random"]));
+    // A policy Dynamo's router has no mode for: none offered.
+    assert!(Deployment::of(&scenario("vllm", "least-outstanding", 2, ""), &[3]).router.dynamo.is_none());
+}
