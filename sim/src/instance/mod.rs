@@ -275,19 +275,26 @@ impl Instance {
     }
 
     pub fn has_work(&self) -> bool {
-        self.cores().any(|c| c.waiting_len() > 0 || !c.running.is_empty())
+        let busy = |c: &Core| c.waiting_len() > 0 || !c.running.is_empty();
+        busy(&self.core) || self.others.iter().any(|r| busy(&r.core))
     }
 
     /// Requests waiting: queued, preempted and swapped out.
     pub fn waiting_len(&self) -> usize {
-        self.cores().map(Core::waiting_len).sum()
+        self.core.waiting_len() + self.others.iter().map(|r| r.core.waiting_len()).sum::<usize>()
     }
 
+    /// Read around every call that changes the instance (`engine::tracked`): one rank's without
+    /// going through the others.
     pub fn gauges(&self) -> Gauges {
-        self.cores().fold(Gauges::default(), |g, c| Gauges {
-            waiting: g.waiting + (c.waiting_len() + c.xfer.held()) as u64,
-            running: g.running + c.running.len() as u64,
-            kv_used: g.kv_used + c.kv.blocks.used() as u64,
+        let of = |c: &Core| Gauges {
+            waiting: (c.waiting_len() + c.xfer.held()) as u64,
+            running: c.running.len() as u64,
+            kv_used: c.kv.blocks.used() as u64,
+        };
+        self.others.iter().fold(of(&self.core), |g, r| {
+            let h = of(&r.core);
+            Gauges { waiting: g.waiting + h.waiting, running: g.running + h.running, kv_used: g.kv_used + h.kv_used }
         })
     }
 
