@@ -67,6 +67,10 @@ pub(crate) struct AicArgs {
     /// power_law_1.01 or power_law_1.2 (AIConfigurator's own default, and servesim's).
     #[arg(long, default_value = servesim_sim::cost::DEFAULT_MOE_DISTRIBUTION)]
     moe_distribution: String,
+    /// MoE models: whole experts per GPU (`--enable-expert-parallel`, `--ep`): the experts'
+    /// table read at the database's expert-parallel rows (its expert-TP rows where it has none).
+    #[arg(long)]
+    expert_parallel: bool,
     /// The database: its systems/data folder, the aiconfigurator_core package, or an unpacked
     /// wheel. Default: $SERVESIM_AIC_DATA, else the installed aiconfigurator_core package.
     #[arg(long)]
@@ -198,6 +202,17 @@ pub(crate) fn run(a: Args) -> Result<()> {
     }
 }
 
+/// The `--moe-distribution` argument: one of the routings the database measured.
+fn check_moe_distribution(d: &str) -> Result<()> {
+    if servesim_sim::cost::MOE_DISTRIBUTIONS.contains(&d) {
+        return Ok(());
+    }
+    Err(CliError::input(format!(
+        "--moe-distribution: expected one of {}, got {d:?}",
+        servesim_sim::cost::MOE_DISTRIBUTIONS.join(", ")
+    )))
+}
+
 /// The `--kv` argument: the KV cache dtypes the database measured.
 fn kv_dtype(kv: &str) -> Result<servesim_sim::spec::Dtype> {
     match kv {
@@ -217,13 +232,7 @@ fn import_aic(a: AicArgs) -> Result<()> {
             a.weights
         ))
     })?;
-    if !servesim_sim::cost::MOE_DISTRIBUTIONS.contains(&a.moe_distribution.as_str()) {
-        return Err(CliError::input(format!(
-            "--moe-distribution: expected one of {}, got {:?}",
-            servesim_sim::cost::MOE_DISTRIBUTIONS.join(", "),
-            a.moe_distribution
-        )));
-    }
+    check_moe_distribution(&a.moe_distribution)?;
     let kv = kv_dtype(&a.kv)?;
     let preset = servesim_sim::spec::GpuPreset::find(&a.system).ok_or_else(|| {
         CliError::input(format!(
@@ -233,7 +242,7 @@ fn import_aic(a: AicArgs) -> Result<()> {
         ))
     })?;
     let command = format!(
-        "servesim calibrate import-aic --system {} --framework {}{} --model {} --tp {} --weights {} --kv {} --moe-distribution {}",
+        "servesim calibrate import-aic --system {} --framework {}{} --model {} --tp {} --weights {} --kv {} --moe-distribution {}{}",
         preset.database_system,
         a.framework,
         a.version.as_deref().map_or(String::new(), |v| format!(" --version {v}")),
@@ -241,7 +250,8 @@ fn import_aic(a: AicArgs) -> Result<()> {
         a.tp.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
         weights.name(),
         a.kv,
-        a.moe_distribution
+        a.moe_distribution,
+        if a.expert_parallel { " --expert-parallel" } else { "" }
     );
     let req = servesim_aic::Request {
         system: preset.database_system.to_string(),
@@ -255,7 +265,7 @@ fn import_aic(a: AicArgs) -> Result<()> {
         gpu: preset.spec(),
         moe_distribution: a.moe_distribution.clone(),
         experts: true,
-        expert_parallel: false,
+        expert_parallel: a.expert_parallel,
         package: files.package.clone(),
         command,
         date: utc_now(),

@@ -48,6 +48,38 @@ fn import_aic_writes_a_profile_with_its_provenance() {
     assert!(show.contains("h100_sxm/comm/vllm/0.24.0/custom_allreduce_perf.parquet (138 rows, sha256 "), "{show}");
     assert!(show.contains("n 28672, k 4096 not measured"), "{show}");
 
+    // `--expert-parallel`: DeepSeek's experts at the slice's expert-parallel rows, and the
+    // command that made the profile says so.
+    let ep = dir.join("ep.json");
+    let o = isolated(&[
+        "calibrate",
+        "import-aic",
+        "--system",
+        "h100-sxm",
+        "--framework",
+        "sglang",
+        "--model",
+        "deepseek-r1",
+        "--tp",
+        "8",
+        "--weights",
+        "fp8-block",
+        "--expert-parallel",
+        "--database",
+        SLICE,
+        "--out",
+        ep.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p: serde_json::Value = serde_json::from_str(&read(&ep)).unwrap();
+    let moe = p["ops"].as_array().unwrap().iter().find(|t| t["name"] == "moe_experts").unwrap();
+    assert!(moe["source"]["selection"].as_str().unwrap().contains("expert parallel 8;"), "{moe}");
+    assert!(
+        p["meta"]["source"].as_str().unwrap().contains("--moe-distribution power_law_1.2 --expert-parallel"),
+        "{}",
+        p["meta"]
+    );
+
     // Bad input: one line naming the flag or what the database has.
     let bad = |args: &[&str], want: &str| {
         let mut a = vec!["calibrate", "import-aic", "--model", "llama-3-8b", "--out", "/tmp/never.json"];
