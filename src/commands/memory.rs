@@ -407,9 +407,10 @@ fn print_kv(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
     );
     if a.dp_attention > 1 {
         outln!(
-            "  attention DP ranks      {:>10}      (each of {} GPUs holds its own sequences' KV)",
+            "  attention DP ranks      {:>10}      (each of {} GPUs holds its own sequences' KV: {} blocks, its scheduler's)",
             a.dp_attention,
-            a.tp / a.dp_attention
+            a.tp / a.dp_attention,
+            thousands(b.kv_blocks / a.dp_attention)
         );
     }
     outln!(

@@ -53,6 +53,22 @@ fn memory_sizes_a_preset_in_its_published_checkpoints_format() {
     assert!(stderr(&o).contains("deepseek-v3 does not fit on h200 at tp 8: weights 156.24 GiB"), "{}", stderr(&o));
     let o = servesim(&["memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm"]);
     assert!(stdout(&o).starts_with("llama-3.1-8b (bf16 weights"), "{}", stdout(&o));
+    // Under DP attention each rank schedules over its own eighth of the instance's blocks.
+    let o = servesim(&["memory", "--model", "deepseek-r1", "--gpu", "h200", "--tp", "8", "--dp-attention", "8"]);
+    let text = stdout(&o);
+    let number = |line: &str, after: &str| -> u64 {
+        let rest = &line[line.find(after).unwrap() + after.len()..];
+        rest.trim_start()
+            .split(|c: char| !c.is_ascii_digit() && c != ',')
+            .next()
+            .unwrap()
+            .replace(',', "")
+            .parse()
+            .unwrap()
+    };
+    let total = number(text.lines().find(|l| l.contains("KV blocks")).unwrap(), "KV blocks");
+    let ranks = text.lines().find(|l| l.contains("attention DP ranks")).unwrap();
+    assert_eq!(number(ranks, "own sequences' KV:"), total / 8, "{text}");
 }
 
 #[test]
