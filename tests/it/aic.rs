@@ -22,23 +22,13 @@ fn isolated(args: &[&str]) -> Output {
 #[test]
 fn import_aic_writes_a_profile_with_its_provenance() {
     let dir = out_dir("aic_import");
+    // `calibrate import-aic` from the test slice for H100s, writing `out`.
+    let import = |out: &std::path::Path, args: &[&str]| {
+        let head = ["calibrate", "import-aic", "--system", "h100-sxm", "--database", SLICE];
+        isolated(&[&head[..], args, &["--out", out.to_str().unwrap()]].concat())
+    };
     let out = dir.join("p.json");
-    let o = isolated(&[
-        "calibrate",
-        "import-aic",
-        "--system",
-        "h100-sxm",
-        "--framework",
-        "vllm",
-        "--model",
-        "llama-3-8b",
-        "--tp",
-        "1,2",
-        "--database",
-        SLICE,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = import(&out, &["--framework", "vllm", "--model", "llama-3-8b", "--tp", "1,2"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("(15 op tables, TP [1, 2]) from h100_sxm vllm 0.24.0"), "{}", stdout(&o));
     let o = isolated(&["profile", "show", out.to_str().unwrap()]);
@@ -51,25 +41,20 @@ fn import_aic_writes_a_profile_with_its_provenance() {
     // `--expert-parallel`: DeepSeek's experts at the slice's expert-parallel rows, and the
     // command that made the profile says so.
     let ep = dir.join("ep.json");
-    let o = isolated(&[
-        "calibrate",
-        "import-aic",
-        "--system",
-        "h100-sxm",
-        "--framework",
-        "sglang",
-        "--model",
-        "deepseek-r1",
-        "--tp",
-        "8",
-        "--weights",
-        "fp8-block",
-        "--expert-parallel",
-        "--database",
-        SLICE,
-        "--out",
-        ep.to_str().unwrap(),
-    ]);
+    let o = import(
+        &ep,
+        &[
+            "--framework",
+            "sglang",
+            "--model",
+            "deepseek-r1",
+            "--tp",
+            "8",
+            "--weights",
+            "fp8-block",
+            "--expert-parallel",
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let p: serde_json::Value = serde_json::from_str(&read(&ep)).unwrap();
     let moe = p["ops"].as_array().unwrap().iter().find(|t| t["name"] == "moe_experts").unwrap();

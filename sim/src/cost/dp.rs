@@ -17,7 +17,7 @@
 use super::profile::Profile;
 use super::profiled::{Fallback, FallbackShare, Profiled};
 use super::roofline::RoofOp;
-use super::{BatchShape, CostAccount, CostModel, Layout, Roofline, RooflineParams};
+use super::{cpu_ns, to_ns, BatchShape, CostAccount, CostModel, Layout, Roofline, RooflineParams};
 use crate::spec::{GpuSpec, ModelSpec};
 use crate::time::SimTime;
 
@@ -34,10 +34,6 @@ fn own(name: &str) -> bool {
     !shared(name)
 }
 
-fn whole_part(name: &str) -> bool {
-    shared(name)
-}
-
 pub struct DpProfiled {
     /// One rank's slice, at TP `tp / dp`.
     rank: Profiled,
@@ -47,13 +43,6 @@ pub struct DpProfiled {
     roofline: Roofline,
     dp: u64,
     tp_a: u64,
-}
-
-/// Prices as the roofline does when a table is not read.
-fn ns(seconds: f64) -> SimTime {
-    let ns = (seconds * 1e9).ceil();
-    let ns = if ns.is_finite() { ns.min(u64::MAX as f64 / 4.0) } else { u64::MAX as f64 / 4.0 };
-    SimTime((ns as u64).max(1))
 }
 
 impl DpProfiled {
@@ -118,11 +107,11 @@ impl DpProfiled {
     ) -> (f64, f64) {
         let a2a = self.roofline.op_time(RoofOp::AllToAll, union);
         let Some(acc) = acc else {
-            return (own_s + self.whole.part_seconds(union, &whole_part, None).0 + a2a, cpu);
+            return (own_s + self.whole.part_seconds(union, &shared, None).0 + a2a, cpu);
         };
         self.rank.part_seconds(b, &own, Some((acc, 0)));
         let offset = self.rank.slot_count();
-        let (shared_s, _) = self.whole.part_seconds(union, &whole_part, Some((acc, offset)));
+        let (shared_s, _) = self.whole.part_seconds(union, &shared, Some((acc, offset)));
         if a2a > 0.0 {
             acc.add(self.a2a_slot(), a2a);
         }
@@ -164,21 +153,21 @@ fn even_share(b: &BatchShape, n: u64) -> BatchShape {
 
 impl CostModel for DpProfiled {
     fn iteration_time(&self, b: &BatchShape) -> SimTime {
-        ns(self.even(b, None).0)
+        to_ns(self.even(b, None).0)
     }
 
     fn iteration_times(&self, b: &BatchShape, acc: Option<&mut CostAccount>) -> (SimTime, SimTime) {
         let (t, cpu) = self.even(b, acc);
-        (ns(t), SimTime((cpu * 1e9).round() as u64))
+        (to_ns(t), cpu_ns(cpu))
     }
 
     fn dp_iteration_times(&self, ranks: &[BatchShape], acc: Option<&mut CostAccount>) -> (SimTime, SimTime) {
         let (t, cpu) = self.dp_seconds(ranks, acc);
-        (ns(t), SimTime((cpu * 1e9).round() as u64))
+        (to_ns(t), cpu_ns(cpu))
     }
 
     fn cpu_time(&self, b: &BatchShape) -> SimTime {
-        SimTime((self.even(b, None).1 * 1e9).round() as u64)
+        cpu_ns(self.even(b, None).1)
     }
 
     fn collective_time(&self, b: &BatchShape) -> SimTime {
@@ -187,7 +176,7 @@ impl CostModel for DpProfiled {
         }
         let share = even_share(b, self.dp);
         let all_reduce = self.rank.part_seconds(&share, &|n| n == "all_reduce", None).0;
-        SimTime(((all_reduce + self.roofline.op_time(RoofOp::AllToAll, b)) * 1e9).round() as u64)
+        cpu_ns(all_reduce + self.roofline.op_time(RoofOp::AllToAll, b))
     }
 
     fn accounts(&self) -> bool {
@@ -195,12 +184,12 @@ impl CostModel for DpProfiled {
     }
 
     fn iteration_time_accounted(&self, b: &BatchShape, acc: &mut CostAccount) -> SimTime {
-        ns(self.even(b, Some(acc)).0)
+        to_ns(self.even(b, Some(acc)).0)
     }
 
     fn fallbacks(&self) -> Vec<Fallback> {
         let mut out: Vec<Fallback> = self.rank.fallbacks().iter().filter(|f| own(&f.op)).cloned().collect();
-        out.extend(self.whole.fallbacks().iter().filter(|f| whole_part(&f.op)).cloned());
+        out.extend(self.whole.fallbacks().iter().filter(|f| shared(&f.op)).cloned());
         out.push(Fallback { op: "all_to_all".into(), reason: A2A.into() });
         out
     }

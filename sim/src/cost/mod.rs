@@ -35,6 +35,19 @@ pub use spec::{
 
 use crate::time::SimTime;
 
+/// An iteration's time from its seconds: rounded up, and never zero for real work, so time
+/// always advances (and held finite).
+pub(crate) fn to_ns(seconds: f64) -> SimTime {
+    let ns = (seconds * 1e9).ceil();
+    let ns = if ns.is_finite() { ns.min(u64::MAX as f64 / 4.0) } else { u64::MAX as f64 / 4.0 };
+    SimTime((ns as u64).max(1))
+}
+
+/// A part of an iteration (its CPU work, its collectives), to the nearest nanosecond.
+pub(crate) fn cpu_ns(seconds: f64) -> SimTime {
+    SimTime((seconds * 1e9).round() as u64)
+}
+
 /// What the cost model sees of one iteration: prefill chunks and the decode set as aggregates.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BatchShape {

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use super::profile::{anchors, Axis, Bound, Curve, ModelDims, OpTable, Profile, ProfileError, PROFILE_FORMAT_VERSION};
 use super::roofline::RoofOp;
-use super::{BatchShape, CostAccount, CostModel, Roofline, RooflineParams};
+use super::{cpu_ns, to_ns, BatchShape, CostAccount, CostModel, Roofline, RooflineParams};
 
 /// The roofline op of a name this file uses.
 fn roof(name: &str) -> RoofOp {
@@ -949,17 +949,6 @@ impl Profiled {
 
 /// The ops outside the transformer layers (the pipeline's first and last stages).
 const HEAD_OPS: [&str; 3] = ["emb", "lm_head", "sample"];
-
-/// The CPU part of an iteration, to the nearest nanosecond.
-fn cpu_ns(seconds: f64) -> SimTime {
-    SimTime((seconds * 1e9).round() as u64)
-}
-
-fn to_ns(seconds: f64) -> SimTime {
-    let ns = (seconds * 1e9).ceil();
-    let ns = if ns.is_finite() { ns.min(u64::MAX as f64 / 4.0) } else { u64::MAX as f64 / 4.0 };
-    SimTime((ns as u64).max(1))
-}
 
 impl CostModel for Profiled {
     fn iteration_time(&self, b: &BatchShape) -> SimTime {

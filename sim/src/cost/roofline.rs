@@ -20,7 +20,7 @@
 //! per sequence. That was measured on a 2023 vLLM; engines that overlap scheduling with the GPU
 //! pay less, so lower it for them.
 
-use super::{BatchShape, CostAccount, CostModel};
+use super::{cpu_ns, to_ns, BatchShape, CostAccount, CostModel};
 use crate::spec::{Dtype, GpuSpec, ModelSpec};
 use crate::time::SimTime;
 
@@ -670,17 +670,9 @@ fn sum<const N: usize>(name: &'static str, parts: [Option<OpTime>; N]) -> Option
     }))
 }
 
-/// An iteration's time from its seconds: rounded up, and never zero for real work, so time
-/// always advances.
-fn iteration_ns(seconds: f64) -> SimTime {
-    let ns = (seconds * 1e9).ceil();
-    let ns = if ns.is_finite() { ns.min(u64::MAX as f64 / 4.0) } else { u64::MAX as f64 / 4.0 };
-    SimTime((ns as u64).max(1))
-}
-
 impl CostModel for Roofline {
     fn iteration_time(&self, b: &BatchShape) -> SimTime {
-        iteration_ns(self.iteration_seconds(b))
+        to_ns(self.iteration_seconds(b))
     }
 
     fn dp_iteration_times(&self, ranks: &[BatchShape], _acc: Option<&mut CostAccount>) -> (SimTime, SimTime) {
@@ -688,7 +680,7 @@ impl CostModel for Roofline {
             return self.iteration_times(&BatchShape::union(ranks), None);
         }
         let (total, cpu) = self.dp_iteration_seconds(ranks);
-        (iteration_ns(total), SimTime((cpu * 1e9).round() as u64))
+        (to_ns(total), cpu_ns(cpu))
     }
 
     fn cpu_time(&self, b: &BatchShape) -> SimTime {

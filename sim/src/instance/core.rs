@@ -46,6 +46,11 @@ impl Core {
         self.waiting.len()
     }
 
+    /// Requests waiting, running or in a KV transfer here.
+    pub(super) fn outstanding(&self) -> u64 {
+        (self.waiting_len() + self.running.len() + self.xfer.held()) as u64
+    }
+
     /// [`KvManager::fits`], the one admission-capacity rule, for this instance: the watermark
     /// applies while requests hold blocks that may grow (running ones, and ones receiving their
     /// KV).

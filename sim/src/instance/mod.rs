@@ -219,7 +219,7 @@ impl Instance {
         RankLoad {
             waiting: (c.waiting_len() + c.xfer.held()) as u64,
             running: c.running.len() as u64,
-            outstanding: (c.waiting_len() + c.running.len() + c.xfer.held()) as u64,
+            outstanding: c.outstanding(),
             pending_prefill_tokens: c.waiting.pending_prefill,
             pending_decode_tokens: c.pending_decode,
             kv_blocks_used: c.kv.blocks.used(),
@@ -237,7 +237,7 @@ impl Instance {
 
     /// Requests waiting or running here (what a router counts as outstanding).
     pub fn outstanding(&self) -> u64 {
-        self.cores().map(|c| (c.waiting_len() + c.running.len() + c.xfer.held()) as u64).sum()
+        self.core.outstanding() + self.others.iter().map(|r| r.core.outstanding()).sum::<u64>()
     }
 
     pub fn kv_blocks_used(&self) -> u32 {

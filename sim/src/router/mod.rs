@@ -180,8 +180,6 @@ pub enum DpBalance {
 }
 
 impl DpBalance {
-    pub const NAMES: [&'static str; 3] = ["vllm-dp", "round-robin", "trtllm-adp"];
-
     pub(crate) fn build(self) -> Box<dyn Router<RankLoad>> {
         match self {
             DpBalance::VllmDp => Box::new(VllmDp::new(&VllmDpSpec::default())),
