@@ -34,7 +34,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use servesim_sim::metrics::Status;
 use servesim_sim::scenario::{EngineLimits, Resources, ServingEngine};
-use servesim_sim::spec::{Dtype, GpuPreset, ModelPreset, ModelSpec};
+use servesim_sim::spec::{Dtype, GpuPreset, GpuSpec, ModelPreset, ModelSpec};
 use servesim_sim::Scenario;
 
 use crate::error::{CliError, Result};
@@ -440,7 +440,7 @@ fn chunked(priority: &str) -> Vec<(&'static str, toml::Value)> {
 /// runs prefill batches first; TensorRT-LLM does not chunk ([`trtllm_settings`]; `osl`: the
 /// row's output length, reserved at admission). With `own`, vLLM rows run `kind = "vllm-v1"`
 /// and SGLang rows `kind = "sglang"`.
-pub(super) fn engine_settings(doc: &mut Doc, framework: &str, gpu: &servesim_sim::spec::GpuSpec, osl: u64, own: bool) {
+pub(super) fn engine_settings(doc: &mut Doc, framework: &str, gpu: &GpuSpec, osl: u64, own: bool) {
     let engine = ServingEngine::from_name(framework).unwrap_or(ServingEngine::Trtllm);
     let EngineLimits { max_num_seqs: seqs, max_num_batched_tokens: tokens } = engine.default_limits(gpu);
     let batching = match (engine, own) {
@@ -473,15 +473,18 @@ fn trtllm_settings(doc: &mut Doc, seqs: u64, tokens: u64, osl: u64) {
 /// unless the workload has a shared prefix.
 /// - vLLM: `max_num_batched_tokens` = C + ISL + 1500; `max_num_seqs` 512, or 2·C from C = 512;
 ///   V1 chunks prefills, decodes first.
-/// - SGLang: `max_prefill_tokens` = ISL + 1500 under its 8192-token chunked prefill size,
-///   `enable_mixed_chunk` (decodes ride the prefill batches): prefill first, decodes with what
-///   is left.
+/// - SGLang: `max_prefill_tokens` = ISL + 1500 under its chunked prefill size (SGLang's default
+///   for the GPU, [`ServingEngine::default_limits`]), `enable_mixed_chunk`: the running requests
+///   decode in every prefill batch and their tokens come off both budgets first
+///   (`PrefillAdder`'s `mixed_with_decode_tokens`, python/sglang/srt/managers/schedule_policy.py,
+///   sgl-project/sglang ad0119fd), which is servesim's chunked batching with decodes first.
 /// - TensorRT-LLM: `max_num_tokens` = C + ISL + 1500 rounded up to 32, `max_batch_size` C,
 ///   `enable_chunked_prefill: false` ([`trtllm_settings`]).
 ///
 /// With `own`, vLLM rows run `kind = "vllm-v1"` and SGLang rows `kind = "sglang"` with
 /// `mixed_chunk`.
-pub(super) fn generator_settings(doc: &mut Doc, framework: &str, isl: u64, osl: u64, c: u32, own: bool) {
+pub(super) fn generator_settings(doc: &mut Doc, framework: &str, gpu: &GpuSpec, row: (u64, u64, u32), own: bool) {
+    let (isl, osl, c) = row;
     let c64 = c as u64;
     match framework {
         "vllm" => {
@@ -491,12 +494,13 @@ pub(super) fn generator_settings(doc: &mut Doc, framework: &str, isl: u64, osl: 
         }
         "sglang" => {
             let prefill = isl + 1500;
+            let chunk = ServingEngine::Sglang.default_limits(gpu).max_num_batched_tokens as u64;
             let batching = if own {
                 kind("sglang", &[("max_prefill_tokens", (prefill as i64).into()), ("mixed_chunk", true.into())])
             } else {
-                chunked("prefill")
+                chunked("decode")
             };
-            doc.scheduler(1024, if own { 8192 } else { prefill.min(8192) }, &batching);
+            doc.scheduler(1024, if own { chunk } else { prefill.min(chunk) }, &batching);
         }
         _ => trtllm_settings(doc, c64, (c64 + isl + 1500).div_ceil(32) * 32, osl),
     }
@@ -609,12 +613,12 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
     if c.dp != 1 {
         doc.set("cluster.dp_attention", c.dp as i64);
     }
+    let gpu = GpuPreset::find(c.gpu).expect("cases have presets").spec();
     if c.generator_limits(bench.engine_limits) {
         // The generator's limits are each rank's (its max_batch_size is the row's batch_size).
         let per_rank = c.concurrency / c.dp.max(1);
-        generator_settings(&mut doc, &c.framework, c.isl, c.osl, per_rank, bench.engine_schedulers);
+        generator_settings(&mut doc, &c.framework, &gpu, (c.isl, c.osl, per_rank), bench.engine_schedulers);
     } else {
-        let gpu = GpuPreset::find(c.gpu).expect("cases have presets").spec();
         engine_settings(&mut doc, &c.framework, &gpu, c.osl, bench.engine_schedulers);
     }
     doc.set("workload.requests", (bench.rounds * c.concurrency) as i64)
@@ -1277,9 +1281,10 @@ mod tests {
         // AIConfigurator's generator rules (rule_plugin/benchmark/*.rule, 095f58a51) by hand, at
         // C = 8, ISL 1000, OSL 100: vLLM 8 + 1000 + 1500 = 2508 batched tokens; SGLang a
         // prefill limit of 1000 + 1500 = 2500; TensorRT-LLM 2508 rounded up to 32 = 2528.
+        let h200 = GpuPreset::find("h200").unwrap().spec();
         let generator = |framework: &str, c: u32, own: bool| {
             let mut doc = Doc::default();
-            generator_settings(&mut doc, framework, 1000, 100, c, own);
+            generator_settings(&mut doc, framework, &h200, (1000, 100, c), own);
             doc
         };
         let vllm = generator("vllm", 8, false);
