@@ -222,6 +222,24 @@ fn kv_dtype(kv: &str) -> Result<servesim_sim::spec::Dtype> {
     }
 }
 
+/// The GPU preset and kernel database system of `--system` (a preset's name or a system
+/// name): an error naming the flag for a GPU without a preset, or one the database has not
+/// measured.
+fn database_system(name: &str) -> Result<(&'static servesim_sim::spec::GpuPreset, &'static str)> {
+    let systems =
+        || servesim_sim::spec::GPU_PRESETS.iter().filter_map(|p| p.database_system).collect::<Vec<_>>().join(", ");
+    let preset = servesim_sim::spec::GpuPreset::find(name).ok_or_else(|| {
+        CliError::input(format!("--system {name}: no GPU preset for it (servesim knows {})", systems()))
+    })?;
+    let system = preset.database_system.ok_or_else(|| {
+        CliError::input(format!(
+            "--system {name}: the kernel database has not measured this GPU (its systems: {})",
+            systems()
+        ))
+    })?;
+    Ok((preset, system))
+}
+
 fn import_aic(a: AicArgs) -> Result<()> {
     let files = crate::aic::locate(a.database.as_deref(), "--database")?;
     let model = load_model(&a.model)?;
@@ -234,16 +252,10 @@ fn import_aic(a: AicArgs) -> Result<()> {
     })?;
     check_moe_distribution(&a.moe_distribution)?;
     let kv = kv_dtype(&a.kv)?;
-    let preset = servesim_sim::spec::GpuPreset::find(&a.system).ok_or_else(|| {
-        CliError::input(format!(
-            "--system {}: no GPU preset for it (servesim knows {})",
-            a.system,
-            servesim_sim::spec::GPU_PRESETS.iter().map(|p| p.database_system).collect::<Vec<_>>().join(", ")
-        ))
-    })?;
+    let (preset, system) = database_system(&a.system)?;
     let command = format!(
         "servesim calibrate import-aic --system {} --framework {}{} --model {} --tp {} --weights {} --kv {} --moe-distribution {}{}",
-        preset.database_system,
+        system,
         a.framework,
         a.version.as_deref().map_or(String::new(), |v| format!(" --version {v}")),
         a.model,
@@ -254,7 +266,7 @@ fn import_aic(a: AicArgs) -> Result<()> {
         if a.expert_parallel { " --expert-parallel" } else { "" }
     );
     let req = servesim_aic::Request {
-        system: preset.database_system.to_string(),
+        system: system.to_string(),
         framework: a.framework.clone(),
         version: a.version.clone(),
         model,

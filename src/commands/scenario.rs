@@ -583,7 +583,7 @@ fn priced(text: &str, engine: Engine, gpu: &str, dir: &Path) -> Result<(String, 
         Engine::Sglang => "sglang",
     };
     let load = |t: &str| crate::scenario_file::validated(t, "from-command", dir);
-    let system = GpuPreset::find(gpu).map(|p| p.database_system).filter(|s| !s.is_empty());
+    let system = GpuPreset::find(gpu).and_then(|p| p.database_system);
     let why = match system {
         None => format!("the kernel database has no system for the GPU {gpu}"),
         Some(system) => {

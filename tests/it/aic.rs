@@ -90,7 +90,32 @@ fn import_aic_writes_a_profile_with_its_provenance() {
         &["--system", "h100_sxm", "--framework", "vllm", "--database", "docs"],
         "--database docs: no AIConfigurator kernel tables there",
     );
+    // A GPU preset the database has not measured: its own line, not "no preset".
+    bad(
+        &["--system", "rtx-4090", "--framework", "vllm", "--database", SLICE],
+        "--system rtx-4090: the kernel database has not measured this GPU (its systems: a100_sxm, h100_sxm,",
+    );
     assert!(!std::path::Path::new("/tmp/never.json").exists());
+    // A scenario on such a GPU that asks for the database is refused naming the key and the
+    // GPU; on its own the roofline prices it from the preset's datasheet figures.
+    let dir = out_dir("aic_scenario_gpu_without_db");
+    let rtx = scenario_file(&dir, "rtx.toml", &db_scenario("").replace("\"h100-sxm\"", "\"rtx-4090\""));
+    let o = isolated(&["simulate", "--scenario", &rtx, "--out", dir.join("r").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cost.database.system: the GPU rtx-4090 is not a preset with a kernel database"),
+        "{}",
+        stderr(&o)
+    );
+    let database = format!("database = {{ framework = \"vllm\", path = \"{}/{SLICE}\" }}", root().display());
+    let roof = scenario_file(&dir, "roof.toml", &read(std::path::Path::new(&rtx)).replace(&database, ""));
+    let o = isolated(&["simulate", "--scenario", &roof, "--out", dir.join("f").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Every decode step reads each GPU's half of llama-3-8b's 8,030,261,248 bf16 weights at the
+    // 4090's 1,008 GB/s: 8.03e9 × 2 B / 2 / 1.008e12 B/s = 7.97 ms at the least.
+    let summary: serde_json::Value = serde_json::from_str(&read(&dir.join("f/summary.json"))).unwrap();
+    let tpot = summary["tpot_ms"]["p50"].as_f64().unwrap();
+    assert!(tpot > 8_030_261_248.0 * 2.0 / 2.0 / 1.008e12 * 1e3, "{tpot}");
     // A scenario names the database its own way, and the message says so: the key it has, or
     // what each command accepts when nothing is found (simulate and plan take no --database).
     let dir = out_dir("aic_scenario_missing");

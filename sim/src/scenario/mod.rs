@@ -239,9 +239,10 @@ fn database_request(
     kv_model: &ModelSpec,
     key: &str,
 ) -> Result<DatabaseRequest, ConfigError> {
-    let gpu_system = crate::spec::GpuPreset::find(&g.gpu.name).map(|p| p.database_system);
+    let system_of = |name: &str| crate::spec::GpuPreset::find(name).and_then(|p| p.database_system);
+    let gpu_system = system_of(&g.gpu.name);
     let system = match (&d.system, gpu_system) {
-        (Some(s), Some(gs)) if crate::spec::GpuPreset::find(s).map(|p| p.database_system) != Some(gs) => {
+        (Some(s), Some(gs)) if system_of(s) != Some(gs) => {
             return Err(ConfigError::at(
                 &format!("{key}.system"),
                 format!(
@@ -250,7 +251,7 @@ fn database_request(
                 ),
             ))
         }
-        (Some(s), _) => crate::spec::GpuPreset::find(s).map_or(s.clone(), |p| p.database_system.to_string()),
+        (Some(s), _) => system_of(s).map_or(s.clone(), str::to_string),
         (None, Some(gs)) => gs.to_string(),
         (None, None) => {
             return Err(ConfigError::at(

@@ -42,8 +42,8 @@ pub struct GpuPreset {
     pub(crate) pcie_gb_per_s: f64,
     pub(crate) nvlink: bool,
     /// The system's name in AIConfigurator's kernel database (`h100_sxm`), the folder of its
-    /// measured kernels.
-    pub database_system: &'static str,
+    /// measured kernels; `None` for a GPU the database has not measured.
+    pub database_system: Option<&'static str>,
 }
 
 const GIB: u64 = 1 << 30;
@@ -71,7 +71,7 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         pcie_gb_per_s: 32.0,
         fp4_tflops: None,
         nvlink: true,
-        database_system: "a100_sxm",
+        database_system: Some("a100_sxm"),
     },
     // NVIDIA H100 SXM5 80GB datasheet: BF16 989.4 TFLOPS dense (1,979 sparse), FP8 1,978.9 dense;
     // HBM3 3.35 TB/s; NVLink 4 900 GB/s total = 450 per direction; PCIe Gen5 x16 64 GB/s per
@@ -86,7 +86,7 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         pcie_gb_per_s: 64.0,
         fp4_tflops: None,
         nvlink: true,
-        database_system: "h100_sxm",
+        database_system: Some("h100_sxm"),
     },
     // NVIDIA H200 SXM datasheet: same tensor cores as H100 SXM (BF16 989.4 / FP8 1,978.9 dense);
     // HBM3e 141 GB at 4.8 TB/s; NVLink 4 900 GB/s total. Memory: 143,771 MiB as nvidia-smi
@@ -101,7 +101,7 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         pcie_gb_per_s: 64.0,
         fp4_tflops: None,
         nvlink: true,
-        database_system: "h200_sxm",
+        database_system: Some("h200_sxm"),
     },
     // NVIDIA L40S datasheet: BF16 362.05 TFLOPS dense (733 sparse), FP8 733 dense (1,466 sparse);
     // 48 GB GDDR6 at 864 GB/s; no NVLink, so collectives cross PCIe Gen4 x16 (32 GB/s per
@@ -116,7 +116,7 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         pcie_gb_per_s: 32.0,
         fp4_tflops: None,
         nvlink: false,
-        database_system: "l40s",
+        database_system: Some("l40s"),
     },
     // NVIDIA DGX/HGX B200 datasheet: per GPU 2.25 PFLOPS BF16, 4.5 PFLOPS FP8 and 9 PFLOPS FP4
     // dense (half the sparse figures), 180 GB HBM3e at 8 TB/s, NVLink 5 1.8 TB/s total = 900 GB/s per
@@ -134,7 +134,7 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         pcie_gb_per_s: 64.0,
         fp4_tflops: Some(9000.0),
         nvlink: true,
-        database_system: "b200_sxm",
+        database_system: Some("b200_sxm"),
     },
     // The systems below are AIConfigurator's (`aiconfigurator_core/systems/<system>.yaml` of
     // aiconfigurator-core 0.12.0, Apache-2.0), whose numbers are NVIDIA's datasheets: dense
@@ -153,7 +153,7 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         interconnect_gb_per_s: 32.0,
         pcie_gb_per_s: 32.0,
         nvlink: false,
-        database_system: "a100_pcie",
+        database_system: Some("a100_pcie"),
     },
     // a30.yaml: A30 24GB, BF16 165 TFLOPS, 933 GB/s, 24 GiB, PCIe Gen4 (32 GB/s).
     GpuPreset {
@@ -166,7 +166,7 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         interconnect_gb_per_s: 32.0,
         pcie_gb_per_s: 32.0,
         nvlink: false,
-        database_system: "a30",
+        database_system: Some("a30"),
     },
     // b300_sxm.yaml: B300 (Blackwell Ultra), BF16 2,250, FP8 4,500, FP4 14,000 TFLOPS dense,
     // 7,750 GB/s, 288,400,343,040 B, NVLink 5 900 GB/s, PCIe Gen6 128 GB/s.
@@ -180,7 +180,7 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         interconnect_gb_per_s: 900.0,
         pcie_gb_per_s: 128.0,
         nvlink: true,
-        database_system: "b300_sxm",
+        database_system: Some("b300_sxm"),
     },
     // b60.yaml: Intel Arc Pro B60 24GB, 98.3 TFLOPS (BF16 and FP8 alike), 456 GB/s, 24 GiB,
     // 28.4 GB/s between GPUs, PCIe 32 GB/s.
@@ -194,7 +194,7 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         interconnect_gb_per_s: 28.4,
         pcie_gb_per_s: 32.0,
         nvlink: false,
-        database_system: "b60",
+        database_system: Some("b60"),
     },
     // gb200.yaml: GB200 (per Blackwell GPU of a Grace-Blackwell superchip), BF16 2,500, FP8
     // 5,000, FP4 10,000 TFLOPS dense, 8,000 GB/s, 198,674,743,296 B, NVLink 5 900 GB/s across the
@@ -209,7 +209,7 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         interconnect_gb_per_s: 900.0,
         pcie_gb_per_s: 64.0,
         nvlink: true,
-        database_system: "gb200",
+        database_system: Some("gb200"),
     },
     // gb300.yaml: GB300, BF16 2,500, FP8 5,000, FP4 15,000 TFLOPS dense, 8,000 GB/s,
     // 298,013,687,808 B, NVLink 5 900 GB/s, host link 64 GB/s.
@@ -223,7 +223,7 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         interconnect_gb_per_s: 900.0,
         pcie_gb_per_s: 64.0,
         nvlink: true,
-        database_system: "gb300",
+        database_system: Some("gb300"),
     },
     // h100_pcie.yaml: H100 PCIe 80GB, BF16 756.5, FP8 1,513 TFLOPS dense, 2,000 GB/s, 80 GiB; no
     // NVLink (intra_node_bw = pcie_bw = 64 GB/s).
@@ -237,7 +237,7 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         interconnect_gb_per_s: 64.0,
         pcie_gb_per_s: 64.0,
         nvlink: false,
-        database_system: "h100_pcie",
+        database_system: Some("h100_pcie"),
     },
     // l4.yaml: L4 24GB, BF16 121, FP8 242 TFLOPS dense, 300 GB/s, 24 GiB, PCIe Gen4 32 GB/s.
     GpuPreset {
@@ -250,7 +250,7 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         interconnect_gb_per_s: 32.0,
         pcie_gb_per_s: 32.0,
         nvlink: false,
-        database_system: "l4",
+        database_system: Some("l4"),
     },
     // rtx_pro_6000_server.yaml: RTX PRO 6000 Blackwell Server Edition 96GB, BF16 467.8, FP8
     // 935.6, FP4 1,871.2 TFLOPS dense, 1,792 GB/s, 102,641,958,912 B; no NVLink (64 GB/s PCIe
@@ -265,7 +265,61 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         interconnect_gb_per_s: 64.0,
         pcie_gb_per_s: 64.0,
         nvlink: false,
-        database_system: "rtx_pro_6000_server",
+        database_system: Some("rtx_pro_6000_server"),
+    },
+    // GPUs AIConfigurator's database has not measured (priced by the roofline, or by a profile
+    // or calibration of the user's own), from NVIDIA's published figures. Dense tensor FLOP/s
+    // are those with FP32 accumulation, what the engines' BF16 and FP8 GEMMs use: GeForce
+    // cards run it at half their FP16-accumulate rate.
+    // NVIDIA Ada Lovelace architecture whitepaper (Appendix A, GeForce RTX 4090): BF16 tensor
+    // 165.2 TFLOPS dense with FP32 accumulate (330.4 sparse), FP8 330.3 dense with FP32
+    // accumulate; 24 GB GDDR6X at 1,008 GB/s; no NVLink, PCIe Gen4 x16 (32 GB/s per direction).
+    // Memory: 24,564 MiB as nvidia-smi reports it.
+    GpuPreset {
+        name: "rtx-4090",
+        bf16_tflops: 165.2,
+        fp8_tflops: Some(330.3),
+        fp4_tflops: None,
+        hbm_gb_per_s: 1008.0,
+        memory_mib: 24_564,
+        interconnect_gb_per_s: 32.0,
+        pcie_gb_per_s: 32.0,
+        nvlink: false,
+        database_system: None,
+    },
+    // NVIDIA RTX Blackwell GPU architecture whitepaper (Appendix A, GeForce RTX 5090): BF16
+    // tensor 209.5 TFLOPS dense with FP32 accumulate (419 sparse), FP8 419 dense with FP32
+    // accumulate, FP4 1,676 dense (3,352 sparse, the "AI TOPS" of the product page); 32 GB
+    // GDDR7 at 1,792 GB/s; no NVLink, PCIe Gen5 x16 (64 GB/s per direction). Memory: 32,607
+    // MiB as nvidia-smi reports it.
+    GpuPreset {
+        name: "rtx-5090",
+        bf16_tflops: 209.5,
+        fp8_tflops: Some(419.0),
+        fp4_tflops: Some(1676.0),
+        hbm_gb_per_s: 1792.0,
+        memory_mib: 32_607,
+        interconnect_gb_per_s: 64.0,
+        pcie_gb_per_s: 64.0,
+        nvlink: false,
+        database_system: None,
+    },
+    // NVIDIA RTX PRO 6000 Blackwell Workstation Edition (600 W) datasheet: 4,000 FP4 AI TOPS
+    // with sparsity, so FP4 2,000, FP8 1,000 and BF16 500 TFLOPS dense (professional cards
+    // accumulate in FP32 at full rate); 96 GB GDDR7 at 1,792 GB/s; no NVLink, PCIe Gen5 x16.
+    // Memory: the Server Edition's (below, the same board memory). Its kernels are not in the
+    // database: the Server Edition's (`rtx-pro-6000`) run at a different power limit.
+    GpuPreset {
+        name: "rtx-pro-6000-ws",
+        bf16_tflops: 500.0,
+        fp8_tflops: Some(1000.0),
+        fp4_tflops: Some(2000.0),
+        hbm_gb_per_s: 1792.0,
+        memory_mib: 102_641_958_912 / MIB,
+        interconnect_gb_per_s: 64.0,
+        pcie_gb_per_s: 64.0,
+        nvlink: false,
+        database_system: None,
     },
 ];
 
@@ -313,7 +367,19 @@ impl GpuPreset {
         } else if words.contains(&"a30") {
             "a30"
         } else if lower.contains("rtx pro 6000") || lower.contains("rtx-pro-6000") {
-            "rtx-pro-6000"
+            // The Max-Q Workstation Edition runs at 300 W: neither preset.
+            match (has("workstation"), has("max")) {
+                (_, true) => return None,
+                (true, false) => "rtx-pro-6000-ws",
+                (false, false) => "rtx-pro-6000",
+            }
+        } else if words.contains(&"rtx") && !has("laptop") && !words.contains(&"d") {
+            // GeForce desktop cards only: a laptop GPU or a China-market "D" has fewer SMs.
+            match () {
+                _ if words.contains(&"4090") => "rtx-4090",
+                _ if words.contains(&"5090") => "rtx-5090",
+                _ => return None,
+            }
         } else {
             return None;
         };
@@ -322,7 +388,10 @@ impl GpuPreset {
 
     /// A preset by its name, or by its kernel database system (`h100_sxm`).
     pub fn find(name: &str) -> Option<&'static GpuPreset> {
-        GPU_PRESETS.iter().find(|p| p.name == name).or_else(|| GPU_PRESETS.iter().find(|p| p.database_system == name))
+        GPU_PRESETS
+            .iter()
+            .find(|p| p.name == name)
+            .or_else(|| GPU_PRESETS.iter().find(|p| p.database_system == Some(name)))
     }
 
     pub fn names() -> Vec<&'static str> {
@@ -374,7 +443,7 @@ impl GpuSpec {
     /// The preset's node: (GPUs per node, network GB/s per GPU).
     fn node(&self) -> (u64, f64) {
         GpuPreset::find(&self.name)
-            .and_then(|p| NODES.iter().find(|n| n.0 == p.database_system))
+            .and_then(|p| NODES.iter().find(|n| Some(n.0) == p.database_system))
             .map_or(DEFAULT_NODE, |n| (n.1, n.2))
     }
 
@@ -422,6 +491,13 @@ mod tests {
             ("NVIDIA GB200", Some("gb200")),
             ("h100_sxm", Some("h100-sxm")),
             ("NVIDIA RTX PRO 6000 Blackwell Server Edition", Some("rtx-pro-6000")),
+            ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", Some("rtx-pro-6000-ws")),
+            ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", None),
+            ("NVIDIA GeForce RTX 4090", Some("rtx-4090")),
+            ("NVIDIA GeForce RTX 5090", Some("rtx-5090")),
+            ("NVIDIA GeForce RTX 4090 D", None),
+            ("NVIDIA GeForce RTX 5090 Laptop GPU", None),
+            ("NVIDIA GeForce RTX 4080", None),
             ("NVIDIA H1000", None),
             ("AMD EPYC 9654", None),
         ] {
@@ -447,7 +523,9 @@ mod tests {
             assert!(s.memory_gib() > 20.0 && s.memory_gib() < 300.0, "{}", p.name);
             // GPUs without NVLink talk over their host link.
             assert_eq!(s.nvlink, s.interconnect_bytes_per_s > s.pcie_bytes_per_s, "{}", p.name);
-            assert_eq!(GpuPreset::find(p.database_system).unwrap().name, p.name);
+            if let Some(system) = p.database_system {
+                assert_eq!(GpuPreset::find(system).unwrap().name, p.name);
+            }
         }
         assert_eq!(GpuPreset::find("a100-80g").unwrap().spec().memory_bytes, 80 * GIB);
         assert!(GpuPreset::find("a100-80g").unwrap().fp8_tflops.is_none());
