@@ -126,9 +126,7 @@ pub(crate) fn finish(report: &PlanReport, dir: &Path, format: Format, digest: St
         report.recommended.as_deref().unwrap_or("")
     );
     let mut files = vec!["plan.json"];
-    if write_manifest(recommended, dir, &made_by)? {
-        files.push(MANIFEST);
-    }
+    files.extend(write_manifest(recommended, dir, &made_by)?);
     crate::manifest::record(dir, "plan", crate::manifest::Run::new(&h.scenario, h.seed, digest, &files))?;
     match format {
         Format::Json => outln!("{json}"),
@@ -349,30 +347,43 @@ pub(crate) fn deploy_text(c: &CandidateResult) -> String {
         None => format!("  Kubernetes manifest: {MANIFEST}\n"),
         Some(why) => format!("  no Kubernetes manifest: {why}\n"),
     };
+    if let (Some(l), None) = (&d.router.llm_d, &d.no_manifest) {
+        o += &format!("  llm-d Helm values: {LLM_D_VALUES} ({})\n", l.note);
+    }
     o
 }
 
 /// The recommended configuration's Kubernetes manifest, in the output folder.
 pub(crate) const MANIFEST: &str = "deploy.yaml";
+/// Its llm-d Helm values, where llm-d's endpoint picker has the simulated router.
+pub(crate) const LLM_D_VALUES: &str = "llm-d-values.yaml";
 
 /// Writes the Kubernetes manifest of `recommended` (if any, and if it has one) into `dir`, headed
-/// by `made_by`; removes a manifest an earlier run left when this one has none. Returns whether
-/// it wrote one.
-pub(crate) fn write_manifest(recommended: Option<&CandidateResult>, dir: &Path, made_by: &str) -> Result<bool> {
-    let path = dir.join(MANIFEST);
-    match recommended.and_then(|c| c.deploy.as_ref()).and_then(|d| d.manifest(made_by)) {
-        Some(m) => {
-            crate::atomic::write(&path, m)?;
-            Ok(true)
-        }
-        None => {
-            match std::fs::remove_file(&path) {
+/// by `made_by`, and its llm-d Helm values where it has them; removes such a file an earlier run
+/// left when this one has none. Returns the files it wrote.
+pub(crate) fn write_manifest(
+    recommended: Option<&CandidateResult>,
+    dir: &Path,
+    made_by: &str,
+) -> Result<Vec<&'static str>> {
+    let d = recommended.and_then(|c| c.deploy.as_ref());
+    let mut written = vec![];
+    for (file, text) in
+        [(MANIFEST, d.and_then(|d| d.manifest(made_by))), (LLM_D_VALUES, d.and_then(|d| d.llm_d_values(made_by)))]
+    {
+        let path = dir.join(file);
+        match text {
+            Some(m) => {
+                crate::atomic::write(&path, m)?;
+                written.push(file);
+            }
+            None => match std::fs::remove_file(&path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     return Err(CliError::input(format!("removing the stale {}: {e}", path.display())))
                 }
                 _ => {}
-            }
-            Ok(false)
+            },
         }
     }
+    Ok(written)
 }

@@ -236,9 +236,7 @@ fn finish(
         s.seed,
         out.recommended.as_deref().unwrap_or("")
     );
-    if super::plan::write_manifest(out.winner(), dir, &made_by)? {
-        files.push(super::plan::MANIFEST);
-    }
+    files.extend(super::plan::write_manifest(out.winner(), dir, &made_by)?);
     crate::manifest::record(dir, "tune", crate::manifest::Run::new(&s.name, s.seed, digest, &files))?;
     match format {
         Format::Json => outln!("{json}"),

@@ -113,6 +113,31 @@ fn a_plan_says_what_to_deploy_and_writes_its_manifest() {
     let v = plan_json(path.to_str().unwrap(), &out);
     assert!(v["recommended"].is_null() && v["candidates"][0]["deploy"].is_null(), "{v}");
     assert!(!out.join("deploy.yaml").exists());
+
+    // Routed to the fewest outstanding requests: llm-d's endpoint picker does that
+    // (active-request-scorer), so its Helm values are written beside the manifest, named in the
+    // table and plan.json, selecting the manifest's pods; a later run recommending nothing
+    // leaves none behind.
+    let lo = out.join("least-outstanding.toml");
+    let known = read(&root().join("tests/plan/known-answer.toml"));
+    std::fs::write(&lo, format!("{known}[cluster]\nrouter = {{ kind = \"least-outstanding\" }}\n")).unwrap();
+    let v = plan_json(lo.to_str().unwrap(), &out);
+    let l = &v["candidates"][0]["deploy"]["router"]["llm_d"];
+    assert_eq!(l["plugins"], serde_json::json!(["active-request-scorer", "max-score-picker"]), "{l}");
+    let values = yaml_rust2::YamlLoader::load_from_str(&read(&out.join("llm-d-values.yaml"))).unwrap();
+    assert_eq!(values[0]["inferencePool"]["modelServers"]["matchLabels"]["app"].as_str(), Some("known-answer"));
+    let file = values[0]["inferenceExtension"]["pluginsConfigFile"].as_str().unwrap();
+    assert_eq!(values[0]["inferenceExtension"]["pluginsCustomConfig"][file].as_str(), l["config"].as_str());
+    let o = servesim(&["plan", "--scenario", lo.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
+    let table = stdout(&o);
+    assert!(table.contains("  or with llm-d's inference scheduler: its endpoint picker with active-request-scorer + max-score-picker\n"), "{table}");
+    assert!(table.contains("  llm-d Helm values: llm-d-values.yaml (the fewest requests in flight;"), "{table}");
+    let few = known.replace("[plan]\n", "[plan]\nmax_instances = 2\n")
+        + "[cluster]\nrouter = { kind = \"least-outstanding\" }\n";
+    std::fs::write(&lo, few).unwrap();
+    let v = plan_json(lo.to_str().unwrap(), &out);
+    assert!(v["recommended"].is_null(), "{v}");
+    assert!(!out.join("llm-d-values.yaml").exists());
 }
 
 /// With headroom the count recommended is more than the minimum, and it is simulated too: its

@@ -46,6 +46,21 @@ pub struct RouterDeploy {
     /// alternative to the engine's router, for an aggregated deployment).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynamo: Option<LaunchCommand>,
+    /// llm-d's inference scheduler set to the same policy, where its plugins have it (an
+    /// alternative to the engine's router, for an aggregated deployment on Kubernetes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_d: Option<LlmD>,
+}
+
+/// llm-d's endpoint picker (llm-d/llm-d-inference-scheduler) configured as the simulated router.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LlmD {
+    /// The EndpointPickerConfig's plugins, in its one scheduling profile.
+    pub plugins: Vec<String>,
+    /// The EndpointPickerConfig (YAML).
+    pub config: String,
+    /// What differs from the simulated router, in words.
+    pub note: String,
 }
 
 /// What to deploy for a sized configuration.
@@ -94,6 +109,7 @@ impl Deployment {
         let name = dns_label(&s.name);
         let mut router = router(engine, s.router.kind(), &name, disaggregated);
         router.dynamo = dynamo(s.router.kind(), disaggregated);
+        router.llm_d = llm_d(s.router.kind(), disaggregated);
         let node = s.groups.iter().map(|g| g.gpu.gpus_per_node()).min().unwrap_or(8);
         let no_manifest = if let Some(v) = servers.iter().find(|v| v.gpus_per_replica > node) {
             Some(format!(
@@ -134,8 +150,39 @@ impl Deployment {
         if let Some(d) = &self.router.dynamo {
             out.push(format!("or with NVIDIA Dynamo: {}", d.line()));
         }
+        if let Some(l) = &self.router.llm_d {
+            out.push(format!(
+                "or with llm-d's inference scheduler: its endpoint picker with {}",
+                l.plugins.join(" + ")
+            ));
+        }
         out
     }
+}
+
+/// llm-d's endpoint picker with the simulated router's policy, where its plugins have it
+/// (llm-d/llm-d-inference-scheduler at 520af478, `pkg/epp/framework/plugins/scheduling/`):
+/// `random-picker` picks uniformly, ignoring scores; `active-request-scorer` (defaults:
+/// `idleThreshold` 0, `maxBusyScore` 1) scores a pod with no request in flight 1 and a busy one
+/// (max − count) / max over the requests the picker has in flight, so `max-score-picker` takes
+/// the pod with the fewest. Its KV-utilization and queue scorers read the pods' scraped
+/// metrics (blocks in use, waiting requests), not the simulated least-kv-usage's committed
+/// blocks, so no configuration is offered for those.
+fn llm_d(kind: &str, disaggregated: bool) -> Option<LlmD> {
+    let (plugins, note): (&[&str], &str) = match kind {
+        "random" => (&["random-picker"], "uniform at random, as simulated"),
+        "least-outstanding" => (
+            &["active-request-scorer", "max-score-picker"],
+            "the fewest requests in flight; ties broken at random (servesim takes the next instance in turn)",
+        ),
+        _ => return None,
+    };
+    let plugins: Vec<String> = plugins.iter().map(|p| p.to_string()).collect();
+    (!disaggregated).then(|| LlmD {
+        config: manifest::endpoint_picker_config(&plugins),
+        plugins,
+        note: note.to_string(),
+    })
 }
 
 /// NVIDIA Dynamo's frontend with the simulated router's policy, where its `--router-mode` has it:
@@ -198,6 +245,7 @@ fn router(engine: ServingEngine, kind: &str, name: &str, disaggregated: bool) ->
                      shows what that changes"
                 ),
                 dynamo: None,
+                llm_d: None,
             };
         }
     };
@@ -212,6 +260,7 @@ fn router(engine: ServingEngine, kind: &str, name: &str, disaggregated: bool) ->
         command: Some(LaunchCommand { program: words(program), args, notes }),
         note: format!("the engine's router, policy {policy}"),
         dynamo: None,
+        llm_d: None,
     }
 }
 

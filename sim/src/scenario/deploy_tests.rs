@@ -158,3 +158,55 @@ fn dynamos_frontend_is_offered_where_its_router_mode_is_the_simulated_policy() {
     // A policy Dynamo's router has no mode for: none offered.
     assert!(Deployment::of(&scenario("vllm", "least-outstanding", 2, ""), &[3]).router.dynamo.is_none());
 }
+
+#[test]
+fn llm_ds_endpoint_picker_is_configured_where_its_plugins_are_the_simulated_policy() {
+    // least-outstanding: llm-d's active-request-scorer (the fewest requests in flight) under
+    // its max-score-picker, one scheduling profile naming both (llm-d-inference-scheduler
+    // 520af478, plugins/scheduling/scorer/activerequest, picker/maxscore).
+    let d = Deployment::of(&scenario("vllm", "least-outstanding", 2, ""), &[3]);
+    let l = d.router.llm_d.as_ref().expect("least-outstanding is llm-d's active-request-scorer");
+    assert_eq!(l.plugins, ["active-request-scorer", "max-score-picker"]);
+    let epp = &docs(&l.config)[0];
+    assert_eq!(epp["kind"].as_str(), Some("EndpointPickerConfig"));
+    assert_eq!(epp["apiVersion"].as_str(), Some("inference.networking.x-k8s.io/v1alpha1"));
+    let types: Vec<&str> = epp["plugins"].as_vec().unwrap().iter().map(|p| p["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["active-request-scorer", "max-score-picker"]);
+    let profile = &epp["schedulingProfiles"][0];
+    assert_eq!(profile["name"].as_str(), Some("default"));
+    let refs: Vec<&str> =
+        profile["plugins"].as_vec().unwrap().iter().map(|p| p["pluginRef"].as_str().unwrap()).collect();
+    assert_eq!(refs, types);
+    assert!(d.lines().last().unwrap().ends_with("its endpoint picker with active-request-scorer + max-score-picker"));
+    // The Helm values select the manifest's engine pods on their port and carry the config.
+    let values = &docs(&d.llm_d_values("a test").unwrap())[0];
+    let pool = &values["inferencePool"];
+    assert_eq!(pool["modelServers"]["matchLabels"]["app"].as_str(), Some("peak-chat-eu"));
+    assert_eq!(pool["targetPorts"][0]["number"].as_i64(), Some(8000));
+    assert_eq!(pool["modelServerType"].as_str(), Some("vllm"));
+    let ext = &values["inferenceExtension"];
+    let file = ext["pluginsConfigFile"].as_str().unwrap();
+    assert_eq!(ext["pluginsCustomConfig"][file].as_str(), Some(l.config.as_str()));
+    let manifest = docs(&d.manifest("t").unwrap());
+    assert_eq!(
+        find(&manifest, "Deployment", "peak-chat-eu")["spec"]["template"]["metadata"]["labels"]["app"].as_str(),
+        Some("peak-chat-eu")
+    );
+    // random: its random-picker alone; SGLang's pods on SGLang's port.
+    let d = Deployment::of(&scenario("sglang", "random", 2, ""), &[3]);
+    assert_eq!(d.router.llm_d.as_ref().unwrap().plugins, ["random-picker"]);
+    let values = &docs(&d.llm_d_values("a test").unwrap())[0];
+    assert_eq!(
+        (
+            values["inferencePool"]["targetPorts"][0]["number"].as_i64(),
+            values["inferencePool"]["modelServerType"].as_str()
+        ),
+        (Some(30000), Some("sglang"))
+    );
+    // Policies llm-d has no plugin for (round-robin) or reads another signal for (its KV
+    // scorer reads scraped blocks in use): none offered, and no values.
+    for kind in ["round-robin", "least-kv-usage", "power-of-two"] {
+        let d = Deployment::of(&scenario("vllm", kind, 2, ""), &[3]);
+        assert!(d.router.llm_d.is_none() && d.llm_d_values("t").is_none(), "{kind}");
+    }
+}

@@ -132,7 +132,72 @@ fn service(name: &str, port: u16) -> Y {
     ])
 }
 
+/// The file name the llm-d Helm values give the EndpointPickerConfig.
+const LLM_D_PLUGINS_FILE: &str = "servesim-plugins.yaml";
+
+/// An EndpointPickerConfig (llm-d/llm-d-inference-scheduler `apix/config/v1alpha1`, at
+/// 520af478) of `plugins`, every one in its `default` scheduling profile; the loader adds the
+/// metrics data source and the in-flight load producer by default.
+pub(super) fn endpoint_picker_config(plugins: &[String]) -> String {
+    let list = |key: &'static str| Y::L(plugins.iter().map(|p| Y::M(vec![(key, s(p.clone()))])).collect());
+    let y = Y::M(vec![
+        ("apiVersion", s("inference.networking.x-k8s.io/v1alpha1")),
+        ("kind", s("EndpointPickerConfig")),
+        ("plugins", list("type")),
+        ("schedulingProfiles", Y::L(vec![Y::M(vec![("name", s("default")), ("plugins", list("pluginRef"))])])),
+    ]);
+    let mut out = String::new();
+    y.write(0, &mut out);
+    out
+}
+
 impl Deployment {
+    /// Helm values for llm-d's `inferencepool` chart (llm-d/llm-d-inference-scheduler
+    /// `config/charts/inferencepool`, 520af478): the pool selects the engine's pods of the
+    /// manifest, and the endpoint picker runs [`super::LlmD::config`]. `None` without an llm-d
+    /// configuration or without a manifest.
+    pub fn llm_d_values(&self, made_by: &str) -> Option<String> {
+        let l = self.router.llm_d.as_ref()?;
+        if self.no_manifest.is_some() {
+            return None;
+        }
+        let engine = engine_of(&self.engine);
+        let server_type = match engine {
+            ServingEngine::Sglang => "sglang",
+            ServingEngine::Trtllm => "trtllm-serve",
+            ServingEngine::Vllm => "vllm",
+        };
+        let y = Y::M(vec![
+            (
+                "inferencePool",
+                Y::M(vec![
+                    ("modelServers", Y::M(vec![("matchLabels", app(&self.name))])),
+                    ("targetPorts", Y::L(vec![Y::M(vec![("number", Y::N(super::port(engine) as u64))])])),
+                    ("modelServerType", s(server_type)),
+                ]),
+            ),
+            (
+                "inferenceExtension",
+                Y::M(vec![
+                    ("pluginsConfigFile", s(LLM_D_PLUGINS_FILE)),
+                    ("pluginsCustomConfig", Y::M(vec![(LLM_D_PLUGINS_FILE, s(l.config.clone()))])),
+                ]),
+            ),
+        ]);
+        let mut out = format!(
+            "# {made_by}\n\
+             # Helm values for llm-d's inferencepool chart (github.com/llm-d/llm-d-inference-scheduler,\n\
+             # config/charts/inferencepool): helm install {} <chart> -f THIS_FILE, beside the manifest's\n\
+             # engine Deployment; requests reach the pool through a Gateway with the inference extension.\n\
+             # Endpoint picker: {} ({}).\n",
+            self.name,
+            l.plugins.join(" + "),
+            l.note
+        );
+        y.write(0, &mut out);
+        Some(out)
+    }
+
     /// The Kubernetes manifest, headed by `made_by` (what wrote it) and its assumptions; `None`
     /// when [`Deployment::no_manifest`] says why there is none.
     pub fn manifest(&self, made_by: &str) -> Option<String> {

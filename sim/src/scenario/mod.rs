@@ -22,7 +22,7 @@ pub use crate::instance::InstanceGroup;
 pub use crate::metrics::{MetricsSection, SloSection};
 pub(crate) use cluster::gpu_or_preset;
 pub use cluster::GroupSection;
-pub use deploy::{Deployment, RouterDeploy, Server};
+pub use deploy::{Deployment, LlmD, RouterDeploy, Server};
 pub use engines::{EngineLimits, ServingEngine};
 pub use file::*;
 pub use launch::LaunchCommand;
