@@ -107,6 +107,15 @@ print(f"Of the {len(over)} rows `--kv-cache bf16` predicts at 10× the measured 
       f"(down to {min(now):.2f}×); over all rows, {sum(1 for r in data['default'] if ratio(r) >= 10)} "
       f"are at 10× or more by default, {len([r for r in data['kvbf16'] if ratio(r) >= 10])} with `--kv-cache bf16`. "
       "Made by `tools/fidelity-scoreboard.sh`.")
+print()
+full = [r for r in data["default"] if int(r["concurrency"]) * (int(r["isl"]) + int(r["osl"])) > int(r["kv_tokens"])]
+fr = [ratio(r) for r in full]
+print(f"Over-full rows, whose clients' full lengths C × (ISL + OSL) exceed the KV pool servesim sizes for "
+      f"them (`kv_tokens` in silicon.csv), run as by default: {len(full)}, of which {sum(1 for x in fr if 0.5 <= x <= 2)} "
+      f"are within 2× of the measured TTFT, {sum(1 for x in fr if x > 2)} above 2× (up to {max(fr):.0f}×) and "
+      f"{sum(1 for x in fr if x < 0.5)} under half of it (down to {min(fr):.2f}×); median |TTFT error| "
+      f"{statistics.median(abs(float(r['ttft_error_pct'])) for r in full):.1f}%, "
+      f"{sum(1 for r in full if int(r['preemptions']) > 0)} of them with preemptions. Made by `tools/fidelity-scoreboard.sh`.")
 print("<!-- /scoreboard-kv -->")
 print()
 print("<!-- scoreboard-groups -->")

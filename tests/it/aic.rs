@@ -274,6 +274,12 @@ fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
         // Concurrency 4–56 at contexts up to 9,216 lie within the slice's grids (the roofline's
         // DeepSeek row has no grid): nothing was read beyond them.
         assert_eq!(row[head.iter().position(|h| *h == "extrapolated_pct").unwrap()], "0.0", "{l}");
+        // The KV pool in whole 16-token blocks; a run whose clients' every token fits it at
+        // once is never preempted.
+        let (kv, preempted) = (col(&row, "kv_tokens"), col(&row, "preemptions"));
+        assert!(kv > 0.0 && kv % 16.0 == 0.0, "{l}");
+        let demand = col(&row, "concurrency") * (col(&row, "isl") + col(&row, "osl"));
+        assert!(demand > kv || preempted == 0.0, "{l}");
         if l.contains("deepseek-r1") {
             assert!(
                 l.contains("roofline: not in the database (system b200_sxm is not in the database"),

@@ -73,6 +73,11 @@ impl Default for SchedulerSection {
 }
 
 impl SchedulerSection {
+    /// Tokens per KV block.
+    pub fn block_tokens(&self) -> u64 {
+        self.block_tokens as u64
+    }
+
     pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check(self.max_num_seqs >= 1, path, "max_num_seqs", "must be ≥ 1", self.max_num_seqs)?;
         check(

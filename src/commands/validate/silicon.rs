@@ -671,14 +671,17 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
     doc
 }
 
-/// A case's prediction: its requests' mean TTFT, TPOT and E2E (ms), and the share of its
-/// iteration time read from the database beyond the grid it measured.
+/// A case's prediction: its requests' mean TTFT, TPOT and E2E (ms), the share of its
+/// iteration time read from the database beyond the grid it measured, the tokens its KV cache
+/// holds and the preemptions of the run.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Predicted {
     pub ttft: f64,
     pub tpot: f64,
     pub e2e: f64,
     pub extrapolated: f64,
+    pub kv_tokens: u64,
+    pub preemptions: u64,
 }
 
 /// The prediction of a case's run.
@@ -712,7 +715,8 @@ pub(super) fn predict(s: &Scenario) -> std::result::Result<Predicted, String> {
     let tpot = if tpots.is_empty() { 0.0 } else { tpots.iter().sum::<f64>() / tpots.len() as f64 };
     let e2e = recs.iter().filter_map(|r| r.e2e()).map(|t| t.as_millis_f64()).sum::<f64>() / recs.len() as f64;
     let extrapolated = out.summary.cost.fallbacks.iter().filter(|f| f.extrapolated).fold(0.0, |a, f| a + f.share);
-    Ok(Predicted { ttft, tpot, e2e, extrapolated })
+    let kv_tokens = out.summary.kv.blocks_total * s.groups[0].scheduler.block_tokens();
+    Ok(Predicted { ttft, tpot, e2e, extrapolated, kv_tokens, preemptions: out.summary.preemptions })
 }
 
 /// Reads the CSV; errors name the line.
@@ -867,7 +871,7 @@ pub(super) fn run_cases(
 /// The per-row CSV (silicon.csv), and the count of rows not run by reason.
 fn rows_csv(outs: &[Outcome], bench: Bench) -> (String, BTreeMap<String, usize>) {
     let mut csv = String::from(
-        "line,id,half,model,system,framework,version,weights,kv_cache,tp,isl,osl,concurrency,measured_ttft_ms,predicted_ttft_ms,ttft_error_pct,measured_tpot_ms,predicted_tpot_ms,tpot_error_pct,limits,extrapolated_pct,status\n",
+        "line,id,half,model,system,framework,version,weights,kv_cache,tp,isl,osl,concurrency,measured_ttft_ms,predicted_ttft_ms,ttft_error_pct,measured_tpot_ms,predicted_tpot_ms,tpot_error_pct,limits,extrapolated_pct,kv_tokens,preemptions,status\n",
     );
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     for x in outs {
@@ -876,7 +880,7 @@ fn rows_csv(outs: &[Outcome], bench: Bench) -> (String, BTreeMap<String, usize>)
         match (&x.case, &x.predicted) {
             (Err(why), _) => {
                 *reasons.entry(why.split(':').next().unwrap_or(why).to_string()).or_default() += 1;
-                csv += &format!("{common},,,,,,,,,,,,,,,,,,,\"not expressed: {}\"\n", why.replace('"', "'"));
+                csv += &format!("{common},,,,,,,,,,,,,,,,,,,,,\"not expressed: {}\"\n", why.replace('"', "'"));
             }
             (Ok(c), Some(p)) => {
                 let ver = r.get("backend_version");
@@ -884,12 +888,13 @@ fn rows_csv(outs: &[Outcome], bench: Bench) -> (String, BTreeMap<String, usize>)
                     Ok(p) => {
                         let (a, b) = x.errors().expect("predicted");
                         let (t, q, xp) = (format!("{:.3}", p.ttft), format!("{:.4}", p.tpot), p.extrapolated * 100.0);
-                        (t, q, format!("{a:.2}"), format!("{b:.2}"), format!("{xp:.1}"), c.note.clone())
+                        let xp = format!("{xp:.1},{},{}", p.kv_tokens, p.preemptions);
+                        (t, q, format!("{a:.2}"), format!("{b:.2}"), xp, c.note.clone())
                     }
                     Err(e) => {
                         *reasons.entry(format!("failed: {e}")).or_default() += 1;
                         let none = String::new;
-                        (none(), none(), none(), none(), none(), format!("failed: {e}"))
+                        (none(), none(), none(), none(), ",,".into(), format!("failed: {e}"))
                     }
                 };
                 csv += &format!(
