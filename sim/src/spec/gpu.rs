@@ -51,11 +51,13 @@ const MIB: u64 = 1 << 20;
 
 /// Memory CUDA reports per preset, where a published log gives it: vLLM's start-up line "Free
 /// memory on device (78.66/79.19 GiB)" on an H100 80GB (vLLM 0.10.2) and "(139.21/139.81 GiB)"
-/// on an H200; torch's `total_memory=85093777408` on an A100 80GB PCIe. vLLM prints GiB to two
+/// on an H200; torch's `total_memory=85093777408` on an A100 80GB PCIe, and
+/// `total_memory=32109MB` (torch prints MiB) on an RTX 5090 (the mamf-finder log of the
+/// Hugging Face dataset dnakov/consumer-mamf). vLLM prints GiB to two
 /// decimals, so those two are known to ±0.005 GiB: the whole MiB nearest (81,091 MiB =
 /// 79.1904 GiB; 143,165 MiB = 139.8096 GiB) stands for them.
 const CUDA_VISIBLE: &[(&str, u64)] =
-    &[("h100-sxm", 81_091 * MIB), ("h200", 143_165 * MIB), ("a100-pcie", 85_093_777_408)];
+    &[("h100-sxm", 81_091 * MIB), ("h200", 143_165 * MIB), ("a100-pcie", 85_093_777_408), ("rtx-5090", 32_109 * MIB)];
 
 pub const GPU_PRESETS: &[GpuPreset] = &[
     // NVIDIA A100 80GB SXM datasheet (2021): BF16 tensor 312 TFLOPS dense (624 with sparsity),
@@ -291,7 +293,9 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
     // tensor 209.5 TFLOPS dense with FP32 accumulate (419 sparse), FP8 419 dense with FP32
     // accumulate, FP4 1,676 dense (3,352 sparse, the "AI TOPS" of the product page); 32 GB
     // GDDR7 at 1,792 GB/s; no NVLink, PCIe Gen5 x16 (64 GB/s per direction). Memory: 32,607
-    // MiB as nvidia-smi reports it.
+    // MiB as nvidia-smi reports it. (The half rate with FP32 accumulation is measured on the
+    // same generation's GeForce silicon: 47.0 against 87.9 TFLOPS with FP16 accumulation on an
+    // RTX 5060 Ti, github.com/QuantumDrizzy/BLACKWALL.)
     GpuPreset {
         name: "rtx-5090",
         bf16_tflops: 209.5,
@@ -528,6 +532,14 @@ mod tests {
             }
         }
         assert_eq!(GpuPreset::find("a100-80g").unwrap().spec().memory_bytes, 80 * GIB);
+        // What CUDA reports sits under what nvidia-smi does (498 MiB on an RTX 5090, 468 on an
+        // H100 SXM).
+        let rtx = GpuPreset::find("rtx-5090").unwrap().spec();
+        assert_eq!((rtx.visible_bytes(), rtx.memory_bytes - 32_109 * MIB), (Some(32_109 * MIB), 498 * MIB));
+        for p in GPU_PRESETS {
+            let s = p.spec();
+            assert!(s.visible_bytes().is_none_or(|v| v < s.memory_bytes), "{}", p.name);
+        }
         assert!(GpuPreset::find("a100-80g").unwrap().fp8_tflops.is_none());
     }
 }
