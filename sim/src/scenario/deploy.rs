@@ -173,7 +173,7 @@ fn llm_d(kind: &str, disaggregated: bool) -> Option<LlmD> {
         "random" => (&["random-picker"], "uniform at random, as simulated"),
         "least-outstanding" => (
             &["active-request-scorer", "max-score-picker"],
-            "the fewest requests in flight; ties broken at random (servesim takes the next instance in turn)",
+            "the fewest requests in flight; ties broken at random, where servesim takes the next instance in turn",
         ),
         _ => return None,
     };

@@ -187,7 +187,7 @@ impl Deployment {
         let mut out = format!(
             "# {made_by}\n\
              # Helm values for llm-d's inferencepool chart (github.com/llm-d/llm-d-inference-scheduler,\n\
-             # config/charts/inferencepool): helm install {} <chart> -f THIS_FILE, beside the manifest's\n\
+             # config/charts/inferencepool): helm install {} <the chart> -f <this file>, beside the manifest's\n\
              # engine Deployment; requests reach the pool through a Gateway with the inference extension.\n\
              # Endpoint picker: {} ({}).\n",
             self.name,
