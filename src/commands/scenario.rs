@@ -41,6 +41,10 @@ pub(crate) struct FromArgs {
     /// Write the scenario here (refused if the file exists); default: stdout.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// The engine's version (`0.13.1`), for the defaults that changed with it: vLLM schedules
+    /// asynchronously by default from 0.14. Default: a current release.
+    #[arg(long)]
+    engine_version: Option<String>,
     /// The launch command's arguments (`vllm serve` may be included or left out).
     #[arg(last = true, required = true, allow_hyphen_values = true)]
     args: Vec<String>,
@@ -457,9 +461,89 @@ fn sglang_lines(got: &BTreeMap<&'static str, String>, ranks: u64) -> Result<Stri
     Ok(t)
 }
 
+/// `[scheduler.cpu]` where the engine overlaps its CPU work with the GPU's: vLLM's asynchronous
+/// scheduling ([`async_scheduling`]). SGLang has no version-dependent default servesim models.
+fn cpu_lines(
+    engine: Engine,
+    got: &BTreeMap<&'static str, String>,
+    version: Option<(u32, u32)>,
+    warn: &mut Vec<String>,
+) -> String {
+    if engine == Engine::Sglang {
+        if version.is_some() {
+            warn.push("--engine-version: no SGLang default servesim models changes with the version".into());
+        }
+        return String::new();
+    }
+    if !async_scheduling(got, version, warn) {
+        return String::new();
+    }
+    let why = match (got.get("async"), version) {
+        (Some(_), _) => "--async-scheduling".to_string(),
+        (None, Some((a, b))) => format!("vLLM {a}.{b}'s default"),
+        (None, None) => "assumed: vLLM's default from 0.14 (give --engine-version for an older one)".to_string(),
+    };
+    format!("[scheduler.cpu]\n# Asynchronous scheduling ({why}): each step's CPU work overlaps the GPU's.\noverlap = true\n")
+}
+
+/// `[memory]`: the engine's own rule sizes the KV cache (memory::plan_memory) with the command's
+/// memory fraction, unless the command pins the block count.
+fn memory_lines(engine_name: &str, got: &BTreeMap<&'static str, String>) -> Result<String> {
+    let blocks = int(got, "kv_blocks", "--num-gpu-blocks-override")?;
+    let mut t = format!("\n[memory]\nengine = \"{engine_name}\"\n");
+    let fraction = |key: &str, flag: &str, hi_open: bool| -> Result<Option<f64>> {
+        let Some(u) = got.get(key) else { return Ok(None) };
+        u.parse().ok().filter(|x: &f64| *x > 0.0 && (*x < 1.0 || (!hi_open && *x == 1.0))).map(Some).ok_or_else(|| {
+            CliError::input(format!("{flag}: not a number in (0, 1{}: {u:?}", if hi_open { ")" } else { "]" }))
+        })
+    };
+    if let Some(x) = fraction("gpu_memory_utilization", "--gpu-memory-utilization", false)? {
+        t += &format!("gpu_memory_utilization = {x}\n");
+    }
+    if let Some(x) = fraction("mem_fraction_static", "--mem-fraction-static", true)? {
+        t += &format!("mem_fraction_static = {x}\n");
+    }
+    if let Some(n) = blocks {
+        t += &format!("kv_blocks = {n}\n");
+    }
+    Ok(t)
+}
+
+/// `--engine-version`: (major, minor) of `0.14.1`, `v0.14.0`, `0.15.0rc1`.
+fn engine_version(v: &str) -> Result<(u32, u32)> {
+    let parts: Vec<&str> = v.strip_prefix('v').unwrap_or(v).split('.').collect();
+    let num = |p: &str| p.parse::<u32>().ok();
+    match parts.as_slice() {
+        [major, minor, ..] if num(major).is_some() && num(minor).is_some() => {
+            Ok((num(major).unwrap(), num(minor).unwrap()))
+        }
+        _ => Err(CliError::input(format!("--engine-version {v:?}: expected a version such as 0.14.1"))),
+    }
+}
+
+/// Whether vLLM schedules asynchronously: as the command says (`--async-scheduling`,
+/// `--no-async-scheduling`), else vLLM's default for the version — on from 0.14 (vllm-project/vllm
+/// PR #27614, "[Core] Enable async scheduling by default", the last step of the plan in issue
+/// #27679), off before; a current release when no version is given, which `warn` says.
+fn async_scheduling(got: &BTreeMap<&'static str, String>, version: Option<(u32, u32)>, warn: &mut Vec<String>) -> bool {
+    match (got.get("async"), version) {
+        (Some(v), _) => v == "true",
+        (None, Some(v)) => v >= (0, 14),
+        (None, None) => {
+            warn.push(
+                "asynchronous scheduling assumed on, vLLM's default from 0.14; give --engine-version for an older \
+                 vLLM, or --no-async-scheduling"
+                    .into(),
+            );
+            true
+        }
+    }
+}
+
 /// The scenario text of a launch command, and the warnings (flags not understood, settings
 /// not modelled).
-fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<String>)> {
+fn scenario(engine: Engine, gpu: &str, args: &[String], version: Option<&str>) -> Result<(String, Vec<String>)> {
+    let version = version.map(engine_version).transpose()?;
     let (got, unknown) = parse_flags(engine, args)?;
     let mut warn = Vec::new();
     if !unknown.is_empty() {
@@ -538,28 +622,8 @@ fn scenario(engine: Engine, gpu: &str, args: &[String]) -> Result<(String, Vec<S
     // Prefix caching is on by default in vLLM V1 and SGLang (the radix cache).
     let prefix = got.get("prefix").is_none_or(|v| v == "true");
     t += &format!("[scheduler.prefix_cache]\nenabled = {prefix}\n");
-    if engine == Engine::Vllm && got.get("async").is_some_and(|v| v == "true") {
-        t += "[scheduler.cpu]\noverlap = true\n";
-    }
-    let blocks = int(&got, "kv_blocks", "--num-gpu-blocks-override")?;
-    // The engine's own rule sizes the KV cache (memory::plan_memory), unless the command pins
-    // the block count.
-    t += &format!("\n[memory]\nengine = \"{engine_name}\"\n");
-    let fraction = |key: &str, flag: &str, hi_open: bool| -> Result<Option<f64>> {
-        let Some(u) = got.get(key) else { return Ok(None) };
-        u.parse().ok().filter(|x: &f64| *x > 0.0 && (*x < 1.0 || (!hi_open && *x == 1.0))).map(Some).ok_or_else(|| {
-            CliError::input(format!("{flag}: not a number in (0, 1{}: {u:?}", if hi_open { ")" } else { "]" }))
-        })
-    };
-    if let Some(x) = fraction("gpu_memory_utilization", "--gpu-memory-utilization", false)? {
-        t += &format!("gpu_memory_utilization = {x}\n");
-    }
-    if let Some(x) = fraction("mem_fraction_static", "--mem-fraction-static", true)? {
-        t += &format!("mem_fraction_static = {x}\n");
-    }
-    if let Some(n) = blocks {
-        t += &format!("kv_blocks = {n}\n");
-    }
+    t += &cpu_lines(engine, &got, version, &mut warn);
+    t += &memory_lines(engine_name, &got)?;
     t += &format!("\n[cost]\n{COST_MARK}\noverhead = \"{engine_name}\"\n");
     t += "\n# Placeholder traffic: replace with yours (or `workload fit --trace` of a request log).\n\
           [workload]\nduration_s = 120\narrival = { kind = \"poisson\", rate = 5 }\n\
@@ -616,7 +680,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
         Cmd::FromVllm(f) => (Engine::Vllm, f),
         Cmd::FromSglang(f) => (Engine::Sglang, f),
     };
-    let (text, warn) = scenario(engine, &f.gpu, &f.args)?;
+    let (text, warn) = scenario(engine, &f.gpu, &f.args, f.engine_version.as_deref())?;
     // The scenario must load as written: what it says is what a run would use.
     let dir = f.out.as_deref().and_then(Path::parent).filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let (text, cost) = priced(&text, engine, &f.gpu, dir)?;
@@ -648,7 +712,7 @@ mod tests {
     }
 
     fn scenario_of(engine: Engine, gpu: &str, cmd: &str) -> (servesim_sim::Scenario, Vec<String>) {
-        let (text, warn) = scenario(engine, gpu, &args(cmd)).unwrap();
+        let (text, warn) = scenario(engine, gpu, &args(cmd), None).unwrap();
         (servesim_sim::Scenario::from_toml(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}")), warn)
     }
 
@@ -663,7 +727,7 @@ mod tests {
         assert_eq!(d, "fp8");
         assert!(w.len() == 1 && w[0].starts_with("KV cache fp8 assumed: NVIDIA's ModelOpt checkpoints"), "{w:?}");
         // The written file says it too, above the key.
-        let (text, _) = scenario(Engine::Vllm, "h200", &args("nvidia/Llama-3.3-70B-Instruct-FP8")).unwrap();
+        let (text, _) = scenario(Engine::Vllm, "h200", &args("nvidia/Llama-3.3-70B-Instruct-FP8"), None).unwrap();
         assert!(text.contains(&format!("# {}\nkv_dtype = \"fp8\"\n", w[0])), "{text}");
         assert_eq!(kv(Engine::Sglang, "--model-path nvidia/Llama-3.1-8B-Instruct-FP4 --tp 1").0, "fp8");
         assert_eq!(kv(Engine::Vllm, "nvidia/DeepSeek-R1-FP4 --tensor-parallel-size 8").0, "fp8");
@@ -738,15 +802,17 @@ mod tests {
         let (free, _) = scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct");
         let servesim_rule = servesim_sim::memory::MemoryEngine::Servesim;
         assert_ne!(free.groups[0].memory.terms.as_ref().map_or(servesim_rule, |t| t.engine), servesim_rule);
-        // One warning line naming every flag not understood, with its value.
-        assert_eq!(warn, vec!["not understood, left out: --foo-bar 3, --enforce-eager".to_string()]);
+        // One warning line naming every flag not understood, with its value; and the version's
+        // default assumed where the command gives no --engine-version.
+        assert_eq!(warn[0], "not understood, left out: --foo-bar 3, --enforce-eager");
+        assert!(warn.len() == 2 && warn[1].starts_with("asynchronous scheduling assumed on"), "{warn:?}");
     }
 
     #[test]
     fn switches_are_read_as_the_engines_parsers_read_them() {
         // argparse's store_true and BooleanOptionalAction take no value: the engine refuses
         // `--flag=false`, and so does servesim, saying what to write instead.
-        let err = |engine, cmd: &str| scenario(engine, "h100-sxm", &args(cmd)).unwrap_err().to_string();
+        let err = |engine, cmd: &str| scenario(engine, "h100-sxm", &args(cmd), None).unwrap_err().to_string();
         let e = err(Engine::Vllm, "meta-llama/Llama-3.1-8B-Instruct --async-scheduling=false");
         assert!(
             e.contains("--async-scheduling=false: vllm serve takes no value")
@@ -768,7 +834,11 @@ mod tests {
         let (s, _) = scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct --async-scheduling");
         assert!(s.resolved_toml().contains("overlap = true"));
         // A dtype servesim does not model is named, not dropped.
-        let (_, warn) = scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct --dtype float32");
+        let (_, warn) = scenario_of(
+            Engine::Vllm,
+            "h100-sxm",
+            "meta-llama/Llama-3.1-8B-Instruct --dtype float32 --no-async-scheduling",
+        );
         assert_eq!(warn.len(), 1, "{warn:?}");
         assert!(
             warn[0].starts_with("--dtype float32: servesim sizes and prices unquantized weights as 16-bit"),
@@ -857,6 +927,7 @@ mod tests {
             Engine::Vllm,
             "h100-sxm",
             &args("meta-llama/Llama-3.1-8B-Instruct --enable-expert-parallel --data-parallel-size 2"),
+            None,
         )
         .unwrap_err()
         .to_string();
@@ -869,7 +940,7 @@ mod tests {
 
     #[test]
     fn unknown_models_gpus_and_bad_values_are_named() {
-        let e = |engine, gpu, cmd| scenario(engine, gpu, &args(cmd)).unwrap_err().to_string();
+        let e = |engine, gpu, cmd| scenario(engine, gpu, &args(cmd), None).unwrap_err().to_string();
         assert!(e(Engine::Vllm, "h100-sxm", "org/Some-Other-Model")
             .contains("model \"org/Some-Other-Model\": no servesim preset"));
         assert!(e(Engine::Vllm, "h9000", "openai/gpt-oss-20b").contains("--gpu: unknown preset \"h9000\""));
@@ -881,5 +952,32 @@ mod tests {
         assert!(e(Engine::Sglang, "h100-sxm", "--tp 2").contains("names no model"));
         assert!(e(Engine::Sglang, "h100-sxm", "--model-path meta-llama/Llama-3.1-8B-Instruct --mem-fraction-static 1")
             .contains("--mem-fraction-static: not a number in (0, 1): \"1\""));
+    }
+
+    #[test]
+    fn vllms_asynchronous_scheduling_follows_the_engine_version() {
+        // vLLM schedules asynchronously by default from 0.14 (vllm-project/vllm PR #27614); the
+        // command's own flag wins over the version's default.
+        let overlap = |cmd: &str, version: Option<&str>| {
+            let (text, warn) = scenario(Engine::Vllm, "h100-sxm", &args(cmd), version).unwrap();
+            let s = servesim_sim::Scenario::from_toml(&text, "t").unwrap();
+            let assumed = warn.iter().any(|w| w.starts_with("asynchronous scheduling assumed on"));
+            (s.resolved_toml().contains("overlap = true"), assumed)
+        };
+        let m = "meta-llama/Llama-3.1-8B-Instruct";
+        assert_eq!(overlap(m, None), (true, true));
+        assert_eq!(overlap(m, Some("0.13.1")), (false, false));
+        assert_eq!(overlap(m, Some("0.14.0")), (true, false));
+        assert_eq!(overlap(m, Some("v0.15.0rc1")), (true, false));
+        assert_eq!(overlap(&format!("{m} --no-async-scheduling"), None), (false, false));
+        assert_eq!(overlap(&format!("{m} --no-async-scheduling"), Some("0.18.0")), (false, false));
+        assert_eq!(overlap(&format!("{m} --async-scheduling"), Some("0.12.0")), (true, false));
+        // A version that is not one: the flag and the value.
+        let e = scenario(Engine::Vllm, "h100-sxm", &args(m), Some("latest")).unwrap_err().to_string();
+        assert!(e.contains("--engine-version \"latest\": expected a version such as 0.14.1"), "{e}");
+        // SGLang: accepted, nothing of servesim's depends on it, and said so.
+        let (_, warn) =
+            scenario(Engine::Sglang, "h100-sxm", &args(&format!("--model-path {m}")), Some("0.5.4")).unwrap();
+        assert!(warn.iter().any(|w| w.starts_with("--engine-version: no SGLang default")), "{warn:?}");
     }
 }

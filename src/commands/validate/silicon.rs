@@ -109,6 +109,9 @@ pub(super) struct Case {
     /// The KV cache's dtype when the database lacked the assumed one's kernels (None: as
     /// `--kv-cache` assumes, [`KvCache::dtype`]).
     pub kv_dtype: Option<&'static str>,
+    /// The engine ran vLLM's asynchronous scheduling (its CPU work overlapping the GPU's): a vLLM
+    /// row of version 0.14 or later ([`async_scheduling`]).
+    pub async_scheduling: bool,
 }
 
 impl Case {
@@ -174,12 +177,22 @@ fn measured_of(r: &Row) -> std::result::Result<(u64, u64, u32, f64, f64), String
 /// A row as a case, or the reason servesim cannot express it.
 pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     let mut c = row_case(r)?;
+    c.async_scheduling = async_scheduling(r);
     if let Some(n) = concurrency_note(r) {
         for notes in [&mut c.note, &mut c.roofline_note] {
             *notes = if notes.is_empty() { n.clone() } else { format!("{notes}; {n}") };
         }
     }
     Ok(c)
+}
+
+/// Whether a row's engine ran vLLM's asynchronous scheduling by default: vLLM enabled it by
+/// default in vllm-project/vllm PR #27614 ("[Core] Enable async scheduling by default"), the
+/// last step of its async-scheduling plan (issue #27679), first released in 0.14.0. Rows
+/// without a version are taken as synchronous.
+fn async_scheduling(r: &Row) -> bool {
+    let v: Vec<u32> = r.get("backend_version").split('.').map_while(|p| p.parse().ok()).collect();
+    r.get("backend") == "vllm" && matches!(v.as_slice(), [0, minor, ..] if *minor >= 14)
 }
 
 /// A row as a case, as its columns say.
@@ -599,6 +612,19 @@ impl KvCache {
     }
 }
 
+/// A case's expert parallelism, DP attention ranks, and vLLM's asynchronous scheduling.
+fn layout_and_cpu(doc: &mut Doc, c: &Case) {
+    if c.ep {
+        doc.set("cluster.ep", true);
+    }
+    if c.dp != 1 {
+        doc.set("cluster.dp_attention", c.dp as i64);
+    }
+    if c.async_scheduling {
+        doc.set("scheduler.cpu.overlap", true);
+    }
+}
+
 /// The scenario of a case, as servesim's scenario keys.
 pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, overhead: Overhead, ramp_s: f64) -> Doc {
     let mut doc = Doc::default();
@@ -607,12 +633,7 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
         .set("model.weight_dtype", c.weight_dtype)
         .set("model.kv_dtype", c.kv_dtype.unwrap_or_else(|| bench.kv_cache.dtype(c)));
     doc.set("gpu.preset", c.gpu).set("cluster.instances", 1).set("cluster.tp", c.tp as i64);
-    if c.ep {
-        doc.set("cluster.ep", true);
-    }
-    if c.dp != 1 {
-        doc.set("cluster.dp_attention", c.dp as i64);
-    }
+    layout_and_cpu(&mut doc, c);
     let gpu = GpuPreset::find(c.gpu).expect("cases have presets").spec();
     if c.generator_limits(bench.engine_limits) {
         // The generator's limits are each rank's (its max_batch_size is the row's batch_size).
@@ -1279,6 +1300,25 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!((oss.weights, KvCache::Auto.dtype(&oss)), ("mxfp4", "bf16"));
+    }
+
+    #[test]
+    fn vllm_rows_from_0_14_schedule_asynchronously() {
+        // vLLM's async scheduling is on by default from 0.14 (vllm-project/vllm PR #27614): its
+        // rows' CPU work overlaps the GPU's; older, unversioned and other engines' rows do not.
+        let qwen = [("model_path", "Qwen/Qwen3-32B"), ("gemm_quant_mode", "bf16"), ("tp_size", "2")];
+        let at = |backend: &str, version: &str| {
+            let c = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("backend", backend), ("backend_version", version)]))
+                .unwrap();
+            let overlap = scenario(&c, bench()).groups[0].scheduler.cpu.overlap;
+            (c.async_scheduling, overlap)
+        };
+        assert_eq!(at("vllm", "0.15.1"), (true, Some(true)));
+        assert_eq!(at("vllm", "0.18.0"), (true, Some(true)));
+        assert_eq!(at("vllm", "0.14.0"), (true, Some(true)));
+        assert_eq!(at("vllm", "0.12.0"), (false, None));
+        assert_eq!(at("vllm", ""), (false, None));
+        assert_eq!(at("sglang", "0.5.6"), (false, None));
     }
 
     #[test]
