@@ -25,10 +25,10 @@ use crate::scenario::Scenario;
 /// the roofline (every row of the scoreboard priced by it, `validate --silicon --roofline`).
 pub const DATABASE_DENSE: f64 = 0.071;
 pub const DATABASE_MOE: f64 = 0.207;
-pub const DATABASE_WINDOWED: f64 = 0.130;
+pub const DATABASE_WINDOWED: f64 = 0.090;
 pub const DATABASE_MLA: f64 = 0.248;
 pub const CALIBRATED: f64 = 0.116;
-pub const ROOFLINE: f64 = 0.125;
+pub const ROOFLINE: f64 = 0.130;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Band {
