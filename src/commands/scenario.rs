@@ -524,7 +524,8 @@ fn engine_version(v: &str) -> Result<(u32, u32)> {
 /// Whether vLLM schedules asynchronously: as the command says (`--async-scheduling`,
 /// `--no-async-scheduling`), else vLLM's default for the version — on from 0.14 (vllm-project/vllm
 /// PR #27614, "[Core] Enable async scheduling by default", the last step of the plan in issue
-/// #27679), off before; a current release when no version is given, which `warn` says.
+/// #27679; its first release, 0.14, as downstream projects report it, an assumption), off
+/// before; a current release when no version is given, which `warn` says.
 fn async_scheduling(got: &BTreeMap<&'static str, String>, version: Option<(u32, u32)>, warn: &mut Vec<String>) -> bool {
     match (got.get("async"), version) {
         (Some(v), _) => v == "true",

@@ -188,8 +188,9 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
 
 /// Whether a row's engine ran vLLM's asynchronous scheduling by default: vLLM enabled it by
 /// default in vllm-project/vllm PR #27614 ("[Core] Enable async scheduling by default"), the
-/// last step of its async-scheduling plan (issue #27679), first released in 0.14.0. Rows
-/// without a version are taken as synchronous.
+/// last step of its async-scheduling plan (issue #27679), first released in 0.14.0 — as
+/// downstream projects report it (deepjavalibrary/djl #3833), an assumption: vLLM's release
+/// notes were not read. Rows without a version are taken as synchronous.
 fn async_scheduling(r: &Row) -> bool {
     let v: Vec<u32> = r.get("backend_version").split('.').map_while(|p| p.parse().ok()).collect();
     r.get("backend") == "vllm" && matches!(v.as_slice(), [0, minor, ..] if *minor >= 14)
