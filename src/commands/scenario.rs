@@ -481,7 +481,7 @@ fn cpu_lines(
     let why = match (got.get("async"), version) {
         (Some(_), _) => "--async-scheduling".to_string(),
         (None, Some((a, b))) => format!("vLLM {a}.{b}'s default"),
-        (None, None) => "assumed: vLLM's default from 0.14 (give --engine-version for an older one)".to_string(),
+        (None, None) => "assumed: vLLM's default from 0.14; give --engine-version for an older one".to_string(),
     };
     format!("[scheduler.cpu]\n# Asynchronous scheduling ({why}): each step's CPU work overlaps the GPU's.\noverlap = true\n")
 }
