@@ -146,3 +146,13 @@ pub(crate) fn build(
         }
     })
 }
+
+/// A `--moe-distribution` argument: one of the experts' routings the database measured.
+pub(crate) fn moe_distribution(d: &str) -> Result<&'static str> {
+    servesim_sim::cost::MOE_DISTRIBUTIONS.iter().copied().find(|m| *m == d).ok_or_else(|| {
+        CliError::input(format!(
+            "--moe-distribution: expected one of {}, got {d:?}",
+            servesim_sim::cost::MOE_DISTRIBUTIONS.join(", ")
+        ))
+    })
+}

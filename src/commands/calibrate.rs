@@ -202,17 +202,6 @@ pub(crate) fn run(a: Args) -> Result<()> {
     }
 }
 
-/// The `--moe-distribution` argument: one of the routings the database measured.
-fn check_moe_distribution(d: &str) -> Result<()> {
-    if servesim_sim::cost::MOE_DISTRIBUTIONS.contains(&d) {
-        return Ok(());
-    }
-    Err(CliError::input(format!(
-        "--moe-distribution: expected one of {}, got {d:?}",
-        servesim_sim::cost::MOE_DISTRIBUTIONS.join(", ")
-    )))
-}
-
 /// The `--kv` argument: the KV cache dtypes the database measured.
 fn kv_dtype(kv: &str) -> Result<servesim_sim::spec::Dtype> {
     match kv {
@@ -250,7 +239,7 @@ fn import_aic(a: AicArgs) -> Result<()> {
             a.weights
         ))
     })?;
-    check_moe_distribution(&a.moe_distribution)?;
+    crate::aic::moe_distribution(&a.moe_distribution)?;
     let kv = kv_dtype(&a.kv)?;
     let (preset, system) = database_system(&a.system)?;
     let command = format!(

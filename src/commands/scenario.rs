@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use servesim_sim::scenario::ServingEngine;
 use servesim_sim::spec::{Dtype, GpuPreset, ModelPreset};
 
 use crate::error::{CliError, Result};
@@ -461,8 +462,10 @@ fn sglang_lines(got: &BTreeMap<&'static str, String>, ranks: u64) -> Result<Stri
     Ok(t)
 }
 
-/// `[scheduler.cpu]` where the engine overlaps its CPU work with the GPU's: vLLM's asynchronous
-/// scheduling ([`async_scheduling`]). SGLang has no version-dependent default servesim models.
+/// `[scheduler.cpu]` where the engine overlaps its CPU work with the GPU's: as the command says
+/// (`--async-scheduling`, `--no-async-scheduling`), else the version's default
+/// ([`ServingEngine::schedules_async_by_default`]: vLLM from 0.14), a current release assumed
+/// without a version, which `warn` says. SGLang has no version-dependent default servesim models.
 fn cpu_lines(
     engine: Engine,
     got: &BTreeMap<&'static str, String>,
@@ -475,14 +478,23 @@ fn cpu_lines(
         }
         return String::new();
     }
-    if !async_scheduling(got, version, warn) {
+    let (on, why) = match (got.get("async"), version) {
+        (Some(v), _) => (v == "true", "--async-scheduling".to_string()),
+        (None, Some(v)) => {
+            (ServingEngine::Vllm.schedules_async_by_default(v), format!("vLLM {}.{}'s default", v.0, v.1))
+        }
+        (None, None) => {
+            warn.push(
+                "asynchronous scheduling assumed on, vLLM's default from 0.14; give --engine-version for an older \
+                 vLLM, or --no-async-scheduling"
+                    .into(),
+            );
+            (true, "assumed: vLLM's default from 0.14; give --engine-version for an older one".to_string())
+        }
+    };
+    if !on {
         return String::new();
     }
-    let why = match (got.get("async"), version) {
-        (Some(_), _) => "--async-scheduling".to_string(),
-        (None, Some((a, b))) => format!("vLLM {a}.{b}'s default"),
-        (None, None) => "assumed: vLLM's default from 0.14; give --engine-version for an older one".to_string(),
-    };
     format!("[scheduler.cpu]\n# Asynchronous scheduling ({why}): each step's CPU work overlaps the GPU's.\noverlap = true\n")
 }
 
@@ -509,36 +521,10 @@ fn memory_lines(engine_name: &str, got: &BTreeMap<&'static str, String>) -> Resu
     Ok(t)
 }
 
-/// `--engine-version`: (major, minor) of `0.14.1`, `v0.14.0`, `0.15.0rc1`.
+/// `--engine-version`: (major, minor) ([`ServingEngine::version`]).
 fn engine_version(v: &str) -> Result<(u32, u32)> {
-    let parts: Vec<&str> = v.strip_prefix('v').unwrap_or(v).split('.').collect();
-    let num = |p: &str| p.parse::<u32>().ok();
-    match parts.as_slice() {
-        [major, minor, ..] if num(major).is_some() && num(minor).is_some() => {
-            Ok((num(major).unwrap(), num(minor).unwrap()))
-        }
-        _ => Err(CliError::input(format!("--engine-version {v:?}: expected a version such as 0.14.1"))),
-    }
-}
-
-/// Whether vLLM schedules asynchronously: as the command says (`--async-scheduling`,
-/// `--no-async-scheduling`), else vLLM's default for the version — on from 0.14 (vllm-project/vllm
-/// PR #27614, "[Core] Enable async scheduling by default", the last step of the plan in issue
-/// #27679; its first release, 0.14, as downstream projects report it, an assumption), off
-/// before; a current release when no version is given, which `warn` says.
-fn async_scheduling(got: &BTreeMap<&'static str, String>, version: Option<(u32, u32)>, warn: &mut Vec<String>) -> bool {
-    match (got.get("async"), version) {
-        (Some(v), _) => v == "true",
-        (None, Some(v)) => v >= (0, 14),
-        (None, None) => {
-            warn.push(
-                "asynchronous scheduling assumed on, vLLM's default from 0.14; give --engine-version for an older \
-                 vLLM, or --no-async-scheduling"
-                    .into(),
-            );
-            true
-        }
-    }
+    ServingEngine::version(v)
+        .ok_or_else(|| CliError::input(format!("--engine-version {v:?}: expected a version such as 0.14.1")))
 }
 
 /// The scenario text of a launch command, and the warnings (flags not understood, settings

@@ -164,6 +164,23 @@ impl ServingEngine {
         EngineLimits { max_num_seqs, max_num_batched_tokens }
     }
 
+    /// Whether the engine at `version` (major, minor) overlaps each step's CPU work with the
+    /// GPU's by default: vLLM from 0.14, when asynchronous scheduling became its default
+    /// (vllm-project/vllm PR #27614, "[Core] Enable async scheduling by default", the last step
+    /// of the plan in issue #27679; 0.14 as its first release is read from downstream reports,
+    /// deepjavalibrary/djl #3833 — an assumption: vLLM's release notes were not read). No other
+    /// engine's version-dependent default is modelled.
+    pub fn schedules_async_by_default(self, version: (u32, u32)) -> bool {
+        self == ServingEngine::Vllm && version >= (0, 14)
+    }
+
+    /// (major, minor) of a version string: `0.14.1`, `v0.14.0`, `0.15.0rc1`; `None` if it has no
+    /// numeric major and minor.
+    pub fn version(v: &str) -> Option<(u32, u32)> {
+        let mut parts = v.strip_prefix('v').unwrap_or(v).split('.').map(|p| p.parse::<u32>().ok());
+        Some((parts.next()??, parts.next()??))
+    }
+
     /// The engine of a `validate --silicon` row's `backend` column, or a launch command's.
     pub fn from_name(name: &str) -> Option<ServingEngine> {
         match name {

@@ -221,14 +221,7 @@ fn run_silicon(a: &Args, file: &Path) -> Result<()> {
     if a.prompt_pool == Some(0) {
         return Err(CliError::input("--prompt-pool: must be ≥ 1 prompts, got 0"));
     }
-    let moe_distribution =
-        servesim_sim::cost::MOE_DISTRIBUTIONS.iter().copied().find(|d| *d == a.moe_distribution).ok_or_else(|| {
-            CliError::input(format!(
-                "--moe-distribution: expected one of {}, got {:?}",
-                servesim_sim::cost::MOE_DISTRIBUTIONS.join(", "),
-                a.moe_distribution
-            ))
-        })?;
+    let moe_distribution = crate::aic::moe_distribution(&a.moe_distribution)?;
     let database = a.database.as_ref().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()));
     silicon::run(silicon::Options {
         file,

@@ -109,8 +109,8 @@ pub(super) struct Case {
     /// The KV cache's dtype when the database lacked the assumed one's kernels (None: as
     /// `--kv-cache` assumes, [`KvCache::dtype`]).
     pub kv_dtype: Option<&'static str>,
-    /// The engine ran vLLM's asynchronous scheduling (its CPU work overlapping the GPU's): a vLLM
-    /// row of version 0.14 or later ([`async_scheduling`]).
+    /// The engine ran with its CPU work overlapping the GPU's (vLLM's asynchronous scheduling,
+    /// its default from 0.14: [`async_scheduling`]).
     pub async_scheduling: bool,
 }
 
@@ -186,14 +186,13 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     Ok(c)
 }
 
-/// Whether a row's engine ran vLLM's asynchronous scheduling by default: vLLM enabled it by
-/// default in vllm-project/vllm PR #27614 ("[Core] Enable async scheduling by default"), the
-/// last step of its async-scheduling plan (issue #27679), first released in 0.14.0 — as
-/// downstream projects report it (deepjavalibrary/djl #3833), an assumption: vLLM's release
-/// notes were not read. Rows without a version are taken as synchronous.
+/// Whether a row's engine ran with its CPU work overlapping the GPU's by its version's default
+/// ([`ServingEngine::schedules_async_by_default`]: vLLM from 0.14). Rows without a version are
+/// taken as synchronous.
 fn async_scheduling(r: &Row) -> bool {
-    let v: Vec<u32> = r.get("backend_version").split('.').map_while(|p| p.parse().ok()).collect();
-    r.get("backend") == "vllm" && matches!(v.as_slice(), [0, minor, ..] if *minor >= 14)
+    let engine = ServingEngine::from_name(r.get("backend"));
+    let version = ServingEngine::version(r.get("backend_version"));
+    engine.zip(version).is_some_and(|(e, v)| e.schedules_async_by_default(v))
 }
 
 /// A row as a case, as its columns say.
