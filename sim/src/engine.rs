@@ -339,7 +339,7 @@ fn instance_config(s: &Scenario, gi: usize, own: &dyn CostModel) -> InstanceConf
         kv_blocks,
         dp_ranks: dp_ranks as u32,
         capacity: 1.0,
-        policy: PolicyConfig::from_group(g, s.seed),
+        policy: PolicyConfig { attention_dp: s.attention_dp, ..PolicyConfig::from_group(g, s.seed) },
     };
     cfg.capacity = crate::router::capacity_weight(&cfg, own);
     cfg

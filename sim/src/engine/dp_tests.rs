@@ -123,3 +123,77 @@ fn tensorrt_llms_balancer_picks_the_rank_with_the_fewest_active_prompt_tokens_un
     // The engine's own by default.
     assert_eq!(two_ranks("trtllm", 4, 100, 100).dp_balance, crate::router::DpBalance::TrtllmAdp);
 }
+
+/// qwen3-30b-a3b as two DP attention ranks under TensorRT-LLM, four 100-token requests of 200
+/// output tokens sent 50 ms apart, with `attention_dp_config` = `balance` (TOML, or none).
+fn trtllm_four(balance: &str) -> Scenario {
+    let toml = format!(
+        r#"
+engine = "trtllm"
+[model]
+preset = "qwen3-30b-a3b"
+[gpu]
+preset = "h100-sxm"
+[cluster]
+tp = 2
+dp_attention = 2
+{balance}
+[scheduler]
+max_num_seqs = 4
+max_num_batched_tokens = 8192
+[memory]
+kv_blocks = 1000
+[workload]
+requests = 4
+arrival = {{ kind = "constant", rate = 20 }}
+prompt_tokens = {{ kind = "fixed", value = 100 }}
+output_tokens = {{ kind = "fixed", value = 200 }}
+"#
+    );
+    Scenario::from_toml(&toml, "adp").unwrap()
+}
+
+/// TensorRT-LLM's `_balance_adp_requests` (`instance::adp`): request 1 runs at once (the other
+/// rank has nothing: its dummy request decodes), request 2 too (its rank has no decode).
+/// Request 3 arrives while both ranks decode and only its rank has a context: with the timeout
+/// out of reach it waits for request 4 on the other rank, and the two prefill in one lock-step
+/// iteration. Without the balancing request 3 has its first token before request 4 is sent.
+#[test]
+fn trtllm_attention_dp_balance_holds_a_context_until_every_rank_has_one() {
+    let first = |s: &Scenario| {
+        let out = crate::engine::run(s);
+        let mut recs = out.recorder.records.clone();
+        assert!(recs.iter().all(|r| r.status == Status::Finished));
+        recs.sort_by_key(|r| r.arrival);
+        recs
+    };
+    let off = first(&trtllm_four(""));
+    assert!(off[2].first_token < off[3].arrival, "{:?}", off);
+    let held = "attention_dp_config = { enable_balance = true, timeout_iters = 100000, batching_wait_iters = 0 }";
+    let on = first(&trtllm_four(held));
+    for i in 0..2 {
+        assert_eq!(on[i].first_token, off[i].first_token, "request {} runs at once", i + 1);
+    }
+    assert!(on[2].first_token > on[3].arrival, "{:?}", on);
+    assert_eq!(on[2].first_token, on[3].first_token, "requests 3 and 4 prefill in one iteration");
+}
+
+#[test]
+fn attention_dp_balance_without_dp_ranks_is_refused() {
+    let toml = r#"
+[model]
+preset = "qwen3-30b-a3b"
+[gpu]
+preset = "h100-sxm"
+[cluster]
+tp = 2
+attention_dp_config = { enable_balance = true }
+[workload]
+requests = 1
+arrival = { kind = "poisson", rate = 1 }
+prompt_tokens = { kind = "fixed", value = 100 }
+output_tokens = { kind = "fixed", value = 2 }
+"#;
+    let e = Scenario::from_toml(toml, "adp").unwrap_err().to_string();
+    assert!(e.contains("cluster.attention_dp_config.enable_balance") && e.contains("dp_attention"), "{e}");
+}

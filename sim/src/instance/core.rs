@@ -34,6 +34,9 @@ pub(crate) struct Core {
     /// Per-iteration scratch: admissions, whether anyone was preempted.
     pub(super) admitted_now: u32,
     pub(super) preempted_now: bool,
+    /// This iteration runs no context (no admission, no prefill chunk): TensorRT-LLM's
+    /// attention-DP balancing holds them ([`super::adp`]).
+    pub(super) hold_context: bool,
     /// Output tokens every request here has yet to produce.
     pub(super) pending_decode: u64,
     /// Speculative acceptance draws.
@@ -202,6 +205,9 @@ impl Core {
     /// Gives each running request in the middle of a prefill its next chunk while `budget`
     /// lasts, and the blocks for it.
     pub(super) fn step_running_prefills(&mut self, budget: u64, rec: &mut dyn Observer) {
+        if self.hold_context {
+            return;
+        }
         let mut used = 0;
         let mut i = 0;
         while i < self.running.len() {
@@ -228,7 +234,7 @@ impl Core {
         let mut i = 0;
         while i < self.running.len() && used < budget {
             let s = &self.running[i];
-            if s.step == 0 {
+            if s.step == 0 && (s.is_decode() || !self.hold_context) {
                 let (step, draft) =
                     if s.is_decode() { self.decode_step(s) } else { (s.pending().min(cap).min(budget - used), 0) };
                 if used + step > budget {
@@ -380,6 +386,9 @@ impl Core {
     pub(super) fn admit_by(&mut self, now: SimTime, mut rule: impl AdmitRule, rec: &mut dyn Observer) -> u32 {
         let bt = self.cfg.block_tokens;
         let mut n = 0u32;
+        if self.hold_context {
+            return 0;
+        }
         loop {
             if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
                 break;
@@ -564,6 +573,12 @@ impl<'a> Sched<'a> {
     /// Whether the iteration being formed has any work.
     pub(crate) fn batch_is_empty(&self) -> bool {
         self.core.batch.shape.is_empty()
+    }
+
+    /// Whether this iteration runs no context: no admission and no prefill chunk (TensorRT-LLM's
+    /// attention-DP balancing, [`super::adp`]); decodes run.
+    pub(crate) fn holds_context(&self) -> bool {
+        self.core.hold_context
     }
 
     /// Whether a request was preempted while forming this iteration.

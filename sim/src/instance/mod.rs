@@ -17,6 +17,7 @@
 //! `preemption/`, plus `kv_policy.rs`, `prefix.rs`, `speculative.rs` and `cpu.rs`.
 
 pub(crate) mod admission;
+pub(crate) mod adp;
 mod batch;
 pub mod batching;
 mod core;
@@ -106,6 +107,9 @@ pub struct Instance {
     /// The other DP attention ranks, and each rank's batch of the iteration being formed.
     others: Vec<Rank>,
     shapes: Vec<BatchShape>,
+    /// TensorRT-LLM's attention-DP context balancing across the ranks (`None`: off, or one rank).
+    balance: Option<adp::ContextBalance>,
+    ranks_work: Vec<adp::RankWork>,
     /// How an iteration is priced.
     exec: Execution,
     /// Admission state (the circuit breaker, when there is one).
@@ -194,6 +198,8 @@ impl Instance {
             id,
             core: core_of(&cfg, id, 0),
             batcher: p.batching.build(),
+            balance: (cfg.dp_ranks > 1).then(|| adp::ContextBalance::new(&p.attention_dp)).flatten(),
+            ranks_work: Vec::new(),
             others,
             shapes: Vec::new(),
             exec: Execution { wants_seqs, seqs: Vec::new(), account, cost, draft },
@@ -463,10 +469,13 @@ impl Instance {
     /// when no rank has anything to run.
     fn start_ranks(&mut self, now: SimTime, rec: &mut dyn Observer) -> Option<(BatchShape, (SimTime, SimTime))> {
         self.shapes.clear();
+        let hold = self.balance.is_some() && self.hold_contexts();
         for (core, batcher) in std::iter::once((&mut self.core, &mut self.batcher))
             .chain(self.others.iter_mut().map(|r| (&mut r.core, &mut r.batcher)))
         {
+            core.hold_context = hold;
             let Batch { shape, drafts } = form(core, batcher.as_mut(), now, rec);
+            core.hold_context = false;
             core.batch.drafts = drafts;
             #[cfg(debug_assertions)]
             if !shape.is_empty() {
@@ -480,6 +489,23 @@ impl Instance {
         }
         let times = self.exec.cost.dp_iteration_times(&self.shapes, self.exec.account.as_deref_mut());
         Some((BatchShape::union(&self.shapes), times))
+    }
+
+    /// Whether TensorRT-LLM's attention-DP balancing holds this iteration's contexts on every
+    /// rank ([`adp::ContextBalance::hold`]), from what each rank would run: a context where a
+    /// prompt waits with a slot free or one is mid-prefill, and its decoding requests (a dummy
+    /// one where the rank has nothing at all).
+    fn hold_contexts(&mut self) -> bool {
+        self.ranks_work.clear();
+        for c in std::iter::once(&self.core).chain(self.others.iter().map(|r| &r.core)) {
+            let decoding = c.running.iter().filter(|s| s.is_decode()).count() as u32;
+            let slot = c.running.len() < c.cfg.max_num_seqs as usize;
+            let context = c.running.iter().any(|s| !s.is_decode()) || (slot && c.waiting_len() > 0);
+            let idle = c.running.is_empty() && c.waiting_len() == 0;
+            self.ranks_work.push(adp::RankWork { context, generation: if idle { 1 } else { decoding } });
+        }
+        let max_batch = self.core.cfg.max_num_seqs;
+        self.balance.as_mut().is_some_and(|b| b.hold(&self.ranks_work, max_batch))
     }
 
     fn draft_time(&self, d: &Draft, drafts: &[(u64, u64)]) -> SimTime {
@@ -686,6 +712,7 @@ fn core_of(cfg: &InstanceConfig, id: u32, rank: u32) -> Core {
         xfer: handoff::Transfers::default(),
         admitted_now: 0,
         preempted_now: false,
+        hold_context: false,
         pending_decode: 0,
         spec_rng: substream(p.seed, Stream::Speculation, stream),
         cfg: cfg.clone(),

@@ -36,6 +36,8 @@ pub struct PolicyConfig {
     pub(crate) seed: u64,
     /// Which pool of a disaggregated cluster the instance is in (mixed: not disaggregated).
     pub(crate) role: Role,
+    /// TensorRT-LLM's attention-DP balancing (`cluster.attention_dp_config`), with DP ranks.
+    pub(crate) attention_dp: super::adp::AttentionDpConfig,
 }
 
 impl PolicyConfig {
@@ -79,6 +81,7 @@ impl PolicyConfig {
             cpu_tier_blocks: (sch.prefix_cache.cpu_gib * crate::memory::GIB) as u64 / block_bytes,
             seed,
             role: g.role,
+            attention_dp: Default::default(),
         }
     }
 }

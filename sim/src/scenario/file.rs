@@ -95,6 +95,11 @@ pub struct ClusterSection {
     /// default). Default: the engine's (vllm-dp with engine = "vllm", round-robin otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) dp_balance: Option<crate::router::DpBalance>,
+    /// TensorRT-LLM's `attention_dp_config` for instances with DP attention ranks: with
+    /// `enable_balance`, every rank's new prompts wait until all ranks have one (at most
+    /// `timeout_iters` iterations), see `instance::adp`. Default: off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) attention_dp_config: Option<crate::instance::adp::AttentionDpConfig>,
     /// Heterogeneous cluster: groups of instances, each with its own GPU, TP degree and
     /// overrides (replaces `instances` and `tp`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -114,6 +119,7 @@ impl Default for ClusterSection {
             ep: false,
             pp: 1,
             dp_balance: None,
+            attention_dp_config: None,
             router: RouterSpec::default(),
             groups: Vec::new(),
             disaggregation: None,

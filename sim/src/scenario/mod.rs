@@ -69,6 +69,8 @@ pub struct Scenario {
     pub(crate) router: RouterSpec,
     /// The engine's balancer between each instance's DP attention ranks (`cluster.dp_balance`).
     pub(crate) dp_balance: crate::router::DpBalance,
+    /// TensorRT-LLM's attention-DP balancing of DP attention ranks (`cluster.attention_dp_config`).
+    pub(crate) attention_dp: crate::instance::adp::AttentionDpConfig,
     pub workload: WorkloadSpec,
     pub slo: SloSection,
     pub metrics: MetricsSection,
@@ -120,6 +122,23 @@ pub(crate) fn layout(
         check(model.experts.is_multiple_of(tp), path, "ep", &msg, ep)?;
     }
     Ok(crate::cost::Layout { dp_attention: dp as u64, ep, pp: pp as u64 })
+}
+
+/// `cluster.attention_dp_config`, which balances DP attention ranks: refused where no instance
+/// has them.
+fn attention_dp(
+    file: &ScenarioFile,
+    groups: &[InstanceGroup],
+) -> Result<crate::instance::adp::AttentionDpConfig, ConfigError> {
+    let c = file.cluster.attention_dp_config.unwrap_or_default();
+    check(
+        !c.enable_balance || groups.iter().any(|g| g.layout.dp_attention > 1),
+        "cluster.attention_dp_config",
+        "enable_balance",
+        "balances DP attention ranks: set cluster.dp_attention > 1 (no instance has DP ranks)",
+        c.enable_balance,
+    )?;
+    Ok(c)
 }
 
 /// The engine's own balancer between DP ranks: vLLM's, TensorRT-LLM's, or round-robin (SGLang's,
@@ -584,6 +603,7 @@ impl Scenario {
             seed: file.seed,
             model,
             dp_balance: dp_balance(&mut file, &groups, heterogeneous)?,
+            attention_dp: attention_dp(&file, &groups)?,
             groups,
             router: file.cluster.router.clone(),
             workload: file.workload.clone(),

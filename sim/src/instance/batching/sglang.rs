@@ -272,7 +272,7 @@ impl State {
             allocatable: (max_seqs - running) as u32,
             idle: running_now.is_empty(),
         };
-        if let Some(i) = chunked {
+        if let Some(i) = chunked.filter(|_| !sched.holds_context()) {
             // `add_chunked_req`: the next chunk, as much as the chunk and KV budgets leave.
             let s = &sched.running()[i];
             let room = adder.rem_chunk.min(adder.rem_total() as i64).max(0) as u64;
