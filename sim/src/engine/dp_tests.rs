@@ -176,6 +176,14 @@ fn trtllm_attention_dp_balance_holds_a_context_until_every_rank_has_one() {
     }
     assert!(on[2].first_token > on[3].arrival, "{:?}", on);
     assert_eq!(on[2].first_token, on[3].first_token, "requests 3 and 4 prefill in one iteration");
+    // What to deploy says what trtllm-serve must be given for it (its YAML options only).
+    let note = |s: &Scenario| {
+        let d = crate::scenario::Deployment::of(s, &[1]);
+        d.servers[0].command.notes.iter().find(|n| n.starts_with("attention_dp_config")).cloned()
+    };
+    let n = note(&trtllm_four(held)).expect("a note");
+    assert!(n.contains("{enable_balance: true, timeout_iters: 100000, batching_wait_iters: 0}"), "{n}");
+    assert_eq!(note(&trtllm_four("")), None);
 }
 
 #[test]

@@ -84,6 +84,19 @@ fn port(engine: ServingEngine) -> u16 {
     }
 }
 
+/// What a TensorRT-LLM group with DP ranks must set for the balancing it was simulated with
+/// (`cluster.attention_dp_config`): `trtllm-serve` reads it from its YAML options file only.
+fn attention_dp_note(s: &Scenario, g: &crate::instance::InstanceGroup) -> Option<String> {
+    let c = s.attention_dp;
+    (s.resolved.engine == Some(ServingEngine::Trtllm) && c.enable_balance && g.layout.dp_attention > 1).then(|| {
+        format!(
+            "attention_dp_config: {{enable_balance: true, timeout_iters: {}, batching_wait_iters: {}}} in the \
+             --extra_llm_api_options file, as simulated",
+            c.timeout_iters, c.batching_wait_iters
+        )
+    })
+}
+
 impl Deployment {
     /// The deployment of `s` (a candidate's scenario) with `counts[i]` instances of its group
     /// `i`; `engine` at the scenario's top level, vLLM when it names none.
@@ -94,7 +107,10 @@ impl Deployment {
                 .iter()
                 .zip(counts)
                 .map(|(g, &n)| {
-                    let cmd = LaunchCommand::of(engine, g, &g.scheduler.kv_cache.model(&s.model));
+                    let mut cmd = LaunchCommand::of(engine, g, &g.scheduler.kv_cache.model(&s.model));
+                    if let Some(note) = attention_dp_note(s, g) {
+                        cmd.notes.push(note);
+                    }
                     let role = (g.role != Role::Mixed).then(|| g.role.as_str());
                     let cmd = match (role, engine) {
                         (None, _) => cmd,

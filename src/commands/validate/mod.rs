@@ -107,6 +107,12 @@ pub(crate) struct Args {
     /// roofline's own error: the default error band of plans it prices, docs/fidelity.md).
     #[arg(long, requires = "silicon")]
     roofline: bool,
+    /// With --silicon: run the TensorRT-LLM rows with DP attention under TensorRT-LLM's
+    /// attention-DP balancing as InferenceX's DeepSeek recipes set it (`attention_dp_config`
+    /// enable_balance, timeout_iters 60, batching_wait_iters 0) instead of TensorRT-LLM's
+    /// default (off): an assumption about how those rows were run (docs/fidelity.md).
+    #[arg(long, requires = "silicon")]
+    adp_balance: bool,
     /// What executes the emulated side: cpu (the CPU reference ops) or cuda (the CUDA kernels
     /// on GPU 0). Needed for runs and --iterations; not with --measured.
     #[arg(long, value_enum)]
@@ -237,6 +243,7 @@ fn run_silicon(a: &Args, file: &Path) -> Result<()> {
             kv_cache: a.kv_cache,
             moe_distribution,
             roofline: a.roofline,
+            adp_balance: a.adp_balance,
         },
         fit_overhead: a.fit_overhead,
         calibrate_by: &a.calibrate_by,

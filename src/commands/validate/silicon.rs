@@ -543,7 +543,18 @@ pub(super) struct Bench {
     pub moe_distribution: &'static str,
     /// Every row priced by the roofline instead of the database (the roofline's own error).
     pub roofline: bool,
+    /// TensorRT-LLM rows with DP attention under its attention-DP balancing
+    /// ([`ADP_BALANCE_RECIPE`]).
+    pub adp_balance: bool,
 }
+
+/// TensorRT-LLM's `attention_dp_config` in InferenceX's DeepSeek-R1 recipes with DP attention
+/// (SemiAnalysisAI/InferenceX 0a919c5f, `benchmarks/dsr1_fp8_b200_trt.sh`: `batching_wait_iters:
+/// 0, enable_balance: true, timeout_iters: 60`), as TensorRT-LLM's own DeepSeek-V4 guide sets it
+/// for throughput-oriented serving. That the scoreboard's DP rows ran so is an assumption: their
+/// settings are not recorded (their images, TensorRT-LLM 1.2.0rc6 written `nvcr.io#…` as
+/// InferenceX's Slurm runners write them, suggest InferenceX's runs).
+const ADP_BALANCE_RECIPE: (u32, u32) = (60, 0);
 
 impl Bench {
     /// How the rows were run, as silicon.json's keys.
@@ -558,6 +569,7 @@ impl Bench {
             "kv_cache": format!("{:?}", self.kv_cache).to_lowercase(),
             "moe_distribution": self.moe_distribution,
             "roofline": self.roofline,
+            "adp_balance": self.adp_balance,
         });
         v.as_object().expect("an object").clone()
     }
@@ -625,6 +637,28 @@ fn layout_and_cpu(doc: &mut Doc, c: &Case) {
     }
 }
 
+/// A case's prompt and output lengths: the row's own, or prompts from a pool of shared ones
+/// (`--prompt-pool`).
+fn lengths(doc: &mut Doc, c: &Case, bench: Bench) {
+    doc.set("workload.output_tokens.kind", "fixed")
+        .set("workload.output_tokens.value", c.osl as i64)
+        .set("workload.prompt_tokens.kind", "fixed");
+    match bench.prompt_pool {
+        // A pooled prompt is the pool member (all but its last token, as a shared segment) and
+        // one token of its own, so that a repeat shares every full block of the prompt.
+        Some(n) if c.isl > 1 => {
+            doc.set("workload.prompt_tokens.value", 1)
+                .set("workload.prefix.system.groups", n as i64)
+                .set("workload.prefix.system.tokens.kind", "fixed")
+                .set("workload.prefix.system.tokens.value", (c.isl - 1) as i64)
+                .set("scheduler.prefix_cache.enabled", true);
+        }
+        _ => {
+            doc.set("workload.prompt_tokens.value", c.isl as i64);
+        }
+    }
+}
+
 /// The scenario of a case, as servesim's scenario keys.
 pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, overhead: Overhead, ramp_s: f64) -> Doc {
     let mut doc = Doc::default();
@@ -645,24 +679,8 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
     doc.set("workload.requests", (bench.rounds * c.concurrency) as i64)
         .set("workload.arrival.kind", "closed-loop")
         .set("workload.arrival.clients", c.concurrency as i64)
-        .set("workload.arrival.ramp_s", ramp_s)
-        .set("workload.output_tokens.kind", "fixed")
-        .set("workload.output_tokens.value", c.osl as i64)
-        .set("workload.prompt_tokens.kind", "fixed");
-    match bench.prompt_pool {
-        // A pooled prompt is the pool member (all but its last token, as a shared segment) and
-        // one token of its own, so that a repeat shares every full block of the prompt.
-        Some(n) if c.isl > 1 => {
-            doc.set("workload.prompt_tokens.value", 1)
-                .set("workload.prefix.system.groups", n as i64)
-                .set("workload.prefix.system.tokens.kind", "fixed")
-                .set("workload.prefix.system.tokens.value", (c.isl - 1) as i64)
-                .set("scheduler.prefix_cache.enabled", true);
-        }
-        _ => {
-            doc.set("workload.prompt_tokens.value", c.isl as i64);
-        }
-    }
+        .set("workload.arrival.ramp_s", ramp_s);
+    lengths(&mut doc, c, bench);
     doc.set("cost.overhead", c.framework.as_str());
     if !c.roofline {
         doc.set("cost.database.framework", c.framework.as_str())
@@ -682,6 +700,12 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
     }
     if bench.frontend {
         doc.set("frontend.engine", c.framework.as_str());
+    }
+    if bench.adp_balance && c.dp > 1 && c.framework == "trtllm" {
+        let (timeout, wait) = ADP_BALANCE_RECIPE;
+        doc.set("cluster.attention_dp_config.enable_balance", true)
+            .set("cluster.attention_dp_config.timeout_iters", timeout as i64)
+            .set("cluster.attention_dp_config.batching_wait_iters", wait as i64);
     }
     // TensorRT-LLM sizes its KV cache by its own rule, with its default free_gpu_memory_fraction
     // 0.9 (`KvCacheConfig`): not the 0.80 of the generator's template, under which campaign rows
@@ -1207,6 +1231,7 @@ mod tests {
             prompt_pool: None,
             staggered: false,
             frontend: false,
+            adp_balance: false,
             engine_schedulers: false,
             engine_limits: Limits::Auto,
             kv_cache: KvCache::Auto,
@@ -1420,6 +1445,31 @@ mod tests {
         let c =
             case_of(&row(&[dense[0], dense[1], ("tp_size", "4"), ("moe_tp_size", "1"), ("moe_ep_size", "1")])).unwrap();
         assert_eq!((c.model, c.weights), ("llama-3.1-70b", "fp8"));
+    }
+
+    /// `--adp-balance`: TensorRT-LLM rows with DP attention get InferenceX's attention_dp_config
+    /// (enable_balance, timeout 60, no batching wait); TensorRT-LLM rows without DP ranks and
+    /// SGLang rows with them do not (the key would be refused, or is not SGLang's).
+    #[test]
+    fn adp_balance_applies_to_tensorrt_llm_rows_with_dp_ranks_only() {
+        let ds = [("model_path", "deepseek-ai/DeepSeek-R1"), ("gemm_quant_mode", "fp8")];
+        let dp = [("tp_size", "1"), ("attention_dp_size", "8"), ("moe_tp_size", "1"), ("moe_ep_size", "8")];
+        let on = Bench { adp_balance: true, ..bench() };
+        let balance = |c: &Case| {
+            let doc = scenario_doc(c, on, None, None, 0.0);
+            ["enable_balance", "timeout_iters", "batching_wait_iters"]
+                .map(|k| doc.at(&format!("cluster.attention_dp_config.{k}")).map(|v| v.to_string()))
+        };
+        let trt = case_of(&row(&[ds[0], ds[1], ("backend", "trtllm"), dp[0], dp[1], dp[2], dp[3]])).unwrap();
+        assert_eq!(balance(&trt), [Some("true".into()), Some("60".into()), Some("0".into())]);
+        // The scenario takes the key (a key it refused would fail here).
+        assert_eq!(scenario(&trt, on).groups[0].layout.dp_attention, 8);
+        assert_eq!(scenario_doc(&trt, bench(), None, None, 0.0).at("cluster.attention_dp_config"), None);
+        let sgl = case_of(&row(&[ds[0], ds[1], ("backend", "sglang"), dp[0], dp[1], dp[2], dp[3]])).unwrap();
+        assert_eq!(balance(&sgl), [None, None, None]);
+        let tp = [("tp_size", "8"), ("moe_tp_size", "1"), ("moe_ep_size", "8")];
+        let trt_tp = case_of(&row(&[ds[0], ds[1], ("backend", "trtllm"), tp[0], tp[1], tp[2]])).unwrap();
+        assert_eq!(balance(&trt_tp), [None, None, None]);
     }
 
     #[test]
