@@ -3,7 +3,7 @@
 # measured serving runs, once as servesim runs it by default and once per alternative the
 # document discusses, summarized by partition (model class × engine × half), per group, and the
 # rows not run with their reasons. Written into docs/fidelity.md between its scoreboard markers.
-# About 10 minutes on 2 cores (eight runs of every row).
+# About 10 minutes on 2 cores (nine runs of every row, two of the TensorRT-LLM rows).
 #
 #   pip download --no-deps aiconfigurator-core==0.12.0 && unzip -q aiconfigurator_core-*.whl -d aic
 #   tools/fidelity-scoreboard.sh aic [BINARY] [OUT_DIR]
@@ -28,9 +28,13 @@ run frontend --frontend
 run schedulers --engine-schedulers
 run balanced --moe-distribution balanced
 run roofline --roofline
-python3 - "$OUT" <<'PY' >"$OUT/section.md"
+run adp --adp-balance
+run staggered-trtllm --staggered --filter backend=trtllm
+run staggered-trtllm-adp --staggered --adp-balance --filter backend=trtllm
+python3 - "$OUT" "$CSV" <<'PY' >"$OUT/section.md"
 import csv, json, statistics, sys
 out = sys.argv[1]
+DP_IDS = {r["id"] for r in csv.DictReader(open(sys.argv[2])) if int(r["attention_dp_size"] or 1) > 1}
 def rows(name):
     return [r for r in csv.DictReader(open(f"{out}/{name}/silicon.csv")) if r["predicted_ttft_ms"]]
 KINDS = {}
@@ -135,6 +139,29 @@ for key in sorted(groups):
 print()
 print("Median |error| and median signed error per group as run by default, and with `--prompt-pool 100`; made by `tools/fidelity-scoreboard.sh`.")
 print("<!-- /scoreboard-groups -->")
+print()
+print("<!-- scoreboard-dp -->")
+dp_runs = [
+    ("default", "as run by default"),
+    ("adp", "`--adp-balance`"),
+    ("staggered-trtllm", "`--staggered`"),
+    ("staggered-trtllm-adp", "`--staggered --adp-balance`"),
+]
+dp = {name: [r for r in (data[name] if name in data else rows(name)) if r["id"] in DP_IDS] for name, _ in dp_runs}
+lines = {r["line"] for r in dp["default"]}
+engines = sorted({r["framework"] for r in dp["default"]})
+print(f"| rows with DP attention ({len(lines)}; {', '.join(engines)}) | TTFT | TTFT signed | TPOT | TPOT signed |")
+print("|---|---|---|---|---|")
+for name, label in dp_runs:
+    rs = [r for r in dp[name] if r["line"] in lines]
+    print(f"| {label} ({len(rs)}) | {med(rs, 'ttft'):.1f}% | {med(rs, 'ttft', True):+.1f}% | "
+          f"{med(rs, 'tpot'):.1f}% | {med(rs, 'tpot', True):+.1f}% |")
+print()
+trt = {name: [r for r in data["default"] if TRT(r)] if name == "default" else rows(name) for name in ("default", "staggered-trtllm")}
+print(f"Median |error| and median signed error of the rows with DP attention. Over all {len(trt['default'])} "
+      f"TensorRT-LLM rows, TTFT / TPOT {cell(trt['default'])} as run by default and {cell(trt['staggered-trtllm'])} "
+      "with `--staggered`. Made by `tools/fidelity-scoreboard.sh`.")
+print("<!-- /scoreboard-dp -->")
 print()
 print("<!-- scoreboard-not-run -->")
 def reason_class(reason):

@@ -373,8 +373,9 @@ fn gpu_of(gpu: &str) -> Result<(servesim_sim::spec::GpuSpec, String)> {
     }
     let path = Path::new(gpu);
     if !gpu.ends_with(".toml") || !path.exists() {
+        let why = GpuPreset::why_none(gpu).map(|w| format!(" ({w})")).unwrap_or_default();
         return Err(CliError::input(format!(
-            "--gpu: unknown preset \"{gpu}\"; known: {} (or a GPU file: a .toml with the keys of a scenario's [gpu])",
+            "--gpu: unknown preset \"{gpu}\"{why}; known: {} (or a GPU file: a .toml with the keys of a scenario's [gpu])",
             GpuPreset::names().join(", ")
         )));
     }
@@ -931,6 +932,13 @@ mod tests {
         assert!(e(Engine::Vllm, "h100-sxm", "org/Some-Other-Model")
             .contains("model \"org/Some-Other-Model\": no servesim preset"));
         assert!(e(Engine::Vllm, "h9000", "openai/gpt-oss-20b").contains("--gpu: unknown preset \"h9000\""));
+        // A GPU users ask for whose figures NVIDIA does not publish: why, and what to do.
+        let a10g = e(Engine::Vllm, "a10g", "openai/gpt-oss-20b");
+        assert!(
+            a10g.contains("unknown preset \"a10g\" (AWS's A10G has no NVIDIA datasheet") && a10g.contains("\"a10\""),
+            "{a10g}"
+        );
+        assert!(!e(Engine::Vllm, "h9000", "openai/gpt-oss-20b").contains("datasheet"));
         assert!(e(Engine::Vllm, "h100-sxm", "openai/gpt-oss-20b --max-num-seqs lots")
             .contains("--max-num-seqs: not a whole number ≥ 1: \"lots\""));
         assert!(

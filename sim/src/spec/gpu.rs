@@ -325,9 +325,41 @@ pub const GPU_PRESETS: &[GpuPreset] = &[
         nvlink: false,
         database_system: None,
     },
+    // NVIDIA A10 datasheet: BF16 and FP16 tensor 125 TFLOPS dense (250 with sparsity), no FP8;
+    // 24 GB GDDR6 at 600 GB/s; no NVLink, PCIe Gen4 x16 (64 GB/s both directions together).
+    // Memory: 23,028 MiB as nvidia-smi reports it (ECC on, as shipped).
+    GpuPreset {
+        name: "a10",
+        bf16_tflops: 125.0,
+        fp8_tflops: None,
+        fp4_tflops: None,
+        hbm_gb_per_s: 600.0,
+        memory_mib: 23_028,
+        interconnect_gb_per_s: 32.0,
+        pcie_gb_per_s: 32.0,
+        nvlink: false,
+        database_system: None,
+    },
 ];
 
+/// GPUs users ask for that have no preset, and why: said where an unknown preset is refused.
+const WITHOUT_PRESET: &[(&str, &str)] = &[(
+    "a10g",
+    "AWS's A10G has no NVIDIA datasheet: it shares the A10's 24 GB and 600 GB/s (preset \"a10\") \
+     but not its tensor throughput; describe it with the [gpu] keys (bf16_tflops, hbm_gb_per_s, \
+     memory_gib, ...) from your own measurements",
+)];
+
 impl GpuPreset {
+    /// Why `name` has no preset, for a GPU users ask for that servesim knows it cannot describe.
+    pub fn why_none(name: &str) -> Option<&'static str> {
+        let lower = name.to_ascii_lowercase();
+        WITHOUT_PRESET
+            .iter()
+            .find(|(n, _)| lower == *n || lower.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == *n))
+            .map(|(_, why)| *why)
+    }
+
     /// The preset a device name names: a preset's name or database system, or a name as CUDA
     /// and the kernel database give it (`NVIDIA H100 80GB HBM3`, `NVIDIA H200`, `NVIDIA A100-SXM4-80GB`,
     /// `A100-80G (Vidur)`). `None` for a device no preset is (a CPU, a GPU without a preset).
@@ -370,6 +402,9 @@ impl GpuPreset {
             "l4"
         } else if words.contains(&"a30") {
             "a30"
+        } else if words.contains(&"a10") {
+            // Not the A10G (its own word): AWS's variant, without a datasheet.
+            "a10"
         } else if lower.contains("rtx pro 6000") || lower.contains("rtx-pro-6000") {
             // The Max-Q Workstation Edition runs at 300 W: neither preset.
             match (has("workstation"), has("max")) {
@@ -498,6 +533,8 @@ mod tests {
             ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", Some("rtx-pro-6000-ws")),
             ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", None),
             ("NVIDIA GeForce RTX 4090", Some("rtx-4090")),
+            ("NVIDIA A10", Some("a10")),
+            ("NVIDIA A10G", None),
             ("NVIDIA GeForce RTX 5090", Some("rtx-5090")),
             ("NVIDIA GeForce RTX 4090 D", None),
             ("NVIDIA GeForce RTX 5090 Laptop GPU", None),
@@ -509,6 +546,24 @@ mod tests {
         }
     }
     use super::*;
+
+    /// The A10G is refused with why (no datasheet) and what to do; the A10 is a preset.
+    #[test]
+    fn the_a10g_is_refused_with_why() {
+        assert!(GpuPreset::why_none("a10g").is_some() && GpuPreset::why_none("NVIDIA A10G").is_some());
+        assert!(GpuPreset::why_none("a10").is_none() && GpuPreset::why_none("h9000").is_none());
+        let toml = |gpu: &str| {
+            format!(
+                "[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"{gpu}\"\n[workload]\nrequests = 1\n\
+                 arrival = {{ kind = \"poisson\", rate = 1 }}\nprompt_tokens = {{ kind = \"fixed\", value = 10 }}\n\
+                 output_tokens = {{ kind = \"fixed\", value = 2 }}\n"
+            )
+        };
+        let e = crate::scenario::Scenario::from_toml(&toml("a10g"), "t").unwrap_err().to_string();
+        assert!(e.contains("gpu.preset") && e.contains("no NVIDIA datasheet") && e.contains("bf16_tflops"), "{e}");
+        let s = crate::scenario::Scenario::from_toml(&toml("a10"), "t").unwrap();
+        assert_eq!((s.groups[0].gpu.hbm_bytes_per_s, s.groups[0].gpu.fp8_flops), (600e9, None));
+    }
 
     #[test]
     fn presets_are_consistent() {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Dtype, GpuSpec, ModelSpec, GPU_PRESETS, MODEL_PRESETS};
+use super::{Dtype, GpuPreset, GpuSpec, ModelSpec, GPU_PRESETS, MODEL_PRESETS};
 use crate::config::{check, ConfigError};
 
 /// `[model]`: a preset, optionally with dimensions overridden, or every dimension given.
@@ -72,8 +72,10 @@ pub struct WindowSection {
     pub layers: u64,
 }
 
-fn unknown_preset(path: &str, name: &str, known: Vec<&str>) -> ConfigError {
-    ConfigError::at(&format!("{path}.preset"), format!("unknown preset \"{name}\"; known: {}", known.join(", ")))
+/// `why`: why the name has no preset, where servesim knows ([`GpuPreset::why_none`]).
+fn unknown_preset(path: &str, name: &str, known: Vec<&str>, why: Option<&str>) -> ConfigError {
+    let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
+    ConfigError::at(&format!("{path}.preset"), format!("unknown preset \"{name}\"{why}; known: {}", known.join(", ")))
 }
 
 fn required<T: Copy>(v: Option<T>, path: &str, key: &str) -> Result<T, ConfigError> {
@@ -94,7 +96,7 @@ impl ModelSection {
                 let preset = MODEL_PRESETS
                     .iter()
                     .find(|x| x.name == p)
-                    .ok_or_else(|| unknown_preset(path, p, MODEL_PRESETS.iter().map(|x| x.name).collect()))?;
+                    .ok_or_else(|| unknown_preset(path, p, MODEL_PRESETS.iter().map(|x| x.name).collect(), None))?;
                 ModelSpec::from_preset(preset, wd, kd)
             }
             None => ModelSpec {
@@ -346,7 +348,9 @@ impl GpuSection {
     pub fn resolve(&self, path: &str) -> Result<GpuSpec, ConfigError> {
         let mut g = match &self.preset {
             Some(p) => super::GpuPreset::find(p)
-                .ok_or_else(|| unknown_preset(path, p, GPU_PRESETS.iter().map(|x| x.name).collect()))?
+                .ok_or_else(|| {
+                    unknown_preset(path, p, GPU_PRESETS.iter().map(|x| x.name).collect(), GpuPreset::why_none(p))
+                })?
                 .spec(),
             None => GpuSpec {
                 name: self.name.clone().unwrap_or_else(|| "custom".into()),
