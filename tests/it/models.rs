@@ -219,13 +219,21 @@ fn memory_takes_a_custom_gpu_and_a_model_file() {
 
 #[test]
 fn the_new_layouts_keep_every_invariant_under_pressure() {
-    // KV-tight on purpose: preemptions happen, with 8 DP ranks' blocks in one pool, windowed
-    // layers set apart, and a pinned block count.
+    // KV-tight on purpose: preemptions happen, with 8 DP ranks' blocks in one pool (prompts
+    // also held by TensorRT-LLM's balancing), windowed layers set apart, and a pinned block count.
     let workload = "[workload]\nrequests = 300\narrival = { kind = \"poisson\", rate = 50 }\n\
                     prompt_tokens = { kind = \"lognormal\", median = 3000, p99 = 12000, max = 16000 }\n\
                     output_tokens = { kind = \"lognormal\", median = 400, p99 = 2000, max = 3000 }\n";
     for (name, head) in [
         ("dp8", format!("{DEEPSEEK}[cluster]\ntp = 8\ndp_attention = 8\nep = true\n[memory]\nkv_blocks = 600\n")),
+        (
+            "dp8, TensorRT-LLM's balancing",
+            format!(
+                "{DEEPSEEK}[cluster]\ntp = 8\ndp_attention = 8\nep = true\n\
+                 attention_dp_config = {{ enable_balance = true, timeout_iters = 20, batching_wait_iters = 2 }}\n\
+                 [memory]\nkv_blocks = 600\n"
+            ),
+        ),
         (
             "oss",
             "name = \"t\"\n[model]\npreset = \"gpt-oss-120b\"\nweight_dtype = \"mxfp4\"\n[gpu]\npreset = \"h100-sxm\"\n\

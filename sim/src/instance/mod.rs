@@ -468,8 +468,24 @@ impl Instance {
     /// priced together. Returns the ranks' batches as one and the iteration's times, or `None`
     /// when no rank has anything to run.
     fn start_ranks(&mut self, now: SimTime, rec: &mut dyn Observer) -> Option<(BatchShape, (SimTime, SimTime))> {
-        self.shapes.clear();
         let hold = self.balance.is_some() && self.hold_contexts();
+        self.form_ranks(now, hold, rec);
+        if hold && self.shapes.iter().all(BatchShape::is_empty) {
+            // The decodes the hold counted on were preempted while forming: rather than idle
+            // with work, the prompts run.
+            self.form_ranks(now, false, rec);
+        }
+        if self.shapes.iter().all(BatchShape::is_empty) {
+            debug_assert!(!self.has_work(), "instance {} idle with work", self.id);
+            return None;
+        }
+        let times = self.exec.cost.dp_iteration_times(&self.shapes, self.exec.account.as_deref_mut());
+        Some((BatchShape::union(&self.shapes), times))
+    }
+
+    /// Every rank forms its batch into `shapes`, running no context if `hold`.
+    fn form_ranks(&mut self, now: SimTime, hold: bool, rec: &mut dyn Observer) {
+        self.shapes.clear();
         for (core, batcher) in std::iter::once((&mut self.core, &mut self.batcher))
             .chain(self.others.iter_mut().map(|r| (&mut r.core, &mut r.batcher)))
         {
@@ -483,12 +499,6 @@ impl Instance {
             }
             self.shapes.push(shape);
         }
-        if self.shapes.iter().all(BatchShape::is_empty) {
-            debug_assert!(!self.has_work(), "instance {} idle with work", self.id);
-            return None;
-        }
-        let times = self.exec.cost.dp_iteration_times(&self.shapes, self.exec.account.as_deref_mut());
-        Some((BatchShape::union(&self.shapes), times))
     }
 
     /// Whether TensorRT-LLM's attention-DP balancing holds this iteration's contexts on every
