@@ -50,6 +50,25 @@ impl Core {
     }
 
     /// Requests waiting, running or in a KV transfer here.
+    /// What TensorRT-LLM's batch waiting weighs before an iteration: the tokens of the context
+    /// requests its scheduler would pick — those mid-prefill, then waiting ones (preempted
+    /// first, then the queue), whole prompts in order while `max_num_seqs` and the token budget
+    /// left by the decodes allow — and the requests decoding, one token each.
+    pub(super) fn picked_tokens(&self) -> (u64, u64) {
+        let generation = self.running.iter().filter(|s| s.is_decode()).count() as u64;
+        let mut context: u64 = self.running.iter().filter(|s| !s.is_decode()).map(|s| s.context()).sum();
+        let mut slots = (self.cfg.max_num_seqs as usize).saturating_sub(self.running.len());
+        let budget = self.cfg.max_num_batched_tokens.saturating_sub(generation);
+        for s in self.waiting.preempted.iter().map(|b| &**b).chain(self.waiting.queue.iter()) {
+            if slots == 0 || context + s.context() > budget {
+                break;
+            }
+            context += s.context();
+            slots -= 1;
+        }
+        (context, generation)
+    }
+
     pub(super) fn outstanding(&self) -> u64 {
         (self.waiting_len() + self.running.len() + self.xfer.held()) as u64
     }

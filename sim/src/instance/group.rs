@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::admission::AdmissionSection;
+use super::batch_wait::BatchWaitSection;
 use super::batching::BatchingSpec;
 use super::cpu::CpuSection;
 use super::kv_policy::KvCacheSection;
@@ -50,6 +51,13 @@ pub struct SchedulerSection {
     pub(crate) speculative: Option<SpeculativeSection>,
     /// `[scheduler.cpu]`: CPU overhead per iteration and its overlap with the GPU.
     pub cpu: CpuSection,
+    /// `[scheduler.batch_wait]`: TensorRT-LLM's batch waiting. Default off.
+    #[serde(skip_serializing_if = "is_off")]
+    pub(crate) batch_wait: BatchWaitSection,
+}
+
+fn is_off(w: &BatchWaitSection) -> bool {
+    *w == BatchWaitSection::default()
 }
 
 impl Default for SchedulerSection {
@@ -68,6 +76,7 @@ impl Default for SchedulerSection {
             prefix_cache: PrefixCacheSection::default(),
             speculative: None,
             cpu: CpuSection::default(),
+            batch_wait: BatchWaitSection::default(),
         }
     }
 }
@@ -116,6 +125,7 @@ impl SchedulerSection {
         if let Some(s) = &self.speculative {
             s.validate(&format!("{path}.speculative"))?;
         }
+        self.batch_wait.validate(&format!("{path}.batch_wait"))?;
         self.cpu.validate(&format!("{path}.cpu"))
     }
 }

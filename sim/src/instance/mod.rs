@@ -19,6 +19,7 @@
 pub(crate) mod admission;
 pub(crate) mod adp;
 mod batch;
+pub(crate) mod batch_wait;
 pub mod batching;
 mod core;
 pub(crate) mod cpu;
@@ -110,6 +111,8 @@ pub struct Instance {
     /// TensorRT-LLM's attention-DP context balancing across the ranks (`None`: off, or one rank).
     balance: Option<adp::ContextBalance>,
     ranks_work: Vec<adp::RankWork>,
+    /// TensorRT-LLM's batch waiting (`None`: off, or DP ranks, where TensorRT-LLM skips it).
+    batch_wait: Option<batch_wait::BatchWait>,
     /// How an iteration is priced.
     exec: Execution,
     /// Admission state (the circuit breaker, when there is one).
@@ -200,6 +203,9 @@ impl Instance {
             batcher: p.batching.build(),
             balance: (cfg.dp_ranks > 1).then(|| adp::ContextBalance::new(&p.attention_dp)).flatten(),
             ranks_work: Vec::new(),
+            batch_wait: (cfg.dp_ranks == 1)
+                .then(|| batch_wait::BatchWait::new(&p.batch_wait, cfg.max_num_batched_tokens))
+                .flatten(),
             others,
             shapes: Vec::new(),
             exec: Execution { wants_seqs, seqs: Vec::new(), account, cost, draft },
@@ -401,7 +407,7 @@ impl Instance {
     pub fn start_iteration(&mut self, now: SimTime, rec: &mut dyn Observer) -> Option<SimTime> {
         debug_assert!(!self.is_busy());
         let (shape, drafts, (total, cpu)) = if self.others.is_empty() {
-            let Batch { shape, drafts } = form(&mut self.core, self.batcher.as_mut(), now, rec);
+            let Batch { shape, drafts } = self.form_one(now, rec);
             if shape.is_empty() {
                 // Work may wait for blocks a KV transfer holds (disaggregation): its end restarts us.
                 debug_assert!(!self.has_work() || self.core.xfer.pins_blocks(), "instance {} idle with work", self.id);
@@ -462,6 +468,24 @@ impl Instance {
         self.debug_check();
         self.life.iteration_end = Some(now + dur);
         Some(now + dur)
+    }
+
+    /// The one scheduler forms its batch at `now`, its prompts held back while TensorRT-LLM's
+    /// batch waiting says so ([`batch_wait::BatchWait::hold`]; formed again without it should the
+    /// decodes it counted on have been preempted while forming).
+    fn form_one(&mut self, now: SimTime, rec: &mut dyn Observer) -> Batch {
+        let c = &self.core;
+        let hold = self.batch_wait.as_mut().is_some_and(|w| {
+            let (context, generation) = c.picked_tokens();
+            w.hold(context, generation)
+        });
+        self.core.hold_context = hold;
+        let batch = form(&mut self.core, self.batcher.as_mut(), now, rec);
+        self.core.hold_context = false;
+        if hold && batch.shape.is_empty() {
+            return form(&mut self.core, self.batcher.as_mut(), now, rec);
+        }
+        batch
     }
 
     /// Every DP attention rank forms its own batch at `now`; their lock-step iteration is

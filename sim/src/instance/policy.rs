@@ -38,6 +38,8 @@ pub struct PolicyConfig {
     pub(crate) role: Role,
     /// TensorRT-LLM's attention-DP balancing (`cluster.attention_dp_config`), with DP ranks.
     pub(crate) attention_dp: super::adp::AttentionDpConfig,
+    /// TensorRT-LLM's batch waiting (`scheduler.batch_wait`).
+    pub(crate) batch_wait: super::batch_wait::BatchWaitSection,
 }
 
 impl PolicyConfig {
@@ -82,6 +84,7 @@ impl PolicyConfig {
             seed,
             role: g.role,
             attention_dp: Default::default(),
+            batch_wait: sch.batch_wait,
         }
     }
 }

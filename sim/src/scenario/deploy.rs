@@ -84,17 +84,32 @@ fn port(engine: ServingEngine) -> u16 {
     }
 }
 
-/// What a TensorRT-LLM group with DP ranks must set for the balancing it was simulated with
-/// (`cluster.attention_dp_config`): `trtllm-serve` reads it from its YAML options file only.
-fn attention_dp_note(s: &Scenario, g: &crate::instance::InstanceGroup) -> Option<String> {
+/// What a group's launch command cannot carry of TensorRT-LLM's scheduling it was simulated
+/// with: `trtllm-serve` reads the attention-DP balancing (`cluster.attention_dp_config`, with DP
+/// ranks) and the batch waiting (`scheduler.batch_wait`, without) from its YAML options file only,
+/// and the other engines have neither.
+fn trtllm_notes(s: &Scenario, g: &crate::instance::InstanceGroup, engine: ServingEngine) -> Vec<String> {
+    let mut yaml = Vec::new();
     let c = s.attention_dp;
-    (s.resolved.engine == Some(ServingEngine::Trtllm) && c.enable_balance && g.layout.dp_attention > 1).then(|| {
-        format!(
-            "attention_dp_config: {{enable_balance: true, timeout_iters: {}, batching_wait_iters: {}}} in the \
-             --extra_llm_api_options file, as simulated",
+    if c.enable_balance && g.layout.dp_attention > 1 {
+        yaml.push(format!(
+            "attention_dp_config: {{enable_balance: true, timeout_iters: {}, batching_wait_iters: {}}}",
             c.timeout_iters, c.batching_wait_iters
-        )
-    })
+        ));
+    }
+    let w = g.scheduler.batch_wait;
+    if (w.timeout_iters > 0 || w.max_tokens_ratio > 0.0) && g.layout.dp_attention <= 1 {
+        yaml.push(format!(
+            "batch_wait_timeout_iters: {}, batch_wait_max_tokens_ratio: {}",
+            w.timeout_iters, w.max_tokens_ratio
+        ));
+    }
+    yaml.into_iter()
+        .map(|y| match engine {
+            ServingEngine::Trtllm => format!("{y} in the --extra_llm_api_options file, as simulated"),
+            _ => format!("simulated with TensorRT-LLM's {y}, which {} does not have", engine.name()),
+        })
+        .collect()
 }
 
 impl Deployment {
@@ -108,9 +123,7 @@ impl Deployment {
                 .zip(counts)
                 .map(|(g, &n)| {
                     let mut cmd = LaunchCommand::of(engine, g, &g.scheduler.kv_cache.model(&s.model));
-                    if let Some(note) = attention_dp_note(s, g) {
-                        cmd.notes.push(note);
-                    }
+                    cmd.notes.extend(trtllm_notes(s, g, engine));
                     let role = (g.role != Role::Mixed).then(|| g.role.as_str());
                     let cmd = match (role, engine) {
                         (None, _) => cmd,
