@@ -163,6 +163,27 @@ print(f"Median |error| and median signed error of the rows with DP attention. Ov
       "with `--staggered`. Made by `tools/fidelity-scoreboard.sh`.")
 print("<!-- /scoreboard-dp -->")
 print()
+print("<!-- scoreboard-trtllm-waits -->")
+ttft = {}
+for r in data["default"]:
+    if r["framework"] == "trtllm" and r["model"] == "llama-3.1-70b":
+        ttft[(r["system"], r["weights"], r["tp"], r["isl"], r["osl"], r["concurrency"])] = float(r["measured_ttft_ms"])
+pairs = {}
+for (system, weights, tp, isl, osl, c), t in ttft.items():
+    other = ttft.get((system, weights, tp, isl, "8192", c))
+    if isl == "1024" and osl == "1024" and other:
+        pairs.setdefault("TP 8" if tp == "8" else "TP 1, 2 and 4", []).append(t / other)
+print("| Llama-3.1-70B on TensorRT-LLM | pairs | measured TTFT 1024/1024 ÷ 1024/8192, median | min | max |")
+print("|---|---|---|---|---|")
+for label in ("TP 1, 2 and 4", "TP 8"):
+    v = pairs.get(label, [])
+    if v:
+        print(f"| {label} | {len(v)} | {statistics.median(v):.2f} | {min(v):.2f} | {max(v):.2f} |")
+print()
+print("Pairs of rows with the same system, weights, TP and concurrency; computed from silicon_sample.csv's "
+      "measured TTFT by `tools/fidelity-scoreboard.sh`.")
+print("<!-- /scoreboard-trtllm-waits -->")
+print()
 print("<!-- scoreboard-not-run -->")
 def reason_class(reason):
     if reason.startswith("model "):
