@@ -405,9 +405,6 @@ impl Core {
     pub(super) fn admit_by(&mut self, now: SimTime, mut rule: impl AdmitRule, rec: &mut dyn Observer) -> u32 {
         let bt = self.cfg.block_tokens;
         let mut n = 0u32;
-        if self.hold_context {
-            return 0;
-        }
         loop {
             if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
                 break;
@@ -639,13 +636,19 @@ impl<'a> Sched<'a> {
         self.core.swap_in(budget, chunked)
     }
 
-    /// [`Core::admit`].
+    /// [`Core::admit`]; none while the iteration holds its prompts.
     pub(crate) fn admit(&mut self, now: SimTime, budget: &mut u64, chunked: bool, rec: &mut dyn Observer) -> u32 {
+        if self.core.hold_context {
+            return 0;
+        }
         self.core.admit(now, budget, chunked, rec)
     }
 
-    /// [`Core::admit_by`].
+    /// [`Core::admit_by`]; none while the iteration holds its prompts.
     pub(crate) fn admit_by(&mut self, now: SimTime, rule: impl AdmitRule, rec: &mut dyn Observer) -> u32 {
+        if self.core.hold_context {
+            return 0;
+        }
         self.core.admit_by(now, rule, rec)
     }
 

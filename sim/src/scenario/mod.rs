@@ -543,9 +543,7 @@ impl Scenario {
             check_profile_engine(file.engine, g, &path)?;
             g.calibration = group_calibration(g, &group_engine(file.engine, &g.cost), resources.as_ref(), &path)?;
         }
-        if let Some(f) = &file.fleet {
-            f.validate("fleet", &groups)?;
-        }
+        file.fleet.as_ref().map_or(Ok(()), |f| f.validate("fleet", &groups))?;
         let at_start = groups.iter().map(|g| g.count).fold(0u32, u32::saturating_add);
         let frontend = file.frontend.as_mut().map(|f| f.resolve("frontend", at_start)).transpose()?;
         let disaggregation = crate::disagg::resolve(file.cluster.disaggregation.as_ref(), &groups, heterogeneous)?;
