@@ -763,6 +763,8 @@ fn run_to_end(mut sim: Simulation) -> Result<RunOutput, TraceError> {
 
 #[cfg(test)]
 mod dp_tests;
+#[cfg(test)]
+mod wait_tests;
 
 #[cfg(test)]
 mod tests {

@@ -10,15 +10,7 @@ use crate::scenario::Scenario;
 /// 2 output tokens.
 fn two_ranks(engine: &str, seqs: u32, blocks: u32, prompt: u32) -> Scenario {
     let toml = format!(
-        r#"
-engine = "{engine}"
-[model]
-preset = "qwen3-30b-a3b"
-[gpu]
-preset = "h100-sxm"
-[cluster]
-tp = 2
-dp_attention = 2
+        r#"{}
 [scheduler]
 max_num_seqs = {seqs}
 max_num_batched_tokens = 8192
@@ -33,9 +25,19 @@ requests = 2
 arrival = {{ kind = "closed-loop", clients = 2 }}
 prompt_tokens = {{ kind = "fixed", value = {prompt} }}
 output_tokens = {{ kind = "fixed", value = 2 }}
-"#
+"#,
+        dp2(engine, "")
     );
     Scenario::from_toml(&toml, "dp").unwrap()
+}
+
+/// The head of a scenario of qwen3-30b-a3b on two H100s as two DP attention ranks under
+/// `engine`, with `cluster` lines added to `[cluster]`.
+fn dp2(engine: &str, cluster: &str) -> String {
+    format!(
+        "engine = \"{engine}\"\n[model]\npreset = \"qwen3-30b-a3b\"\n[gpu]\npreset = \"h100-sxm\"\n\
+         [cluster]\ntp = 2\ndp_attention = 2\n{cluster}"
+    )
 }
 
 #[test]
@@ -128,16 +130,7 @@ fn tensorrt_llms_balancer_picks_the_rank_with_the_fewest_active_prompt_tokens_un
 /// output tokens sent 50 ms apart, with `attention_dp_config` = `balance` (TOML, or none).
 fn trtllm_four(balance: &str) -> Scenario {
     let toml = format!(
-        r#"
-engine = "trtllm"
-[model]
-preset = "qwen3-30b-a3b"
-[gpu]
-preset = "h100-sxm"
-[cluster]
-tp = 2
-dp_attention = 2
-{balance}
+        r#"{}
 [scheduler]
 max_num_seqs = 4
 max_num_batched_tokens = 8192
@@ -148,7 +141,8 @@ requests = 4
 arrival = {{ kind = "constant", rate = 20 }}
 prompt_tokens = {{ kind = "fixed", value = 100 }}
 output_tokens = {{ kind = "fixed", value = 200 }}
-"#
+"#,
+        dp2("trtllm", balance)
     );
     Scenario::from_toml(&toml, "adp").unwrap()
 }

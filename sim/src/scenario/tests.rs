@@ -223,3 +223,20 @@ fn a_top_level_engine_supplies_its_own_limits_on_the_scenarios_gpu() {
     let plain = Scenario::from_toml(BASE, "t").unwrap();
     assert_eq!((plain.groups[0].scheduler.max_num_seqs, plain.groups[0].scheduler.max_num_batched_tokens), (256, 8192));
 }
+
+/// A GPU without a preset for a known reason (AWS's A10G: no datasheet) is refused with the
+/// reason and what to give instead; the A10 is a preset (`spec::gpu`).
+#[test]
+fn the_a10g_is_refused_with_why_and_the_a10_runs() {
+    let toml = |gpu: &str| {
+        format!(
+            "[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"{gpu}\"\n[workload]\nrequests = 1\n\
+             arrival = {{ kind = \"poisson\", rate = 1 }}\nprompt_tokens = {{ kind = \"fixed\", value = 10 }}\n\
+             output_tokens = {{ kind = \"fixed\", value = 2 }}\n"
+        )
+    };
+    let e = err(&toml("a10g"));
+    assert!(e.contains("gpu.preset") && e.contains("no NVIDIA datasheet") && e.contains("bf16_tflops"), "{e}");
+    let s = Scenario::from_toml(&toml("a10"), "t").unwrap();
+    assert_eq!((s.groups[0].gpu.hbm_bytes_per_s, s.groups[0].gpu.fp8_flops), (600e9, None));
+}
