@@ -36,6 +36,16 @@ impl Default for BatchWaitSection {
 }
 
 impl BatchWaitSection {
+    /// Left as by default (not written into a resolved scenario).
+    pub(crate) fn is_default(&self) -> bool {
+        *self == BatchWaitSection::default()
+    }
+
+    /// Whether either limit is set (TensorRT-LLM's `enable_batch_waiting`).
+    pub(crate) fn is_on(&self) -> bool {
+        self.timeout_iters > 0 || self.max_tokens_ratio > 0.0
+    }
+
     pub(crate) fn validate(&self, path: &str) -> Result<(), ConfigError> {
         check(
             (0.0..=1.0).contains(&self.max_tokens_ratio),
@@ -56,9 +66,9 @@ pub(crate) struct BatchWait {
 }
 
 impl BatchWait {
-    /// `None` when neither limit is set (TensorRT-LLM's `enable_batch_waiting`).
+    /// `None` when neither limit is set ([`BatchWaitSection::is_on`]).
     pub(crate) fn new(s: &BatchWaitSection, max_num_tokens: u64) -> Option<BatchWait> {
-        (s.timeout_iters > 0 || s.max_tokens_ratio > 0.0).then_some(BatchWait {
+        s.is_on().then_some(BatchWait {
             timeout_iters: s.timeout_iters,
             threshold: s.max_tokens_ratio * max_num_tokens as f64,
             waited: 0,

@@ -35,7 +35,7 @@ pub(crate) struct Core {
     pub(super) admitted_now: u32,
     pub(super) preempted_now: bool,
     /// This iteration runs no context (no admission, no prefill chunk): TensorRT-LLM's
-    /// attention-DP balancing holds them ([`super::adp`]).
+    /// attention-DP balancing ([`super::adp`]) or batch waiting ([`super::batch_wait`]) holds them.
     pub(super) hold_context: bool,
     /// Output tokens every request here has yet to produce.
     pub(super) pending_decode: u64,
@@ -49,7 +49,6 @@ impl Core {
         self.waiting.len()
     }
 
-    /// Requests waiting, running or in a KV transfer here.
     /// What TensorRT-LLM's batch waiting weighs before an iteration: the tokens of the context
     /// requests its scheduler would pick — those mid-prefill, then waiting ones (preempted
     /// first, then the queue), whole prompts in order while `max_num_seqs` and the token budget
@@ -69,6 +68,7 @@ impl Core {
         (context, generation)
     }
 
+    /// Requests waiting, running or in a KV transfer here.
     pub(super) fn outstanding(&self) -> u64 {
         (self.waiting_len() + self.running.len() + self.xfer.held()) as u64
     }
@@ -592,7 +592,7 @@ impl<'a> Sched<'a> {
     }
 
     /// Whether this iteration runs no context: no admission and no prefill chunk (TensorRT-LLM's
-    /// attention-DP balancing, [`super::adp`]); decodes run.
+    /// attention-DP balancing or batch waiting); decodes run.
     pub(crate) fn holds_context(&self) -> bool {
         self.core.hold_context
     }

@@ -52,12 +52,8 @@ pub struct SchedulerSection {
     /// `[scheduler.cpu]`: CPU overhead per iteration and its overlap with the GPU.
     pub cpu: CpuSection,
     /// `[scheduler.batch_wait]`: TensorRT-LLM's batch waiting. Default off.
-    #[serde(skip_serializing_if = "is_off")]
+    #[serde(skip_serializing_if = "BatchWaitSection::is_default")]
     pub(crate) batch_wait: BatchWaitSection,
-}
-
-fn is_off(w: &BatchWaitSection) -> bool {
-    *w == BatchWaitSection::default()
 }
 
 impl Default for SchedulerSection {

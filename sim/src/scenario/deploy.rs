@@ -98,7 +98,7 @@ fn trtllm_notes(s: &Scenario, g: &crate::instance::InstanceGroup, engine: Servin
         ));
     }
     let w = g.scheduler.batch_wait;
-    if (w.timeout_iters > 0 || w.max_tokens_ratio > 0.0) && g.layout.dp_attention <= 1 {
+    if w.is_on() && g.layout.dp_attention <= 1 {
         yaml.push(format!(
             "batch_wait_timeout_iters: {}, batch_wait_max_tokens_ratio: {}",
             w.timeout_iters, w.max_tokens_ratio
