@@ -43,7 +43,8 @@ pub(crate) struct FromArgs {
     #[arg(long)]
     out: Option<PathBuf>,
     /// The engine's version (`0.13.1`), for the defaults that changed with it: vLLM schedules
-    /// asynchronously by default from 0.14. Default: a current release.
+    /// asynchronously by default from 0.14 (and ran its V0 engine before 0.8, which servesim
+    /// does not model: said on stderr). Default: a current release.
     #[arg(long)]
     engine_version: Option<String>,
     /// The launch command's arguments (`vllm serve` may be included or left out).
@@ -473,6 +474,13 @@ fn cpu_lines(
     version: Option<(u32, u32)>,
     warn: &mut Vec<String>,
 ) -> String {
+    if let Some(v) = version.filter(|v| engine == Engine::Vllm && *v < (0, 8)) {
+        warn.push(format!(
+            "vLLM {}.{} runs its V0 engine by default (V1 is the default from 0.8.0, vllm-project/vllm PR #13726), \
+             whose scheduler servesim does not model: this scenario has V1's rules (vllm-v1 batching, V1's limits)",
+            v.0, v.1
+        ));
+    }
     if engine == Engine::Sglang {
         if version.is_some() {
             warn.push("--engine-version: no SGLang default servesim models changes with the version".into());
@@ -974,5 +982,11 @@ mod tests {
         let (_, warn) =
             scenario(Engine::Sglang, "h100-sxm", &args(&format!("--model-path {m}")), Some("0.5.4")).unwrap();
         assert!(warn.iter().any(|w| w.starts_with("--engine-version: no SGLang default")), "{warn:?}");
+        // Before 0.8 vLLM ran V0 by default: said, once, and not for 0.8 itself.
+        let v0 = |v: &str| {
+            let (_, warn) = scenario(Engine::Vllm, "h100-sxm", &args(m), Some(v)).unwrap();
+            warn.iter().filter(|w| w.contains("V0 engine by default")).count()
+        };
+        assert_eq!((v0("0.7.3"), v0("0.8.0"), v0("0.14.0")), (1, 0, 0));
     }
 }
