@@ -3,7 +3,7 @@
 # measured serving runs, once as servesim runs it by default and once per alternative the
 # document discusses, summarized by partition (model class × engine × half), per group, and the
 # rows not run with their reasons. Written into docs/fidelity.md between its scoreboard markers.
-# About 10 minutes on 2 cores (nine runs of every row, two of the TensorRT-LLM rows).
+# About 6 minutes on 2 cores (nine runs of every row, two of the TensorRT-LLM rows).
 #
 #   pip download --no-deps aiconfigurator-core==0.12.0 && unzip -q aiconfigurator_core-*.whl -d aic
 #   tools/fidelity-scoreboard.sh aic [BINARY] [OUT_DIR]
