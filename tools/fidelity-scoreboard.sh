@@ -147,7 +147,9 @@ dp_runs = [
     ("staggered-trtllm", "`--staggered`"),
     ("staggered-trtllm-adp", "`--staggered --adp-balance`"),
 ]
-dp = {name: [r for r in (data[name] if name in data else rows(name)) if r["id"] in DP_IDS] for name, _ in dp_runs}
+for name, _ in dp_runs:
+    data.setdefault(name, rows(name))
+dp = {name: [r for r in data[name] if r["id"] in DP_IDS] for name, _ in dp_runs}
 lines = {r["line"] for r in dp["default"]}
 engines = sorted({r["framework"] for r in dp["default"]})
 print(f"| rows with DP attention ({len(lines)}; {', '.join(engines)}) | TTFT | TTFT signed | TPOT | TPOT signed |")
@@ -157,7 +159,7 @@ for name, label in dp_runs:
     print(f"| {label} ({len(rs)}) | {med(rs, 'ttft'):.1f}% | {med(rs, 'ttft', True):+.1f}% | "
           f"{med(rs, 'tpot'):.1f}% | {med(rs, 'tpot', True):+.1f}% |")
 print()
-trt = {name: [r for r in data["default"] if TRT(r)] if name == "default" else rows(name) for name in ("default", "staggered-trtllm")}
+trt = {name: [r for r in data[name] if TRT(r)] for name in ("default", "staggered-trtllm")}
 print(f"Median |error| and median signed error of the rows with DP attention. Over all {len(trt['default'])} "
       f"TensorRT-LLM rows, TTFT / TPOT {cell(trt['default'])} as run by default and {cell(trt['staggered-trtllm'])} "
       "with `--staggered`. Made by `tools/fidelity-scoreboard.sh`.")

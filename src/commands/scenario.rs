@@ -467,24 +467,14 @@ fn sglang_lines(got: &BTreeMap<&'static str, String>, ranks: u64) -> Result<Stri
 /// `[scheduler.cpu]` where the engine overlaps its CPU work with the GPU's: as the command says
 /// (`--async-scheduling`, `--no-async-scheduling`), else the version's default
 /// ([`ServingEngine::schedules_async_by_default`]: vLLM from 0.14), a current release assumed
-/// without a version, which `warn` says. SGLang has no version-dependent default servesim models.
+/// without a version, which `warn` says. None for SGLang.
 fn cpu_lines(
     engine: Engine,
     got: &BTreeMap<&'static str, String>,
     version: Option<(u32, u32)>,
     warn: &mut Vec<String>,
 ) -> String {
-    if let Some(v) = version.filter(|v| engine == Engine::Vllm && *v < (0, 8)) {
-        warn.push(format!(
-            "vLLM {}.{} runs its V0 engine by default (V1 is the default from 0.8.0, vllm-project/vllm PR #13726), \
-             whose scheduler servesim does not model: this scenario has V1's rules (vllm-v1 batching, V1's limits)",
-            v.0, v.1
-        ));
-    }
     if engine == Engine::Sglang {
-        if version.is_some() {
-            warn.push("--engine-version: no SGLang default servesim models changes with the version".into());
-        }
         return String::new();
     }
     let (on, why) = match (got.get("async"), version) {
@@ -530,18 +520,33 @@ fn memory_lines(engine_name: &str, got: &BTreeMap<&'static str, String>) -> Resu
     Ok(t)
 }
 
-/// `--engine-version`: (major, minor) ([`ServingEngine::version`]).
-fn engine_version(v: &str) -> Result<(u32, u32)> {
-    ServingEngine::version(v)
-        .ok_or_else(|| CliError::input(format!("--engine-version {v:?}: expected a version such as 0.14.1")))
+/// `--engine-version`: (major, minor) ([`ServingEngine::version`]), and what `warn` must say of
+/// it: a vLLM before 0.8 ran V0, which servesim does not model; no SGLang default servesim
+/// models depends on the version.
+fn engine_version(engine: Engine, v: Option<&str>, warn: &mut Vec<String>) -> Result<Option<(u32, u32)>> {
+    let Some(v) = v else { return Ok(None) };
+    let version = ServingEngine::version(v)
+        .ok_or_else(|| CliError::input(format!("--engine-version {v:?}: expected a version such as 0.14.1")))?;
+    match engine {
+        Engine::Vllm if version < (0, 8) => warn.push(format!(
+            "vLLM {}.{} runs its V0 engine by default (V1 is the default from 0.8.0, vllm-project/vllm PR #13726), \
+             whose scheduler servesim does not model: this scenario has V1's rules (vllm-v1 batching, V1's limits)",
+            version.0, version.1
+        )),
+        Engine::Sglang => {
+            warn.push("--engine-version: no SGLang default servesim models changes with the version".into())
+        }
+        Engine::Vllm => {}
+    }
+    Ok(Some(version))
 }
 
 /// The scenario text of a launch command, and the warnings (flags not understood, settings
 /// not modelled).
 fn scenario(engine: Engine, gpu: &str, args: &[String], version: Option<&str>) -> Result<(String, Vec<String>)> {
-    let version = version.map(engine_version).transpose()?;
-    let (got, unknown) = parse_flags(engine, args)?;
     let mut warn = Vec::new();
+    let version = engine_version(engine, version, &mut warn)?;
+    let (got, unknown) = parse_flags(engine, args)?;
     if !unknown.is_empty() {
         warn.push(format!("not understood, left out: {}", unknown.join(", ")));
     }

@@ -356,7 +356,7 @@ impl GpuPreset {
         let lower = name.to_ascii_lowercase();
         WITHOUT_PRESET
             .iter()
-            .find(|(n, _)| lower == *n || lower.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == *n))
+            .find(|(n, _)| lower.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == *n))
             .map(|(_, why)| *why)
     }
 

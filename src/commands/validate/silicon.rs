@@ -929,12 +929,13 @@ fn rows_csv(outs: &[Outcome], bench: Bench) -> (String, BTreeMap<String, usize>)
             }
             (Ok(c), Some(p)) => {
                 let ver = r.get("backend_version");
-                let (pt, pp, et, ep, xp, status) = match p {
+                // `run`: the columns extrapolated_pct, kv_tokens and preemptions.
+                let (pt, pp, et, ep, run, status) = match p {
                     Ok(p) => {
                         let (a, b) = x.errors().expect("predicted");
-                        let (t, q, xp) = (format!("{:.3}", p.ttft), format!("{:.4}", p.tpot), p.extrapolated * 100.0);
-                        let xp = format!("{xp:.1},{},{}", p.kv_tokens, p.preemptions);
-                        (t, q, format!("{a:.2}"), format!("{b:.2}"), xp, c.note.clone())
+                        let (t, q) = (format!("{:.3}", p.ttft), format!("{:.4}", p.tpot));
+                        let run = format!("{:.1},{},{}", p.extrapolated * 100.0, p.kv_tokens, p.preemptions);
+                        (t, q, format!("{a:.2}"), format!("{b:.2}"), run, c.note.clone())
                     }
                     Err(e) => {
                         *reasons.entry(format!("failed: {e}")).or_default() += 1;
@@ -943,7 +944,7 @@ fn rows_csv(outs: &[Outcome], bench: Bench) -> (String, BTreeMap<String, usize>)
                     }
                 };
                 csv += &format!(
-                    "{common},{},{},{},{ver},{},{},{},{},{},{},{:.3},{pt},{et},{:.4},{pp},{ep},{},{xp},\"{}\"\n",
+                    "{common},{},{},{},{ver},{},{},{},{},{},{},{:.3},{pt},{et},{:.4},{pp},{ep},{},{run},\"{}\"\n",
                     c.model,
                     c.system,
                     c.framework,
