@@ -54,6 +54,14 @@ pub struct SchedulerSection {
     /// `[scheduler.batch_wait]`: TensorRT-LLM's batch waiting. Default off.
     #[serde(skip_serializing_if = "BatchWaitSection::is_default")]
     pub(crate) batch_wait: BatchWaitSection,
+    /// SGLang's `--scheduler-recv-interval`: while the scheduler only decodes, it takes new
+    /// requests in every this many iterations ([`super::recv`]). Default 1 (every iteration).
+    #[serde(skip_serializing_if = "is_one")]
+    pub(crate) recv_interval: u32,
+}
+
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }
 
 impl Default for SchedulerSection {
@@ -73,6 +81,7 @@ impl Default for SchedulerSection {
             speculative: None,
             cpu: CpuSection::default(),
             batch_wait: BatchWaitSection::default(),
+            recv_interval: 1,
         }
     }
 }
@@ -122,6 +131,13 @@ impl SchedulerSection {
             s.validate(&format!("{path}.speculative"))?;
         }
         self.batch_wait.validate(&format!("{path}.batch_wait"))?;
+        check(
+            (1..=1_000_000).contains(&self.recv_interval),
+            path,
+            "recv_interval",
+            "must be in [1, 1000000] (SGLang's --scheduler-recv-interval; 1: every iteration)",
+            self.recv_interval,
+        )?;
         self.cpu.validate(&format!("{path}.cpu"))
     }
 }

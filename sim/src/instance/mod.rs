@@ -20,6 +20,7 @@ pub(crate) mod admission;
 pub(crate) mod adp;
 mod batch;
 pub(crate) mod batch_wait;
+pub(crate) mod recv;
 pub mod batching;
 mod core;
 pub(crate) mod cpu;
@@ -113,6 +114,8 @@ pub struct Instance {
     ranks_work: Vec<adp::RankWork>,
     /// TensorRT-LLM's batch waiting (`None`: off, or DP ranks, where TensorRT-LLM skips it).
     batch_wait: Option<batch_wait::BatchWait>,
+    /// SGLang's receive interval (`None`: every iteration receives).
+    recv: Option<recv::RecvSkipper>,
     /// How an iteration is priced.
     exec: Execution,
     /// Admission state (the circuit breaker, when there is one).
@@ -206,6 +209,7 @@ impl Instance {
             batch_wait: (cfg.dp_ranks == 1)
                 .then(|| batch_wait::BatchWait::new(&p.batch_wait, cfg.max_num_batched_tokens))
                 .flatten(),
+            recv: recv::RecvSkipper::new(p.recv_interval),
             others,
             shapes: Vec::new(),
             exec: Execution { wants_seqs, seqs: Vec::new(), account, cost, draft },
@@ -399,7 +403,18 @@ impl Instance {
             );
         }
         let deadline = core.cfg.policy.admission.queue_timeout_s.map(|t| req.arrival + SimTime::from_secs_f64(t));
-        core.waiting.push(s, deadline);
+        // Sent to a scheduler in its loop (an iteration running, or work to run next) that
+        // receives only every few: unseen until it does ([`recv`]); an idle one receives at once.
+        let looping = self.life.iteration_start.is_some() || self.has_work();
+        let core = if rank == 0 { &mut self.core } else { &mut self.others[rank - 1].core };
+        match &mut self.recv {
+            Some(_) if looping => core.waiting.push_unreceived(s, deadline),
+            Some(r) => {
+                r.received_idle();
+                core.waiting.push(s, deadline);
+            }
+            None => core.waiting.push(s, deadline),
+        }
     }
 
     /// Forms the next batch and starts it at `now`; returns when it ends, or `None` when there
@@ -474,6 +489,26 @@ impl Instance {
     /// batch waiting says so ([`batch_wait::BatchWait::hold`]; formed again without it should the
     /// decodes it counted on have been preempted while forming).
     fn form_one(&mut self, now: SimTime, rec: &mut dyn Observer) -> Batch {
+        if self.recv.as_mut().is_some_and(recv::RecvSkipper::handle) {
+            self.core.waiting.receive();
+        }
+        let mut batch = self.form_held(now, rec);
+        if self.recv.is_none() {
+            return batch;
+        }
+        if batch.shape.is_empty() && self.core.waiting.has_unreceived() {
+            // Nothing to run but requests sent: the idle loop receives them at once.
+            self.recv.as_mut().expect("checked").received_idle();
+            self.core.waiting.receive();
+            batch = self.form_held(now, rec);
+        }
+        let ran = (!batch.shape.is_empty()).then_some(batch.shape.prefill_seqs > 0);
+        self.recv.as_mut().expect("checked").ran(ran);
+        batch
+    }
+
+    /// [`Instance::form_one`]'s batch from the requests received.
+    fn form_held(&mut self, now: SimTime, rec: &mut dyn Observer) -> Batch {
         let c = &self.core;
         let hold = self.batch_wait.as_mut().is_some_and(|w| {
             let (context, generation) = c.picked_tokens();

@@ -40,6 +40,8 @@ pub struct PolicyConfig {
     pub(crate) attention_dp: super::adp::AttentionDpConfig,
     /// TensorRT-LLM's batch waiting (`scheduler.batch_wait`).
     pub(crate) batch_wait: super::batch_wait::BatchWaitSection,
+    /// SGLang's receive interval (`scheduler.recv_interval`).
+    pub(crate) recv_interval: u32,
 }
 
 impl PolicyConfig {
@@ -85,6 +87,7 @@ impl PolicyConfig {
             role: g.role,
             attention_dp: Default::default(),
             batch_wait: sch.batch_wait,
+            recv_interval: sch.recv_interval,
         }
     }
 }

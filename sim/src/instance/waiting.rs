@@ -1,10 +1,11 @@
 //! The requests waiting at an instance, in the order they are taken: swapped out to CPU memory
 //! (resumed before any admission), preempted for recomputation (first in line), then never
-//! admitted ones in the queue policy's order; and the queue timeouts.
+//! admitted ones in the queue policy's order; the queue timeouts; and the requests sent but not
+//! yet received by a scheduler that receives only every few iterations ([`super::recv`]).
 //!
-//! Invariants ([`Waiting::check`]): no waiting request holds a KV block; preempted and queued
-//! ones have computed nothing; `pending_prefill` is the tokens the queued and preempted
-//! requests have to (re)compute; the timeouts are in deadline order.
+//! Invariants ([`Waiting::check`]): no waiting request holds a KV block; preempted, queued and
+//! unreceived ones have computed nothing; `pending_prefill` is the tokens the queued,
+//! preempted and unreceived requests have to (re)compute; the timeouts are in deadline order.
 
 use std::collections::VecDeque;
 
@@ -22,9 +23,12 @@ pub(crate) struct Waiting {
     /// (deadline, id, position) of queued requests, in deadline order, when a queue timeout
     /// is set.
     timeouts: VecDeque<(SimTime, u64, QPos)>,
-    /// Tokens the queued and preempted requests have to (re)compute, kept up to date for
-    /// routers.
+    /// Tokens the queued, preempted and unreceived requests have to (re)compute, kept up to
+    /// date for routers.
     pub(crate) pending_prefill: u64,
+    /// New requests sent while the scheduler did not receive, in arrival order, with their
+    /// queue deadlines.
+    unreceived: Vec<(Box<Seq>, Option<SimTime>)>,
 }
 
 impl Waiting {
@@ -35,13 +39,34 @@ impl Waiting {
             swapped: VecDeque::new(),
             timeouts: VecDeque::new(),
             pending_prefill: 0,
+            unreceived: Vec::new(),
         }
     }
 
-    /// Requests waiting: queued, preempted and swapped out.
+    /// Requests waiting: queued, preempted, swapped out, and sent but not yet received.
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.queue.len() + self.preempted.len() + self.swapped.len()
+        self.queue.len() + self.preempted.len() + self.swapped.len() + self.unreceived.len()
+    }
+
+    /// A new request sent while the scheduler does not receive ([`super::recv`]): it counts as
+    /// waiting for the routers, and no batch sees it until [`Waiting::receive`].
+    pub(crate) fn push_unreceived(&mut self, s: Box<Seq>, deadline: Option<SimTime>) {
+        self.pending_prefill += s.context();
+        self.unreceived.push((s, deadline));
+    }
+
+    /// The scheduler receives the requests sent since it last did, in the order they came.
+    pub(crate) fn receive(&mut self) {
+        for (s, deadline) in std::mem::take(&mut self.unreceived) {
+            self.pending_prefill -= s.context();
+            self.push(s, deadline);
+        }
+    }
+
+    /// Whether requests wait to be received.
+    pub(crate) fn has_unreceived(&self) -> bool {
+        !self.unreceived.is_empty()
     }
 
     /// Queues a new request, with its queue deadline if a timeout is set.
@@ -108,9 +133,13 @@ impl Waiting {
         }
     }
 
-    /// Every waiting request: queued, preempted, swapped.
+    /// Every waiting request: queued, preempted, swapped, not yet received.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Seq> {
-        self.queue.iter().chain(self.preempted.iter().map(|b| &**b)).chain(self.swapped.iter().map(|b| &**b))
+        self.queue
+            .iter()
+            .chain(self.preempted.iter().map(|b| &**b))
+            .chain(self.swapped.iter().map(|b| &**b))
+            .chain(self.unreceived.iter().map(|(s, _)| &**s))
     }
 
     /// Every waiting request as (id, client), in the order a crash drops them: swapped,
@@ -121,12 +150,14 @@ impl Waiting {
             .chain(&self.preempted)
             .map(|s| (s.id, s.client))
             .chain(self.queue.iter().map(|s| (s.id, s.client)))
+            .chain(self.unreceived.iter().map(|(s, _)| (s.id, s.client)))
     }
 
     /// The invariants (see the module's docs); `swapped_blocks(s)` is the swap space a
     /// swapped-out request must hold.
     pub(crate) fn check(&self, swapped_blocks: impl Fn(&Seq) -> u64) {
         assert!(self.queue.iter().all(|s| s.blocks.is_empty() && s.computed == 0), "a queued request holds KV");
+        assert!(self.unreceived.iter().all(|(s, _)| s.blocks.is_empty() && s.computed == 0));
         assert!(self.preempted.iter().all(|s| s.blocks.is_empty() && s.computed == 0 && s.cold.swapped_blocks == 0));
         assert!(self.swapped.iter().all(|s| s.blocks.is_empty() && s.cold.swapped_blocks == swapped_blocks(s)));
         assert!(
@@ -138,7 +169,13 @@ impl Waiting {
 
     /// `pending_prefill` agrees with the queued and preempted requests (O(requests)).
     pub(crate) fn check_pending(&self) {
-        let prefill: u64 = self.queue.iter().chain(self.preempted.iter().map(|b| &**b)).map(|s| s.context()).sum();
+        let prefill: u64 = self
+            .queue
+            .iter()
+            .chain(self.preempted.iter().map(|b| &**b))
+            .chain(self.unreceived.iter().map(|(s, _)| &**s))
+            .map(|s| s.context())
+            .sum();
         assert_eq!(prefill, self.pending_prefill, "pending prefill tokens out of step");
     }
 

@@ -158,11 +158,21 @@ fn dp_balance(
         return Ok(dp_balance);
     }
     file.cluster.dp_balance = Some(dp_balance);
+    let key = |i: usize| if heterogeneous { format!("cluster.groups[{i}].scheduler") } else { "scheduler".into() };
     if let Some(i) = groups.iter().position(|g| g.scheduler.speculative.is_some() && g.layout.dp_attention > 1) {
-        let key = if heterogeneous { format!("cluster.groups[{i}].scheduler") } else { "scheduler".into() };
         return Err(ConfigError::at(
-            &format!("{key}.speculative"),
+            &format!("{}.speculative", key(i)),
             "speculative decoding with DP attention is not simulated yet (each rank drafts for its own batch)".into(),
+        ));
+    }
+    if let Some(i) = groups.iter().position(|g| g.scheduler.recv_interval > 1 && g.layout.dp_attention > 1) {
+        return Err(ConfigError::at(
+            &format!("{}.recv_interval", key(i)),
+            format!(
+                "{} with DP attention: SGLang refuses a receive interval with DP attention \
+                 (SchedulerRecvSkipper asserts not enable_dp_attention); give 1",
+                groups[i].scheduler.recv_interval
+            ),
         ));
     }
     Ok(dp_balance)

@@ -10,6 +10,7 @@
 
 mod iterations;
 mod measured;
+mod recipes;
 mod report;
 mod runs;
 mod silicon;

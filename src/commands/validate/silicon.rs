@@ -37,6 +37,7 @@ use servesim_sim::scenario::{EngineLimits, Resources, ServingEngine};
 use servesim_sim::spec::{Dtype, GpuPreset, GpuSpec, ModelPreset, ModelSpec};
 use servesim_sim::Scenario;
 
+use super::recipes::{recipe_of, Recipe, RowRun};
 use crate::error::{CliError, Result};
 
 /// One measured row.
@@ -112,16 +113,52 @@ pub(super) struct Case {
     /// The engine ran with its CPU work overlapping the GPU's (vLLM's asynchronous scheduling,
     /// its default from 0.14: [`async_scheduling`]).
     pub async_scheduling: bool,
+    /// The published recipe whose image, days, model and layout the row's run matches
+    /// ([`super::recipes`]), used under `--engine-limits recipes`.
+    pub recipe: Option<&'static Recipe>,
+}
+
+/// The settings a row's engine runs with under `--engine-limits`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum RowLimits {
+    /// AIConfigurator's benchmark generator's ([`generator_settings`]).
+    Generator,
+    /// The engine's defaults ([`engine_settings`]).
+    Defaults,
+    /// A published recipe's launch flags ([`recipe_settings`]).
+    Recipe(&'static Recipe),
+}
+
+impl RowLimits {
+    /// As silicon.csv's `limits` column says it.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            RowLimits::Generator => "generator",
+            RowLimits::Defaults => "defaults",
+            RowLimits::Recipe(_) => "recipe",
+        }
+    }
 }
 
 impl Case {
-    /// Whether the row runs with the limits of AIConfigurator's benchmark generator.
-    pub(super) fn generator_limits(&self, limits: Limits) -> bool {
-        match limits {
-            Limits::Auto => !self.gap_analysis,
-            Limits::Generator => true,
-            Limits::Defaults => false,
+    /// The settings the row's engine runs with.
+    pub(super) fn limits(&self, limits: Limits) -> RowLimits {
+        match (limits, self.recipe) {
+            (Limits::Recipes, Some(r)) => RowLimits::Recipe(r),
+            (Limits::Auto | Limits::Recipes, _) if !self.gap_analysis => RowLimits::Generator,
+            (Limits::Generator, _) => RowLimits::Generator,
+            _ => RowLimits::Defaults,
         }
+    }
+
+    /// The KV cache's dtype the row runs with: the BF16 it fell back to, else its recipe's
+    /// `--kv-cache-dtype` where it runs a recipe that sets one, else as `--kv-cache` assumes.
+    pub(super) fn kv(&self, bench: Bench) -> &'static str {
+        let recipe = match self.limits(bench.engine_limits) {
+            RowLimits::Recipe(r) => r.flags.kv_dtype,
+            _ => None,
+        };
+        self.kv_dtype.or(recipe).unwrap_or_else(|| bench.kv_cache.dtype(self))
     }
 }
 
@@ -178,6 +215,16 @@ fn measured_of(r: &Row) -> std::result::Result<(u64, u64, u32, f64, f64), String
 pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     let mut c = row_case(r)?;
     c.async_scheduling = async_scheduling(r);
+    c.recipe = recipe_of(&RowRun {
+        model: c.model,
+        system: &c.system,
+        framework: &c.framework,
+        weights: c.weights,
+        tp: c.tp,
+        lengths: (c.isl, c.osl),
+        concurrency: c.concurrency,
+        source: r.get("silicon_data_source"),
+    });
     if let Some(n) = concurrency_note(r) {
         for notes in [&mut c.note, &mut c.roofline_note] {
             *notes = if notes.is_empty() { n.clone() } else { format!("{notes}; {n}") };
@@ -519,6 +566,28 @@ pub(super) fn generator_settings(doc: &mut Doc, framework: &str, gpu: &GpuSpec, 
     }
 }
 
+/// A recipe's launch flags (SGLang's; [`super::recipes`]): `--max-running-requests` and
+/// `--chunked-prefill-size` as the scheduler's limits, prefill batches first (SGLang's default
+/// without `--enable-mixed-chunk`), `--mem-fraction-static` under SGLang's memory rule and
+/// `--kv-cache-dtype` as the model's KV dtype, `--scheduler-recv-interval` at the row's
+/// concurrency ([`super::recipes::Flags::recv_interval_at`]). With `own`, `kind = "sglang"` with
+/// `--max-prefill-tokens`.
+fn recipe_settings(doc: &mut Doc, r: &Recipe, concurrency: u32, own: bool) {
+    let f = r.flags;
+    let batching = if own {
+        kind("sglang", &[("max_prefill_tokens", (f.max_prefill.unwrap_or(16384) as i64).into())])
+    } else {
+        chunked("prefill")
+    };
+    doc.scheduler(f.max_running, f.chunk, &batching)
+        .set("memory.engine", "sglang")
+        .set("memory.mem_fraction_static", f.mem_fraction_static);
+    let interval = f.recv_interval_at(concurrency);
+    if interval > 1 {
+        doc.set("scheduler.recv_interval", interval as i64);
+    }
+}
+
 /// Overrides of the engine overhead for fitting: (base µs, per-sequence µs, overlap).
 pub(super) type Overhead = Option<(f64, f64, bool)>;
 
@@ -585,6 +654,9 @@ pub(crate) enum Limits {
     Generator,
     /// The engines' own defaults ([`engine_settings`]).
     Defaults,
+    /// The launch flags of the published recipe a row's image, days, model and layout match
+    /// (InferenceX's, [`super::recipes`]); `auto` for the rows no recipe matches.
+    Recipes,
 }
 
 /// The KV cache's dtype a row's run is assumed to have had (`--kv-cache`).
@@ -638,24 +710,33 @@ fn layout_and_cpu(doc: &mut Doc, c: &Case) {
 }
 
 /// A case's prompt and output lengths: the row's own, or prompts from a pool of shared ones
-/// (`--prompt-pool`).
-fn lengths(doc: &mut Doc, c: &Case, bench: Bench) {
-    doc.set("workload.output_tokens.kind", "fixed")
-        .set("workload.output_tokens.value", c.osl as i64)
-        .set("workload.prompt_tokens.kind", "fixed");
+/// (`--prompt-pool`); with a recipe's client (`range_ratio`), each uniform in
+/// [⌊ratio × L⌋, L] ([`super::recipes::Flags::range_ratio`]).
+fn lengths(doc: &mut Doc, c: &Case, bench: Bench, range_ratio: Option<f64>) {
+    let mut length = |key: &str, len: u64| match range_ratio {
+        Some(ratio) => {
+            let lo = ((len as f64 * ratio).floor() as u64).max(1);
+            doc.set(&format!("workload.{key}.kind"), "uniform")
+                .set(&format!("workload.{key}.min"), lo as i64)
+                .set(&format!("workload.{key}.max"), len as i64);
+        }
+        None => {
+            doc.set(&format!("workload.{key}.kind"), "fixed").set(&format!("workload.{key}.value"), len as i64);
+        }
+    };
+    length("output_tokens", c.osl);
     match bench.prompt_pool {
         // A pooled prompt is the pool member (all but its last token, as a shared segment) and
         // one token of its own, so that a repeat shares every full block of the prompt.
         Some(n) if c.isl > 1 => {
-            doc.set("workload.prompt_tokens.value", 1)
+            doc.set("workload.prompt_tokens.kind", "fixed")
+                .set("workload.prompt_tokens.value", 1)
                 .set("workload.prefix.system.groups", n as i64)
                 .set("workload.prefix.system.tokens.kind", "fixed")
                 .set("workload.prefix.system.tokens.value", (c.isl - 1) as i64)
                 .set("scheduler.prefix_cache.enabled", true);
         }
-        _ => {
-            doc.set("workload.prompt_tokens.value", c.isl as i64);
-        }
+        _ => length("prompt_tokens", c.isl),
     }
 }
 
@@ -665,22 +746,32 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
     doc.set("name", "silicon").set("seed", 1);
     doc.set("model.preset", c.model)
         .set("model.weight_dtype", c.weight_dtype)
-        .set("model.kv_dtype", c.kv_dtype.unwrap_or_else(|| bench.kv_cache.dtype(c)));
+        .set("model.kv_dtype", c.kv(bench));
     doc.set("gpu.preset", c.gpu).set("cluster.instances", 1).set("cluster.tp", c.tp as i64);
     layout_and_cpu(&mut doc, c);
     let gpu = GpuPreset::find(c.gpu).expect("cases have presets").spec();
-    if c.generator_limits(bench.engine_limits) {
-        // The generator's limits are each rank's (its max_batch_size is the row's batch_size).
-        let per_rank = c.concurrency / c.dp.max(1);
-        generator_settings(&mut doc, &c.framework, &gpu, (c.isl, c.osl, per_rank), bench.engine_schedulers);
-    } else {
-        engine_settings(&mut doc, &c.framework, &gpu, c.osl, bench.engine_schedulers);
+    let mut rounds = bench.rounds;
+    match c.limits(bench.engine_limits) {
+        RowLimits::Generator => {
+            // The generator's limits are each rank's (its max_batch_size is the row's batch_size).
+            let per_rank = c.concurrency / c.dp.max(1);
+            generator_settings(&mut doc, &c.framework, &gpu, (c.isl, c.osl, per_rank), bench.engine_schedulers);
+        }
+        RowLimits::Defaults => engine_settings(&mut doc, &c.framework, &gpu, c.osl, bench.engine_schedulers),
+        RowLimits::Recipe(r) => {
+            recipe_settings(&mut doc, r, c.concurrency, bench.engine_schedulers);
+            rounds = r.flags.rounds;
+        }
     }
-    doc.set("workload.requests", (bench.rounds * c.concurrency) as i64)
+    doc.set("workload.requests", (rounds * c.concurrency) as i64)
         .set("workload.arrival.kind", "closed-loop")
         .set("workload.arrival.clients", c.concurrency as i64)
         .set("workload.arrival.ramp_s", ramp_s);
-    lengths(&mut doc, c, bench);
+    let range_ratio = match c.limits(bench.engine_limits) {
+        RowLimits::Recipe(r) => Some(r.flags.range_ratio),
+        _ => None,
+    };
+    lengths(&mut doc, c, bench, range_ratio);
     doc.set("cost.overhead", c.framework.as_str());
     if !c.roofline {
         doc.set("cost.database.framework", c.framework.as_str())
@@ -851,7 +942,7 @@ pub(super) fn scenario_of(
     };
     // An FP8 KV cache assumed where the database measured the engine's attention only with a
     // BF16 one: BF16, and the row says so.
-    if c.kv_dtype.is_none() && bench.kv_cache.dtype(c) == "fp8" && e.contains("(fp8 KV cache") {
+    if c.kv_dtype.is_none() && c.kv(bench) == "fp8" && e.contains("(fp8 KV cache") {
         c.kv_dtype = Some("bf16");
         c.note = [c.note.as_str(), "KV cache bf16: the database has no FP8-KV attention for this engine and GPU"]
             .into_iter()
@@ -949,14 +1040,14 @@ fn rows_csv(outs: &[Outcome], bench: Bench) -> (String, BTreeMap<String, usize>)
                     c.system,
                     c.framework,
                     c.weights,
-                    c.kv_dtype.unwrap_or_else(|| bench.kv_cache.dtype(c)),
+                    c.kv(bench),
                     c.tp,
                     c.isl,
                     c.osl,
                     c.concurrency,
                     c.measured_ttft,
                     c.measured_tpot,
-                    if c.generator_limits(bench.engine_limits) { "generator" } else { "defaults" },
+                    c.limits(bench.engine_limits).name(),
                     status.replace('"', "'")
                 );
             }
@@ -1383,8 +1474,8 @@ mod tests {
         )))
         .unwrap();
         assert!(!campaign.gap_analysis && gap.gap_analysis);
-        assert!(campaign.generator_limits(Limits::Auto) && !gap.generator_limits(Limits::Auto));
-        assert!(gap.generator_limits(Limits::Generator) && !campaign.generator_limits(Limits::Defaults));
+        assert_eq!((campaign.limits(Limits::Auto), gap.limits(Limits::Auto)), (RowLimits::Generator, RowLimits::Defaults));
+        assert_eq!((gap.limits(Limits::Generator), campaign.limits(Limits::Defaults)), (RowLimits::Generator, RowLimits::Defaults));
         assert_eq!(scenario(&campaign, bench()).groups[0].scheduler.max_num_batched_tokens, 2508);
         assert_eq!(scenario(&gap, bench()).groups[0].scheduler.max_num_batched_tokens, 8192);
     }

@@ -1,0 +1,317 @@
+//! The launch flags of published benchmark recipes, for `validate --silicon --engine-limits
+//! recipes`: the scoreboard's campaign rows record the container image their server ran and
+//! the day it was measured, not its flags. Where a row's model, system, engine, weights and
+//! image match a recipe of SemiAnalysis's InferenceX (Apache-2.0) in the days that image was
+//! its config's, the recipe's flags are the row's launch settings — an assumption (that the
+//! row is InferenceX's run), labelled as such in the row's `limits` column and in
+//! docs/fidelity.md.
+//!
+//! ```text
+//!   InferenceX, SemiAnalysisAI/InferenceX 12ba0ae07 (2026-03-25, "[NV] Update DSR1 h200 & b200
+//!   sglang image to v0.5.9-cu130"): .github/configs/nvidia-master.yaml sets the image of
+//!   dsr1-fp8-b200-sglang, dsr1-fp4-b200-sglang and dsr1-fp8-h200-sglang to
+//!   lmsysorg/sglang:v0.5.9-cu130 (replaced on 2026-05-12 to 2026-05-17: a15f7c25f, 6d089f7ab,
+//!   c824b1a52); the launch flags are benchmarks/single_node/dsr1_{fp8_b200,fp4_b200,fp8_h200}.sh
+//!   at that commit, unchanged until then. Its client: benchmark_serving with --num-prompts
+//!   CONC × 10 and --max-concurrency CONC.
+//! ```
+//! What a recipe does not set stays the engine's default ([`super::silicon::engine_settings`]).
+
+/// One recipe: the rows it matches and the flags it launches with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Recipe {
+    /// The config key and the script, as InferenceX names them, with the commit read.
+    pub source: &'static str,
+    /// The row's servesim model, system, engine and weights.
+    pub models: &'static [&'static str],
+    pub system: &'static str,
+    pub framework: &'static str,
+    pub weights: &'static str,
+    /// The container image, as the row's `silicon_data_source` names it.
+    pub image: &'static str,
+    /// The days (`YYYY-MM-DD`, inclusive) the image was the config's.
+    pub measured: (&'static str, &'static str),
+    /// The runs the config's search space schedules with these flags.
+    pub runs: &'static [Run],
+    pub flags: Flags,
+}
+
+/// A search-space entry: TP, ISL, OSL and the concurrencies from `conc-start` to `conc-end`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Run {
+    pub tp: u32,
+    pub isl: u64,
+    pub osl: u64,
+    pub concurrency: (u32, u32),
+}
+
+const fn run(tp: u32, isl: u64, osl: u64, lo: u32, hi: u32) -> Run {
+    Run { tp, isl, osl, concurrency: (lo, hi) }
+}
+
+/// A recipe's launch flags and its client, as servesim keys.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Flags {
+    /// `--max-running-requests` (SGLang).
+    pub max_running: u64,
+    /// `--chunked-prefill-size` (SGLang).
+    pub chunk: u64,
+    /// SGLang's `--max-prefill-tokens` (None: its default, 16384).
+    pub max_prefill: Option<u64>,
+    /// SGLang's `--mem-fraction-static`.
+    pub mem_fraction_static: f64,
+    /// `--kv-cache-dtype` as servesim's `model.kv_dtype` (None: the engine's `auto`, the
+    /// checkpoint's dtype: BF16 for these).
+    pub kv_dtype: Option<&'static str>,
+    /// `--scheduler-recv-interval` below 16 clients and from 16 (the scripts' `CONC -ge 16`
+    /// test); 1: not given, SGLang's default.
+    pub recv_interval: (u32, u32),
+    /// Requests per client (`--num-prompts` ÷ `--max-concurrency`).
+    pub rounds: u32,
+    /// The client's `--random-range-ratio`: each prompt and output length uniform in
+    /// [⌊ratio × L⌋, L] (`sample_random_requests`, utils/bench_serving/benchmark_serving.py).
+    pub range_ratio: f64,
+}
+
+impl Flags {
+    /// The receive interval at `concurrency` clients.
+    pub(crate) fn recv_interval_at(&self, concurrency: u32) -> u32 {
+        if concurrency >= 16 {
+            self.recv_interval.1
+        } else {
+            self.recv_interval.0
+        }
+    }
+}
+
+const DSR1: &[&str] = &["deepseek-r1", "deepseek-v3"];
+const V059: &str = "lmsysorg/sglang:v0.5.9-cu130";
+const V059_DAYS: (&str, &str) = ("2026-03-25", "2026-05-11");
+/// `RANDOM_RANGE_RATIO: 0.8` (.github/workflows/benchmark-tmpl.yml at 12ba0ae07).
+const RANGE_RATIO: f64 = 0.8;
+
+/// The recipes read (module doc), with the search space of nvidia-master.yaml at 12ba0ae07.
+pub(crate) const RECIPES: &[Recipe] = &[
+    // dsr1_fp8_b200.sh, TP 8: 128 running, chunks of 32768, 0.82, FP8 cache.
+    Recipe {
+        source: "InferenceX dsr1-fp8-b200-sglang, benchmarks/single_node/dsr1_fp8_b200.sh at 12ba0ae07 (TP 8)",
+        models: DSR1,
+        system: "b200_sxm",
+        framework: "sglang",
+        weights: "fp8-block",
+        image: V059,
+        measured: V059_DAYS,
+        runs: &[run(8, 1024, 1024, 4, 64), run(8, 1024, 8192, 4, 64), run(8, 8192, 1024, 4, 4)],
+        flags: Flags {
+            max_running: 128,
+            chunk: 32768,
+            max_prefill: Some(32768),
+            mem_fraction_static: 0.82,
+            kv_dtype: Some("fp8"),
+            recv_interval: (10, 30),
+            rounds: 10,
+            range_ratio: RANGE_RATIO,
+        },
+    },
+    // dsr1_fp8_b200.sh, TP 4 (8192/1024 only): 32 running, chunks of 8192, 0.95, FP8 cache.
+    Recipe {
+        source: "InferenceX dsr1-fp8-b200-sglang, benchmarks/single_node/dsr1_fp8_b200.sh at 12ba0ae07 (TP 4)",
+        models: DSR1,
+        system: "b200_sxm",
+        framework: "sglang",
+        weights: "fp8-block",
+        image: V059,
+        measured: V059_DAYS,
+        runs: &[run(4, 8192, 1024, 4, 32)],
+        flags: Flags {
+            max_running: 32,
+            chunk: 8192,
+            max_prefill: Some(8192),
+            mem_fraction_static: 0.95,
+            kv_dtype: Some("fp8"),
+            recv_interval: (10, 10),
+            rounds: 10,
+            range_ratio: RANGE_RATIO,
+        },
+    },
+    // dsr1_fp4_b200.sh: 256 running, chunks of 16384, 0.85, FP8 cache; EP over the TP GPUs.
+    Recipe {
+        source: "InferenceX dsr1-fp4-b200-sglang, benchmarks/single_node/dsr1_fp4_b200.sh at 12ba0ae07",
+        models: DSR1,
+        system: "b200_sxm",
+        framework: "sglang",
+        weights: "fp4",
+        image: V059,
+        measured: V059_DAYS,
+        runs: &[
+            run(4, 1024, 1024, 4, 128),
+            run(8, 1024, 1024, 4, 128),
+            run(4, 1024, 8192, 4, 128),
+            run(8, 1024, 8192, 4, 128),
+            run(4, 8192, 1024, 4, 128),
+            run(8, 8192, 1024, 4, 16),
+        ],
+        flags: Flags {
+            max_running: 256,
+            chunk: 16384,
+            max_prefill: None,
+            mem_fraction_static: 0.85,
+            kv_dtype: Some("fp8"),
+            recv_interval: (10, 30),
+            rounds: 10,
+            range_ratio: RANGE_RATIO,
+        },
+    },
+    // dsr1_fp8_h200.sh, 1024/1024: 512 running, chunks of 32768, 0.82, cache auto.
+    Recipe {
+        source: "InferenceX dsr1-fp8-h200-sglang, benchmarks/single_node/dsr1_fp8_h200.sh at 12ba0ae07 (1024/1024)",
+        models: DSR1,
+        system: "h200_sxm",
+        framework: "sglang",
+        weights: "fp8-block",
+        image: V059,
+        measured: V059_DAYS,
+        runs: &[run(8, 1024, 1024, 4, 64)],
+        flags: Flags {
+            max_running: 512,
+            chunk: 32768,
+            max_prefill: Some(32768),
+            mem_fraction_static: 0.82,
+            kv_dtype: None,
+            recv_interval: (1, 1),
+            rounds: 10,
+            range_ratio: RANGE_RATIO,
+        },
+    },
+    // dsr1_fp8_h200.sh, the other lengths: 256 running.
+    Recipe {
+        source: "InferenceX dsr1-fp8-h200-sglang, benchmarks/single_node/dsr1_fp8_h200.sh at 12ba0ae07 (not 1024/1024)",
+        models: DSR1,
+        system: "h200_sxm",
+        framework: "sglang",
+        weights: "fp8-block",
+        image: V059,
+        measured: V059_DAYS,
+        runs: &[run(8, 1024, 8192, 4, 64), run(8, 8192, 1024, 4, 64)],
+        flags: Flags {
+            max_running: 256,
+            chunk: 32768,
+            max_prefill: Some(32768),
+            mem_fraction_static: 0.82,
+            kv_dtype: None,
+            recv_interval: (1, 1),
+            rounds: 10,
+            range_ratio: RANGE_RATIO,
+        },
+    },
+];
+
+/// What a row says of its run: its servesim model, system, engine, weights, TP and lengths, and
+/// its `silicon_data_source`.
+pub(crate) struct RowRun<'a> {
+    pub model: &'a str,
+    pub system: &'a str,
+    pub framework: &'a str,
+    pub weights: &'a str,
+    pub tp: u32,
+    pub lengths: (u64, u64),
+    pub concurrency: u32,
+    pub source: &'a str,
+}
+
+/// The image a `silicon_data_source` names: `image=NAME`, or the `;`-separated part that is an
+/// image reference (`registry/name:tag`, no `=`); `nvcr.io#` as `nvcr.io/`.
+pub(crate) fn image_of(source: &str) -> Option<String> {
+    let parts = source.split(';').map(str::trim);
+    let image = parts
+        .clone()
+        .find_map(|p| p.strip_prefix("image="))
+        .or_else(|| parts.clone().find(|p| !p.contains('=') && p.contains(':') && p.contains('/')))?;
+    Some(image.replacen("nvcr.io#", "nvcr.io/", 1))
+}
+
+/// The day a `silicon_data_source` says the row was measured (`measured=YYYY-MM-DD…`).
+fn measured_day(source: &str) -> Option<&str> {
+    source.split(';').map(str::trim).find_map(|p| p.strip_prefix("measured=")).and_then(|d| d.get(..10))
+}
+
+/// The recipe a row's run matches, if any.
+pub(crate) fn recipe_of(run: &RowRun) -> Option<&'static Recipe> {
+    let image = image_of(run.source)?;
+    let day = measured_day(run.source)?;
+    RECIPES.iter().find(|r| {
+        r.models.contains(&run.model)
+            && r.system == run.system
+            && r.framework == run.framework
+            && r.weights == run.weights
+            && r.image == image
+            && (r.measured.0..=r.measured.1).contains(&day)
+            && r.runs.iter().any(|s| {
+                (s.tp, (s.isl, s.osl)) == (run.tp, run.lengths)
+                    && (s.concurrency.0..=s.concurrency.1).contains(&run.concurrency)
+            })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A B200 SGLang row: (TP, ISL, OSL, concurrency).
+    fn row<'a>(model: &'a str, weights: &'a str, layout: (u32, u64, u64, u32), source: &'a str) -> RowRun<'a> {
+        let (tp, isl, osl, concurrency) = layout;
+        RowRun { model, system: "b200_sxm", framework: "sglang", weights, tp, lengths: (isl, osl), concurrency, source }
+    }
+
+    // The sources as the scoreboard's rows write them (aiconfigurator-core 0.12.0
+    // systems/silicon_sample.csv, rows 2005 and 438).
+    const CAMPAIGN: &str = "source_file=2026-03-25.csv; model=DeepSeek-R1; silicon_concurrency=32; \
+         measured=2026-03-25T16:34:14Z; wip=False; image=lmsysorg/sglang:v0.5.9-cu130";
+    const DUMP: &str = "db-dump/2026-04-27; config_id=271; silicon_concurrency=8; \
+         measured=2026-03-25T00:00:00.000Z; workflow_run_id=337; lmsysorg/sglang:v0.5.9-cu130";
+
+    #[test]
+    fn the_image_is_read_in_both_forms_and_nvcr_hash_as_a_slash() {
+        assert_eq!(image_of(CAMPAIGN).as_deref(), Some("lmsysorg/sglang:v0.5.9-cu130"));
+        assert_eq!(image_of(DUMP).as_deref(), Some("lmsysorg/sglang:v0.5.9-cu130"));
+        assert_eq!(
+            image_of("measured=2026-01-14T00:00:00Z; image=nvcr.io#nvidia/tensorrt-llm/release:1.1.0rc2.post2")
+                .as_deref(),
+            Some("nvcr.io/nvidia/tensorrt-llm/release:1.1.0rc2.post2")
+        );
+        assert_eq!(image_of("source_file=/x/aic-auto-gap-analysis/data/h100_sxm/sglang/0.5.1.post1/q.csv"), None);
+    }
+
+    #[test]
+    fn a_row_matches_the_recipe_of_its_image_days_and_search_space() {
+        // dsr1_fp8_b200.sh at 12ba0ae07: TP 4 (8192/1024 only) runs 32 requests at 0.95 with an
+        // FP8 cache; TP 8 runs 128 at 0.82.
+        let tp4 = recipe_of(&row("deepseek-r1", "fp8-block", (4, 8192, 1024, 32), CAMPAIGN)).expect("TP 4");
+        assert_eq!((tp4.flags.max_running, tp4.flags.mem_fraction_static, tp4.flags.kv_dtype), (32, 0.95, Some("fp8")));
+        let tp8 = recipe_of(&row("deepseek-v3", "fp8-block", (8, 1024, 8192, 8), DUMP)).expect("TP 8");
+        assert_eq!((tp8.flags.max_running, tp8.flags.chunk, tp8.flags.mem_fraction_static), (128, 32768, 0.82));
+        assert_eq!((tp8.flags.rounds, tp8.flags.range_ratio), (10, 0.8));
+        // SCHEDULER_RECV_INTERVAL: TP 8 10 below 16 clients and 30 from 16; TP 4 always 10.
+        assert_eq!((tp8.flags.recv_interval_at(8), tp8.flags.recv_interval_at(16)), (10, 30));
+        assert_eq!((tp4.flags.recv_interval_at(8), tp4.flags.recv_interval_at(32)), (10, 10));
+        // Outside the config's search space (TP 4 only at 8192/1024 and up to 32 clients; TP 8
+        // at 8192/1024 only with 4; up to 64 otherwise): not the recipe's run.
+        for (tp, isl, osl, c) in [(4, 1024, 1024, 8), (4, 8192, 1024, 64), (8, 8192, 1024, 8), (8, 1024, 1024, 128)] {
+            assert_eq!(recipe_of(&row("deepseek-r1", "fp8-block", (tp, isl, osl, c), CAMPAIGN)), None, "{tp} {isl} {c}");
+        }
+        // Another image, another day, another engine or model: none.
+        let fits = (8, 1024, 1024, 16);
+        let older = CAMPAIGN.replace("v0.5.9-cu130", "v0.5.8.post1-cu130-amd64");
+        assert_eq!(recipe_of(&row("deepseek-r1", "fp8-block", fits, &older)), None);
+        let later = CAMPAIGN.replace("2026-03-25T16", "2026-05-12T16");
+        assert_eq!(recipe_of(&row("deepseek-r1", "fp8-block", fits, &later)), None);
+        assert_eq!(recipe_of(&RowRun { framework: "trtllm", ..row("deepseek-r1", "fp8-block", fits, CAMPAIGN) }), None);
+        assert_eq!(recipe_of(&row("llama-3.1-70b", "fp8-block", fits, CAMPAIGN)), None);
+        // H200: 512 running at 1024/1024, 256 at the other lengths; the cache left to auto.
+        let h200 = |l: (u64, u64)| {
+            recipe_of(&RowRun { system: "h200_sxm", ..row("deepseek-r1", "fp8-block", (8, l.0, l.1, 64), CAMPAIGN) })
+        };
+        assert_eq!(h200((1024, 1024)).map(|r| (r.flags.max_running, r.flags.kv_dtype)), Some((512, None)));
+        assert_eq!(h200((8192, 1024)).map(|r| r.flags.max_running), Some(256));
+    }
+}
