@@ -765,6 +765,8 @@ fn run_to_end(mut sim: Simulation) -> Result<RunOutput, TraceError> {
 mod dp_tests;
 #[cfg(test)]
 mod wait_tests;
+#[cfg(test)]
+mod recv_tests;
 
 #[cfg(test)]
 mod tests {

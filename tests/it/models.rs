@@ -224,8 +224,8 @@ fn the_new_layouts_keep_every_invariant_under_pressure() {
     let workload = "[workload]\nrequests = 300\narrival = { kind = \"poisson\", rate = 50 }\n\
                     prompt_tokens = { kind = \"lognormal\", median = 3000, p99 = 12000, max = 16000 }\n\
                     output_tokens = { kind = \"lognormal\", median = 400, p99 = 2000, max = 3000 }\n";
-    for (name, head) in [
-        ("dp8", format!("{DEEPSEEK}[cluster]\ntp = 8\ndp_attention = 8\nep = true\n[memory]\nkv_blocks = 600\n")),
+    for (name, head, sched) in [
+        ("dp8", format!("{DEEPSEEK}[cluster]\ntp = 8\ndp_attention = 8\nep = true\n[memory]\nkv_blocks = 600\n"), ""),
         (
             "dp8, TensorRT-LLM's balancing",
             format!(
@@ -233,15 +233,25 @@ fn the_new_layouts_keep_every_invariant_under_pressure() {
                  attention_dp_config = {{ enable_balance = true, timeout_iters = 20, batching_wait_iters = 2 }}\n\
                  [memory]\nkv_blocks = 600\n"
             ),
+            "",
+        ),
+        // Arrivals wait unreceived across decode iterations (SGLang's receive interval).
+        (
+            "tp8, SGLang's receive interval",
+            format!("{DEEPSEEK}[cluster]\ntp = 8\nep = true\n[memory]\nkv_blocks = 1100\n"),
+            "recv_interval = 30\n",
         ),
         (
             "oss",
             "name = \"t\"\n[model]\npreset = \"gpt-oss-120b\"\nweight_dtype = \"mxfp4\"\n[gpu]\npreset = \"h100-sxm\"\n\
              [memory]\ngpu_memory_utilization = 0.86\n"
                 .to_string(),
+            "",
         ),
     ] {
-        let text = format!("{head}[scheduler]\nmax_num_batched_tokens = 16384\n[scheduler.batching]\nkind = \"chunked\"\n{workload}");
+        let text = format!(
+            "{head}[scheduler]\nmax_num_batched_tokens = 16384\n{sched}[scheduler.batching]\nkind = \"chunked\"\n{workload}"
+        );
         let out = crate::common::run_checked(&text);
         let c = &out.summary.requests;
         assert_eq!(c.finished + c.rejected, c.arrived, "{name}: {c:?}");

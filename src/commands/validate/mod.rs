@@ -85,11 +85,13 @@ pub(crate) struct Args {
     /// vLLM rows, `"sglang"` for SGLang rows) instead of chunked batching.
     #[arg(long, requires = "silicon")]
     engine_schedulers: bool,
-    /// With --silicon: the engines' scheduler limits. `generator`: those AIConfigurator's
+    /// With --silicon: the engines' launch settings. `generator`: the limits AIConfigurator's
     /// benchmark generator writes (token budget C + ISL + 1500); `defaults`: each engine's own
-    /// defaults (8192 tokens on large GPUs); `auto`: the generator's for rows of
-    /// AIConfigurator's benchmark campaigns, the defaults for the gap-analysis rows
-    /// (docs/fidelity.md).
+    /// defaults (8192 tokens on large GPUs); `auto`: a published recipe's flags and client for
+    /// the rows whose image, day, model and search space match one (InferenceX's DeepSeek
+    /// SGLang recipes), the generator's for the other rows of AIConfigurator's benchmark
+    /// campaigns, the defaults for the gap-analysis rows (docs/fidelity.md). silicon.csv's
+    /// `limits` column says which each row ran.
     #[arg(long, value_enum, default_value = "auto", requires = "silicon")]
     engine_limits: silicon::Limits,
     /// With --silicon: the KV cache's dtype in the measured runs. `auto`: FP8 for vLLM and

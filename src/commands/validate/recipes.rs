@@ -1,6 +1,6 @@
-//! The launch flags of published benchmark recipes, for `validate --silicon --engine-limits
-//! recipes`: the scoreboard's campaign rows record the container image their server ran and
-//! the day it was measured, not its flags. Where a row's model, system, engine, weights and
+//! The launch flags of published benchmark recipes, for `validate --silicon` (`--engine-limits
+//! auto`, the default): the scoreboard's campaign rows record the container image their server
+//! ran and the day it was measured, not its flags. Where a row's model, system, engine, weights and
 //! image match a recipe of SemiAnalysis's InferenceX (Apache-2.0) in the days that image was
 //! its config's, the recipe's flags are the row's launch settings — an assumption (that the
 //! row is InferenceX's run), labelled as such in the row's `limits` column and in

@@ -113,8 +113,8 @@ pub(super) struct Case {
     /// The engine ran with its CPU work overlapping the GPU's (vLLM's asynchronous scheduling,
     /// its default from 0.14: [`async_scheduling`]).
     pub async_scheduling: bool,
-    /// The published recipe whose image, days, model and layout the row's run matches
-    /// ([`super::recipes`]), used under `--engine-limits recipes`.
+    /// The published recipe whose image, days, model and search space the row's run matches
+    /// ([`super::recipes`]), its settings under `--engine-limits auto`.
     pub recipe: Option<&'static Recipe>,
 }
 
@@ -144,8 +144,8 @@ impl Case {
     /// The settings the row's engine runs with.
     pub(super) fn limits(&self, limits: Limits) -> RowLimits {
         match (limits, self.recipe) {
-            (Limits::Recipes, Some(r)) => RowLimits::Recipe(r),
-            (Limits::Auto | Limits::Recipes, _) if !self.gap_analysis => RowLimits::Generator,
+            (Limits::Auto, Some(r)) => RowLimits::Recipe(r),
+            (Limits::Auto, _) if !self.gap_analysis => RowLimits::Generator,
             (Limits::Generator, _) => RowLimits::Generator,
             _ => RowLimits::Defaults,
         }
@@ -647,16 +647,15 @@ impl Bench {
 /// Whose scheduler limits a row's engine runs with (`--engine-limits`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Limits {
-    /// By the row's source: the generator's for AIConfigurator's benchmark campaigns, the
-    /// engines' defaults for rows of the gap analysis.
+    /// By the row's source: the launch flags of the published recipe whose image, days,
+    /// model and search space the row matches (InferenceX's, [`super::recipes`]); else the
+    /// generator's for AIConfigurator's benchmark campaigns, the engines' defaults for rows of
+    /// the gap analysis.
     Auto,
     /// AIConfigurator's benchmark generator ([`generator_settings`]).
     Generator,
     /// The engines' own defaults ([`engine_settings`]).
     Defaults,
-    /// The launch flags of the published recipe a row's image, days, model and layout match
-    /// (InferenceX's, [`super::recipes`]); `auto` for the rows no recipe matches.
-    Recipes,
 }
 
 /// The KV cache's dtype a row's run is assumed to have had (`--kv-cache`).
