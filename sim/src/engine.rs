@@ -764,9 +764,9 @@ fn run_to_end(mut sim: Simulation) -> Result<RunOutput, TraceError> {
 #[cfg(test)]
 mod dp_tests;
 #[cfg(test)]
-mod wait_tests;
-#[cfg(test)]
 mod recv_tests;
+#[cfg(test)]
+mod wait_tests;
 
 #[cfg(test)]
 mod tests {

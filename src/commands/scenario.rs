@@ -434,6 +434,24 @@ fn limit_lines(
     Ok((t, sglang_ranks))
 }
 
+/// SGLang's `--scheduler-recv-interval` as `recv_interval` (1, its default, writes nothing);
+/// refused with DP attention over `ranks` > 1, which servesim does not simulate with it.
+fn recv_line(got: &BTreeMap<&'static str, String>, ranks: u64) -> Result<String> {
+    let Some(n) = int(got, "recv_interval", "--scheduler-recv-interval")?.filter(|&n| n > 1) else {
+        return Ok(String::new());
+    };
+    if n > 1_000_000 {
+        return Err(CliError::input(format!("--scheduler-recv-interval {n}: more than 1000000 iterations")));
+    }
+    if ranks > 1 {
+        return Err(CliError::input(format!(
+            "--scheduler-recv-interval {n} with --enable-dp-attention: servesim does not simulate a receive \
+             interval with DP attention ranks (SGLang 70310f05 refuses it; later versions count across ranks)"
+        )));
+    }
+    Ok(format!("# SGLang's --scheduler-recv-interval: while decoding, new requests are taken in every {n} iterations.\nrecv_interval = {n}\n"))
+}
+
 /// SGLang's scheduler settings: `--max-prefill-tokens`, the conservativeness (× 0.3 under DP
 /// attention over `ranks` > 1, as SGLang's server_args sets it), `--enable-mixed-chunk`.
 fn sglang_lines(got: &BTreeMap<&'static str, String>, ranks: u64) -> Result<String> {
@@ -599,6 +617,7 @@ fn scenario(engine: Engine, gpu: &str, args: &[String], version: Option<&str>) -
     if let Some(l) = int(&got, "max_model_len", "--max-model-len")? {
         t += &format!("max_model_len = {l}\n");
     }
+    t += &recv_line(&got, sglang_ranks)?;
     // vLLM V1's scheduler (running requests first, then waiting ones, in one token budget);
     // SGLang runs prefill batches first.
     let chunked = got.get("chunked").is_none_or(|v| v == "true");
@@ -848,6 +867,65 @@ mod tests {
         let (_, warn) =
             scenario_of(Engine::Sglang, "h100-sxm", "--model-path meta-llama/Llama-3.1-8B-Instruct --dtype bfloat16");
         assert!(warn.is_empty(), "{warn:?}");
+    }
+
+    /// InferenceX's DeepSeek-R1 FP8 B200 TP 4 command (SemiAnalysisAI/InferenceX 12ba0ae07,
+    /// benchmarks/single_node/dsr1_fp8_b200.sh) as a user would paste it: its receive interval,
+    /// limits, memory fraction and FP8 cache are what the scenario runs, and launched again the
+    /// interval comes back.
+    #[test]
+    fn from_sglang_reads_the_receive_interval() {
+        let (s, _) = scenario_of(
+            Engine::Sglang,
+            "b200",
+            "python3 -m sglang.launch_server --model-path=deepseek-ai/DeepSeek-R1-0528 --tensor-parallel-size=4 \
+             --data-parallel-size=1 --cuda-graph-max-bs 32 --max-running-requests 32 --mem-fraction-static 0.95 \
+             --kv-cache-dtype fp8_e4m3 --chunked-prefill-size 8192 --max-prefill-tokens 8192 \
+             --scheduler-recv-interval 10 --disable-radix-cache --ep-size 1",
+        );
+        let g = &s.groups[0];
+        assert_eq!(
+            (g.scheduler.recv_interval, g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens),
+            (10, 32, 8192)
+        );
+        assert_eq!(s.model.kv_dtype.name(), "fp8");
+        let cmd = servesim_sim::scenario::LaunchCommand::of(servesim_sim::scenario::ServingEngine::Sglang, g, &s.model);
+        assert!(cmd.args.join(" ").contains("--scheduler-recv-interval 10"), "{:?}", cmd.args);
+        let vllm = servesim_sim::scenario::LaunchCommand::of(servesim_sim::scenario::ServingEngine::Vllm, g, &s.model);
+        assert!(
+            vllm.notes
+                .iter()
+                .any(|n| n == "simulated with SGLang's --scheduler-recv-interval 10, which vllm does not have"),
+            "{:?}",
+            vllm.notes
+        );
+        // 1 is SGLang's default: nothing written. With DP attention: refused, naming the flag.
+        let (one, _) = scenario_of(
+            Engine::Sglang,
+            "h100-sxm",
+            "--model-path meta-llama/Llama-3.1-8B-Instruct --scheduler-recv-interval 1",
+        );
+        assert_eq!(one.groups[0].scheduler.recv_interval, 1);
+        let e = scenario(
+            Engine::Sglang,
+            "h200",
+            &args(
+                "--model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention --scheduler-recv-interval 30",
+            ),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--scheduler-recv-interval 30 with --enable-dp-attention"), "{e}");
+        let e = scenario(
+            Engine::Sglang,
+            "h100-sxm",
+            &args("--model-path meta-llama/Llama-3.1-8B-Instruct --scheduler-recv-interval 0"),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--scheduler-recv-interval: not a whole number ≥ 1: \"0\""), "{e}");
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub struct SchedulerSection {
     /// SGLang's `--scheduler-recv-interval`: while the scheduler only decodes, it takes new
     /// requests in every this many iterations ([`super::recv`]). Default 1 (every iteration).
     #[serde(skip_serializing_if = "is_one")]
-    pub(crate) recv_interval: u32,
+    pub recv_interval: u32,
 }
 
 fn is_one(v: &u32) -> bool {

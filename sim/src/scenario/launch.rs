@@ -112,6 +112,7 @@ pub const FLAGS: &[LaunchFlag] = &[
     value(S, &["--max-prefill-tokens"], "max_prefill_tokens"),
     value(S, &["--schedule-conservativeness"], "conservativeness"),
     switch(S, &["--enable-mixed-chunk"], "mixed_chunk", true),
+    value(S, &["--scheduler-recv-interval"], "recv_interval"),
     switch(S, &["--disable-radix-cache"], "prefix", false),
     value(S, &["--page-size"], "block_size"),
     value(S, &["--context-length"], "max_model_len"),
@@ -271,6 +272,16 @@ impl LaunchCommand {
             }
         }
         dp_flags(engine, g, &mut args, &mut notes);
+        let recv = g.scheduler.recv_interval;
+        if recv > 1 {
+            match engine {
+                ServingEngine::Sglang => args.extend(["--scheduler-recv-interval".to_string(), recv.to_string()]),
+                e => notes.push(format!(
+                    "simulated with SGLang's --scheduler-recv-interval {recv}, which {} does not have",
+                    e.name()
+                )),
+            }
+        }
         let prefix = g.scheduler.prefix_cache.enabled;
         match spelling(engine, "prefix", Some(prefix)) {
             Some(f) => args.push(f.to_string()),

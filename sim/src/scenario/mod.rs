@@ -169,8 +169,8 @@ fn dp_balance(
         return Err(ConfigError::at(
             &format!("{}.recv_interval", key(i)),
             format!(
-                "{} with DP attention: SGLang refuses a receive interval with DP attention \
-                 (SchedulerRecvSkipper asserts not enable_dp_attention); give 1",
+                "{} with DP attention: not simulated (SGLang 70310f05's SchedulerRecvSkipper refuses DP \
+                 attention; later versions count across the ranks); give 1",
                 groups[i].scheduler.recv_interval
             ),
         ));

@@ -297,7 +297,11 @@ mod tests {
         // Outside the config's search space (TP 4 only at 8192/1024 and up to 32 clients; TP 8
         // at 8192/1024 only with 4; up to 64 otherwise): not the recipe's run.
         for (tp, isl, osl, c) in [(4, 1024, 1024, 8), (4, 8192, 1024, 64), (8, 8192, 1024, 8), (8, 1024, 1024, 128)] {
-            assert_eq!(recipe_of(&row("deepseek-r1", "fp8-block", (tp, isl, osl, c), CAMPAIGN)), None, "{tp} {isl} {c}");
+            assert_eq!(
+                recipe_of(&row("deepseek-r1", "fp8-block", (tp, isl, osl, c), CAMPAIGN)),
+                None,
+                "{tp} {isl} {c}"
+            );
         }
         // Another image, another day, another engine or model: none.
         let fits = (8, 1024, 1024, 16);

@@ -743,9 +743,7 @@ fn lengths(doc: &mut Doc, c: &Case, bench: Bench, range_ratio: Option<f64>) {
 pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, overhead: Overhead, ramp_s: f64) -> Doc {
     let mut doc = Doc::default();
     doc.set("name", "silicon").set("seed", 1);
-    doc.set("model.preset", c.model)
-        .set("model.weight_dtype", c.weight_dtype)
-        .set("model.kv_dtype", c.kv(bench));
+    doc.set("model.preset", c.model).set("model.weight_dtype", c.weight_dtype).set("model.kv_dtype", c.kv(bench));
     doc.set("gpu.preset", c.gpu).set("cluster.instances", 1).set("cluster.tp", c.tp as i64);
     layout_and_cpu(&mut doc, c);
     let gpu = GpuPreset::find(c.gpu).expect("cases have presets").spec();
@@ -1473,8 +1471,14 @@ mod tests {
         )))
         .unwrap();
         assert!(!campaign.gap_analysis && gap.gap_analysis);
-        assert_eq!((campaign.limits(Limits::Auto), gap.limits(Limits::Auto)), (RowLimits::Generator, RowLimits::Defaults));
-        assert_eq!((gap.limits(Limits::Generator), campaign.limits(Limits::Defaults)), (RowLimits::Generator, RowLimits::Defaults));
+        assert_eq!(
+            (campaign.limits(Limits::Auto), gap.limits(Limits::Auto)),
+            (RowLimits::Generator, RowLimits::Defaults)
+        );
+        assert_eq!(
+            (gap.limits(Limits::Generator), campaign.limits(Limits::Defaults)),
+            (RowLimits::Generator, RowLimits::Defaults)
+        );
         assert_eq!(scenario(&campaign, bench()).groups[0].scheduler.max_num_batched_tokens, 2508);
         assert_eq!(scenario(&gap, bench()).groups[0].scheduler.max_num_batched_tokens, 8192);
     }
@@ -1561,6 +1565,59 @@ mod tests {
         let tp = [("tp_size", "8"), ("moe_tp_size", "1"), ("moe_ep_size", "8")];
         let trt_tp = case_of(&row(&[ds[0], ds[1], ("backend", "trtllm"), tp[0], tp[1], tp[2]])).unwrap();
         assert_eq!(balance(&trt_tp), [None, None, None]);
+    }
+
+    /// The DeepSeek-R1 FP8 row of InferenceX's TP 4 recipe (aiconfigurator-core 0.12.0
+    /// silicon_sample.csv line 2005, its source as the row has it) runs the recipe's flags and
+    /// client by default: 32 running, chunks of 8192 prefill first, SGLang's memory rule at 0.95,
+    /// an FP8 cache, a receive interval of 10 (the script's TP 4 branch, at any concurrency),
+    /// lengths uniform in [0.8 L, L], 10 requests a client; under `--engine-limits generator`
+    /// none of it.
+    #[test]
+    fn a_row_of_an_inferencex_recipe_runs_its_flags_and_client() {
+        let src = "source_file=2026-03-25.csv; model=DeepSeek-R1; silicon_concurrency=32; \
+                   measured=2026-03-25T16:34:14Z; wip=False; image=lmsysorg/sglang:v0.5.9-cu130";
+        let fields = |c: &'static str| {
+            row(&[
+                ("model_path", "deepseek-ai/DeepSeek-R1"),
+                ("gemm_quant_mode", "fp8"),
+                ("backend", "sglang"),
+                ("system", "b200_sxm"),
+                ("tp_size", "4"),
+                ("moe_tp_size", "4"),
+                ("moe_ep_size", "1"),
+                ("isl", "8192"),
+                ("osl", "1024"),
+                ("batch_size", c),
+                ("silicon_data_source", src),
+            ])
+        };
+        let c = case_of(&fields("32")).unwrap();
+        assert_eq!(c.limits(Limits::Auto).name(), "recipe");
+        let b = Bench { rounds: 20, ..bench() };
+        let d = scenario_doc(&c, b, None, None, 0.0);
+        assert_eq!((int_at(&d, "scheduler.max_num_seqs"), int_at(&d, "scheduler.max_num_batched_tokens")), (32, 8192));
+        assert_eq!(
+            (str_at(&d, "scheduler.batching.kind"), str_at(&d, "scheduler.batching.priority")),
+            ("chunked", "prefill")
+        );
+        assert_eq!(str_at(&d, "memory.engine"), "sglang");
+        assert_eq!(d.at("memory.mem_fraction_static").and_then(toml::Value::as_float), Some(0.95));
+        assert_eq!(str_at(&d, "model.kv_dtype"), "fp8");
+        assert_eq!(int_at(&d, "scheduler.recv_interval"), 10);
+        assert_eq!((int_at(&d, "workload.prompt_tokens.min"), int_at(&d, "workload.prompt_tokens.max")), (6553, 8192));
+        assert_eq!((int_at(&d, "workload.output_tokens.min"), int_at(&d, "workload.output_tokens.max")), (819, 1024));
+        assert_eq!(int_at(&d, "workload.requests"), 320);
+        // The scenario takes every key.
+        assert_eq!(scenario(&c, b).groups[0].scheduler.recv_interval, 10);
+        let c8 = case_of(&fields("8")).unwrap();
+        assert_eq!(int_at(&scenario_doc(&c8, b, None, None, 0.0), "scheduler.recv_interval"), 10);
+        let g = scenario_doc(&c, Bench { engine_limits: Limits::Generator, ..b }, None, None, 0.0);
+        assert_eq!((g.at("scheduler.recv_interval"), g.at("memory.mem_fraction_static")), (None, None));
+        assert_eq!((str_at(&g, "model.kv_dtype"), int_at(&g, "workload.prompt_tokens.value")), ("bf16", 8192));
+        assert_eq!(int_at(&g, "workload.requests"), 640);
+        // Outside the recipe's search space (TP 4 up to 32 clients): the generator's.
+        assert_eq!(case_of(&fields("64")).unwrap().limits(Limits::Auto).name(), "generator");
     }
 
     #[test]
