@@ -3,7 +3,7 @@
 # measured serving runs, once as servesim runs it by default and once per alternative the
 # document discusses, summarized by partition (model class × engine × half), per group, and the
 # rows not run with their reasons. Written into docs/fidelity.md between its scoreboard markers.
-# About 6 minutes on 2 cores (nine runs of every row, two of the TensorRT-LLM rows).
+# About 6 minutes on 2 cores (ten runs of every row, two of the TensorRT-LLM rows).
 #
 #   pip download --no-deps aiconfigurator-core==0.12.0 && unzip -q aiconfigurator_core-*.whl -d aic
 #   tools/fidelity-scoreboard.sh aic [BINARY] [OUT_DIR]
@@ -22,6 +22,7 @@ run() { # name, extra flags...
 }
 run default
 run defaults --engine-limits defaults
+run generator --engine-limits generator
 run kvbf16 --kv-cache bf16
 run pool --prompt-pool 100
 run frontend --frontend
@@ -75,6 +76,7 @@ def cell(rs):
 VARIANTS = [
     ("default", "as run by default"),
     ("defaults", "`--engine-limits defaults`"),
+    ("generator", "`--engine-limits generator`"),
     ("kvbf16", "`--kv-cache bf16`"),
     ("pool", "`--prompt-pool 100`"),
     ("frontend", "`--frontend`"),
@@ -121,6 +123,32 @@ print(f"Over-full rows, whose clients' full lengths C × (ISL + OSL) exceed the 
       f"{statistics.median(abs(float(r['ttft_error_pct'])) for r in full):.1f}%, "
       f"{sum(1 for r in full if int(r['preemptions']) > 0)} of them with preemptions. Made by `tools/fidelity-scoreboard.sh`.")
 print("<!-- /scoreboard-kv -->")
+print()
+print("<!-- scoreboard-recipes -->")
+gen = {r["line"]: r for r in data["generator"]}
+recipe = [r for r in data["default"] if r["limits"] == "recipe"]
+def ratios(rs):
+    v = [ratio(r) for r in rs]
+    return f"{min(v):.2f}–{max(v):.2f}×" if v else "—"
+print("| rows run by a recipe | rows | TTFT / TPOT, recipe (default) | TTFT / TPOT, `--engine-limits generator` | predicted ÷ measured TTFT, recipe | the same, generator |")
+print("|---|---|---|---|---|---|")
+parts = [("DeepSeek, B200, FP8", lambda r: r["system"] == "b200_sxm" and r["weights"] == "fp8-block"),
+         ("DeepSeek, B200, FP4", lambda r: r["system"] == "b200_sxm" and r["weights"] == "fp4"),
+         ("DeepSeek, H200, FP8", lambda r: r["system"] == "h200_sxm"),
+         ("all", lambda r: True)]
+for label, pred in parts:
+    rs = [r for r in recipe if pred(r)]
+    gs = [gen[r["line"]] for r in rs]
+    print(f"| {label} | {len(rs)} | {cell(rs)} | {cell(gs)} | {ratios(rs)} | {ratios(gs)} |")
+full_gen = [r for r in data["generator"] if int(r["concurrency"]) * (int(r["isl"]) + int(r["osl"])) > int(r["kv_tokens"])]
+ran = [by_line[r["line"]] for r in full_gen if by_line.get(r["line"], {}).get("limits") == "recipe"]
+print()
+print(f"Of the {len(full_gen)} rows over-full under `--engine-limits generator` (C × (ISL + OSL) above the pool "
+      f"servesim sizes under it), {len(ran)} run a recipe by default: predicted ÷ measured TTFT "
+      f"{ratios([gen[r['line']] for r in ran])} under the generator's limits, {ratios(ran)} under the recipe "
+      f"(its pool {min(int(r['kv_tokens']) for r in ran) if ran else 0:,}–{max(int(r['kv_tokens']) for r in ran) if ran else 0:,} tokens). "
+      "Median |error| of mean TTFT / mean TPOT; made by `tools/fidelity-scoreboard.sh`.")
+print("<!-- /scoreboard-recipes -->")
 print()
 print("<!-- scoreboard-groups -->")
 print("| model | system | engine | weights | rows | TTFT | TTFT signed | TPOT | TPOT signed | TTFT, pool 100 | TPOT, pool 100 |")
