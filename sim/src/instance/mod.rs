@@ -485,9 +485,9 @@ impl Instance {
         Some(now + dur)
     }
 
-    /// The one scheduler forms its batch at `now`, its prompts held back while TensorRT-LLM's
-    /// batch waiting says so ([`batch_wait::BatchWait::hold`]; formed again without it should the
-    /// decodes it counted on have been preempted while forming).
+    /// The one scheduler takes in the requests sent meanwhile if SGLang's receive interval says
+    /// so ([`recv`]; at once should it have nothing else to run, as its idle loop does) and forms
+    /// its batch at `now` ([`Instance::form_held`]).
     fn form_one(&mut self, now: SimTime, rec: &mut dyn Observer) -> Batch {
         if self.recv.as_mut().is_some_and(recv::RecvSkipper::handle) {
             self.core.waiting.receive();
@@ -507,7 +507,9 @@ impl Instance {
         batch
     }
 
-    /// [`Instance::form_one`]'s batch from the requests received.
+    /// The batch of the requests received, its prompts held back while TensorRT-LLM's batch
+    /// waiting says so ([`batch_wait::BatchWait::hold`]; formed again without it should the
+    /// decodes it counted on have been preempted while forming).
     fn form_held(&mut self, now: SimTime, rec: &mut dyn Observer) -> Batch {
         let c = &self.core;
         let hold = self.batch_wait.as_mut().is_some_and(|w| {

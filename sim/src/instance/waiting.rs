@@ -58,10 +58,12 @@ impl Waiting {
 
     /// The scheduler receives the requests sent since it last did, in the order they came.
     pub(crate) fn receive(&mut self) {
-        for (s, deadline) in std::mem::take(&mut self.unreceived) {
+        let mut sent = std::mem::take(&mut self.unreceived);
+        for (s, deadline) in sent.drain(..) {
             self.pending_prefill -= s.context();
             self.push(s, deadline);
         }
+        self.unreceived = sent; // its capacity kept
     }
 
     /// Whether requests wait to be received.
