@@ -148,6 +148,15 @@ print(f"Of the {len(full_gen)} rows over-full under `--engine-limits generator` 
       f"{ratios([gen[r['line']] for r in ran])} under the generator's limits, {ratios(ran)} under the recipe "
       f"(its pool {min(int(r['kv_tokens']) for r in ran) if ran else 0:,}–{max(int(r['kv_tokens']) for r in ran) if ran else 0:,} tokens). "
       "Median |error| of mean TTFT / mean TPOT; made by `tools/fidelity-scoreboard.sh`.")
+mtp = [r for r in data["default"] if "speculative decoding (MTP" in r["status"]]
+keys = {(r["model"], r["system"], r["framework"], r["weights"]) for r in mtp}
+rest = [r for r in data["default"] if (r["model"], r["system"], r["framework"], r["weights"]) in keys and r not in mtp]
+if mtp:
+    print()
+    print(f"{len(mtp)} TensorRT-LLM rows name an image that only InferenceX's DeepSeek-R1 MTP configs ran on their day "
+          f"(silicon.csv's status says so): servesim runs them without speculative decoding, and their TPOT is "
+          f"predicted {med(mtp, 'tpot', True):+.1f}% (median signed error; TTFT {med(mtp, 'ttft', True):+.1f}%) against "
+          f"{med(rest, 'tpot', True):+.1f}% ({med(rest, 'ttft', True):+.1f}%) for the {len(rest)} other rows of their groups.")
 print("<!-- /scoreboard-recipes -->")
 print()
 print("<!-- scoreboard-groups -->")

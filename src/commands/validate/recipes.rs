@@ -16,6 +16,8 @@
 //!   CONC × 10 and --max-concurrency CONC.
 //! ```
 //! What a recipe does not set stays the engine's default ([`super::silicon::engine_settings`]).
+//! An image that only speculative-decoding configs ran on a row's day ([`SPECULATIVE`]) gives
+//! the row a note instead: it was most likely measured with MTP drafts, which are not simulated.
 
 /// One recipe: the rows it matches and the flags it launches with.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -206,6 +208,69 @@ pub(crate) const RECIPES: &[Recipe] = &[
     },
 ];
 
+/// An image that, on the days given, only InferenceX's configs with speculative decoding ran:
+/// a row of it was most likely measured with MTP draft layers, which the scoreboard does not
+/// simulate (the drafts' acceptance on the benchmark's random prompts is not recorded), so the
+/// row says so and its TPOT is predicted too slow.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Speculative {
+    /// The config key and the commit that set the image.
+    pub source: &'static str,
+    pub models: &'static [&'static str],
+    pub system: &'static str,
+    pub framework: &'static str,
+    pub weights: &'static str,
+    pub image: &'static str,
+    /// The days (inclusive) the image was the config's and no other config's.
+    pub measured: (&'static str, &'static str),
+    /// `num_nextn_predict_layers`: without DP attention, and with it.
+    pub mtp: (u32, u32),
+}
+
+/// TensorRT-LLM 1.2.0rc6.post3, set for the DeepSeek-R1 B200 MTP configs on 2026-02-05
+/// (5d517074c, "[NV] dsr1 fp8 b200 trt agg mtp update") and 2026-02-06 (0aae52d4c, fp4) while
+/// the configs without MTP ran 1.2.0rc6.post2, until 2026-05-18 (e43ae2f1b, 0d8d1f93d);
+/// benchmarks/dsr1_{fp8,fp4}_b200_trt_mtp.sh set `MTP=3`, 1 with DP attention.
+pub(crate) const SPECULATIVE: &[Speculative] = &[
+    Speculative {
+        source: "InferenceX dsr1-fp8-b200-trt-mtp (5d517074c)",
+        models: DSR1,
+        system: "b200_sxm",
+        framework: "trtllm",
+        weights: "fp8-block",
+        image: "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3",
+        measured: ("2026-02-05", "2026-05-17"),
+        mtp: (3, 1),
+    },
+    Speculative {
+        source: "InferenceX dsr1-fp4-b200-trt-mtp (0aae52d4c)",
+        models: DSR1,
+        system: "b200_sxm",
+        framework: "trtllm",
+        weights: "fp4",
+        image: "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3",
+        measured: ("2026-02-06", "2026-05-17"),
+        mtp: (3, 1),
+    },
+];
+
+/// The note of a row whose image was only a speculative-decoding config's that day, if any.
+pub(crate) fn speculative_note(run: &RowRun, dp: bool) -> Option<String> {
+    let image = image_of(run.source)?;
+    let day = measured_day(run.source)?;
+    let s = SPECULATIVE.iter().find(|s| {
+        s.models.contains(&run.model)
+            && (s.system, s.framework, s.weights, s.image) == (run.system, run.framework, run.weights, image.as_str())
+            && (s.measured.0..=s.measured.1).contains(&day)
+    })?;
+    let layers = if dp { s.mtp.1 } else { s.mtp.0 };
+    Some(format!(
+        "speculative decoding (MTP, {layers} draft layer{}) by its image, {}'s that day: not simulated",
+        if layers == 1 { "" } else { "s" },
+        s.source
+    ))
+}
+
 /// What a row says of its run: its servesim model, system, engine, weights, TP and lengths, and
 /// its `silicon_data_source`.
 pub(crate) struct RowRun<'a> {
@@ -269,6 +334,28 @@ mod tests {
          measured=2026-03-25T16:34:14Z; wip=False; image=lmsysorg/sglang:v0.5.9-cu130";
     const DUMP: &str = "db-dump/2026-04-27; config_id=271; silicon_concurrency=8; \
          measured=2026-03-25T00:00:00.000Z; workflow_run_id=337; lmsysorg/sglang:v0.5.9-cu130";
+
+    #[test]
+    fn a_row_of_an_mtp_only_image_says_so() {
+        // silicon_sample.csv's DeepSeek-R1 FP8 B200 TensorRT-LLM rows of 2026-02-05 name
+        // `nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3`.
+        let src = "source_file=2026-04-06.csv; measured=2026-02-05T00:00:00.000Z; \
+                   image=nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3";
+        let trt = |weights, source| RowRun {
+            framework: "trtllm",
+            ..row("deepseek-r1", weights, (8, 1024, 1024, 64), source)
+        };
+        let n = speculative_note(&trt("fp8-block", src), false).expect("MTP");
+        assert_eq!(
+            n,
+            "speculative decoding (MTP, 3 draft layers) by its image, InferenceX dsr1-fp8-b200-trt-mtp \
+             (5d517074c)'s that day: not simulated"
+        );
+        assert!(speculative_note(&trt("fp8-block", src), true).unwrap().contains("(MTP, 1 draft layer)"));
+        // The fp4 config took the image a day later; the configs without MTP ran post2.
+        assert_eq!(speculative_note(&trt("fp4", src), false), None);
+        assert_eq!(speculative_note(&trt("fp8-block", &src.replace("post3", "post2")), false), None);
+    }
 
     #[test]
     fn the_image_is_read_in_both_forms_and_nvcr_hash_as_a_slash() {

@@ -37,7 +37,7 @@ use servesim_sim::scenario::{EngineLimits, Resources, ServingEngine};
 use servesim_sim::spec::{Dtype, GpuPreset, GpuSpec, ModelPreset, ModelSpec};
 use servesim_sim::Scenario;
 
-use super::recipes::{recipe_of, Recipe, RowRun};
+use super::recipes::{recipe_of, speculative_note, Recipe, RowRun};
 use crate::error::{CliError, Result};
 
 /// One measured row.
@@ -215,7 +215,7 @@ fn measured_of(r: &Row) -> std::result::Result<(u64, u64, u32, f64, f64), String
 pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     let mut c = row_case(r)?;
     c.async_scheduling = async_scheduling(r);
-    c.recipe = recipe_of(&RowRun {
+    let run = RowRun {
         model: c.model,
         system: &c.system,
         framework: &c.framework,
@@ -224,7 +224,13 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
         lengths: (c.isl, c.osl),
         concurrency: c.concurrency,
         source: r.get("silicon_data_source"),
-    });
+    };
+    c.recipe = recipe_of(&run);
+    if let Some(n) = speculative_note(&run, c.dp > 1) {
+        for notes in [&mut c.note, &mut c.roofline_note] {
+            *notes = join_notes(notes, &n);
+        }
+    }
     if let Some(n) = concurrency_note(r) {
         for notes in [&mut c.note, &mut c.roofline_note] {
             *notes = if notes.is_empty() { n.clone() } else { format!("{notes}; {n}") };
