@@ -55,7 +55,8 @@ pub(crate) struct Args {
     #[arg(long, requires = "silicon")]
     database: Option<PathBuf>,
     /// With --silicon: rounds of the concurrency measured (requests = rounds × concurrency),
-    /// from a start with all clients together; the benchmark measured 20.
+    /// from a start with all clients together; AIConfigurator's benchmark measured 20. Rows run
+    /// by a published recipe (`--engine-limits auto`) take its client's count instead (10).
     #[arg(long, default_value_t = 20, requires = "silicon")]
     rounds: u32,
     /// With --silicon: prompts drawn from a pool of N distinct prompts (AIPerf's synthetic

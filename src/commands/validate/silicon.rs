@@ -226,14 +226,9 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
         source: r.get("silicon_data_source"),
     };
     c.recipe = recipe_of(&run);
-    if let Some(n) = speculative_note(&run, c.dp > 1) {
+    for n in speculative_note(&run, c.dp > 1).into_iter().chain(concurrency_note(r)) {
         for notes in [&mut c.note, &mut c.roofline_note] {
             *notes = join_notes(notes, &n);
-        }
-    }
-    if let Some(n) = concurrency_note(r) {
-        for notes in [&mut c.note, &mut c.roofline_note] {
-            *notes = if notes.is_empty() { n.clone() } else { format!("{notes}; {n}") };
         }
     }
     Ok(c)
