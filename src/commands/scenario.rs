@@ -434,6 +434,19 @@ fn limit_lines(
     Ok((t, sglang_ranks))
 }
 
+/// `--block-size` (`--page-size`) and `--max-model-len` (`--context-length`) as
+/// `block_tokens` and `max_model_len`.
+fn block_and_length_lines(got: &BTreeMap<&'static str, String>) -> Result<String> {
+    let mut t = String::new();
+    if let Some(b) = int(got, "block_size", "--block-size")? {
+        t += &format!("block_tokens = {b}\n");
+    }
+    if let Some(l) = int(got, "max_model_len", "--max-model-len")? {
+        t += &format!("max_model_len = {l}\n");
+    }
+    Ok(t)
+}
+
 /// SGLang's `--scheduler-recv-interval` as `recv_interval` (1, its default, writes nothing);
 /// refused with DP attention over `ranks` > 1, which servesim does not simulate with it.
 fn recv_line(got: &BTreeMap<&'static str, String>, ranks: u64) -> Result<String> {
@@ -611,12 +624,7 @@ fn scenario(engine: Engine, gpu: &str, args: &[String], version: Option<&str>) -
     t += "\n[scheduler]\n";
     let (lines, sglang_ranks) = limit_lines(engine, &got, &gpu, dp_attention)?;
     t += &lines;
-    if let Some(b) = int(&got, "block_size", "--block-size")? {
-        t += &format!("block_tokens = {b}\n");
-    }
-    if let Some(l) = int(&got, "max_model_len", "--max-model-len")? {
-        t += &format!("max_model_len = {l}\n");
-    }
+    t += &block_and_length_lines(&got)?;
     t += &recv_line(&got, sglang_ranks)?;
     // vLLM V1's scheduler (running requests first, then waiting ones, in one token budget);
     // SGLang runs prefill batches first.

@@ -212,6 +212,21 @@ fn dp_flags(engine: ServingEngine, g: &InstanceGroup, args: &mut Vec<String>, no
     args.extend(words);
 }
 
+/// SGLang's `--scheduler-recv-interval` where the group receives every few iterations (a note
+/// for the engines without it).
+fn recv_flag(engine: ServingEngine, g: &InstanceGroup, args: &mut Vec<String>, notes: &mut Vec<String>) {
+    let recv = g.scheduler.recv_interval;
+    if recv > 1 {
+        match engine {
+            ServingEngine::Sglang => args.extend(["--scheduler-recv-interval".to_string(), recv.to_string()]),
+            e => notes.push(format!(
+                "simulated with SGLang's --scheduler-recv-interval {recv}, which {} does not have",
+                e.name()
+            )),
+        }
+    }
+}
+
 impl LaunchCommand {
     /// The command that runs `g` of a scenario of `model` under `engine`, with every limit
     /// servesim simulated written out (so the engine runs what was simulated, whatever its
@@ -272,16 +287,7 @@ impl LaunchCommand {
             }
         }
         dp_flags(engine, g, &mut args, &mut notes);
-        let recv = g.scheduler.recv_interval;
-        if recv > 1 {
-            match engine {
-                ServingEngine::Sglang => args.extend(["--scheduler-recv-interval".to_string(), recv.to_string()]),
-                e => notes.push(format!(
-                    "simulated with SGLang's --scheduler-recv-interval {recv}, which {} does not have",
-                    e.name()
-                )),
-            }
-        }
+        recv_flag(engine, g, &mut args, &mut notes);
         let prefix = g.scheduler.prefix_cache.enabled;
         match spelling(engine, "prefix", Some(prefix)) {
             Some(f) => args.push(f.to_string()),
