@@ -98,7 +98,8 @@ pub(crate) struct Args {
     /// With --silicon: the KV cache's dtype in the measured runs. `auto`: FP8 for vLLM and
     /// TensorRT-LLM rows with FP8 or FP4 weights (as AIConfigurator's quantization profiles and
     /// NVIDIA's ModelOpt checkpoints set it, and both engines follow under their default
-    /// `auto`), BF16 for SGLang rows and the rest; `bf16` or `fp8`: every row so. A row whose
+    /// `auto`), BF16 for SGLang rows and the rest, a recipe's `--kv-cache-dtype` for the rows
+    /// run by one; `bf16` or `fp8`: every row so. A row whose
     /// engine the database measured only with a BF16 cache runs BF16 and says so
     /// (docs/fidelity.md).
     #[arg(long, value_enum, default_value = "auto", requires = "silicon")]

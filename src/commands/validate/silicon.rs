@@ -151,11 +151,12 @@ impl Case {
         }
     }
 
-    /// The KV cache's dtype the row runs with: the BF16 it fell back to, else its recipe's
-    /// `--kv-cache-dtype` where it runs a recipe that sets one, else as `--kv-cache` assumes.
+    /// The KV cache's dtype the row runs with: the BF16 it fell back to; else under `--kv-cache
+    /// auto` its recipe's `--kv-cache-dtype` where it runs a recipe that sets one; else as
+    /// `--kv-cache` assumes (`bf16` or `fp8`: every row so, recipe rows too).
     pub(super) fn kv(&self, bench: Bench) -> &'static str {
-        let recipe = match self.limits(bench.engine_limits) {
-            RowLimits::Recipe(r) => r.flags.kv_dtype,
+        let recipe = match (bench.kv_cache, self.limits(bench.engine_limits)) {
+            (KvCache::Auto, RowLimits::Recipe(r)) => r.flags.kv_dtype,
             _ => None,
         };
         self.kv_dtype.or(recipe).unwrap_or_else(|| bench.kv_cache.dtype(self))
@@ -663,7 +664,7 @@ pub(crate) enum Limits {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum KvCache {
     /// FP8 for vLLM and TensorRT-LLM rows with FP8 (per-tensor or block-scaled) or NVFP4
-    /// weights, BF16 otherwise ([`KvCache::dtype`]).
+    /// weights, BF16 otherwise ([`KvCache::dtype`]); a recipe's own where a row runs one.
     Auto,
     /// Every row BF16.
     Bf16,
@@ -1617,6 +1618,9 @@ mod tests {
         assert_eq!((g.at("scheduler.recv_interval"), g.at("memory.mem_fraction_static")), (None, None));
         assert_eq!((str_at(&g, "model.kv_dtype"), int_at(&g, "workload.prompt_tokens.value")), ("bf16", 8192));
         assert_eq!(int_at(&g, "workload.requests"), 640);
+        // An explicit --kv-cache is every row's, recipe rows too.
+        let bf16 = scenario_doc(&c, Bench { kv_cache: KvCache::Bf16, ..b }, None, None, 0.0);
+        assert_eq!(str_at(&bf16, "model.kv_dtype"), "bf16");
         // Outside the recipe's search space (TP 4 up to 32 clients): the generator's.
         assert_eq!(case_of(&fields("64")).unwrap().limits(Limits::Auto).name(), "generator");
     }
