@@ -19,10 +19,12 @@
 //! An image that only speculative-decoding configs ran on a row's day ([`SPECULATIVE`]) gives
 //! the row a note instead: it was most likely measured with MTP drafts, which are not simulated.
 
-/// One recipe: the rows it matches and the flags it launches with.
+/// The rows of one InferenceX config: its model, system, engine and weights, and the image it
+/// ran on the days given.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Recipe {
-    /// The config key and the script, as InferenceX names them, with the commit read.
+pub(crate) struct Config {
+    /// The config key and the script (or the commit that set the image), as InferenceX names
+    /// them.
     pub source: &'static str,
     /// The row's servesim model, system, engine and weights.
     pub models: &'static [&'static str],
@@ -31,8 +33,28 @@ pub(crate) struct Recipe {
     pub weights: &'static str,
     /// The container image, as the row's `silicon_data_source` names it.
     pub image: &'static str,
-    /// The days (`YYYY-MM-DD`, inclusive) the image was the config's.
+    /// The days (`YYYY-MM-DD`, inclusive) the image was the config's (and, for
+    /// [`SPECULATIVE`], no other config's).
     pub measured: (&'static str, &'static str),
+}
+
+impl Config {
+    /// Whether a row's run is of this config's model, system, engine, weights, image and days.
+    fn ran(&self, run: &RowRun) -> bool {
+        let (Some(image), Some(day)) = (image_of(run.source), measured_day(run.source)) else {
+            return false;
+        };
+        self.models.contains(&run.model)
+            && (self.system, self.framework, self.weights, self.image)
+                == (run.system, run.framework, run.weights, image.as_str())
+            && (self.measured.0..=self.measured.1).contains(&day)
+    }
+}
+
+/// One recipe: the rows it matches and the flags it launches with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Recipe {
+    pub at: Config,
     /// The runs the config's search space schedules with these flags.
     pub runs: &'static [Run],
     pub flags: Flags,
@@ -92,59 +114,63 @@ const V059_DAYS: (&str, &str) = ("2026-03-25", "2026-05-11");
 /// `RANDOM_RANGE_RATIO: 0.8` (.github/workflows/benchmark-tmpl.yml at 12ba0ae07).
 const RANGE_RATIO: f64 = 0.8;
 
+/// A DeepSeek-R1 SGLang config on `lmsysorg/sglang:v0.5.9-cu130` (12ba0ae07 to a15f7c25f).
+const fn v059(source: &'static str, system: &'static str, weights: &'static str) -> Config {
+    Config { source, models: DSR1, system, framework: "sglang", weights, image: V059, measured: V059_DAYS }
+}
+
+/// An SGLang script's flags (`--max-running-requests`, `--chunked-prefill-size`,
+/// `--max-prefill-tokens`, `--mem-fraction-static`, `--kv-cache-dtype`,
+/// `--scheduler-recv-interval` below and from 16 clients) with InferenceX's client.
+const fn sglang(
+    max_running: u64,
+    chunk: u64,
+    max_prefill: Option<u64>,
+    mem_fraction_static: f64,
+    kv_dtype: Option<&'static str>,
+    recv_interval: (u32, u32),
+) -> Flags {
+    Flags {
+        max_running,
+        chunk,
+        max_prefill,
+        mem_fraction_static,
+        kv_dtype,
+        recv_interval,
+        rounds: 10,
+        range_ratio: RANGE_RATIO,
+    }
+}
+
 /// The recipes read (module doc), with the search space of nvidia-master.yaml at 12ba0ae07.
 pub(crate) const RECIPES: &[Recipe] = &[
     // dsr1_fp8_b200.sh, TP 8: 128 running, chunks of 32768, 0.82, FP8 cache.
     Recipe {
-        source: "InferenceX dsr1-fp8-b200-sglang, benchmarks/single_node/dsr1_fp8_b200.sh at 12ba0ae07 (TP 8)",
-        models: DSR1,
-        system: "b200_sxm",
-        framework: "sglang",
-        weights: "fp8-block",
-        image: V059,
-        measured: V059_DAYS,
+        at: v059(
+            "InferenceX dsr1-fp8-b200-sglang, benchmarks/single_node/dsr1_fp8_b200.sh at 12ba0ae07 (TP 8)",
+            "b200_sxm",
+            "fp8-block",
+        ),
         runs: &[run(8, 1024, 1024, 4, 64), run(8, 1024, 8192, 4, 64), run(8, 8192, 1024, 4, 4)],
-        flags: Flags {
-            max_running: 128,
-            chunk: 32768,
-            max_prefill: Some(32768),
-            mem_fraction_static: 0.82,
-            kv_dtype: Some("fp8"),
-            recv_interval: (10, 30),
-            rounds: 10,
-            range_ratio: RANGE_RATIO,
-        },
+        flags: sglang(128, 32768, Some(32768), 0.82, Some("fp8"), (10, 30)),
     },
     // dsr1_fp8_b200.sh, TP 4 (8192/1024 only): 32 running, chunks of 8192, 0.95, FP8 cache.
     Recipe {
-        source: "InferenceX dsr1-fp8-b200-sglang, benchmarks/single_node/dsr1_fp8_b200.sh at 12ba0ae07 (TP 4)",
-        models: DSR1,
-        system: "b200_sxm",
-        framework: "sglang",
-        weights: "fp8-block",
-        image: V059,
-        measured: V059_DAYS,
+        at: v059(
+            "InferenceX dsr1-fp8-b200-sglang, benchmarks/single_node/dsr1_fp8_b200.sh at 12ba0ae07 (TP 4)",
+            "b200_sxm",
+            "fp8-block",
+        ),
         runs: &[run(4, 8192, 1024, 4, 32)],
-        flags: Flags {
-            max_running: 32,
-            chunk: 8192,
-            max_prefill: Some(8192),
-            mem_fraction_static: 0.95,
-            kv_dtype: Some("fp8"),
-            recv_interval: (10, 10),
-            rounds: 10,
-            range_ratio: RANGE_RATIO,
-        },
+        flags: sglang(32, 8192, Some(8192), 0.95, Some("fp8"), (10, 10)),
     },
     // dsr1_fp4_b200.sh: 256 running, chunks of 16384, 0.85, FP8 cache; EP over the TP GPUs.
     Recipe {
-        source: "InferenceX dsr1-fp4-b200-sglang, benchmarks/single_node/dsr1_fp4_b200.sh at 12ba0ae07",
-        models: DSR1,
-        system: "b200_sxm",
-        framework: "sglang",
-        weights: "fp4",
-        image: V059,
-        measured: V059_DAYS,
+        at: v059(
+            "InferenceX dsr1-fp4-b200-sglang, benchmarks/single_node/dsr1_fp4_b200.sh at 12ba0ae07",
+            "b200_sxm",
+            "fp4",
+        ),
         runs: &[
             run(4, 1024, 1024, 4, 128),
             run(8, 1024, 1024, 4, 128),
@@ -153,58 +179,27 @@ pub(crate) const RECIPES: &[Recipe] = &[
             run(4, 8192, 1024, 4, 128),
             run(8, 8192, 1024, 4, 16),
         ],
-        flags: Flags {
-            max_running: 256,
-            chunk: 16384,
-            max_prefill: None,
-            mem_fraction_static: 0.85,
-            kv_dtype: Some("fp8"),
-            recv_interval: (10, 30),
-            rounds: 10,
-            range_ratio: RANGE_RATIO,
-        },
+        flags: sglang(256, 16384, None, 0.85, Some("fp8"), (10, 30)),
     },
     // dsr1_fp8_h200.sh, 1024/1024: 512 running, chunks of 32768, 0.82, cache auto.
     Recipe {
-        source: "InferenceX dsr1-fp8-h200-sglang, benchmarks/single_node/dsr1_fp8_h200.sh at 12ba0ae07 (1024/1024)",
-        models: DSR1,
-        system: "h200_sxm",
-        framework: "sglang",
-        weights: "fp8-block",
-        image: V059,
-        measured: V059_DAYS,
+        at: v059(
+            "InferenceX dsr1-fp8-h200-sglang, benchmarks/single_node/dsr1_fp8_h200.sh at 12ba0ae07 (1024/1024)",
+            "h200_sxm",
+            "fp8-block",
+        ),
         runs: &[run(8, 1024, 1024, 4, 64)],
-        flags: Flags {
-            max_running: 512,
-            chunk: 32768,
-            max_prefill: Some(32768),
-            mem_fraction_static: 0.82,
-            kv_dtype: None,
-            recv_interval: (1, 1),
-            rounds: 10,
-            range_ratio: RANGE_RATIO,
-        },
+        flags: sglang(512, 32768, Some(32768), 0.82, None, (1, 1)),
     },
     // dsr1_fp8_h200.sh, the other lengths: 256 running.
     Recipe {
-        source: "InferenceX dsr1-fp8-h200-sglang, benchmarks/single_node/dsr1_fp8_h200.sh at 12ba0ae07 (not 1024/1024)",
-        models: DSR1,
-        system: "h200_sxm",
-        framework: "sglang",
-        weights: "fp8-block",
-        image: V059,
-        measured: V059_DAYS,
+        at: v059(
+            "InferenceX dsr1-fp8-h200-sglang, benchmarks/single_node/dsr1_fp8_h200.sh at 12ba0ae07 (not 1024/1024)",
+            "h200_sxm",
+            "fp8-block",
+        ),
         runs: &[run(8, 1024, 8192, 4, 64), run(8, 8192, 1024, 4, 64)],
-        flags: Flags {
-            max_running: 256,
-            chunk: 32768,
-            max_prefill: Some(32768),
-            mem_fraction_static: 0.82,
-            kv_dtype: None,
-            recv_interval: (1, 1),
-            rounds: 10,
-            range_ratio: RANGE_RATIO,
-        },
+        flags: sglang(256, 32768, Some(32768), 0.82, None, (1, 1)),
     },
 ];
 
@@ -214,15 +209,7 @@ pub(crate) const RECIPES: &[Recipe] = &[
 /// row says so and its TPOT is predicted too slow.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Speculative {
-    /// The config key and the commit that set the image.
-    pub source: &'static str,
-    pub models: &'static [&'static str],
-    pub system: &'static str,
-    pub framework: &'static str,
-    pub weights: &'static str,
-    pub image: &'static str,
-    /// The days (inclusive) the image was the config's and no other config's.
-    pub measured: (&'static str, &'static str),
+    pub at: Config,
     /// `num_nextn_predict_layers`: without DP attention, and with it.
     pub mtp: (u32, u32),
 }
@@ -233,41 +220,39 @@ pub(crate) struct Speculative {
 /// benchmarks/dsr1_{fp8,fp4}_b200_trt_mtp.sh set `MTP=3`, 1 with DP attention.
 pub(crate) const SPECULATIVE: &[Speculative] = &[
     Speculative {
-        source: "InferenceX dsr1-fp8-b200-trt-mtp (5d517074c)",
-        models: DSR1,
-        system: "b200_sxm",
-        framework: "trtllm",
-        weights: "fp8-block",
-        image: "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3",
-        measured: ("2026-02-05", "2026-05-17"),
+        at: Config {
+            source: "InferenceX dsr1-fp8-b200-trt-mtp (5d517074c)",
+            models: DSR1,
+            system: "b200_sxm",
+            framework: "trtllm",
+            weights: "fp8-block",
+            image: "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3",
+            measured: ("2026-02-05", "2026-05-17"),
+        },
         mtp: (3, 1),
     },
     Speculative {
-        source: "InferenceX dsr1-fp4-b200-trt-mtp (0aae52d4c)",
-        models: DSR1,
-        system: "b200_sxm",
-        framework: "trtllm",
-        weights: "fp4",
-        image: "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3",
-        measured: ("2026-02-06", "2026-05-17"),
+        at: Config {
+            source: "InferenceX dsr1-fp4-b200-trt-mtp (0aae52d4c)",
+            models: DSR1,
+            system: "b200_sxm",
+            framework: "trtllm",
+            weights: "fp4",
+            image: "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3",
+            measured: ("2026-02-06", "2026-05-17"),
+        },
         mtp: (3, 1),
     },
 ];
 
 /// The note of a row whose image was only a speculative-decoding config's that day, if any.
 pub(crate) fn speculative_note(run: &RowRun, dp: bool) -> Option<String> {
-    let image = image_of(run.source)?;
-    let day = measured_day(run.source)?;
-    let s = SPECULATIVE.iter().find(|s| {
-        s.models.contains(&run.model)
-            && (s.system, s.framework, s.weights, s.image) == (run.system, run.framework, run.weights, image.as_str())
-            && (s.measured.0..=s.measured.1).contains(&day)
-    })?;
+    let s = SPECULATIVE.iter().find(|s| s.at.ran(run))?;
     let layers = if dp { s.mtp.1 } else { s.mtp.0 };
     Some(format!(
         "speculative decoding (MTP, {layers} draft layer{}) by its image, {}'s that day: not simulated",
         if layers == 1 { "" } else { "s" },
-        s.source
+        s.at.source
     ))
 }
 
@@ -302,15 +287,8 @@ fn measured_day(source: &str) -> Option<&str> {
 
 /// The recipe a row's run matches, if any.
 pub(crate) fn recipe_of(run: &RowRun) -> Option<&'static Recipe> {
-    let image = image_of(run.source)?;
-    let day = measured_day(run.source)?;
     RECIPES.iter().find(|r| {
-        r.models.contains(&run.model)
-            && r.system == run.system
-            && r.framework == run.framework
-            && r.weights == run.weights
-            && r.image == image
-            && (r.measured.0..=r.measured.1).contains(&day)
+        r.at.ran(run)
             && r.runs.iter().any(|s| {
                 (s.tp, (s.isl, s.osl)) == (run.tp, run.lengths)
                     && (s.concurrency.0..=s.concurrency.1).contains(&run.concurrency)
