@@ -1025,7 +1025,11 @@ fn rows_csv(outs: &[Outcome], bench: Bench) -> (String, BTreeMap<String, usize>)
                         let (a, b) = x.errors().expect("predicted");
                         let (t, q) = (format!("{:.3}", p.ttft), format!("{:.4}", p.tpot));
                         let run = format!("{:.1},{},{}", p.extrapolated * 100.0, p.kv_tokens, p.preemptions);
-                        (t, q, format!("{a:.2}"), format!("{b:.2}"), run, c.note.clone())
+                        let recipe = match c.limits(bench.engine_limits) {
+                            RowLimits::Recipe(r) => format!("launch flags and client of {}", r.at.source),
+                            _ => String::new(),
+                        };
+                        (t, q, format!("{a:.2}"), format!("{b:.2}"), run, join_notes(&recipe, &c.note))
                     }
                     Err(e) => {
                         *reasons.entry(format!("failed: {e}")).or_default() += 1;
@@ -1623,6 +1627,19 @@ mod tests {
         assert_eq!(str_at(&bf16, "model.kv_dtype"), "bf16");
         // Outside the recipe's search space (TP 4 up to 32 clients): the generator's.
         assert_eq!(case_of(&fields("64")).unwrap().limits(Limits::Auto).name(), "generator");
+        // silicon.csv names the recipe a row ran, and says nothing of it under the generator.
+        let p = Predicted { ttft: 1.0, tpot: 1.0, e2e: 1.0, extrapolated: 0.0, kv_tokens: 1, preemptions: 0 };
+        let out = Outcome { row: fields("32"), case: Ok(c.clone()), predicted: Some(Ok(p)) };
+        let line = |b: Bench| rows_csv(std::slice::from_ref(&out), b).0.lines().nth(1).unwrap().to_string();
+        let recipe = line(b);
+        assert!(
+            recipe.ends_with(
+                ",recipe,0.0,1,0,\"launch flags and client of InferenceX dsr1-fp8-b200-sglang, \
+                 benchmarks/single_node/dsr1_fp8_b200.sh at 12ba0ae07 (TP 4)\""
+            ),
+            "{recipe}"
+        );
+        assert!(line(Bench { engine_limits: Limits::Generator, ..b }).ends_with(",generator,0.0,1,0,\"\""));
     }
 
     #[test]
