@@ -12,8 +12,10 @@
 //!   dsr1-fp8-b200-sglang, dsr1-fp4-b200-sglang and dsr1-fp8-h200-sglang to
 //!   lmsysorg/sglang:v0.5.9-cu130 (replaced on 2026-05-12 to 2026-05-17: a15f7c25f, 6d089f7ab,
 //!   c824b1a52); the launch flags are benchmarks/single_node/dsr1_{fp8_b200,fp4_b200,fp8_h200}.sh
-//!   at that commit, unchanged until then. Its client: benchmark_serving with --num-prompts
-//!   CONC × 10 and --max-concurrency CONC.
+//!   at that commit, unchanged until then. The search space is that commit's until 626932a11
+//!   (2026-03-27, "change to 8k1k, remove 1k8k"), so the recipes match rows measured on
+//!   2026-03-25 to 2026-03-27. Its client: benchmark_serving with --num-prompts CONC × 10 and
+//!   --max-concurrency CONC.
 //! ```
 //! What a recipe does not set stays the engine's default ([`super::silicon::engine_settings`]).
 //! An image that only speculative-decoding configs ran on a row's day ([`SPECULATIVE`]) gives
@@ -110,7 +112,8 @@ impl Flags {
 
 const DSR1: &[&str] = &["deepseek-r1", "deepseek-v3"];
 const V059: &str = "lmsysorg/sglang:v0.5.9-cu130";
-const V059_DAYS: (&str, &str) = ("2026-03-25", "2026-05-11");
+/// From the image's commit to the one that changed the search space (module doc).
+const V059_DAYS: (&str, &str) = ("2026-03-25", "2026-03-27");
 /// `RANDOM_RANGE_RATIO: 0.8` (.github/workflows/benchmark-tmpl.yml at 12ba0ae07).
 const RANGE_RATIO: f64 = 0.8;
 
@@ -372,7 +375,7 @@ mod tests {
         let fits = (8, 1024, 1024, 16);
         let older = CAMPAIGN.replace("v0.5.9-cu130", "v0.5.8.post1-cu130-amd64");
         assert_eq!(recipe_of(&row("deepseek-r1", "fp8-block", fits, &older)), None);
-        let later = CAMPAIGN.replace("2026-03-25T16", "2026-05-12T16");
+        let later = CAMPAIGN.replace("2026-03-25T16", "2026-03-28T16");
         assert_eq!(recipe_of(&row("deepseek-r1", "fp8-block", fits, &later)), None);
         assert_eq!(recipe_of(&RowRun { framework: "trtllm", ..row("deepseek-r1", "fp8-block", fits, CAMPAIGN) }), None);
         assert_eq!(recipe_of(&row("llama-3.1-70b", "fp8-block", fits, CAMPAIGN)), None);
