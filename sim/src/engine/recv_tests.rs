@@ -5,8 +5,8 @@ use crate::scenario::Scenario;
 
 /// The first-token times (ns) of two requests on one instance with linear cost (5 ms + 50 µs a
 /// token) and `[scheduler] extra`: request 1 (100-token prompt, 50 tokens out) at 0, request 2
-/// at 20 ms.
-fn first_tokens(extra: &str) -> Vec<u64> {
+/// at 20 ms (also `wait_tests`' timeline).
+pub(super) fn first_tokens(extra: &str) -> Vec<u64> {
     let toml = format!(
         "[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"h100-sxm\"\n[cost]\nkind = \"linear\"\n\
          base_us = 5000\nper_token_us = 50\n[scheduler]\n{extra}\n[workload]\nrequests = 2\n\

@@ -11,18 +11,7 @@ use crate::scenario::Scenario;
 /// 20.1 + 3 × 5.05 + 10.05 = 45.3 ms.
 #[test]
 fn a_prompt_beside_decodes_waits_its_iterations_by_hand() {
-    let run = |wait: &str| {
-        let toml = format!(
-            "[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"h100-sxm\"\n[cost]\nkind = \"linear\"\n\
-             base_us = 5000\nper_token_us = 50\n[scheduler]\n{wait}\n[workload]\nrequests = 2\n\
-             arrival = {{ kind = \"constant\", rate = 50 }}\nprompt_tokens = {{ kind = \"fixed\", value = 100 }}\n\
-             output_tokens = {{ kind = \"fixed\", value = 50 }}\n"
-        );
-        let s = Scenario::from_toml(&toml, "t").unwrap();
-        let mut recs = crate::engine::run(&s).recorder.records.clone();
-        recs.sort_by_key(|r| r.arrival);
-        recs.iter().map(|r| r.first_token.0).collect::<Vec<_>>()
-    };
+    let run = super::recv_tests::first_tokens;
     assert_eq!(run(""), [10_000_000, 30_150_000]);
     assert_eq!(run("batch_wait = { timeout_iters = 3, max_tokens_ratio = 0.9 }"), [10_000_000, 45_300_000]);
     let toml = "[model]\npreset = \"llama-3-8b\"\n[gpu]\npreset = \"h100-sxm\"\n[scheduler]\n\

@@ -405,16 +405,16 @@ impl Instance {
         let deadline = core.cfg.policy.admission.queue_timeout_s.map(|t| req.arrival + SimTime::from_secs_f64(t));
         // Sent to a scheduler in its loop (an iteration running, or work to run next) that
         // receives only every few: unseen until it does ([`recv`]); an idle one receives at once.
-        let looping = self.life.iteration_start.is_some() || self.has_work();
+        let looping = self.recv.is_some() && (self.life.iteration_start.is_some() || self.has_work());
         let core = if rank == 0 { &mut self.core } else { &mut self.others[rank - 1].core };
-        match &mut self.recv {
-            Some(_) if looping => core.waiting.push_unreceived(s, deadline),
-            Some(r) => {
-                r.received_idle();
-                core.waiting.push(s, deadline);
-            }
-            None => core.waiting.push(s, deadline),
+        if looping {
+            core.waiting.push_unreceived(s, deadline);
+            return;
         }
+        if let Some(r) = &mut self.recv {
+            r.received_idle();
+        }
+        core.waiting.push(s, deadline);
     }
 
     /// Forms the next batch and starts it at `now`; returns when it ends, or `None` when there

@@ -216,14 +216,15 @@ fn dp_flags(engine: ServingEngine, g: &InstanceGroup, args: &mut Vec<String>, no
 /// for the engines without it).
 fn recv_flag(engine: ServingEngine, g: &InstanceGroup, args: &mut Vec<String>, notes: &mut Vec<String>) {
     let recv = g.scheduler.recv_interval;
-    if recv > 1 {
-        match engine {
-            ServingEngine::Sglang => args.extend(["--scheduler-recv-interval".to_string(), recv.to_string()]),
-            e => notes.push(format!(
-                "simulated with SGLang's --scheduler-recv-interval {recv}, which {} does not have",
-                e.name()
-            )),
-        }
+    if recv <= 1 {
+        return;
+    }
+    match spelling(engine, "recv_interval", None) {
+        Some(flag) => args.extend([flag.to_string(), recv.to_string()]),
+        None => notes.push(format!(
+            "simulated with SGLang's --scheduler-recv-interval {recv}, which {} does not have",
+            engine.name()
+        )),
     }
 }
 

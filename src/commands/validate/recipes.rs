@@ -222,31 +222,26 @@ pub(crate) struct Speculative {
 /// the configs without MTP ran 1.2.0rc6.post2, until 2026-05-18 (e43ae2f1b, 0d8d1f93d);
 /// benchmarks/dsr1_{fp8,fp4}_b200_trt_mtp.sh set `MTP=3`, 1 with DP attention.
 pub(crate) const SPECULATIVE: &[Speculative] = &[
-    Speculative {
-        at: Config {
-            source: "InferenceX dsr1-fp8-b200-trt-mtp (5d517074c)",
-            models: DSR1,
-            system: "b200_sxm",
-            framework: "trtllm",
-            weights: "fp8-block",
-            image: "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3",
-            measured: ("2026-02-05", "2026-05-17"),
-        },
-        mtp: (3, 1),
-    },
-    Speculative {
-        at: Config {
-            source: "InferenceX dsr1-fp4-b200-trt-mtp (0aae52d4c)",
-            models: DSR1,
-            system: "b200_sxm",
-            framework: "trtllm",
-            weights: "fp4",
-            image: "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3",
-            measured: ("2026-02-06", "2026-05-17"),
-        },
-        mtp: (3, 1),
-    },
+    post3("InferenceX dsr1-fp8-b200-trt-mtp (5d517074c)", "fp8-block", "2026-02-05"),
+    post3("InferenceX dsr1-fp4-b200-trt-mtp (0aae52d4c)", "fp4", "2026-02-06"),
 ];
+
+/// A DeepSeek-R1 B200 MTP config on TensorRT-LLM 1.2.0rc6.post3 from `from` until its
+/// replacement (above).
+const fn post3(source: &'static str, weights: &'static str, from: &'static str) -> Speculative {
+    Speculative {
+        at: Config {
+            source,
+            models: DSR1,
+            system: "b200_sxm",
+            framework: "trtllm",
+            weights,
+            image: "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post3",
+            measured: (from, "2026-05-17"),
+        },
+        mtp: (3, 1),
+    }
+}
 
 /// The note of a row whose image was only a speculative-decoding config's that day, if any.
 pub(crate) fn speculative_note(run: &RowRun, dp: bool) -> Option<String> {
