@@ -132,9 +132,14 @@ def ratios(rs):
     return f"{min(v):.2f}–{max(v):.2f}×" if v else "—"
 print("| rows run by a recipe | rows | TTFT / TPOT, recipe (default) | TTFT / TPOT, `--engine-limits generator` | predicted ÷ measured TTFT, recipe | the same, generator |")
 print("|---|---|---|---|---|---|")
-parts = [("DeepSeek, B200, FP8", lambda r: r["system"] == "b200_sxm" and r["weights"] == "fp8-block"),
-         ("DeepSeek, B200, FP4", lambda r: r["system"] == "b200_sxm" and r["weights"] == "fp4"),
-         ("DeepSeek, H200, FP8", lambda r: r["system"] == "h200_sxm"),
+DSR1 = lambda r: r["model"].startswith("deepseek")
+OSS = lambda r: r["model"] == "gpt-oss-120b"
+parts = [("DeepSeek, B200, FP8 (SGLang)", lambda r: DSR1(r) and r["system"] == "b200_sxm" and r["weights"] == "fp8-block"),
+         ("DeepSeek, B200, FP4 (SGLang)", lambda r: DSR1(r) and r["system"] == "b200_sxm" and r["weights"] == "fp4"),
+         ("DeepSeek, H200, FP8 (SGLang)", lambda r: DSR1(r) and r["system"] == "h200_sxm"),
+         ("gpt-oss-120b, H100 (vLLM)", lambda r: OSS(r) and r["system"] == "h100_sxm"),
+         ("gpt-oss-120b, H200 (vLLM)", lambda r: OSS(r) and r["system"] == "h200_sxm"),
+         ("gpt-oss-120b, B200 (vLLM)", lambda r: OSS(r) and r["system"] == "b200_sxm"),
          ("all", lambda r: True)]
 for label, pred in parts:
     rs = [r for r in recipe if pred(r)]

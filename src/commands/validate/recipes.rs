@@ -14,8 +14,12 @@
 //!   c824b1a52); the launch flags are benchmarks/single_node/dsr1_{fp8_b200,fp4_b200,fp8_h200}.sh
 //!   at that commit, unchanged until then. The search space is that commit's until 626932a11
 //!   (2026-03-27, "change to 8k1k, remove 1k8k"), so the recipes match rows measured on
-//!   2026-03-25 to 2026-03-27. Its client: benchmark_serving with --num-prompts CONC × 10 and
-//!   --max-concurrency CONC.
+//!   2026-03-25 to 2026-03-27.
+//!   InferenceX cec542a9a (2026-03-27, "update gptoss H100 & H200 vLLM image to v0.18.0") and
+//!   d2c2acb19 (2026-02-25, "update NVIDIA GPT-OSS vLLM image from v0.13.0 to v0.15.1"): the
+//!   gpt-oss-120b vLLM configs on H100, H200 and B200 ([`GPT_OSS_VLLM`]).
+//!   Their client, every one: benchmark_serving with --num-prompts CONC × 10, --max-concurrency
+//!   CONC and --random-range-ratio 0.8 (.github/workflows/benchmark-tmpl.yml).
 //! ```
 //! What a recipe does not set stays the engine's default ([`super::silicon::engine_settings`]).
 //! An image that only speculative-decoding configs ran on a row's day ([`SPECULATIVE`]) gives
@@ -78,20 +82,11 @@ const fn run(tp: u32, isl: u64, osl: u64, lo: u32, hi: u32) -> Run {
 /// A recipe's launch flags and its client, as servesim keys.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Flags {
-    /// `--max-running-requests` (SGLang).
-    pub max_running: u64,
-    /// `--chunked-prefill-size` (SGLang).
-    pub chunk: u64,
-    /// SGLang's `--max-prefill-tokens` (None: its default, 16384).
-    pub max_prefill: Option<u64>,
-    /// SGLang's `--mem-fraction-static`.
-    pub mem_fraction_static: f64,
+    /// The engine's own flags.
+    pub launch: Launch,
     /// `--kv-cache-dtype` as servesim's `model.kv_dtype` (None: the engine's `auto`, the
     /// checkpoint's dtype: BF16 for these).
     pub kv_dtype: Option<&'static str>,
-    /// `--scheduler-recv-interval` below 16 clients and from 16 (the scripts' `CONC -ge 16`
-    /// test); 1: not given, SGLang's default.
-    pub recv_interval: (u32, u32),
     /// Requests per client (`--num-prompts` ÷ `--max-concurrency`).
     pub rounds: u32,
     /// The client's `--random-range-ratio`: each prompt and output length uniform in
@@ -99,7 +94,30 @@ pub(crate) struct Flags {
     pub range_ratio: f64,
 }
 
-impl Flags {
+/// The flags of a recipe's engine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Launch {
+    Sglang(Sglang),
+    Vllm(Vllm),
+}
+
+/// An SGLang launch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Sglang {
+    /// `--max-running-requests`.
+    pub max_running: u64,
+    /// `--chunked-prefill-size`.
+    pub chunk: u64,
+    /// `--max-prefill-tokens` (None: its default, 16384).
+    pub max_prefill: Option<u64>,
+    /// `--mem-fraction-static`.
+    pub mem_fraction_static: f64,
+    /// `--scheduler-recv-interval` below 16 clients and from 16 (the scripts' `CONC -ge 16`
+    /// test); 1: not given, SGLang's default.
+    pub recv_interval: (u32, u32),
+}
+
+impl Sglang {
     /// The receive interval at `concurrency` clients.
     pub(crate) fn recv_interval_at(&self, concurrency: u32) -> u32 {
         if concurrency >= 16 {
@@ -110,11 +128,31 @@ impl Flags {
     }
 }
 
+/// A vLLM launch (prefix caching off, `no-enable-prefix-caching` in these recipes, as
+/// `validate --silicon` runs every row without a prompt pool).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Vllm {
+    /// `--max-num-seqs`; None: the row's concurrency (`--max-num-seqs $CONC`).
+    pub max_num_seqs: Option<u64>,
+    /// `max-num-batched-tokens`.
+    pub max_num_batched_tokens: u64,
+    /// `--gpu-memory-utilization`, under vLLM's memory rule.
+    pub gpu_memory_utilization: f64,
+}
+
+impl Vllm {
+    /// `--max-num-seqs` at `concurrency` clients.
+    pub(crate) fn max_num_seqs_at(&self, concurrency: u32) -> u64 {
+        self.max_num_seqs.unwrap_or(concurrency as u64)
+    }
+}
+
 const DSR1: &[&str] = &["deepseek-r1", "deepseek-v3"];
 const V059: &str = "lmsysorg/sglang:v0.5.9-cu130";
 /// From the image's commit to the one that changed the search space (module doc).
 const V059_DAYS: (&str, &str) = ("2026-03-25", "2026-03-27");
-/// `RANDOM_RANGE_RATIO: 0.8` (.github/workflows/benchmark-tmpl.yml at 12ba0ae07).
+/// `RANDOM_RANGE_RATIO: 0.8` (.github/workflows/benchmark-tmpl.yml at 12ba0ae07, cec542a9a and
+/// d2c2acb19).
 const RANGE_RATIO: f64 = 0.8;
 
 /// A DeepSeek-R1 SGLang config on `lmsysorg/sglang:v0.5.9-cu130` (12ba0ae07 to a15f7c25f).
@@ -133,20 +171,13 @@ const fn sglang(
     kv_dtype: Option<&'static str>,
     recv_interval: (u32, u32),
 ) -> Flags {
-    Flags {
-        max_running,
-        chunk,
-        max_prefill,
-        mem_fraction_static,
-        kv_dtype,
-        recv_interval,
-        rounds: 10,
-        range_ratio: RANGE_RATIO,
-    }
+    let launch = Sglang { max_running, chunk, max_prefill, mem_fraction_static, recv_interval };
+    Flags { launch: Launch::Sglang(launch), kv_dtype, rounds: 10, range_ratio: RANGE_RATIO }
 }
 
-/// The recipes read (module doc), with the search space of nvidia-master.yaml at 12ba0ae07.
-pub(crate) const RECIPES: &[Recipe] = &[
+/// The DeepSeek-R1 SGLang recipes (module doc), with the search space of nvidia-master.yaml at
+/// 12ba0ae07.
+const DSR1_SGLANG: &[Recipe] = &[
     // dsr1_fp8_b200.sh, TP 8: 128 running, chunks of 32768, 0.82, FP8 cache.
     Recipe {
         at: v059(
@@ -203,6 +234,117 @@ pub(crate) const RECIPES: &[Recipe] = &[
         ),
         runs: &[run(8, 1024, 8192, 4, 64), run(8, 8192, 1024, 4, 64)],
         flags: sglang(256, 32768, Some(32768), 0.82, None, (1, 1)),
+    },
+];
+
+const GPT_OSS: &[&str] = &["gpt-oss-120b"];
+
+/// A gpt-oss-120b vLLM config (the checkpoint's MXFP4 experts) on `image` from `days.0` to
+/// `days.1`.
+const fn gpt_oss(
+    source: &'static str,
+    system: &'static str,
+    image: &'static str,
+    days: (&'static str, &'static str),
+) -> Config {
+    Config { source, models: GPT_OSS, system, framework: "vllm", weights: "mxfp4", image, measured: days }
+}
+
+/// A vLLM script's flags (`--max-num-seqs`, None: `$CONC`; `max-num-batched-tokens`;
+/// `--gpu-memory-utilization`; `kv-cache-dtype`) with InferenceX's client.
+const fn vllm(
+    max_num_seqs: Option<u64>,
+    max_num_batched_tokens: u64,
+    gpu_memory_utilization: f64,
+    kv_dtype: Option<&'static str>,
+) -> Flags {
+    let launch = Vllm { max_num_seqs, max_num_batched_tokens, gpu_memory_utilization };
+    Flags { launch: Launch::Vllm(launch), kv_dtype, rounds: 10, range_ratio: RANGE_RATIO }
+}
+
+/// `vllm/vllm-openai:v0.18.0`, set for gptoss-fp4-h100-vllm and gptoss-fp4-h200-vllm by
+/// cec542a9a (2026-03-27 08:01 UTC); 626932a11 (2026-03-28 06:38 UTC) then dropped their
+/// 1024/8192 runs.
+const V018_DAYS: (&str, &str) = ("2026-03-27", "2026-03-27");
+
+/// The gpt-oss vLLM recipes: InferenceX (SemiAnalysisAI/InferenceX) gptoss-fp4-{h100,h200}-vllm
+/// at cec542a9a and gptoss-fp4-b200-vllm at d2c2acb19 (2026-02-25 19:02 UTC, "update NVIDIA
+/// GPT-OSS vLLM image from v0.13.0 to v0.15.1"; the image and search space held until
+/// da5515841 on 2026-03-10). Their scripts' `config.yaml` sets `no-enable-prefix-caching`,
+/// `max-num-batched-tokens: 8192`, `max-cudagraph-capture-size: 2048` and a `max-model-len`
+/// above ISL + OSL; the command line `--gpu-memory-utilization 0.9` and `--max-num-seqs` (`$CONC`
+/// on Hopper, 512 on B200, whose `config.yaml` also sets `kv-cache-dtype: fp8`). Hopper runs
+/// the experts through Marlin (`VLLM_MXFP4_USE_MARLIN=1`), B200 through FlashInfer's
+/// MXFP4 × MXFP8 MoE: servesim prices both from the database's vLLM MXFP4 MoE table.
+const GPT_OSS_VLLM: [Recipe; 3] = [
+    // benchmarks/single_node/gptoss_fp4_h100.sh at cec542a9a.
+    Recipe {
+        at: gpt_oss(
+            "InferenceX gptoss-fp4-h100-vllm, benchmarks/single_node/gptoss_fp4_h100.sh at cec542a9a",
+            "h100_sxm",
+            "vllm/vllm-openai:v0.18.0",
+            V018_DAYS,
+        ),
+        runs: &[
+            run(2, 1024, 1024, 4, 64),
+            run(4, 1024, 1024, 4, 64),
+            run(8, 1024, 1024, 4, 64),
+            run(2, 1024, 8192, 4, 64),
+            run(4, 1024, 8192, 4, 64),
+            run(8, 1024, 8192, 4, 64),
+            run(2, 8192, 1024, 4, 64),
+            run(4, 8192, 1024, 4, 64),
+            run(8, 8192, 1024, 4, 16),
+        ],
+        flags: vllm(None, 8192, 0.9, None),
+    },
+    // benchmarks/single_node/gptoss_fp4_h200.sh at cec542a9a.
+    Recipe {
+        at: gpt_oss(
+            "InferenceX gptoss-fp4-h200-vllm, benchmarks/single_node/gptoss_fp4_h200.sh at cec542a9a",
+            "h200_sxm",
+            "vllm/vllm-openai:v0.18.0",
+            V018_DAYS,
+        ),
+        runs: &[
+            run(1, 1024, 1024, 4, 4),
+            run(2, 1024, 1024, 4, 64),
+            run(4, 1024, 1024, 4, 64),
+            run(8, 1024, 1024, 4, 64),
+            run(1, 1024, 8192, 4, 4),
+            run(2, 1024, 8192, 4, 64),
+            run(4, 1024, 8192, 4, 64),
+            run(8, 1024, 8192, 4, 64),
+            run(1, 8192, 1024, 4, 64),
+            run(2, 8192, 1024, 4, 64),
+            run(4, 8192, 1024, 4, 64),
+            run(8, 8192, 1024, 4, 32),
+        ],
+        flags: vllm(None, 8192, 0.9, None),
+    },
+    // benchmarks/single_node/gptoss_fp4_b200.sh at d2c2acb19.
+    Recipe {
+        at: gpt_oss(
+            "InferenceX gptoss-fp4-b200-vllm, benchmarks/single_node/gptoss_fp4_b200.sh at d2c2acb19",
+            "b200_sxm",
+            "vllm/vllm-openai:v0.15.1",
+            ("2026-02-25", "2026-03-09"),
+        ),
+        runs: &[
+            run(1, 1024, 1024, 4, 128),
+            run(2, 1024, 1024, 4, 128),
+            run(4, 1024, 1024, 4, 64),
+            run(8, 1024, 1024, 4, 8),
+            run(1, 1024, 8192, 4, 128),
+            run(2, 1024, 8192, 4, 128),
+            run(4, 1024, 8192, 4, 64),
+            run(8, 1024, 8192, 4, 8),
+            run(1, 8192, 1024, 4, 128),
+            run(2, 8192, 1024, 4, 128),
+            run(4, 8192, 1024, 4, 64),
+            run(8, 8192, 1024, 4, 4),
+        ],
+        flags: vllm(Some(512), 8192, 0.9, Some("fp8")),
     },
 ];
 
@@ -285,7 +427,7 @@ fn measured_day(source: &str) -> Option<&str> {
 
 /// The recipe a row's run matches, if any.
 pub(crate) fn recipe_of(run: &RowRun) -> Option<&'static Recipe> {
-    RECIPES.iter().find(|r| {
+    DSR1_SGLANG.iter().chain(&GPT_OSS_VLLM).find(|r| {
         r.at.ran(run)
             && r.runs.iter().any(|s| {
                 (s.tp, (s.isl, s.osl)) == (run.tp, run.lengths)
@@ -350,13 +492,15 @@ mod tests {
         // dsr1_fp8_b200.sh at 12ba0ae07: TP 4 (8192/1024 only) runs 32 requests at 0.95 with an
         // FP8 cache; TP 8 runs 128 at 0.82.
         let tp4 = recipe_of(&row("deepseek-r1", "fp8-block", (4, 8192, 1024, 32), CAMPAIGN)).expect("TP 4");
-        assert_eq!((tp4.flags.max_running, tp4.flags.mem_fraction_static, tp4.flags.kv_dtype), (32, 0.95, Some("fp8")));
+        let s4 = sglang_of(tp4);
+        assert_eq!((s4.max_running, s4.mem_fraction_static, tp4.flags.kv_dtype), (32, 0.95, Some("fp8")));
         let tp8 = recipe_of(&row("deepseek-v3", "fp8-block", (8, 1024, 8192, 8), DUMP)).expect("TP 8");
-        assert_eq!((tp8.flags.max_running, tp8.flags.chunk, tp8.flags.mem_fraction_static), (128, 32768, 0.82));
+        let s8 = sglang_of(tp8);
+        assert_eq!((s8.max_running, s8.chunk, s8.mem_fraction_static), (128, 32768, 0.82));
         assert_eq!((tp8.flags.rounds, tp8.flags.range_ratio), (10, 0.8));
         // SCHEDULER_RECV_INTERVAL: TP 8 10 below 16 clients and 30 from 16; TP 4 always 10.
-        assert_eq!((tp8.flags.recv_interval_at(8), tp8.flags.recv_interval_at(16)), (10, 30));
-        assert_eq!((tp4.flags.recv_interval_at(8), tp4.flags.recv_interval_at(32)), (10, 10));
+        assert_eq!((s8.recv_interval_at(8), s8.recv_interval_at(16)), (10, 30));
+        assert_eq!((s4.recv_interval_at(8), s4.recv_interval_at(32)), (10, 10));
         // Outside the config's search space (TP 4 only at 8192/1024 and up to 32 clients; TP 8
         // at 8192/1024 only with 4; up to 64 otherwise): not the recipe's run.
         for (tp, isl, osl, c) in [(4, 1024, 1024, 8), (4, 8192, 1024, 64), (8, 8192, 1024, 8), (8, 1024, 1024, 128)] {
@@ -378,7 +522,62 @@ mod tests {
         let h200 = |l: (u64, u64)| {
             recipe_of(&RowRun { system: "h200_sxm", ..row("deepseek-r1", "fp8-block", (8, l.0, l.1, 64), CAMPAIGN) })
         };
-        assert_eq!(h200((1024, 1024)).map(|r| (r.flags.max_running, r.flags.kv_dtype)), Some((512, None)));
-        assert_eq!(h200((8192, 1024)).map(|r| r.flags.max_running), Some(256));
+        assert_eq!(h200((1024, 1024)).map(|r| (sglang_of(r).max_running, r.flags.kv_dtype)), Some((512, None)));
+        assert_eq!(h200((8192, 1024)).map(|r| sglang_of(r).max_running), Some(256));
+    }
+
+    /// A recipe's SGLang flags.
+    fn sglang_of(r: &Recipe) -> Sglang {
+        match r.flags.launch {
+            Launch::Sglang(s) => s,
+            Launch::Vllm(_) => panic!("{} is a vLLM recipe", r.at.source),
+        }
+    }
+
+    /// A recipe's vLLM flags.
+    fn vllm_of(r: &Recipe) -> Vllm {
+        match r.flags.launch {
+            Launch::Vllm(v) => v,
+            Launch::Sglang(_) => panic!("{} is an SGLang recipe", r.at.source),
+        }
+    }
+
+    #[test]
+    fn a_gpt_oss_vllm_row_matches_its_configs_flags_and_search_space() {
+        // silicon_sample.csv's gpt-oss-120b vLLM rows of 2026-03-27 name vllm/vllm-openai:v0.18.0
+        // (lines 1904-1933 as a campaign, 3224-3651 as a dump), those of 2026-02-25 v0.15.1.
+        let v018 = "source_file=2026-03-27.csv; model=gpt-oss-120b; silicon_concurrency=64; \
+                    measured=2026-03-27T08:01:51Z; wip=False; image=vllm/vllm-openai:v0.18.0";
+        let oss = |system, layout, source| RowRun {
+            system,
+            framework: "vllm",
+            ..row("gpt-oss-120b", "mxfp4", layout, source)
+        };
+        // gptoss_fp4_h100.sh at cec542a9a: --max-num-seqs $CONC, 8192 batched tokens, 0.9, the
+        // cache left to auto.
+        let h100 = recipe_of(&oss("h100_sxm", (4, 1024, 1024, 64), v018)).expect("H100 TP 4");
+        let v = vllm_of(h100);
+        assert_eq!((v.max_num_seqs_at(64), v.max_num_seqs_at(8)), (64, 8));
+        assert_eq!((v.max_num_batched_tokens, v.gpu_memory_utilization, h100.flags.kv_dtype), (8192, 0.9, None));
+        assert_eq!((h100.flags.rounds, h100.flags.range_ratio), (10, 0.8));
+        // H200 runs TP 1 (1024/1024 with 4 clients only), H100 does not; H200 TP 8 at 8192/1024
+        // up to 32, H100 up to 16.
+        assert!(recipe_of(&oss("h200_sxm", (1, 1024, 1024, 4), v018)).is_some());
+        assert_eq!(recipe_of(&oss("h200_sxm", (1, 1024, 1024, 8), v018)), None);
+        assert_eq!(recipe_of(&oss("h100_sxm", (1, 1024, 1024, 4), v018)), None);
+        assert!(recipe_of(&oss("h200_sxm", (8, 8192, 1024, 32), v018)).is_some());
+        assert_eq!(recipe_of(&oss("h100_sxm", (8, 8192, 1024, 32), v018)), None);
+        // gptoss_fp4_b200.sh at d2c2acb19: 512 sequences whatever the clients, an FP8 cache.
+        let v015 = "measured=2026-02-25T00:00:00.000Z; vllm/vllm-openai:v0.15.1";
+        let b200 = recipe_of(&oss("b200_sxm", (1, 8192, 1024, 128), v015)).expect("B200 TP 1");
+        assert_eq!((vllm_of(b200).max_num_seqs_at(128), b200.flags.kv_dtype), (512, Some("fp8")));
+        // v0.15.1 on H100 (the image before cec542a9a), v0.18.0 a day later (626932a11 dropped
+        // 1024/8192), another engine or weights: none.
+        assert_eq!(recipe_of(&oss("h100_sxm", (4, 1024, 1024, 64), v015)), None);
+        let later = v018.replace("2026-03-27T08", "2026-03-28T08");
+        assert_eq!(recipe_of(&oss("h100_sxm", (4, 1024, 8192, 64), &later)), None);
+        let trt = RowRun { framework: "trtllm", ..oss("h100_sxm", (4, 1024, 1024, 64), v018) };
+        assert_eq!(recipe_of(&trt), None);
+        assert_eq!(recipe_of(&RowRun { weights: "fp8", ..oss("h100_sxm", (4, 1024, 1024, 64), v018) }), None);
     }
 }

@@ -37,7 +37,7 @@ use servesim_sim::scenario::{EngineLimits, Resources, ServingEngine};
 use servesim_sim::spec::{Dtype, GpuPreset, GpuSpec, ModelPreset, ModelSpec};
 use servesim_sim::Scenario;
 
-use super::recipes::{recipe_of, speculative_note, Recipe, RowRun};
+use super::recipes::{recipe_of, speculative_note, Launch, Recipe, RowRun};
 use crate::error::{CliError, Result};
 
 /// One measured row.
@@ -568,25 +568,37 @@ pub(super) fn generator_settings(doc: &mut Doc, framework: &str, gpu: &GpuSpec, 
     }
 }
 
-/// A recipe's launch flags (SGLang's; [`super::recipes`]): `--max-running-requests` and
-/// `--chunked-prefill-size` as the scheduler's limits, prefill batches first (SGLang's default
-/// without `--enable-mixed-chunk`), `--mem-fraction-static` under SGLang's memory rule and
-/// `--kv-cache-dtype` as the model's KV dtype, `--scheduler-recv-interval` at the row's
-/// concurrency ([`super::recipes::Flags::recv_interval_at`]). With `own`, `kind = "sglang"` with
-/// `--max-prefill-tokens`.
+/// A recipe's launch flags ([`super::recipes`]) at the row's concurrency. With `own`, the
+/// engine's own scheduler kind.
+/// - SGLang: `--max-running-requests` and `--chunked-prefill-size` as the scheduler's limits,
+///   prefill batches first (SGLang's default without `--enable-mixed-chunk`; with `own`,
+///   `kind = "sglang"` with `--max-prefill-tokens`), `--mem-fraction-static` under SGLang's
+///   memory rule, `--scheduler-recv-interval` at the row's concurrency
+///   ([`super::recipes::Sglang::recv_interval_at`]).
+/// - vLLM: `--max-num-seqs` and `max-num-batched-tokens` as the scheduler's limits, V1's
+///   chunked prefill with decodes first, `--gpu-memory-utilization` under vLLM's memory rule.
 fn recipe_settings(doc: &mut Doc, r: &Recipe, concurrency: u32, own: bool) {
-    let f = r.flags;
-    let batching = if own {
-        kind("sglang", &[("max_prefill_tokens", (f.max_prefill.unwrap_or(16384) as i64).into())])
-    } else {
-        chunked("prefill")
-    };
-    doc.scheduler(f.max_running, f.chunk, &batching)
-        .set("memory.engine", "sglang")
-        .set("memory.mem_fraction_static", f.mem_fraction_static);
-    let interval = f.recv_interval_at(concurrency);
-    if interval > 1 {
-        doc.set("scheduler.recv_interval", interval as i64);
+    match r.flags.launch {
+        Launch::Sglang(f) => {
+            let batching = if own {
+                kind("sglang", &[("max_prefill_tokens", (f.max_prefill.unwrap_or(16384) as i64).into())])
+            } else {
+                chunked("prefill")
+            };
+            doc.scheduler(f.max_running, f.chunk, &batching)
+                .set("memory.engine", "sglang")
+                .set("memory.mem_fraction_static", f.mem_fraction_static);
+            let interval = f.recv_interval_at(concurrency);
+            if interval > 1 {
+                doc.set("scheduler.recv_interval", interval as i64);
+            }
+        }
+        Launch::Vllm(f) => {
+            let batching = if own { kind("vllm-v1", &[]) } else { chunked("decode") };
+            doc.scheduler(f.max_num_seqs_at(concurrency), f.max_num_batched_tokens, &batching)
+                .set("memory.engine", "vllm")
+                .set("memory.gpu_memory_utilization", f.gpu_memory_utilization);
+        }
     }
 }
 
@@ -1303,7 +1315,6 @@ mod tests {
         Row { line: 2, id: "x".into(), fields: base }
     }
 
-    /// The benchmark as the scoreboard runs it by default, one round.
     /// The scenario of a case priced by the roofline (no kernel database here).
     fn scenario(c: &Case, b: Bench) -> Scenario {
         let c = Case { roofline: true, ..c.clone() };
@@ -1320,6 +1331,7 @@ mod tests {
         d.at(path).and_then(toml::Value::as_str).unwrap_or_else(|| panic!("no string at {path}"))
     }
 
+    /// The benchmark as the scoreboard runs it by default, one round.
     fn bench() -> Bench {
         Bench {
             rounds: 1,
@@ -1640,6 +1652,57 @@ mod tests {
             "{recipe}"
         );
         assert!(line(Bench { engine_limits: Limits::Generator, ..b }).ends_with(",generator,0.0,1,0,\"\""));
+    }
+
+    /// The gpt-oss-120b H100 row of InferenceX's vLLM recipe (aiconfigurator-core 0.12.0
+    /// silicon_sample.csv line 1904, its fields as the row has them) runs
+    /// benchmarks/single_node/gptoss_fp4_h100.sh's flags at cec542a9a: `--max-num-seqs $CONC`,
+    /// 8192 batched tokens, V1's chunked prefill decodes first, vLLM's memory rule at 0.9, the
+    /// checkpoint's BF16 cache, and InferenceX's client; the generator's limits instead are
+    /// 512 sequences and C + ISL + 1500 tokens.
+    #[test]
+    fn a_row_of_an_inferencex_vllm_recipe_runs_its_flags_and_client() {
+        let r = row(&[
+            ("model_path", "openai/gpt-oss-120b"),
+            ("backend_version", "0.18.0"),
+            ("system", "h100_sxm"),
+            ("precision", "fp4"),
+            ("gemm_quant_mode", "nvfp4"),
+            ("moe_quant_mode", "nvfp4"),
+            ("isl", "1024"),
+            ("osl", "1024"),
+            ("batch_size", "64"),
+            ("tp_size", "4"),
+            ("moe_tp_size", "4"),
+            ("moe_ep_size", "1"),
+            (
+                "silicon_data_source",
+                "source_file=2026-03-25.csv; model=GPT-OSS-120B; silicon_concurrency=64; \
+                 measured=2026-03-27T08:01:51Z; wip=False; image=vllm/vllm-openai:v0.18.0",
+            ),
+        ]);
+        let c = case_of(&r).unwrap();
+        assert_eq!(c.limits(Limits::Auto).name(), "recipe");
+        let d = scenario_doc(&c, bench(), None, None, 0.0);
+        assert_eq!((int_at(&d, "scheduler.max_num_seqs"), int_at(&d, "scheduler.max_num_batched_tokens")), (64, 8192));
+        assert_eq!(
+            (str_at(&d, "scheduler.batching.kind"), str_at(&d, "scheduler.batching.priority")),
+            ("chunked", "decode")
+        );
+        assert_eq!(str_at(&d, "memory.engine"), "vllm");
+        assert_eq!(d.at("memory.gpu_memory_utilization").and_then(toml::Value::as_float), Some(0.9));
+        assert_eq!(str_at(&d, "model.kv_dtype"), "bf16");
+        assert_eq!((int_at(&d, "workload.prompt_tokens.min"), int_at(&d, "workload.prompt_tokens.max")), (819, 1024));
+        assert_eq!(int_at(&d, "workload.requests"), 640);
+        assert_eq!(d.at("scheduler.recv_interval"), None);
+        let own = scenario_doc(&c, Bench { engine_schedulers: true, ..bench() }, None, None, 0.0);
+        assert_eq!(str_at(&own, "scheduler.batching.kind"), "vllm-v1");
+        // The scenario takes every key: vLLM's rule sizes the pool.
+        let s = scenario(&c, bench());
+        assert_eq!((s.groups[0].scheduler.max_num_seqs, s.groups[0].scheduler.max_num_batched_tokens), (64, 8192));
+        let g = scenario_doc(&c, Bench { engine_limits: Limits::Generator, ..bench() }, None, None, 0.0);
+        assert_eq!((int_at(&g, "scheduler.max_num_seqs"), int_at(&g, "scheduler.max_num_batched_tokens")), (512, 2588));
+        assert_eq!((g.at("memory.engine"), int_at(&g, "workload.prompt_tokens.value")), (None, 1024));
     }
 
     #[test]
