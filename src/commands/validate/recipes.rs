@@ -66,17 +66,26 @@ pub(crate) struct Recipe {
     pub flags: Flags,
 }
 
-/// A search-space entry: TP, ISL, OSL and the concurrencies from `conc-start` to `conc-end`.
+/// A search-space entry: TP, ISL, OSL and the concurrencies from `conc-start` to `conc-end`;
+/// where the entry says, whether the experts are expert-parallel (`ep` above 1) and attention
+/// data-parallel (`dp-attn`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Run {
     pub tp: u32,
     pub isl: u64,
     pub osl: u64,
     pub concurrency: (u32, u32),
+    /// (EP, DP attention); None: any.
+    pub layout: Option<(bool, bool)>,
 }
 
 const fn run(tp: u32, isl: u64, osl: u64, lo: u32, hi: u32) -> Run {
-    Run { tp, isl, osl, concurrency: (lo, hi) }
+    Run { tp, isl, osl, concurrency: (lo, hi), layout: None }
+}
+
+/// An entry that names its layout: `ep` (EP above 1) and `dp` (`dp-attn: true`).
+const fn laid(tp: u32, ep: bool, dp: bool, isl: u64, osl: u64, lo: u32, hi: u32) -> Run {
+    Run { tp, isl, osl, concurrency: (lo, hi), layout: Some((ep, dp)) }
 }
 
 /// A recipe's launch flags and its client, as servesim keys.
@@ -99,6 +108,7 @@ pub(crate) struct Flags {
 pub(crate) enum Launch {
     Sglang(Sglang),
     Vllm(Vllm),
+    Trtllm(Trtllm),
 }
 
 /// An SGLang launch.
@@ -125,6 +135,50 @@ impl Sglang {
         } else {
             self.recv_interval.0
         }
+    }
+}
+
+/// A TensorRT-LLM launch (`trtllm-serve` with an options file), the script's settings following
+/// the row's lengths, TP and concurrency ([`Trtllm::at`]). Chunked prefill stays off and
+/// `max_batch_size` at TensorRT-LLM's default (neither script sets them); the MoE backend,
+/// CUDA graphs and `stream_interval: 10` are not modelled — the last does not delay the first
+/// token (`PyExecutor._handle_responses` answers at `py_decoding_iter == 1`,
+/// tensorrt_llm/_torch/pyexecutor/py_executor.py, NVIDIA/TensorRT-LLM 0004396).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Trtllm {
+    /// benchmarks/dsr1_fp8_b200_trt.sh at ec7bafaae.
+    Dsr1Fp8B200,
+    /// benchmarks/dsr1_fp4_b200_trt.sh at 6eecc0e66.
+    Dsr1Fp4B200,
+}
+
+/// What a TensorRT-LLM script launches a run with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct TrtllmAt {
+    /// `--max_num_tokens`: `((CONC + ISL + 64 + 63) / 64) × 64`, at least 8192.
+    pub max_num_tokens: u64,
+    /// `kv_cache_config.free_gpu_memory_fraction`.
+    pub free_gpu_memory_fraction: f64,
+    /// `batch_wait_timeout_iters` and `batch_wait_max_tokens_ratio`, where set.
+    pub batch_wait: Option<(u32, f64)>,
+}
+
+impl Trtllm {
+    /// The settings of a run of `isl`/`osl` at `concurrency` clients on `tp` GPUs: the scripts'
+    /// `if` branches.
+    pub(crate) fn at(&self, isl: u64, osl: u64, concurrency: u32, tp: u32) -> TrtllmAt {
+        let c = concurrency as u64;
+        let max_num_tokens = ((c + isl + 64 + 63) / 64 * 64).max(8192);
+        let (free_gpu_memory_fraction, batch_wait) = match self {
+            Trtllm::Dsr1Fp8B200 => match (isl, osl) {
+                (1024, 1024) if c >= 64 => (0.8, Some((40, 0.8))),
+                (1024, 8192) if c >= 256 => (0.7, None),
+                (8192, 1024) if tp == 4 => (0.75, None),
+                _ => (0.8, None),
+            },
+            Trtllm::Dsr1Fp4B200 => (0.8, None),
+        };
+        TrtllmAt { max_num_tokens, free_gpu_memory_fraction, batch_wait }
     }
 }
 
@@ -348,6 +402,76 @@ const GPT_OSS_VLLM: [Recipe; 3] = [
     },
 ];
 
+/// A DeepSeek-R1 B200 TensorRT-LLM config on 1.2.0rc6.post2 from `from` (the commit that set
+/// it) until 8d81e0bf4 moved the scripts (2026-02-19).
+const fn rc6_post2(source: &'static str, weights: &'static str, from: &'static str) -> Config {
+    Config {
+        source,
+        models: DSR1,
+        system: "b200_sxm",
+        framework: "trtllm",
+        weights,
+        image: "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6.post2",
+        measured: (from, "2026-02-18"),
+    }
+}
+
+/// A TensorRT-LLM script's flags (its options file: `kv_cache_config.dtype: fp8` in both) with
+/// InferenceX's client.
+const fn trtllm(script: Trtllm) -> Flags {
+    Flags { launch: Launch::Trtllm(script), kv_dtype: Some("fp8"), rounds: 10, range_ratio: RANGE_RATIO }
+}
+
+/// InferenceX's DeepSeek-R1 B200 TensorRT-LLM configs without MTP on 1.2.0rc6.post2:
+/// dsr1-fp8-b200-trt at ec7bafaae (2026-01-29, "[NV] dsr1 fp8 b200 agg update", the only config
+/// on that image until 6eecc0e66) and dsr1-fp4-b200-trt at 6eecc0e66 (2026-02-03, "[NV] dsr1 fp4
+/// b200 trt agg update"), with their search spaces (TP, EP, DP attention per entry).
+const DSR1_TRTLLM: [Recipe; 2] = [
+    Recipe {
+        at: rc6_post2(
+            "InferenceX dsr1-fp8-b200-trt, benchmarks/dsr1_fp8_b200_trt.sh at ec7bafaae",
+            "fp8-block",
+            "2026-01-29",
+        ),
+        runs: &[
+            laid(8, false, false, 1024, 1024, 64, 128),
+            laid(4, false, false, 1024, 1024, 8, 16),
+            laid(8, false, false, 1024, 1024, 4, 8),
+            laid(8, true, true, 1024, 8192, 256, 256),
+            laid(8, false, false, 1024, 8192, 4, 128),
+            laid(8, false, false, 8192, 1024, 64, 256),
+            laid(4, false, false, 8192, 1024, 8, 32),
+            laid(8, false, false, 8192, 1024, 4, 8),
+        ],
+        flags: trtllm(Trtllm::Dsr1Fp8B200),
+    },
+    Recipe {
+        at: rc6_post2(
+            "InferenceX dsr1-fp4-b200-trt, benchmarks/dsr1_fp4_b200_trt.sh at 6eecc0e66",
+            "fp4",
+            "2026-02-03",
+        ),
+        runs: &[
+            laid(4, false, false, 1024, 1024, 4, 16),
+            laid(4, true, true, 1024, 1024, 256, 256),
+            laid(8, false, false, 1024, 1024, 4, 4),
+            laid(8, true, false, 1024, 1024, 64, 64),
+            laid(8, true, true, 1024, 1024, 128, 256),
+            laid(4, false, false, 1024, 8192, 4, 16),
+            laid(4, true, true, 1024, 8192, 256, 256),
+            laid(8, false, false, 1024, 8192, 4, 4),
+            laid(8, true, false, 1024, 8192, 64, 64),
+            laid(8, true, true, 1024, 8192, 128, 256),
+            laid(4, false, false, 8192, 1024, 4, 32),
+            laid(4, true, false, 8192, 1024, 32, 32),
+            laid(4, true, true, 8192, 1024, 256, 256),
+            laid(8, false, false, 8192, 1024, 4, 4),
+            laid(8, true, true, 8192, 1024, 128, 256),
+        ],
+        flags: trtllm(Trtllm::Dsr1Fp4B200),
+    },
+];
+
 /// An image that, on the days given, only InferenceX's configs with speculative decoding ran:
 /// a row of it was most likely measured with MTP draft layers, which the scoreboard does not
 /// simulate (the drafts' acceptance on the benchmark's random prompts is not recorded), so the
@@ -404,6 +528,8 @@ pub(crate) struct RowRun<'a> {
     pub framework: &'a str,
     pub weights: &'a str,
     pub tp: u32,
+    /// Experts expert-parallel, attention data-parallel.
+    pub layout: (bool, bool),
     pub lengths: (u64, u64),
     pub concurrency: u32,
     pub source: &'a str,
@@ -427,11 +553,12 @@ fn measured_day(source: &str) -> Option<&str> {
 
 /// The recipe a row's run matches, if any.
 pub(crate) fn recipe_of(run: &RowRun) -> Option<&'static Recipe> {
-    DSR1_SGLANG.iter().chain(&GPT_OSS_VLLM).find(|r| {
+    DSR1_SGLANG.iter().chain(&GPT_OSS_VLLM).chain(&DSR1_TRTLLM).find(|r| {
         r.at.ran(run)
             && r.runs.iter().any(|s| {
                 (s.tp, (s.isl, s.osl)) == (run.tp, run.lengths)
                     && (s.concurrency.0..=s.concurrency.1).contains(&run.concurrency)
+                    && s.layout.is_none_or(|l| l == run.layout)
             })
     })
 }
@@ -443,7 +570,17 @@ mod tests {
     /// A B200 SGLang row: (TP, ISL, OSL, concurrency).
     fn row<'a>(model: &'a str, weights: &'a str, layout: (u32, u64, u64, u32), source: &'a str) -> RowRun<'a> {
         let (tp, isl, osl, concurrency) = layout;
-        RowRun { model, system: "b200_sxm", framework: "sglang", weights, tp, lengths: (isl, osl), concurrency, source }
+        RowRun {
+            model,
+            system: "b200_sxm",
+            framework: "sglang",
+            weights,
+            tp,
+            layout: (false, false),
+            lengths: (isl, osl),
+            concurrency,
+            source,
+        }
     }
 
     // The sources as the scoreboard's rows write them (aiconfigurator-core 0.12.0
@@ -530,7 +667,7 @@ mod tests {
     fn sglang_of(r: &Recipe) -> Sglang {
         match r.flags.launch {
             Launch::Sglang(s) => s,
-            Launch::Vllm(_) => panic!("{} is a vLLM recipe", r.at.source),
+            _ => panic!("{} is not an SGLang recipe", r.at.source),
         }
     }
 
@@ -538,7 +675,7 @@ mod tests {
     fn vllm_of(r: &Recipe) -> Vllm {
         match r.flags.launch {
             Launch::Vllm(v) => v,
-            Launch::Sglang(_) => panic!("{} is an SGLang recipe", r.at.source),
+            _ => panic!("{} is not a vLLM recipe", r.at.source),
         }
     }
 
@@ -579,5 +716,62 @@ mod tests {
         let trt = RowRun { framework: "trtllm", ..oss("h100_sxm", (4, 1024, 1024, 64), v018) };
         assert_eq!(recipe_of(&trt), None);
         assert_eq!(recipe_of(&RowRun { weights: "fp8", ..oss("h100_sxm", (4, 1024, 1024, 64), v018) }), None);
+    }
+
+    #[test]
+    fn a_deepseek_trtllm_row_matches_by_layout_and_runs_its_scripts_branches() {
+        // silicon_sample.csv's DeepSeek-R1 B200 TensorRT-LLM rows of 2026-01-29 (FP8) and
+        // 2026-02-03 (FP4) name 1.2.0rc6.post2 in both source forms.
+        let fp8 = "measured=2026-01-29T00:00:00.000Z; nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post2";
+        let fp4 = "source_file=2026-04-06.csv; measured=2026-02-03T00:00:00.000Z; \
+                   image=nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post2";
+        let trt = |weights, layout: (u32, u64, u64, u32), ep_dp, source| RowRun {
+            framework: "trtllm",
+            layout: ep_dp,
+            ..row("deepseek-r1", weights, layout, source)
+        };
+        let plain = (false, false);
+        // dsr1_fp8_b200_trt.sh at ec7bafaae: 1024/1024 from 64 clients waits for batches (40
+        // iterations, 0.8 of the token budget); 8192/1024 on TP 4 keeps 0.75 of the free memory,
+        // 1024/8192 at 256 clients (TP 8, EP 8, DP attention) 0.7; otherwise 0.8.
+        let r = recipe_of(&trt("fp8-block", (8, 1024, 1024, 64), plain, fp8)).expect("FP8 TP 8");
+        let Launch::Trtllm(script) = r.flags.launch else { panic!("{:?}", r.flags.launch) };
+        assert_eq!(r.flags.kv_dtype, Some("fp8"));
+        // --max_num_tokens: ((64 + 1024 + 64 + 63) / 64) × 64 = 1152, at least 8192.
+        assert_eq!(
+            script.at(1024, 1024, 64, 8),
+            TrtllmAt { max_num_tokens: 8192, free_gpu_memory_fraction: 0.8, batch_wait: Some((40, 0.8)) }
+        );
+        assert_eq!(script.at(1024, 1024, 32, 8).batch_wait, None);
+        assert_eq!(script.at(8192, 1024, 32, 4).free_gpu_memory_fraction, 0.75);
+        assert_eq!(script.at(8192, 1024, 32, 8).free_gpu_memory_fraction, 0.8);
+        assert_eq!(script.at(1024, 8192, 256, 8).free_gpu_memory_fraction, 0.7);
+        // (256 + 8192 + 64 + 63) / 64 × 64 = 8512.
+        assert_eq!(script.at(8192, 1024, 256, 8).max_num_tokens, 8512);
+        // The layout decides where the search space gives one: 1024/8192 at 256 clients is TP 8
+        // with EP and DP attention, not plain TP 8 (that entry ends at 128).
+        assert!(recipe_of(&trt("fp8-block", (8, 1024, 8192, 256), (true, true), fp8)).is_some());
+        assert_eq!(recipe_of(&trt("fp8-block", (8, 1024, 8192, 256), plain, fp8)), None);
+        assert_eq!(recipe_of(&trt("fp8-block", (8, 1024, 8192, 128), (true, false), fp8)), None);
+        // dsr1_fp4_b200_trt.sh at 6eecc0e66: 8192/1024 at 32 clients on TP 4 with or without EP,
+        // 0.8 and no batch waiting anywhere.
+        let f4 = |ep_dp| recipe_of(&trt("fp4", (4, 8192, 1024, 32), ep_dp, fp4));
+        assert!(f4(plain).is_some() && f4((true, false)).is_some());
+        assert_eq!(f4((true, true)), None);
+        let Launch::Trtllm(s4) = f4(plain).unwrap().flags.launch else { panic!() };
+        assert_eq!(
+            s4.at(1024, 1024, 64, 8),
+            TrtllmAt { max_num_tokens: 8192, free_gpu_memory_fraction: 0.8, batch_wait: None }
+        );
+        // The FP8 image a day before its config took it, and the FP4 config before 2026-02-03:
+        // none; the MTP configs' post3 is not a recipe (speculative).
+        for (weights, layout, source) in [
+            ("fp8-block", (8, 1024, 1024, 64), fp8.replace("01-29", "01-28")),
+            ("fp4", (8, 1024, 1024, 4), fp4.replace("02-03", "01-29")),
+            ("fp8-block", (8, 1024, 1024, 64), fp8.replace("post2", "post3")),
+        ] {
+            let r = RowRun { framework: "trtllm", ..row("deepseek-r1", weights, layout, &source) };
+            assert_eq!(recipe_of(&r), None, "{source}");
+        }
     }
 }

@@ -222,6 +222,7 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
         framework: &c.framework,
         weights: c.weights,
         tp: c.tp,
+        layout: (c.ep, c.dp > 1),
         lengths: (c.isl, c.osl),
         concurrency: c.concurrency,
         source: r.get("silicon_data_source"),
@@ -568,8 +569,8 @@ pub(super) fn generator_settings(doc: &mut Doc, framework: &str, gpu: &GpuSpec, 
     }
 }
 
-/// A recipe's launch flags ([`super::recipes`]) at the row's concurrency. With `own`, the
-/// engine's own scheduler kind.
+/// A recipe's launch flags ([`super::recipes`]) for a case's run. With `own`, the engine's own
+/// scheduler kind.
 /// - SGLang: `--max-running-requests` and `--chunked-prefill-size` as the scheduler's limits,
 ///   prefill batches first (SGLang's default without `--enable-mixed-chunk`; with `own`,
 ///   `kind = "sglang"` with `--max-prefill-tokens`), `--mem-fraction-static` under SGLang's
@@ -577,7 +578,11 @@ pub(super) fn generator_settings(doc: &mut Doc, framework: &str, gpu: &GpuSpec, 
 ///   ([`super::recipes::Sglang::recv_interval_at`]).
 /// - vLLM: `--max-num-seqs` and `max-num-batched-tokens` as the scheduler's limits, V1's
 ///   chunked prefill with decodes first, `--gpu-memory-utilization` under vLLM's memory rule.
-fn recipe_settings(doc: &mut Doc, r: &Recipe, concurrency: u32, own: bool) {
+/// - TensorRT-LLM: TensorRT-LLM's default `max_batch_size` and the script's `--max_num_tokens`
+///   without chunking ([`trtllm_settings`]), its `free_gpu_memory_fraction` under
+///   TensorRT-LLM's memory rule, its batch waiting, and with DP attention its
+///   `attention_dp_config` ([`ADP_BALANCE_RECIPE`]) ([`super::recipes::Trtllm::at`]).
+fn recipe_settings(doc: &mut Doc, r: &Recipe, c: &Case, gpu: &GpuSpec, own: bool) {
     match r.flags.launch {
         Launch::Sglang(f) => {
             let batching = if own {
@@ -588,16 +593,29 @@ fn recipe_settings(doc: &mut Doc, r: &Recipe, concurrency: u32, own: bool) {
             doc.scheduler(f.max_running, f.chunk, &batching)
                 .set("memory.engine", "sglang")
                 .set("memory.mem_fraction_static", f.mem_fraction_static);
-            let interval = f.recv_interval_at(concurrency);
+            let interval = f.recv_interval_at(c.concurrency);
             if interval > 1 {
                 doc.set("scheduler.recv_interval", interval as i64);
             }
         }
         Launch::Vllm(f) => {
             let batching = if own { kind("vllm-v1", &[]) } else { chunked("decode") };
-            doc.scheduler(f.max_num_seqs_at(concurrency), f.max_num_batched_tokens, &batching)
+            doc.scheduler(f.max_num_seqs_at(c.concurrency), f.max_num_batched_tokens, &batching)
                 .set("memory.engine", "vllm")
                 .set("memory.gpu_memory_utilization", f.gpu_memory_utilization);
+        }
+        Launch::Trtllm(t) => {
+            let at = t.at(c.isl, c.osl, c.concurrency, c.tp);
+            let seqs = ServingEngine::Trtllm.default_limits(gpu).max_num_seqs as u64;
+            trtllm_settings(doc, seqs, at.max_num_tokens, c.osl);
+            doc.set("memory.engine", "trtllm").set("memory.gpu_memory_utilization", at.free_gpu_memory_fraction);
+            if let Some((iters, ratio)) = at.batch_wait {
+                doc.set("scheduler.batch_wait.timeout_iters", iters as i64)
+                    .set("scheduler.batch_wait.max_tokens_ratio", ratio);
+            }
+            if c.dp > 1 {
+                adp_balance(doc);
+            }
         }
     }
 }
@@ -638,6 +656,14 @@ pub(super) struct Bench {
 /// settings are not recorded (their images, TensorRT-LLM 1.2.0rc6 written `nvcr.io#…` as
 /// InferenceX's Slurm runners write them, suggest InferenceX's runs).
 const ADP_BALANCE_RECIPE: (u32, u32) = (60, 0);
+
+/// TensorRT-LLM's attention-DP balancing as [`ADP_BALANCE_RECIPE`] sets it.
+fn adp_balance(doc: &mut Doc) {
+    let (timeout, wait) = ADP_BALANCE_RECIPE;
+    doc.set("cluster.attention_dp_config.enable_balance", true)
+        .set("cluster.attention_dp_config.timeout_iters", timeout as i64)
+        .set("cluster.attention_dp_config.batching_wait_iters", wait as i64);
+}
 
 impl Bench {
     /// How the rows were run, as silicon.json's keys.
@@ -770,7 +796,7 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
         }
         RowLimits::Defaults => engine_settings(&mut doc, &c.framework, &gpu, c.osl, bench.engine_schedulers),
         RowLimits::Recipe(r) => {
-            recipe_settings(&mut doc, r, c.concurrency, bench.engine_schedulers);
+            recipe_settings(&mut doc, r, c, &gpu, bench.engine_schedulers);
             rounds = r.flags.rounds;
         }
     }
@@ -804,10 +830,7 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
         doc.set("frontend.engine", c.framework.as_str());
     }
     if bench.adp_balance && c.dp > 1 && c.framework == "trtllm" {
-        let (timeout, wait) = ADP_BALANCE_RECIPE;
-        doc.set("cluster.attention_dp_config.enable_balance", true)
-            .set("cluster.attention_dp_config.timeout_iters", timeout as i64)
-            .set("cluster.attention_dp_config.batching_wait_iters", wait as i64);
+        adp_balance(&mut doc);
     }
     // TensorRT-LLM sizes its KV cache by its own rule, with its default free_gpu_memory_fraction
     // 0.9 (`KvCacheConfig`): not the 0.80 of the generator's template, under which campaign rows
@@ -1703,6 +1726,65 @@ mod tests {
         let g = scenario_doc(&c, Bench { engine_limits: Limits::Generator, ..bench() }, None, None, 0.0);
         assert_eq!((int_at(&g, "scheduler.max_num_seqs"), int_at(&g, "scheduler.max_num_batched_tokens")), (512, 2588));
         assert_eq!((g.at("memory.engine"), int_at(&g, "workload.prompt_tokens.value")), (None, 1024));
+    }
+
+    /// DeepSeek-R1 FP8 TensorRT-LLM rows of InferenceX's dsr1_fp8_b200_trt.sh at ec7bafaae
+    /// (silicon_sample.csv's rows of 2026-01-29 on 1.2.0rc6.post2): 1024/1024 at 64 clients on
+    /// TP 8 runs `--max_num_tokens` 8192 unchunked with TensorRT-LLM's 2048 sequences, 0.8 of
+    /// the free memory under its rule, batch waiting (40 iterations, 0.8), an FP8 cache; the
+    /// 256-client row with EP and DP attention (32 a rank on 8) the attention-DP balancing at
+    /// 0.7.
+    #[test]
+    fn a_row_of_an_inferencex_trtllm_recipe_runs_its_scripts_branch() {
+        let fields = |osl: &'static str, c: &'static str, layout: [(&'static str, &'static str); 4]| {
+            let mut f = vec![
+                ("model_path", "deepseek-ai/DeepSeek-R1"),
+                ("gemm_quant_mode", "fp8"),
+                ("backend", "trtllm"),
+                ("system", "b200_sxm"),
+                ("isl", "1024"),
+                ("osl", osl),
+                ("batch_size", c),
+                (
+                    "silicon_data_source",
+                    "measured=2026-01-29T00:00:00.000Z; nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post2",
+                ),
+            ];
+            f.extend(layout);
+            row(&f)
+        };
+        let tp8 = [("tp_size", "8"), ("attention_dp_size", "1"), ("moe_tp_size", "8"), ("moe_ep_size", "1")];
+        let c = case_of(&fields("1024", "64", tp8)).unwrap();
+        assert_eq!(c.limits(Limits::Auto).name(), "recipe");
+        let d = scenario_doc(&c, bench(), None, None, 0.0);
+        assert_eq!(
+            (int_at(&d, "scheduler.max_num_seqs"), int_at(&d, "scheduler.max_num_batched_tokens")),
+            (2048, 8192)
+        );
+        assert_eq!(
+            (str_at(&d, "scheduler.batching.kind"), str_at(&d, "scheduler.kv_cache.allocation")),
+            ("continuous", "reserve-max")
+        );
+        assert_eq!(str_at(&d, "memory.engine"), "trtllm");
+        assert_eq!(d.at("memory.gpu_memory_utilization").and_then(toml::Value::as_float), Some(0.8));
+        assert_eq!(int_at(&d, "scheduler.batch_wait.timeout_iters"), 40);
+        assert_eq!(d.at("scheduler.batch_wait.max_tokens_ratio").and_then(toml::Value::as_float), Some(0.8));
+        assert_eq!((str_at(&d, "model.kv_dtype"), int_at(&d, "workload.requests")), ("fp8", 640));
+        assert_eq!(d.at("cluster.attention_dp_config"), None);
+        // The scenario takes every key.
+        assert_eq!(scenario(&c, bench()).groups[0].scheduler.max_num_batched_tokens, 8192);
+        // With EP and DP attention: the balancing, 0.7 of the free memory, no batch waiting.
+        let dp = [("tp_size", "1"), ("attention_dp_size", "8"), ("moe_tp_size", "1"), ("moe_ep_size", "8")];
+        let c = case_of(&fields("8192", "32", dp)).unwrap();
+        assert_eq!((c.limits(Limits::Auto).name(), c.concurrency, c.dp), ("recipe", 256, 8));
+        let d = scenario_doc(&c, bench(), None, None, 0.0);
+        assert_eq!(d.at("memory.gpu_memory_utilization").and_then(toml::Value::as_float), Some(0.7));
+        assert_eq!(d.at("cluster.attention_dp_config.enable_balance").and_then(toml::Value::as_bool), Some(true));
+        assert_eq!(int_at(&d, "cluster.attention_dp_config.timeout_iters"), 60);
+        assert_eq!(d.at("scheduler.batch_wait"), None);
+        // Under the generator's limits none of it.
+        let g = scenario_doc(&c, Bench { engine_limits: Limits::Generator, ..bench() }, None, None, 0.0);
+        assert_eq!((g.at("memory.gpu_memory_utilization"), g.at("cluster.attention_dp_config")), (None, None));
     }
 
     #[test]
