@@ -168,7 +168,7 @@ impl Trtllm {
     /// `if` branches.
     pub(crate) fn at(&self, isl: u64, osl: u64, concurrency: u32, tp: u32) -> TrtllmAt {
         let c = concurrency as u64;
-        let max_num_tokens = ((c + isl + 64 + 63) / 64 * 64).max(8192);
+        let max_num_tokens = ((c + isl + 64).div_ceil(64) * 64).max(8192);
         let (free_gpu_memory_fraction, batch_wait) = match self {
             Trtllm::Dsr1Fp8B200 => match (isl, osl) {
                 (1024, 1024) if c >= 64 => (0.8, Some((40, 0.8))),
