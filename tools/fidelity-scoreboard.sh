@@ -134,12 +134,15 @@ print("| rows run by a recipe | rows | TTFT / TPOT, recipe (default) | TTFT / TP
 print("|---|---|---|---|---|---|")
 DSR1 = lambda r: r["model"].startswith("deepseek")
 OSS = lambda r: r["model"] == "gpt-oss-120b"
-parts = [("DeepSeek, B200, FP8 (SGLang)", lambda r: DSR1(r) and r["system"] == "b200_sxm" and r["weights"] == "fp8-block"),
-         ("DeepSeek, B200, FP4 (SGLang)", lambda r: DSR1(r) and r["system"] == "b200_sxm" and r["weights"] == "fp4"),
-         ("DeepSeek, H200, FP8 (SGLang)", lambda r: DSR1(r) and r["system"] == "h200_sxm"),
+SGL = lambda r: DSR1(r) and r["framework"] == "sglang"
+parts = [("DeepSeek, B200, FP8 (SGLang)", lambda r: SGL(r) and r["system"] == "b200_sxm" and r["weights"] == "fp8-block"),
+         ("DeepSeek, B200, FP4 (SGLang)", lambda r: SGL(r) and r["system"] == "b200_sxm" and r["weights"] == "fp4"),
+         ("DeepSeek, H200, FP8 (SGLang)", lambda r: SGL(r) and r["system"] == "h200_sxm"),
          ("gpt-oss-120b, H100 (vLLM)", lambda r: OSS(r) and r["system"] == "h100_sxm"),
          ("gpt-oss-120b, H200 (vLLM)", lambda r: OSS(r) and r["system"] == "h200_sxm"),
-         ("gpt-oss-120b, B200 (vLLM)", lambda r: OSS(r) and r["system"] == "b200_sxm"),
+         ("gpt-oss-120b, B200 (vLLM)", lambda r: OSS(r) and r["system"] == "b200_sxm" and r["framework"] == "vllm"),
+         ("DeepSeek, B200, FP8 (TensorRT-LLM)", lambda r: DSR1(r) and r["framework"] == "trtllm" and r["weights"] == "fp8-block"),
+         ("DeepSeek, B200, FP4 (TensorRT-LLM)", lambda r: DSR1(r) and r["framework"] == "trtllm" and r["weights"] == "fp4"),
          ("all", lambda r: True)]
 for label, pred in parts:
     rs = [r for r in recipe if pred(r)]
