@@ -156,6 +156,34 @@ print(f"Of the {len(full_gen)} rows over-full under `--engine-limits generator` 
       f"{ratios([gen[r['line']] for r in ran])} under the generator's limits, {ratios(ran)} under the recipe "
       f"(its pool {min(int(r['kv_tokens']) for r in ran) if ran else 0:,}–{max(int(r['kv_tokens']) for r in ran) if ran else 0:,} tokens). "
       "Median |error| of mean TTFT / mean TPOT; made by `tools/fidelity-scoreboard.sh`.")
+# TTFT at 4 clients as a fixed part plus a part per prompt token: the line through the medians at
+# ISL 1,024 and 8,192 (the same TP), measured and predicted.
+fixed = {}
+for r in recipe:
+    if r["concurrency"] == "4" and r["isl"] in ("1024", "8192"):
+        model = "DeepSeek-R1/V3" if r["model"].startswith("deepseek") else r["model"]
+        engine = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}[r["framework"]]
+        key = (model, r["system"].split("_")[0].upper(), engine, r["weights"], r["tp"])
+        fixed.setdefault(key, {}).setdefault(int(r["isl"]), []).append(r)
+lines = []
+for key, by_isl in sorted(fixed.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2], kv[0][3], int(kv[0][4]))):
+    if len(by_isl) < 2:
+        continue
+    def fit(k):
+        short = statistics.median(float(r[k]) for r in by_isl[1024])
+        slope = (statistics.median(float(r[k]) for r in by_isl[8192]) - short) / 7168
+        return short - slope * 1024, slope * 1000
+    (ma, mb), (pa, pb) = fit("measured_ttft_ms"), fit("predicted_ttft_ms")
+    model, system, engine, weights, tp = key
+    lines.append(f"| {model}, {system}, {engine}, {weights}, TP {tp} | {ma:.0f} | {pa:.0f} | {mb:.1f} | {pb:.1f} |")
+if lines:
+    print()
+    print("| recipe rows at 4 clients | fixed TTFT, measured (ms) | predicted | per 1,000 prompt tokens, measured (ms) | predicted |")
+    print("|---|---|---|---|---|")
+    print("\n".join(lines))
+    print()
+    print("The line through the median TTFTs at ISL 1,024 and 8,192 (each drawn from [0.8 L, L], the same in both): "
+          "its value at no prompt and its slope. Made by `tools/fidelity-scoreboard.sh`.")
 mtp = [r for r in data["default"] if "speculative decoding (MTP" in r["status"]]
 keys = {(r["model"], r["system"], r["framework"], r["weights"]) for r in mtp}
 rest = [r for r in data["default"] if (r["model"], r["system"], r["framework"], r["weights"]) in keys and r not in mtp]
