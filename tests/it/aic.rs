@@ -252,15 +252,17 @@ fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
     assert!(table.contains("Kernels the database lacks (roofline), all engines, all    half: 1 rows"), "{table}");
     assert!(table.contains("Windowed models (database), all engines, all    half: 1 rows"), "{table}");
     let csv = read(&dir.join("silicon.csv"));
-    let mut lines = csv.lines();
-    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let mut reader = ::csv::Reader::from_reader(csv.as_bytes());
+    let head: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
     let col = |row: &[&str], name: &str| -> f64 {
         row[head.iter().position(|h| *h == name).unwrap()].parse().unwrap_or_else(|_| panic!("{name} in {row:?}"))
     };
+    let records: Vec<::csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
     let mut run = 0;
     let mut errs = vec![];
-    for l in lines {
-        let row: Vec<&str> = l.split(',').collect();
+    for record in &records {
+        let row: Vec<&str> = record.iter().collect();
+        let l = &row.join(",");
         assert_eq!(row.len(), head.len(), "{l}");
         if l.contains("not expressed") {
             continue;
@@ -296,6 +298,8 @@ fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
         let kv = row[head.iter().position(|h| *h == "kv_cache").unwrap()];
         assert!(!l.contains("KV cache bf16:"), "{l}");
         if l.contains("gpt-oss-120b") {
+            // The row's image and day are InferenceX's gptoss-fp4-h100-vllm recipe's.
+            assert!(l.contains(",recipe,") && l.contains("gptoss_fp4_h100.sh at cec542a9a"), "{l}");
             assert_eq!(kv, "bf16", "{l}");
             assert!(!l.contains("roofline") && l.contains("mxfp4"), "{l}");
             assert_eq!(m, 59.322, "the CSV's measured TTFT");

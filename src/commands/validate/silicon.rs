@@ -1064,7 +1064,8 @@ fn rows_csv(outs: &[Outcome], bench: Bench) -> (String, BTreeMap<String, usize>)
                             RowLimits::Recipe(r) => format!("launch flags and client of {}", r.at.source),
                             _ => String::new(),
                         };
-                        (t, q, format!("{a:.2}"), format!("{b:.2}"), run, join_notes(&recipe, &c.note))
+                        // The pricing first (a status that starts "roofline" is a roofline row's).
+                        (t, q, format!("{a:.2}"), format!("{b:.2}"), run, join_notes(&c.note, &recipe))
                     }
                     Err(e) => {
                         *reasons.entry(format!("failed: {e}")).or_default() += 1;
