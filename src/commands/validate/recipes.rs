@@ -18,6 +18,9 @@
 //!   InferenceX cec542a9a (2026-03-27, "update gptoss H100 & H200 vLLM image to v0.18.0") and
 //!   d2c2acb19 (2026-02-25, "update NVIDIA GPT-OSS vLLM image from v0.13.0 to v0.15.1"): the
 //!   gpt-oss-120b vLLM configs on H100, H200 and B200 ([`GPT_OSS_VLLM`]).
+//!   InferenceX ec7bafaae (2026-01-29, "[NV] dsr1 fp8 b200 agg update") and 6eecc0e66
+//!   (2026-02-03, "[NV] dsr1 fp4 b200 trt agg update"): the DeepSeek-R1 B200 TensorRT-LLM
+//!   configs without MTP on 1.2.0rc6.post2 ([`DSR1_TRTLLM`]).
 //!   Their client, every one: benchmark_serving with --num-prompts CONC × 10, --max-concurrency
 //!   CONC and --random-range-ratio 0.8 (.github/workflows/benchmark-tmpl.yml).
 //! ```
@@ -205,8 +208,8 @@ const DSR1: &[&str] = &["deepseek-r1", "deepseek-v3"];
 const V059: &str = "lmsysorg/sglang:v0.5.9-cu130";
 /// From the image's commit to the one that changed the search space (module doc).
 const V059_DAYS: (&str, &str) = ("2026-03-25", "2026-03-27");
-/// `RANDOM_RANGE_RATIO: 0.8` (.github/workflows/benchmark-tmpl.yml at 12ba0ae07, cec542a9a and
-/// d2c2acb19).
+/// `RANDOM_RANGE_RATIO: 0.8` (.github/workflows/benchmark-tmpl.yml at 12ba0ae07, cec542a9a,
+/// d2c2acb19, ec7bafaae and 6eecc0e66).
 const RANGE_RATIO: f64 = 0.8;
 
 /// A DeepSeek-R1 SGLang config on `lmsysorg/sglang:v0.5.9-cu130` (12ba0ae07 to a15f7c25f).
