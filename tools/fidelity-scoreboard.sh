@@ -143,6 +143,7 @@ parts = [("DeepSeek, B200, FP8 (SGLang)", lambda r: SGL(r) and r["system"] == "b
          ("gpt-oss-120b, B200 (vLLM)", lambda r: OSS(r) and r["system"] == "b200_sxm" and r["framework"] == "vllm"),
          ("DeepSeek, B200, FP8 (TensorRT-LLM)", lambda r: DSR1(r) and r["framework"] == "trtllm" and r["weights"] == "fp8-block"),
          ("DeepSeek, B200, FP4 (TensorRT-LLM)", lambda r: DSR1(r) and r["framework"] == "trtllm" and r["weights"] == "fp4"),
+         ("gpt-oss-120b, B200 (TensorRT-LLM)", lambda r: OSS(r) and r["framework"] == "trtllm"),
          ("all", lambda r: True)]
 for label, pred in parts:
     rs = [r for r in recipe if pred(r)]

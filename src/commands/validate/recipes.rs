@@ -143,9 +143,9 @@ impl Sglang {
 
 /// A TensorRT-LLM launch (`trtllm-serve` with an options file), the script's settings following
 /// the row's lengths, TP and concurrency ([`Trtllm::at`]). Chunked prefill stays off and
-/// `max_batch_size` at TensorRT-LLM's default (neither script sets them); the MoE backend,
-/// CUDA graphs and `stream_interval: 10` are not modelled — the last does not delay the first
-/// token (`PyExecutor._handle_responses` answers at `py_decoding_iter == 1`,
+/// `max_batch_size` at TensorRT-LLM's default unless the script sets it; the MoE backend,
+/// CUDA graphs and `stream_interval` (10, 20) are not modelled — the last does not delay the
+/// first token (`PyExecutor._handle_responses` answers at `py_decoding_iter == 1`,
 /// tensorrt_llm/_torch/pyexecutor/py_executor.py, NVIDIA/TensorRT-LLM 0004396).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Trtllm {
@@ -153,35 +153,55 @@ pub(crate) enum Trtllm {
     Dsr1Fp8B200,
     /// benchmarks/dsr1_fp4_b200_trt.sh at 6eecc0e66.
     Dsr1Fp4B200,
+    /// benchmarks/gptoss_fp4_b200_trt.sh at d7dbd045b.
+    GptOssB200,
 }
 
 /// What a TensorRT-LLM script launches a run with.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct TrtllmAt {
-    /// `--max_num_tokens`: `((CONC + ISL + 64 + 63) / 64) × 64`, at least 8192.
+    /// `--max_batch_size` (None: TensorRT-LLM's default).
+    pub max_batch_size: Option<u64>,
+    /// `--max_num_tokens`.
     pub max_num_tokens: u64,
     /// `kv_cache_config.free_gpu_memory_fraction`.
     pub free_gpu_memory_fraction: f64,
     /// `batch_wait_timeout_iters` and `batch_wait_max_tokens_ratio`, where set.
     pub batch_wait: Option<(u32, f64)>,
+    /// With DP attention, `attention_dp_config` (`enable_balance: true`): `timeout_iters` and
+    /// `batching_wait_iters` (TensorRT-LLM's 50 and 10 where the script leaves them).
+    pub adp_balance: (u32, u32),
 }
 
 impl Trtllm {
     /// The settings of a run of `isl`/`osl` at `concurrency` clients on `tp` GPUs: the scripts'
-    /// `if` branches.
+    /// `if` branches. The DeepSeek scripts' `--max_num_tokens` is `((CONC + ISL + 64 + 63) /
+    /// 64) × 64`, at least 8192; gpt-oss's 20000 with `--max_batch_size 512`.
     pub(crate) fn at(&self, isl: u64, osl: u64, concurrency: u32, tp: u32) -> TrtllmAt {
         let c = concurrency as u64;
-        let max_num_tokens = ((c + isl + 64).div_ceil(64) * 64).max(8192);
-        let (free_gpu_memory_fraction, batch_wait) = match self {
-            Trtllm::Dsr1Fp8B200 => match (isl, osl) {
-                (1024, 1024) if c >= 64 => (0.8, Some((40, 0.8))),
-                (1024, 8192) if c >= 256 => (0.7, None),
-                (8192, 1024) if tp == 4 => (0.75, None),
-                _ => (0.8, None),
-            },
-            Trtllm::Dsr1Fp4B200 => (0.8, None),
+        let dsr1 = |free_gpu_memory_fraction, batch_wait| TrtllmAt {
+            max_batch_size: None,
+            max_num_tokens: ((c + isl + 64).div_ceil(64) * 64).max(8192),
+            free_gpu_memory_fraction,
+            batch_wait,
+            adp_balance: (60, 0),
         };
-        TrtllmAt { max_num_tokens, free_gpu_memory_fraction, batch_wait }
+        match self {
+            Trtllm::Dsr1Fp8B200 => match (isl, osl) {
+                (1024, 1024) if c >= 64 => dsr1(0.8, Some((40, 0.8))),
+                (1024, 8192) if c >= 256 => dsr1(0.7, None),
+                (8192, 1024) if tp == 4 => dsr1(0.75, None),
+                _ => dsr1(0.8, None),
+            },
+            Trtllm::Dsr1Fp4B200 => dsr1(0.8, None),
+            Trtllm::GptOssB200 => TrtllmAt {
+                max_batch_size: Some(512),
+                max_num_tokens: 20000,
+                free_gpu_memory_fraction: 0.85,
+                batch_wait: None,
+                adp_balance: (50, 10),
+            },
+        }
     }
 }
 
@@ -475,6 +495,40 @@ const DSR1_TRTLLM: [Recipe; 2] = [
     },
 ];
 
+/// InferenceX's gpt-oss-120b B200 TensorRT-LLM config: gptoss-fp4-b200-trt at d7dbd045b
+/// (2026-02-05 23:18 UTC, "GPTOSS B200 AGG configuration updates", which set
+/// `release:1.2.0rc2.post2` and this search space; replaced on 2026-05-18, 0977b65f1). Its
+/// script's options file: `max_batch_size 512`, `max_num_tokens 20000`, an FP8 cache at 0.85 of
+/// the free memory, and with DP attention `attention_dp_config: {enable_balance: true}`.
+const GPT_OSS_TRTLLM: Recipe = Recipe {
+    at: Config {
+        source: "InferenceX gptoss-fp4-b200-trt, benchmarks/gptoss_fp4_b200_trt.sh at d7dbd045b",
+        models: GPT_OSS,
+        system: "b200_sxm",
+        framework: "trtllm",
+        weights: "mxfp4",
+        image: "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc2.post2",
+        measured: ("2026-02-05", "2026-05-17"),
+    },
+    runs: &[
+        laid(1, false, false, 1024, 1024, 256, 256),
+        laid(2, true, true, 1024, 1024, 256, 256),
+        laid(2, false, false, 1024, 1024, 4, 256),
+        laid(4, true, true, 1024, 1024, 64, 64),
+        laid(4, false, false, 1024, 1024, 4, 4),
+        laid(8, false, false, 1024, 1024, 4, 4),
+        laid(1, false, false, 1024, 8192, 256, 256),
+        laid(2, false, false, 1024, 8192, 128, 256),
+        laid(4, false, false, 1024, 8192, 4, 256),
+        laid(8, false, false, 1024, 8192, 4, 4),
+        laid(1, false, false, 8192, 1024, 4, 256),
+        laid(2, false, false, 8192, 1024, 4, 256),
+        laid(4, false, false, 8192, 1024, 4, 32),
+        laid(8, false, false, 8192, 1024, 4, 4),
+    ],
+    flags: trtllm(Trtllm::GptOssB200),
+};
+
 /// An image that, on the days given, only InferenceX's configs with speculative decoding ran:
 /// a row of it was most likely measured with MTP draft layers, which the scoreboard does not
 /// simulate (the drafts' acceptance on the benchmark's random prompts is not recorded), so the
@@ -556,7 +610,7 @@ fn measured_day(source: &str) -> Option<&str> {
 
 /// The recipe a row's run matches, if any.
 pub(crate) fn recipe_of(run: &RowRun) -> Option<&'static Recipe> {
-    DSR1_SGLANG.iter().chain(&GPT_OSS_VLLM).chain(&DSR1_TRTLLM).find(|r| {
+    DSR1_SGLANG.iter().chain(&GPT_OSS_VLLM).chain(&DSR1_TRTLLM).chain([&GPT_OSS_TRTLLM]).find(|r| {
         r.at.ran(run)
             && r.runs.iter().any(|s| {
                 (s.tp, (s.isl, s.osl)) == (run.tp, run.lengths)
@@ -743,7 +797,13 @@ mod tests {
         // --max_num_tokens: ((64 + 1024 + 64 + 63) / 64) × 64 = 1152, at least 8192.
         assert_eq!(
             script.at(1024, 1024, 64, 8),
-            TrtllmAt { max_num_tokens: 8192, free_gpu_memory_fraction: 0.8, batch_wait: Some((40, 0.8)) }
+            TrtllmAt {
+                max_batch_size: None,
+                max_num_tokens: 8192,
+                free_gpu_memory_fraction: 0.8,
+                batch_wait: Some((40, 0.8)),
+                adp_balance: (60, 0)
+            }
         );
         assert_eq!(script.at(1024, 1024, 32, 8).batch_wait, None);
         assert_eq!(script.at(8192, 1024, 32, 4).free_gpu_memory_fraction, 0.75);
@@ -764,7 +824,13 @@ mod tests {
         let Launch::Trtllm(s4) = f4(plain).unwrap().flags.launch else { panic!() };
         assert_eq!(
             s4.at(1024, 1024, 64, 8),
-            TrtllmAt { max_num_tokens: 8192, free_gpu_memory_fraction: 0.8, batch_wait: None }
+            TrtllmAt {
+                max_batch_size: None,
+                max_num_tokens: 8192,
+                free_gpu_memory_fraction: 0.8,
+                batch_wait: None,
+                adp_balance: (60, 0)
+            }
         );
         // The FP8 image a day before its config took it, and the FP4 config before 2026-02-03:
         // none; the MTP configs' post3 is not a recipe (speculative).
@@ -776,5 +842,34 @@ mod tests {
             let r = RowRun { framework: "trtllm", ..row("deepseek-r1", weights, layout, &source) };
             assert_eq!(recipe_of(&r), None, "{source}");
         }
+    }
+
+    #[test]
+    fn a_gpt_oss_trtllm_row_runs_its_scripts_options() {
+        // silicon_sample.csv's gpt-oss-120b B200 TensorRT-LLM rows of 2026-02-05 name
+        // 1.2.0rc2.post2; gptoss_fp4_b200_trt.sh at d7dbd045b: 512 sequences, 20000 tokens, an
+        // FP8 cache at 0.85, `attention_dp_config: {enable_balance: true}` (TensorRT-LLM's 50
+        // and 10 iterations otherwise).
+        let src = "measured=2026-02-05T23:18:58Z; wip=False; image=nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc2.post2";
+        let oss =
+            |layout, ep_dp| RowRun { framework: "trtllm", layout: ep_dp, ..row("gpt-oss-120b", "mxfp4", layout, src) };
+        let r = recipe_of(&oss((2, 1024, 1024, 256), (true, true))).expect("TP 2, EP 2, DP attention at 256");
+        let Launch::Trtllm(script) = r.flags.launch else { panic!("{:?}", r.flags.launch) };
+        assert_eq!(
+            script.at(1024, 1024, 256, 2),
+            TrtllmAt {
+                max_batch_size: Some(512),
+                max_num_tokens: 20000,
+                free_gpu_memory_fraction: 0.85,
+                batch_wait: None,
+                adp_balance: (50, 10)
+            }
+        );
+        assert_eq!(r.flags.kv_dtype, Some("fp8"));
+        // Plain TP 2 runs 4-256 clients; with EP and DP attention only 256; TP 4 with them only 64.
+        assert!(recipe_of(&oss((2, 1024, 1024, 8), (false, false))).is_some());
+        assert_eq!(recipe_of(&oss((2, 1024, 1024, 8), (true, true))), None);
+        assert!(recipe_of(&oss((4, 1024, 1024, 64), (true, true))).is_some());
+        assert_eq!(recipe_of(&oss((4, 1024, 1024, 64), (false, false))), None);
     }
 }

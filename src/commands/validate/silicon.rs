@@ -578,10 +578,10 @@ pub(super) fn generator_settings(doc: &mut Doc, framework: &str, gpu: &GpuSpec, 
 ///   ([`super::recipes::Sglang::recv_interval_at`]).
 /// - vLLM: `--max-num-seqs` and `max-num-batched-tokens` as the scheduler's limits, V1's
 ///   chunked prefill with decodes first, `--gpu-memory-utilization` under vLLM's memory rule.
-/// - TensorRT-LLM: TensorRT-LLM's default `max_batch_size` and the script's `--max_num_tokens`
+/// - TensorRT-LLM: the script's `--max_batch_size` (else TensorRT-LLM's default) and `--max_num_tokens`
 ///   without chunking ([`trtllm_settings`]), its `free_gpu_memory_fraction` under
 ///   TensorRT-LLM's memory rule, its batch waiting, and with DP attention its
-///   `attention_dp_config` ([`ADP_BALANCE_RECIPE`]) ([`super::recipes::Trtllm::at`]).
+///   `attention_dp_config` ([`super::recipes::Trtllm::at`]).
 fn recipe_settings(doc: &mut Doc, r: &Recipe, c: &Case, gpu: &GpuSpec, own: bool) {
     match r.flags.launch {
         Launch::Sglang(f) => {
@@ -606,7 +606,7 @@ fn recipe_settings(doc: &mut Doc, r: &Recipe, c: &Case, gpu: &GpuSpec, own: bool
         }
         Launch::Trtllm(t) => {
             let at = t.at(c.isl, c.osl, c.concurrency, c.tp);
-            let seqs = ServingEngine::Trtllm.default_limits(gpu).max_num_seqs as u64;
+            let seqs = at.max_batch_size.unwrap_or(ServingEngine::Trtllm.default_limits(gpu).max_num_seqs as u64);
             trtllm_settings(doc, seqs, at.max_num_tokens, c.osl);
             doc.set("memory.engine", "trtllm").set("memory.gpu_memory_utilization", at.free_gpu_memory_fraction);
             if let Some((iters, ratio)) = at.batch_wait {
@@ -614,7 +614,7 @@ fn recipe_settings(doc: &mut Doc, r: &Recipe, c: &Case, gpu: &GpuSpec, own: bool
                     .set("scheduler.batch_wait.max_tokens_ratio", ratio);
             }
             if c.dp > 1 {
-                adp_balance(doc);
+                adp_balance(doc, at.adp_balance);
             }
         }
     }
@@ -657,9 +657,8 @@ pub(super) struct Bench {
 /// InferenceX's Slurm runners write them, suggest InferenceX's runs).
 const ADP_BALANCE_RECIPE: (u32, u32) = (60, 0);
 
-/// TensorRT-LLM's attention-DP balancing as [`ADP_BALANCE_RECIPE`] sets it.
-fn adp_balance(doc: &mut Doc) {
-    let (timeout, wait) = ADP_BALANCE_RECIPE;
+/// TensorRT-LLM's attention-DP balancing with `timeout_iters` and `batching_wait_iters`.
+fn adp_balance(doc: &mut Doc, (timeout, wait): (u32, u32)) {
     doc.set("cluster.attention_dp_config.enable_balance", true)
         .set("cluster.attention_dp_config.timeout_iters", timeout as i64)
         .set("cluster.attention_dp_config.batching_wait_iters", wait as i64);
@@ -830,7 +829,7 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
         doc.set("frontend.engine", c.framework.as_str());
     }
     if bench.adp_balance && c.dp > 1 && c.framework == "trtllm" {
-        adp_balance(&mut doc);
+        adp_balance(&mut doc, ADP_BALANCE_RECIPE);
     }
     // TensorRT-LLM sizes its KV cache by its own rule, with its default free_gpu_memory_fraction
     // 0.9 (`KvCacheConfig`): not the 0.80 of the generator's template, under which campaign rows
@@ -1783,6 +1782,37 @@ mod tests {
         assert_eq!(d.at("cluster.attention_dp_config.enable_balance").and_then(toml::Value::as_bool), Some(true));
         assert_eq!(int_at(&d, "cluster.attention_dp_config.timeout_iters"), 60);
         assert_eq!(d.at("scheduler.batch_wait"), None);
+        // gpt-oss's script sets 512 sequences and leaves the balancing's iterations at
+        // TensorRT-LLM's 50 and 10.
+        let oss = case_of(&row(&[
+            ("model_path", "openai/gpt-oss-120b"),
+            ("backend", "trtllm"),
+            ("system", "b200_sxm"),
+            ("gemm_quant_mode", "nvfp4"),
+            ("isl", "1024"),
+            ("osl", "1024"),
+            ("batch_size", "128"),
+            ("tp_size", "1"),
+            ("attention_dp_size", "2"),
+            ("moe_tp_size", "1"),
+            ("moe_ep_size", "2"),
+            (
+                "silicon_data_source",
+                "measured=2026-02-05T23:18:58Z; image=nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc2.post2",
+            ),
+        ]))
+        .unwrap();
+        let o = scenario_doc(&oss, bench(), None, None, 0.0);
+        assert_eq!(
+            (int_at(&o, "scheduler.max_num_seqs"), int_at(&o, "scheduler.max_num_batched_tokens")),
+            (512, 20000)
+        );
+        assert_eq!(o.at("memory.gpu_memory_utilization").and_then(toml::Value::as_float), Some(0.85));
+        let adp = (
+            int_at(&o, "cluster.attention_dp_config.timeout_iters"),
+            int_at(&o, "cluster.attention_dp_config.batching_wait_iters"),
+        );
+        assert_eq!(adp, (50, 10));
         // Under the generator's limits none of it.
         let g = scenario_doc(&c, Bench { engine_limits: Limits::Generator, ..bench() }, None, None, 0.0);
         assert_eq!((g.at("memory.gpu_memory_utilization"), g.at("cluster.attention_dp_config")), (None, None));
