@@ -90,9 +90,10 @@ pub(crate) struct Args {
     /// benchmark generator writes (token budget C + ISL + 1500); `defaults`: each engine's own
     /// defaults (8192 tokens on large GPUs); `auto`: a published recipe's flags and client for
     /// the rows whose image, day, model and search space match one (InferenceX's DeepSeek-R1
-    /// SGLang and TensorRT-LLM and gpt-oss vLLM recipes), the generator's for the other rows of AIConfigurator's benchmark
-    /// campaigns, the defaults for the gap-analysis rows (docs/fidelity.md). silicon.csv's
-    /// `limits` column says which each row ran.
+    /// SGLang and TensorRT-LLM recipes, its gpt-oss vLLM and TensorRT-LLM ones), the
+    /// generator's for the other rows of AIConfigurator's benchmark campaigns, the defaults for
+    /// the gap-analysis rows (docs/fidelity.md). silicon.csv's `limits` column says which each
+    /// row ran.
     #[arg(long, value_enum, default_value = "auto", requires = "silicon")]
     engine_limits: silicon::Limits,
     /// With --silicon: the KV cache's dtype in the measured runs. `auto`: FP8 for vLLM and

@@ -316,15 +316,16 @@ const DSR1_SGLANG: &[Recipe] = &[
 
 const GPT_OSS: &[&str] = &["gpt-oss-120b"];
 
-/// A gpt-oss-120b vLLM config (the checkpoint's MXFP4 experts) on `image` from `days.0` to
-/// `days.1`.
+/// A gpt-oss-120b config (the checkpoint's MXFP4 experts) of `framework` on `image` from
+/// `days.0` to `days.1`.
 const fn gpt_oss(
     source: &'static str,
     system: &'static str,
+    framework: &'static str,
     image: &'static str,
     days: (&'static str, &'static str),
 ) -> Config {
-    Config { source, models: GPT_OSS, system, framework: "vllm", weights: "mxfp4", image, measured: days }
+    Config { source, models: GPT_OSS, system, framework, weights: "mxfp4", image, measured: days }
 }
 
 /// A vLLM script's flags (`--max-num-seqs`, None: `$CONC`; `max-num-batched-tokens`;
@@ -353,12 +354,13 @@ const V018_DAYS: (&str, &str) = ("2026-03-27", "2026-03-27");
 /// on Hopper, 512 on B200, whose `config.yaml` also sets `kv-cache-dtype: fp8`). Hopper runs
 /// the experts through Marlin (`VLLM_MXFP4_USE_MARLIN=1`), B200 through FlashInfer's
 /// MXFP4 × MXFP8 MoE: servesim prices both from the database's vLLM MXFP4 MoE table.
-const GPT_OSS_VLLM: [Recipe; 3] = [
+const GPT_OSS_VLLM: &[Recipe] = &[
     // benchmarks/single_node/gptoss_fp4_h100.sh at cec542a9a.
     Recipe {
         at: gpt_oss(
             "InferenceX gptoss-fp4-h100-vllm, benchmarks/single_node/gptoss_fp4_h100.sh at cec542a9a",
             "h100_sxm",
+            "vllm",
             "vllm/vllm-openai:v0.18.0",
             V018_DAYS,
         ),
@@ -380,6 +382,7 @@ const GPT_OSS_VLLM: [Recipe; 3] = [
         at: gpt_oss(
             "InferenceX gptoss-fp4-h200-vllm, benchmarks/single_node/gptoss_fp4_h200.sh at cec542a9a",
             "h200_sxm",
+            "vllm",
             "vllm/vllm-openai:v0.18.0",
             V018_DAYS,
         ),
@@ -404,6 +407,7 @@ const GPT_OSS_VLLM: [Recipe; 3] = [
         at: gpt_oss(
             "InferenceX gptoss-fp4-b200-vllm, benchmarks/single_node/gptoss_fp4_b200.sh at d2c2acb19",
             "b200_sxm",
+            "vllm",
             "vllm/vllm-openai:v0.15.1",
             ("2026-02-25", "2026-03-09"),
         ),
@@ -449,7 +453,7 @@ const fn trtllm(script: Trtllm) -> Flags {
 /// dsr1-fp8-b200-trt at ec7bafaae (2026-01-29, "[NV] dsr1 fp8 b200 agg update", the only config
 /// on that image until 6eecc0e66) and dsr1-fp4-b200-trt at 6eecc0e66 (2026-02-03, "[NV] dsr1 fp4
 /// b200 trt agg update"), with their search spaces (TP, EP, DP attention per entry).
-const DSR1_TRTLLM: [Recipe; 2] = [
+const DSR1_TRTLLM: &[Recipe] = &[
     Recipe {
         at: rc6_post2(
             "InferenceX dsr1-fp8-b200-trt, benchmarks/dsr1_fp8_b200_trt.sh at ec7bafaae",
@@ -500,16 +504,14 @@ const DSR1_TRTLLM: [Recipe; 2] = [
 /// `release:1.2.0rc2.post2` and this search space; replaced on 2026-05-18, 0977b65f1). Its
 /// script's options file: `max_batch_size 512`, `max_num_tokens 20000`, an FP8 cache at 0.85 of
 /// the free memory, and with DP attention `attention_dp_config: {enable_balance: true}`.
-const GPT_OSS_TRTLLM: Recipe = Recipe {
-    at: Config {
-        source: "InferenceX gptoss-fp4-b200-trt, benchmarks/gptoss_fp4_b200_trt.sh at d7dbd045b",
-        models: GPT_OSS,
-        system: "b200_sxm",
-        framework: "trtllm",
-        weights: "mxfp4",
-        image: "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc2.post2",
-        measured: ("2026-02-05", "2026-05-17"),
-    },
+const GPT_OSS_TRTLLM: &[Recipe] = &[Recipe {
+    at: gpt_oss(
+        "InferenceX gptoss-fp4-b200-trt, benchmarks/gptoss_fp4_b200_trt.sh at d7dbd045b",
+        "b200_sxm",
+        "trtllm",
+        "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc2.post2",
+        ("2026-02-05", "2026-05-17"),
+    ),
     runs: &[
         laid(1, false, false, 1024, 1024, 256, 256),
         laid(2, true, true, 1024, 1024, 256, 256),
@@ -527,7 +529,7 @@ const GPT_OSS_TRTLLM: Recipe = Recipe {
         laid(8, false, false, 8192, 1024, 4, 4),
     ],
     flags: trtllm(Trtllm::GptOssB200),
-};
+}];
 
 /// An image that, on the days given, only InferenceX's configs with speculative decoding ran:
 /// a row of it was most likely measured with MTP draft layers, which the scoreboard does not
@@ -610,7 +612,7 @@ fn measured_day(source: &str) -> Option<&str> {
 
 /// The recipe a row's run matches, if any.
 pub(crate) fn recipe_of(run: &RowRun) -> Option<&'static Recipe> {
-    DSR1_SGLANG.iter().chain(&GPT_OSS_VLLM).chain(&DSR1_TRTLLM).chain([&GPT_OSS_TRTLLM]).find(|r| {
+    [DSR1_SGLANG, GPT_OSS_VLLM, DSR1_TRTLLM, GPT_OSS_TRTLLM].into_iter().flatten().find(|r| {
         r.at.ran(run)
             && r.runs.iter().any(|s| {
                 (s.tp, (s.isl, s.osl)) == (run.tp, run.lengths)

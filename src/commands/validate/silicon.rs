@@ -492,6 +492,16 @@ fn kind<'a>(kind: &str, more: &[(&'a str, toml::Value)]) -> Vec<(&'a str, toml::
     v
 }
 
+/// vLLM V1's batching: its own kind with `own`, else servesim's chunked prefill with decodes
+/// first.
+fn vllm_v1(own: bool) -> Vec<(&'static str, toml::Value)> {
+    if own {
+        kind("vllm-v1", &[])
+    } else {
+        chunked("decode")
+    }
+}
+
 /// vLLM's chunked prefill with decodes first, or SGLang's prefill first, as servesim's
 /// `chunked` batching.
 fn chunked(priority: &str) -> Vec<(&'static str, toml::Value)> {
@@ -507,8 +517,7 @@ pub(super) fn engine_settings(doc: &mut Doc, framework: &str, gpu: &GpuSpec, osl
     let engine = ServingEngine::from_name(framework).unwrap_or(ServingEngine::Trtllm);
     let EngineLimits { max_num_seqs: seqs, max_num_batched_tokens: tokens } = engine.default_limits(gpu);
     let batching = match (engine, own) {
-        (ServingEngine::Vllm, true) => kind("vllm-v1", &[]),
-        (ServingEngine::Vllm, false) => chunked("decode"),
+        (ServingEngine::Vllm, _) => vllm_v1(own),
         (ServingEngine::Sglang, true) => kind("sglang", &[]),
         (ServingEngine::Sglang, false) => chunked("prefill"),
         (ServingEngine::Trtllm, _) => return trtllm_settings(doc, seqs as u64, tokens as u64, osl),
@@ -552,8 +561,7 @@ pub(super) fn generator_settings(doc: &mut Doc, framework: &str, gpu: &GpuSpec, 
     match framework {
         "vllm" => {
             let seqs = if c < 512 { 512 } else { 2 * c64 };
-            let batching = if own { kind("vllm-v1", &[]) } else { chunked("decode") };
-            doc.scheduler(seqs, c64 + isl + 1500, &batching);
+            doc.scheduler(seqs, c64 + isl + 1500, &vllm_v1(own));
         }
         "sglang" => {
             let prefill = isl + 1500;
@@ -578,9 +586,9 @@ pub(super) fn generator_settings(doc: &mut Doc, framework: &str, gpu: &GpuSpec, 
 ///   ([`super::recipes::Sglang::recv_interval_at`]).
 /// - vLLM: `--max-num-seqs` and `max-num-batched-tokens` as the scheduler's limits, V1's
 ///   chunked prefill with decodes first, `--gpu-memory-utilization` under vLLM's memory rule.
-/// - TensorRT-LLM: the script's `--max_batch_size` (else TensorRT-LLM's default) and `--max_num_tokens`
-///   without chunking ([`trtllm_settings`]), its `free_gpu_memory_fraction` under
-///   TensorRT-LLM's memory rule, its batch waiting, and with DP attention its
+/// - TensorRT-LLM: the script's `--max_batch_size` (else TensorRT-LLM's default) and
+///   `--max_num_tokens` without chunking ([`trtllm_settings`]), its `free_gpu_memory_fraction`
+///   under TensorRT-LLM's memory rule, its batch waiting, and with DP attention its
 ///   `attention_dp_config` ([`super::recipes::Trtllm::at`]).
 fn recipe_settings(doc: &mut Doc, r: &Recipe, c: &Case, gpu: &GpuSpec, own: bool) {
     match r.flags.launch {
@@ -599,8 +607,7 @@ fn recipe_settings(doc: &mut Doc, r: &Recipe, c: &Case, gpu: &GpuSpec, own: bool
             }
         }
         Launch::Vllm(f) => {
-            let batching = if own { kind("vllm-v1", &[]) } else { chunked("decode") };
-            doc.scheduler(f.max_num_seqs_at(c.concurrency), f.max_num_batched_tokens, &batching)
+            doc.scheduler(f.max_num_seqs_at(c.concurrency), f.max_num_batched_tokens, &vllm_v1(own))
                 .set("memory.engine", "vllm")
                 .set("memory.gpu_memory_utilization", f.gpu_memory_utilization);
         }
@@ -608,7 +615,8 @@ fn recipe_settings(doc: &mut Doc, r: &Recipe, c: &Case, gpu: &GpuSpec, own: bool
             let at = t.at(c.isl, c.osl, c.concurrency, c.tp);
             let seqs = at.max_batch_size.unwrap_or(ServingEngine::Trtllm.default_limits(gpu).max_num_seqs as u64);
             trtllm_settings(doc, seqs, at.max_num_tokens, c.osl);
-            doc.set("memory.engine", "trtllm").set("memory.gpu_memory_utilization", at.free_gpu_memory_fraction);
+            // Under TensorRT-LLM's memory rule, as every TensorRT-LLM row (scenario_doc).
+            doc.set("memory.gpu_memory_utilization", at.free_gpu_memory_fraction);
             if let Some((iters, ratio)) = at.batch_wait {
                 doc.set("scheduler.batch_wait.timeout_iters", iters as i64)
                     .set("scheduler.batch_wait.max_tokens_ratio", ratio);
