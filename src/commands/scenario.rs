@@ -14,7 +14,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use servesim_sim::scenario::ServingEngine;
+use servesim_sim::scenario::{
+    vllm_limits, EngineLimits, EngineVersion, ServingEngine, VLLM_LIMIT_RULES, VLLM_NEWEST_READ,
+};
 use servesim_sim::spec::{Dtype, GpuPreset, ModelPreset};
 
 use crate::error::{CliError, Result};
@@ -399,25 +401,59 @@ fn gpu_of(gpu: &str) -> Result<(servesim_sim::spec::GpuSpec, String)> {
     Ok((s.groups[0].gpu.clone(), section))
 }
 
+/// The oldest vLLM release from which its default limits on `gpu` have been the newest
+/// release's, and the limits of the release before it; `None` if every release servesim has
+/// read chose the same.
+fn vllm_limits_since(gpu: &servesim_sim::spec::GpuSpec) -> Option<(EngineVersion, EngineLimits)> {
+    let newest = vllm_limits(gpu, None);
+    let mut since = None;
+    for &v in VLLM_LIMIT_RULES.iter().rev() {
+        let limits = vllm_limits(gpu, Some(v));
+        if limits != newest {
+            return since.map(|s| (s, limits));
+        }
+        since = Some(v);
+    }
+    None
+}
+
 /// The `[scheduler]` limits of a command (each DP attention rank's), the engine's defaults on
-/// this GPU where it says nothing; and over how many ranks SGLang shares its limits (1 without
-/// DP attention, or under vLLM, whose flags are each engine core's).
+/// this GPU (vLLM's at `version`, its newest release servesim has read without one, which
+/// `warn` says where older releases chose otherwise) where it says nothing; and over how many
+/// ranks SGLang shares its limits (1 without DP attention, or under vLLM, whose flags are each
+/// engine core's).
 fn limit_lines(
     engine: Engine,
     got: &BTreeMap<&'static str, String>,
-    gpu: &servesim_sim::spec::GpuSpec,
+    (gpu, version): (&servesim_sim::spec::GpuSpec, Option<EngineVersion>),
     dp_attention: u64,
+    warn: &mut Vec<String>,
 ) -> Result<(String, u64)> {
     let mut t = String::new();
     // The engine's own defaults on this GPU where the command says nothing.
     let serving = match engine {
-        Engine::Vllm => servesim_sim::scenario::ServingEngine::Vllm,
-        Engine::Sglang => servesim_sim::scenario::ServingEngine::Sglang,
+        Engine::Vllm => ServingEngine::Vllm,
+        Engine::Sglang => ServingEngine::Sglang,
     };
-    let limits = serving.default_limits(gpu);
-    let mut seqs = int(got, "max_num_seqs", "--max-num-seqs")?.unwrap_or(limits.max_num_seqs as u64);
-    let mut tokens =
-        int(got, "max_num_batched_tokens", "--max-num-batched-tokens")?.unwrap_or(limits.max_num_batched_tokens as u64);
+    let limits = serving.default_limits(gpu, version);
+    let given =
+        (int(got, "max_num_seqs", "--max-num-seqs")?, int(got, "max_num_batched_tokens", "--max-num-batched-tokens")?);
+    if engine == Engine::Vllm && (given.0.is_none() || given.1.is_none()) {
+        let (major, minor, patch) = version.unwrap_or(VLLM_NEWEST_READ);
+        let assumed = if version.is_none() { ", the newest release servesim has read (assumed)" } else { "" };
+        t += &format!(
+            "# Where the command sets no limit: vLLM {major}.{minor}.{patch}'s default on this GPU{assumed}.\n"
+        );
+        if let (None, Some(((a, b, c), old))) = (version, vllm_limits_since(gpu)) {
+            warn.push(format!(
+                "--max-num-seqs / --max-num-batched-tokens not given: {} and {}, vLLM's defaults on this GPU from \
+                 {a}.{b}.{c} (older releases: {} and {}); give --engine-version for an older vLLM",
+                limits.max_num_seqs, limits.max_num_batched_tokens, old.max_num_seqs, old.max_num_batched_tokens
+            ));
+        }
+    }
+    let mut seqs = given.0.unwrap_or(limits.max_num_seqs as u64);
+    let mut tokens = given.1.unwrap_or(limits.max_num_batched_tokens as u64);
     let sglang_ranks = if engine == Engine::Sglang && dp_attention > 1 { dp_attention } else { 1 };
     if dp_attention > 1 {
         t += "# The limits below are each DP attention rank's (each rank schedules its own requests).\n";
@@ -495,23 +531,59 @@ fn sglang_lines(got: &BTreeMap<&'static str, String>, ranks: u64) -> Result<Stri
     Ok(t)
 }
 
-/// `[scheduler.cpu]` where the engine overlaps its CPU work with the GPU's: as the command says
-/// (`--async-scheduling`, `--no-async-scheduling`), else the version's default
-/// ([`ServingEngine::schedules_async_by_default`]: vLLM from 0.14), a current release assumed
-/// without a version, which `warn` says. None for SGLang.
+/// `[scheduler.batching]`: with chunked prefill vLLM V1's scheduler (running requests first,
+/// then waiting ones, in one token budget) or SGLang's (prefill batches first; its settings
+/// over `sglang_ranks`), else continuous batching; vLLM's long-prefill threshold.
+fn batching_lines(engine: Engine, got: &BTreeMap<&'static str, String>, sglang_ranks: u64) -> Result<String> {
+    let chunked = got.get("chunked").is_none_or(|v| v == "true");
+    let mut t = match (chunked, engine) {
+        (true, Engine::Vllm) => "[scheduler.batching]\nkind = \"vllm-v1\"\n",
+        (true, Engine::Sglang) => "[scheduler.batching]\nkind = \"sglang\"\n",
+        (false, _) => "[scheduler.batching]\nkind = \"continuous\"\n",
+    }
+    .to_string();
+    if chunked && engine == Engine::Sglang {
+        t += &sglang_lines(got, sglang_ranks)?;
+    }
+    // 0 is vLLM's "no threshold", servesim's default too.
+    let threshold = match got.get("long_prefill").map(String::as_str) {
+        Some("0") => None,
+        _ => int(got, "long_prefill", "--long-prefill-token-threshold")?,
+    };
+    if let Some(n) = threshold {
+        if chunked && engine == Engine::Vllm {
+            t += &format!("long_prefill_token_threshold = {n}\n");
+        }
+    }
+    Ok(t)
+}
+
+/// `[scheduler.cpu]`: whether the engine overlaps its CPU work with the GPU's: as the command says
+/// (`--async-scheduling`, `--no-async-scheduling`), else the version's default with `pp`
+/// pipeline stages ([`ServingEngine::schedules_async_by_default`]: vLLM from 0.14), the newest
+/// release servesim has read assumed without a version, which `warn` says. None for SGLang.
 fn cpu_lines(
     engine: Engine,
     got: &BTreeMap<&'static str, String>,
-    version: Option<(u32, u32)>,
+    (version, pp): (Option<EngineVersion>, u32),
     warn: &mut Vec<String>,
-) -> String {
+) -> Result<String> {
     if engine == Engine::Sglang {
-        return String::new();
+        return Ok(String::new());
     }
     let (on, why) = match (got.get("async"), version) {
-        (Some(v), _) => (v == "true", "--async-scheduling".to_string()),
+        (Some(v), Some(ver)) if v == "true" && pp > 1 && ver < (0, 16, 0) => {
+            return Err(CliError::input(format!(
+                "--async-scheduling with --pipeline-parallel-size {pp}: vLLM {}.{}.{} refuses it (\"Async scheduling \
+                 is not yet compatible with pipeline_parallel_size > 1\", vllm/config/vllm.py; allowed from 0.16.0)",
+                ver.0, ver.1, ver.2
+            )));
+        }
+        (Some(v), _) => {
+            (v == "true", if v == "true" { "--async-scheduling" } else { "--no-async-scheduling" }.to_string())
+        }
         (None, Some(v)) => {
-            (ServingEngine::Vllm.schedules_async_by_default(v), format!("vLLM {}.{}'s default", v.0, v.1))
+            (ServingEngine::Vllm.schedules_async_by_default(v, pp), format!("vLLM {}.{}.{}'s default", v.0, v.1, v.2))
         }
         (None, None) => {
             warn.push(
@@ -522,10 +594,11 @@ fn cpu_lines(
             (true, "assumed: vLLM's default from 0.14; give --engine-version for an older one".to_string())
         }
     };
-    if !on {
-        return String::new();
-    }
-    format!("[scheduler.cpu]\n# Asynchronous scheduling ({why}): each step's CPU work overlaps the GPU's.\noverlap = true\n")
+    Ok(if on {
+        format!("[scheduler.cpu]\n# Asynchronous scheduling ({why}): each step's CPU work overlaps the GPU's.\noverlap = true\n")
+    } else {
+        format!("[scheduler.cpu]\n# No asynchronous scheduling ({why}): each step's CPU work and the GPU's in turn.\noverlap = false\n")
+    })
 }
 
 /// `[memory]`: the engine's own rule sizes the KV cache (memory::plan_memory) with the command's
@@ -551,15 +624,15 @@ fn memory_lines(engine_name: &str, got: &BTreeMap<&'static str, String>) -> Resu
     Ok(t)
 }
 
-/// `--engine-version`: (major, minor) ([`ServingEngine::version`]), and what `warn` must say of
+/// `--engine-version`: (major, minor, patch) ([`ServingEngine::version`]), and what `warn` must say of
 /// it: a vLLM before 0.8 ran V0, which servesim does not model; no SGLang default servesim
 /// models depends on the version.
-fn engine_version(engine: Engine, v: Option<&str>, warn: &mut Vec<String>) -> Result<Option<(u32, u32)>> {
+fn engine_version(engine: Engine, v: Option<&str>, warn: &mut Vec<String>) -> Result<Option<EngineVersion>> {
     let Some(v) = v else { return Ok(None) };
     let version = ServingEngine::version(v)
         .ok_or_else(|| CliError::input(format!("--engine-version {v:?}: expected a version such as 0.14.1")))?;
     match engine {
-        Engine::Vllm if version < (0, 8) => warn.push(format!(
+        Engine::Vllm if version < (0, 8, 0) => warn.push(format!(
             "vLLM {}.{} runs its V0 engine by default (V1 is the default from 0.8.0, vllm-project/vllm PR #13726), \
              whose scheduler servesim does not model: this scenario has V1's rules (vllm-v1 batching, V1's limits)",
             version.0, version.1
@@ -602,7 +675,7 @@ fn scenario(engine: Engine, gpu: &str, args: &[String], version: Option<&str>) -
     );
     t += "# The workload and the SLO below are placeholders: put in your traffic and targets.\n";
     t +=
-        &format!("name = \"{}-{}\"\nseed = 1\n# The engine's rules are the defaults of what this file leaves out.\nengine = \"{engine_name}\"\n\n[model]\npreset = \"{}\"\n", engine_name, preset.name(), preset.name());
+        &format!("name = \"{}-{}\"\nseed = 1\n# The engine's rules are the defaults of what this file leaves out.\nengine = \"{engine_name}\"\n{}\n[model]\npreset = \"{}\"\n", engine_name, preset.name(), version.map_or(String::new(), |(a, b, c)| format!("engine_version = \"{a}.{b}.{c}\"\n")), preset.name());
     t += &dtype_lines(weight_dtype, kv_dtype, &warn);
     t += &format!("\n[gpu]\n{gpu_section}\n[cluster]\ninstances = {instances}\ntp = {gpus}\n");
     // The engine's own balancer across its DP replicas: vLLM's lowest 4 × waiting + running
@@ -622,35 +695,15 @@ fn scenario(engine: Engine, gpu: &str, args: &[String], version: Option<&str>) -
         t += &format!("pp = {pp}\n");
     }
     t += "\n[scheduler]\n";
-    let (lines, sglang_ranks) = limit_lines(engine, &got, &gpu, dp_attention)?;
+    let (lines, sglang_ranks) = limit_lines(engine, &got, (&gpu, version), dp_attention, &mut warn)?;
     t += &lines;
     t += &block_and_length_lines(&got)?;
     t += &recv_line(&got, sglang_ranks)?;
-    // vLLM V1's scheduler (running requests first, then waiting ones, in one token budget);
-    // SGLang runs prefill batches first.
-    let chunked = got.get("chunked").is_none_or(|v| v == "true");
-    t += match (chunked, engine) {
-        (true, Engine::Vllm) => "[scheduler.batching]\nkind = \"vllm-v1\"\n",
-        (true, Engine::Sglang) => "[scheduler.batching]\nkind = \"sglang\"\n",
-        (false, _) => "[scheduler.batching]\nkind = \"continuous\"\n",
-    };
-    if chunked && engine == Engine::Sglang {
-        t += &sglang_lines(&got, sglang_ranks)?;
-    }
-    // 0 is vLLM's "no threshold", servesim's default too.
-    let threshold = match got.get("long_prefill").map(String::as_str) {
-        Some("0") => None,
-        _ => int(&got, "long_prefill", "--long-prefill-token-threshold")?,
-    };
-    if let Some(n) = threshold {
-        if chunked && engine == Engine::Vllm {
-            t += &format!("long_prefill_token_threshold = {n}\n");
-        }
-    }
+    t += &batching_lines(engine, &got, sglang_ranks)?;
     // Prefix caching is on by default in vLLM V1 and SGLang (the radix cache).
     let prefix = got.get("prefix").is_none_or(|v| v == "true");
     t += &format!("[scheduler.prefix_cache]\nenabled = {prefix}\n");
-    t += &cpu_lines(engine, &got, version, &mut warn);
+    t += &cpu_lines(engine, &got, (version, pp as u32), &mut warn)?;
     t += &memory_lines(engine_name, &got)?;
     t += &format!("\n[cost]\n{COST_MARK}\noverhead = \"{engine_name}\"\n");
     t += "\n# Placeholder traffic: replace with yours (or `workload fit --trace` of a request log).\n\
@@ -1079,5 +1132,61 @@ mod tests {
             warn.iter().filter(|w| w.contains("V0 engine by default")).count()
         };
         assert_eq!((v0("0.7.3"), v0("0.8.0"), v0("0.14.0")), (1, 0, 0));
+    }
+
+    #[test]
+    fn vllms_default_limits_follow_the_engine_version() {
+        // vllm/engine/arg_utils.py of each release's sdist: on a B200, 256 sequences and 2048
+        // tokens in 0.8.4 (its rule named the H100 and H200 only), 1024 and 8192 from 0.8.5,
+        // 16384 tokens from 0.28.0.
+        let m = "meta-llama/Llama-3.1-8B-Instruct";
+        let limits = |gpu: &str, cmd: &str, version: Option<&str>| {
+            let (text, warn) = scenario(Engine::Vllm, gpu, &args(cmd), version).unwrap();
+            let s = servesim_sim::Scenario::from_toml(&text, "t").unwrap();
+            let sch = &s.groups[0].scheduler;
+            let warned = warn.iter().any(|w| w.starts_with("--max-num-seqs / --max-num-batched-tokens not given"));
+            (sch.max_num_seqs, sch.max_num_batched_tokens, warned)
+        };
+        assert_eq!(limits("b200", m, Some("0.8.4")), (256, 2048, false));
+        assert_eq!(limits("b200", m, Some("0.19.0")), (1024, 8192, false));
+        assert_eq!(limits("b200", m, Some("0.28.1")), (1024, 16384, false));
+        // Without a version, the newest release read, and the warning says from when.
+        assert_eq!(limits("b200", m, None), (1024, 16384, true));
+        let (_, warn) = scenario(Engine::Vllm, "b200", &args(m), None).unwrap();
+        assert!(
+            warn.iter().any(|w| w
+                .contains("1024 and 16384, vLLM's defaults on this GPU from 0.28.0 (older releases: 1024 and 8192)")),
+            "{warn:?}"
+        );
+        // On an H100 every release since 0.8.0 chose the same: nothing to warn of.
+        assert_eq!(limits("h100-sxm", m, None), (1024, 8192, false));
+        // The command's own limits win, and with both given nothing is assumed.
+        assert_eq!(
+            limits("b200", &format!("{m} --max-num-seqs 64 --max-num-batched-tokens 4096"), None),
+            (64, 4096, false)
+        );
+        assert_eq!(limits("b200", &format!("{m} --max-num-seqs 64"), Some("0.8.4")), (64, 2048, false));
+        // The scenario records the release, which its resolve reads again.
+        let (text, _) = scenario(Engine::Vllm, "b200", &args(m), Some("v0.8.4")).unwrap();
+        assert!(text.contains("engine = \"vllm\"\nengine_version = \"0.8.4\"\n"), "{text}");
+    }
+
+    #[test]
+    fn asynchronous_scheduling_with_pipeline_stages_as_each_vllm_release_takes_it() {
+        // 0.14: off by default with pipeline stages, refused when asked for; 0.16.0: allowed
+        // (vllm/config/vllm.py of each release's sdist).
+        let m = "meta-llama/Llama-3.1-8B-Instruct -pp 2";
+        let overlap = |cmd: &str, version: &str| {
+            let (text, _) = scenario(Engine::Vllm, "h100-sxm", &args(cmd), Some(version)).unwrap();
+            let s = servesim_sim::Scenario::from_toml(&text, "t").unwrap();
+            s.resolved_toml().contains("overlap = true")
+        };
+        assert!(!overlap(m, "0.14.1"));
+        assert!(overlap(m, "0.16.0"));
+        assert!(overlap(&format!("{m} --async-scheduling"), "0.16.0"));
+        let e = scenario(Engine::Vllm, "h100-sxm", &args(&format!("{m} --async-scheduling")), Some("0.14.1"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--async-scheduling with --pipeline-parallel-size 2: vLLM 0.14.1 refuses it"), "{e}");
     }
 }

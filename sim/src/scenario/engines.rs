@@ -20,6 +20,16 @@ pub struct EngineLimits {
     pub max_num_batched_tokens: u32,
 }
 
+/// An engine release as (major, minor, patch): [`ServingEngine::version`].
+pub type EngineVersion = (u32, u32, u32);
+
+/// The newest vLLM release whose defaults servesim has read: what a scenario or launch command
+/// without a version is taken to run.
+pub const VLLM_NEWEST_READ: EngineVersion = (0, 34, 0);
+
+/// The vLLM releases from which [`vllm_limits`]'s rule changed, oldest first.
+pub const VLLM_LIMIT_RULES: &[EngineVersion] = &[(0, 8, 0), (0, 8, 4), (0, 8, 5), (0, 9, 0), (0, 28, 0), (0, 33, 0)];
+
 /// The top-level `engine` key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -43,7 +53,8 @@ impl ServingEngine {
     /// | key | vllm | sglang | trtllm |
     /// |---|---|---|---|
     /// | `scheduler.batching` | `vllm-v1` | `sglang` | — |
-    /// | `scheduler.max_num_seqs`, `max_num_batched_tokens` | [`ServingEngine::default_limits`] on the top-level `[gpu]` | same | same |
+    /// | `scheduler.max_num_seqs`, `max_num_batched_tokens` | [`ServingEngine::default_limits`] on the top-level `[gpu]`, at `engine_version` | same | same |
+    /// | `scheduler.cpu.overlap` (with `engine_version`) | [`ServingEngine::schedules_async_by_default`] | — | — |
     /// | `scheduler.prefix_cache.enabled` | true | true (the radix cache) | — |
     /// | `memory.engine` (unless `reserve_gib` or `kv_blocks` is given) | `vllm` | `sglang` | `trtllm` |
     /// | `cost.overhead` (roofline) | `vllm` | `sglang` | `trtllm` |
@@ -73,16 +84,7 @@ impl ServingEngine {
                 file.scheduler.batching = BatchingSpec::Sglang(Sglang::default());
             }
         }
-        // The engine's default limits on the scenario's GPU (its top-level `[gpu]`).
-        if let Ok(gpu) = file.gpu.resolve("gpu") {
-            let limits = self.default_limits(&gpu);
-            if !has(&["scheduler", "max_num_seqs"]) {
-                file.scheduler.max_num_seqs = limits.max_num_seqs;
-            }
-            if !has(&["scheduler", "max_num_batched_tokens"]) {
-                file.scheduler.max_num_batched_tokens = limits.max_num_batched_tokens;
-            }
-        }
+        self.apply_version_defaults(file, &has);
         if (vllm || sglang) && !has(&["scheduler", "prefix_cache", "enabled"]) {
             file.scheduler.prefix_cache.enabled = true;
         }
@@ -122,6 +124,27 @@ impl ServingEngine {
 }
 
 impl ServingEngine {
+    /// The defaults that follow `engine_version` (an unreadable one is refused by the
+    /// scenario's validation): the limits on the scenario's top-level `[gpu]`, and with a
+    /// version vLLM's asynchronous scheduling as that release defaults it; `has` says which
+    /// keys the file gives.
+    fn apply_version_defaults(self, file: &mut ScenarioFile, has: &dyn Fn(&[&str]) -> bool) {
+        let version = file.engine_version.as_deref().and_then(ServingEngine::version);
+        if let Ok(gpu) = file.gpu.resolve("gpu") {
+            let limits = self.default_limits(&gpu, version);
+            if !has(&["scheduler", "max_num_seqs"]) {
+                file.scheduler.max_num_seqs = limits.max_num_seqs;
+            }
+            if !has(&["scheduler", "max_num_batched_tokens"]) {
+                file.scheduler.max_num_batched_tokens = limits.max_num_batched_tokens;
+            }
+        }
+        let vllm = self == ServingEngine::Vllm;
+        if let Some(v) = version.filter(|_| vllm && !has(&["scheduler", "cpu", "overlap"])) {
+            file.scheduler.cpu.overlap = Some(self.schedules_async_by_default(v, file.cluster.pp));
+        }
+    }
+
     /// A document whose `engine` a what-if changed (`compare --vary engine=...`): the kernel
     /// database goes with the engine, so `cost.database.framework` is left out for the engine's
     /// rules to fill in (another engine's database would be refused).
@@ -132,21 +155,20 @@ impl ServingEngine {
         }
     }
 
-    /// The limits the engine picks by itself on `gpu` (memory as the GPU reports it):
+    /// The limits the engine picks by itself on `gpu` (memory as the GPU reports it), at
+    /// `version` where the engine's rule changed with it (`None`: the newest rule servesim
+    /// has read):
     ///
-    /// - vLLM (`vllm/engine/arg_utils.py`, `EngineArgs.get_batch_defaults`, v0.11–0.19), for the
-    ///   OpenAI API server: 1024 sequences and 8192 tokens on a GPU of ≥ 70 GiB other than the
-    ///   A100, else 256 and 2048.
+    /// - vLLM: [`vllm_limits`], the OpenAI API server's defaults by release.
     /// - SGLang (`python/sglang/srt/server_args.py`, `ServerArgs._handle_gpu_memory_settings`):
     ///   `chunked_prefill_size` 2048 under 35 GiB, 4096 under 60 GiB, 8192 under 160 GiB, 16384
     ///   above. Its `max_running_requests` is sized from the KV pool at start; servesim assumes
     ///   1024.
     /// - TensorRT-LLM (`LlmArgs`): `max_batch_size` 2048, `max_num_tokens` 8192.
-    pub fn default_limits(self, gpu: &GpuSpec) -> EngineLimits {
+    pub fn default_limits(self, gpu: &GpuSpec, version: Option<EngineVersion>) -> EngineLimits {
         let gib = gpu.memory_gib();
         let (max_num_seqs, max_num_batched_tokens) = match self {
-            ServingEngine::Vllm if gib >= 70.0 && !gpu.name.starts_with("a100") => (1024, 8192),
-            ServingEngine::Vllm => (256, 2048),
+            ServingEngine::Vllm => return vllm_limits(gpu, version),
             ServingEngine::Sglang => (
                 1024,
                 if gib < 35.0 {
@@ -164,21 +186,28 @@ impl ServingEngine {
         EngineLimits { max_num_seqs, max_num_batched_tokens }
     }
 
-    /// Whether the engine at `version` (major, minor) overlaps each step's CPU work with the
-    /// GPU's by default: vLLM from 0.14, when asynchronous scheduling became its default
-    /// (vllm-project/vllm PR #27614, "[Core] Enable async scheduling by default", the last step
-    /// of the plan in issue #27679; 0.14 as its first release is read from downstream reports,
-    /// deepjavalibrary/djl #3833 — an assumption: vLLM's release notes were not read). No other
-    /// engine's version-dependent default is modelled.
-    pub fn schedules_async_by_default(self, version: (u32, u32)) -> bool {
-        self == ServingEngine::Vllm && version >= (0, 14)
+    /// Whether the engine at `version` overlaps each step's CPU work with the GPU's by default,
+    /// with `pp` pipeline stages: vLLM from 0.14.0, whose `SchedulerConfig.async_scheduling`
+    /// defaults to `None`, which `VllmConfig.__post_init__` turns on unless something rules it
+    /// out — pipeline parallelism in 0.14 (0.15 has no sdist on PyPI and is assumed to be as
+    /// 0.14; 0.16.0 dropped the check), a drafter other than EAGLE/MTP, an executor that cannot
+    /// (vllm/config/scheduler.py and vllm/config/vllm.py of each release's sdist; 0.13.0's
+    /// default is `False`). No other engine's version-dependent default is modelled.
+    pub fn schedules_async_by_default(self, version: EngineVersion, pp: u32) -> bool {
+        self == ServingEngine::Vllm && version >= (0, 14, 0) && (pp <= 1 || version >= (0, 16, 0))
     }
 
-    /// (major, minor) of a version string: `0.14.1`, `v0.14.0`, `0.15.0rc1`; `None` if it has no
-    /// numeric major and minor.
-    pub fn version(v: &str) -> Option<(u32, u32)> {
-        let mut parts = v.strip_prefix('v').unwrap_or(v).split('.').map(|p| p.parse::<u32>().ok());
-        Some((parts.next()??, parts.next()??))
+    /// (major, minor, patch) of a version string: `0.14.1`, `v0.14.0`, `0.15.0rc1` (patch 0),
+    /// `0.8` (patch 0); `None` if it has no numeric major and minor.
+    pub fn version(v: &str) -> Option<EngineVersion> {
+        let mut parts = v.strip_prefix('v').unwrap_or(v).split('.');
+        let mut number = || parts.next().and_then(|p| p.parse::<u32>().ok());
+        let (major, minor) = (number()?, number()?);
+        let patch = parts.next().map_or(0, |p| {
+            let digits = p.bytes().take_while(u8::is_ascii_digit).count();
+            p[..digits].parse().unwrap_or(0)
+        });
+        Some((major, minor, patch))
     }
 
     /// The engine of a `validate --silicon` row's `backend` column, or a launch command's.
@@ -189,5 +218,151 @@ impl ServingEngine {
             "trtllm" => Some(ServingEngine::Trtllm),
             _ => None,
         }
+    }
+}
+
+/// vLLM's `--max-num-seqs` and `--max-num-batched-tokens` when `vllm serve` is not given them
+/// (the `OPENAI_API_SERVER` usage context), by release, read from each release's sdist on PyPI
+/// (`vllm/engine/arg_utils.py`: `_set_default_args_v1` up to 0.9.0, `get_batch_defaults`
+/// after). "Memory" is what CUDA reports (`current_platform.get_device_total_memory()`: the
+/// GPU's `visible_gib` where servesim knows it), names are matched as vLLM matches the device
+/// name:
+///
+/// | release | sequences, tokens |
+/// |---|---|
+/// | 0.8.0–0.8.3 | 1024 on every GPU; 8192 on a GPU named H100 or H200, else 2048 |
+/// | 0.8.4 | 1024, 8192 on a GPU named H100 or H200; else 256, 2048 |
+/// | 0.8.5 | 1024, 8192 with ≥ 70 GiB; else 256, 2048 |
+/// | 0.9.0–0.27 | 1024, 8192 with ≥ 70 GiB, the A100 excepted; else 256, 2048 |
+/// | 0.28–0.32 | 1024, 16384 with ≥ 160 GiB (B200, B300, GB200); else as 0.27 |
+/// | 0.33– | as 0.32, the GB10 (DGX Spark, matched by name here, by compute capability 12.1 in vLLM) kept to 256, 2048 |
+///
+/// A version before 0.8 (V0's engine, not modelled) gets 0.8.0's rule; `None`,
+/// [`VLLM_NEWEST_READ`]'s.
+pub fn vllm_limits(gpu: &GpuSpec, version: Option<EngineVersion>) -> EngineLimits {
+    let v = version.unwrap_or(VLLM_NEWEST_READ);
+    let gib = gpu.visible_bytes().map_or(gpu.memory_gib(), |b| b as f64 / (1u64 << 30) as f64);
+    let name = gpu.name.to_ascii_lowercase();
+    let named = |n: &str| name.contains(n);
+    let gb10 = name.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == "gb10");
+    let hopper_by_name = named("h100") || named("h200");
+    let limits = |max_num_seqs, max_num_batched_tokens| EngineLimits { max_num_seqs, max_num_batched_tokens };
+    let (large, small) = (limits(1024, 8192), limits(256, 2048));
+    if v < (0, 8, 4) {
+        limits(1024, if hopper_by_name { 8192 } else { 2048 })
+    } else if v < (0, 8, 5) {
+        if hopper_by_name {
+            large
+        } else {
+            small
+        }
+    } else if v < (0, 9, 0) {
+        if gib >= 70.0 {
+            large
+        } else {
+            small
+        }
+    } else if v >= (0, 28, 0) && gib >= 160.0 {
+        limits(1024, 16384)
+    } else if gib >= 70.0 && !named("a100") && !(gb10 && v >= (0, 33, 0)) {
+        large
+    } else {
+        small
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::GpuPreset;
+
+    /// vLLM's defaults by release, each cell read off that release's sdist
+    /// (vllm/engine/arg_utils.py): the API server's (sequences, tokens).
+    #[test]
+    fn vllm_default_limits_follow_each_release() {
+        let at = |gpu: &str, v: Option<EngineVersion>| {
+            let l = vllm_limits(&GpuPreset::find(gpu).unwrap().spec(), v);
+            (l.max_num_seqs, l.max_num_batched_tokens)
+        };
+        let cases: &[(&str, EngineVersion, (u32, u32))] = &[
+            // 0.8.0-0.8.3: 1024 sequences everywhere, 8192 tokens only for a device named H100/H200.
+            ("h100-sxm", (0, 8, 0), (1024, 8192)),
+            ("l40s", (0, 8, 3), (1024, 2048)),
+            ("b200", (0, 8, 3), (1024, 2048)),
+            // 0.8.4: the H100/H200 names decide both.
+            ("h200", (0, 8, 4), (1024, 8192)),
+            ("b200", (0, 8, 4), (256, 2048)),
+            ("a100-80g", (0, 8, 4), (256, 2048)),
+            // 0.8.5: any GPU with 70 GiB, the A100 80GB included.
+            ("a100-80g", (0, 8, 5), (1024, 8192)),
+            ("b200", (0, 8, 5), (1024, 8192)),
+            ("l40s", (0, 8, 5), (256, 2048)),
+            // 0.9.0-0.27: the A100 excepted (PR #17885).
+            ("a100-80g", (0, 9, 0), (256, 2048)),
+            ("rtx-pro-6000", (0, 19, 0), (1024, 8192)),
+            ("b200", (0, 27, 0), (1024, 8192)),
+            // 0.28: 16384 tokens from 160 GiB; the H200 (139.81 GiB as CUDA reports it) stays.
+            ("b200", (0, 28, 0), (1024, 16384)),
+            ("b300", (0, 34, 0), (1024, 16384)),
+            ("h200", (0, 34, 0), (1024, 8192)),
+            ("h100-sxm", (0, 34, 0), (1024, 8192)),
+            ("a100-80g", (0, 34, 0), (256, 2048)),
+            ("l4", (0, 34, 0), (256, 2048)),
+        ];
+        for &(gpu, v, want) in cases {
+            assert_eq!(at(gpu, Some(v)), want, "{gpu} at {v:?}");
+        }
+        // Without a version, the newest release read.
+        assert_eq!(at("b200", None), at("b200", Some(VLLM_NEWEST_READ)));
+        assert_eq!(at("b200", None), (1024, 16384));
+        // The rule changes only where VLLM_LIMIT_RULES says: each release between two of its
+        // entries gives the earlier entry's limits.
+        for gpu in ["h100-sxm", "a100-80g", "b200", "l40s"] {
+            for w in VLLM_LIMIT_RULES.windows(2) {
+                let before_next = (w[1].0, w[1].1, w[1].2.saturating_sub(1));
+                let before_next = if w[1].2 == 0 { (w[1].0, w[1].1 - 1, 9) } else { before_next };
+                assert_eq!(at(gpu, Some(w[0])), at(gpu, Some(before_next)), "{gpu} {w:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_gb10_keeps_the_small_defaults_from_0_33() {
+        let mut spark = GpuPreset::find("h100-sxm").unwrap().spec();
+        spark.name = "gb10".into();
+        spark.memory_bytes = 128 << 30;
+        spark.visible_bytes = None;
+        let at = |v| {
+            let l = vllm_limits(&spark, Some(v));
+            (l.max_num_seqs, l.max_num_batched_tokens)
+        };
+        assert_eq!((at((0, 32, 0)), at((0, 33, 0))), ((1024, 8192), (256, 2048)));
+        // A name that only contains "gb10" is not the GB10.
+        spark.name = "gb100".into();
+        assert_eq!(vllm_limits(&spark, Some((0, 33, 0))).max_num_batched_tokens, 8192);
+    }
+
+    #[test]
+    fn versions_read_as_releases() {
+        let v = ServingEngine::version;
+        assert_eq!(v("0.15.0rc1"), Some((0, 15, 0)));
+        assert_eq!(v("v0.8.5.post1"), Some((0, 8, 5)));
+        assert_eq!(v("0.8"), Some((0, 8, 0)));
+        assert_eq!(v("0.14.1"), Some((0, 14, 1)));
+        assert_eq!(v("nightly-5b8c30d62b754b57"), None);
+        assert_eq!(v("0.x"), None);
+        assert_eq!(v(""), None);
+    }
+
+    /// vllm/config/vllm.py: 0.13.0 defaults to off; 0.14.x on, off with pipeline stages;
+    /// 0.16.0 on with them too.
+    #[test]
+    fn vllm_schedules_asynchronously_by_default_from_0_14() {
+        let on = |v, pp| ServingEngine::Vllm.schedules_async_by_default(v, pp);
+        assert!(!on((0, 13, 0), 1));
+        assert!(on((0, 14, 0), 1));
+        assert!(!on((0, 14, 1), 2));
+        assert!(on((0, 16, 0), 2));
+        assert!(!ServingEngine::Sglang.schedules_async_by_default((0, 16, 0), 1));
     }
 }

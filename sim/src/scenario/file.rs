@@ -28,6 +28,11 @@ pub struct ScenarioFile {
     /// Default: none (servesim's own defaults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) engine: Option<ServingEngine>,
+    /// The engine's release (`"0.15.1"`), where its defaults changed with it: vLLM's default
+    /// limits and asynchronous scheduling. Default: none (the newest release servesim has read
+    /// for the limits; the CPU overlap of `cost.overhead`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) engine_version: Option<String>,
     pub(crate) model: ModelSection,
     /// Required unless every `[[cluster.groups]]` names its own GPU.
     #[serde(default)]

@@ -23,7 +23,7 @@ pub use crate::metrics::{MetricsSection, SloSection};
 pub(crate) use cluster::gpu_or_preset;
 pub use cluster::GroupSection;
 pub use deploy::{Deployment, LlmD, RouterDeploy, Server};
-pub use engines::{EngineLimits, ServingEngine};
+pub use engines::{vllm_limits, EngineLimits, EngineVersion, ServingEngine, VLLM_LIMIT_RULES, VLLM_NEWEST_READ};
 pub use file::*;
 pub use launch::LaunchCommand;
 pub use plan_file::{CandidateSection, PlanSection, TuneSection};
@@ -441,6 +441,22 @@ fn group_calibration(
     }))
 }
 
+/// `seed` within [`MAX_SEED`]; `engine_version` a release `ServingEngine::version` reads, and
+/// only with an `engine`.
+fn check_seed_and_engine_version(file: &ScenarioFile) -> Result<(), ConfigError> {
+    check(file.seed <= MAX_SEED, "", "seed", &format!("must be ≤ {MAX_SEED} (2^62)"), file.seed)?;
+    let Some(v) = &file.engine_version else { return Ok(()) };
+    let readable = ServingEngine::version(v).is_some();
+    check(readable, "", "engine_version", "must be a release such as \"0.15.1\"", format!("{v:?}"))?;
+    check(
+        file.engine.is_some(),
+        "",
+        "engine_version",
+        "needs an engine (give engine = \"vllm\", ...)",
+        format!("{v:?}"),
+    )
+}
+
 impl Scenario {
     /// An error naming both deployments when the scenario names a calibration that applies to
     /// none of its groups. With `sweep` (a plan or tune, whose candidates may run other GPUs),
@@ -510,7 +526,7 @@ impl Scenario {
             format!("{name:?}"),
         )?;
         file.name = Some(name.clone());
-        check(file.seed <= MAX_SEED, "", "seed", &format!("must be ≤ {MAX_SEED} (2^62)"), file.seed)?;
+        check_seed_and_engine_version(&file)?;
         let model = file.model.resolve("model")?;
         let heterogeneous = !file.cluster.groups.is_empty();
         let top_gpu = if heterogeneous && file.gpu == GpuSection::default() {

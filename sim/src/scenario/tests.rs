@@ -219,9 +219,43 @@ fn a_top_level_engine_supplies_its_own_limits_on_the_scenarios_gpu() {
     assert_eq!(limits("trtllm", "h100-sxm", ""), (2048, 8192));
     // What the file says wins, key by key.
     assert_eq!(limits("vllm", "h100-sxm", "[scheduler]\nmax_num_seqs = 64\n"), (64, 8192));
+    // vLLM on a B200: 16384 tokens from 0.28.0, the newest release read without a version.
+    assert_eq!(limits("vllm", "b200", ""), (1024, 16384));
+    let src = format!("engine = \"vllm\"\nengine_version = \"0.27.1\"\n{}", BASE.replace("h100-sxm", "b200"));
+    let s = Scenario::from_toml(&src, "t").unwrap();
+    assert_eq!((s.groups[0].scheduler.max_num_seqs, s.groups[0].scheduler.max_num_batched_tokens), (1024, 8192));
     // No engine: servesim's own defaults.
     let plain = Scenario::from_toml(BASE, "t").unwrap();
     assert_eq!((plain.groups[0].scheduler.max_num_seqs, plain.groups[0].scheduler.max_num_batched_tokens), (256, 8192));
+}
+
+#[test]
+fn engine_version_sets_vllms_limits_and_asynchronous_scheduling() {
+    let resolve = |version: &str, extra: &str| {
+        let src =
+            format!("engine = \"vllm\"\nengine_version = \"{version}\"\n{}{extra}", BASE.replace("h100-sxm", "b200"));
+        let s = Scenario::from_toml(&src, "t").unwrap();
+        let g = &s.groups[0];
+        (g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens, g.scheduler.cpu.overlap, s.resolved_toml())
+    };
+    let (seqs, tokens, overlap, resolved) = resolve("0.8.4", "");
+    assert_eq!((seqs, tokens, overlap), (256, 2048, Some(false)));
+    assert!(resolved.contains("engine_version = \"0.8.4\""), "{resolved}");
+    let (seqs, tokens, overlap, _) = resolve("0.14.0", "");
+    assert_eq!((seqs, tokens, overlap), (1024, 8192, Some(true)));
+    // With pipeline stages vLLM 0.14 leaves it off; 0.16.0 does not.
+    assert_eq!(resolve("0.14.0", "[cluster]\npp = 2\n").2, Some(false));
+    assert_eq!(resolve("0.16.0", "[cluster]\npp = 2\n").2, Some(true));
+    // The file's own overlap wins.
+    assert_eq!(resolve("0.14.0", "[scheduler.cpu]\noverlap = false\n").2, Some(false));
+    // Without a version the overlap is the cost overhead's (unset here).
+    let s = Scenario::from_toml(&format!("engine = \"vllm\"\n{BASE}"), "t").unwrap();
+    assert_eq!(s.groups[0].scheduler.cpu.overlap, None);
+    // Refused: a version that is not one, a version without an engine.
+    let e = err(&format!("engine = \"vllm\"\nengine_version = \"latest\"\n{BASE}"));
+    assert_eq!(e, "engine_version: must be a release such as \"0.15.1\", got \"latest\"");
+    let e = err(&format!("engine_version = \"0.15.1\"\n{BASE}"));
+    assert!(e.starts_with("engine_version: needs an engine"), "{e}");
 }
 
 /// A GPU without a preset for a known reason (AWS's A10G: no datasheet) is refused with the

@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 use servesim_sim::metrics::Status;
-use servesim_sim::scenario::{EngineLimits, Resources, ServingEngine};
+use servesim_sim::scenario::{EngineLimits, EngineVersion, Resources, ServingEngine};
 use servesim_sim::spec::{Dtype, GpuPreset, GpuSpec, ModelPreset, ModelSpec};
 use servesim_sim::Scenario;
 
@@ -113,6 +113,8 @@ pub(super) struct Case {
     /// The engine ran with its CPU work overlapping the GPU's (vLLM's asynchronous scheduling,
     /// its default from 0.14: [`async_scheduling`]).
     pub async_scheduling: bool,
+    /// The engine's release, as the row's `backend_version` says ([`row_version`]).
+    pub engine_version: EngineVersion,
     /// The published recipe whose image, days, model and search space the row's run matches
     /// ([`super::recipes`]), its settings under `--engine-limits auto`.
     pub recipe: Option<&'static Recipe>,
@@ -215,6 +217,7 @@ fn measured_of(r: &Row) -> std::result::Result<(u64, u64, u32, f64, f64), String
 /// A row as a case, or the reason servesim cannot express it.
 pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     let mut c = row_case(r)?;
+    c.engine_version = row_version(r);
     c.async_scheduling = async_scheduling(r);
     let run = RowRun {
         model: c.model,
@@ -236,13 +239,22 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     Ok(c)
 }
 
+/// The release a row without a readable `backend_version` (none, or a nightly build's hash) is
+/// taken as, an assumption: one before vLLM 0.14 — its CPU work in series with the GPU's, the
+/// default limits of vLLM 0.9–0.27 ([`servesim_sim::scenario::vllm_limits`]). The database's
+/// versioned vLLM rows name 0.11.2 to 0.19.0.
+const UNVERSIONED: EngineVersion = (0, 13, 0);
+
+/// A row's engine release: its `backend_version`, else [`UNVERSIONED`].
+fn row_version(r: &Row) -> EngineVersion {
+    ServingEngine::version(r.get("backend_version")).unwrap_or(UNVERSIONED)
+}
+
 /// Whether a row's engine ran with its CPU work overlapping the GPU's by its version's default
-/// ([`ServingEngine::schedules_async_by_default`]: vLLM from 0.14). Rows without a version are
-/// taken as synchronous.
+/// ([`ServingEngine::schedules_async_by_default`]: vLLM from 0.14; the rows run have no
+/// pipeline stages).
 fn async_scheduling(r: &Row) -> bool {
-    let engine = ServingEngine::from_name(r.get("backend"));
-    let version = ServingEngine::version(r.get("backend_version"));
-    engine.zip(version).is_some_and(|(e, v)| e.schedules_async_by_default(v))
+    ServingEngine::from_name(r.get("backend")).is_some_and(|e| e.schedules_async_by_default(row_version(r), 1))
 }
 
 /// A row as a case, as its columns say.
@@ -508,14 +520,20 @@ fn chunked(priority: &str) -> Vec<(&'static str, toml::Value)> {
     kind("chunked", &[("priority", priority.into())])
 }
 
-/// The engine's default scheduler settings on a GPU, as servesim keys: its own limits there
-/// ([`ServingEngine::default_limits`]); vLLM V1 always chunks prefills, decodes first; SGLang
+/// The engine's default scheduler settings on a GPU, as servesim keys: its own limits there at
+/// `version` ([`ServingEngine::default_limits`]); vLLM V1 always chunks prefills, decodes first; SGLang
 /// runs prefill batches first; TensorRT-LLM does not chunk ([`trtllm_settings`]; `osl`: the
 /// row's output length, reserved at admission). With `own`, vLLM rows run `kind = "vllm-v1"`
 /// and SGLang rows `kind = "sglang"`.
-pub(super) fn engine_settings(doc: &mut Doc, framework: &str, gpu: &GpuSpec, osl: u64, own: bool) {
+pub(super) fn engine_settings(
+    doc: &mut Doc,
+    framework: &str,
+    (gpu, version): (&GpuSpec, EngineVersion),
+    osl: u64,
+    own: bool,
+) {
     let engine = ServingEngine::from_name(framework).unwrap_or(ServingEngine::Trtllm);
-    let EngineLimits { max_num_seqs: seqs, max_num_batched_tokens: tokens } = engine.default_limits(gpu);
+    let EngineLimits { max_num_seqs: seqs, max_num_batched_tokens: tokens } = engine.default_limits(gpu, Some(version));
     let batching = match (engine, own) {
         (ServingEngine::Vllm, _) => vllm_v1(own),
         (ServingEngine::Sglang, true) => kind("sglang", &[]),
@@ -565,7 +583,7 @@ pub(super) fn generator_settings(doc: &mut Doc, framework: &str, gpu: &GpuSpec, 
         }
         "sglang" => {
             let prefill = isl + 1500;
-            let chunk = ServingEngine::Sglang.default_limits(gpu).max_num_batched_tokens as u64;
+            let chunk = ServingEngine::Sglang.default_limits(gpu, None).max_num_batched_tokens as u64;
             let batching = if own {
                 kind("sglang", &[("max_prefill_tokens", (prefill as i64).into()), ("mixed_chunk", true.into())])
             } else {
@@ -613,7 +631,7 @@ fn recipe_settings(doc: &mut Doc, r: &Recipe, c: &Case, gpu: &GpuSpec, own: bool
         }
         Launch::Trtllm(t) => {
             let at = t.at(c.isl, c.osl, c.concurrency, c.tp);
-            let seqs = at.max_batch_size.unwrap_or(ServingEngine::Trtllm.default_limits(gpu).max_num_seqs as u64);
+            let seqs = at.max_batch_size.unwrap_or(ServingEngine::Trtllm.default_limits(gpu, None).max_num_seqs as u64);
             trtllm_settings(doc, seqs, at.max_num_tokens, c.osl);
             // Under TensorRT-LLM's memory rule, as every TensorRT-LLM row (scenario_doc).
             doc.set("memory.gpu_memory_utilization", at.free_gpu_memory_fraction);
@@ -801,7 +819,9 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
             let per_rank = c.concurrency / c.dp.max(1);
             generator_settings(&mut doc, &c.framework, &gpu, (c.isl, c.osl, per_rank), bench.engine_schedulers);
         }
-        RowLimits::Defaults => engine_settings(&mut doc, &c.framework, &gpu, c.osl, bench.engine_schedulers),
+        RowLimits::Defaults => {
+            engine_settings(&mut doc, &c.framework, (&gpu, c.engine_version), c.osl, bench.engine_schedulers)
+        }
         RowLimits::Recipe(r) => {
             recipe_settings(&mut doc, r, c, &gpu, bench.engine_schedulers);
             rounds = r.flags.rounds;
@@ -1537,7 +1557,7 @@ mod tests {
         let h200 = servesim_sim::spec::GpuPreset::find("h200").unwrap().spec();
         let engine = |framework: &str, own: bool| {
             let mut doc = Doc::default();
-            engine_settings(&mut doc, framework, &h200, 1024, own);
+            engine_settings(&mut doc, framework, (&h200, UNVERSIONED), 1024, own);
             doc
         };
         let batching =
