@@ -22,6 +22,7 @@
 //!     KV = free memory at start-up × mem_fraction_static − weights
 //! ```
 
+use crate::scenario::EngineVersion;
 use crate::spec::{GpuSpec, ModelSpec};
 
 pub use crate::spec::GIB;
@@ -94,6 +95,8 @@ pub struct EngineMemory {
     pub cuda_graph_bytes: Option<u64>,
     /// SGLang's `--mem-fraction-static`; `None`: [`sglang_mem_fraction_static`].
     pub mem_fraction_static: Option<f64>,
+    /// The engine's release (`engine_version`), where its rule changed with it: SGLang's.
+    pub engine_version: Option<EngineVersion>,
 }
 
 /// Every term of an engine's rule, as `servesim memory --engine` shows them (bytes per GPU).
@@ -364,26 +367,113 @@ pub fn default_non_torch_bytes(engine: MemoryEngine, tp: u64) -> u64 {
     (gib * GIB) as u64
 }
 
-/// SGLang's default `mem_fraction_static` (python/sglang/srt/server_args.py,
-/// `ServerArgs.__post_init__`, the 2025 rule): GPU memory in MiB less a reserve for activations
-/// and CUDA graphs of (2.8 + tp/10) GiB under 35 GiB, (9.5 + tp/2) GiB under 90 GiB, (12 + tp/2)
-/// GiB under 160 GiB, 32 GiB above, plus 4 GiB with DP attention; rounded to 3 decimals.
-pub fn sglang_mem_fraction_static(gpu: &GpuSpec, tp: u64, dp_attention: bool) -> f64 {
+/// The newest SGLang release whose memory defaults servesim has read: what a scenario without
+/// an `engine_version` is taken to run.
+pub const SGLANG_NEWEST_READ: EngineVersion = (0, 5, 15);
+
+/// What SGLang's default `mem_fraction_static` depends on besides the GPU.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SglangServer {
+    /// The release (`None`: [`SGLANG_NEWEST_READ`]).
+    pub version: Option<EngineVersion>,
+    pub tp: u64,
+    pub pp: u64,
+    /// DP attention ranks (1: none).
+    pub dp_attention: u64,
+    /// The server's `--chunked-prefill-size` (all ranks').
+    pub chunked_prefill_size: u64,
+    /// A latent-attention model (SGLang's MLA backend).
+    pub mla: bool,
+}
+
+/// SGLang's `--chunked-prefill-size` when the command gives none, by the GPU's memory (MiB, as
+/// nvidia-smi reports it, which SGLang reads) and release (python/sglang/srt/server_args.py of
+/// each sdist): 2048 under 35 GiB, 8192 under 160 GiB, 16384 above (0.4.8–0.5.2); from 0.5.3
+/// also 4096 from 35 to 60 GiB. Releases before 0.4.8 are given 0.4.8's.
+pub fn sglang_chunked_prefill_size(gpu: &GpuSpec, version: Option<EngineVersion>) -> u64 {
     let mib = gpu.memory_bytes as f64 / (1u64 << 20) as f64;
-    let tp = tp as f64;
-    let mut reserved = if mib < 35.0 * 1024.0 {
-        (2.8 + tp / 10.0) * 1024.0
-    } else if mib < 90.0 * 1024.0 {
-        (9.5 + tp / 2.0) * 1024.0
-    } else if mib < 160.0 * 1024.0 {
-        (12.0 + tp / 2.0) * 1024.0
-    } else {
-        32.0 * 1024.0
-    };
-    if dp_attention {
-        reserved += 4.0 * 1024.0;
+    let v = version.unwrap_or(SGLANG_NEWEST_READ);
+    match mib / 1024.0 {
+        g if g < 35.0 => 2048,
+        g if g < 60.0 && v >= (0, 5, 3) => 4096,
+        g if g < 160.0 => 8192,
+        _ => 16384,
     }
+}
+
+/// SGLang's default `mem_fraction_static` (python/sglang/srt/server_args.py of each release's
+/// sdist; GPU memory in MiB as nvidia-smi reports it; rounded to 3 decimals):
+///
+/// - 0.4.8–0.5.2 (`ServerArgs.__post_init__`): the memory less a reserve of (2.8 + P/10) GiB
+///   under 35 GiB, (9.5 + P/2) GiB under 90 GiB, (12 + P/2) GiB under 160 GiB, 32 GiB above
+///   (P = TP × PP), plus 4 GiB with DP attention. Releases before 0.4.8 are given this rule.
+/// - 0.5.3–0.5.9 (`_handle_gpu_memory_settings`): a reserve in MiB of 512 + 1.5 × max(chunked
+///   prefill size, 2048) + 2 × the CUDA graphs' largest batch
+///   ([`sglang_cuda_graph_max_bs`]) + TP × PP / 8 × 1024, with DP attention + 3 × that batch ×
+///   ranks (and + 1.5 × it × ranks above a batch of 300), at least 10 GiB on a GPU of more than
+///   60 GiB.
+/// - From 0.5.10: the same, plus the prefill's piecewise CUDA graphs, on by default unless
+///   DP attention or pipeline stages turn them off: 8 MiB per captured size up to the chunked
+///   prefill size ([`sglang_piecewise_sizes`]), or 1.5 GiB with the MLA backend. Read for
+///   0.5.10.post1 and 0.5.15; the other conditions that turn them off (speculative decoding,
+///   LoRA, multimodal models, models SGLang lists) are not modelled.
+pub fn sglang_mem_fraction_static(gpu: &GpuSpec, s: &SglangServer) -> f64 {
+    let mib = gpu.memory_bytes as f64 / (1u64 << 20) as f64;
+    let v = s.version.unwrap_or(SGLANG_NEWEST_READ);
+    let (tp, pp, dp) = (s.tp as f64, s.pp as f64, s.dp_attention as f64);
+    let reserved = if v < (0, 5, 3) {
+        let p = tp * pp;
+        let tier = match mib / 1024.0 {
+            g if g < 35.0 => 2.8 + p / 10.0,
+            g if g < 90.0 => 9.5 + p / 2.0,
+            g if g < 160.0 => 12.0 + p / 2.0,
+            _ => 32.0,
+        };
+        (tier + if s.dp_attention > 1 { 4.0 } else { 0.0 }) * 1024.0
+    } else {
+        let bs = sglang_cuda_graph_max_bs(gpu, s.tp, v) as f64;
+        let mut r = 512.0 + 1.5 * (s.chunked_prefill_size.max(2048) as f64) + 2.0 * bs + tp * pp / 8.0 * 1024.0;
+        if s.dp_attention > 1 {
+            r += bs * dp * 3.0 + if bs > 300.0 { bs * dp * 1.5 } else { 0.0 };
+        }
+        if v >= (0, 5, 10) && s.dp_attention <= 1 && s.pp <= 1 {
+            r += if s.mla { 1.5 * 1024.0 } else { 8.0 * sglang_piecewise_sizes(s.chunked_prefill_size) as f64 };
+        }
+        if mib > 60.0 * 1024.0 {
+            r = r.max(10.0 * 1024.0);
+        }
+        r
+    };
     ((mib - reserved) / mib * 1000.0).round() / 1000.0
+}
+
+/// SGLang's largest CUDA-graph batch by default (0.5.3 on): 8 under 20 GiB; under 35 GiB 16
+/// (24 from 0.5.6) below TP 4, else 80; under 60 GiB 32 below TP 4, else 160; under 160 GiB
+/// 256 below TP 4, else 512; 512 above.
+pub fn sglang_cuda_graph_max_bs(gpu: &GpuSpec, tp: u64, version: EngineVersion) -> u64 {
+    let gib = gpu.memory_bytes as f64 / (1u64 << 30) as f64;
+    // (below TP 4, from TP 4) per memory tier.
+    let (small, large) = match gib {
+        g if g < 20.0 => (8, 8),
+        g if g < 35.0 => (if version >= (0, 5, 6) { 24 } else { 16 }, 80),
+        g if g < 60.0 => (32, 160),
+        g if g < 160.0 => (256, 512),
+        _ => (512, 512),
+    };
+    if tp < 4 {
+        small
+    } else {
+        large
+    }
+}
+
+/// How many prefill sizes SGLang captures piecewise CUDA graphs for, up to `max_tokens`
+/// (`_generate_piecewise_cuda_graph_tokens`, 0.5.10.post1): 4 to 32 by 4, 48 to 256 by 16,
+/// 288 to 512 by 32, 576 to 1024 by 64, 1280 to 4096 by 256, then by 512.
+pub fn sglang_piecewise_sizes(max_tokens: u64) -> usize {
+    let steps: [(u64, u64, u64); 6] =
+        [(4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280, 4096, 256), (4608, max_tokens, 512)];
+    steps.iter().flat_map(|&(from, to, by)| (from..=to).step_by(by as usize)).filter(|&n| n <= max_tokens).count()
 }
 
 /// The terms of an engine's rule for one GPU (see the module doc).
@@ -419,7 +509,15 @@ pub fn engine_terms(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig, parame
     let (forward_peak_bytes, sampler_peak_bytes) = (forward as u64, sampler as u64);
     let fraction = match e.engine {
         MemoryEngine::Sglang => {
-            e.mem_fraction_static.unwrap_or_else(|| sglang_mem_fraction_static(gpu, cfg.tp, cfg.dp_attention > 1))
+            let server = SglangServer {
+                version: e.engine_version,
+                tp: cfg.tp,
+                pp: cfg.pp,
+                dp_attention: cfg.dp_attention,
+                chunked_prefill_size: cfg.max_num_batched_tokens * cfg.dp_attention.max(1),
+                mla: model.arch.mla.is_some(),
+            };
+            e.mem_fraction_static.unwrap_or_else(|| sglang_mem_fraction_static(gpu, &server))
         }
         _ => cfg.gpu_memory_utilization,
     };
@@ -707,6 +805,7 @@ mod tests {
                 non_torch_bytes: Some(0),
                 cuda_graph_bytes: Some(1 << 30),
                 mem_fraction_static: None,
+                engine_version: None,
             },
             ..engine(MemoryEngine::Vllm)
         };
@@ -717,21 +816,72 @@ mod tests {
 
     #[test]
     fn sglang_rule_and_its_default_fraction() {
-        // python/sglang/srt/server_args.py: H100 (81,559 MiB, under 90 GiB) at TP 1 reserves
-        // (9.5 + 1/2) GiB: round((81559 − 10240) / 81559, 3) = 0.874.
+        let server = |version: (u32, u32, u32), tp: u64, dp_attention: u64, chunk: u64| SglangServer {
+            version: Some(version),
+            tp,
+            pp: 1,
+            dp_attention,
+            chunked_prefill_size: chunk,
+            mla: false,
+        };
+        // python/sglang/srt/server_args.py, 0.5.2's sdist: H100 (81,559 MiB, under 90 GiB) at TP
+        // 1 reserves (9.5 + 1/2) GiB: round((81559 − 10240) / 81559, 3) = 0.874.
         let h100 = GpuPreset::find("h100-sxm").unwrap().spec();
-        assert_eq!(sglang_mem_fraction_static(&h100, 1, false), 0.874);
+        assert_eq!(sglang_mem_fraction_static(&h100, &server((0, 5, 2), 1, 1, 8192)), 0.874);
         // H200 (143,771 MiB) at TP 8: (12 + 4) GiB; with DP attention 4 GiB more.
         let h200 = GpuPreset::find("h200").unwrap().spec();
-        assert_eq!(sglang_mem_fraction_static(&h200, 8, false), 0.886);
-        assert_eq!(sglang_mem_fraction_static(&h200, 8, true), 0.858);
+        assert_eq!(sglang_mem_fraction_static(&h200, &server((0, 5, 2), 8, 1, 8192)), 0.886);
+        assert_eq!(sglang_mem_fraction_static(&h200, &server((0, 5, 2), 8, 8, 8192)), 0.858);
+        // Pipeline stages count as TP there: TP 2 × PP 2 reserves (9.5 + 4/2) GiB = 0.856.
+        let pp = SglangServer { pp: 2, ..server((0, 5, 2), 2, 1, 8192) };
+        assert_eq!(sglang_mem_fraction_static(&h100, &pp), 0.856);
         // B200 (183,359 MiB): a flat 32 GiB, round((183359 − 32768) / 183359, 3) = 0.821.
         let b200 = GpuPreset::find("b200").unwrap().spec();
-        assert_eq!(sglang_mem_fraction_static(&b200, 8, false), 0.821);
+        assert_eq!(sglang_mem_fraction_static(&b200, &server((0, 5, 2), 8, 1, 16384)), 0.821);
+        // 0.5.9's _handle_gpu_memory_settings: H100 TP 1, chunk 8192, CUDA graphs to 256:
+        // 512 + 1.5 × 8192 + 2 × 256 + 1/8 × 1024 = 13,440 MiB → 0.835.
+        assert_eq!(sglang_mem_fraction_static(&h100, &server((0, 5, 9), 1, 1, 8192)), 0.835);
+        // H200 TP 8 with 8 DP attention ranks: graphs to 512, + 512 × 8 × 3 + 512 × 8 × 1.5:
+        // 512 + 12,288 + 1,024 + 1,024 + 12,288 + 6,144 = 33,280 MiB → 0.769.
+        assert_eq!(sglang_mem_fraction_static(&h200, &server((0, 5, 9), 8, 8, 8192)), 0.769);
+        // 0.5.10: the prefill's piecewise graphs, 58 sizes to 8192 at 8 MiB: 13,904 → 0.830;
+        // with the MLA backend 1.5 GiB (B200 TP 4, chunk 16384: 28,160 MiB → 0.846); off with
+        // DP attention.
+        assert_eq!(sglang_mem_fraction_static(&h100, &server((0, 5, 10), 1, 1, 8192)), 0.830);
+        let mla = SglangServer { mla: true, ..server((0, 5, 10), 4, 1, 16384) };
+        assert_eq!(sglang_mem_fraction_static(&b200, &mla), 0.846);
+        assert_eq!(
+            sglang_mem_fraction_static(&h200, &server((0, 5, 10), 8, 8, 8192)),
+            sglang_mem_fraction_static(&h200, &server((0, 5, 9), 8, 8, 8192))
+        );
+        // Without a version, the newest release read.
+        let newest = SglangServer { version: None, ..server((0, 5, 10), 1, 1, 8192) };
+        assert_eq!(sglang_mem_fraction_static(&h100, &newest), 0.830);
+        // The capture sizes, counted by hand from _generate_piecewise_cuda_graph_tokens:
+        // 8 + 14 + 8 + 8 (to 1024), + 4 to 2048, + 12 to 4096, + 8 to 8192, + 16 to 16384.
+        let sizes: Vec<usize> = [1024, 2048, 4096, 8192, 16384].iter().map(|&n| sglang_piecewise_sizes(n)).collect();
+        assert_eq!(sizes, [38, 42, 50, 58, 74]);
+        // The CUDA graphs' batch on a 24 GiB GPU below TP 4: 16 in 0.5.3, 24 from 0.5.6.
+        let a10 = GpuPreset::find("a10").unwrap().spec();
+        assert_eq!(
+            (sglang_cuda_graph_max_bs(&a10, 1, (0, 5, 3)), sglang_cuda_graph_max_bs(&a10, 1, (0, 5, 6))),
+            (16, 24)
+        );
+        assert_eq!(sglang_cuda_graph_max_bs(&a10, 4, (0, 5, 6)), 80);
+        // The chunked prefill size: an L40S (46,068 MiB) 8192 before 0.5.3, 4096 after.
+        let l40s = GpuPreset::find("l40s").unwrap().spec();
+        assert_eq!(
+            (sglang_chunked_prefill_size(&l40s, Some((0, 5, 2))), sglang_chunked_prefill_size(&l40s, None)),
+            (8192, 4096)
+        );
         // model_runner.profile_max_num_token: rest = free after weights − free at start × (1 − f)
         // = free at start × f − weights; tokens = rest // bytes per token.
         let m = ModelSpec::from_preset(ModelPreset::find("llama-3.1-8b").unwrap(), Dtype::Bf16, Dtype::Bf16);
-        let b = plan_memory(&m, &h100, &engine(MemoryEngine::Sglang)).unwrap();
+        let old = MemoryConfig {
+            engine: EngineMemory { engine_version: Some((0, 5, 2)), ..engine(MemoryEngine::Sglang).engine },
+            ..engine(MemoryEngine::Sglang)
+        };
+        let b = plan_memory(&m, &h100, &old).unwrap();
         let free = (81_091u64 << 20) - (0.53 * GIB) as u64;
         let usable = (free as f64 * 0.874).floor() as u64;
         assert_eq!(b.usable_bytes, usable);

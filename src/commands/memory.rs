@@ -63,9 +63,14 @@ pub(crate) struct Args {
     /// outside the budget.
     #[arg(long)]
     cuda_graph_gib: Option<f64>,
-    /// sglang: --mem-fraction-static. Default: SGLang's own rule for the GPU and TP degree.
+    /// sglang: --mem-fraction-static. Default: SGLang's own rule for the GPU, TP degree, chunked
+    /// prefill size and release.
     #[arg(long)]
     mem_fraction_static: Option<f64>,
+    /// The engine's release (0.5.9), where its rule changed with it (SGLang's default memory
+    /// fraction). Default: the newest release servesim has read.
+    #[arg(long)]
+    engine_version: Option<String>,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
 }
@@ -220,6 +225,13 @@ fn config(a: &Args) -> Result<MemoryConfig> {
             return Err(CliError::input(format!("--mem-fraction-static: must be in (0, 1), got {x}")));
         }
     }
+    let engine_version = match &a.engine_version {
+        None => None,
+        Some(v) => Some(
+            servesim_sim::scenario::ServingEngine::version(v)
+                .ok_or_else(|| CliError::input(format!("--engine-version {v:?}: expected a version such as 0.5.9")))?,
+        ),
+    };
     Ok(MemoryConfig {
         tp: a.tp,
         dp_attention: a.dp_attention.max(1),
@@ -235,6 +247,7 @@ fn config(a: &Args) -> Result<MemoryConfig> {
             non_torch_bytes: a.non_torch_gib.map(|g| (g * GIB) as u64),
             cuda_graph_bytes: a.cuda_graph_gib.map(|g| (g * GIB) as u64),
             mem_fraction_static: a.mem_fraction_static,
+            engine_version,
         },
     })
 }

@@ -602,9 +602,23 @@ fn cpu_lines(
 }
 
 /// `[memory]`: the engine's own rule sizes the KV cache (memory::plan_memory) with the command's
-/// memory fraction, unless the command pins the block count.
-fn memory_lines(engine_name: &str, got: &BTreeMap<&'static str, String>) -> Result<String> {
+/// memory fraction, unless the command pins the block count; SGLang's default fraction follows
+/// the release, whose assumption without one `warn` says.
+fn memory_lines(
+    (engine, engine_name): (Engine, &str),
+    got: &BTreeMap<&'static str, String>,
+    version: Option<EngineVersion>,
+    warn: &mut Vec<String>,
+) -> Result<String> {
     let blocks = int(got, "kv_blocks", "--num-gpu-blocks-override")?;
+    let sized_by_sglang = engine == Engine::Sglang && !got.contains_key("mem_fraction_static") && blocks.is_none();
+    if sized_by_sglang && version.is_none() {
+        let (a, b, c) = servesim_sim::memory::SGLANG_NEWEST_READ;
+        warn.push(format!(
+            "SGLang's default mem_fraction_static assumed as {a}.{b}.{c}'s, the newest release servesim has read \
+             (its rule changed in 0.4.8, 0.5.3 and 0.5.10); give --engine-version for another"
+        ));
+    }
     let mut t = format!("\n[memory]\nengine = \"{engine_name}\"\n");
     let fraction = |key: &str, flag: &str, hi_open: bool| -> Result<Option<f64>> {
         let Some(u) = got.get(key) else { return Ok(None) };
@@ -624,9 +638,9 @@ fn memory_lines(engine_name: &str, got: &BTreeMap<&'static str, String>) -> Resu
     Ok(t)
 }
 
-/// `--engine-version`: (major, minor, patch) ([`ServingEngine::version`]), and what `warn` must say of
-/// it: a vLLM before 0.8 ran V0, which servesim does not model; no SGLang default servesim
-/// models depends on the version.
+/// `--engine-version`: (major, minor, patch) ([`ServingEngine::version`]), and what `warn` must
+/// say of it: a vLLM before 0.8 ran V0, which servesim does not model; an SGLang before 0.4.8
+/// gets 0.4.8's memory and chunking rules.
 fn engine_version(engine: Engine, v: Option<&str>, warn: &mut Vec<String>) -> Result<Option<EngineVersion>> {
     let Some(v) = v else { return Ok(None) };
     let version = ServingEngine::version(v)
@@ -637,10 +651,12 @@ fn engine_version(engine: Engine, v: Option<&str>, warn: &mut Vec<String>) -> Re
              whose scheduler servesim does not model: this scenario has V1's rules (vllm-v1 batching, V1's limits)",
             version.0, version.1
         )),
-        Engine::Sglang => {
-            warn.push("--engine-version: no SGLang default servesim models changes with the version".into())
-        }
-        Engine::Vllm => {}
+        Engine::Sglang if version < (0, 4, 8) => warn.push(format!(
+            "SGLang {}.{}.{}: its memory fraction and chunked prefill defaults are not modelled before 0.4.8, \
+             whose are used",
+            version.0, version.1, version.2
+        )),
+        Engine::Sglang | Engine::Vllm => {}
     }
     Ok(Some(version))
 }
@@ -704,7 +720,7 @@ fn scenario(engine: Engine, gpu: &str, args: &[String], version: Option<&str>) -
     let prefix = got.get("prefix").is_none_or(|v| v == "true");
     t += &format!("[scheduler.prefix_cache]\nenabled = {prefix}\n");
     t += &cpu_lines(engine, &got, (version, pp as u32), &mut warn)?;
-    t += &memory_lines(engine_name, &got)?;
+    t += &memory_lines((engine, engine_name), &got, version, &mut warn)?;
     t += &format!("\n[cost]\n{COST_MARK}\noverhead = \"{engine_name}\"\n");
     t += "\n# Placeholder traffic: replace with yours (or `workload fit --trace` of a request log).\n\
           [workload]\nduration_s = 120\narrival = { kind = \"poisson\", rate = 5 }\n\
@@ -927,7 +943,8 @@ mod tests {
         );
         let (_, warn) =
             scenario_of(Engine::Sglang, "h100-sxm", "--model-path meta-llama/Llama-3.1-8B-Instruct --dtype bfloat16");
-        assert!(warn.is_empty(), "{warn:?}");
+        // Only the memory fraction's release, assumed without --engine-version.
+        assert!(warn.iter().all(|w| w.starts_with("SGLang's default mem_fraction_static assumed")), "{warn:?}");
     }
 
     /// InferenceX's DeepSeek-R1 FP8 B200 TP 4 command (SemiAnalysisAI/InferenceX 12ba0ae07,
@@ -1075,7 +1092,8 @@ mod tests {
         let (s, warn) =
             scenario_of(Engine::Sglang, "h100-sxm", "--model-path meta-llama/Llama-3.1-8B-Instruct --tp 2 --ep-size 2");
         assert_eq!((s.groups[0].tp, s.groups[0].layout.ep), (2, false));
-        assert_eq!(warn.len(), 1, "{warn:?}");
+        let others = warn.iter().filter(|w| !w.starts_with("SGLang's default mem_fraction_static assumed"));
+        assert_eq!(others.count(), 1, "{warn:?}");
     }
 
     #[test]
@@ -1122,10 +1140,28 @@ mod tests {
         // A version that is not one: the flag and the value.
         let e = scenario(Engine::Vllm, "h100-sxm", &args(m), Some("latest")).unwrap_err().to_string();
         assert!(e.contains("--engine-version \"latest\": expected a version such as 0.14.1"), "{e}");
-        // SGLang: accepted, nothing of servesim's depends on it, and said so.
-        let (_, warn) =
-            scenario(Engine::Sglang, "h100-sxm", &args(&format!("--model-path {m}")), Some("0.5.4")).unwrap();
-        assert!(warn.iter().any(|w| w.starts_with("--engine-version: no SGLang default")), "{warn:?}");
+        // SGLang's memory fraction follows the release (server_args.py of each sdist; the
+        // figures by hand in memory::tests): H100, TP 1, chunk 8192: 0.874 in 0.5.2, 0.835 in
+        // 0.5.9, 0.830 from 0.5.10 — the newest read without a version, which is said.
+        let fraction = |cmd: &str, v: Option<&str>| {
+            let (text, warn) = scenario(Engine::Sglang, "h100-sxm", &args(cmd), v).unwrap();
+            let s = servesim_sim::Scenario::from_toml(&text, "t").unwrap();
+            let assumed =
+                warn.iter().any(|w| w.starts_with("SGLang's default mem_fraction_static assumed as 0.5.15's"));
+            (s.groups[0].memory.terms.as_ref().unwrap().fraction, assumed)
+        };
+        let sg = format!("--model-path {m}");
+        assert_eq!(fraction(&sg, Some("0.5.2")), (0.874, false));
+        assert_eq!(fraction(&sg, Some("0.5.9")), (0.835, false));
+        assert_eq!(fraction(&sg, None), (0.830, true));
+        // The command's own fraction: nothing assumed.
+        assert_eq!(fraction(&format!("{sg} --mem-fraction-static 0.8"), None), (0.8, false));
+        // A smaller chunk reserves less (0.5.9: 512 + 1.5 × 4096 + 512 + 128 = 7,296 MiB, then
+        // the 10 GiB floor of a GPU above 60 GiB: 0.874).
+        assert_eq!(fraction(&format!("{sg} --chunked-prefill-size 4096"), Some("0.5.9")), (0.874, false));
+        // Before 0.4.8: 0.4.8's rules, said.
+        let (_, warn) = scenario(Engine::Sglang, "h100-sxm", &args(&sg), Some("0.4.6")).unwrap();
+        assert!(warn.iter().any(|w| w.starts_with("SGLang 0.4.6: its memory fraction")), "{warn:?}");
         // Before 0.8 vLLM ran V0 by default: said, once, and not for 0.8 itself.
         let v0 = |v: &str| {
             let (_, warn) = scenario(Engine::Vllm, "h100-sxm", &args(m), Some(v)).unwrap();

@@ -148,7 +148,7 @@ pub(crate) fn resolve_groups(
             max_num_batched_tokens: scheduler.max_num_batched_tokens as u64,
             max_num_seqs: scheduler.max_num_seqs as u64,
             kv_blocks: memory.kv_blocks,
-            engine: memory.engine_memory(),
+            engine: memory.engine_memory(file.engine_version.as_deref()),
         };
         let budget = super::group_memory(
             model,

@@ -160,27 +160,13 @@ impl ServingEngine {
     /// has read):
     ///
     /// - vLLM: [`vllm_limits`], the OpenAI API server's defaults by release.
-    /// - SGLang (`python/sglang/srt/server_args.py`, `ServerArgs._handle_gpu_memory_settings`):
-    ///   `chunked_prefill_size` 2048 under 35 GiB, 4096 under 60 GiB, 8192 under 160 GiB, 16384
-    ///   above. Its `max_running_requests` is sized from the KV pool at start; servesim assumes
-    ///   1024.
+    /// - SGLang: `chunked_prefill_size` by release, [`crate::memory::sglang_chunked_prefill_size`].
+    ///   Its `max_running_requests` is sized from the KV pool at start; servesim assumes 1024.
     /// - TensorRT-LLM (`LlmArgs`): `max_batch_size` 2048, `max_num_tokens` 8192.
     pub fn default_limits(self, gpu: &GpuSpec, version: Option<EngineVersion>) -> EngineLimits {
-        let gib = gpu.memory_gib();
         let (max_num_seqs, max_num_batched_tokens) = match self {
             ServingEngine::Vllm => return vllm_limits(gpu, version),
-            ServingEngine::Sglang => (
-                1024,
-                if gib < 35.0 {
-                    2048
-                } else if gib < 60.0 {
-                    4096
-                } else if gib < 160.0 {
-                    8192
-                } else {
-                    16384
-                },
-            ),
+            ServingEngine::Sglang => (1024, crate::memory::sglang_chunked_prefill_size(gpu, version) as u32),
             ServingEngine::Trtllm => (2048, 8192),
         };
         EngineLimits { max_num_seqs, max_num_batched_tokens }

@@ -254,13 +254,14 @@ impl MemorySection {
     }
 
     /// The engine rule and its measured inputs, for [`crate::memory::MemoryConfig`].
-    pub fn engine_memory(&self) -> EngineMemory {
+    pub fn engine_memory(&self, engine_version: Option<&str>) -> EngineMemory {
         let bytes = |g: Option<f64>| g.map(|x| (x * crate::memory::GIB) as u64);
         EngineMemory {
             engine: self.engine,
             non_torch_bytes: bytes(self.non_torch_gib),
             cuda_graph_bytes: bytes(self.cuda_graph_gib),
             mem_fraction_static: self.mem_fraction_static,
+            engine_version: engine_version.and_then(ServingEngine::version),
         }
     }
 }

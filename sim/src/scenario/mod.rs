@@ -671,7 +671,7 @@ impl Scenario {
             max_num_batched_tokens: file.scheduler.max_num_batched_tokens as u64,
             max_num_seqs: file.scheduler.max_num_seqs as u64,
             kv_blocks: file.memory.kv_blocks,
-            engine: file.memory.engine_memory(),
+            engine: file.memory.engine_memory(file.engine_version.as_deref()),
         };
         let memory = group_memory(model, &gpu, &cfg, &file.scheduler, tp, "memory", "scheduler")?;
         Ok(InstanceGroup {

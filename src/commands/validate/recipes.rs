@@ -114,7 +114,10 @@ pub(crate) enum Launch {
     Trtllm(Trtllm),
 }
 
-/// An SGLang launch.
+/// An SGLang launch. The scripts' `--stream-interval` (30 on B200) is not modelled: it does not
+/// delay the first token, which goes out when `len(output_ids) % stream_interval == 1`
+/// (`stream_output_generation`, sglang/srt/managers/scheduler_output_processor_mixin.py of the
+/// 0.5.9 sdist, the rows' release).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Sglang {
     /// `--max-running-requests`.

@@ -113,8 +113,8 @@ pub(super) struct Case {
     /// The engine ran with its CPU work overlapping the GPU's (vLLM's asynchronous scheduling,
     /// its default from 0.14: [`async_scheduling`]).
     pub async_scheduling: bool,
-    /// The engine's release, as the row's `backend_version` says ([`row_version`]).
-    pub engine_version: EngineVersion,
+    /// The engine's release, as the row's `backend_version` says (`None`: none readable).
+    pub engine_version: Option<EngineVersion>,
     /// The published recipe whose image, days, model and search space the row's run matches
     /// ([`super::recipes`]), its settings under `--engine-limits auto`.
     pub recipe: Option<&'static Recipe>,
@@ -217,7 +217,7 @@ fn measured_of(r: &Row) -> std::result::Result<(u64, u64, u32, f64, f64), String
 /// A row as a case, or the reason servesim cannot express it.
 pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     let mut c = row_case(r)?;
-    c.engine_version = row_version(r);
+    c.engine_version = ServingEngine::version(r.get("backend_version"));
     c.async_scheduling = async_scheduling(r);
     let run = RowRun {
         model: c.model,
@@ -239,22 +239,26 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     Ok(c)
 }
 
-/// The release a row without a readable `backend_version` (none, or a nightly build's hash) is
-/// taken as, an assumption: one before vLLM 0.14 — its CPU work in series with the GPU's, the
-/// default limits of vLLM 0.9–0.27 ([`servesim_sim::scenario::vllm_limits`]). The database's
-/// versioned vLLM rows name 0.11.2 to 0.19.0.
-const UNVERSIONED: EngineVersion = (0, 13, 0);
+/// The release a vLLM row without a readable `backend_version` (none, or a nightly build's
+/// hash) is taken as, an assumption: one before 0.14 — its CPU work in series with the GPU's,
+/// the default limits of 0.9–0.27 ([`servesim_sim::scenario::vllm_limits`]). The database's
+/// versioned vLLM rows name 0.11.2 to 0.19.0. Other engines' unversioned rows get their newest
+/// rules read (SGLang's limits differ by release only below 60 GiB).
+const UNVERSIONED_VLLM: EngineVersion = (0, 13, 0);
 
-/// A row's engine release: its `backend_version`, else [`UNVERSIONED`].
-fn row_version(r: &Row) -> EngineVersion {
-    ServingEngine::version(r.get("backend_version")).unwrap_or(UNVERSIONED)
+/// A row's engine release as its limits and CPU overlap follow it: its `backend_version`, else
+/// for vLLM [`UNVERSIONED_VLLM`].
+fn row_version(engine: ServingEngine, version: Option<EngineVersion>) -> Option<EngineVersion> {
+    version.or((engine == ServingEngine::Vllm).then_some(UNVERSIONED_VLLM))
 }
 
 /// Whether a row's engine ran with its CPU work overlapping the GPU's by its version's default
 /// ([`ServingEngine::schedules_async_by_default`]: vLLM from 0.14; the rows run have no
 /// pipeline stages).
 fn async_scheduling(r: &Row) -> bool {
-    ServingEngine::from_name(r.get("backend")).is_some_and(|e| e.schedules_async_by_default(row_version(r), 1))
+    let version = ServingEngine::version(r.get("backend_version"));
+    ServingEngine::from_name(r.get("backend"))
+        .is_some_and(|e| row_version(e, version).is_some_and(|v| e.schedules_async_by_default(v, 1)))
 }
 
 /// A row as a case, as its columns say.
@@ -528,12 +532,13 @@ fn chunked(priority: &str) -> Vec<(&'static str, toml::Value)> {
 pub(super) fn engine_settings(
     doc: &mut Doc,
     framework: &str,
-    (gpu, version): (&GpuSpec, EngineVersion),
+    (gpu, version): (&GpuSpec, Option<EngineVersion>),
     osl: u64,
     own: bool,
 ) {
     let engine = ServingEngine::from_name(framework).unwrap_or(ServingEngine::Trtllm);
-    let EngineLimits { max_num_seqs: seqs, max_num_batched_tokens: tokens } = engine.default_limits(gpu, Some(version));
+    let EngineLimits { max_num_seqs: seqs, max_num_batched_tokens: tokens } =
+        engine.default_limits(gpu, row_version(engine, version));
     let batching = match (engine, own) {
         (ServingEngine::Vllm, _) => vllm_v1(own),
         (ServingEngine::Sglang, true) => kind("sglang", &[]),
@@ -1557,7 +1562,7 @@ mod tests {
         let h200 = servesim_sim::spec::GpuPreset::find("h200").unwrap().spec();
         let engine = |framework: &str, own: bool| {
             let mut doc = Doc::default();
-            engine_settings(&mut doc, framework, (&h200, UNVERSIONED), 1024, own);
+            engine_settings(&mut doc, framework, (&h200, None), 1024, own);
             doc
         };
         let batching =
