@@ -22,8 +22,11 @@
 //!     KV = free memory at start-up × mem_fraction_static − weights
 //! ```
 
-use crate::scenario::EngineVersion;
 use crate::spec::{GpuSpec, ModelSpec};
+
+/// An engine release as (major, minor, patch), as `scenario::ServingEngine::version` reads it
+/// (the scenario layer names it `EngineVersion`; the memory plan sits below it).
+type Release = (u32, u32, u32);
 
 pub use crate::spec::GIB;
 
@@ -96,7 +99,7 @@ pub struct EngineMemory {
     /// SGLang's `--mem-fraction-static`; `None`: [`sglang_mem_fraction_static`].
     pub mem_fraction_static: Option<f64>,
     /// The engine's release (`engine_version`), where its rule changed with it: SGLang's.
-    pub engine_version: Option<EngineVersion>,
+    pub engine_version: Option<Release>,
 }
 
 /// Every term of an engine's rule, as `servesim memory --engine` shows them (bytes per GPU).
@@ -369,13 +372,13 @@ pub fn default_non_torch_bytes(engine: MemoryEngine, tp: u64) -> u64 {
 
 /// The newest SGLang release whose memory defaults servesim has read: what a scenario without
 /// an `engine_version` is taken to run.
-pub const SGLANG_NEWEST_READ: EngineVersion = (0, 5, 15);
+pub const SGLANG_NEWEST_READ: Release = (0, 5, 15);
 
 /// What SGLang's default `mem_fraction_static` depends on besides the GPU.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SglangServer {
     /// The release (`None`: [`SGLANG_NEWEST_READ`]).
-    pub version: Option<EngineVersion>,
+    pub version: Option<Release>,
     pub tp: u64,
     pub pp: u64,
     /// DP attention ranks (1: none).
@@ -390,7 +393,7 @@ pub struct SglangServer {
 /// nvidia-smi reports it, which SGLang reads) and release (python/sglang/srt/server_args.py of
 /// each sdist): 2048 under 35 GiB, 8192 under 160 GiB, 16384 above (0.4.8–0.5.2); from 0.5.3
 /// also 4096 from 35 to 60 GiB. Releases before 0.4.8 are given 0.4.8's.
-pub fn sglang_chunked_prefill_size(gpu: &GpuSpec, version: Option<EngineVersion>) -> u64 {
+pub fn sglang_chunked_prefill_size(gpu: &GpuSpec, version: Option<Release>) -> u64 {
     let mib = gpu.memory_bytes as f64 / (1u64 << 20) as f64;
     let v = version.unwrap_or(SGLANG_NEWEST_READ);
     match mib / 1024.0 {
@@ -450,7 +453,7 @@ pub fn sglang_mem_fraction_static(gpu: &GpuSpec, s: &SglangServer) -> f64 {
 /// SGLang's largest CUDA-graph batch by default (0.5.3 on): 8 under 20 GiB; under 35 GiB 16
 /// (24 from 0.5.6) below TP 4, else 80; under 60 GiB 32 below TP 4, else 160; under 160 GiB
 /// 256 below TP 4, else 512; 512 above.
-pub fn sglang_cuda_graph_max_bs(gpu: &GpuSpec, tp: u64, version: EngineVersion) -> u64 {
+pub fn sglang_cuda_graph_max_bs(gpu: &GpuSpec, tp: u64, version: Release) -> u64 {
     let gib = gpu.memory_bytes as f64 / (1u64 << 30) as f64;
     // (below TP 4, from TP 4) per memory tier.
     let (small, large) = match gib {

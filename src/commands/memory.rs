@@ -43,7 +43,12 @@ pub(crate) struct Args {
     /// Reserve per GPU in GiB (default: computed from the batch limits below).
     #[arg(long)]
     reserve_gib: Option<f64>,
-    #[arg(long, default_value_t = 8192)]
+    /// The token budget (SGLang: --chunked-prefill-size, which its memory fraction depends on).
+    /// Default: 8192; with --engine sglang, SGLang's default for the GPU and release.
+    #[arg(long = "max-num-batched-tokens")]
+    tokens_flag: Option<u64>,
+    /// `--max-num-batched-tokens` as run ([`run`] fills it in).
+    #[arg(skip)]
     max_num_batched_tokens: u64,
     #[arg(long, default_value_t = 256)]
     max_num_seqs: u64,
@@ -102,15 +107,16 @@ impl From<DtypeArg> for Dtype {
     }
 }
 
-pub(crate) fn run(a: Args) -> Result<()> {
+pub(crate) fn run(mut a: Args) -> Result<()> {
     let (model, gpu) = model_and_gpu(&a)?;
+    a.max_num_batched_tokens = a.tokens_flag.unwrap_or(8192);
     check(&a, &model)?;
-    let cfg = config(&a)?;
+    let cfg = config(&a, &gpu)?;
     let b = plan_memory(&model, &gpu, &cfg).map_err(CliError::input)?;
     match a.format {
         Format::Json => print_json(&a, &model, &gpu, &b, cfg.engine.engine),
         Format::Table => {
-            print_usable(&a, &model, &gpu, &b);
+            print_usable(&a, &model, (&gpu, cfg.max_num_batched_tokens), &b);
             print_weights_and_terms(&a, &model, &b);
             print_kv(&a, &model, &b);
         }
@@ -196,7 +202,7 @@ fn check(a: &Args, model: &ModelSpec) -> Result<()> {
 }
 
 /// The memory rule the flags ask for; the engine-only flags checked against the engine.
-fn config(a: &Args) -> Result<MemoryConfig> {
+fn config(a: &Args, gpu: &GpuSpec) -> Result<MemoryConfig> {
     let engine = match a.engine {
         EngineArg::Servesim => MemoryEngine::Servesim,
         EngineArg::Vllm => MemoryEngine::Vllm,
@@ -232,6 +238,11 @@ fn config(a: &Args) -> Result<MemoryConfig> {
                 .ok_or_else(|| CliError::input(format!("--engine-version {v:?}: expected a version such as 0.5.9")))?,
         ),
     };
+    // SGLang's memory fraction depends on its chunked prefill size: its own default when not given.
+    let tokens = match (a.tokens_flag, engine) {
+        (None, MemoryEngine::Sglang) => servesim_sim::memory::sglang_chunked_prefill_size(gpu, engine_version),
+        _ => a.max_num_batched_tokens,
+    };
     Ok(MemoryConfig {
         tp: a.tp,
         dp_attention: a.dp_attention.max(1),
@@ -239,7 +250,7 @@ fn config(a: &Args) -> Result<MemoryConfig> {
         gpu_memory_utilization: a.gpu_memory_utilization,
         block_tokens: a.block_tokens,
         reserve_bytes: a.reserve_gib.map(|g| (g * GIB) as u64),
-        max_num_batched_tokens: a.max_num_batched_tokens,
+        max_num_batched_tokens: tokens,
         max_num_seqs: a.max_num_seqs,
         kv_blocks: None,
         engine: EngineMemory {
@@ -269,7 +280,7 @@ fn print_json(a: &Args, model: &ModelSpec, gpu: &GpuSpec, b: &MemoryBudget, engi
 }
 
 /// The table's head: the GPU's memory and what the engine may use of it.
-fn print_usable(a: &Args, model: &ModelSpec, gpu: &GpuSpec, b: &MemoryBudget) {
+fn print_usable(a: &Args, model: &ModelSpec, (gpu, chunk): (&GpuSpec, u64), b: &MemoryBudget) {
     let gib = |x: u64| x as f64 / GIB;
     let stages = if a.pp > 1 { format!(" × {} stages", a.pp) } else { String::new() };
     outln!(
@@ -300,8 +311,16 @@ fn print_usable(a: &Args, model: &ModelSpec, gpu: &GpuSpec, b: &MemoryBudget) {
                         gib(t.non_torch_bytes),
                         estimate(t.non_torch_estimated)
                     );
+                    let rule = match (a.mem_fraction_static, &a.engine_version) {
+                        (Some(_), _) => String::new(),
+                        (None, v) => format!(
+                            "; its default in {} at a chunked prefill size of {}",
+                            v.as_deref().unwrap_or("the newest release read"),
+                            thousands(chunk)
+                        ),
+                    };
                     outln!(
-                        "  × mem_fraction_static {:<5} {:>8.2} GiB  (SGLang: weights + KV)",
+                        "  × mem_fraction_static {:<5} {:>8.2} GiB  (SGLang: weights + KV{rule})",
                         t.fraction,
                         gib(b.usable_bytes)
                     );

@@ -153,6 +153,27 @@ fn memory_command_reports_a_model_that_does_not_fit() {
 }
 
 #[test]
+fn memory_engine_sglang_takes_its_releases_fraction_at_its_own_chunk() {
+    // sglang/srt/server_args.py of the 0.5.9 sdist: on a B200 (183,359 MiB) SGLang chunks
+    // prefills at 16,384 and graphs batches to 512; at TP 4 it reserves 512 + 1.5 × 16,384 +
+    // 2 × 512 + 4/8 × 1024 = 26,624 MiB: round((183359 − 26624) / 183359, 3) = 0.855, which
+    // leaves DeepSeek-R1's 156.26 GiB of FP8 weights per GPU no room.
+    let args = ["memory", "--model", "deepseek-r1", "--gpu", "b200", "--tp", "4", "--weight-dtype", "fp8", "--engine"];
+    let o = servesim(&[&args[..], &["sglang", "--engine-version", "0.5.9"]].concat());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("usable at SGLang's mem_fraction_static 0.855 by 3.67 GiB"), "{}", stderr(&o));
+    // 0.5.2's tiers: a flat 32 GiB above 160 GiB, 0.821; the command's own chunk enters the rule.
+    let o = servesim(&[&args[..], &["sglang", "--engine-version", "0.5.2"]].concat());
+    assert!(stderr(&o).contains("mem_fraction_static 0.821"), "{}", stderr(&o));
+    let o =
+        servesim(&[&args[..], &["sglang", "--engine-version", "0.5.9", "--max-num-batched-tokens", "8192"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("× mem_fraction_static 0.922"), "{}", stdout(&o));
+    let bad = servesim(&[&args[..], &["sglang", "--engine-version", "new"]].concat());
+    assert!(stderr(&bad).contains("--engine-version \"new\": expected a version such as 0.5.9"), "{}", stderr(&bad));
+}
+
+#[test]
 fn memory_engine_vllm_shows_every_term_of_vllms_rule() {
     // vllm/v1/worker/gpu_worker.py Worker.determine_available_memory (vllm-project/vllm
     // 35d5cda): requested = total × 0.9 with the H100 80GB's total as CUDA reports it (79.19

@@ -832,6 +832,7 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
             rounds = r.flags.rounds;
         }
     }
+    sglang_memory(&mut doc, c, bench);
     doc.set("workload.requests", (rounds * c.concurrency) as i64)
         .set("workload.arrival.kind", "closed-loop")
         .set("workload.arrival.clients", c.concurrency as i64)
@@ -871,6 +872,21 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
         doc.set("memory.engine", "trtllm");
     }
     doc
+}
+
+/// An SGLang row without a recipe (whose script gives its own fraction) sizes its KV cache by
+/// SGLang's `mem_fraction_static` rule at the row's release (`engine_version`; the newest read
+/// without one, [`servesim_sim::memory::sglang_mem_fraction_static`]). `engine = "sglang"`
+/// carries the release; every key it would default is set here but the prefix cache, off as for
+/// every row (a prompt pool turns it on after).
+fn sglang_memory(doc: &mut Doc, c: &Case, bench: Bench) {
+    if c.framework != "sglang" || matches!(c.limits(bench.engine_limits), RowLimits::Recipe(_)) {
+        return;
+    }
+    doc.set("engine", "sglang").set("memory.engine", "sglang").set("scheduler.prefix_cache.enabled", false);
+    if let Some((major, minor, patch)) = c.engine_version {
+        doc.set("engine_version", format!("{major}.{minor}.{patch}"));
+    }
 }
 
 /// A case's prediction: its requests' mean TTFT, TPOT and E2E (ms), the share of its
@@ -1433,6 +1449,37 @@ mod tests {
         assert_eq!(c.note, "the id gives no concurrency (\"_c_\"): batch_size 8 read as the concurrency, unconfirmed");
         r.id = "qwen3_32b_qwen3_32b_h100_sxm_vllm_agg_4000x1000_c8_tp1_epnone_1".into();
         assert_eq!(case_of(&r).unwrap().note, "");
+    }
+
+    #[test]
+    fn an_sglang_row_sizes_its_cache_by_sglangs_rule_at_its_release() {
+        // Qwen3-32B in BF16 on one H100 under SGLang 0.5.8.post1 (the gap-analysis rows): the
+        // rule of 0.5.3-0.5.9, 512 + 1.5 × 8192 + 2 × 256 + 1/8 × 1024 = 13,440 MiB of 81,559:
+        // 0.835 (memory::tests); 0.5.1.post1's tiers: 0.874.
+        let qwen = [("model_path", "Qwen/Qwen3-32B"), ("gemm_quant_mode", "bf16"), ("tp_size", "1")];
+        let fraction = |version: &str| {
+            let r = row(&[
+                qwen[0],
+                qwen[1],
+                qwen[2],
+                ("backend", "sglang"),
+                ("system", "h100_sxm"),
+                ("backend_version", version),
+            ]);
+            let mut c = case_of(&r).unwrap();
+            c.gap_analysis = true;
+            let s = scenario(&c, bench());
+            let g = &s.groups[0];
+            (g.memory.terms.as_ref().map(|t| (t.engine, t.fraction)), g.scheduler.prefix_cache.enabled)
+        };
+        let sglang = servesim_sim::memory::MemoryEngine::Sglang;
+        assert_eq!(fraction("0.5.8.post1"), (Some((sglang, 0.835)), false));
+        assert_eq!(fraction("0.5.1.post1"), (Some((sglang, 0.874)), false));
+        // Without a version, the newest release read (0.5.10's piecewise graphs: 0.830).
+        assert_eq!(fraction(""), (Some((sglang, 0.830)), false));
+        // A vLLM row keeps servesim's own rule.
+        let c = case_of(&row(&[qwen[0], qwen[1], qwen[2], ("backend", "vllm")])).unwrap();
+        assert!(scenario(&c, bench()).groups[0].memory.terms.is_none());
     }
 
     #[test]
