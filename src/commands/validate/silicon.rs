@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rayon::prelude::*;
+use servesim_sim::memory::{sglang_chunked_prefill_size, sglang_mem_fraction_static, SglangServer};
 use servesim_sim::metrics::Status;
 use servesim_sim::scenario::{EngineLimits, EngineVersion, Resources, ServingEngine};
 use servesim_sim::spec::{Dtype, GpuPreset, GpuSpec, ModelPreset, ModelSpec};
@@ -832,7 +833,7 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
             rounds = r.flags.rounds;
         }
     }
-    sglang_memory(&mut doc, c, bench);
+    sglang_memory(&mut doc, c, &gpu, bench);
     doc.set("workload.requests", (rounds * c.concurrency) as i64)
         .set("workload.arrival.kind", "closed-loop")
         .set("workload.arrival.clients", c.concurrency as i64)
@@ -875,18 +876,23 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
 }
 
 /// An SGLang row without a recipe (whose script gives its own fraction) sizes its KV cache by
-/// SGLang's `mem_fraction_static` rule at the row's release (`engine_version`; the newest read
-/// without one, [`servesim_sim::memory::sglang_mem_fraction_static`]). `engine = "sglang"`
-/// carries the release; every key it would default is set here but the prefix cache, off as for
-/// every row (a prompt pool turns it on after).
-fn sglang_memory(doc: &mut Doc, c: &Case, bench: Bench) {
+/// SGLang's default `mem_fraction_static` at the row's release (the newest read without one,
+/// [`sglang_mem_fraction_static`]), at SGLang's own chunked prefill size for the GPU: neither the
+/// engine's defaults nor the generator's template (`cli_args.*.j2`, ai-dynamo/aiconfigurator
+/// 095f58a51) set `--chunked-prefill-size` or `--mem-fraction-static`.
+fn sglang_memory(doc: &mut Doc, c: &Case, gpu: &GpuSpec, bench: Bench) {
     if c.framework != "sglang" || matches!(c.limits(bench.engine_limits), RowLimits::Recipe(_)) {
         return;
     }
-    doc.set("engine", "sglang").set("memory.engine", "sglang").set("scheduler.prefix_cache.enabled", false);
-    if let Some((major, minor, patch)) = c.engine_version {
-        doc.set("engine_version", format!("{major}.{minor}.{patch}"));
-    }
+    let server = SglangServer {
+        version: c.engine_version,
+        tp: c.tp as u64,
+        pp: 1,
+        dp_attention: c.dp.max(1) as u64,
+        chunked_prefill_size: sglang_chunked_prefill_size(gpu, c.engine_version),
+        mla: c.mla,
+    };
+    doc.set("memory.engine", "sglang").set("memory.mem_fraction_static", sglang_mem_fraction_static(gpu, &server));
 }
 
 /// A case's prediction: its requests' mean TTFT, TPOT and E2E (ms), the share of its
@@ -1734,7 +1740,13 @@ mod tests {
         let c8 = case_of(&fields("8")).unwrap();
         assert_eq!(int_at(&scenario_doc(&c8, b, None, None, 0.0), "scheduler.recv_interval"), 10);
         let g = scenario_doc(&c, Bench { engine_limits: Limits::Generator, ..b }, None, None, 0.0);
-        assert_eq!((g.at("scheduler.recv_interval"), g.at("memory.mem_fraction_static")), (None, None));
+        // Under the generator SGLang's own fraction (this row names no backend_version: the
+        // newest release read), at its own chunk on a B200 (16,384; the generator's 9,692-token
+        // budget is not its chunked prefill size): 28,160 MiB with the MLA backend's piecewise
+        // graphs, 0.846 (memory::tests).
+        let fraction = g.at("memory.mem_fraction_static").and_then(toml::Value::as_float);
+        assert_eq!((g.at("scheduler.recv_interval"), fraction), (None, Some(0.846)));
+        assert_eq!(int_at(&g, "scheduler.max_num_batched_tokens"), 9692);
         assert_eq!((str_at(&g, "model.kv_dtype"), int_at(&g, "workload.prompt_tokens.value")), ("bf16", 8192));
         assert_eq!(int_at(&g, "workload.requests"), 640);
         // An explicit --kv-cache is every row's, recipe rows too.
