@@ -147,8 +147,10 @@ impl ServingEngine {
 
     /// A document whose `engine` a what-if changed (`compare --vary engine=...`): the kernel
     /// database goes with the engine, so `cost.database.framework` is left out for the engine's
-    /// rules to fill in (another engine's database would be refused).
+    /// rules to fill in (another engine's database would be refused), and so does
+    /// `engine_version` (one engine's release number says nothing of another's).
     pub fn varied_in(doc: &mut toml::Table) {
+        doc.remove("engine_version");
         let db = doc.get_mut("cost").and_then(|c| c.get_mut("database")).and_then(toml::Value::as_table_mut);
         if let Some(db) = db {
             db.remove("framework");
@@ -326,6 +328,18 @@ mod tests {
         // A name that only contains "gb10" is not the GB10.
         spark.name = "gb100".into();
         assert_eq!(vllm_limits(&spark, Some((0, 33, 0))).max_num_batched_tokens, 8192);
+    }
+
+    #[test]
+    fn a_varied_engine_leaves_the_other_engines_release_and_database() {
+        let mut doc: toml::Table =
+            "engine = \"sglang\"\nengine_version = \"0.19.0\"\n[cost.database]\nframework = \"vllm\"\n"
+                .parse()
+                .unwrap();
+        ServingEngine::varied_in(&mut doc);
+        assert_eq!(doc.get("engine_version"), None);
+        assert_eq!(doc["cost"]["database"].get("framework"), None);
+        assert_eq!(doc["engine"].as_str(), Some("sglang"));
     }
 
     #[test]
