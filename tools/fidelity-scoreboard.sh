@@ -129,7 +129,9 @@ gen = {r["line"]: r for r in data["generator"]}
 recipe = [r for r in data["default"] if r["limits"] == "recipe"]
 def ratios(rs):
     v = [ratio(r) for r in rs]
-    return f"{min(v):.2f}–{max(v):.2f}×" if v else "—"
+    if not v:
+        return "—"
+    return f"{min(v):.2f}–{max(v):.2f}×" if min(v) < max(v) else f"{v[0]:.2f}×"
 print("| rows run by a recipe | rows | TTFT / TPOT, recipe (default) | TTFT / TPOT, `--engine-limits generator` | predicted ÷ measured TTFT, recipe | the same, generator |")
 print("|---|---|---|---|---|---|")
 DSR1 = lambda r: r["model"].startswith("deepseek")
@@ -147,15 +149,20 @@ parts = [("DeepSeek, B200, FP8 (SGLang)", lambda r: SGL(r) and r["system"] == "b
          ("all", lambda r: True)]
 for label, pred in parts:
     rs = [r for r in recipe if pred(r)]
-    gs = [gen[r["line"]] for r in rs]
-    print(f"| {label} | {len(rs)} | {cell(rs)} | {cell(gs)} | {ratios(rs)} | {ratios(gs)} |")
+    # A row the generator's settings cannot run (its weights do not load) has no cell there.
+    gs = [gen[r["line"]] for r in rs if r["line"] in gen]
+    fewer = f" ({len(gs)} run)" if len(gs) < len(rs) else ""
+    print(f"| {label} | {len(rs)} | {cell(rs)} | {cell(gs)}{fewer} | {ratios(rs)} | {ratios(gs)} |")
+def pools(rs):
+    v = [int(r["kv_tokens"]) for r in rs] or [0]
+    return f"{min(v):,}–{max(v):,}" if min(v) < max(v) else f"{v[0]:,}"
 full_gen = [r for r in data["generator"] if int(r["concurrency"]) * (int(r["isl"]) + int(r["osl"])) > int(r["kv_tokens"])]
 ran = [by_line[r["line"]] for r in full_gen if by_line.get(r["line"], {}).get("limits") == "recipe"]
 print()
 print(f"Of the {len(full_gen)} rows over-full under `--engine-limits generator` (C × (ISL + OSL) above the pool "
       f"servesim sizes under it), {len(ran)} run a recipe by default: predicted ÷ measured TTFT "
       f"{ratios([gen[r['line']] for r in ran])} under the generator's limits, {ratios(ran)} under the recipe "
-      f"(its pool {min(int(r['kv_tokens']) for r in ran) if ran else 0:,}–{max(int(r['kv_tokens']) for r in ran) if ran else 0:,} tokens). "
+      f"(its pool {pools(ran)} tokens). "
       "Median |error| of mean TTFT / mean TPOT; made by `tools/fidelity-scoreboard.sh`.")
 # TTFT at 4 clients as a fixed part plus a part per prompt token: the line through the medians at
 # ISL 1,024 and 8,192 (the same TP), measured and predicted.
