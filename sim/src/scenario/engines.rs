@@ -53,7 +53,7 @@ impl ServingEngine {
     /// | key | vllm | sglang | trtllm |
     /// |---|---|---|---|
     /// | `scheduler.batching` | `vllm-v1` | `sglang` | — |
-    /// | `scheduler.max_num_seqs`, `max_num_batched_tokens` | [`ServingEngine::default_limits`] on the top-level `[gpu]`, at `engine_version` | same | same |
+    /// | `scheduler.max_num_seqs`, `max_num_batched_tokens` | [`ServingEngine::default_limits`] on the top-level `[gpu]`, at `engine_version` | same, each DP attention rank's share | same |
     /// | `scheduler.cpu.overlap` (with `engine_version`) | [`ServingEngine::schedules_async_by_default`] | — | — |
     /// | `scheduler.prefix_cache.enabled` | true | true (the radix cache) | — |
     /// | `memory.engine` (unless `reserve_gib` or `kv_blocks` is given) | `vllm` | `sglang` | `trtllm` |
@@ -125,18 +125,21 @@ impl ServingEngine {
 
 impl ServingEngine {
     /// The defaults that follow `engine_version` (an unreadable one is refused by the
-    /// scenario's validation): the limits on the scenario's top-level `[gpu]`, and with a
+    /// scenario's validation): the limits on the scenario's top-level `[gpu]` — SGLang's shared
+    /// among its DP attention ranks, each rank given its share as SGLang's
+    /// `_handle_data_parallelism` gives it (`chunked_prefill_size // dp_size`) — and with a
     /// version vLLM's asynchronous scheduling as that release defaults it; `has` says which
     /// keys the file gives.
     fn apply_version_defaults(self, file: &mut ScenarioFile, has: &dyn Fn(&[&str]) -> bool) {
         let version = file.engine_version.as_deref().and_then(ServingEngine::version);
         if let Ok(gpu) = file.gpu.resolve("gpu") {
             let limits = self.default_limits(&gpu, version);
+            let ranks = if self == ServingEngine::Sglang { file.cluster.dp_attention.max(1) } else { 1 };
             if !has(&["scheduler", "max_num_seqs"]) {
-                file.scheduler.max_num_seqs = limits.max_num_seqs;
+                file.scheduler.max_num_seqs = (limits.max_num_seqs / ranks).max(1);
             }
             if !has(&["scheduler", "max_num_batched_tokens"]) {
-                file.scheduler.max_num_batched_tokens = limits.max_num_batched_tokens;
+                file.scheduler.max_num_batched_tokens = (limits.max_num_batched_tokens / ranks).max(1);
             }
         }
         let vllm = self == ServingEngine::Vllm;

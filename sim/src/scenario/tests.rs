@@ -219,6 +219,15 @@ fn a_top_level_engine_supplies_its_own_limits_on_the_scenarios_gpu() {
     assert_eq!(limits("trtllm", "h100-sxm", ""), (2048, 8192));
     // What the file says wins, key by key.
     assert_eq!(limits("vllm", "h100-sxm", "[scheduler]\nmax_num_seqs = 64\n"), (64, 8192));
+    // SGLang shares its limits among DP attention ranks (chunked_prefill_size // dp_size): 8
+    // ranks on an H200 take 8192 / 8 tokens and 1024 / 8 requests each, and its memory rule
+    // reads the server's 8192 back (DP attention on an H200 at TP 8: 0.769, memory::tests).
+    let dp = "[cluster]\ntp = 8\ndp_attention = 8\n";
+    let moe = BASE.replace("llama-3-8b", "qwen3-30b-a3b").replace("h100-sxm", "h200");
+    let s = Scenario::from_toml(&format!("engine = \"sglang\"\n{moe}{dp}"), "t").unwrap();
+    let g = &s.groups[0];
+    assert_eq!((g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens), (128, 1024));
+    assert_eq!(g.memory.terms.as_ref().map(|t| t.fraction), Some(0.769));
     // vLLM on a B200: 16384 tokens from 0.28.0, the newest release read without a version.
     assert_eq!(limits("vllm", "b200", ""), (1024, 16384));
     let src = format!("engine = \"vllm\"\nengine_version = \"0.27.1\"\n{}", BASE.replace("h100-sxm", "b200"));
