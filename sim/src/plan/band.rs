@@ -27,7 +27,7 @@ pub const DATABASE_DENSE: f64 = 0.071;
 pub const DATABASE_MOE: f64 = 0.207;
 pub const DATABASE_WINDOWED: f64 = 0.079;
 pub const DATABASE_MLA: f64 = 0.241;
-pub const CALIBRATED: f64 = 0.118;
+pub const CALIBRATED: f64 = 0.116;
 pub const ROOFLINE: f64 = 0.131;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
