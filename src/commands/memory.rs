@@ -43,8 +43,9 @@ pub(crate) struct Args {
     /// Reserve per GPU in GiB (default: computed from the batch limits below).
     #[arg(long)]
     reserve_gib: Option<f64>,
-    /// The token budget (SGLang: --chunked-prefill-size, which its memory fraction depends on).
-    /// Default: 8192; with --engine sglang, SGLang's default for the GPU and release.
+    /// The token budget, each DP attention rank's (SGLang: its share of --chunked-prefill-size,
+    /// which its memory fraction depends on). Default: 8192; with --engine sglang, SGLang's
+    /// default for the GPU and release.
     #[arg(long = "max-num-batched-tokens")]
     tokens_flag: Option<u64>,
     /// `--max-num-batched-tokens` as run ([`run`] fills it in).
@@ -116,7 +117,7 @@ pub(crate) fn run(mut a: Args) -> Result<()> {
     match a.format {
         Format::Json => print_json(&a, &model, &gpu, &b, cfg.engine.engine),
         Format::Table => {
-            print_usable(&a, &model, (&gpu, cfg.max_num_batched_tokens), &b);
+            print_usable(&a, &model, (&gpu, cfg.max_num_batched_tokens * cfg.dp_attention.max(1)), &b);
             print_weights_and_terms(&a, &model, &b);
             print_kv(&a, &model, &b);
         }
@@ -238,9 +239,12 @@ fn config(a: &Args, gpu: &GpuSpec) -> Result<MemoryConfig> {
                 .ok_or_else(|| CliError::input(format!("--engine-version {v:?}: expected a version such as 0.5.9")))?,
         ),
     };
-    // SGLang's memory fraction depends on its chunked prefill size: its own default when not given.
+    // SGLang's memory fraction depends on its chunked prefill size: its own default when not
+    // given, each DP attention rank's share of it (as the scenario's limits are each rank's).
     let tokens = match (a.tokens_flag, engine) {
-        (None, MemoryEngine::Sglang) => servesim_sim::memory::sglang_chunked_prefill_size(gpu, engine_version),
+        (None, MemoryEngine::Sglang) => {
+            (servesim_sim::memory::sglang_chunked_prefill_size(gpu, engine_version) / a.dp_attention.max(1)).max(1)
+        }
         _ => a.max_num_batched_tokens,
     };
     Ok(MemoryConfig {

@@ -169,6 +169,13 @@ fn memory_engine_sglang_takes_its_releases_fraction_at_its_own_chunk() {
         servesim(&[&args[..], &["sglang", "--engine-version", "0.5.9", "--max-num-batched-tokens", "8192"]].concat());
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("× mem_fraction_static 0.922"), "{}", stdout(&o));
+    // With DP attention each rank takes its share of the chunk, and the rule reads the server's
+    // back: H200 TP 8 over 8 ranks under 0.5.9, 0.769 (memory::tests).
+    let dp = ["memory", "--model", "deepseek-r1", "--gpu", "h200", "--tp", "8", "--dp-attention", "8"];
+    let o = servesim(&[&dp[..], &["--engine", "sglang", "--engine-version", "0.5.9"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("× mem_fraction_static 0.769"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("at a chunked prefill size of 8,192"), "{}", stdout(&o));
     let bad = servesim(&[&args[..], &["sglang", "--engine-version", "new"]].concat());
     assert!(stderr(&bad).contains("--engine-version \"new\": expected a version such as 0.5.9"), "{}", stderr(&bad));
 }
