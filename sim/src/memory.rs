@@ -25,8 +25,8 @@
 use crate::spec::{GpuSpec, ModelSpec};
 
 /// An engine release as (major, minor, patch), as `scenario::ServingEngine::version` reads it
-/// (the scenario layer names it `EngineVersion`; the memory plan sits below it).
-type Release = (u32, u32, u32);
+/// (defined here, below the scenario layer that re-exports it, as SGLang's memory rule needs it).
+pub type EngineVersion = (u32, u32, u32);
 
 pub use crate::spec::GIB;
 
@@ -99,7 +99,7 @@ pub struct EngineMemory {
     /// SGLang's `--mem-fraction-static`; `None`: [`sglang_mem_fraction_static`].
     pub mem_fraction_static: Option<f64>,
     /// The engine's release (`engine_version`), where its rule changed with it: SGLang's.
-    pub engine_version: Option<Release>,
+    pub engine_version: Option<EngineVersion>,
 }
 
 /// Every term of an engine's rule, as `servesim memory --engine` shows them (bytes per GPU).
@@ -372,13 +372,13 @@ pub fn default_non_torch_bytes(engine: MemoryEngine, tp: u64) -> u64 {
 
 /// The newest SGLang release whose memory defaults servesim has read: what a scenario without
 /// an `engine_version` is taken to run.
-pub const SGLANG_NEWEST_READ: Release = (0, 5, 15);
+pub const SGLANG_NEWEST_READ: EngineVersion = (0, 5, 15);
 
 /// What SGLang's default `mem_fraction_static` depends on besides the GPU.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SglangServer {
     /// The release (`None`: [`SGLANG_NEWEST_READ`]).
-    pub version: Option<Release>,
+    pub version: Option<EngineVersion>,
     pub tp: u64,
     pub pp: u64,
     /// DP attention ranks (1: none).
@@ -392,11 +392,10 @@ pub struct SglangServer {
 /// SGLang's `--chunked-prefill-size` when the command gives none, by the GPU's memory (MiB, as
 /// nvidia-smi reports it, which SGLang reads) and release (python/sglang/srt/server_args.py of
 /// each sdist): 2048 under 35 GiB, 8192 under 160 GiB, 16384 above (0.4.8–0.5.2); from 0.5.3
-/// also 4096 from 35 to 60 GiB. Releases before 0.4.8 are given 0.4.8's.
-pub fn sglang_chunked_prefill_size(gpu: &GpuSpec, version: Option<Release>) -> u64 {
-    let mib = gpu.memory_bytes as f64 / (1u64 << 20) as f64;
+/// also 4096 from 35 to 60 GiB. EngineVersions before 0.4.8 are given 0.4.8's.
+pub fn sglang_chunked_prefill_size(gpu: &GpuSpec, version: Option<EngineVersion>) -> u64 {
     let v = version.unwrap_or(SGLANG_NEWEST_READ);
-    match mib / 1024.0 {
+    match gpu.memory_gib() {
         g if g < 35.0 => 2048,
         g if g < 60.0 && v >= (0, 5, 3) => 4096,
         g if g < 160.0 => 8192,
@@ -409,7 +408,7 @@ pub fn sglang_chunked_prefill_size(gpu: &GpuSpec, version: Option<Release>) -> u
 ///
 /// - 0.4.8–0.5.2 (`ServerArgs.__post_init__`): the memory less a reserve of (2.8 + P/10) GiB
 ///   under 35 GiB, (9.5 + P/2) GiB under 90 GiB, (12 + P/2) GiB under 160 GiB, 32 GiB above
-///   (P = TP × PP), plus 4 GiB with DP attention. Releases before 0.4.8 are given this rule.
+///   (P = TP × PP), plus 4 GiB with DP attention. EngineVersions before 0.4.8 are given this rule.
 /// - 0.5.3–0.5.9 (`_handle_gpu_memory_settings`): a reserve in MiB of 512 + 1.5 × max(chunked
 ///   prefill size, 2048) + 2 × the CUDA graphs' largest batch
 ///   ([`sglang_cuda_graph_max_bs`]) + TP × PP / 8 × 1024, with DP attention + 3 × that batch ×
@@ -421,12 +420,12 @@ pub fn sglang_chunked_prefill_size(gpu: &GpuSpec, version: Option<Release>) -> u
 ///   0.5.10.post1 and 0.5.15; the other conditions that turn them off (speculative decoding,
 ///   LoRA, multimodal models, models SGLang lists) are not modelled.
 pub fn sglang_mem_fraction_static(gpu: &GpuSpec, s: &SglangServer) -> f64 {
-    let mib = gpu.memory_bytes as f64 / (1u64 << 20) as f64;
+    let mib = gpu.memory_gib() * 1024.0;
     let v = s.version.unwrap_or(SGLANG_NEWEST_READ);
     let (tp, pp, dp) = (s.tp as f64, s.pp as f64, s.dp_attention as f64);
     let reserved = if v < (0, 5, 3) {
         let p = tp * pp;
-        let tier = match mib / 1024.0 {
+        let tier = match gpu.memory_gib() {
             g if g < 35.0 => 2.8 + p / 10.0,
             g if g < 90.0 => 9.5 + p / 2.0,
             g if g < 160.0 => 12.0 + p / 2.0,
@@ -453,10 +452,9 @@ pub fn sglang_mem_fraction_static(gpu: &GpuSpec, s: &SglangServer) -> f64 {
 /// SGLang's largest CUDA-graph batch by default (0.5.3 on): 8 under 20 GiB; under 35 GiB 16
 /// (24 from 0.5.6) below TP 4, else 80; under 60 GiB 32 below TP 4, else 160; under 160 GiB
 /// 256 below TP 4, else 512; 512 above.
-pub fn sglang_cuda_graph_max_bs(gpu: &GpuSpec, tp: u64, version: Release) -> u64 {
-    let gib = gpu.memory_bytes as f64 / (1u64 << 30) as f64;
+pub fn sglang_cuda_graph_max_bs(gpu: &GpuSpec, tp: u64, version: EngineVersion) -> u64 {
     // (below TP 4, from TP 4) per memory tier.
-    let (small, large) = match gib {
+    let (small, large) = match gpu.memory_gib() {
         g if g < 20.0 => (8, 8),
         g if g < 35.0 => (if version >= (0, 5, 6) { 24 } else { 16 }, 80),
         g if g < 60.0 => (32, 160),

@@ -46,11 +46,8 @@ pub(crate) struct Args {
     /// The token budget, each DP attention rank's (SGLang: its share of --chunked-prefill-size,
     /// which its memory fraction depends on). Default: 8192; with --engine sglang, SGLang's
     /// default for the GPU and release.
-    #[arg(long = "max-num-batched-tokens")]
-    tokens_flag: Option<u64>,
-    /// `--max-num-batched-tokens` as run ([`run`] fills it in).
-    #[arg(skip)]
-    max_num_batched_tokens: u64,
+    #[arg(long)]
+    max_num_batched_tokens: Option<u64>,
     #[arg(long, default_value_t = 256)]
     max_num_seqs: u64,
     /// Whose rule sizes the KV cache: servesim (weights + reserve), vllm (its profiling rule:
@@ -108,9 +105,8 @@ impl From<DtypeArg> for Dtype {
     }
 }
 
-pub(crate) fn run(mut a: Args) -> Result<()> {
+pub(crate) fn run(a: Args) -> Result<()> {
     let (model, gpu) = model_and_gpu(&a)?;
-    a.max_num_batched_tokens = a.tokens_flag.unwrap_or(8192);
     check(&a, &model)?;
     let cfg = config(&a, &gpu)?;
     let b = plan_memory(&model, &gpu, &cfg).map_err(CliError::input)?;
@@ -118,7 +114,7 @@ pub(crate) fn run(mut a: Args) -> Result<()> {
         Format::Json => print_json(&a, &model, &gpu, &b, cfg.engine.engine),
         Format::Table => {
             print_usable(&a, &model, (&gpu, cfg.max_num_batched_tokens * cfg.dp_attention.max(1)), &b);
-            print_weights_and_terms(&a, &model, &b);
+            print_weights_and_terms(&a, &model, &b, cfg.max_num_batched_tokens);
             print_kv(&a, &model, &b);
         }
     }
@@ -241,11 +237,12 @@ fn config(a: &Args, gpu: &GpuSpec) -> Result<MemoryConfig> {
     };
     // SGLang's memory fraction depends on its chunked prefill size: its own default when not
     // given, each DP attention rank's share of it (as the scenario's limits are each rank's).
-    let tokens = match (a.tokens_flag, engine) {
+    let tokens = match (a.max_num_batched_tokens, engine) {
+        (Some(n), _) => n,
         (None, MemoryEngine::Sglang) => {
             (servesim_sim::memory::sglang_chunked_prefill_size(gpu, engine_version) / a.dp_attention.max(1)).max(1)
         }
-        _ => a.max_num_batched_tokens,
+        (None, _) => 8192,
     };
     Ok(MemoryConfig {
         tp: a.tp,
@@ -346,7 +343,8 @@ fn print_usable(a: &Args, model: &ModelSpec, (gpu, chunk): (&GpuSpec, u64), b: &
 }
 
 /// The weights and the engine's own terms.
-fn print_weights_and_terms(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
+/// `tokens`: the token budget the rule was sized with (`MemoryConfig::max_num_batched_tokens`).
+fn print_weights_and_terms(a: &Args, model: &ModelSpec, b: &MemoryBudget, tokens: u64) {
     let gib = |x: u64| x as f64 / GIB;
     let mut split = if model.weight_dtype.is_4bit() {
         format!("; FFN in {}, attention and embeddings in bf16", model.weight_dtype.name())
@@ -377,7 +375,7 @@ fn print_weights_and_terms(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
                 outln!(
                     "  peak activation         {:>10.2} GiB  (profiling forward pass, {} tokens)",
                     gib(t.activation_bytes),
-                    thousands(a.max_num_batched_tokens)
+                    thousands(tokens)
                 );
                 outln!(
                     "  non-torch memory        {:>10.2} GiB  (NCCL, workspaces{})",
@@ -393,12 +391,12 @@ fn print_weights_and_terms(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
                 outln!(
                     "    forward pass          {:>10.2} GiB  ({} tokens)",
                     gib(t.forward_peak_bytes),
-                    thousands(a.max_num_batched_tokens)
+                    thousands(tokens)
                 );
                 outln!(
                     "    sampler               {:>10.2} GiB  ({} sequences × vocabulary)",
                     gib(t.sampler_peak_bytes),
-                    thousands(a.max_num_seqs.min(a.max_num_batched_tokens))
+                    thousands(a.max_num_seqs.min(tokens))
                 );
                 outln!(
                     "  non-torch memory        {:>10.2} GiB  (NCCL, workspaces{})",

@@ -20,8 +20,7 @@ pub struct EngineLimits {
     pub max_num_batched_tokens: u32,
 }
 
-/// An engine release as (major, minor, patch): [`ServingEngine::version`].
-pub type EngineVersion = (u32, u32, u32);
+pub use crate::memory::EngineVersion;
 
 /// The newest vLLM release whose defaults servesim has read: what a scenario or launch command
 /// without a version is taken to run.

@@ -219,7 +219,7 @@ fn measured_of(r: &Row) -> std::result::Result<(u64, u64, u32, f64, f64), String
 pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
     let mut c = row_case(r)?;
     c.engine_version = ServingEngine::version(r.get("backend_version"));
-    c.async_scheduling = async_scheduling(r);
+    c.async_scheduling = async_scheduling(&c);
     let run = RowRun {
         model: c.model,
         system: &c.system,
@@ -256,10 +256,9 @@ fn row_version(engine: ServingEngine, version: Option<EngineVersion>) -> Option<
 /// Whether a row's engine ran with its CPU work overlapping the GPU's by its version's default
 /// ([`ServingEngine::schedules_async_by_default`]: vLLM from 0.14; the rows run have no
 /// pipeline stages).
-fn async_scheduling(r: &Row) -> bool {
-    let version = ServingEngine::version(r.get("backend_version"));
-    ServingEngine::from_name(r.get("backend"))
-        .is_some_and(|e| row_version(e, version).is_some_and(|v| e.schedules_async_by_default(v, 1)))
+fn async_scheduling(c: &Case) -> bool {
+    ServingEngine::from_name(&c.framework)
+        .is_some_and(|e| row_version(e, c.engine_version).is_some_and(|v| e.schedules_async_by_default(v, 1)))
 }
 
 /// A row as a case, as its columns say.
