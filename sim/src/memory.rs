@@ -98,6 +98,9 @@ pub struct EngineMemory {
     pub cuda_graph_bytes: Option<u64>,
     /// SGLang's `--mem-fraction-static`; `None`: [`sglang_mem_fraction_static`].
     pub mem_fraction_static: Option<f64>,
+    /// SGLang's `--cuda-graph-max-bs`, which its default fraction reserves memory for; `None`:
+    /// [`sglang_cuda_graph_max_bs`].
+    pub cuda_graph_max_bs: Option<u64>,
     /// The engine's release (`engine_version`), where its rule changed with it: SGLang's.
     pub engine_version: Option<EngineVersion>,
 }
@@ -387,6 +390,9 @@ pub struct SglangServer {
     pub chunked_prefill_size: u64,
     /// A latent-attention model (SGLang's MLA backend).
     pub mla: bool,
+    /// `--cuda-graph-max-bs` (or the largest of `--cuda-graph-bs`); `None`: SGLang's default,
+    /// [`sglang_cuda_graph_max_bs`].
+    pub cuda_graph_max_bs: Option<u64>,
 }
 
 /// SGLang's `--chunked-prefill-size` when the command gives none, by the GPU's memory (MiB, as
@@ -433,7 +439,7 @@ pub fn sglang_mem_fraction_static(gpu: &GpuSpec, s: &SglangServer) -> f64 {
         };
         (tier + if s.dp_attention > 1 { 4.0 } else { 0.0 }) * 1024.0
     } else {
-        let bs = sglang_cuda_graph_max_bs(gpu, s.tp, v) as f64;
+        let bs = s.cuda_graph_max_bs.unwrap_or_else(|| sglang_cuda_graph_max_bs(gpu, s.tp, v)) as f64;
         let mut r = 512.0 + 1.5 * (s.chunked_prefill_size.max(2048) as f64) + 2.0 * bs + tp * pp / 8.0 * 1024.0;
         if s.dp_attention > 1 {
             r += bs * dp * 3.0 + if bs > 300.0 { bs * dp * 1.5 } else { 0.0 };
@@ -466,6 +472,24 @@ pub fn sglang_cuda_graph_max_bs(gpu: &GpuSpec, tp: u64, version: EngineVersion) 
     } else {
         large
     }
+}
+
+/// SGLang's `max_running_requests` when the command gives no `--max-running-requests`: from
+/// the KV pool each scheduler has (`max_total_num_tokens`, tokens; each DP attention rank's
+/// own) and the context length (`--context-length`, else the model's), min(⌊pool / context ×
+/// 512⌋ held between 2048 and 4096, ⌊pool / 2⌋). The same rule in every release read, 0.4.0
+/// to 0.5.23: `ModelRunner.init_memory_pool` (the request pool's size) and `TpModelWorker`
+/// (`max_total_num_tokens // 2`) in 0.4.0–0.5.9 (python/sglang/srt/model_executor/model_runner.py,
+/// managers/tp_worker.py), `_resolve_max_num_reqs` in 0.5.10 and 0.5.15
+/// (model_runner_kv_cache_mixin.py), mem_cache/kv_cache_configurator.py in 0.5.23.
+pub fn sglang_max_running_requests(pool_tokens: u64, context_len: u64) -> u64 {
+    sglang_running_estimate(pool_tokens, context_len).min(pool_tokens / 2)
+}
+
+/// SGLang's estimate of the requests a pool of `pool_tokens` serves at `context_len`:
+/// ⌊pool / context × 512⌋ held between 2048 and 4096 ([`sglang_max_running_requests`]).
+pub fn sglang_running_estimate(pool_tokens: u64, context_len: u64) -> u64 {
+    ((pool_tokens as f64 / context_len.max(1) as f64 * 512.0) as u64).clamp(2048, 4096)
 }
 
 /// How many prefill sizes SGLang captures piecewise CUDA graphs for, up to `max_tokens`
@@ -517,6 +541,7 @@ pub fn engine_terms(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig, parame
                 dp_attention: cfg.dp_attention,
                 chunked_prefill_size: cfg.max_num_batched_tokens * cfg.dp_attention.max(1),
                 mla: model.arch.mla.is_some(),
+                cuda_graph_max_bs: e.cuda_graph_max_bs,
             };
             e.mem_fraction_static.unwrap_or_else(|| sglang_mem_fraction_static(gpu, &server))
         }
@@ -806,6 +831,7 @@ mod tests {
                 non_torch_bytes: Some(0),
                 cuda_graph_bytes: Some(1 << 30),
                 mem_fraction_static: None,
+                cuda_graph_max_bs: None,
                 engine_version: None,
             },
             ..engine(MemoryEngine::Vllm)
@@ -824,6 +850,7 @@ mod tests {
             dp_attention,
             chunked_prefill_size: chunk,
             mla: false,
+            cuda_graph_max_bs: None,
         };
         // python/sglang/srt/server_args.py, 0.5.2's sdist: H100 (81,559 MiB, under 90 GiB) at TP
         // 1 reserves (9.5 + 1/2) GiB: round((81559 − 10240) / 81559, 3) = 0.874.
@@ -842,6 +869,9 @@ mod tests {
         // 0.5.9's _handle_gpu_memory_settings: H100 TP 1, chunk 8192, CUDA graphs to 256:
         // 512 + 1.5 × 8192 + 2 × 256 + 1/8 × 1024 = 13,440 MiB → 0.835.
         assert_eq!(sglang_mem_fraction_static(&h100, &server((0, 5, 9), 1, 1, 8192)), 0.835);
+        // --cuda-graph-max-bs 32 in place of the 256 default: 448 MiB less, 12,992 → 0.841.
+        let bs32 = SglangServer { cuda_graph_max_bs: Some(32), ..server((0, 5, 9), 1, 1, 8192) };
+        assert_eq!(sglang_mem_fraction_static(&h100, &bs32), 0.841);
         // H200 TP 8 with 8 DP attention ranks: graphs to 512, + 512 × 8 × 3 + 512 × 8 × 1.5:
         // 512 + 12,288 + 1,024 + 1,024 + 12,288 + 6,144 = 33,280 MiB → 0.769.
         assert_eq!(sglang_mem_fraction_static(&h200, &server((0, 5, 9), 8, 8, 8192)), 0.769);
@@ -894,6 +924,20 @@ mod tests {
         };
         let err = plan_memory(&m, &h100, &e).unwrap_err().to_string();
         assert!(err.contains("usable at SGLang's mem_fraction_static 0.15 by"), "{err}");
+    }
+
+    #[test]
+    fn sglang_running_requests_follow_the_pool_and_the_context() {
+        // By hand from _resolve_max_num_reqs (0.5.15): qwen3-32b's 19,024 tokens on an H100 at
+        // its 40,960 context: ⌊19,024 / 40,960 × 512⌋ = 237, held up to 2048, under 9,512.
+        assert_eq!(sglang_max_running_requests(19_024, 40_960), 2048);
+        // deepseek-r1's 1,129,344 tokens on 8 B200s at 163,840: ⌊3529.2⌋ = 3529.
+        assert_eq!(sglang_max_running_requests(1_129_344, 163_840), 3529);
+        // A large pool at a short context: held at 4096.
+        assert_eq!(sglang_max_running_requests(2_000_000, 8192), 4096);
+        // A small pool: half of it (3,000 tokens → 1,500 requests).
+        assert_eq!(sglang_max_running_requests(3000, 131_072), 1500);
+        assert_eq!(sglang_max_running_requests(1, 131_072), 0);
     }
 
     #[test]

@@ -70,6 +70,10 @@ pub(crate) struct Args {
     /// prefill size and release.
     #[arg(long)]
     mem_fraction_static: Option<f64>,
+    /// sglang: --cuda-graph-max-bs, which SGLang's default fraction keeps memory for. Default:
+    /// SGLang's for the GPU and TP degree.
+    #[arg(long)]
+    cuda_graph_max_bs: Option<u64>,
     /// The engine's release (0.5.9), where its rule changed with it (SGLang's default memory
     /// fraction). Default: the newest release servesim has read.
     #[arg(long)]
@@ -216,6 +220,10 @@ fn config(a: &Args, gpu: &GpuSpec) -> Result<MemoryConfig> {
     only("--non-torch-gib", a.non_torch_gib.is_some(), engine != MemoryEngine::Servesim, "vllm, sglang or trtllm")?;
     only("--cuda-graph-gib", a.cuda_graph_gib.is_some(), engine == MemoryEngine::Vllm, "vllm")?;
     only("--mem-fraction-static", a.mem_fraction_static.is_some(), engine == MemoryEngine::Sglang, "sglang")?;
+    only("--cuda-graph-max-bs", a.cuda_graph_max_bs.is_some(), engine == MemoryEngine::Sglang, "sglang")?;
+    if let Some(n) = a.cuda_graph_max_bs.filter(|n| !(1..=1 << 20).contains(n)) {
+        return Err(CliError::input(format!("--cuda-graph-max-bs: must be in [1, 1048576], got {n}")));
+    }
     for (flag, v) in [("--non-torch-gib", a.non_torch_gib), ("--cuda-graph-gib", a.cuda_graph_gib)] {
         if let Some(x) = v {
             if !(x.is_finite() && (0.0..=1e4).contains(&x)) {
@@ -259,6 +267,7 @@ fn config(a: &Args, gpu: &GpuSpec) -> Result<MemoryConfig> {
             non_torch_bytes: a.non_torch_gib.map(|g| (g * GIB) as u64),
             cuda_graph_bytes: a.cuda_graph_gib.map(|g| (g * GIB) as u64),
             mem_fraction_static: a.mem_fraction_static,
+            cuda_graph_max_bs: a.cuda_graph_max_bs,
             engine_version,
         },
     })
@@ -454,6 +463,14 @@ fn print_kv(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
         thousands(b.kv_tokens())
     );
     outln!("  requests of {} tokens   {:>10}      at once", a.context, thousands(fits));
+    if b.terms.as_ref().is_some_and(|t| t.engine == MemoryEngine::Sglang) {
+        let pool = b.kv_tokens() / a.dp_attention.max(1);
+        outln!(
+            "  max running requests    {:>10}      (SGLang's default from each scheduler's pool at the model's {} context)",
+            thousands(servesim_sim::memory::sglang_max_running_requests(pool, model.max_context)),
+            thousands(model.max_context)
+        );
+    }
     if b.terms.is_some() {
         outln!(
             "  (engine terms are estimates of what its start-up measures; docs/fidelity.md compares them with logs)"

@@ -452,6 +452,9 @@ fn limit_lines(
             ));
         }
     }
+    // SGLang without --max-running-requests sizes it from each rank's KV pool at start, which
+    // the scenario does once its memory is planned (engine = "sglang").
+    let from_pool = engine == Engine::Sglang && given.0.is_none();
     let mut seqs = given.0.unwrap_or(limits.max_num_seqs as u64);
     let mut tokens = given.1.unwrap_or(limits.max_num_batched_tokens as u64);
     let sglang_ranks = if engine == Engine::Sglang && dp_attention > 1 { dp_attention } else { 1 };
@@ -463,10 +466,17 @@ fn limit_lines(
         // and gives each DP attention rank its share (python/sglang/srt/server_args.py,
         // ServerArgs._handle_data_parallelism: chunked_prefill_size // dp_size, at 469c63e5;
         // the scheduler's max_running_requests // dp_size per worker).
-        t += &format!("# SGLang's --chunked-prefill-size {tokens} and --max-running-requests {seqs}, over {sglang_ranks} ranks.\n");
+        let running = if from_pool { String::new() } else { format!(" and --max-running-requests {seqs}") };
+        t += &format!("# SGLang's --chunked-prefill-size {tokens}{running}, over {sglang_ranks} ranks.\n");
         (seqs, tokens) = ((seqs / sglang_ranks).max(1), (tokens / sglang_ranks).max(1));
     }
-    t += &format!("max_num_seqs = {seqs}\nmax_num_batched_tokens = {tokens}\n");
+    if from_pool {
+        t += "# max_num_seqs: SGLang's own, from each rank's KV pool (min(pool / context length × 512 held\n\
+              # between 2048 and 4096, pool / 2)), set when the scenario is read.\n";
+    } else {
+        t += &format!("max_num_seqs = {seqs}\n");
+    }
+    t += &format!("max_num_batched_tokens = {tokens}\n");
     Ok((t, sglang_ranks))
 }
 
@@ -631,6 +641,10 @@ fn memory_lines(
     }
     if let Some(x) = fraction("mem_fraction_static", "--mem-fraction-static", true)? {
         t += &format!("mem_fraction_static = {x}\n");
+    }
+    if let Some(n) = int(got, "cuda_graph_max_bs", "--cuda-graph-max-bs")? {
+        // SGLang's default fraction keeps memory for the graphs' largest batch.
+        t += &format!("cuda_graph_max_bs = {n}\n");
     }
     if let Some(n) = blocks {
         t += &format!("kv_blocks = {n}\n");
@@ -945,6 +959,37 @@ mod tests {
             scenario_of(Engine::Sglang, "h100-sxm", "--model-path meta-llama/Llama-3.1-8B-Instruct --dtype bfloat16");
         // Only the memory fraction's release, assumed without --engine-version.
         assert!(warn.iter().all(|w| w.starts_with("SGLang's default mem_fraction_static assumed")), "{warn:?}");
+    }
+
+    /// Without --max-running-requests the scenario leaves max_num_seqs to SGLang's rule on the
+    /// pool it plans: Qwen3-32B on one H100 under 0.5.8, 19,024 tokens (`servesim memory
+    /// --model qwen3-32b --gpu h100-sxm --engine sglang --engine-version 0.5.8`) at its 40,960
+    /// context: ⌊19,024 / 40,960 × 512⌋ = 237, held up to 2048, under 9,512. With DP attention
+    /// each rank's own pool: DeepSeek-R1 over 8 H200 ranks under 0.5.9, at its 163,840 context.
+    #[test]
+    fn from_sglang_leaves_the_running_requests_to_sglangs_rule() {
+        let cmd = "python3 -m sglang.launch_server --model-path Qwen/Qwen3-32B --tp 1";
+        let (text, _) = scenario(Engine::Sglang, "h100-sxm", &args(cmd), Some("0.5.8")).unwrap();
+        assert!(!text.contains("max_num_seqs ="), "{text}");
+        let s = servesim_sim::Scenario::from_toml(&text, "t").unwrap();
+        assert_eq!((s.groups[0].memory.kv_blocks * 16, s.groups[0].scheduler.max_num_seqs), (19_024, 2048));
+        let (s, _) = scenario_of(Engine::Sglang, "h100-sxm", &format!("{cmd} --max-running-requests 8"));
+        assert_eq!(s.groups[0].scheduler.max_num_seqs, 8);
+        // --cuda-graph-max-bs enters SGLang's default fraction: 32 graphs' batch in place of 256
+        // frees 448 MiB of its reserve under 0.5.9, 0.835 → 0.841 (memory::tests).
+        let fraction = |extra: &str| {
+            let (text, _) =
+                scenario(Engine::Sglang, "h100-sxm", &args(&format!("{cmd}{extra}")), Some("0.5.9")).unwrap();
+            let s = servesim_sim::Scenario::from_toml(&text, "t").unwrap();
+            s.groups[0].memory.terms.as_ref().map(|t| t.fraction)
+        };
+        assert_eq!((fraction(""), fraction(" --cuda-graph-max-bs 32")), (Some(0.835), Some(0.841)));
+        let dp = "--model-path deepseek-ai/DeepSeek-R1 --tp 8 --dp 8 --enable-dp-attention";
+        let (text, _) = scenario(Engine::Sglang, "h200", &args(dp), Some("0.5.9")).unwrap();
+        assert!(text.contains("# SGLang's --chunked-prefill-size 8192, over 8 ranks."), "{text}");
+        let s = servesim_sim::Scenario::from_toml(&text, "t").unwrap();
+        // 149,840 blocks of 16 over 8 ranks: 299,680 tokens each, ⌊936.5⌋ held up to 2048.
+        assert_eq!((s.groups[0].memory.kv_blocks / 8 * 16, s.groups[0].scheduler.max_num_seqs), (299_680, 2048));
     }
 
     /// InferenceX's DeepSeek-R1 FP8 B200 TP 4 command (SemiAnalysisAI/InferenceX 12ba0ae07,

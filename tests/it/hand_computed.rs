@@ -178,6 +178,19 @@ fn memory_engine_sglang_takes_its_releases_fraction_at_its_own_chunk() {
     assert!(stdout(&o).contains("at a chunked prefill size of 8,192"), "{}", stdout(&o));
     let bad = servesim(&[&args[..], &["sglang", "--engine-version", "new"]].concat());
     assert!(stderr(&bad).contains("--engine-version \"new\": expected a version such as 0.5.9"), "{}", stderr(&bad));
+    // Its running requests from the pool (memory::sglang_max_running_requests): on the 8 H200
+    // ranks 18,730 blocks of 16 each, ⌊299,680 / 163,840 × 512⌋ = 936, held up to 2048; Llama
+    // 3.1 70B in FP8 on one A100 keeps 45 blocks, and half of its 720 tokens bind: 360.
+    assert!(stdout(&o).contains("max running requests         2,048"), "{}", stdout(&o));
+    let a100 =
+        ["memory", "--model", "llama-3.1-70b", "--weight-dtype", "fp8", "--gpu", "a100-80g", "--engine", "sglang"];
+    let o = servesim(&a100);
+    assert!(
+        stdout(&o).contains("KV blocks                       45")
+            && stdout(&o).contains("max running requests           360"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]

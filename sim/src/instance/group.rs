@@ -58,6 +58,26 @@ pub struct SchedulerSection {
     /// requests in every this many iterations ([`super::recv`]). Default 1 (every iteration).
     #[serde(skip_serializing_if = "is_one")]
     pub recv_interval: u32,
+    /// How SGLang's rules size `max_num_seqs` from each rank's KV pool once the memory is
+    /// planned ([`SeqsFromPool`]): set by `engine = "sglang"`. Not a key: the resolved file
+    /// holds the number.
+    #[serde(skip)]
+    pub(crate) seqs_from_pool: Option<SeqsFromPool>,
+}
+
+/// SGLang's `max_running_requests` against the KV pool each scheduler has, as its model
+/// runner resolves it (`_resolve_max_num_reqs`, python/sglang/srt/model_executor/
+/// model_runner_kv_cache_mixin.py, 0.5.10–0.5.15).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct SeqsFromPool {
+    /// `max_num_seqs` was given (`--max-running-requests`, each rank's share): as given before
+    /// 0.5.10; no more than the pool's estimate (⌊pool / context × 512⌋ held between 2048 and
+    /// 4096) in 0.5.10–0.5.13; no more than half the pool from 0.5.14 (read in 0.5.14, 0.5.15
+    /// and 0.5.23's mem_cache/kv_cache_configurator.py). Not given: SGLang's default,
+    /// [`crate::memory::sglang_max_running_requests`].
+    pub given: bool,
+    /// The release whose rule applies.
+    pub version: crate::memory::EngineVersion,
 }
 
 fn is_one(v: &u32) -> bool {
@@ -82,6 +102,7 @@ impl Default for SchedulerSection {
             cpu: CpuSection::default(),
             batch_wait: BatchWaitSection::default(),
             recv_interval: 1,
+            seqs_from_pool: None,
         }
     }
 }
@@ -90,6 +111,23 @@ impl SchedulerSection {
     /// Tokens per KV block.
     pub fn block_tokens(&self) -> u64 {
         self.block_tokens as u64
+    }
+
+    /// With [`SchedulerSection::seqs_from_pool`], `max_num_seqs` as SGLang sizes it from the
+    /// pool `memory` gives each of `ranks` DP attention ranks, at the scheduler's context
+    /// length (resolved before memory is planned); at least 1.
+    pub(crate) fn size_seqs_from_pool(&mut self, memory: &MemoryBudget, ranks: u64) {
+        let Some(rule) = self.seqs_from_pool else { return };
+        let pool = memory.kv_blocks / ranks.max(1) * self.block_tokens();
+        let context = self.max_model_len.expect("resolved before memory is planned");
+        let given = self.max_num_seqs as u64;
+        let seqs = match (rule.given, rule.version) {
+            (false, _) => crate::memory::sglang_max_running_requests(pool, context),
+            (true, v) if v < (0, 5, 10) => given,
+            (true, v) if v < (0, 5, 14) => given.min(crate::memory::sglang_running_estimate(pool, context)),
+            (true, _) => given.min(pool / 2),
+        };
+        self.max_num_seqs = seqs.clamp(1, u32::MAX as u64) as u32;
     }
 
     pub fn validate(&self, path: &str) -> Result<(), ConfigError> {

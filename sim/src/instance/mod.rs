@@ -51,6 +51,7 @@ use admission::Breaker;
 use batch::Batch;
 use batching::{Batcher, Sched};
 use core::Core;
+pub(crate) use group::SeqsFromPool;
 pub use group::{InstanceGroup, Role, SchedulerSection, MAX_INSTANCES};
 pub use handoff::Handoff;
 use kv::BlockAllocator;

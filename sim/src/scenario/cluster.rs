@@ -18,6 +18,7 @@ use super::file::{GpuSection, MemorySection, SchedulerSection};
 use super::{check, de, ConfigError, InstanceGroup, ScenarioFile};
 use crate::cost::CostSpec;
 use crate::instance::Role;
+use crate::instance::SeqsFromPool;
 use crate::memory::MemoryConfig;
 use crate::spec::{GpuSpec, ModelSpec};
 
@@ -64,6 +65,26 @@ pub(crate) fn gpu_or_preset<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Gp
             Err(D::Error::custom(format!("expected a GPU preset name or a table, got {} {other}", other.type_str())))
         }
     }
+}
+
+/// A group's scheduler: the top-level one overlaid with its own (`table`), its context length
+/// resolved; a `max_num_seqs` of its own is a given one to SGLang's rule, whatever the
+/// top-level file (`rule`) left to the engine ([`SeqsFromPool`]).
+fn group_scheduler(
+    table: toml::Table,
+    rule: Option<SeqsFromPool>,
+    g: &GroupSection,
+    model: &ModelSpec,
+    path: &str,
+) -> Result<SchedulerSection, ConfigError> {
+    let mut scheduler: SchedulerSection = from_table(table, &format!("{path}.scheduler"))?;
+    let own_seqs = g.scheduler.as_ref().is_some_and(|t| t.contains_key("max_num_seqs"));
+    scheduler.seqs_from_pool = rule.map(|r| SeqsFromPool { given: r.given || own_seqs, ..r });
+    let max_model_len = scheduler.max_model_len.unwrap_or(model.max_context);
+    super::check_model_len(max_model_len, model, &format!("{path}.scheduler"))?;
+    scheduler.max_model_len = Some(max_model_len);
+    scheduler.validate(&format!("{path}.scheduler"))?;
+    Ok(scheduler)
 }
 
 /// Each group's count, and at most [`crate::instance::MAX_INSTANCES`] over all groups.
@@ -120,12 +141,9 @@ pub(crate) fn resolve_groups(
             Some(o) => overlay(base, o),
             None => base.clone(),
         };
-        let mut scheduler: SchedulerSection =
-            from_table(section(&base_scheduler, &g.scheduler), &format!("{path}.scheduler"))?;
-        let max_model_len = scheduler.max_model_len.unwrap_or(model.max_context);
-        super::check_model_len(max_model_len, model, &format!("{path}.scheduler"))?;
-        scheduler.max_model_len = Some(max_model_len);
-        scheduler.validate(&format!("{path}.scheduler"))?;
+        let rule = file.scheduler.seqs_from_pool;
+        let mut scheduler = group_scheduler(section(&base_scheduler, &g.scheduler), rule, g, model, &path)?;
+        let max_model_len = scheduler.max_model_len.expect("resolved by group_scheduler");
         let memory: MemorySection = from_table(section(&base_memory, &g.memory), &format!("{path}.memory"))?;
         memory.validate(&format!("{path}.memory"))?;
         let cost: CostSpec = from_table(section(&base_cost, &g.cost), &format!("{path}.cost"))?;
@@ -159,6 +177,7 @@ pub(crate) fn resolve_groups(
             &format!("{path}.memory"),
             &format!("{path}.scheduler"),
         )?;
+        scheduler.size_seqs_from_pool(&budget, layout.dp_attention);
         let name = g.name.clone().unwrap_or_else(|| format!("{}-tp{tp}{}", gpu.name, layout.suffix()));
         let role = g.role.unwrap_or_default();
         let msg = "pipeline stages in a disaggregated pool are not modelled (give pp = 1)";

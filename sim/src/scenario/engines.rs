@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::file::ScenarioFile;
 use crate::cost::CostSpec;
 use crate::instance::batching::{BatchingSpec, Sglang, VllmV1};
+use crate::instance::SeqsFromPool;
 use crate::memory::MemoryEngine;
 use crate::spec::GpuSpec;
 
@@ -52,7 +53,7 @@ impl ServingEngine {
     /// | key | vllm | sglang | trtllm |
     /// |---|---|---|---|
     /// | `scheduler.batching` | `vllm-v1` | `sglang` | — |
-    /// | `scheduler.max_num_seqs`, `max_num_batched_tokens` | [`ServingEngine::default_limits`] on the top-level `[gpu]`, at `engine_version` | same, each DP attention rank's share | same |
+    /// | `scheduler.max_num_seqs`, `max_num_batched_tokens` | [`ServingEngine::default_limits`] on the top-level `[gpu]`, at `engine_version` | same, each DP attention rank's share; `max_num_seqs` from each rank's KV pool ([`crate::memory::sglang_max_running_requests`]) | same |
     /// | `scheduler.cpu.overlap` (with `engine_version`) | [`ServingEngine::schedules_async_by_default`] | — | — |
     /// | `scheduler.prefix_cache.enabled` | true | true (the radix cache) | — |
     /// | `memory.engine` (unless `reserve_gib` or `kv_blocks` is given) | `vllm` | `sglang` | `trtllm` |
@@ -141,6 +142,14 @@ impl ServingEngine {
                 file.scheduler.max_num_batched_tokens = (limits.max_num_batched_tokens / ranks).max(1);
             }
         }
+        // SGLang sizes it, or bounds a given one, by each rank's KV pool, known once the memory
+        // is planned.
+        if self == ServingEngine::Sglang {
+            file.scheduler.seqs_from_pool = Some(SeqsFromPool {
+                given: has(&["scheduler", "max_num_seqs"]),
+                version: version.unwrap_or(crate::memory::SGLANG_NEWEST_READ),
+            });
+        }
         let vllm = self == ServingEngine::Vllm;
         if let Some(v) = version.filter(|_| vllm && !has(&["scheduler", "cpu", "overlap"])) {
             file.scheduler.cpu.overlap = Some(self.schedules_async_by_default(v, file.cluster.pp));
@@ -165,7 +174,9 @@ impl ServingEngine {
     ///
     /// - vLLM: [`vllm_limits`], the OpenAI API server's defaults by release.
     /// - SGLang: `chunked_prefill_size` by release, [`crate::memory::sglang_chunked_prefill_size`].
-    ///   Its `max_running_requests` is sized from the KV pool at start; servesim assumes 1024.
+    ///   Its `max_running_requests` is sized from the KV pool at start
+    ///   ([`crate::memory::sglang_max_running_requests`]), which a scenario with `engine =
+    ///   "sglang"` does once its memory is planned; 1024 here stands in before that.
     /// - TensorRT-LLM (`LlmArgs`): `max_batch_size` 2048, `max_num_tokens` 8192.
     pub fn default_limits(self, gpu: &GpuSpec, version: Option<EngineVersion>) -> EngineLimits {
         let (max_num_seqs, max_num_batched_tokens) = match self {

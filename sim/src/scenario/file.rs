@@ -191,6 +191,10 @@ pub struct MemorySection {
     /// SGLang's `--mem-fraction-static`. Default: SGLang's own rule for the GPU and TP degree.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) mem_fraction_static: Option<f64>,
+    /// SGLang's `--cuda-graph-max-bs`: the largest batch its CUDA graphs capture, which its
+    /// default `mem_fraction_static` keeps memory for. Default: SGLang's by GPU and TP degree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cuda_graph_max_bs: Option<u64>,
 }
 
 impl Default for MemorySection {
@@ -203,6 +207,7 @@ impl Default for MemorySection {
             non_torch_gib: None,
             cuda_graph_gib: None,
             mem_fraction_static: None,
+            cuda_graph_max_bs: None,
         }
     }
 }
@@ -250,6 +255,11 @@ impl MemorySection {
         if let Some(x) = self.mem_fraction_static {
             check(x.is_finite() && x > 0.0 && x < 1.0, path, "mem_fraction_static", "must be in (0, 1)", x)?;
         }
+        let bs = self.cuda_graph_max_bs;
+        only("cuda_graph_max_bs", bs.is_some(), self.engine == MemoryEngine::Sglang, "\"sglang\"")?;
+        if let Some(n) = bs {
+            check((1..=1 << 20).contains(&n), path, "cuda_graph_max_bs", "must be in [1, 1048576]", n)?;
+        }
         Ok(())
     }
 
@@ -261,6 +271,7 @@ impl MemorySection {
             non_torch_bytes: bytes(self.non_torch_gib),
             cuda_graph_bytes: bytes(self.cuda_graph_gib),
             mem_fraction_static: self.mem_fraction_static,
+            cuda_graph_max_bs: self.cuda_graph_max_bs,
             engine_version: engine_version.and_then(ServingEngine::version),
         }
     }

@@ -109,6 +109,7 @@ pub const FLAGS: &[LaunchFlag] = &[
     value(S, &["--max-running-requests"], "max_num_seqs"),
     value(S, &["--chunked-prefill-size"], "max_num_batched_tokens"),
     value(S, &["--mem-fraction-static"], "mem_fraction_static"),
+    value(S, &["--cuda-graph-max-bs"], "cuda_graph_max_bs"),
     value(S, &["--max-prefill-tokens"], "max_prefill_tokens"),
     value(S, &["--schedule-conservativeness"], "conservativeness"),
     switch(S, &["--enable-mixed-chunk"], "mixed_chunk", true),

@@ -557,7 +557,7 @@ impl Scenario {
         let mut groups = if heterogeneous {
             cluster::resolve_groups(&mut file, &model, top_gpu.as_ref())?
         } else {
-            vec![Scenario::single_group(&file, &model, top_gpu.expect("checked above"))?]
+            vec![Scenario::single_group(&mut file, &model, top_gpu.expect("checked above"))?]
         };
         for (i, g) in groups.iter_mut().enumerate() {
             let scheduler = if heterogeneous { format!("cluster.groups[{i}].scheduler") } else { "scheduler".into() };
@@ -649,8 +649,9 @@ impl Scenario {
         Scenario::from_file_in(file, &self.name, self.resources.clone())
     }
 
-    /// The one group of the `[cluster] instances, tp` form.
-    fn single_group(file: &ScenarioFile, model: &ModelSpec, gpu: GpuSpec) -> Result<InstanceGroup, ConfigError> {
+    /// The one group of the `[cluster] instances, tp` form; the file's `max_num_seqs` becomes
+    /// the number the engine's rule gives it ([`SchedulerSection::size_seqs_from_pool`]).
+    fn single_group(file: &mut ScenarioFile, model: &ModelSpec, gpu: GpuSpec) -> Result<InstanceGroup, ConfigError> {
         let tp = file.cluster.tp as u64;
         check(
             model.heads.is_multiple_of(tp),
@@ -674,6 +675,7 @@ impl Scenario {
             engine: file.memory.engine_memory(file.engine_version.as_deref()),
         };
         let memory = group_memory(model, &gpu, &cfg, &file.scheduler, tp, "memory", "scheduler")?;
+        file.scheduler.size_seqs_from_pool(&memory, layout.dp_attention);
         Ok(InstanceGroup {
             name: format!("{}-tp{}{}", gpu.name, tp, layout.suffix()),
             count: file.cluster.instances,

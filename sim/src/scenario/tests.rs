@@ -148,6 +148,10 @@ fn memory_engine_rules_and_their_keys() {
     assert_eq!(e, "memory.cuda_graph_gib: only with engine = \"vllm\" (this section has engine = \"sglang\")");
     let e = err(&format!("{BASE}[memory]\nengine = \"sglang\"\nmem_fraction_static = 1.2\n"));
     assert!(e.starts_with("memory.mem_fraction_static: must be in (0, 1), got 1.2"), "{e}");
+    let e = err(&format!("{BASE}[memory]\nengine = \"vllm\"\ncuda_graph_max_bs = 32\n"));
+    assert_eq!(e, "memory.cuda_graph_max_bs: only with engine = \"sglang\" (this section has engine = \"vllm\")");
+    let e = err(&format!("{BASE}[memory]\nengine = \"sglang\"\ncuda_graph_max_bs = 0\n"));
+    assert_eq!(e, "memory.cuda_graph_max_bs: must be in [1, 1048576], got 0");
     let e = err(&format!("{BASE}[memory]\nengine = \"tgi\"\n"));
     assert!(e.contains("memory.engine") && e.contains("unknown variant `tgi`"), "{e}");
     let e = err(&BASE.replace("preset = \"h100-sxm\"", "preset = \"h100-sxm\"\nvisible_gib = 90"));
@@ -212,22 +216,49 @@ fn a_top_level_engine_supplies_its_own_limits_on_the_scenarios_gpu() {
     assert_eq!(limits("vllm", "h100-sxm", ""), (1024, 8192));
     assert_eq!(limits("vllm", "a100-80g", ""), (256, 2048));
     assert_eq!(limits("vllm", "l4", ""), (256, 2048));
-    // SGLang's chunked prefill size by GPU memory.
-    assert_eq!(limits("sglang", "l4", ""), (1024, 2048));
-    assert_eq!(limits("sglang", "h200", ""), (1024, 8192));
-    assert_eq!(limits("sglang", "b200", ""), (1024, 16384));
+    // SGLang's chunked prefill size by GPU memory, and its running requests from the KV pool
+    // at llama-3-8b's 8192 context (memory::sglang_max_running_requests): on an L4 37,600
+    // tokens (`servesim memory --model llama-3-8b --gpu l4 --engine sglang`) give
+    // ⌊37,600 / 8192 × 512⌋ = 2350, within [2048, 4096] and under 18,800; the H200's 907,744
+    // and the B200's 1,126,448 are held at 4096.
+    assert_eq!(limits("sglang", "l4", ""), (2350, 2048));
+    assert_eq!(limits("sglang", "h200", ""), (4096, 8192));
+    assert_eq!(limits("sglang", "b200", ""), (4096, 16384));
+    // A given --max-running-requests, by release (SeqsFromPool::Given): as given in 0.5.8; no
+    // more than the pool's estimate (2350) in 0.5.10; no more than half the pool from 0.5.14.
+    let given = "[scheduler]\nmax_num_seqs = 30000\n";
+    let at = |version: &str| {
+        let src =
+            format!("engine = \"sglang\"\nengine_version = \"{version}\"\n{}{given}", BASE.replace("h100-sxm", "l4"));
+        Scenario::from_toml(&src, "t").unwrap().groups[0].scheduler.max_num_seqs
+    };
+    assert_eq!((at("0.5.8"), at("0.5.10"), at("0.5.14")), (30000, 2350, 18_800));
+    assert_eq!(limits("sglang", "l4", given).0, 18_800);
     assert_eq!(limits("trtllm", "h100-sxm", ""), (2048, 8192));
     // What the file says wins, key by key.
     assert_eq!(limits("vllm", "h100-sxm", "[scheduler]\nmax_num_seqs = 64\n"), (64, 8192));
-    // SGLang shares its limits among DP attention ranks (chunked_prefill_size // dp_size): 8
-    // ranks on an H200 take 8192 / 8 tokens and 1024 / 8 requests each, and its memory rule
-    // reads the server's 8192 back (DP attention on an H200 at TP 8: 0.769, memory::tests).
+    // SGLang shares its chunk among DP attention ranks (chunked_prefill_size // dp_size): 8
+    // ranks on an H200 take 8192 / 8 tokens each, and its memory rule reads the server's 8192
+    // back (DP attention on an H200 at TP 8: 0.769, memory::tests). Each rank's running
+    // requests follow its own pool: 67,213 blocks of 16 at qwen3-30b-a3b's 40,960 context,
+    // ⌊1,075,408 / 40,960 × 512⌋ = 13,442, held at 4096.
     let dp = "[cluster]\ntp = 8\ndp_attention = 8\n";
     let moe = BASE.replace("llama-3-8b", "qwen3-30b-a3b").replace("h100-sxm", "h200");
     let s = Scenario::from_toml(&format!("engine = \"sglang\"\n{moe}{dp}"), "t").unwrap();
     let g = &s.groups[0];
-    assert_eq!((g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens), (128, 1024));
+    assert_eq!(g.memory.kv_blocks / 8, 67_213);
+    assert_eq!((g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens), (4096, 1024));
     assert_eq!(g.memory.terms.as_ref().map(|t| t.fraction), Some(0.769));
+    // The resolved file holds the number, so that running it again gives the same run.
+    assert!(s.resolved_toml().contains("max_num_seqs = 4096"), "{}", s.resolved_toml());
+    // In a cluster of groups each takes its own pool's number, and a group's own limit is a
+    // given one (half the L4's pool at most under 0.5.15), resolved and read back the same.
+    let src = format!("engine = \"sglang\"\n{}", BASE.replace("h100-sxm", "l4"))
+        + "[[cluster.groups]]\ncount = 1\n[[cluster.groups]]\ncount = 1\nscheduler = { max_num_seqs = 30000 }\n";
+    let s = Scenario::from_toml(&src, "t").unwrap();
+    let seqs = |s: &Scenario| s.groups.iter().map(|g| g.scheduler.max_num_seqs).collect::<Vec<_>>();
+    assert_eq!(seqs(&s), [2350, 18_800]);
+    assert_eq!(seqs(&Scenario::from_toml(&s.resolved_toml(), "t").unwrap()), [2350, 18_800]);
     // vLLM on a B200: 16384 tokens from 0.28.0, the newest release read without a version.
     assert_eq!(limits("vllm", "b200", ""), (1024, 16384));
     let src = format!("engine = \"vllm\"\nengine_version = \"0.27.1\"\n{}", BASE.replace("h100-sxm", "b200"));

@@ -890,6 +890,7 @@ fn sglang_memory(doc: &mut Doc, c: &Case, gpu: &GpuSpec, bench: Bench) {
         dp_attention: c.dp.max(1) as u64,
         chunked_prefill_size: sglang_chunked_prefill_size(gpu, c.engine_version),
         mla: c.mla,
+        cuda_graph_max_bs: None,
     };
     doc.set("memory.engine", "sglang").set("memory.mem_fraction_static", sglang_mem_fraction_static(gpu, &server));
 }
