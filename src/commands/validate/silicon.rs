@@ -569,7 +569,7 @@ fn trtllm_settings(doc: &mut Doc, seqs: u64, tokens: u64, osl: u64) {
 /// - vLLM: `max_num_batched_tokens` = C + ISL + 1500; `max_num_seqs` 512, or 2·C from C = 512;
 ///   V1 chunks prefills, decodes first.
 /// - SGLang: `max_prefill_tokens` = ISL + 1500 under its chunked prefill size (SGLang's default
-///   for the GPU, [`ServingEngine::default_limits`]), `enable_mixed_chunk`: the running requests
+///   for the GPU at the row's release, [`ServingEngine::default_limits`]), `enable_mixed_chunk`: the running requests
 ///   decode in every prefill batch and their tokens come off both budgets first
 ///   (`PrefillAdder`'s `mixed_with_decode_tokens`, python/sglang/srt/managers/schedule_policy.py,
 ///   sgl-project/sglang ad0119fd), which is servesim's chunked batching with decodes first.
@@ -578,7 +578,13 @@ fn trtllm_settings(doc: &mut Doc, seqs: u64, tokens: u64, osl: u64) {
 ///
 /// With `own`, vLLM rows run `kind = "vllm-v1"` and SGLang rows `kind = "sglang"` with
 /// `mixed_chunk`.
-pub(super) fn generator_settings(doc: &mut Doc, framework: &str, gpu: &GpuSpec, row: (u64, u64, u32), own: bool) {
+pub(super) fn generator_settings(
+    doc: &mut Doc,
+    framework: &str,
+    (gpu, version): (&GpuSpec, Option<EngineVersion>),
+    row: (u64, u64, u32),
+    own: bool,
+) {
     let (isl, osl, c) = row;
     let c64 = c as u64;
     match framework {
@@ -588,7 +594,7 @@ pub(super) fn generator_settings(doc: &mut Doc, framework: &str, gpu: &GpuSpec, 
         }
         "sglang" => {
             let prefill = isl + 1500;
-            let chunk = ServingEngine::Sglang.default_limits(gpu, None).max_num_batched_tokens as u64;
+            let chunk = ServingEngine::Sglang.default_limits(gpu, version).max_num_batched_tokens as u64;
             let batching = if own {
                 kind("sglang", &[("max_prefill_tokens", (prefill as i64).into()), ("mixed_chunk", true.into())])
             } else {
@@ -822,7 +828,8 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
         RowLimits::Generator => {
             // The generator's limits are each rank's (its max_batch_size is the row's batch_size).
             let per_rank = c.concurrency / c.dp.max(1);
-            generator_settings(&mut doc, &c.framework, &gpu, (c.isl, c.osl, per_rank), bench.engine_schedulers);
+            let at = (&gpu, c.engine_version);
+            generator_settings(&mut doc, &c.framework, at, (c.isl, c.osl, per_rank), bench.engine_schedulers);
         }
         RowLimits::Defaults => {
             engine_settings(&mut doc, &c.framework, (&gpu, c.engine_version), c.osl, bench.engine_schedulers)
@@ -1570,9 +1577,18 @@ mod tests {
         let h200 = GpuPreset::find("h200").unwrap().spec();
         let generator = |framework: &str, c: u32, own: bool| {
             let mut doc = Doc::default();
-            generator_settings(&mut doc, framework, &h200, (1000, 100, c), own);
+            generator_settings(&mut doc, framework, (&h200, None), (1000, 100, c), own);
             doc
         };
+        // SGLang's own chunk at the row's release: an L40S (46,068 MiB) chunks at 8192 before
+        // 0.5.3 and 4096 from it (memory::sglang_chunked_prefill_size).
+        let l40s = GpuPreset::find("l40s").unwrap().spec();
+        let chunk = |version| {
+            let mut doc = Doc::default();
+            generator_settings(&mut doc, "sglang", (&l40s, version), (1000, 100, 8), true);
+            int_at(&doc, "scheduler.max_num_batched_tokens")
+        };
+        assert_eq!((chunk(Some((0, 5, 2))), chunk(None)), (8192, 4096));
         let vllm = generator("vllm", 8, false);
         assert_eq!(
             (int_at(&vllm, "scheduler.max_num_seqs"), int_at(&vllm, "scheduler.max_num_batched_tokens")),
