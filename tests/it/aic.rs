@@ -357,6 +357,43 @@ fn the_scoreboard_compares_each_row_and_counts_what_it_cannot_run() {
     assert!(stderr(&o).contains("--filter nosuch=1: no column nosuch"), "{}", stderr(&o));
 }
 
+/// `--scenarios` writes the scenario each row ran; `simulate` runs it again to the same mean
+/// TTFT and TPOT as silicon.csv's (the committed slice's gpt-oss-120b vLLM row, line 7, and
+/// the Llama-3.1-70B one, line 2); a row not run has none.
+#[test]
+fn a_scoreboard_rows_scenario_runs_again_to_its_prediction() {
+    let dir = out_dir("aic_silicon_scenarios");
+    let csv = "data/aiconfigurator/silicon_sample_slice.csv";
+    let o = isolated(&[
+        "validate",
+        "--silicon",
+        csv,
+        "--database",
+        SLICE,
+        "--out",
+        dir.to_str().unwrap(),
+        "--scenarios",
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = read(&dir.join("silicon.csv"));
+    for line in ["2", "7"] {
+        let row = table.lines().find(|l| l.starts_with(&format!("{line},"))).unwrap();
+        let cols: Vec<&str> = row.split(',').collect();
+        let (ttft, tpot): (f64, f64) = (cols[14].parse().unwrap(), cols[17].parse().unwrap());
+        let scenario = dir.join("scenarios").join(format!("{line}.toml"));
+        assert!(read(&scenario).starts_with(&format!("# validate --silicon, line {line} of the file: {}", cols[1])));
+        let run = dir.join(format!("run{line}"));
+        let o = isolated(&["simulate", "--scenario", scenario.to_str().unwrap(), "--out", run.to_str().unwrap(), "-q"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let summary: serde_json::Value = serde_json::from_str(&read(&run.join("summary.json"))).unwrap();
+        let again = (summary["ttft_ms"]["mean"].as_f64().unwrap(), summary["tpot_ms"]["mean"].as_f64().unwrap());
+        assert!((again.0 - ttft).abs() < 5e-4 && (again.1 - tpot).abs() < 5e-5, "{again:?} against {ttft}, {tpot}");
+    }
+    // The disaggregated row (line 6) was not run: no scenario.
+    assert!(!dir.join("scenarios").join("6.toml").exists());
+}
+
 /// The predicted TTFT of each run row of a scoreboard, by row id.
 fn predicted_ttfts(dir: &std::path::Path) -> std::collections::BTreeMap<String, f64> {
     let csv = read(&dir.join("silicon.csv"));

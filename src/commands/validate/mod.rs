@@ -113,6 +113,12 @@ pub(crate) struct Args {
     /// roofline's own error: the default error band of plans it prices, docs/fidelity.md).
     #[arg(long, requires = "silicon")]
     roofline: bool,
+    /// With --silicon: also write the scenario each row ran, as servesim resolved it, into
+    /// OUT/scenarios/LINE.toml (LINE: the row's line in the CSV), so that `servesim simulate
+    /// --scenario` runs that row again with every output (requests.csv, timeseries.csv, the
+    /// report).
+    #[arg(long, requires = "silicon")]
+    scenarios: bool,
     /// With --silicon: run the TensorRT-LLM rows with DP attention under TensorRT-LLM's
     /// attention-DP balancing as InferenceX's DeepSeek recipes set it (`attention_dp_config`
     /// enable_balance, timeout_iters 60, batching_wait_iters 0) instead of TensorRT-LLM's
@@ -255,6 +261,7 @@ fn run_silicon(a: &Args, file: &Path) -> Result<()> {
         calibrate_by: &a.calibrate_by,
         out: a.out.clone().unwrap_or_else(|| PathBuf::from("outputs").join("silicon-validate")),
         quiet: a.quiet,
+        scenarios: a.scenarios,
     })
 }
 

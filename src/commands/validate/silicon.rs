@@ -1000,6 +1000,8 @@ pub(super) struct Outcome {
     pub row: Row,
     pub case: std::result::Result<Case, String>,
     pub predicted: Option<std::result::Result<Predicted, String>>,
+    /// The scenario the row ran, as resolved (with `--scenarios`).
+    pub scenario: Option<String>,
 }
 
 impl Outcome {
@@ -1064,13 +1066,14 @@ fn join_notes(a: &str, b: &str) -> String {
     [a, b].into_iter().filter(|n| !n.is_empty()).collect::<Vec<_>>().join("; ")
 }
 
-/// Runs the cases (in parallel; results in row order).
+/// Runs the cases (in parallel; results in row order); with `keep`, each outcome holds the
+/// scenario its row ran.
 pub(super) fn run_cases(
     rows: &[Row],
     bench: Bench,
     database: Option<&Path>,
     overhead: &(dyn Fn(&Case) -> Overhead + Sync),
-    resources: &Arc<crate::scenario_file::FileResources>,
+    (resources, keep): (&Arc<crate::scenario_file::FileResources>, bool),
 ) -> Vec<Outcome> {
     rows.par_iter()
         .map(|r| {
@@ -1082,21 +1085,53 @@ pub(super) fn run_cases(
                     ..c
                 });
             }
+            let mut scenario = None;
             let predicted = case.as_mut().ok().map(|c| {
                 let ov = overhead(c);
                 let s = scenario_of(c, bench, database, ov, 0.0, resources)?;
-                let p = predict(&s)?;
-                if !bench.staggered {
-                    return Ok(p);
-                }
-                // Staggered: the clients started evenly over one request's lifetime, as the run
-                // with all of them starting together predicts it.
-                let s = scenario_of(c, bench, database, ov, p.e2e / 1e3, resources)?;
-                predict(&s)
+                let (s, p) = match predict(&s) {
+                    // Staggered: the clients started evenly over one request's lifetime, as
+                    // the run with all of them starting together predicts it.
+                    Ok(p) if bench.staggered => {
+                        let s = scenario_of(c, bench, database, ov, p.e2e / 1e3, resources)?;
+                        let p = predict(&s);
+                        (s, p)
+                    }
+                    p => (s, p),
+                };
+                scenario = keep.then(|| s.resolved_toml());
+                p
             });
-            Outcome { row: r.clone(), case, predicted }
+            Outcome { row: r.clone(), case, predicted, scenario }
         })
         .collect()
+}
+
+/// The per-row files into `out`: silicon.csv, silicon-calibrated.csv (with a calibration),
+/// and with `scenarios` each run row's scenario, as resolved, in scenarios/LINE.toml (LINE:
+/// the row's line in the CSV), headed by the row's id and measured figures, for `servesim
+/// simulate` to run it again.
+fn write_rows(out: &Path, csv: String, calibrated: Option<String>, scenarios: Option<&[Outcome]>) -> Result<()> {
+    std::fs::create_dir_all(out)?;
+    crate::atomic::write(&out.join("silicon.csv"), csv)?;
+    if let Some(c) = calibrated {
+        crate::atomic::write(&out.join("silicon-calibrated.csv"), c)?;
+    }
+    let Some(outs) = scenarios else { return Ok(()) };
+    let dir = out.join("scenarios");
+    std::fs::create_dir_all(&dir)?;
+    for x in outs {
+        let Some(text) = &x.scenario else { continue };
+        let head = format!(
+            "# validate --silicon, line {} of the file: {}\n# measured: TTFT {} ms, TPOT {} ms (mean)\n",
+            x.row.line,
+            x.row.id,
+            x.row.get("silicon_ttft_ms"),
+            x.row.get("silicon_tpot_ms")
+        );
+        crate::atomic::write(&dir.join(format!("{}.toml", x.row.line)), head + text)?;
+    }
+    Ok(())
 }
 
 /// The per-row CSV (silicon.csv), and the count of rows not run by reason.
@@ -1183,6 +1218,8 @@ pub(super) struct Options<'a> {
     pub calibrate_by: &'a [String],
     pub out: PathBuf,
     pub quiet: bool,
+    /// Write each run row's scenario into `out`/scenarios (`--scenarios`).
+    pub scenarios: bool,
 }
 
 fn filter_rows(rows: Vec<Row>, filters: &[String]) -> Result<Vec<Row>> {
@@ -1232,7 +1269,7 @@ pub(super) fn run(o: Options) -> Result<()> {
                 for base in (0..=16).map(|i| i as f64 * 250.0) {
                     for per_seq in [0.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 80.0] {
                         let ov = (base, per_seq, overlap);
-                        let outs = run_cases(&fit_rows, o.bench, o.database, &|_| Some(ov), &resources);
+                        let outs = run_cases(&fit_rows, o.bench, o.database, &|_| Some(ov), (&resources, false));
                         let (n, t, p) = medians(&outs, &|_| true);
                         let (Some(t), Some(p)) = (t, p) else { continue };
                         let score = (t + p) / 2.0;
@@ -1251,7 +1288,7 @@ pub(super) fn run(o: Options) -> Result<()> {
         }
     }
     let overhead = |c: &Case| fitted.get(&c.framework).copied();
-    let outs = run_cases(&rows, o.bench, o.database, &overhead, &resources);
+    let outs = run_cases(&rows, o.bench, o.database, &overhead, (&resources, o.scenarios));
 
     let (csv, reasons) = rows_csv(&outs, o.bench);
     // Groups: (model, system, framework, weights).
@@ -1335,11 +1372,7 @@ pub(super) fn run(o: Options) -> Result<()> {
     if let Some(c) = &calibrated {
         table += &c.table();
     }
-    std::fs::create_dir_all(&o.out)?;
-    crate::atomic::write(&o.out.join("silicon.csv"), csv)?;
-    if let Some(c) = &calibrated {
-        crate::atomic::write(&o.out.join("silicon-calibrated.csv"), c.csv())?;
-    }
+    write_rows(&o.out, csv, calibrated.as_ref().map(|c| c.csv()), o.scenarios.then_some(&outs[..]))?;
     let mut json = serde_json::json!({
         "file": o.file.display().to_string(),
         "filters": o.filters,
@@ -1772,7 +1805,7 @@ mod tests {
         assert_eq!(case_of(&fields("64")).unwrap().limits(Limits::Auto).name(), "generator");
         // silicon.csv names the recipe a row ran, and says nothing of it under the generator.
         let p = Predicted { ttft: 1.0, tpot: 1.0, e2e: 1.0, extrapolated: 0.0, kv_tokens: 1, preemptions: 0 };
-        let out = Outcome { row: fields("32"), case: Ok(c.clone()), predicted: Some(Ok(p)) };
+        let out = Outcome { row: fields("32"), case: Ok(c.clone()), predicted: Some(Ok(p)), scenario: None };
         let line = |b: Bench| rows_csv(std::slice::from_ref(&out), b).0.lines().nth(1).unwrap().to_string();
         let recipe = line(b);
         assert!(
