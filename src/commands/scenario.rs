@@ -68,6 +68,8 @@ enum Flag {
     Switch(&'static str, bool),
     /// Changes nothing servesim models; takes a value or not.
     Ignored(bool),
+    /// Takes one or more values, stored joined by spaces under this name.
+    List(&'static str),
 }
 
 /// What `name` is to `engine`: the flag table of the library (`servesim_sim::scenario::launch`),
@@ -83,6 +85,7 @@ fn flag(engine: Engine, name: &str) -> Option<Flag> {
         FlagKind::Value => Flag::Value(f.key),
         FlagKind::Switch(on) => Flag::Switch(f.key, on),
         FlagKind::Ignored(takes_value) => Flag::Ignored(takes_value),
+        FlagKind::List => Flag::List(f.key),
     })
 }
 
@@ -132,6 +135,9 @@ fn parse_flags(engine: Engine, args: &[String]) -> Result<(BTreeMap<&'static str
                 refuse_switch_value(engine, name, inline.as_deref())?;
                 got.insert(key, on.to_string());
             }
+            Some(Flag::List(key)) => {
+                got.insert(key, list_values(name, inline, &args, &mut i)?);
+            }
             Some(Flag::Ignored(value)) => {
                 if !value {
                     refuse_switch_value(engine, name, inline.as_deref())?;
@@ -152,6 +158,20 @@ fn parse_flags(engine: Engine, args: &[String]) -> Result<(BTreeMap<&'static str
         }
     }
     Ok((got, unknown))
+}
+
+/// A list flag's values (argparse's `nargs="+"`): its inline one, else the words from `args[*i]`
+/// up to the next flag (`*i` moved past them), joined by spaces.
+fn list_values(name: &str, inline: Option<String>, args: &[&str], i: &mut usize) -> Result<String> {
+    let mut words: Vec<&str> = inline.as_deref().into_iter().collect();
+    while inline.is_none() && args.get(*i).is_some_and(|a| !a.starts_with("--")) {
+        words.push(args[*i]);
+        *i += 1;
+    }
+    if words.is_empty() {
+        return Err(CliError::input(format!("{name}: needs one or more values")));
+    }
+    Ok(words.join(" "))
 }
 
 /// The weight and KV dtypes a command names (its flags, else its checkpoint's name), warning of
@@ -642,14 +662,28 @@ fn memory_lines(
     if let Some(x) = fraction("mem_fraction_static", "--mem-fraction-static", true)? {
         t += &format!("mem_fraction_static = {x}\n");
     }
-    if let Some(n) = int(got, "cuda_graph_max_bs", "--cuda-graph-max-bs")? {
-        // SGLang's default fraction keeps memory for the graphs' largest batch.
+    // SGLang's default fraction keeps memory for the graphs' largest batch: the largest of
+    // --cuda-graph-bs where given, as ServerArgs takes it, else --cuda-graph-max-bs.
+    if let Some(n) = cuda_graph_max_bs(got)? {
         t += &format!("cuda_graph_max_bs = {n}\n");
     }
     if let Some(n) = blocks {
         t += &format!("kv_blocks = {n}\n");
     }
     Ok(t)
+}
+
+/// The largest batch SGLang's CUDA graphs capture by the command: the largest of
+/// `--cuda-graph-bs` where given (`ServerArgs._handle_gpu_memory_settings`: `cuda_graph_max_bs =
+/// max(cuda_graph_bs)`), else `--cuda-graph-max-bs`.
+fn cuda_graph_max_bs(got: &BTreeMap<&'static str, String>) -> Result<Option<u64>> {
+    let Some(list) = got.get("cuda_graph_bs") else { return int(got, "cuda_graph_max_bs", "--cuda-graph-max-bs") };
+    let sizes = list.split(' ').map(|w| w.parse::<u64>().ok().filter(|&n| n >= 1));
+    let sizes: Option<Vec<u64>> = sizes.collect();
+    sizes
+        .and_then(|s| s.into_iter().max())
+        .map(Some)
+        .ok_or_else(|| CliError::input(format!("--cuda-graph-bs: not whole numbers ≥ 1: {list:?}")))
 }
 
 /// `--engine-version`: (major, minor, patch) ([`ServingEngine::version`]), and what `warn` must
@@ -984,6 +1018,16 @@ mod tests {
             s.groups[0].memory.terms.as_ref().map(|t| t.fraction)
         };
         assert_eq!((fraction(""), fraction(" --cuda-graph-max-bs 32")), (Some(0.835), Some(0.841)));
+        // --cuda-graph-bs, a list, gives the largest of its sizes and wins over the maximum, as
+        // SGLang's ServerArgs sets it.
+        assert_eq!(fraction(" --cuda-graph-bs 1 2 4 32 --cuda-graph-max-bs 256"), Some(0.841));
+        for (bad, says) in [
+            (" --cuda-graph-bs --tp 1", "--cuda-graph-bs: needs one or more values"),
+            (" --cuda-graph-bs 1 x", "--cuda-graph-bs: not whole numbers ≥ 1: \"1 x\""),
+        ] {
+            let e = scenario(Engine::Sglang, "h100-sxm", &args(&format!("{cmd}{bad}")), None).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
         let dp = "--model-path deepseek-ai/DeepSeek-R1 --tp 8 --dp 8 --enable-dp-attention";
         let (text, _) = scenario(Engine::Sglang, "h200", &args(dp), Some("0.5.9")).unwrap();
         assert!(text.contains("# SGLang's --chunked-prefill-size 8192, over 8 ranks."), "{text}");

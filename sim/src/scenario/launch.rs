@@ -25,6 +25,8 @@ pub enum FlagKind {
     Switch(bool),
     /// Changes nothing servesim models; takes a value (`true`) or not.
     Ignored(bool),
+    /// Takes one or more values (argparse's `nargs="+"`), stored as the words joined by spaces.
+    List,
 }
 
 /// One flag of one or more engines: its spellings (the first is the one servesim writes), the
@@ -52,6 +54,9 @@ const fn switch(
     on: bool,
 ) -> LaunchFlag {
     LaunchFlag { engines, names: name, key, kind: FlagKind::Switch(on) }
+}
+const fn list(engines: &'static [ServingEngine], names: &'static [&'static str], key: &'static str) -> LaunchFlag {
+    LaunchFlag { engines, names, key, kind: FlagKind::List }
 }
 const fn ignored(engines: &'static [ServingEngine], names: &'static [&'static str], takes_value: bool) -> LaunchFlag {
     LaunchFlag { engines, names, key: "", kind: FlagKind::Ignored(takes_value) }
@@ -110,6 +115,7 @@ pub const FLAGS: &[LaunchFlag] = &[
     value(S, &["--chunked-prefill-size"], "max_num_batched_tokens"),
     value(S, &["--mem-fraction-static"], "mem_fraction_static"),
     value(S, &["--cuda-graph-max-bs"], "cuda_graph_max_bs"),
+    list(S, &["--cuda-graph-bs"], "cuda_graph_bs"),
     value(S, &["--max-prefill-tokens"], "max_prefill_tokens"),
     value(S, &["--schedule-conservativeness"], "conservativeness"),
     switch(S, &["--enable-mixed-chunk"], "mixed_chunk", true),
