@@ -492,7 +492,7 @@ fn limit_lines(
     }
     if from_pool {
         t += "# max_num_seqs: SGLang's own, from each rank's KV pool (min(pool / context length × 512 held\n\
-              # between 2048 and 4096, pool / 2)), set when the scenario is read.\n";
+              # between 2048 and 4096, pool / 2); 48 with a drafter in 0.4.6-0.5.12), set when the scenario is read.\n";
     } else {
         t += &format!("max_num_seqs = {seqs}\n");
     }

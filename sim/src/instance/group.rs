@@ -122,6 +122,9 @@ impl SchedulerSection {
         let context = self.max_model_len.expect("resolved before memory is planned");
         let given = self.max_num_seqs as u64;
         let seqs = match (rule.given, rule.version) {
+            // With a drafter SGLang 0.4.6–0.5.12 runs 48 (ServerArgs, "Max running requests is
+            // reset to 48 for speculative decoding"; not in 0.4.0 nor from 0.5.13).
+            (false, v) if self.speculative.is_some() && ((0, 4, 6)..(0, 5, 13)).contains(&v) => 48,
             (false, _) => crate::memory::sglang_max_running_requests(pool, context),
             (true, v) if v < (0, 5, 10) => given,
             (true, v) if v < (0, 5, 14) => given.min(crate::memory::sglang_running_estimate(pool, context)),

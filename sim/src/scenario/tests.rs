@@ -234,6 +234,14 @@ fn a_top_level_engine_supplies_its_own_limits_on_the_scenarios_gpu() {
     };
     assert_eq!((at("0.5.8"), at("0.5.10"), at("0.5.14")), (30000, 2350, 18_800));
     assert_eq!(limits("sglang", "l4", given).0, 18_800);
+    // With a drafter SGLang 0.4.6–0.5.12 runs 48 requests by default; 0.5.13 on, the pool's.
+    let drafted = |version: &str| {
+        let spec = "[scheduler.speculative]\nk = 3\nacceptance = 0.7\ndraft_cost_fraction = 0.1\n";
+        let src =
+            format!("engine = \"sglang\"\nengine_version = \"{version}\"\n{}{spec}", BASE.replace("h100-sxm", "l4"));
+        Scenario::from_toml(&src, "t").unwrap().groups[0].scheduler.max_num_seqs
+    };
+    assert_eq!((drafted("0.5.9"), drafted("0.5.13")), (48, 2350));
     assert_eq!(limits("trtllm", "h100-sxm", ""), (2048, 8192));
     // What the file says wins, key by key.
     assert_eq!(limits("vllm", "h100-sxm", "[scheduler]\nmax_num_seqs = 64\n"), (64, 8192));
