@@ -89,6 +89,15 @@ fn flag(engine: Engine, name: &str) -> Option<Flag> {
     })
 }
 
+/// How `engine` spells the flag servesim stores under `key`, for errors that name it.
+fn spelled(engine: Engine, key: &str) -> &'static str {
+    let e = match engine {
+        Engine::Vllm => servesim_sim::scenario::ServingEngine::Vllm,
+        Engine::Sglang => servesim_sim::scenario::ServingEngine::Sglang,
+    };
+    servesim_sim::scenario::launch::spelling(e, key, None).unwrap_or("the flag")
+}
+
 /// The flags of a command line, and the ones servesim does not understand.
 fn parse_flags(engine: Engine, args: &[String]) -> Result<(BTreeMap<&'static str, String>, Vec<String>)> {
     let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -456,8 +465,10 @@ fn limit_lines(
         Engine::Sglang => ServingEngine::Sglang,
     };
     let limits = serving.default_limits(gpu, version);
-    let given =
-        (int(got, "max_num_seqs", "--max-num-seqs")?, int(got, "max_num_batched_tokens", "--max-num-batched-tokens")?);
+    let given = (
+        int(got, "max_num_seqs", spelled(engine, "max_num_seqs"))?,
+        int(got, "max_num_batched_tokens", spelled(engine, "max_num_batched_tokens"))?,
+    );
     if engine == Engine::Vllm && (given.0.is_none() || given.1.is_none()) {
         let (major, minor, patch) = version.unwrap_or(VLLM_NEWEST_READ);
         let assumed = if version.is_none() { ", the newest release servesim has read (assumed)" } else { "" };
@@ -502,12 +513,12 @@ fn limit_lines(
 
 /// `--block-size` (`--page-size`) and `--max-model-len` (`--context-length`) as
 /// `block_tokens` and `max_model_len`.
-fn block_and_length_lines(got: &BTreeMap<&'static str, String>) -> Result<String> {
+fn block_and_length_lines(engine: Engine, got: &BTreeMap<&'static str, String>) -> Result<String> {
     let mut t = String::new();
-    if let Some(b) = int(got, "block_size", "--block-size")? {
+    if let Some(b) = int(got, "block_size", spelled(engine, "block_size"))? {
         t += &format!("block_tokens = {b}\n");
     }
-    if let Some(l) = int(got, "max_model_len", "--max-model-len")? {
+    if let Some(l) = int(got, "max_model_len", spelled(engine, "max_model_len"))? {
         t += &format!("max_model_len = {l}\n");
     }
     Ok(t)
@@ -761,7 +772,7 @@ fn scenario(engine: Engine, gpu: &str, args: &[String], version: Option<&str>) -
     t += "\n[scheduler]\n";
     let (lines, sglang_ranks) = limit_lines(engine, &got, (&gpu, version), dp_attention, &mut warn)?;
     t += &lines;
-    t += &block_and_length_lines(&got)?;
+    t += &block_and_length_lines(engine, &got)?;
     t += &recv_line(&got, sglang_ranks)?;
     t += &batching_lines(engine, &got, sglang_ranks)?;
     // Prefix caching is on by default in vLLM V1 and SGLang (the radix cache).
@@ -1203,6 +1214,17 @@ mod tests {
         assert!(
             e(Engine::Vllm, "h100-sxm", "openai/gpt-oss-20b --max-num-seqs").contains("--max-num-seqs: needs a value")
         );
+        // An SGLang value is named as SGLang spells it, not as vLLM does.
+        for (flag, says) in [
+            ("--max-running-requests 0", "--max-running-requests: not a whole number ≥ 1: \"0\""),
+            ("--chunked-prefill-size x", "--chunked-prefill-size: not a whole number ≥ 1: \"x\""),
+            ("--page-size 0", "--page-size: not a whole number ≥ 1: \"0\""),
+            ("--context-length -5", "--context-length: not a whole number ≥ 1: \"-5\""),
+        ] {
+            let cmd = args(&format!("--model-path Qwen/Qwen3-8B {flag}"));
+            let got = scenario(Engine::Sglang, "h100-sxm", &cmd, None).unwrap_err().to_string();
+            assert!(got.contains(says), "{got}");
+        }
         assert!(e(Engine::Sglang, "h100-sxm", "--tp 2").contains("names no model"));
         assert!(e(Engine::Sglang, "h100-sxm", "--model-path meta-llama/Llama-3.1-8B-Instruct --mem-fraction-static 1")
             .contains("--mem-fraction-static: not a number in (0, 1): \"1\""));
