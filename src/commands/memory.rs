@@ -285,6 +285,7 @@ fn print_json(a: &Args, model: &ModelSpec, gpu: &GpuSpec, b: &MemoryBudget, engi
         "block_tokens": b.block_tokens, "kv_blocks": b.kv_blocks, "kv_tokens": b.kv_tokens(),
         "context": a.context, "concurrent_requests": fits,
         "engine": engine.name(), "terms": b.terms.as_ref().map(terms_json),
+        "max_running_requests": sglang_running(a, model, b),
     });
     outln!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
 }
@@ -463,11 +464,10 @@ fn print_kv(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
         thousands(b.kv_tokens())
     );
     outln!("  requests of {} tokens   {:>10}      at once", a.context, thousands(fits));
-    if b.terms.as_ref().is_some_and(|t| t.engine == MemoryEngine::Sglang) {
-        let pool = b.kv_tokens() / a.dp_attention.max(1);
+    if let Some(n) = sglang_running(a, model, b) {
         outln!(
             "  max running requests    {:>10}      (SGLang's default from each scheduler's pool at the model's {} context)",
-            thousands(servesim_sim::memory::sglang_max_running_requests(pool, model.max_context)),
+            thousands(n),
             thousands(model.max_context)
         );
     }
@@ -476,6 +476,14 @@ fn print_kv(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
             "  (engine terms are estimates of what its start-up measures; docs/fidelity.md compares them with logs)"
         );
     }
+}
+
+/// Under SGLang's rule, the requests each scheduler runs at once by default
+/// ([`servesim_sim::memory::sglang_max_running_requests`]), from its share of the pool.
+fn sglang_running(a: &Args, model: &ModelSpec, b: &MemoryBudget) -> Option<u64> {
+    let sglang = b.terms.as_ref().is_some_and(|t| t.engine == MemoryEngine::Sglang);
+    let pool = b.kv_tokens() / a.dp_attention.max(1);
+    sglang.then(|| servesim_sim::memory::sglang_max_running_requests(pool, model.max_context))
 }
 
 fn estimate(estimated: bool) -> &'static str {

@@ -191,6 +191,9 @@ fn memory_engine_sglang_takes_its_releases_fraction_at_its_own_chunk() {
         "{}",
         stdout(&o)
     );
+    let o = servesim(&[&a100[..], &["--format", "json"]].concat());
+    let json: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!((json["kv_tokens"].as_u64(), json["max_running_requests"].as_u64()), (Some(720), Some(360)));
 }
 
 #[test]
