@@ -60,6 +60,16 @@ enum Engine {
     Sglang,
 }
 
+impl Engine {
+    /// The library's name for the engine, whose rules and flag table it holds.
+    fn serving(self) -> ServingEngine {
+        match self {
+            Engine::Vllm => ServingEngine::Vllm,
+            Engine::Sglang => ServingEngine::Sglang,
+        }
+    }
+}
+
 /// What a flag is to servesim.
 enum Flag {
     /// Takes a value, stored under this name.
@@ -76,11 +86,7 @@ enum Flag {
 /// which the launch commands `plan` and `tune` write read too.
 fn flag(engine: Engine, name: &str) -> Option<Flag> {
     use servesim_sim::scenario::launch::{self, FlagKind};
-    let e = match engine {
-        Engine::Vllm => servesim_sim::scenario::ServingEngine::Vllm,
-        Engine::Sglang => servesim_sim::scenario::ServingEngine::Sglang,
-    };
-    let f = launch::flag(e, name)?;
+    let f = launch::flag(engine.serving(), name)?;
     Some(match f.kind {
         FlagKind::Value => Flag::Value(f.key),
         FlagKind::Switch(on) => Flag::Switch(f.key, on),
@@ -91,11 +97,7 @@ fn flag(engine: Engine, name: &str) -> Option<Flag> {
 
 /// How `engine` spells the flag servesim stores under `key`, for errors that name it.
 fn spelled(engine: Engine, key: &str) -> &'static str {
-    let e = match engine {
-        Engine::Vllm => servesim_sim::scenario::ServingEngine::Vllm,
-        Engine::Sglang => servesim_sim::scenario::ServingEngine::Sglang,
-    };
-    servesim_sim::scenario::launch::spelling(e, key, None).unwrap_or("the flag")
+    servesim_sim::scenario::launch::spelling(engine.serving(), key, None).unwrap_or("the flag")
 }
 
 /// The flags of a command line, and the ones servesim does not understand.
@@ -460,11 +462,7 @@ fn limit_lines(
 ) -> Result<(String, u64)> {
     let mut t = String::new();
     // The engine's own defaults on this GPU where the command says nothing.
-    let serving = match engine {
-        Engine::Vllm => ServingEngine::Vllm,
-        Engine::Sglang => ServingEngine::Sglang,
-    };
-    let limits = serving.default_limits(gpu, version);
+    let limits = engine.serving().default_limits(gpu, version);
     let given = (
         int(got, "max_num_seqs", spelled(engine, "max_num_seqs"))?,
         int(got, "max_num_batched_tokens", spelled(engine, "max_num_batched_tokens"))?,
@@ -688,7 +686,9 @@ fn memory_lines(
 /// `--cuda-graph-bs` where given (`ServerArgs._handle_gpu_memory_settings`: `cuda_graph_max_bs =
 /// max(cuda_graph_bs)`), else `--cuda-graph-max-bs`.
 fn cuda_graph_max_bs(got: &BTreeMap<&'static str, String>) -> Result<Option<u64>> {
-    let Some(list) = got.get("cuda_graph_bs") else { return int(got, "cuda_graph_max_bs", "--cuda-graph-max-bs") };
+    let Some(list) = got.get("cuda_graph_bs") else {
+        return int(got, "cuda_graph_max_bs", spelled(Engine::Sglang, "cuda_graph_max_bs"));
+    };
     let sizes = list.split(' ').map(|w| w.parse::<u64>().ok().filter(|&n| n >= 1));
     let sizes: Option<Vec<u64>> = sizes.collect();
     sizes

@@ -569,8 +569,9 @@ fn trtllm_settings(doc: &mut Doc, seqs: u64, tokens: u64, osl: u64) {
 /// - vLLM: `max_num_batched_tokens` = C + ISL + 1500; `max_num_seqs` 512, or 2·C from C = 512;
 ///   V1 chunks prefills, decodes first.
 /// - SGLang: `max_prefill_tokens` = ISL + 1500 under its chunked prefill size (SGLang's default
-///   for the GPU at the row's release, [`ServingEngine::default_limits`]), `enable_mixed_chunk`: the running requests
-///   decode in every prefill batch and their tokens come off both budgets first
+///   for the GPU at the row's release, [`ServingEngine::default_limits`]),
+///   `enable_mixed_chunk`: the running requests decode in every prefill batch and their tokens
+///   come off both budgets first
 ///   (`PrefillAdder`'s `mixed_with_decode_tokens`, python/sglang/srt/managers/schedule_policy.py,
 ///   sgl-project/sglang ad0119fd), which is servesim's chunked batching with decodes first.
 /// - TensorRT-LLM: `max_num_tokens` = C + ISL + 1500 rounded up to 32, `max_batch_size` C,
