@@ -4,6 +4,7 @@
 use crate::common::*;
 use servesim_sim::engine;
 use servesim_sim::plan;
+use servesim_sim::Scenario;
 
 /// The known answer. Each iteration costs B + c·(tokens) with B = 5 ms, c = 50 µs; each request
 /// brings P + O − 1 = 200 tokens of work (a 100-token prefill and 100 one-token decodes). Over a
@@ -566,4 +567,84 @@ fn a_run_that_draws_nothing_runs_once_for_every_seed_and_says_so() {
     let (one, three) = (plan(&poisson, "1", "p1"), plan(&poisson, "3", "p3"));
     assert!(three["deterministic"].is_null(), "{three}");
     assert!(three["runs"].as_u64().unwrap() > one["runs"].as_u64().unwrap() + 1, "{three}");
+}
+
+/// A scenario of llama-3-8b on one H100 (the GPU replaced where a case needs another).
+const ENGINE_BASE: &str = r#"
+[model]
+preset = "llama-3-8b"
+[gpu]
+preset = "h100-sxm"
+[workload]
+duration_s = 10
+arrival = { kind = "poisson", rate = 2 }
+prompt_tokens = { kind = "fixed", value = 100 }
+output_tokens = { kind = "fixed", value = 10 }
+"#;
+
+#[test]
+fn a_plan_candidate_takes_its_engines_defaults_on_its_own_gpu_tp_and_stages() {
+    // A candidate gets the limits its engine picks on the candidate's GPU, TP and stages — what
+    // the scenario written for that GPU gets (the test above computes those by hand) — and
+    // keeps every limit the scenario or the candidate gives.
+    let plan = "[plan]\n[[plan.candidates]]\nname = \"h100\"\n[[plan.candidates]]\nname = \"l4\"\ngpu = { preset = \"l4\" }\n\
+                [[plan.candidates]]\nname = \"a100\"\ngpu = { preset = \"a100-80g\" }\n[[plan.candidates]]\nname = \"l4-tp2\"\n\
+                gpu = { preset = \"l4\" }\ntp = 2\n[[plan.candidates]]\nname = \"own\"\ngpu = { preset = \"l4\" }\n\
+                scheduler = { max_num_seqs = 64 }\n";
+    let written = |engine: &str, gpu: &str, extra: &str| {
+        let src = format!("engine = \"{engine}\"\n{}{extra}", ENGINE_BASE.replace("h100-sxm", gpu));
+        let g = &Scenario::from_toml(&src, "t").unwrap().groups[0];
+        (g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens, g.memory.kv_blocks)
+    };
+    let candidates = |engine: &str, extra: &str| {
+        let s = Scenario::from_toml(&format!("engine = \"{engine}\"\n{ENGINE_BASE}{extra}{plan}"), "t").unwrap();
+        let cs = plan::candidates(&s).unwrap();
+        let g = |c: &plan::Candidate| {
+            let g = &c.scenario.as_ref().unwrap().groups[0];
+            (g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens, g.memory.kv_blocks)
+        };
+        cs.iter().map(g).collect::<Vec<_>>()
+    };
+    let tp2 = "[cluster]\ntp = 2\n";
+    let own = "[scheduler]\nmax_num_seqs = 64\n";
+    for engine in ["vllm", "sglang", "trtllm"] {
+        let expected = [
+            written(engine, "h100-sxm", ""),
+            written(engine, "l4", ""),
+            written(engine, "a100-80g", ""),
+            written(engine, "l4", tp2),
+            written(engine, "l4", own),
+        ];
+        assert_eq!(candidates(engine, ""), expected, "{engine}");
+    }
+    let seqs = |engine: &str, extra: &str| candidates(engine, extra).iter().map(|c| (c.0, c.1)).collect::<Vec<_>>();
+    // vLLM's get_batch_defaults: the small pair on the L4 and the A100.
+    assert_eq!(seqs("vllm", ""), [(1024, 8192), (256, 2048), (256, 2048), (256, 2048), (64, 2048)]);
+    // SGLang's chunk by the GPU's memory and its running requests by the pool: 2350 on an L4
+    // (37,600 tokens), 4096 on 2 L4s (⌊194,864 / 8192 × 512⌋ = 12,179, held at 4096), a given 64
+    // kept (under half the pool).
+    assert_eq!(seqs("sglang", ""), [(4096, 8192), (2350, 2048), (4096, 8192), (4096, 2048), (64, 2048)]);
+    // A limit the scenario gives holds on every candidate.
+    let budget = "[scheduler]\nmax_num_batched_tokens = 4096\n";
+    assert_eq!(seqs("vllm", budget), [(1024, 4096), (256, 4096), (256, 4096), (256, 4096), (64, 4096)]);
+    // vLLM 0.14 schedules asynchronously, except with pipeline stages (0.14's check): a
+    // candidate of two stages runs synchronously.
+    let stages = "[plan]\n[[plan.candidates]]\nname = \"pp1\"\n[[plan.candidates]]\nname = \"pp2\"\npp = 2\n";
+    let s = Scenario::from_toml(&format!("engine = \"vllm\"\nengine_version = \"0.14.0\"\n{ENGINE_BASE}{stages}"), "t")
+        .unwrap();
+    let overlap = plan::candidates(&s)
+        .unwrap()
+        .iter()
+        .map(|c| c.scenario.as_ref().unwrap().groups[0].scheduler.cpu.overlap)
+        .collect::<Vec<_>>();
+    assert_eq!(overlap, [Some(true), Some(false)]);
+    // `calibrate fit`'s run at another TP takes the engine's rules at that TP too.
+    let l4 =
+        Scenario::from_toml(&format!("engine = \"sglang\"\n{}", ENGINE_BASE.replace("h100-sxm", "l4")), "t").unwrap();
+    let at = servesim_sim::calibration::at_tp(&l4, 2).unwrap();
+    let g = &at.groups[0];
+    assert_eq!(
+        (g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens, g.memory.kv_blocks),
+        written("sglang", "l4", tp2)
+    );
 }

@@ -271,13 +271,20 @@ pub fn recreate(s: &Scenario, b: &BenchRun) -> Scenario {
 
 /// The deployment `s` describes at tensor-parallel degree `tp` (`cluster.tp`).
 pub fn at_tp(s: &Scenario, tp: u32) -> Result<Scenario, String> {
+    use crate::config::ConfigError;
     use crate::scenario::edit::{from_table, set_path, to_table};
     let mut doc = to_table(&s.resolved);
     if !s.resolved.cluster.groups.is_empty() {
         return Err("a run's tp applies to a scenario of one group ([cluster] tp), not to cluster.groups".into());
     }
-    set_path(&mut doc, "cluster.tp", toml::Value::Integer(tp as i64)).map_err(|e| e.to_string())?;
+    let edit = |d: &mut toml::Table| {
+        set_path(d, "cluster.tp", toml::Value::Integer(tp as i64))
+            .map_err(|e| ConfigError::at("cluster.tp", e.to_string()))
+    };
+    edit(&mut doc).map_err(|e| e.to_string())?;
     let file = from_table(doc, "").map_err(|e| e.to_string())?;
+    // The engine's defaults that follow the TP (SGLang's running requests from the pool) do.
+    let file = s.engine_defaults_after(file, edit).map_err(|e| e.to_string())?;
     s.derive(file).map_err(|e| e.to_string())
 }
 

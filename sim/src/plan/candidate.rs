@@ -3,7 +3,7 @@
 
 use crate::config::ConfigError;
 use crate::scenario::edit::{from_table, merge, overlay, set_path, to_table};
-use crate::scenario::{CandidateSection, PlanSection, Scenario, ScenarioFile};
+use crate::scenario::{CandidateSection, PlanSection, Scenario};
 
 /// A candidate ready to run: its scenario has one homogeneous group of one instance (the search
 /// sets the count), or it cannot run at all (`infeasible`, e.g. the model does not fit).
@@ -183,6 +183,33 @@ fn edit_cluster(cluster: &mut toml::Table, c: &CandidateSection, pooled: bool, s
     }
 }
 
+/// Applies candidate `c` (`path` names it) to a scenario document: its cluster
+/// ([`edit_cluster`]), GPU, scheduler, memory and cost overlays, then its `set` keys.
+fn edit_document(
+    doc: &mut toml::Table,
+    c: &CandidateSection,
+    path: &str,
+    pooled: bool,
+    single_tp: Option<u64>,
+    single_pp: u64,
+) -> Result<(), ConfigError> {
+    edit_cluster(table(doc, "cluster"), c, pooled, single_tp, single_pp);
+    if let Some(g) = &c.gpu {
+        doc.insert("gpu".into(), toml::Value::Table(to_table(g)));
+    }
+    for (key, over) in [("scheduler", &c.scheduler), ("memory", &c.memory), ("cost", &c.cost)] {
+        if let Some(o) = over {
+            let t = overlay(table(doc, key), o);
+            doc.insert(key.into(), toml::Value::Table(t));
+        }
+    }
+    for (k, v) in c.set.iter().flatten() {
+        set_path(doc, k, v.clone())
+            .map_err(|m| ConfigError::at(&format!("{path} ({}).set.\"{k}\"", c.name), m.to_string()))?;
+    }
+    Ok(())
+}
+
 fn materialise(
     s: &Scenario,
     plan: &PlanSection,
@@ -192,29 +219,17 @@ fn materialise(
 ) -> Result<Candidate, ConfigError> {
     let path = format!("plan.candidates[{i}]");
     let err = |e: ConfigError| ConfigError { path: format!("{path} ({}): {}", c.name, e.path), ..e };
-    let mut doc = base.clone();
     // A heterogeneous scenario's groups give way to one homogeneous group; its GPU then comes
     // from the candidate (or the top-level [gpu]). A disaggregated one keeps its pools.
     let pooled = s.disaggregation.is_some();
     let single_gpu = (s.groups.len() == 1).then(|| (s.groups[0].gpu.clone(), s.groups[0].tp));
     let single_pp = if s.groups.len() == 1 { s.groups[0].layout.pp } else { 1 };
-    edit_cluster(table(&mut doc, "cluster"), c, pooled, single_gpu.as_ref().map(|(_, tp)| *tp), single_pp);
-    if let Some(g) = &c.gpu {
-        doc.insert("gpu".into(), toml::Value::Table(to_table(g)));
-    }
-    for (key, over) in [("scheduler", &c.scheduler), ("memory", &c.memory), ("cost", &c.cost)] {
-        if let Some(o) = over {
-            let t = overlay(table(&mut doc, key), o);
-            doc.insert(key.into(), toml::Value::Table(t));
-        }
-    }
-    if let Some(set) = &c.set {
-        for (k, v) in set {
-            set_path(&mut doc, k, v.clone())
-                .map_err(|m| ConfigError::at(&format!("{path} ({}).set.\"{k}\"", c.name), m.to_string()))?;
-        }
-    }
-    let file: ScenarioFile = from_table(doc, "").map_err(err)?;
+    let single_tp = single_gpu.as_ref().map(|(_, tp)| *tp);
+    let edit = |doc: &mut toml::Table| edit_document(doc, c, &path, pooled, single_tp, single_pp);
+    let mut doc = base.clone();
+    edit(&mut doc)?;
+    // The engine's defaults that depend on the GPU, the TP or the stages follow the candidate's.
+    let file = s.engine_defaults_after(from_table(doc, "").map_err(err)?, edit)?;
     let (scenario, infeasible) = match s.derive(file) {
         Ok(sc) => (Some(sc), None),
         Err(e) => (None, Some(not_runnable(e, pooled).map_err(err)?)),

@@ -88,6 +88,10 @@ pub struct Scenario {
     /// Every iteration's time × this (1: as priced): the planner's re-sizing over a cost
     /// source's error band ([`Scenario::set_cost_scale`]). Not a key of the file.
     pub(crate) cost_scale: f64,
+    /// The document as written, when it names an `engine` (whose rules filled in the keys it
+    /// leaves out): what [`Scenario::edited_file`] applies an edit to, so that those rules follow
+    /// the edit.
+    given: Option<Arc<toml::Table>>,
 }
 
 /// The parallel layout of a group (`path` names the table holding `tp`, `dp_attention`, `ep`,
@@ -495,11 +499,14 @@ impl Scenario {
 
     /// Like [`Scenario::from_toml`], with `resources` providing the files the scenario names.
     pub fn from_toml_in(src: &str, default_name: &str, resources: Arc<dyn Resources>) -> Result<Scenario, ConfigError> {
-        let mut file = parse(src)?;
+        let file = parse(src)?;
         if file.engine.is_some() {
             // The file parsed, so it is a TOML table; its keys say what the user gave.
             let given: toml::Table = src.parse().unwrap_or_default();
-            file = file.with_engine_defaults(&given);
+            let file = file.with_engine_defaults(&given);
+            let mut s = Scenario::from_file_in(file, default_name, resources)?;
+            s.given = Some(Arc::new(given));
+            return Ok(s);
         }
         Scenario::from_file_in(file, default_name, resources)
     }
@@ -604,24 +611,7 @@ impl Scenario {
                 resources.trace(t).map_err(|e| ConfigError::at("", e.to_string()))?;
             }
         }
-        // A workload known to be larger than the run may hold is refused before anything runs.
-        let known = file.workload.requests.or_else(|| {
-            let t = file.workload.trace.as_ref()?;
-            Some(t.source.as_ref()?.scan.as_ref()?.requests)
-        });
-        if let Some(n) = known {
-            let what = if file.workload.requests.is_some() { "requests" } else { "trace" };
-            check(
-                n <= file.run.max_requests,
-                "workload",
-                what,
-                &format!(
-                    "has more requests than run.max_requests = {} (about 56 bytes of memory each): raise run.max_requests on a machine with the memory",
-                    file.run.max_requests
-                ),
-                n,
-            )?;
-        }
+        check_known_requests(&file)?;
         Ok(Scenario {
             name,
             seed: file.seed,
@@ -640,6 +630,7 @@ impl Scenario {
             resolved: file,
             resources,
             cost_scale: 1.0,
+            given: None,
         })
     }
 
@@ -647,6 +638,24 @@ impl Scenario {
     /// the same resources.
     pub fn derive(&self, file: ScenarioFile) -> Result<Scenario, ConfigError> {
         Scenario::from_file_in(file, &self.name, self.resources.clone())
+    }
+
+    /// `file`, a configuration derived from this one by `edit` (a plan candidate, a run at
+    /// another TP) of its resolved file, with this scenario's `engine` rules applied again to
+    /// what the edit left: `edit` is applied to the document as written, whose keys the rules
+    /// then leave as given. So the defaults that depend on what the edit changed follow it
+    /// rather than keep this scenario's numbers: the engine's limits on another GPU, SGLang's
+    /// running requests from another pool, vLLM's asynchronous scheduling with pipeline
+    /// stages. Without an `engine`, `file` as it is.
+    pub fn engine_defaults_after(
+        &self,
+        file: ScenarioFile,
+        edit: impl Fn(&mut toml::Table) -> Result<(), ConfigError>,
+    ) -> Result<ScenarioFile, ConfigError> {
+        let Some(given) = &self.given else { return Ok(file) };
+        let mut given = (**given).clone();
+        edit(&mut given)?;
+        Ok(file.with_engine_defaults(&given))
     }
 
     /// The one group of the `[cluster] instances, tp` form; the file's `max_num_seqs` becomes
@@ -739,6 +748,28 @@ impl Scenario {
     pub fn instances(&self) -> u32 {
         self.groups.iter().map(|g| g.count).sum()
     }
+}
+
+/// A workload known to be larger than the run may hold is refused before anything runs.
+fn check_known_requests(file: &ScenarioFile) -> Result<(), ConfigError> {
+    let known = file.workload.requests.or_else(|| {
+        let t = file.workload.trace.as_ref()?;
+        Some(t.source.as_ref()?.scan.as_ref()?.requests)
+    });
+    if let Some(n) = known {
+        let what = if file.workload.requests.is_some() { "requests" } else { "trace" };
+        check(
+            n <= file.run.max_requests,
+            "workload",
+            what,
+            &format!(
+                "has more requests than run.max_requests = {} (about 56 bytes of memory each): raise run.max_requests on a machine with the memory",
+                file.run.max_requests
+            ),
+            n,
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
