@@ -648,3 +648,29 @@ fn a_plan_candidate_takes_its_engines_defaults_on_its_own_gpu_tp_and_stages() {
         written("sglang", "l4", tp2)
     );
 }
+
+#[test]
+fn a_disaggregated_candidates_keys_reach_both_pools_and_each_pool_its_gpus_limits() {
+    // The pools of scenarios/disaggregated.toml. A candidate's scheduler keys are the whole
+    // configuration's: both pools run them (the resolved file's pool tables, which hold every
+    // key, used to win, so such a candidate ran the base configuration).
+    let file = std::fs::read_to_string(root().join("scenarios/disaggregated.toml")).unwrap();
+    let src = &file[..file.find("\n[plan]").expect("the scenario has a [plan]")];
+    let plan = "[plan]\n[[plan.candidates]]\nname = \"base\"\n[[plan.candidates]]\nname = \"seqs2\"\n\
+                scheduler = { max_num_seqs = 2 }\n[[plan.candidates]]\nname = \"l4-decode\"\n\
+                set = { \"cluster.groups[1].gpu\" = \"l4\" }\n";
+    let limits = |engine: &str| {
+        let s = Scenario::from_toml(&format!("{engine}{src}\n{plan}"), "d").unwrap();
+        let cs = plan::candidates(&s).unwrap();
+        let pools = |c: &plan::Candidate| {
+            let g = &c.scenario.as_ref().unwrap().groups;
+            g.iter().map(|g| (g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens)).collect::<Vec<_>>()
+        };
+        cs.iter().map(pools).collect::<Vec<_>>()
+    };
+    // servesim's own defaults (256, 8192) without an engine; the candidate's 2 in both pools.
+    assert_eq!(limits(""), [vec![(256, 8192); 2], vec![(2, 8192); 2], vec![(256, 8192); 2]]);
+    // vLLM's defaults on each pool's GPU: (1024, 8192) on the H100s, (256, 2048) on an L4 pool.
+    let vllm = limits("engine = \"vllm\"\n");
+    assert_eq!(vllm, [vec![(1024, 8192); 2], vec![(2, 8192); 2], vec![(1024, 8192), (256, 2048)]]);
+}

@@ -198,9 +198,17 @@ fn edit_document(
         doc.insert("gpu".into(), toml::Value::Table(to_table(g)));
     }
     for (key, over) in [("scheduler", &c.scheduler), ("memory", &c.memory), ("cost", &c.cost)] {
-        if let Some(o) = over {
-            let t = overlay(table(doc, key), o);
-            doc.insert(key.into(), toml::Value::Table(t));
+        let Some(o) = over else { continue };
+        let t = overlay(table(doc, key), o);
+        doc.insert(key.into(), toml::Value::Table(t));
+        // A pool's own table (the resolved file's holds every key) gives way to the candidate's
+        // keys too, which are the whole configuration's.
+        let groups = table(doc, "cluster").get_mut("groups").and_then(toml::Value::as_array_mut);
+        for g in groups.into_iter().flatten().filter_map(toml::Value::as_table_mut) {
+            if let Some(toml::Value::Table(own)) = g.get(key) {
+                let t = overlay(own, o);
+                g.insert(key.into(), toml::Value::Table(t));
+            }
         }
     }
     for (k, v) in c.set.iter().flatten() {

@@ -14,6 +14,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::edit::{from_table, overlay, to_table};
+use super::engines::LimitsFromGpu;
 use super::file::{GpuSection, MemorySection, SchedulerSection};
 use super::{check, de, ConfigError, InstanceGroup, ScenarioFile};
 use crate::cost::CostSpec;
@@ -68,16 +69,21 @@ pub(crate) fn gpu_or_preset<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Gp
 }
 
 /// A group's scheduler: the top-level one overlaid with its own (`table`), its context length
-/// resolved; a `max_num_seqs` of its own is a given one to SGLang's rule, whatever the
-/// top-level file (`rule`) left to the engine ([`SeqsFromPool`]).
+/// resolved; the limits the engine fills in taken on the group's `gpu` ([`LimitsFromGpu`]); a
+/// `max_num_seqs` of its own is a given one to SGLang's rule, whatever the top-level file
+/// (`rule`) left to the engine ([`SeqsFromPool`]).
 fn group_scheduler(
     table: toml::Table,
-    rule: Option<SeqsFromPool>,
+    (rule, limits): (Option<SeqsFromPool>, Option<LimitsFromGpu>),
     g: &GroupSection,
+    gpu: &GpuSpec,
     model: &ModelSpec,
     path: &str,
 ) -> Result<SchedulerSection, ConfigError> {
     let mut scheduler: SchedulerSection = from_table(table, &format!("{path}.scheduler"))?;
+    if let Some(limits) = limits {
+        limits.apply(&mut scheduler, gpu, g.dp_attention.unwrap_or(1), g.scheduler.as_ref());
+    }
     let own_seqs = g.scheduler.as_ref().is_some_and(|t| t.contains_key("max_num_seqs"));
     scheduler.seqs_from_pool = rule.map(|r| SeqsFromPool { given: r.given || own_seqs, ..r });
     let max_model_len = scheduler.max_model_len.unwrap_or(model.max_context);
@@ -141,8 +147,8 @@ pub(crate) fn resolve_groups(
             Some(o) => overlay(base, o),
             None => base.clone(),
         };
-        let rule = file.scheduler.seqs_from_pool;
-        let mut scheduler = group_scheduler(section(&base_scheduler, &g.scheduler), rule, g, model, &path)?;
+        let rules = (file.scheduler.seqs_from_pool, file.limits_from_gpu);
+        let mut scheduler = group_scheduler(section(&base_scheduler, &g.scheduler), rules, g, &gpu, model, &path)?;
         let max_model_len = scheduler.max_model_len.expect("resolved by group_scheduler");
         let memory: MemorySection = from_table(section(&base_memory, &g.memory), &format!("{path}.memory"))?;
         memory.validate(&format!("{path}.memory"))?;

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::file::ScenarioFile;
 use crate::cost::CostSpec;
 use crate::instance::batching::{BatchingSpec, Sglang, VllmV1};
-use crate::instance::SeqsFromPool;
+use crate::instance::{SchedulerSection, SeqsFromPool};
 use crate::memory::MemoryEngine;
 use crate::spec::GpuSpec;
 
@@ -53,7 +53,7 @@ impl ServingEngine {
     /// | key | vllm | sglang | trtllm |
     /// |---|---|---|---|
     /// | `scheduler.batching` | `vllm-v1` | `sglang` | — |
-    /// | `scheduler.max_num_seqs`, `max_num_batched_tokens` | [`ServingEngine::default_limits`] on the top-level `[gpu]`, at `engine_version` | same, each DP attention rank's share; `max_num_seqs` from each rank's KV pool ([`crate::memory::sglang_max_running_requests`]) | same |
+    /// | `scheduler.max_num_seqs`, `max_num_batched_tokens` | [`ServingEngine::default_limits`] on each instance's GPU (the top-level `[gpu]` or a group's own, [`LimitsFromGpu`]), at `engine_version` | same, each DP attention rank's share; `max_num_seqs` from each rank's KV pool ([`crate::memory::sglang_max_running_requests`]) | same |
     /// | `scheduler.cpu.overlap` (with `engine_version`) | [`ServingEngine::schedules_async_by_default`] | — | — |
     /// | `scheduler.prefix_cache.enabled` | true | true (the radix cache) | — |
     /// | `memory.engine` (unless `reserve_gib` or `kv_blocks` is given) | `vllm` | `sglang` | `trtllm` |
@@ -123,25 +123,54 @@ impl ServingEngine {
     }
 }
 
+/// The scheduler limits an engine's rules fill in where the file gives none
+/// ([`ServingEngine::default_limits`]): on the top-level `[gpu]`, and on each group's own GPU in
+/// a cluster of groups.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct LimitsFromGpu {
+    engine: ServingEngine,
+    version: Option<EngineVersion>,
+    /// Whether the top-level `[scheduler]` leaves `max_num_seqs` to the engine.
+    seqs: bool,
+    /// Whether it leaves `max_num_batched_tokens` to the engine.
+    tokens: bool,
+}
+
+impl LimitsFromGpu {
+    /// The engine's limits on `gpu` into `s`, where neither the top-level `[scheduler]` nor a
+    /// group's own table (`own`) gives them; SGLang's shared among its `ranks` DP attention
+    /// ranks, each given its share as SGLang's `_handle_data_parallelism` gives it
+    /// (`chunked_prefill_size // dp_size`).
+    pub(crate) fn apply(&self, s: &mut SchedulerSection, gpu: &GpuSpec, ranks: u32, own: Option<&toml::Table>) {
+        let limits = self.engine.default_limits(gpu, self.version);
+        let ranks = if self.engine == ServingEngine::Sglang { ranks.max(1) } else { 1 };
+        let own = |key: &str| own.is_some_and(|t| t.contains_key(key));
+        if self.seqs && !own("max_num_seqs") {
+            s.max_num_seqs = (limits.max_num_seqs / ranks).max(1);
+        }
+        if self.tokens && !own("max_num_batched_tokens") {
+            s.max_num_batched_tokens = (limits.max_num_batched_tokens / ranks).max(1);
+        }
+    }
+}
+
 impl ServingEngine {
     /// The defaults that follow `engine_version` (an unreadable one is refused by the
-    /// scenario's validation): the limits on the scenario's top-level `[gpu]` — SGLang's shared
-    /// among its DP attention ranks, each rank given its share as SGLang's
-    /// `_handle_data_parallelism` gives it (`chunked_prefill_size // dp_size`) — and with a
-    /// version vLLM's asynchronous scheduling as that release defaults it; `has` says which
-    /// keys the file gives.
+    /// scenario's validation): the limits on the scenario's top-level `[gpu]` ([`LimitsFromGpu`],
+    /// which each group takes again on its own GPU) and with a version vLLM's asynchronous
+    /// scheduling as that release defaults it; `has` says which keys the file gives.
     fn apply_version_defaults(self, file: &mut ScenarioFile, has: &dyn Fn(&[&str]) -> bool) {
         let version = file.engine_version.as_deref().and_then(ServingEngine::version);
+        let rule = LimitsFromGpu {
+            engine: self,
+            version,
+            seqs: !has(&["scheduler", "max_num_seqs"]),
+            tokens: !has(&["scheduler", "max_num_batched_tokens"]),
+        };
         if let Ok(gpu) = file.gpu.resolve("gpu") {
-            let limits = self.default_limits(&gpu, version);
-            let ranks = if self == ServingEngine::Sglang { file.cluster.dp_attention.max(1) } else { 1 };
-            if !has(&["scheduler", "max_num_seqs"]) {
-                file.scheduler.max_num_seqs = (limits.max_num_seqs / ranks).max(1);
-            }
-            if !has(&["scheduler", "max_num_batched_tokens"]) {
-                file.scheduler.max_num_batched_tokens = (limits.max_num_batched_tokens / ranks).max(1);
-            }
+            rule.apply(&mut file.scheduler, &gpu, file.cluster.dp_attention, None);
         }
+        file.limits_from_gpu = Some(rule);
         // SGLang sizes it, or bounds a given one, by each rank's KV pool, known once the memory
         // is planned.
         if self == ServingEngine::Sglang {

@@ -65,6 +65,10 @@ pub struct ScenarioFile {
     /// `[frontend]`: the API server's work per request and per token. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) frontend: Option<crate::frontend::FrontendSection>,
+    /// The limits `engine`'s rules fill in, taken again on each group's own GPU. Not a key: the
+    /// resolved file holds the numbers.
+    #[serde(skip)]
+    pub(crate) limits_from_gpu: Option<super::engines::LimitsFromGpu>,
 }
 
 fn is_one(x: &u32) -> bool {

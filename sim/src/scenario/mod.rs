@@ -655,7 +655,19 @@ impl Scenario {
         let Some(given) = &self.given else { return Ok(file) };
         let mut given = (**given).clone();
         edit(&mut given)?;
-        Ok(file.with_engine_defaults(&given))
+        let mut file = file.with_engine_defaults(&given);
+        // A group's limits the engine filled in (the resolved file holds them as numbers) are
+        // taken again on the group's GPU, as the document as written leaves them.
+        let groups = given.get("cluster").and_then(|c| c.get("groups")).and_then(toml::Value::as_array);
+        for (g, written) in file.cluster.groups.iter_mut().zip(groups.into_iter().flatten()) {
+            let written = written.get("scheduler").and_then(toml::Value::as_table);
+            for key in ["max_num_seqs", "max_num_batched_tokens"] {
+                if !written.is_some_and(|w| w.contains_key(key)) {
+                    g.scheduler.as_mut().map(|t| t.remove(key));
+                }
+            }
+        }
+        Ok(file)
     }
 
     /// The one group of the `[cluster] instances, tp` form; the file's `max_num_seqs` becomes

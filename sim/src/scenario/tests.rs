@@ -278,6 +278,36 @@ fn a_top_level_engine_supplies_its_own_limits_on_the_scenarios_gpu() {
 }
 
 #[test]
+fn each_group_takes_its_engines_limits_on_its_own_gpu() {
+    // vLLM's get_batch_defaults per group's GPU (1024 and 8192 on the H100, 256 and 2048 on the
+    // L4), with or without a top-level [gpu]; a limit the group or the top-level [scheduler]
+    // gives is kept; SGLang's chunk by each group's GPU (8192 on the H100, 2048 on the L4).
+    let groups = "[[cluster.groups]]\ngpu = \"h100-sxm\"\ncount = 1\n[[cluster.groups]]\ngpu = \"l4\"\ncount = 1\n";
+    let limits = |engine: &str, top_gpu: bool, extra: &str| {
+        let base = if top_gpu { BASE.to_string() } else { BASE.replace("[gpu]\npreset = \"h100-sxm\"\n", "") };
+        let src = format!("engine = \"{engine}\"\n{base}{extra}{groups}");
+        let s = Scenario::from_toml(&src, "t").unwrap();
+        let of = |s: &Scenario| {
+            s.groups.iter().map(|g| (g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens)).collect::<Vec<_>>()
+        };
+        // The resolved file holds the numbers, and reads back to them.
+        assert_eq!(of(&Scenario::from_toml(&s.resolved_toml(), "t").unwrap()), of(&s));
+        of(&s)
+    };
+    assert_eq!(limits("vllm", false, ""), [(1024, 8192), (256, 2048)]);
+    assert_eq!(limits("vllm", true, ""), [(1024, 8192), (256, 2048)]);
+    assert_eq!(limits("vllm", true, "[scheduler]\nmax_num_seqs = 64\n"), [(64, 8192), (64, 2048)]);
+    let own = groups.replace("gpu = \"l4\"\n", "gpu = \"l4\"\nscheduler = { max_num_batched_tokens = 4096 }\n");
+    let src = format!("engine = \"vllm\"\n{BASE}{own}");
+    let s = Scenario::from_toml(&src, "t").unwrap();
+    assert_eq!((s.groups[1].scheduler.max_num_seqs, s.groups[1].scheduler.max_num_batched_tokens), (256, 4096));
+    assert_eq!(limits("sglang", false, "").iter().map(|l| l.1).collect::<Vec<_>>(), [8192, 2048]);
+    // Without an engine, servesim's own defaults everywhere.
+    let plain = Scenario::from_toml(&format!("{BASE}{groups}"), "t").unwrap();
+    assert!(plain.groups.iter().all(|g| (g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens) == (256, 8192)));
+}
+
+#[test]
 fn engine_version_sets_vllms_limits_and_asynchronous_scheduling() {
     let resolve = |version: &str, extra: &str| {
         let src =
