@@ -122,6 +122,22 @@ print(f"Over-full rows, whose clients' full lengths C × (ISL + OSL) exceed the 
       f"{sum(1 for x in fr if x < 0.5)} under half of it (down to {min(fr):.2f}×); median |TTFT error| "
       f"{statistics.median(abs(float(r['ttft_error_pct'])) for r in full):.1f}%, "
       f"{sum(1 for r in full if int(r['preemptions']) > 0)} of them with preemptions. Made by `tools/fidelity-scoreboard.sh`.")
+print()
+# Over-full rows whose measured TTFT no pool explains: another deployment of the same model,
+# engine, weights, lengths and clients, with a pool servesim sizes larger, measured more than
+# twice the TTFT.
+same = lambda r: (r["model"], r["framework"], r["weights"], r["isl"], r["osl"], r["concurrency"])
+pairs = sorted({(a["line"], b["line"]) for b in full for a in data["default"]
+                if a is not b and same(a) == same(b) and int(a["kv_tokens"]) > 1.1 * int(b["kv_tokens"])
+                and float(a["measured_ttft_ms"]) > 2 * float(b["measured_ttft_ms"])})
+if pairs:
+    a, b = max(((by_line[x], by_line[y]) for x, y in pairs),
+               key=lambda p: float(p[0]["measured_ttft_ms"]) / float(p[1]["measured_ttft_ms"]))
+    dep = lambda r: f"{r['system']} TP {r['tp']}: {float(r['measured_ttft_ms']) / 1000:.1f} s, {int(r['kv_tokens']):,} tokens"
+    print(f"No pool reconciles {len(pairs)} pairs of these rows: the same model, engine, weights, lengths and "
+          f"clients measured more than twice the TTFT on the deployment servesim sizes the larger pool for — "
+          f"{a['model']} {a['weights']} under {a['framework']} at {a['isl']}/{a['osl']} with {a['concurrency']} "
+          f"clients: {dep(a)} of KV against {dep(b)}. Made by `tools/fidelity-scoreboard.sh`.")
 print("<!-- /scoreboard-kv -->")
 print()
 print("<!-- scoreboard-recipes -->")
