@@ -31,6 +31,11 @@ pub(crate) struct Args {
     /// Weight dtype (nvfp4, mxfp4: the FFN weights in 4 bits, attention and embeddings in bf16). Default: the preset's published checkpoint's (fp8 for DeepSeek-V3/R1 and Kimi-K2, mxfp4 for gpt-oss, else bf16), or the --model file's.
     #[arg(long, value_enum)]
     weight_dtype: Option<DtypeArg>,
+    /// The attention projections' dtype, where the checkpoint stores them otherwise than the
+    /// weight dtype's rule (a ModelOpt NVFP4 Llama quantizes them too). Default: the weight
+    /// dtype, bf16 under a 4-bit one, or the --model file's.
+    #[arg(long, value_enum)]
+    attention_dtype: Option<DtypeArg>,
     /// KV-cache dtype. Default: bf16, or the --model file's.
     #[arg(long, value_enum)]
     kv_dtype: Option<DtypeArg>,
@@ -141,6 +146,9 @@ fn model_and_gpu(a: &Args) -> Result<(ModelSpec, GpuSpec)> {
     };
     if let Some(d) = a.weight_dtype {
         model.weight_dtype = d.into();
+    }
+    if let Some(d) = a.attention_dtype {
+        model.attention_dtype = Some(d.into());
     }
     if let Some(d) = a.kv_dtype {
         model.kv_dtype = d.into();
@@ -352,15 +360,22 @@ fn print_usable(a: &Args, model: &ModelSpec, (gpu, chunk): (&GpuSpec, u64), b: &
     }
 }
 
+/// Where the weights are not all in one dtype, which parts are in which.
+fn dtype_split(model: &ModelSpec) -> String {
+    let (w, attn) = (model.weight_dtype, model.attention_weight_dtype());
+    let rest = if w.is_4bit() { Dtype::Bf16 } else { w };
+    if w.is_4bit() || attn != w {
+        format!("; FFN in {}, attention in {}, embeddings in {}", w.name(), attn.name(), rest.name())
+    } else {
+        String::new()
+    }
+}
+
 /// The weights and the engine's own terms.
 /// `tokens`: the token budget the rule was sized with (`MemoryConfig::max_num_batched_tokens`).
 fn print_weights_and_terms(a: &Args, model: &ModelSpec, b: &MemoryBudget, tokens: u64) {
     let gib = |x: u64| x as f64 / GIB;
-    let mut split = if model.weight_dtype.is_4bit() {
-        format!("; FFN in {}, attention and embeddings in bf16", model.weight_dtype.name())
-    } else {
-        String::new()
-    };
+    let mut split = dtype_split(model);
     if a.pp > 1 {
         let layers = servesim_sim::cost::stage_layers(model.layers, a.pp);
         let parts: Vec<String> = layers.iter().map(u64::to_string).collect();

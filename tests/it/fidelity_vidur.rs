@@ -24,6 +24,7 @@ fn model(h: u64, heads: u64, kv: u64, ff: u64, vocab: u64) -> ModelSpec {
         tied_embeddings: false,
         weight_dtype: Dtype::Bf16,
         kv_dtype: Dtype::Bf16,
+        attention_dtype: None,
         arch: servesim_sim::spec::Arch::PLAIN,
     }
 }

@@ -429,6 +429,7 @@ mod tests {
             tied_embeddings: false,
             weight_dtype: Dtype::Bf16,
             kv_dtype: Dtype::Bf16,
+            attention_dtype: None,
             arch: servesim_sim::spec::Arch::PLAIN,
         }
     }

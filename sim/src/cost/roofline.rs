@@ -329,11 +329,12 @@ impl Roofline {
         self.gemm_of(self.model.weight_dtype, n, k, m)
     }
 
-    /// A GEMM over an attention projection: in the weight dtype, or bf16 for a 4-bit model
-    /// (whose checkpoints keep attention in 16 bits, [`ModelSpec::weight_bytes`]).
+    /// A GEMM over an attention projection: in the projections' own dtype
+    /// ([`ModelSpec::attention_weight_dtype`]: bf16 for a 4-bit model unless its checkpoint
+    /// says otherwise); the floor takes the weight dtype, the fastest.
     fn gemm_attn(&self, n: f64, k: f64, m: f64) -> (f64, f64, f64) {
-        let d = self.model.weight_dtype;
-        self.gemm_of(if d.is_4bit() && !self.floor { Dtype::Bf16 } else { d }, n, k, m)
+        let d = if self.floor { self.model.weight_dtype } else { self.model.attention_weight_dtype() };
+        self.gemm_of(d, n, k, m)
     }
 
     fn gemm_of(&self, dtype: Dtype, n: f64, k: f64, m: f64) -> (f64, f64, f64) {

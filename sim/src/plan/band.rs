@@ -28,7 +28,7 @@ pub const DATABASE_MOE: f64 = 0.207;
 pub const DATABASE_WINDOWED: f64 = 0.079;
 pub const DATABASE_MLA: f64 = 0.241;
 pub const CALIBRATED: f64 = 0.116;
-pub const ROOFLINE: f64 = 0.131;
+pub const ROOFLINE: f64 = 0.129;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Band {

@@ -25,6 +25,9 @@ pub struct ModelSpec {
     pub tied_embeddings: bool,
     pub weight_dtype: Dtype,
     pub kv_dtype: Dtype,
+    /// The attention projections' weights (Q, K, V and output) when a checkpoint stores them
+    /// otherwise than [`ModelSpec::attention_weight_dtype`]'s default.
+    pub attention_dtype: Option<Dtype>,
     /// What differs from a plain transformer: latent attention, shared experts, dense layers
     /// of a MoE model, windowed layers, biases ([`Arch::PLAIN`] for none).
     pub arch: Arch,
@@ -665,6 +668,7 @@ impl ModelSpec {
             tied_embeddings: p.tied_embeddings,
             weight_dtype,
             kv_dtype,
+            attention_dtype: None,
             arch: p.arch,
         }
     }
@@ -784,13 +788,27 @@ impl ModelSpec {
     /// checkpoints do (openai/gpt-oss-120b config.json `modules_to_not_convert`: self_attn,
     /// router, embed_tokens, lm_head; nvidia/DeepSeek-V3.1-NVFP4 hf_quant_config.json
     /// `exclude_modules`: lm_head and the attention projections).
+    /// With an `attention_dtype`, the attention projections are stored in it instead.
     pub fn weight_bytes(&self) -> u64 {
         let d = self.weight_dtype;
-        if d.is_4bit() {
-            d.bytes_for(self.ffn_params()) + Dtype::Bf16.bytes_for(self.params() - self.ffn_params())
-        } else {
-            d.bytes_for(self.params())
+        let other = if d.is_4bit() { Dtype::Bf16 } else { d };
+        match self.attention_dtype {
+            None if d.is_4bit() => d.bytes_for(self.ffn_params()) + other.bytes_for(self.params() - self.ffn_params()),
+            None => d.bytes_for(self.params()),
+            Some(a) => {
+                let attn = self.layers * self.attn_params_per_layer();
+                d.bytes_for(self.ffn_params())
+                    + a.bytes_for(attn)
+                    + other.bytes_for(self.params() - self.ffn_params() - attn)
+            }
         }
+    }
+
+    /// The dtype of the attention projections: `attention_dtype`, else the weight dtype, or
+    /// bf16 under a 4-bit format ([`ModelSpec::weight_bytes`] says why).
+    pub fn attention_weight_dtype(&self) -> Dtype {
+        let d = self.weight_dtype;
+        self.attention_dtype.unwrap_or(if d.is_4bit() { Dtype::Bf16 } else { d })
     }
 
     /// Weight bytes each GPU holds under tensor parallelism `tp`: every matrix is split `tp`
@@ -809,8 +827,15 @@ impl ModelSpec {
         }
         let other = if self.weight_dtype.is_4bit() { Dtype::Bf16 } else { self.weight_dtype };
         let attn = self.params() - self.ffn_params() - self.embedding_params();
+        let attn_bytes = match self.attention_dtype {
+            None => other.bytes_for(attn),
+            Some(a) => {
+                let projections = self.layers * self.attn_params_per_layer();
+                a.bytes_for(projections) + other.bytes_for(attn - projections)
+            }
+        };
         (self.weight_dtype.bytes_for(self.ffn_params()) + other.bytes_for(self.embedding_params())).div_ceil(tp)
-            + other.bytes_for(attn).div_ceil(tp / dp)
+            + attn_bytes.div_ceil(tp / dp)
     }
 
     /// The layers of one pipeline stage of `layers` layers, for what scales with them (KV bytes
@@ -890,6 +915,29 @@ mod tests {
 
     fn preset(name: &str) -> ModelSpec {
         ModelSpec::from_preset(ModelPreset::find(name).unwrap(), Dtype::Bf16, Dtype::Bf16)
+    }
+
+    #[test]
+    fn the_attention_projections_take_their_own_dtype() {
+        // llama-3.1-70b: FFN 80 × 3 × 8192 × 28,672 = 56,371,445,760 parameters; attention
+        // projections 80 × (2 × 8192² + 2 × 8192 × 1024) = 12,079,595,520; the rest (embeddings,
+        // LM head, norms) 2,102,665,216. NVFP4 stores 32 elements in 18 bytes.
+        let mut m = ModelSpec::from_preset(ModelPreset::find("llama-3.1-70b").unwrap(), Dtype::Nvfp4, Dtype::Fp8);
+        let (ffn, attn, rest) = (56_371_445_760u64, 12_079_595_520u64, 2_102_665_216u64);
+        assert_eq!((m.ffn_params(), m.layers * m.attn_params_per_layer()), (ffn, attn));
+        assert_eq!(m.params(), ffn + attn + rest);
+        // By default a 4-bit model keeps attention in bf16 (the gpt-oss and DeepSeek checkpoints).
+        assert_eq!(m.attention_weight_dtype(), Dtype::Bf16);
+        assert_eq!(m.weight_bytes(), ffn * 18 / 32 + (attn + rest) * 2);
+        m.attention_dtype = Some(Dtype::Nvfp4);
+        assert_eq!(m.weight_bytes(), (ffn + attn) * 18 / 32 + rest * 2);
+        assert_eq!(m.weight_bytes(), 42_709_041_152);
+        // FP8 weights with bf16 attention; without the key, every weight in FP8.
+        m.weight_dtype = Dtype::Fp8;
+        m.attention_dtype = Some(Dtype::Bf16);
+        assert_eq!(m.weight_bytes(), ffn + attn * 2 + rest);
+        m.attention_dtype = None;
+        assert_eq!(m.weight_bytes(), ffn + attn + rest);
     }
 
     #[test]

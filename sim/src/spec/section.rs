@@ -16,6 +16,10 @@ pub struct ModelSection {
     /// bf16 (default), fp8, nvfp4 or mxfp4 (4-bit: the FFN weights; attention and
     /// embeddings stay bf16).
     pub weight_dtype: Option<Dtype>,
+    /// The attention projections' weights (Q, K, V, output), where the checkpoint stores them
+    /// otherwise: default the weight dtype, bf16 under a 4-bit one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_dtype: Option<Dtype>,
     /// bf16 (default), fp8 or nvfp4.
     pub kv_dtype: Option<Dtype>,
     pub layers: Option<u64>,
@@ -99,27 +103,12 @@ impl ModelSection {
                     .ok_or_else(|| unknown_preset(path, p, MODEL_PRESETS.iter().map(|x| x.name).collect(), None))?;
                 ModelSpec::from_preset(preset, wd, kd)
             }
-            None => ModelSpec {
-                name: self.name.clone().unwrap_or_else(|| "custom".into()),
-                layers: required(self.layers, path, "layers")?,
-                hidden: required(self.hidden, path, "hidden")?,
-                heads: required(self.heads, path, "heads")?,
-                kv_heads: required(self.kv_heads, path, "kv_heads")?,
-                head_dim: required(self.head_dim, path, "head_dim")?,
-                intermediate: required(self.intermediate, path, "intermediate")?,
-                vocab: required(self.vocab, path, "vocab")?,
-                max_context: required(self.max_context, path, "max_context")?,
-                experts: 1,
-                top_k: 1,
-                tied_embeddings: false,
-                weight_dtype: wd,
-                kv_dtype: kd,
-                arch: super::Arch::PLAIN,
-            },
+            None => self.custom(path, wd, kd)?,
         };
         if let Some(n) = &self.name {
             m.name = n.clone();
         }
+        m.attention_dtype = self.attention_dtype;
         macro_rules! over {
             ($($f:ident),*) => { $( if let Some(v) = self.$f { m.$f = v; } )* };
         }
@@ -249,12 +238,35 @@ impl ModelSection {
         Ok(m)
     }
 
+    /// A model without a preset: every dimension given.
+    fn custom(&self, path: &str, wd: Dtype, kd: Dtype) -> Result<ModelSpec, ConfigError> {
+        Ok(ModelSpec {
+            name: self.name.clone().unwrap_or_else(|| "custom".into()),
+            layers: required(self.layers, path, "layers")?,
+            hidden: required(self.hidden, path, "hidden")?,
+            heads: required(self.heads, path, "heads")?,
+            kv_heads: required(self.kv_heads, path, "kv_heads")?,
+            head_dim: required(self.head_dim, path, "head_dim")?,
+            intermediate: required(self.intermediate, path, "intermediate")?,
+            vocab: required(self.vocab, path, "vocab")?,
+            max_context: required(self.max_context, path, "max_context")?,
+            experts: 1,
+            top_k: 1,
+            tied_embeddings: false,
+            weight_dtype: wd,
+            kv_dtype: kd,
+            attention_dtype: None,
+            arch: super::Arch::PLAIN,
+        })
+    }
+
     /// The section with every dimension written out (for the resolved scenario).
     pub fn from_spec(m: &ModelSpec) -> ModelSection {
         ModelSection {
             preset: None,
             name: Some(m.name.clone()),
             weight_dtype: Some(m.weight_dtype),
+            attention_dtype: m.attention_dtype,
             kv_dtype: Some(m.kv_dtype),
             layers: Some(m.layers),
             hidden: Some(m.hidden),

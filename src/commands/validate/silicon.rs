@@ -102,6 +102,9 @@ pub(super) struct Case {
     pub roofline_note: String,
     /// The model's weight dtype for a roofline row (the database's GEMM name otherwise).
     pub weight_dtype: &'static str,
+    /// The attention projections' dtype where it is not the model's rule
+    /// (`model.attention_dtype`).
+    pub attention_dtype: Option<&'static str>,
     /// Attention data-parallel ranks and expert parallelism over the `tp` GPUs.
     pub dp: u32,
     pub ep: bool,
@@ -335,9 +338,8 @@ fn row_case(r: &Row) -> std::result::Result<Case, String> {
     if r.get("gemm_quant_mode").is_empty() {
         note.push("no precision given: bf16, the checkpoint's dtype");
     }
-    if weights == "fp4" {
-        note.push("fp4 weights: kernels measured, memory counted at fp8 size");
-    }
+    let (weight_dtype, attention_dtype, dtype_note) = dense_weight_dtypes(weights);
+    note.extend(dtype_note);
     if block_fp8 && r.get("gemm_quant_mode") == "fp8" {
         note.push("fp8 read as fp8-block: the checkpoint is block-scaled (weight_block_size 128×128)");
     }
@@ -357,12 +359,30 @@ fn row_case(r: &Row) -> std::result::Result<Case, String> {
         measured_ttft: ttft,
         measured_tpot: tpot,
         note: note.join("; "),
-        weight_dtype: if weights == "bf16" { "bf16" } else { "fp8" },
+        weight_dtype,
+        attention_dtype,
         dp: 1,
         ep: ep.is_some(),
         gap_analysis: gap_analysis(r),
         ..Default::default()
     })
+}
+
+/// A dense row's `model.weight_dtype` and `model.attention_dtype` for its GEMM weights
+/// (`weights`), and the row's note on them. AIConfigurator's dense model (sdk/models/llama.py, 095f58a51) runs the QKV and
+/// output GEMMs in the row's GEMM quantization as well as the FFN's, the LM head in bf16: an
+/// NVFP4 row's attention projections are 4-bit too, unlike the gpt-oss and DeepSeek checkpoints
+/// servesim's 4-bit rule follows.
+fn dense_weight_dtypes(weights: &str) -> (&'static str, Option<&'static str>, Option<&'static str>) {
+    match weights {
+        "bf16" => ("bf16", None, None),
+        "fp4" => (
+            "nvfp4",
+            Some("nvfp4"),
+            Some("nvfp4 weights: every projection in 4 bits, as AIConfigurator's dense model prices them"),
+        ),
+        _ => ("fp8", None, None),
+    }
 }
 
 /// Whether a row comes from the gap analysis rather than AIConfigurator's benchmark campaigns
@@ -821,6 +841,9 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
     let mut doc = Doc::default();
     doc.set("name", "silicon").set("seed", 1);
     doc.set("model.preset", c.model).set("model.weight_dtype", c.weight_dtype).set("model.kv_dtype", c.kv(bench));
+    if let Some(a) = c.attention_dtype {
+        doc.set("model.attention_dtype", a);
+    }
     doc.set("gpu.preset", c.gpu).set("cluster.instances", 1).set("cluster.tp", c.tp as i64);
     layout_and_cpu(&mut doc, c);
     let gpu = GpuPreset::find(c.gpu).expect("cases have presets").spec();
@@ -1582,6 +1605,37 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!((oss.weights, KvCache::Auto.dtype(&oss)), ("mxfp4", "bf16"));
+    }
+
+    #[test]
+    fn a_dense_nvfp4_row_holds_every_projection_in_four_bits() {
+        // AIConfigurator's dense model (sdk/models/llama.py, 095f58a51) runs the QKV, output,
+        // gate/up and down GEMMs in the row's nvfp4, the LM head in bf16: llama-3.1-70b's
+        // 68,451,041,280 projection parameters × 18/32 bytes + 2,102,665,216 others × 2 =
+        // 42,709,041,152 bytes, plus its RoPE table, against 70,553,706,496 at FP8 size.
+        let c = case_of(&row(&[
+            ("backend", "trtllm"),
+            ("model_path", "meta-llama/Llama-3.1-70B"),
+            ("system", "b200_sxm"),
+            ("precision", "fp4"),
+            ("gemm_quant_mode", "nvfp4"),
+            ("tp_size", "1"),
+        ]))
+        .unwrap();
+        let d = scenario_doc(&c, bench(), None, None, 0.0);
+        assert_eq!((str_at(&d, "model.weight_dtype"), str_at(&d, "model.attention_dtype")), ("nvfp4", "nvfp4"));
+        let s = scenario(&c, bench());
+        assert_eq!(s.model.weight_bytes(), 42_709_041_152);
+        // An FP8 row keeps every weight in FP8 and names no attention dtype.
+        let f = case_of(&row(&[
+            ("backend", "trtllm"),
+            ("model_path", "meta-llama/Llama-3.1-70B"),
+            ("gemm_quant_mode", "fp8"),
+            ("tp_size", "1"),
+        ]))
+        .unwrap();
+        let d = scenario_doc(&f, bench(), None, None, 0.0);
+        assert_eq!((str_at(&d, "model.weight_dtype"), d.at("model.attention_dtype")), ("fp8", None));
     }
 
     #[test]
