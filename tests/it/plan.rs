@@ -570,17 +570,9 @@ fn a_run_that_draws_nothing_runs_once_for_every_seed_and_says_so() {
 }
 
 /// A scenario of llama-3-8b on one H100 (the GPU replaced where a case needs another).
-const ENGINE_BASE: &str = r#"
-[model]
-preset = "llama-3-8b"
-[gpu]
-preset = "h100-sxm"
-[workload]
-duration_s = 10
-arrival = { kind = "poisson", rate = 2 }
-prompt_tokens = { kind = "fixed", value = 100 }
-output_tokens = { kind = "fixed", value = 10 }
-"#;
+fn engine_base() -> String {
+    llama8b("duration_s = 10\narrival = { kind = \"poisson\", rate = 2 }\nprompt_tokens = { kind = \"fixed\", value = 100 }\noutput_tokens = { kind = \"fixed\", value = 10 }", "")
+}
 
 #[test]
 fn a_plan_candidate_takes_its_engines_defaults_on_its_own_gpu_tp_and_stages() {
@@ -592,12 +584,12 @@ fn a_plan_candidate_takes_its_engines_defaults_on_its_own_gpu_tp_and_stages() {
                 gpu = { preset = \"l4\" }\ntp = 2\n[[plan.candidates]]\nname = \"own\"\ngpu = { preset = \"l4\" }\n\
                 scheduler = { max_num_seqs = 64 }\n";
     let written = |engine: &str, gpu: &str, extra: &str| {
-        let src = format!("engine = \"{engine}\"\n{}{extra}", ENGINE_BASE.replace("h100-sxm", gpu));
+        let src = format!("engine = \"{engine}\"\n{}{extra}", engine_base().replace("h100-sxm", gpu));
         let g = &Scenario::from_toml(&src, "t").unwrap().groups[0];
         (g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens, g.memory.kv_blocks)
     };
     let candidates = |engine: &str, extra: &str| {
-        let s = Scenario::from_toml(&format!("engine = \"{engine}\"\n{ENGINE_BASE}{extra}{plan}"), "t").unwrap();
+        let s = Scenario::from_toml(&format!("engine = \"{engine}\"\n{}{extra}{plan}", engine_base()), "t").unwrap();
         let cs = plan::candidates(&s).unwrap();
         let g = |c: &plan::Candidate| {
             let g = &c.scenario.as_ref().unwrap().groups[0];
@@ -630,8 +622,9 @@ fn a_plan_candidate_takes_its_engines_defaults_on_its_own_gpu_tp_and_stages() {
     // vLLM 0.14 schedules asynchronously, except with pipeline stages (0.14's check): a
     // candidate of two stages runs synchronously.
     let stages = "[plan]\n[[plan.candidates]]\nname = \"pp1\"\n[[plan.candidates]]\nname = \"pp2\"\npp = 2\n";
-    let s = Scenario::from_toml(&format!("engine = \"vllm\"\nengine_version = \"0.14.0\"\n{ENGINE_BASE}{stages}"), "t")
-        .unwrap();
+    let s =
+        Scenario::from_toml(&format!("engine = \"vllm\"\nengine_version = \"0.14.0\"\n{}{stages}", engine_base()), "t")
+            .unwrap();
     let overlap = plan::candidates(&s)
         .unwrap()
         .iter()
@@ -640,7 +633,7 @@ fn a_plan_candidate_takes_its_engines_defaults_on_its_own_gpu_tp_and_stages() {
     assert_eq!(overlap, [Some(true), Some(false)]);
     // `calibrate fit`'s run at another TP takes the engine's rules at that TP too.
     let l4 =
-        Scenario::from_toml(&format!("engine = \"sglang\"\n{}", ENGINE_BASE.replace("h100-sxm", "l4")), "t").unwrap();
+        Scenario::from_toml(&format!("engine = \"sglang\"\n{}", engine_base().replace("h100-sxm", "l4")), "t").unwrap();
     let at = servesim_sim::calibration::at_tp(&l4, 2).unwrap();
     let g = &at.groups[0];
     assert_eq!(
