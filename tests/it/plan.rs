@@ -645,8 +645,8 @@ fn a_plan_candidate_takes_its_engines_defaults_on_its_own_gpu_tp_and_stages() {
 #[test]
 fn a_disaggregated_candidates_keys_reach_both_pools_and_each_pool_its_gpus_limits() {
     // The pools of scenarios/disaggregated.toml. A candidate's scheduler keys are the whole
-    // configuration's: both pools run them (the resolved file's pool tables, which hold every
-    // key, used to win, so such a candidate ran the base configuration).
+    // configuration's: both pools run them, over the resolved file's pool tables, which hold
+    // every key.
     let file = std::fs::read_to_string(root().join("scenarios/disaggregated.toml")).unwrap();
     let src = &file[..file.find("\n[plan]").expect("the scenario has a [plan]")];
     let plan = "[plan]\n[[plan.candidates]]\nname = \"base\"\n[[plan.candidates]]\nname = \"seqs2\"\n\
