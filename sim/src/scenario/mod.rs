@@ -89,8 +89,8 @@ pub struct Scenario {
     /// source's error band ([`Scenario::set_cost_scale`]). Not a key of the file.
     pub(crate) cost_scale: f64,
     /// The document as written, when it names an `engine` (whose rules filled in the keys it
-    /// leaves out): what [`Scenario::edited_file`] applies an edit to, so that those rules follow
-    /// the edit.
+    /// leaves out): what [`Scenario::engine_defaults_after`] applies an edit to, so that those
+    /// rules follow the edit.
     given: Option<Arc<toml::Table>>,
 }
 
@@ -661,9 +661,10 @@ impl Scenario {
         let groups = given.get("cluster").and_then(|c| c.get("groups")).and_then(toml::Value::as_array);
         for (g, written) in file.cluster.groups.iter_mut().zip(groups.into_iter().flatten()) {
             let written = written.get("scheduler").and_then(toml::Value::as_table);
+            let Some(resolved) = g.scheduler.as_mut() else { continue };
             for key in ["max_num_seqs", "max_num_batched_tokens"] {
                 if !written.is_some_and(|w| w.contains_key(key)) {
-                    g.scheduler.as_mut().map(|t| t.remove(key));
+                    resolved.remove(key);
                 }
             }
         }

@@ -792,16 +792,10 @@ impl ModelSpec {
     pub fn weight_bytes(&self) -> u64 {
         let d = self.weight_dtype;
         let other = if d.is_4bit() { Dtype::Bf16 } else { d };
-        match self.attention_dtype {
-            None if d.is_4bit() => d.bytes_for(self.ffn_params()) + other.bytes_for(self.params() - self.ffn_params()),
-            None => d.bytes_for(self.params()),
-            Some(a) => {
-                let attn = self.layers * self.attn_params_per_layer();
-                d.bytes_for(self.ffn_params())
-                    + a.bytes_for(attn)
-                    + other.bytes_for(self.params() - self.ffn_params() - attn)
-            }
-        }
+        let attn = self.layers * self.attn_params_per_layer();
+        d.bytes_for(self.ffn_params())
+            + self.attention_weight_dtype().bytes_for(attn)
+            + other.bytes_for(self.params() - self.ffn_params() - attn)
     }
 
     /// The dtype of the attention projections: `attention_dtype`, else the weight dtype, or
@@ -827,13 +821,8 @@ impl ModelSpec {
         }
         let other = if self.weight_dtype.is_4bit() { Dtype::Bf16 } else { self.weight_dtype };
         let attn = self.params() - self.ffn_params() - self.embedding_params();
-        let attn_bytes = match self.attention_dtype {
-            None => other.bytes_for(attn),
-            Some(a) => {
-                let projections = self.layers * self.attn_params_per_layer();
-                a.bytes_for(projections) + other.bytes_for(attn - projections)
-            }
-        };
+        let projections = self.layers * self.attn_params_per_layer();
+        let attn_bytes = self.attention_weight_dtype().bytes_for(projections) + other.bytes_for(attn - projections);
         (self.weight_dtype.bytes_for(self.ffn_params()) + other.bytes_for(self.embedding_params())).div_ceil(tp)
             + attn_bytes.div_ceil(tp / dp)
     }
