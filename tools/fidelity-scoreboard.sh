@@ -138,6 +138,38 @@ if pairs:
           f"clients measured more than twice the TTFT on the deployment servesim sizes the larger pool for — "
           f"{a['model']} {a['weights']} under {a['framework']} at {a['isl']}/{a['osl']} with {a['concurrency']} "
           f"clients: {dep(a)} of KV against {dep(b)}. Made by `tools/fidelity-scoreboard.sh`.")
+print()
+# Requests decoding at a time, measured against predicted (Little's law on the row's clients).
+x2 = lambda x: f"{x:.2f}×" if x >= 0.01 else f"{x:.3f}×"
+dec = lambda r, side: float(r[f"{side}_decoding"])
+every = data["default"]
+fewer = [r for r in every if 2 * dec(r, "measured") <= dec(r, "predicted")]
+more = [r for r in every if dec(r, "measured") >= 2 * dec(r, "predicted")]
+print(f"Requests decoding at a time (`measured_decoding` and `predicted_decoding` in silicon.csv: Little's law "
+      f"on the row's C clients, C × D ÷ (TTFT + D) with D = (mean OSL − 1) × TPOT, from the measured and from the "
+      f"predicted TTFT and TPOT), run as by default: within 2× of each other on "
+      f"{len(every) - len(fewer) - len(more):,} of {len(every):,} rows; the measured count is half the predicted one or "
+      f"less on {len(fewer)} and twice it or more on {len(more)}. Where they differ, the run and servesim held "
+      f"different numbers of requests at once, which kernel times alone do not explain: the {len(fewer)} rows' "
+      f"median predicted ÷ measured TTFT is {x2(statistics.median(ratio(r) for r in fewer))}." if fewer else "")
+groups = {}
+for r in fewer:
+    groups.setdefault((r["model"], r["system"], r["framework"], r["concurrency"]), []).append(r)
+(m, system, fw, c), g = max(groups.items(), key=lambda kv: (len(kv[1]), kv[0])) if groups else ((0,) * 4, [])
+if len(g) >= 3:
+    lo, hi = min(dec(r, "measured") for r in g), max(dec(r, "measured") for r in g)
+    tps = sorted({int(r["tp"]) for r in g})
+    shapes = sorted({f"{r['isl']}/{r['osl']}" for r in g})
+    print()
+    print(f"{len(g)} of them are {m} on {system} under {fw} with {c} clients: measured {lo:.1f} to {hi:.1f} "
+          f"decoding at a time at TP {', '.join(map(str, tps))} and lengths {', '.join(shapes)}, where servesim's "
+          f"pools ({min(int(r['kv_tokens']) for r in g):,} to {max(int(r['kv_tokens']) for r in g):,} tokens) run "
+          f"{min(dec(r, 'predicted') for r in g):.0f} to {max(dec(r, 'predicted') for r in g):.0f}; "
+          + ("about the same count whatever the GPUs and lengths, a bound on requests at once that the rows do "
+             "not record (a server limit or the client's connections), which servesim cannot know. "
+             if hi <= 1.25 * lo else "")
+          + f"Their TTFT is predicted at {x2(min(ratio(r) for r in g))} to {x2(max(ratio(r) for r in g))} the "
+          "measured. Made by `tools/fidelity-scoreboard.sh`.")
 print("<!-- /scoreboard-kv -->")
 print()
 print("<!-- scoreboard-recipes -->")

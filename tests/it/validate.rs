@@ -175,7 +175,7 @@ fn cpu_validation_end_to_end() {
     let load = &r["loads"][0];
     assert!((f(&load["rate_rps"]) - 0.5 * cap).abs() < 1e-9 * cap);
     let rows = load["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 15);
+    assert_eq!(rows.len(), 17);
     for row in rows {
         let (m, p) = (f(&row["measured"]), f(&row["predicted"]));
         if m != 0.0 {
@@ -184,7 +184,7 @@ fn cpu_validation_end_to_end() {
     }
     // The CSV holds the same numbers.
     let csv = read(&dir.join("runs/validate.csv"));
-    assert_eq!(csv.lines().count(), 1 + 1 + 15);
+    assert_eq!(csv.lines().count(), 1 + 1 + 17);
     // serde_json's default float parser may be one ulp off: numbers parsed from JSON are
     // compared within 1e-12.
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
@@ -372,7 +372,10 @@ fn external_vllm_and_aiperf_files_are_replayed() {
     assert_eq!(f(&v["measured"]["tpot_ms"]["mean"]), 7.5);
     // The replay ran both requests (arrivals 0.2 s apart: each alone).
     assert_eq!(v["predicted"]["finished"], 2);
-    assert_eq!(read(&dir.join("v/validate.csv")).lines().count(), 16);
+    assert_eq!(read(&dir.join("v/validate.csv")).lines().count(), 18);
+    // In flight over 10.0 → 10.25 s: (20 + 30) ms before the first token, (20 + 20) ms after.
+    assert!((f(&v["measured"]["in_flight_to_first_token"]) - 0.05 / 0.25).abs() < 1e-12);
+    assert!((f(&v["measured"]["in_flight_after_first_token"]) - 0.04 / 0.25).abs() < 1e-12);
     // AIPerf: the same two requests as per-request JSONL records.
     let rec = |start: u64, isl: u32, osl: u32, ttft: f64, lat: f64| {
         format!(
@@ -381,10 +384,38 @@ fn external_vllm_and_aiperf_files_are_replayed() {
     };
     let jsonl = format!("{}\n{}\n", rec(10_000_000_000, 100, 5, 20.0, 40.0), rec(10_200_000_000, 80, 3, 30.0, 50.0));
     let a = measured("a.jsonl", &jsonl, "a");
+    assert!(!a["notes"].to_string().contains("decoding at a time"), "{}", a["notes"]);
     assert_eq!(a["format"], "aiperf");
     for key in ["measured", "predicted"] {
         assert_eq!(a[key], v[key], "{key}: the same requests give the same numbers");
     }
+}
+
+/// Eight requests sent together and served one at a time (100 ms each, the first token 10 ms in):
+/// 0.9 decoding at a time over the 0.8 s, where the tiny scenario runs all eight at once — the
+/// report says the run held fewer at once, which no kernel time explains.
+#[test]
+fn a_run_that_held_fewer_requests_at_once_is_told_so() {
+    let dir = out_dir("validate-in-flight");
+    let scen = tiny_scenario(&dir, WORKLOAD);
+    let mut csv = String::from("arrival_ms,prompt_tokens,output_tokens,ttft_ms,e2e_ms\n");
+    for i in 0..8 {
+        csv += &format!("0,100,20,{},{}\n", i * 100 + 10, (i + 1) * 100);
+    }
+    std::fs::write(dir.join("serial.csv"), csv).unwrap();
+    let d = |x: &str| dir.join(x).display().to_string();
+    let o =
+        ok(&["validate", "--measured", &d("serial.csv"), "--scenario", &scen, "--out", &d("o"), "--format", "json"]);
+    let v: Value = serde_json::from_str(&o).unwrap();
+    // Σ TTFT = 8 × 10 + 100 × 28 = 2,880 ms; Σ decoding = 8 × 90 = 720 ms; over 0.8 s.
+    assert!((f(&v["measured"]["in_flight_to_first_token"]) - 3.6).abs() < 1e-12);
+    assert!((f(&v["measured"]["in_flight_after_first_token"]) - 0.9).abs() < 1e-12);
+    let predicted = f(&v["predicted"]["in_flight_after_first_token"]);
+    assert!(predicted > 1.5 * 0.9, "the simulation runs the eight together: {predicted}");
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("the measured run kept 0.9 requests decoding at a time on average"), "{notes}");
+    assert!(notes.contains("while 3.6 waited for their first token"), "{notes}");
+    assert!(notes.contains("held fewer requests at once"), "{notes}");
 }
 
 #[test]

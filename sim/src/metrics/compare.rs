@@ -10,6 +10,11 @@
 //! arrival, TPOT = (E2E − TTFT) / (output − 1), E2E = finish − arrival, percentiles
 //! interpolated linearly; throughput over the first counted arrival to the last counted
 //! completion; SLO attainment over counted requests (a request that did not finish misses).
+//! Requests in flight are time-weighted means over that same span (Σ of the finished counted
+//! requests' times ÷ the span, which is Little's law: throughput × the mean time), split at the
+//! first token: before it (the client's path, queueing and prefill) and after it (decoding).
+//! They tell a run that admitted fewer requests at once than the simulation from one whose
+//! iterations are slower.
 //! Times stay integer nanoseconds until the statistics, so a file that repeats a run's times to
 //! the nanosecond gives exactly the run's numbers.
 
@@ -88,6 +93,11 @@ pub struct RunMetrics {
     pub(crate) output_tokens_per_s: f64,
     /// Fraction of counted requests that finished within every SLO threshold.
     pub(crate) slo_attainment: f64,
+    /// Counted finished requests between their arrival and their first token, on average over
+    /// the throughput's span.
+    pub in_flight_to_first_token: f64,
+    /// Counted finished requests past their first token (decoding), on average over the span.
+    pub in_flight_after_first_token: f64,
 }
 
 /// The metrics of a list of outcomes.
@@ -104,6 +114,11 @@ pub fn run_metrics(outcomes: &[Outcome], slo: &SloSection) -> RunMetrics {
     let per_s = |x: f64| if duration_s > 0.0 { x / duration_s } else { 0.0 };
     let n = counted().count() as u64;
     let met = counted().filter(|o| o.meets(slo)).count() as f64;
+    let span_ns = |o: &Outcome, from: Option<SimTime>, to: Option<SimTime>| match (from, to) {
+        (Some(a), Some(b)) if o.finish.is_some() => b.saturating_sub(a).0 as f64,
+        _ => 0.0,
+    };
+    let in_flight = |f: &dyn Fn(&Outcome) -> f64| per_s(done().map(f).sum::<f64>() / 1e9);
     RunMetrics {
         requests: n,
         finished: done().count() as u64,
@@ -113,6 +128,8 @@ pub fn run_metrics(outcomes: &[Outcome], slo: &SloSection) -> RunMetrics {
         throughput_rps: per_s(done().count() as f64),
         output_tokens_per_s: per_s(done().map(|o| o.output_tokens as f64).sum()),
         slo_attainment: if n == 0 { 0.0 } else { met / n as f64 },
+        in_flight_to_first_token: in_flight(&|o| span_ns(o, Some(o.arrival), o.first_token)),
+        in_flight_after_first_token: in_flight(&|o| span_ns(o, o.first_token, o.finish)),
     }
 }
 
@@ -150,7 +167,7 @@ pub fn error_pct(predicted: f64, measured: f64) -> Option<f64> {
 
 /// The compared numbers of two runs, in a fixed order.
 pub fn rows(measured: &RunMetrics, predicted: &RunMetrics) -> Vec<Row> {
-    let mut out = Vec::with_capacity(15);
+    let mut out = Vec::with_capacity(17);
     for (metric, m, p) in [
         ("ttft_ms", &measured.ttft_ms, &predicted.ttft_ms),
         ("tpot_ms", &measured.tpot_ms, &predicted.tpot_ms),
@@ -166,6 +183,8 @@ pub fn rows(measured: &RunMetrics, predicted: &RunMetrics) -> Vec<Row> {
         ("throughput_rps", measured.throughput_rps, predicted.throughput_rps),
         ("output_tokens_per_s", measured.output_tokens_per_s, predicted.output_tokens_per_s),
         ("slo_attainment", measured.slo_attainment, predicted.slo_attainment),
+        ("in_flight_to_first_token", measured.in_flight_to_first_token, predicted.in_flight_to_first_token),
+        ("in_flight_after_first_token", measured.in_flight_after_first_token, predicted.in_flight_after_first_token),
     ] {
         out.push(Row { metric, stat: "value", measured: a, predicted: b, error_pct: error_pct(b, a) });
     }
@@ -221,6 +240,9 @@ mod tests {
         assert!((m.output_tokens_per_s - 8.0 / 1.05).abs() < 1e-12);
         // Only the first counted request meets TTFT ≤ 100 ms; the rejected one misses.
         assert!((m.slo_attainment - 1.0 / 3.0).abs() < 1e-12);
+        // In flight over the 1.05 s: (50 + 150) ms before the first token, (1000 + 200) ms after.
+        assert!((m.in_flight_to_first_token - 0.2 / 1.05).abs() < 1e-12);
+        assert!((m.in_flight_after_first_token - 1.2 / 1.05).abs() < 1e-12);
     }
 
     #[test]
@@ -229,7 +251,7 @@ mod tests {
         let a = run_metrics(&[done(0, 100, 1100, 11)], &slo);
         let b = run_metrics(&[done(0, 110, 1000, 11)], &slo);
         let r = rows(&a, &b);
-        assert_eq!(r.len(), 15);
+        assert_eq!(r.len(), 17);
         let ttft = &r[0];
         assert_eq!((ttft.metric, ttft.stat), ("ttft_ms", "mean"));
         assert!((ttft.error_pct.unwrap() - 10.0).abs() < 1e-9);

@@ -157,6 +157,8 @@ fn requests(a: &Args, s: Scenario, out_dir: &Path, origin: &Origin, run: &Measur
     if run.engine_clock {
         notes.push("the simulation's latencies are compared as the engine's (no frontend path)".into());
     }
+    let in_flight = |m: &RunMetrics| (m.in_flight_to_first_token, m.in_flight_after_first_token);
+    notes.extend(report::in_flight_note(in_flight(&measured), in_flight(&predicted)));
     let rep = MeasuredReport {
         scenario: s.name.clone(),
         seed: s.seed,
@@ -242,7 +244,7 @@ fn summaries(a: &Args, s: &Scenario, out_dir: &Path, origin: &Origin, runs: &[Me
     for m in runs {
         let t = Target::new(s, m, origin).map_err(CliError::input)?;
         let pred = t.predict_as_is().map_err(CliError::input)?;
-        let rows: Vec<ReportRow> = t
+        let mut rows: Vec<ReportRow> = t
             .stats
             .iter()
             .zip(&pred)
@@ -259,6 +261,13 @@ fn summaries(a: &Args, s: &Scenario, out_dir: &Path, origin: &Origin, runs: &[Me
                 })
             })
             .collect();
+        let mut notes = t.notes.clone();
+        let little = report::little_rows(&rows);
+        if let [before, after] = &little[..] {
+            notes
+                .extend(report::in_flight_note((before.measured, after.measured), (before.predicted, after.predicted)));
+        }
+        rows.extend(little);
         let heads = rows
             .iter()
             .filter(|r| ["ttft_ms", "tpot_ms", "e2e_ms"].contains(&r.metric) && ["mean", "p99"].contains(&r.stat))
@@ -268,7 +277,7 @@ fn summaries(a: &Args, s: &Scenario, out_dir: &Path, origin: &Origin, runs: &[Me
             label: t.label.clone(),
             format: t.format.clone(),
             requests: t.requests,
-            notes: t.notes.clone(),
+            notes,
             rows,
             headline_median_abs_error_pct: headline,
         });

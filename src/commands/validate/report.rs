@@ -32,6 +32,58 @@ impl ReportRow {
     }
 }
 
+/// By how much the requests decoding at a time may differ, either way, before
+/// [`in_flight_note`] says so.
+pub(super) const IN_FLIGHT_RATIO: f64 = 1.5;
+
+/// A note when a run and its simulation disagree on the requests decoding at a time (past
+/// their first token, on average) by [`IN_FLIGHT_RATIO`] or more, and the side that decoded
+/// fewer kept at least one request waiting for its first token on average: then it admitted
+/// fewer at once while others queued, and the latency gap is queueing before it is kernel time.
+/// (Without a queue the count follows the decode time instead: a faster engine decodes fewer
+/// requests at a time under the same arrivals.) Each side is (before the first token, after).
+pub(super) fn in_flight_note(measured: (f64, f64), predicted: (f64, f64)) -> Option<String> {
+    let ((_, m), (_, p)) = (measured, predicted);
+    let (fewer, waiting) = if p > m { ("fewer", measured.0) } else { ("more", predicted.0) };
+    if !(m > 0.0 && p > 0.0) || (1.0 / IN_FLIGHT_RATIO..=IN_FLIGHT_RATIO).contains(&(p / m)) || waiting < 1.0 {
+        return None;
+    }
+    Some(format!(
+        "the measured run kept {m:.1} requests decoding at a time on average, the simulation {p:.1}, while \
+         {waiting:.1} waited for their first token: the run held {fewer} requests at once than the scenario lets \
+         run, so what bounds them comes before the kernels' times — the engine's max_num_seqs and \
+         max_num_batched_tokens, its KV pool (servesim memory), the client's concurrency and connections"
+    ))
+}
+
+/// The requests in flight before and after their first token of a benchmark summary, by
+/// Little's law from its throughput and its mean TTFT and E2E (when it has all three), measured
+/// and predicted the same way.
+pub(super) fn little_rows(rows: &[ReportRow]) -> Vec<ReportRow> {
+    let get = |metric: &str, stat: &str| rows.iter().find(|r| (r.metric, r.stat) == (metric, stat));
+    let (Some(x), Some(t), Some(e)) = (get("throughput_rps", "value"), get("ttft_ms", "mean"), get("e2e_ms", "mean"))
+    else {
+        return Vec::new();
+    };
+    let row = |metric, m: f64, p: f64| ReportRow {
+        metric,
+        stat: "value",
+        measured: m,
+        predicted: p,
+        error_pct: error_pct(p, m),
+        roofline: None,
+        roofline_error_pct: None,
+    };
+    vec![
+        row("in_flight_to_first_token", x.measured * t.measured / 1e3, x.predicted * t.predicted / 1e3),
+        row(
+            "in_flight_after_first_token",
+            x.measured * (e.measured - t.measured) / 1e3,
+            x.predicted * (e.predicted - t.predicted) / 1e3,
+        ),
+    ]
+}
+
 /// Rows of measured vs predicted (and roofline, when given).
 pub(super) fn report_rows(
     measured: &RunMetrics,
@@ -316,6 +368,8 @@ fn label(metric: &str, stat: &str) -> String {
         "throughput_rps" => "throughput req/s",
         "output_tokens_per_s" => "output tok/s",
         "slo_attainment" => "SLO attainment",
+        "in_flight_to_first_token" => "in flight, 1st token",
+        "in_flight_after_first_token" => "in flight, decoding",
         m => m,
     };
     if stat == "value" {
@@ -342,21 +396,21 @@ fn num(x: f64) -> String {
 /// The rows as an aligned table.
 pub(super) fn rows_table(rows: &[ReportRow]) -> String {
     let roof = rows.iter().any(|r| r.roofline.is_some());
-    let mut o = format!("  {:<22}{:>12}{:>12}{:>9}", "", "measured", "predicted", "error");
+    let mut o = format!("  {:<22}{:>12}{:>12}{:>10}", "", "measured", "predicted", "error");
     if roof {
-        o += &format!("{:>12}{:>9}", "roofline", "error");
+        o += &format!("{:>12}{:>10}", "roofline", "error");
     }
     o += "\n";
     for r in rows {
         o += &format!(
-            "  {:<22}{:>12}{:>12}{:>9}",
+            "  {:<22}{:>12}{:>12}{:>10}",
             label(r.metric, r.stat),
             num(r.measured),
             num(r.predicted),
             pct(r.error_pct)
         );
         if let Some(x) = r.roofline {
-            o += &format!("{:>12}{:>9}", num(x), pct(r.roofline_error_pct));
+            o += &format!("{:>12}{:>10}", num(x), pct(r.roofline_error_pct));
         }
         o += "\n";
     }
@@ -514,4 +568,52 @@ pub(super) fn rows_csv(rows: &[ReportRow]) -> String {
         );
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(metric: &'static str, stat: &'static str, measured: f64, predicted: f64) -> ReportRow {
+        let error_pct = error_pct(predicted, measured);
+        ReportRow { metric, stat, measured, predicted, error_pct, roofline: None, roofline_error_pct: None }
+    }
+
+    #[test]
+    fn a_summarys_requests_in_flight_are_littles_law() {
+        // 4 req/s at a mean TTFT of 250 ms and E2E of 2 s: 1 request before its first token,
+        // 4 × 1.75 = 7 after it; predicted 5 req/s, 100 ms, 1.1 s: 0.5 and 5.
+        let rows = [
+            row("ttft_ms", "mean", 250.0, 100.0),
+            row("e2e_ms", "mean", 2000.0, 1100.0),
+            row("throughput_rps", "value", 4.0, 5.0),
+        ];
+        let l = little_rows(&rows);
+        let got: Vec<_> = l.iter().map(|r| (r.metric, r.measured, r.predicted)).collect();
+        assert_eq!(got, [("in_flight_to_first_token", 1.0, 0.5), ("in_flight_after_first_token", 7.0, 5.0)]);
+        // Without a throughput there is nothing to say.
+        assert!(little_rows(&rows[..2]).is_empty());
+    }
+
+    #[test]
+    fn the_in_flight_note_speaks_from_half_again_either_way_with_a_queue() {
+        let note = |m: (f64, f64), p: (f64, f64)| in_flight_note(m, p);
+        assert_eq!(note((406.0, 10.0), (1.0, 14.9)), None);
+        assert_eq!(note((1.0, 10.0), (406.0, 6.7)), None);
+        assert_eq!(note((406.0, 0.0), (1.0, 6.0)), None);
+        // Fewer decoding in the run while 406 waited: said.
+        let fewer = note((406.0, 100.0), (0.5, 511.0)).unwrap();
+        assert!(
+            fewer.starts_with(
+                "the measured run kept 100.0 requests decoding at a time on average, the simulation 511.0, while \
+                 406.0 waited for their first token: the run held fewer"
+            ),
+            "{fewer}"
+        );
+        // Fewer decoding in the run without a queue (0.2 waiting): the decode time, not said.
+        assert_eq!(note((0.2, 0.16), (0.01, 0.5)), None);
+        // More in the run, the simulation queueing 3: said the other way.
+        assert!(note((0.1, 10.0), (3.0, 6.6)).unwrap().contains("3.0 waited for their first token: the run held more"));
+        assert_eq!(note((0.1, 10.0), (0.9, 6.6)), None);
+    }
 }

@@ -157,6 +157,27 @@ impl Case {
         }
     }
 
+    /// Requests decoding at a time (past their first token, on average) in the row's closed
+    /// loop of C clients without think time, by Little's law: C × D / (TTFT + D), where D =
+    /// (mean OSL − 1) × TPOT is a request's time after its first token and the mean OSL that of
+    /// the row's client (its recipe's range of lengths, else the row's OSL). The same formula
+    /// reads the measured and the predicted TTFT and TPOT (ms).
+    pub(super) fn decoding(&self, bench: Bench, ttft_ms: f64, tpot_ms: f64) -> f64 {
+        let mean_osl = match self.limits(bench.engine_limits) {
+            RowLimits::Recipe(r) => {
+                let lo = ((self.osl as f64 * r.flags.range_ratio).floor() as u64).max(1);
+                (lo + self.osl) as f64 / 2.0
+            }
+            _ => self.osl as f64,
+        };
+        let d = (mean_osl - 1.0).max(0.0) * tpot_ms;
+        if ttft_ms + d > 0.0 {
+            self.concurrency as f64 * d / (ttft_ms + d)
+        } else {
+            0.0
+        }
+    }
+
     /// The KV cache's dtype the row runs with: the BF16 it fell back to; else under `--kv-cache
     /// auto` its recipe's `--kv-cache-dtype` where it runs a recipe that sets one; else as
     /// `--kv-cache` assumes (`bf16` or `fp8`: every row so, recipe rows too).
@@ -1161,7 +1182,7 @@ fn write_rows(out: &Path, csv: String, calibrated: Option<String>, scenarios: Op
 /// The per-row CSV (silicon.csv), and the count of rows not run by reason.
 fn rows_csv(outs: &[Outcome], bench: Bench) -> (String, BTreeMap<String, usize>) {
     let mut csv = String::from(
-        "line,id,half,model,system,framework,version,weights,kv_cache,tp,isl,osl,concurrency,measured_ttft_ms,predicted_ttft_ms,ttft_error_pct,measured_tpot_ms,predicted_tpot_ms,tpot_error_pct,limits,extrapolated_pct,kv_tokens,preemptions,status\n",
+        "line,id,half,model,system,framework,version,weights,kv_cache,tp,isl,osl,concurrency,measured_ttft_ms,predicted_ttft_ms,ttft_error_pct,measured_tpot_ms,predicted_tpot_ms,tpot_error_pct,limits,extrapolated_pct,kv_tokens,preemptions,measured_decoding,predicted_decoding,status\n",
     );
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     for x in outs {
@@ -1170,16 +1191,24 @@ fn rows_csv(outs: &[Outcome], bench: Bench) -> (String, BTreeMap<String, usize>)
         match (&x.case, &x.predicted) {
             (Err(why), _) => {
                 *reasons.entry(why.split(':').next().unwrap_or(why).to_string()).or_default() += 1;
-                csv += &format!("{common},,,,,,,,,,,,,,,,,,,,,\"not expressed: {}\"\n", why.replace('"', "'"));
+                csv += &format!("{common},,,,,,,,,,,,,,,,,,,,,,,\"not expressed: {}\"\n", why.replace('"', "'"));
             }
             (Ok(c), Some(p)) => {
                 let ver = r.get("backend_version");
-                // `run`: the columns extrapolated_pct, kv_tokens and preemptions.
+                // `run`: the columns extrapolated_pct, kv_tokens, preemptions, measured_decoding
+                // and predicted_decoding.
+                let measured_decoding = c.decoding(bench, c.measured_ttft, c.measured_tpot);
                 let (pt, pp, et, ep, run, status) = match p {
                     Ok(p) => {
                         let (a, b) = x.errors().expect("predicted");
                         let (t, q) = (format!("{:.3}", p.ttft), format!("{:.4}", p.tpot));
-                        let run = format!("{:.1},{},{}", p.extrapolated * 100.0, p.kv_tokens, p.preemptions);
+                        let run = format!(
+                            "{:.1},{},{},{measured_decoding:.1},{:.1}",
+                            p.extrapolated * 100.0,
+                            p.kv_tokens,
+                            p.preemptions,
+                            c.decoding(bench, p.ttft, p.tpot)
+                        );
                         let recipe = match c.limits(bench.engine_limits) {
                             RowLimits::Recipe(r) => format!("launch flags and client of {}", r.at.source),
                             _ => String::new(),
@@ -1190,7 +1219,8 @@ fn rows_csv(outs: &[Outcome], bench: Bench) -> (String, BTreeMap<String, usize>)
                     Err(e) => {
                         *reasons.entry(format!("failed: {e}")).or_default() += 1;
                         let none = String::new;
-                        (none(), none(), none(), none(), ",,".into(), format!("failed: {e}"))
+                        let run = format!(",,,{measured_decoding:.1},");
+                        (none(), none(), none(), none(), run, format!("failed: {e}"))
                     }
                 };
                 csv += &format!(
@@ -1859,18 +1889,33 @@ mod tests {
         // Outside the recipe's search space (TP 4 up to 32 clients): the generator's.
         assert_eq!(case_of(&fields("64")).unwrap().limits(Limits::Auto).name(), "generator");
         // silicon.csv names the recipe a row ran, and says nothing of it under the generator.
-        let p = Predicted { ttft: 1.0, tpot: 1.0, e2e: 1.0, extrapolated: 0.0, kv_tokens: 1, preemptions: 0 };
+        // Decoding at a time (Little's law on the 32 clients): the recipe's client draws outputs
+        // in [819, 1024], a mean of 921.5, so measured (TTFT 100 ms, TPOT 10 ms) 32 × 9205 /
+        // 9305 = 31.66 and predicted (1 s, 1 ms) 32 × 920.5 / 1920.5 = 15.34; the generator's
+        // 1024 tokens: 32 × 10,230 / 10,330 = 31.69 and 32 × 1023 / 2023 = 16.18.
+        let p = Predicted { ttft: 1000.0, tpot: 1.0, e2e: 1.0, extrapolated: 0.0, kv_tokens: 1, preemptions: 0 };
         let out = Outcome { row: fields("32"), case: Ok(c.clone()), predicted: Some(Ok(p)), scenario: None };
         let line = |b: Bench| rows_csv(std::slice::from_ref(&out), b).0.lines().nth(1).unwrap().to_string();
         let recipe = line(b);
         assert!(
             recipe.ends_with(
-                ",recipe,0.0,1,0,\"launch flags and client of InferenceX dsr1-fp8-b200-sglang, \
+                ",recipe,0.0,1,0,31.7,15.3,\"launch flags and client of InferenceX dsr1-fp8-b200-sglang, \
                  benchmarks/single_node/dsr1_fp8_b200.sh at 12ba0ae07 (TP 4)\""
             ),
             "{recipe}"
         );
-        assert!(line(Bench { engine_limits: Limits::Generator, ..b }).ends_with(",generator,0.0,1,0,\"\""));
+        assert!(line(Bench { engine_limits: Limits::Generator, ..b }).ends_with(",generator,0.0,1,0,31.7,16.2,\"\""));
+        // The gpt-oss-120b vLLM 0.11.2 row at 512 clients on two H100s (silicon_sample.csv line
+        // 4215): TTFT 462,052.658 ms, TPOT 14.7705 ms, 8,192 tokens out: D = 8191 × 14.7705 =
+        // 120,985.2 ms, 512 × D / (462,052.7 + D) = 106.2 requests decoding at a time.
+        let g = Case { concurrency: 512, osl: 8192, recipe: None, gap_analysis: false, ..c.clone() };
+        let gen = Bench { engine_limits: Limits::Generator, ..b };
+        assert!(
+            (g.decoding(gen, 462_052.658, 14.7705) - 106.24).abs() < 0.01,
+            "{}",
+            g.decoding(gen, 462_052.658, 14.7705)
+        );
+        assert_eq!(g.decoding(gen, 0.0, 0.0), 0.0);
     }
 
     /// The gpt-oss-120b H100 row of InferenceX's vLLM recipe (aiconfigurator-core 0.12.0
