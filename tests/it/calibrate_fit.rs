@@ -390,14 +390,15 @@ fn validate_compares_a_benchmark_summary_with_the_benchmark_recreated() {
     let json = format!(
         r#"{{"request_rate": 4.0, "burstiness": 1.0, "max_concurrency": null, "completed": 200,
             "total_input_tokens": {}, "total_output_tokens": {}, "mean_ttft_ms": {}, "p99_ttft_ms": {},
-            "mean_tpot_ms": {}, "mean_e2el_ms": {}, "output_throughput": {}}}"#,
+            "mean_tpot_ms": {}, "mean_e2el_ms": {}, "output_throughput": {}, "request_throughput": {}}}"#,
         200 * 512,
         200 * 64,
         sm["ttft_ms"]["mean"],
         sm["ttft_ms"]["p99"],
         sm["tpot_ms"]["mean"],
         sm["e2e_ms"]["mean"],
-        sm["throughput"]["output_tokens_per_s"]
+        sm["throughput"]["output_tokens_per_s"],
+        sm["throughput"]["requests_per_s"]
     );
     let f = write(&dir, "bench.json", &json);
     let r = validate_json(&dir, &f, &s);
@@ -405,9 +406,19 @@ fn validate_compares_a_benchmark_summary_with_the_benchmark_recreated() {
     let run = &r["runs"][0];
     assert_eq!(run["requests"], 200);
     let rows = run["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 5);
-    // The benchmark re-created with the scenario's own seed is the run itself: no error.
+    assert_eq!(rows.len(), 8);
+    // The benchmark re-created with the scenario's own seed is the run itself: no error, the
+    // requests in flight (Little's law on the summary) included.
     for row in rows {
         assert!(row["error_pct"].as_f64().unwrap().abs() < 1e-6, "{row}");
     }
+    let value = |m: &str| rows.iter().find(|r| r["metric"] == m).map(|r| r["measured"].as_f64().unwrap());
+    let (x, ttft, e2e) = (
+        sm["throughput"]["requests_per_s"].as_f64().unwrap(),
+        sm["ttft_ms"]["mean"].as_f64().unwrap(),
+        sm["e2e_ms"]["mean"].as_f64().unwrap(),
+    );
+    assert_eq!(value("in_flight_to_first_token"), Some(x * ttft / 1e3));
+    assert_eq!(value("in_flight_after_first_token"), Some(x * (e2e - ttft) / 1e3));
+    assert!(!run["notes"].to_string().contains("decoding at a time"), "{}", run["notes"]);
 }
