@@ -726,7 +726,8 @@ impl Scenario {
         self.cost_scale = factor;
     }
 
-    /// The resolved scenario as TOML, with its seed.
+    /// The resolved scenario as TOML, with its seed; a cluster of groups opens with
+    /// [`GROUPS_NOTE`].
     pub fn resolved_toml(&self) -> String {
         let r = &self.resolved;
         if r.cluster.groups.is_empty() {
@@ -744,7 +745,8 @@ impl Scenario {
         }
         let mut head = r.clone();
         head.cluster.groups.clear();
-        let mut out = toml::to_string_pretty(&head).expect("scenario serialises");
+        let mut out = String::from(GROUPS_NOTE);
+        out += &toml::to_string_pretty(&head).expect("scenario serialises");
         for g in &r.cluster.groups {
             out.push('\n');
             out += &toml::to_string_pretty(&One { cluster: Groups { groups: [g] } }).expect("a group serialises");
@@ -762,6 +764,15 @@ impl Scenario {
         self.groups.iter().map(|g| g.count).sum()
     }
 }
+
+/// The first lines of a resolved cluster of groups: every group's table holds what its
+/// instances run with (the engine's limits on the group's own GPU among them), so the top-level
+/// tables, which a group inherits only where it is silent, describe no instance.
+pub const GROUPS_NOTE: &str =
+    "# A cluster of groups: each [[cluster.groups]] table below holds the GPU, TP, scheduler, memory\n\
+     # and cost its instances run with. The top-level [gpu], [cluster] instances and tp, [scheduler],\n\
+     # [memory] and [cost] are what a group that leaves them out would inherit: here they describe no\n\
+     # instance.\n";
 
 /// A workload known to be larger than the run may hold is refused before anything runs.
 fn check_known_requests(file: &ScenarioFile) -> Result<(), ConfigError> {

@@ -307,6 +307,40 @@ fn each_group_takes_its_engines_limits_on_its_own_gpu() {
     assert!(plain.groups.iter().all(|g| (g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens) == (256, 8192)));
 }
 
+/// The resolved file of a cluster of groups says that the groups' tables run, and each group
+/// holds every key of the top-level [gpu] (but a fact of another GPU), [scheduler], [memory]
+/// and [cost]: the top-level tables describe no instance, as the note says.
+#[test]
+fn a_resolved_cluster_of_groups_holds_every_key_in_each_group() {
+    fn leaves(v: &toml::Value, at: &str, out: &mut Vec<String>) {
+        match v {
+            toml::Value::Table(t) => t.iter().for_each(|(k, v)| leaves(v, &format!("{at}.{k}"), out)),
+            _ => out.push(at.to_string()),
+        }
+    }
+    let groups = "[[cluster.groups]]\ngpu = \"h100-sxm\"\ncount = 1\n[[cluster.groups]]\ngpu = \"l4\"\ncount = 1\n\
+                  scheduler = { max_num_seqs = 8 }\n";
+    for engine in ["engine = \"vllm\"\n", "engine = \"sglang\"\n", ""] {
+        let s = Scenario::from_toml(&format!("{engine}{BASE}{groups}"), "t").unwrap();
+        let text = s.resolved_toml();
+        assert!(text.starts_with(GROUPS_NOTE), "{text}");
+        let doc: toml::Value = toml::from_str(&text).unwrap();
+        for g in doc["cluster"]["groups"].as_array().unwrap() {
+            for table in ["gpu", "scheduler", "memory", "cost"] {
+                let (mut top, mut own) = (Vec::new(), Vec::new());
+                leaves(&doc[table], "", &mut top);
+                leaves(&g[table], "", &mut own);
+                // What CUDA reports of the memory is the GPU's own fact, known for the H100 and
+                // not the L4: the L4 group has none rather than the H100's.
+                let missing: Vec<_> = top.iter().filter(|k| !own.contains(k) && *k != ".visible_gib").collect();
+                assert!(missing.is_empty(), "{engine}: a group lacks [{table}] {missing:?}");
+            }
+        }
+    }
+    // A cluster without groups has no such note.
+    assert!(!Scenario::from_toml(BASE, "t").unwrap().resolved_toml().starts_with('#'));
+}
+
 #[test]
 fn engine_version_sets_vllms_limits_and_asynchronous_scheduling() {
     let resolve = |version: &str, extra: &str| {
