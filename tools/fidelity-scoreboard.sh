@@ -3,7 +3,7 @@
 # measured serving runs, once as servesim runs it by default and once per alternative the
 # document discusses, summarized by partition (model class × engine × half), per group, and the
 # rows not run with their reasons. Written into docs/fidelity.md between its scoreboard markers.
-# About 6 minutes on 2 cores (ten runs of every row, two of the TensorRT-LLM rows).
+# About 7 minutes on 2 cores (eleven runs of every row, two of the TensorRT-LLM rows).
 #
 #   pip download --no-deps aiconfigurator-core==0.12.0 && unzip -q aiconfigurator_core-*.whl -d aic
 #   tools/fidelity-scoreboard.sh aic [BINARY] [OUT_DIR]
@@ -32,6 +32,7 @@ run roofline --roofline
 run adp --adp-balance
 run staggered-trtllm --staggered --filter backend=trtllm
 run staggered-trtllm-adp --staggered --adp-balance --filter backend=trtllm
+run clients --clients source
 python3 - "$OUT" "$CSV" <<'PY' >"$OUT/section.md"
 import csv, json, statistics, sys
 out = sys.argv[1]
@@ -336,6 +337,24 @@ for head, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
 print()
 print("Counted from silicon.json's `not_run` (which gives every reason in full); made by `tools/fidelity-scoreboard.sh`.")
 print("<!-- /scoreboard-not-run -->")
+print()
+print("<!-- scoreboard-clients -->")
+# Rows whose id and silicon_concurrency name more clients than batch_size × ranks, under both.
+src = {r["line"]: r for r in rows("clients")}
+two = [(r, src[r["line"]]) for r in data["default"] if r["line"] in src and src[r["line"]]["concurrency"] != r["concurrency"]]
+med_abs = lambda rs, k: statistics.median(abs(float(x[k])) for x in rs)
+if two:
+    a, b = [r for r, _ in two], [s for _, s in two]
+    times = [int(s["concurrency"]) / int(r["concurrency"]) for r, s in two]
+    print(f"Of the rows run, {len(two)} name another number of clients in their id and `silicon_concurrency` than "
+          f"their `batch_size` × attention-DP ranks ({min(times):.3g} to {max(times):.3g} times as many). servesim runs "
+          f"the `batch_size` reading (`--clients batch-size`, AIConfigurator's, whose batch_size is each worker's), "
+          f"and each row's note names both. Median |error| of mean TTFT / mean TPOT over them: "
+          f"{med_abs(a, 'ttft_error_pct'):.1f}% / {med_abs(a, 'tpot_error_pct'):.1f}% so, "
+          f"{med_abs(b, 'ttft_error_pct'):.1f}% / {med_abs(b, 'tpot_error_pct'):.1f}% with the id's clients on one "
+          "instance (`--clients source`): neither reading brings them near, and the rows record nothing else "
+          "(workers, a router) that would decide between them. Made by `tools/fidelity-scoreboard.sh`.")
+print("<!-- /scoreboard-clients -->")
 PY
 python3 - docs/fidelity.md "$OUT/section.md" <<'PY'
 import re, sys

@@ -153,12 +153,7 @@ fn requests(a: &Args, s: Scenario, out_dir: &Path, origin: &Origin, run: &Measur
         &out.recorder,
     )?;
     let rows = report_rows(&measured, &predicted, roof.as_ref());
-    let mut notes = run.notes.clone();
-    if run.engine_clock {
-        notes.push("the simulation's latencies are compared as the engine's (no frontend path)".into());
-    }
-    let in_flight = |m: &RunMetrics| (m.in_flight_to_first_token, m.in_flight_after_first_token);
-    notes.extend(report::in_flight_note(in_flight(&measured), in_flight(&predicted)));
+    let notes = notes_of(run, &measured, &predicted);
     let rep = MeasuredReport {
         scenario: s.name.clone(),
         seed: s.seed,
@@ -209,6 +204,18 @@ fn requests(a: &Args, s: Scenario, out_dir: &Path, origin: &Origin, run: &Measur
     })
 }
 
+/// A replayed file's notes: how it was read, whose clock its latencies are, and what the
+/// requests in flight on both sides say ([`report::in_flight_note`]).
+fn notes_of(run: &MeasuredRun, measured: &RunMetrics, predicted: &RunMetrics) -> Vec<String> {
+    let mut notes = run.notes.clone();
+    if run.engine_clock {
+        notes.push("the simulation's latencies are compared as the engine's (no frontend path)".into());
+    }
+    let in_flight = |m: &RunMetrics| (m.in_flight_to_first_token, m.in_flight_after_first_token);
+    notes.extend(report::in_flight_note(in_flight(measured), in_flight(predicted)));
+    notes
+}
+
 /// Writes `validate.json` and `validate.csv` into `out_dir` and prints the report in `a.format`
 /// (the table by `table`).
 fn emit(a: &Args, out_dir: &Path, json: &str, csv: &str, table: &dyn Fn()) -> Result<()> {
@@ -239,49 +246,50 @@ fn row_names(key: &str) -> Option<(&'static str, &'static str)> {
     }
 }
 
-fn summaries(a: &Args, s: &Scenario, out_dir: &Path, origin: &Origin, runs: &[Measured]) -> Result<()> {
-    let mut out = Vec::new();
-    for m in runs {
-        let t = Target::new(s, m, origin).map_err(CliError::input)?;
-        let pred = t.predict_as_is().map_err(CliError::input)?;
-        let mut rows: Vec<ReportRow> = t
-            .stats
-            .iter()
-            .zip(&pred)
-            .filter_map(|(st, p)| {
-                let (metric, stat) = row_names(&st.key)?;
-                Some(ReportRow {
-                    metric,
-                    stat,
-                    measured: st.measured,
-                    predicted: *p,
-                    error_pct: error_pct(*p, st.measured),
-                    roofline: None,
-                    roofline_error_pct: None,
-                })
+/// One run of a benchmark summary against its re-created benchmark.
+fn summary_run(s: &Scenario, m: &Measured, origin: &Origin) -> Result<SummaryRun> {
+    let t = Target::new(s, m, origin).map_err(CliError::input)?;
+    let pred = t.predict_as_is().map_err(CliError::input)?;
+    let mut rows: Vec<ReportRow> = t
+        .stats
+        .iter()
+        .zip(&pred)
+        .filter_map(|(st, p)| {
+            let (metric, stat) = row_names(&st.key)?;
+            Some(ReportRow {
+                metric,
+                stat,
+                measured: st.measured,
+                predicted: *p,
+                error_pct: error_pct(*p, st.measured),
+                roofline: None,
+                roofline_error_pct: None,
             })
-            .collect();
-        let mut notes = t.notes.clone();
-        let little = report::little_rows(&rows);
-        if let [before, after] = &little[..] {
-            notes
-                .extend(report::in_flight_note((before.measured, after.measured), (before.predicted, after.predicted)));
-        }
-        rows.extend(little);
-        let heads = rows
-            .iter()
-            .filter(|r| ["ttft_ms", "tpot_ms", "e2e_ms"].contains(&r.metric) && ["mean", "p99"].contains(&r.stat))
-            .filter_map(|r| r.error_pct);
-        let headline = servesim_sim::metrics::compare::abs_error_stats(heads).map(|(m, _)| m);
-        out.push(SummaryRun {
-            label: t.label.clone(),
-            format: t.format.clone(),
-            requests: t.requests,
-            notes,
-            rows,
-            headline_median_abs_error_pct: headline,
-        });
+        })
+        .collect();
+    let mut notes = t.notes.clone();
+    let little = report::little_rows(&rows);
+    if let [before, after] = &little[..] {
+        notes.extend(report::in_flight_note((before.measured, after.measured), (before.predicted, after.predicted)));
     }
+    rows.extend(little);
+    let heads = rows
+        .iter()
+        .filter(|r| ["ttft_ms", "tpot_ms", "e2e_ms"].contains(&r.metric) && ["mean", "p99"].contains(&r.stat))
+        .filter_map(|r| r.error_pct);
+    let headline = servesim_sim::metrics::compare::abs_error_stats(heads).map(|(m, _)| m);
+    Ok(SummaryRun {
+        label: t.label.clone(),
+        format: t.format.clone(),
+        requests: t.requests,
+        notes,
+        rows,
+        headline_median_abs_error_pct: headline,
+    })
+}
+
+fn summaries(a: &Args, s: &Scenario, out_dir: &Path, origin: &Origin, runs: &[Measured]) -> Result<()> {
+    let out = runs.iter().map(|m| summary_run(s, m, origin)).collect::<Result<Vec<_>>>()?;
     let rep = SummaryReport {
         scenario: s.name.clone(),
         seed: s.seed,

@@ -125,6 +125,13 @@ pub(crate) struct Args {
     /// default (off): an assumption about how those rows were run (docs/fidelity.md).
     #[arg(long, requires = "silicon")]
     adp_balance: bool,
+    /// With --silicon: the clients of the rows whose id and `silicon_concurrency` name another
+    /// number than their `batch_size` × attention-DP ranks (30 rows of the sample, 29 of them
+    /// of the gap analysis). `batch-size`: that product, AIConfigurator's reading (its
+    /// batch_size is each worker's); `source`: the id's count, all on one instance. Each such
+    /// row's note names both (docs/fidelity.md).
+    #[arg(long, value_enum, default_value = "batch-size", requires = "silicon")]
+    clients: silicon::Clients,
     /// What executes the emulated side: cpu (the CPU reference ops) or cuda (the CUDA kernels
     /// on GPU 0). Needed for runs and --iterations; not with --measured.
     #[arg(long, value_enum)]
@@ -256,6 +263,7 @@ fn run_silicon(a: &Args, file: &Path) -> Result<()> {
             moe_distribution,
             roofline: a.roofline,
             adp_balance: a.adp_balance,
+            clients: a.clients,
         },
         fit_overhead: a.fit_overhead,
         calibrate_by: &a.calibrate_by,

@@ -114,6 +114,9 @@ pub(super) struct Case {
     /// The KV cache's dtype when the database lacked the assumed one's kernels (None: as
     /// `--kv-cache` assumes, [`KvCache::dtype`]).
     pub kv_dtype: Option<&'static str>,
+    /// The clients the row's id and `silicon_concurrency` name where they differ from
+    /// `batch_size` × ranks (the `concurrency` run under `--clients batch-size`).
+    pub source_clients: Option<u32>,
     /// The engine ran with its CPU work overlapping the GPU's (vLLM's asynchronous scheduling,
     /// its default from 0.14: [`async_scheduling`]).
     pub async_scheduling: bool,
@@ -218,6 +221,18 @@ fn concurrency_note(r: &Row) -> Option<String> {
     })
 }
 
+/// The clients a row's source names: `silicon_concurrency=N` in its `silicon_data_source`,
+/// else the id's `_cN_`.
+fn source_clients(r: &Row) -> Option<u32> {
+    let source = r.get("silicon_data_source").split(';').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k.trim() == "silicon_concurrency").then(|| v.trim().parse().ok()).flatten()
+    });
+    source
+        .or_else(|| r.id.split('_').find_map(|part| part.strip_prefix('c').filter(|n| !n.is_empty())?.parse().ok()))
+        .filter(|&n| n >= 1)
+}
+
 /// A row's benchmark (ISL, OSL, concurrency) and its measured mean TTFT and TPOT. A DP row's
 /// batch_size is each rank's: the run's concurrency is batch_size × its ranks (AIConfigurator's
 /// `global_bs = bs * attention_dp_size; concurrency = global_bs`, aic-core/src/aiconfigurator_core/
@@ -241,7 +256,27 @@ fn measured_of(r: &Row) -> std::result::Result<(u64, u64, u32, f64, f64), String
 
 /// A row as a case, or the reason servesim cannot express it.
 pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
+    case_as(r, Clients::BatchSize)
+}
+
+/// A row's case with its clients counted as `clients` says where its sources disagree.
+pub(super) fn case_as(r: &Row, clients: Clients) -> std::result::Result<Case, String> {
     let mut c = row_case(r)?;
+    c.source_clients = source_clients(r).filter(|&n| n != c.concurrency);
+    let (run, other) = match (clients, c.source_clients) {
+        (Clients::Source, Some(n)) => (n, c.concurrency),
+        (_, n) => (c.concurrency, n.unwrap_or(c.concurrency)),
+    };
+    let clients_note = c.source_clients.map(|n| {
+        let ranks = if c.dp > 1 { " × its attention-DP ranks" } else { "" };
+        format!(
+            "the id and silicon_concurrency name {n} clients, batch_size{ranks} {}: {run} run (`--clients {}`), \
+             {other} the other reading",
+            c.concurrency,
+            if run == n { "source" } else { "batch-size" }
+        )
+    });
+    c.concurrency = run;
     c.engine_version = ServingEngine::version(r.get("backend_version"));
     c.async_scheduling = async_scheduling(&c);
     let run = RowRun {
@@ -256,7 +291,7 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
         source: r.get("silicon_data_source"),
     };
     c.recipe = recipe_of(&run);
-    for n in speculative_note(&run, c.dp > 1).into_iter().chain(concurrency_note(r)) {
+    for n in speculative_note(&run, c.dp > 1).into_iter().chain(concurrency_note(r)).chain(clients_note) {
         for notes in [&mut c.note, &mut c.roofline_note] {
             *notes = join_notes(notes, &n);
         }
@@ -726,6 +761,8 @@ pub(super) struct Bench {
     /// TensorRT-LLM rows with DP attention under its attention-DP balancing
     /// ([`ADP_BALANCE_RECIPE`]).
     pub adp_balance: bool,
+    /// Which count of clients runs where a row's sources disagree.
+    pub clients: Clients,
 }
 
 /// TensorRT-LLM's `attention_dp_config` in InferenceX's DeepSeek-R1 recipes with DP attention
@@ -757,6 +794,7 @@ impl Bench {
             "moe_distribution": self.moe_distribution,
             "roofline": self.roofline,
             "adp_balance": self.adp_balance,
+            "clients": if self.clients == Clients::Source { "source" } else { "batch-size" },
         });
         v.as_object().expect("an object").clone()
     }
@@ -774,6 +812,19 @@ pub(crate) enum Limits {
     Generator,
     /// The engines' own defaults ([`engine_settings`]).
     Defaults,
+}
+
+/// How many clients a row's benchmark had, where its sources disagree (`--clients`): 29 rows
+/// of the gap analysis in aiconfigurator-core 0.12.0's sample name 2 to 32 times their
+/// `batch_size` × attention-DP ranks in their id and `silicon_concurrency`, one campaign row
+/// fewer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Clients {
+    /// `batch_size` × the attention-DP ranks, as AIConfigurator's estimator reads the row (its
+    /// batch_size is each worker's).
+    BatchSize,
+    /// The id's and `silicon_concurrency`'s count, the benchmark's own, on one instance.
+    Source,
 }
 
 /// The KV cache's dtype a row's run is assumed to have had (`--kv-cache`).
@@ -1122,7 +1173,7 @@ pub(super) fn run_cases(
 ) -> Vec<Outcome> {
     rows.par_iter()
         .map(|r| {
-            let mut case = case_of(r);
+            let mut case = case_as(r, bench.clients);
             if bench.roofline {
                 case = case.map(|c| Case {
                     note: join_notes("roofline: --roofline", &c.roofline_note),
@@ -1516,6 +1567,7 @@ mod tests {
             kv_cache: KvCache::Auto,
             moe_distribution: servesim_sim::cost::DEFAULT_MOE_DISTRIBUTION,
             roofline: false,
+            clients: Clients::BatchSize,
         }
     }
 
@@ -1549,6 +1601,55 @@ mod tests {
         assert_eq!(c.note, "the id gives no concurrency (\"_c_\"): batch_size 8 read as the concurrency, unconfirmed");
         r.id = "qwen3_32b_qwen3_32b_h100_sxm_vllm_agg_4000x1000_c8_tp1_epnone_1".into();
         assert_eq!(case_of(&r).unwrap().note, "");
+    }
+
+    /// silicon_sample.csv line 907: qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_4000x1000_c8_tp2_epnone_11,
+    /// `silicon_concurrency=8`, batch_size 2, TP 2, no attention DP.
+    #[test]
+    fn a_row_whose_sources_name_other_clients_runs_either_and_says_both() {
+        let qwen =
+            [("model_path", "Qwen/Qwen3-32B"), ("gemm_quant_mode", "bf16"), ("tp_size", "2"), ("batch_size", "2")];
+        let mut r = row(&qwen);
+        r.id = "qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_4000x1000_c8_tp2_epnone_11".into();
+        r.fields.insert(
+            "silicon_data_source".into(),
+            "source_file=Qwen_Qwen3-32B.csv; silicon_concurrency=8; measured=2026-03-23".into(),
+        );
+        let c = case_as(&r, Clients::BatchSize).unwrap();
+        assert_eq!((c.concurrency, c.source_clients), (2, Some(8)));
+        assert_eq!(
+            c.note,
+            "the id and silicon_concurrency name 8 clients, batch_size 2: 2 run (`--clients batch-size`), 8 the other reading"
+        );
+        let s = case_as(&r, Clients::Source).unwrap();
+        assert_eq!((s.concurrency, s.source_clients), (8, Some(8)));
+        assert!(s.note.ends_with("8 run (`--clients source`), 2 the other reading"), "{}", s.note);
+        // The scenario runs 8 closed-loop clients.
+        let d = scenario_doc(&s, bench(), None, None, 0.0);
+        assert_eq!(int_at(&d, "workload.arrival.clients"), 8);
+        // silicon_concurrency goes before the id; a row whose sources agree has no note.
+        r.fields.insert("silicon_data_source".into(), "silicon_concurrency=4".into());
+        assert_eq!(case_as(&r, Clients::Source).unwrap().concurrency, 4);
+        r.fields.insert("silicon_data_source".into(), "model=x".into());
+        assert_eq!(case_as(&r, Clients::Source).unwrap().concurrency, 8);
+        r.id = "qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_4000x1000_c2_tp2_epnone_11".into();
+        let same = case_as(&r, Clients::Source).unwrap();
+        assert_eq!((same.concurrency, same.source_clients, same.note.as_str()), (2, None, ""));
+        // A DP row's batch_size is each rank's: 32 × 8 ranks = the id's 256, no note.
+        let ds = row(&[
+            ("model_path", "deepseek-ai/DeepSeek-R1"),
+            ("gemm_quant_mode", "fp8"),
+            ("backend", "sglang"),
+            ("system", "b200_sxm"),
+            ("tp_size", "1"),
+            ("attention_dp_size", "8"),
+            ("moe_tp_size", "1"),
+            ("moe_ep_size", "8"),
+            ("batch_size", "32"),
+            ("silicon_data_source", "source_file=2026-03-25.csv; silicon_concurrency=256"),
+        ]);
+        let dp = case_as(&ds, Clients::Source).unwrap();
+        assert_eq!((dp.concurrency, dp.source_clients), (256, None));
     }
 
     #[test]
