@@ -769,7 +769,7 @@ impl Scenario {
 /// instances run with (the engine's limits on the group's own GPU among them), so the top-level
 /// tables, which a group inherits only where it is silent, describe no instance.
 pub const GROUPS_NOTE: &str =
-    "# A cluster of groups: each [[cluster.groups]] table below holds the GPU, TP, scheduler, memory\n\
+    "# A cluster of groups: each cluster.groups table below holds the GPU, TP, scheduler, memory\n\
      # and cost its instances run with. The top-level [gpu], [cluster] instances and tp, [scheduler],\n\
      # [memory] and [cost] are what a group that leaves them out would inherit: here they describe no\n\
      # instance.\n";

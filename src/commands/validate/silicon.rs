@@ -263,20 +263,20 @@ pub(super) fn case_of(r: &Row) -> std::result::Result<Case, String> {
 pub(super) fn case_as(r: &Row, clients: Clients) -> std::result::Result<Case, String> {
     let mut c = row_case(r)?;
     c.source_clients = source_clients(r).filter(|&n| n != c.concurrency);
-    let (run, other) = match (clients, c.source_clients) {
+    let (runs, other) = match (clients, c.source_clients) {
         (Clients::Source, Some(n)) => (n, c.concurrency),
         (_, n) => (c.concurrency, n.unwrap_or(c.concurrency)),
     };
     let clients_note = c.source_clients.map(|n| {
         let ranks = if c.dp > 1 { " × its attention-DP ranks" } else { "" };
         format!(
-            "the id and silicon_concurrency name {n} clients, batch_size{ranks} {}: {run} run (`--clients {}`), \
+            "silicon_concurrency (else the id) names {n} clients, batch_size{ranks} {}: {runs} run (`--clients {}`), \
              {other} the other reading",
             c.concurrency,
-            if run == n { "source" } else { "batch-size" }
+            if runs == n { "source" } else { "batch-size" }
         )
     });
-    c.concurrency = run;
+    c.concurrency = runs;
     c.engine_version = ServingEngine::version(r.get("backend_version"));
     c.async_scheduling = async_scheduling(&c);
     let run = RowRun {
@@ -1619,7 +1619,8 @@ mod tests {
         assert_eq!((c.concurrency, c.source_clients), (2, Some(8)));
         assert_eq!(
             c.note,
-            "the id and silicon_concurrency name 8 clients, batch_size 2: 2 run (`--clients batch-size`), 8 the other reading"
+            "silicon_concurrency (else the id) names 8 clients, batch_size 2: 2 run (`--clients batch-size`), 8 the other \
+             reading"
         );
         let s = case_as(&r, Clients::Source).unwrap();
         assert_eq!((s.concurrency, s.source_clients), (8, Some(8)));
