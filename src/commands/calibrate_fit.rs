@@ -106,14 +106,11 @@ pub(crate) fn run(a: FitArgs) -> Result<()> {
         fixed[i] = true;
     }
     let (gpu, engine, source) = deployment(&s)?;
-    let mut notes = Vec::new();
-    if s.groups.iter().any(|g| g.calibration.is_some()) {
-        notes.push("fitted on the scenario without its cost.calibration".to_string());
-    }
     let mut targets = targets(&s, &a.measured, &a)?;
     for p in &a.prometheus {
         targets.push(prometheus_target(&s, p)?);
     }
+    let notes = fit_notes(&s, &targets, a.quiet)?;
     let holdouts = targets_of(&s, &a.holdout, &a)?;
     let mut opts = FitOptions::new(calibration::bounds_for(&s));
     for (i, f) in fixed.iter().enumerate() {
@@ -321,6 +318,38 @@ fn targets(s: &Scenario, files: &[PathBuf], a: &FitArgs) -> Result<Vec<Target>> 
         }
     }
     Ok(t)
+}
+
+/// The notes of the fit's table: a calibration the scenario had, and [`in_flight_notes`] (also
+/// said on stderr before the fit, which may fail on such a run).
+fn fit_notes(s: &Scenario, targets: &[Target], quiet: bool) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
+    if s.groups.iter().any(|g| g.calibration.is_some()) {
+        notes.push("fitted on the scenario without its cost.calibration".to_string());
+    }
+    for n in in_flight_notes(targets)? {
+        if !quiet {
+            errln!("calibrate fit: note: {n}");
+        }
+        notes.push(n);
+    }
+    Ok(notes)
+}
+
+/// For each run whose measured requests decoding at a time differ from the scenario's by half
+/// again or more while requests queued ([`crate::commands::validate::in_flight_note`]), a note
+/// naming the run: its latency gap is a bound on requests at once, which no factor of the cost
+/// model should absorb.
+fn in_flight_notes(targets: &[Target]) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
+    for t in targets {
+        if let Some([m, p]) = t.in_flight().map_err(CliError::input)? {
+            if let Some(n) = crate::commands::validate::in_flight_note(m, p) {
+                notes.push(format!("{}: {n}; fix the scenario's limits before fitting on this run", t.label));
+            }
+        }
+    }
+    Ok(notes)
 }
 
 fn print_table(s: &Scenario, gpu: &str, engine: &str, source: &str, f: &Fitted, notes: &[String], targets: &[Target]) {

@@ -380,6 +380,56 @@ fn the_file_is_deterministic_and_a_useless_fit_is_not_written() {
     assert!(stderr(&o).contains("junk.csv:2: requests: \"x\" is not a number"), "{}", stderr(&o));
 }
 
+/// A run measured with 4 sequences at a time, fitted against a scenario that allows 256: the
+/// fit says the run held fewer requests at once, which no factor should absorb; the same run
+/// against its own limits gets no such note.
+#[test]
+fn a_run_whose_engine_held_fewer_requests_at_once_is_named_before_fitting() {
+    let dir = out_dir("calfit-in-flight");
+    let tight = deployment(1, 3, &chat(80, 12.0), "").replace("max_num_seqs = 256", "max_num_seqs = 4");
+    let s = write(&dir, "tight.toml", &tight);
+    let m = simulate(&dir, &s, "m").join("requests.csv").display().to_string();
+    let note = |scenario: &str, out: &str| {
+        let out = dir.join(out).display().to_string();
+        let (o, _, _) = fit(&["--scenario", scenario, "--measured", &m, "--out", &out]);
+        stdout(&o).lines().filter(|l| l.contains("decoding at a time")).map(str::to_string).collect::<Vec<_>>()
+    };
+    let wide = write(&dir, "wide.toml", &deployment(1, 1, &chat(10, 1.0), ""));
+    let n = note(&wide, "wide-cal.toml");
+    assert_eq!(n.len(), 1, "{n:?}");
+    // At most 4 decoding at once in the run (3.9 on average, the drain included); far more in
+    // the wide scenario.
+    let after = |key: &str| -> f64 {
+        n[0].split(key).nth(1).unwrap().split_whitespace().next().unwrap().trim_end_matches(',').parse().unwrap()
+    };
+    let (kept, simulated) = (after("the measured run kept "), after("the simulation "));
+    assert!(n[0].contains("requests.csv: the measured run kept"), "{}", n[0]);
+    assert!(kept > 3.0 && kept <= 4.0 && simulated > 1.5 * kept, "{}", n[0]);
+    assert!(
+        n[0].contains("the run held fewer requests at once")
+            && n[0].ends_with("fix the scenario's limits before fitting on this run"),
+        "{}",
+        n[0]
+    );
+    // Fitted against the limits it ran with: nothing to say.
+    let own = write(&dir, "own.toml", &tight.replace("seed = 3", "seed = 1"));
+    assert_eq!(note(&own, "own-cal.toml"), Vec::<String>::new());
+    // A benchmark summary of such a run: Little's law on its request throughput and mean TTFT
+    // and E2E says the same.
+    let tight = deployment(1, 3, &fixed(80, 12.0, 700, 150), "").replace("max_num_seqs = 256", "max_num_seqs = 4");
+    let out = simulate(&dir, &write(&dir, "tight-fixed.toml", &tight), "f");
+    let sweep = write(&dir, "sweep.csv", &format!("{SWEEP_HEADER}{}", summary_row(&out, 1, 12.0, 700, 150, 80)));
+    // The fit then fails (its factors absurd: decode ×0.2, below the GPU's peaks), so the note
+    // comes first, on stderr.
+    let (o, cal, _) =
+        fit(&["--scenario", &wide, "--measured", &sweep, "--out", &dir.join("s.toml").display().to_string()]);
+    assert!(cal.is_none() && !o.status.success());
+    let text = stderr(&o);
+    let n: Vec<&str> = text.lines().filter(|l| l.contains("decoding at a time")).collect();
+    assert_eq!(n.len(), 1, "{text}");
+    assert!(n[0].contains("sweep.csv") && n[0].contains("the run held fewer requests at once"), "{}", n[0]);
+}
+
 #[test]
 fn validate_compares_a_benchmark_summary_with_the_benchmark_recreated() {
     let dir = out_dir("calfit-validate-summary");

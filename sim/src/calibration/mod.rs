@@ -88,6 +88,9 @@ pub struct Target {
     pub notes: Vec<String>,
     /// Whether its latencies are the client's (the frontend factor applies) or the engine's.
     pub client_clock: bool,
+    /// A replayed file's requests in flight before and after their first token, on average
+    /// ([`crate::metrics::compare::RunMetrics`]); None for a summary.
+    measured_in_flight: Option<(f64, f64)>,
     /// The deployment it ran on: the model, and the TP degree of its (first) group.
     pub model: String,
     pub tp: u64,
@@ -315,22 +318,7 @@ impl Target {
             Measured::Requests(run) => {
                 let scenario = replay(&base, run, &origin.file)?;
                 let measured = run_metrics(&run.outcomes(), &base.slo);
-                let mut stats = Vec::new();
-                let mut push = |key: &str, v: f64| {
-                    if v > 0.0 && v.is_finite() {
-                        stats.push(Stat { key: key.into(), measured: v, weight: weight(key) });
-                    }
-                };
-                for (metric, d) in
-                    [("ttft_ms", &measured.ttft_ms), ("tpot_ms", &measured.tpot_ms), ("e2e_ms", &measured.e2e_ms)]
-                {
-                    if d.count > 0 {
-                        for (k, v) in dist_stats(d) {
-                            push(&format!("{metric}.{k}"), v);
-                        }
-                    }
-                }
-                push("throughput.output_tokens_per_s", measured.output_tokens_per_s);
+                let stats = requests_stats(&measured);
                 if stats.is_empty() {
                     return Err(format!("{}: no finished request to compare", origin.file));
                 }
@@ -346,6 +334,7 @@ impl Target {
                     stats,
                     notes: run.notes.clone(),
                     client_clock: !run.engine_clock,
+                    measured_in_flight: Some((measured.in_flight_to_first_token, measured.in_flight_after_first_token)),
                     counted: Some(run.requests.iter().map(|r| r.counted).collect()),
                     scenario,
                 })
@@ -374,6 +363,7 @@ impl Target {
                     stats,
                     notes: b.notes.clone(),
                     client_clock: true,
+                    measured_in_flight: None,
                     counted: None,
                     groups: Vec::new(),
                     scenario,
@@ -389,6 +379,32 @@ impl Target {
             f.frontend_ms = 0.0;
         }
         with_factors(&self.scenario, &f)
+    }
+
+    /// The requests in flight before and after their first token, measured and as the
+    /// scenario predicts them (its own calibration, if any): a replayed file's from its
+    /// requests' times, a summary's by Little's law from its request throughput and mean TTFT
+    /// and E2E (None where it lacks one). One simulation.
+    pub fn in_flight(&self) -> Result<Option<[(f64, f64); 2]>, String> {
+        let stat = |key: &str| Stat { key: key.into(), measured: 0.0, weight: 0.0 };
+        if let Some(measured) = self.measured_in_flight {
+            let keys = ["in_flight.to_first_token", "in_flight.after_first_token"];
+            let probe = Target { stats: keys.map(stat).to_vec(), groups: Vec::new(), ..self.clone() };
+            let p = probe.run(&self.scenario)?;
+            return Ok(Some([measured, (p[0], p[1])]));
+        }
+        let keys = ["throughput.requests_per_s", "ttft_ms.mean", "e2e_ms.mean"];
+        let Some(m) = keys
+            .map(|k| self.stats.iter().find(|s| s.key == k).map(|s| s.measured))
+            .into_iter()
+            .collect::<Option<Vec<f64>>>()
+        else {
+            return Ok(None);
+        };
+        let probe = Target { stats: keys.map(stat).to_vec(), groups: Vec::new(), ..self.clone() };
+        let p = probe.run(&self.scenario)?;
+        let little = |v: &[f64]| (v[0] * v[1] / 1e3, v[0] * (v[2] - v[1]) / 1e3);
+        Ok(Some([little(&m), little(&p)]))
     }
 
     /// The run's statistics as the scenario predicts them, with its own calibration (if any).
@@ -489,6 +505,26 @@ impl Scenario {
 }
 
 /// The statistics of a distribution a run compares.
+/// The statistics a replayed file's requests give: TTFT, TPOT and E2E (mean, p50, p90, p99)
+/// and the output throughput, those above 0.
+fn requests_stats(measured: &crate::metrics::compare::RunMetrics) -> Vec<Stat> {
+    let mut stats = Vec::new();
+    let mut push = |key: &str, v: f64| {
+        if v > 0.0 && v.is_finite() {
+            stats.push(Stat { key: key.into(), measured: v, weight: weight(key) });
+        }
+    };
+    for (metric, d) in [("ttft_ms", &measured.ttft_ms), ("tpot_ms", &measured.tpot_ms), ("e2e_ms", &measured.e2e_ms)] {
+        if d.count > 0 {
+            for (k, v) in dist_stats(d) {
+                push(&format!("{metric}.{k}"), v);
+            }
+        }
+    }
+    push("throughput.output_tokens_per_s", measured.output_tokens_per_s);
+    stats
+}
+
 fn dist_stats(d: &Dist) -> [(&'static str, f64); 4] {
     [("mean", d.mean), ("p50", d.p50), ("p90", d.p90), ("p99", d.p99)]
 }
@@ -512,6 +548,8 @@ fn requests_stat(m: &crate::metrics::compare::RunMetrics, key: &str) -> f64 {
         "e2e_ms" => dist_stat(&m.e2e_ms, stat),
         "throughput" if stat == "output_tokens_per_s" => m.output_tokens_per_s,
         "throughput" if stat == "requests_per_s" => m.throughput_rps,
+        "in_flight" if stat == "to_first_token" => m.in_flight_to_first_token,
+        "in_flight" if stat == "after_first_token" => m.in_flight_after_first_token,
         _ => f64::NAN,
     }
 }

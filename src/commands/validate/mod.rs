@@ -16,6 +16,8 @@ mod runs;
 mod silicon;
 mod silicon_calibrated;
 
+pub(crate) use report::in_flight_note;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -42,7 +42,7 @@ pub(super) const IN_FLIGHT_RATIO: f64 = 1.5;
 /// fewer at once while others queued, and the latency gap is queueing before it is kernel time.
 /// (Without a queue the count follows the decode time instead: a faster engine decodes fewer
 /// requests at a time under the same arrivals.) Each side is (before the first token, after).
-pub(super) fn in_flight_note(measured: (f64, f64), predicted: (f64, f64)) -> Option<String> {
+pub(crate) fn in_flight_note(measured: (f64, f64), predicted: (f64, f64)) -> Option<String> {
     let ((_, m), (_, p)) = (measured, predicted);
     let (fewer, waiting) = if p > m { ("fewer", measured.0) } else { ("more", predicted.0) };
     if !(m > 0.0 && p > 0.0) || (1.0 / IN_FLIGHT_RATIO..=IN_FLIGHT_RATIO).contains(&(p / m)) || waiting < 1.0 {
