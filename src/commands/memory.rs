@@ -362,9 +362,8 @@ fn print_usable(a: &Args, model: &ModelSpec, (gpu, chunk): (&GpuSpec, u64), b: &
 
 /// Where the weights are not all in one dtype, which parts are in which.
 fn dtype_split(model: &ModelSpec) -> String {
-    let (w, attn) = (model.weight_dtype, model.attention_weight_dtype());
-    let rest = if w.is_4bit() { Dtype::Bf16 } else { w };
-    if w.is_4bit() || attn != w {
+    let (w, attn, rest) = (model.weight_dtype, model.attention_weight_dtype(), model.other_weight_dtype());
+    if rest != w || attn != w {
         format!("; FFN in {}, attention in {}, embeddings in {}", w.name(), attn.name(), rest.name())
     } else {
         String::new()

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use crate::cost::{Calibration, Factors};
 use crate::metrics::bench::{BenchRun, STAT_KINDS};
-use crate::metrics::compare::{outcomes_of, run_metrics};
+use crate::metrics::compare::{in_flight_by_little, outcomes_of, run_metrics};
 use crate::metrics::measured::MeasuredRun;
 use crate::metrics::{Dist, Summary};
 use crate::scenario::Scenario;
@@ -386,25 +386,20 @@ impl Target {
     /// requests' times, a summary's by Little's law from its request throughput and mean TTFT
     /// and E2E (None where it lacks one). One simulation.
     pub fn in_flight(&self) -> Result<Option<[(f64, f64); 2]>, String> {
-        let stat = |key: &str| Stat { key: key.into(), measured: 0.0, weight: 0.0 };
+        // The statistics `keys` of the scenario's run, whatever this run's own are.
+        let predict = |keys: &[&str]| {
+            let stats = keys.iter().map(|&k| Stat { key: k.into(), measured: 0.0, weight: 0.0 }).collect();
+            Target { stats, groups: Vec::new(), ..self.clone() }.run(&self.scenario)
+        };
         if let Some(measured) = self.measured_in_flight {
-            let keys = ["in_flight.to_first_token", "in_flight.after_first_token"];
-            let probe = Target { stats: keys.map(stat).to_vec(), groups: Vec::new(), ..self.clone() };
-            let p = probe.run(&self.scenario)?;
+            let p = predict(&["in_flight.to_first_token", "in_flight.after_first_token"])?;
             return Ok(Some([measured, (p[0], p[1])]));
         }
         let keys = ["throughput.requests_per_s", "ttft_ms.mean", "e2e_ms.mean"];
-        let Some(m) = keys
-            .map(|k| self.stats.iter().find(|s| s.key == k).map(|s| s.measured))
-            .into_iter()
-            .collect::<Option<Vec<f64>>>()
-        else {
-            return Ok(None);
-        };
-        let probe = Target { stats: keys.map(stat).to_vec(), groups: Vec::new(), ..self.clone() };
-        let p = probe.run(&self.scenario)?;
-        let little = |v: &[f64]| (v[0] * v[1] / 1e3, v[0] * (v[2] - v[1]) / 1e3);
-        Ok(Some([little(&m), little(&p)]))
+        let measured = keys.map(|k| self.stats.iter().find(|s| s.key == k).map(|s| s.measured));
+        let [Some(x), Some(ttft), Some(e2e)] = measured else { return Ok(None) };
+        let p = predict(&keys)?;
+        Ok(Some([in_flight_by_little(x, ttft, e2e), in_flight_by_little(p[0], p[1], p[2])]))
     }
 
     /// The run's statistics as the scenario predicts them, with its own calibration (if any).
@@ -504,7 +499,6 @@ impl Scenario {
     }
 }
 
-/// The statistics of a distribution a run compares.
 /// The statistics a replayed file's requests give: TTFT, TPOT and E2E (mean, p50, p90, p99)
 /// and the output throughput, those above 0.
 fn requests_stats(measured: &crate::metrics::compare::RunMetrics) -> Vec<Stat> {
@@ -525,6 +519,7 @@ fn requests_stats(measured: &crate::metrics::compare::RunMetrics) -> Vec<Stat> {
     stats
 }
 
+/// The statistics of a distribution a run compares.
 fn dist_stats(d: &Dist) -> [(&'static str, f64); 4] {
     [("mean", d.mean), ("p50", d.p50), ("p90", d.p90), ("p99", d.p99)]
 }

@@ -165,6 +165,12 @@ pub fn error_pct(predicted: f64, measured: f64) -> Option<f64> {
     }
 }
 
+/// The requests in flight before and after their first token of a run known by its request
+/// throughput and mean TTFT and E2E (ms), by Little's law: throughput × each mean time.
+pub fn in_flight_by_little(requests_per_s: f64, ttft_ms: f64, e2e_ms: f64) -> (f64, f64) {
+    (requests_per_s * ttft_ms / 1e3, requests_per_s * (e2e_ms - ttft_ms) / 1e3)
+}
+
 /// The compared numbers of two runs, in a fixed order.
 pub fn rows(measured: &RunMetrics, predicted: &RunMetrics) -> Vec<Row> {
     let mut out = Vec::with_capacity(17);

@@ -790,19 +790,28 @@ impl ModelSpec {
     /// `exclude_modules`: lm_head and the attention projections).
     /// With an `attention_dtype`, the attention projections are stored in it instead.
     pub fn weight_bytes(&self) -> u64 {
-        let d = self.weight_dtype;
-        let other = if d.is_4bit() { Dtype::Bf16 } else { d };
         let attn = self.layers * self.attn_params_per_layer();
-        d.bytes_for(self.ffn_params())
+        self.weight_dtype.bytes_for(self.ffn_params())
             + self.attention_weight_dtype().bytes_for(attn)
-            + other.bytes_for(self.params() - self.ffn_params() - attn)
+            + self.other_weight_dtype().bytes_for(self.params() - self.ffn_params() - attn)
     }
 
-    /// The dtype of the attention projections: `attention_dtype`, else the weight dtype, or
-    /// bf16 under a 4-bit format ([`ModelSpec::weight_bytes`] says why).
-    pub fn attention_weight_dtype(&self) -> Dtype {
+    /// The dtype of the weights outside the FFN and the attention projections (embeddings, LM
+    /// head, norms): the weight dtype, or bf16 under a 4-bit format ([`ModelSpec::weight_bytes`]
+    /// says why).
+    pub fn other_weight_dtype(&self) -> Dtype {
         let d = self.weight_dtype;
-        self.attention_dtype.unwrap_or(if d.is_4bit() { Dtype::Bf16 } else { d })
+        if d.is_4bit() {
+            Dtype::Bf16
+        } else {
+            d
+        }
+    }
+
+    /// The dtype of the attention projections: `attention_dtype`, else
+    /// [`ModelSpec::other_weight_dtype`].
+    pub fn attention_weight_dtype(&self) -> Dtype {
+        self.attention_dtype.unwrap_or(self.other_weight_dtype())
     }
 
     /// Weight bytes each GPU holds under tensor parallelism `tp`: every matrix is split `tp`
@@ -819,7 +828,7 @@ impl ModelSpec {
         if dp <= 1 {
             return self.weight_bytes_per_gpu(tp);
         }
-        let other = if self.weight_dtype.is_4bit() { Dtype::Bf16 } else { self.weight_dtype };
+        let other = self.other_weight_dtype();
         let attn = self.params() - self.ffn_params() - self.embedding_params();
         let projections = self.layers * self.attn_params_per_layer();
         let attn_bytes = self.attention_weight_dtype().bytes_for(projections) + other.bytes_for(attn - projections);

@@ -2,7 +2,7 @@
 //! (`validate.csv`, `--format csv`) and the tables.
 
 use serde::Serialize;
-use servesim_sim::metrics::compare::{abs_error_stats, error_pct, rows, Row, RunMetrics};
+use servesim_sim::metrics::compare::{abs_error_stats, error_pct, in_flight_by_little, rows, Row, RunMetrics};
 use servesim_sim::Scenario;
 
 use super::iterations::OpRow;
@@ -74,14 +74,9 @@ pub(super) fn little_rows(rows: &[ReportRow]) -> Vec<ReportRow> {
         roofline: None,
         roofline_error_pct: None,
     };
-    vec![
-        row("in_flight_to_first_token", x.measured * t.measured / 1e3, x.predicted * t.predicted / 1e3),
-        row(
-            "in_flight_after_first_token",
-            x.measured * (e.measured - t.measured) / 1e3,
-            x.predicted * (e.predicted - t.predicted) / 1e3,
-        ),
-    ]
+    let m = in_flight_by_little(x.measured, t.measured, e.measured);
+    let p = in_flight_by_little(x.predicted, t.predicted, e.predicted);
+    vec![row("in_flight_to_first_token", m.0, p.0), row("in_flight_after_first_token", m.1, p.1)]
 }
 
 /// Rows of measured vs predicted (and roofline, when given).

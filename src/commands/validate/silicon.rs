@@ -166,18 +166,23 @@ impl Case {
     /// the row's client (its recipe's range of lengths, else the row's OSL). The same formula
     /// reads the measured and the predicted TTFT and TPOT (ms).
     pub(super) fn decoding(&self, bench: Bench, ttft_ms: f64, tpot_ms: f64) -> f64 {
-        let mean_osl = match self.limits(bench.engine_limits) {
-            RowLimits::Recipe(r) => {
-                let lo = ((self.osl as f64 * r.flags.range_ratio).floor() as u64).max(1);
-                (lo + self.osl) as f64 / 2.0
-            }
-            _ => self.osl as f64,
+        let mean_osl = match self.range_ratio(bench) {
+            Some(ratio) => (shortest(self.osl, ratio) + self.osl) as f64 / 2.0,
+            None => self.osl as f64,
         };
         let d = (mean_osl - 1.0).max(0.0) * tpot_ms;
         if ttft_ms + d > 0.0 {
             self.concurrency as f64 * d / (ttft_ms + d)
         } else {
             0.0
+        }
+    }
+
+    /// The `--random-range-ratio` of the row's client: its recipe's, else none (fixed lengths).
+    fn range_ratio(&self, bench: Bench) -> Option<f64> {
+        match self.limits(bench.engine_limits) {
+            RowLimits::Recipe(r) => Some(r.flags.range_ratio),
+            _ => None,
         }
     }
 
@@ -877,15 +882,20 @@ fn layout_and_cpu(doc: &mut Doc, c: &Case) {
     }
 }
 
+/// The shortest length a client with `--random-range-ratio` `ratio` draws for `len`: ⌊ratio ×
+/// len⌋, at least 1 (`sample_random_requests`, utils/bench_serving/benchmark_serving.py).
+fn shortest(len: u64, ratio: f64) -> u64 {
+    ((len as f64 * ratio).floor() as u64).max(1)
+}
+
 /// A case's prompt and output lengths: the row's own, or prompts from a pool of shared ones
 /// (`--prompt-pool`); with a recipe's client (`range_ratio`), each uniform in
 /// [⌊ratio × L⌋, L] ([`super::recipes::Flags::range_ratio`]).
 fn lengths(doc: &mut Doc, c: &Case, bench: Bench, range_ratio: Option<f64>) {
     let mut length = |key: &str, len: u64| match range_ratio {
         Some(ratio) => {
-            let lo = ((len as f64 * ratio).floor() as u64).max(1);
             doc.set(&format!("workload.{key}.kind"), "uniform")
-                .set(&format!("workload.{key}.min"), lo as i64)
+                .set(&format!("workload.{key}.min"), shortest(len, ratio) as i64)
                 .set(&format!("workload.{key}.max"), len as i64);
         }
         None => {
@@ -940,11 +950,7 @@ pub(super) fn scenario_doc(c: &Case, bench: Bench, database: Option<&Path>, over
         .set("workload.arrival.kind", "closed-loop")
         .set("workload.arrival.clients", c.concurrency as i64)
         .set("workload.arrival.ramp_s", ramp_s);
-    let range_ratio = match c.limits(bench.engine_limits) {
-        RowLimits::Recipe(r) => Some(r.flags.range_ratio),
-        _ => None,
-    };
-    lengths(&mut doc, c, bench, range_ratio);
+    lengths(&mut doc, c, bench, c.range_ratio(bench));
     doc.set("cost.overhead", c.framework.as_str());
     if !c.roofline {
         doc.set("cost.database.framework", c.framework.as_str())
