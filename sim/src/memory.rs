@@ -617,6 +617,16 @@ impl MemoryBudget {
         let blocks_each = context.max(1).div_ceil(self.block_tokens);
         self.kv_blocks / blocks_each
     }
+
+    /// The longest request one GPU's KV cache holds by vLLM's start-up check
+    /// (`estimate_max_model_len`, `vllm/v1/core/kv_cache_planning.py` at 0.34.0): whole blocks of
+    /// the full-attention layers beside one sequence's share of the windowed layers' KV (of
+    /// `seqs` per rank), less the one block vLLM's pool holds back (its null block).
+    pub fn vllm_longest_request(&self, seqs: u64) -> u64 {
+        let one_window = self.window_kv_bytes / seqs.max(1);
+        let room = (self.kv_bytes + self.window_kv_bytes).saturating_sub(one_window).saturating_sub(self.block_bytes);
+        room / self.block_bytes.max(1) * self.block_tokens
+    }
 }
 
 #[cfg(test)]

@@ -325,6 +325,37 @@ fn int(got: &BTreeMap<&str, String>, key: &str, flag_name: &str) -> Result<Optio
         .transpose()
 }
 
+/// vLLM's human-readable counts (`--max-model-len`, `--max-num-batched-tokens`): `25.6k` is
+/// 25,600 and `1K` 1,024 (`human_readable_int`, `vllm/utils/argparse_utils.py` at 0.34.0: k, m,
+/// g, t decimal, decimals allowed; K, M, G, T binary, whole numbers only), else a plain count.
+fn vllm_int(got: &BTreeMap<&str, String>, key: &str, flag_name: &str) -> Result<Option<u64>> {
+    let Some(v) = got.get(key) else { return Ok(None) };
+    let t = v.trim();
+    let bad = || CliError::input(format!("{flag_name}: not a whole number ≥ 1 (or one like 32k, 1M): {v:?}"));
+    let Some(suffix) = t.chars().last().filter(|c| "kmgtKMGT".contains(*c)) else {
+        return t.parse::<u64>().ok().filter(|&n| n >= 1).map(Some).ok_or_else(bad);
+    };
+    let number = &t[..t.len() - 1];
+    let power = "kmgt".find(suffix.to_ascii_lowercase()).expect("a suffix") as i32 + 1;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let plain = number.split_once('.').map_or(digits(number), |(a, b)| digits(a) && digits(b));
+    let n = if !plain {
+        None
+    } else if suffix.is_ascii_lowercase() {
+        // Python's int(float(number) * 10**power): truncated, as here.
+        number.parse::<f64>().ok().map(|x| x * 1000f64.powi(power)).filter(|x| *x < 2f64.powi(63)).map(|x| x as u64)
+    } else if number.contains('.') {
+        return Err(CliError::input(format!(
+            "{flag_name} {v}: vLLM refuses decimals with a binary suffix (\"Decimals are not allowed with binary \
+             suffixes like {suffix}. Did you mean to use {number}{} instead?\")",
+            suffix.to_ascii_lowercase()
+        )));
+    } else {
+        number.parse::<u64>().ok().and_then(|x| x.checked_mul(1u64 << (10 * power)))
+    };
+    n.filter(|&n| n >= 1).map(Some).ok_or_else(bad)
+}
+
 /// How a launch command lays its GPUs out.
 struct Parallelism {
     /// GPUs per instance (TP, or every DP attention rank's).
@@ -465,7 +496,10 @@ fn limit_lines(
     let limits = engine.serving().default_limits(gpu, version);
     let given = (
         int(got, "max_num_seqs", spelled(engine, "max_num_seqs"))?,
-        int(got, "max_num_batched_tokens", spelled(engine, "max_num_batched_tokens"))?,
+        match engine {
+            Engine::Vllm => vllm_int(got, "max_num_batched_tokens", spelled(engine, "max_num_batched_tokens"))?,
+            Engine::Sglang => int(got, "max_num_batched_tokens", spelled(engine, "max_num_batched_tokens"))?,
+        },
     );
     if engine == Engine::Vllm && (given.0.is_none() || given.1.is_none()) {
         let (major, minor, patch) = version.unwrap_or(VLLM_NEWEST_READ);
@@ -516,7 +550,17 @@ fn block_and_length_lines(engine: Engine, got: &BTreeMap<&'static str, String>) 
     if let Some(b) = int(got, "block_size", spelled(engine, "block_size"))? {
         t += &format!("block_tokens = {b}\n");
     }
-    if let Some(l) = int(got, "max_model_len", spelled(engine, "max_model_len"))? {
+    let flag = spelled(engine, "max_model_len");
+    let auto =
+        engine == Engine::Vllm && got.get("max_model_len").is_some_and(|v| v == "-1" || v.eq_ignore_ascii_case("auto"));
+    if auto {
+        // vLLM 0.34.0's human_readable_int_or_auto: -1 or "auto", the model's context shortened
+        // to what the KV cache holds (vllm/v1/core/kv_cache_planning.py, _auto_fit_max_model_len).
+        t += "# --max-model-len auto: the model's context, shortened to the longest request the KV cache holds.\n";
+        t += "max_model_len = \"auto\"\n";
+    } else if let Some(l) =
+        if engine == Engine::Vllm { vllm_int(got, "max_model_len", flag)? } else { int(got, "max_model_len", flag)? }
+    {
         t += &format!("max_model_len = {l}\n");
     }
     Ok(t)
@@ -1228,6 +1272,68 @@ mod tests {
         assert!(e(Engine::Sglang, "h100-sxm", "--tp 2").contains("names no model"));
         assert!(e(Engine::Sglang, "h100-sxm", "--model-path meta-llama/Llama-3.1-8B-Instruct --mem-fraction-static 1")
             .contains("--mem-fraction-static: not a number in (0, 1): \"1\""));
+    }
+
+    #[test]
+    fn vllms_human_readable_counts_are_read_as_vllm_reads_them() {
+        // vllm/utils/argparse_utils.py at 0.34.0: k, m, g, t are powers of 1000 (decimals allowed,
+        // truncated by int()); K, M, G, T powers of 1024.
+        let limits = |flags: &str| {
+            let (s, _) = scenario_of(Engine::Vllm, "h100-sxm", &format!("meta-llama/Llama-3.1-8B-Instruct {flags}"));
+            (s.groups[0].max_model_len, s.groups[0].scheduler.max_num_batched_tokens)
+        };
+        assert_eq!(limits("--max-model-len 32k --max-num-batched-tokens 16K"), (32_000, 16_384));
+        assert_eq!(limits("--max-model-len=25.6k --max-num-batched-tokens 0.5k"), (25_600, 500));
+        assert_eq!(limits("--max-model-len 2K"), (2048, 8192));
+        let e = |flags: &str| {
+            let cmd = args(&format!("meta-llama/Llama-3.1-8B-Instruct {flags}"));
+            scenario(Engine::Vllm, "h100-sxm", &cmd, None).unwrap_err().to_string()
+        };
+        assert!(e("--max-model-len 1.5K").contains(
+            "--max-model-len 1.5K: vLLM refuses decimals with a binary suffix (\"Decimals are not allowed with binary \
+             suffixes like K. Did you mean to use 1.5k instead?\")"
+        ));
+        for bad in ["k", "1x", "-2k", "1e3", "0k", "99999999999T"] {
+            let got = e(&format!("--max-num-batched-tokens {bad}"));
+            assert!(
+                got.contains(&format!(
+                    "--max-num-batched-tokens: not a whole number ≥ 1 (or one like 32k, 1M): \"{bad}\""
+                )),
+                "{got}"
+            );
+        }
+        // SGLang's --context-length is a plain count.
+        let cmd = args("--model-path meta-llama/Llama-3.1-8B-Instruct --context-length 32k");
+        let got = scenario(Engine::Sglang, "h100-sxm", &cmd, None).unwrap_err().to_string();
+        assert!(got.contains("--context-length: not a whole number ≥ 1: \"32k\""), "{got}");
+    }
+
+    #[test]
+    fn a_vllm_command_whose_context_the_kv_cache_cannot_hold_is_refused_as_vllm_refuses_it() {
+        // Llama-3.1-70B over two H100s at vLLM's defaults: its 131,072-token context needs 20 GiB
+        // of KV cache per GPU, and the pool holds a few thousand tokens; vLLM stops at start-up.
+        let (text, _) =
+            scenario(Engine::Vllm, "h100-sxm", &args("meta-llama/Llama-3.1-70B-Instruct -tp 2"), None).unwrap();
+        let got = servesim_sim::Scenario::from_toml(&text, "t").unwrap_err().to_string();
+        assert!(
+            got.contains("vLLM does not start with max_model_len 131072")
+                && got.contains("(20.00 GiB KV cache is needed"),
+            "{got}"
+        );
+        // --max-model-len auto (or -1): the longest request the pool holds, all blocks but vLLM's
+        // null block.
+        for auto in ["auto", "-1", "AUTO"] {
+            let (s, _) = scenario_of(
+                Engine::Vllm,
+                "h100-sxm",
+                &format!("meta-llama/Llama-3.1-70B-Instruct -tp 2 --max-model-len {auto}"),
+            );
+            let g = &s.groups[0];
+            assert_eq!(g.max_model_len, (g.memory.kv_blocks - 1) * 16, "{auto}");
+        }
+        // And on two H200s the whole context fits.
+        let (s, _) = scenario_of(Engine::Vllm, "h200", "meta-llama/Llama-3.1-70B-Instruct -tp 2 --max-model-len auto");
+        assert_eq!(s.groups[0].max_model_len, 131_072);
     }
 
     #[test]

@@ -366,6 +366,24 @@ fn bad_candidates_are_named() {
     assert!(!r.feasible && r.runs == 0 && r.infeasible_reason.as_deref() == Some(why));
 }
 
+/// Under vLLM's memory rule a candidate whose KV cache cannot hold one request of the model's
+/// context is one vLLM does not start: a result, not an error that ends the plan. Llama-3.1-70B's
+/// 131,072 tokens need 20 GiB of KV per GPU at TP 2 (a few thousand tokens fit on two H100s) and
+/// 10 GiB at TP 4 (hundreds of thousands fit).
+#[test]
+fn a_candidate_vllm_would_not_start_is_infeasible_not_fatal() {
+    let src = llama8b("duration_s = 10\narrival = { kind = \"poisson\", rate = 1 }\nprompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 10 }", "[memory]\nengine = \"vllm\"\n[cluster]\ntp = 4\n[[plan.candidates]]\nname = \"tp4\"\n[[plan.candidates]]\nname = \"tp2\"\ntp = 2")
+        .replace("llama-3-8b", "llama-3.1-70b");
+    let cands = plan::candidates(&scenario(&src)).unwrap();
+    assert!(cands[0].scenario.is_some() && cands[0].infeasible.is_none());
+    let why = cands[1].infeasible.as_deref().unwrap();
+    assert!(
+        why.starts_with("scheduler.max_model_len: vLLM does not start with max_model_len 131072")
+            && why.contains("(20.00 GiB KV cache is needed"),
+        "{why}"
+    );
+}
+
 /// `--error-band 0.2` on the known answer (its line model has no measured error, so no band by
 /// default): with iterations f times as long, T̄ = f·5 / (1 − f·0.01·r) ms per instance at r
 /// req/s, TPOT ≤ 10 ms ⇔ r ≤ (1 − 0.5 f) / (0.01 f): 75 req/s at f = 0.8, so ⌈180 / 75⌉ = 3

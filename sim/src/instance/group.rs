@@ -33,8 +33,13 @@ pub struct SchedulerSection {
     /// Fraction of KV blocks kept free when admitting new requests, so running ones can grow
     /// without immediate preemption. Default 0.01 (vLLM's watermark).
     pub(crate) watermark: f64,
-    /// Longest prompt + output accepted. Default: the model's max context.
-    pub(crate) max_model_len: Option<u64>,
+    /// Longest prompt + output accepted: tokens, or "auto" (the model's context, shortened to
+    /// what the KV pool holds for one request, as vLLM's `--max-model-len auto`). Default: the
+    /// model's max context.
+    pub(crate) max_model_len: Option<ModelLen>,
+    /// Set while an "auto" length waits for the memory plan ([`SchedulerSection::fit_to_pool`]).
+    #[serde(skip)]
+    pub(crate) fit_model_len: bool,
     /// `[scheduler.batching]`: continuous (default), static or chunked.
     pub(crate) batching: BatchingSpec,
     /// `[scheduler.queue]`: queue order. Default FCFS.
@@ -80,6 +85,67 @@ pub(crate) struct SeqsFromPool {
     pub version: crate::memory::EngineVersion,
 }
 
+/// How a refusal by vLLM's start-up check ([`SchedulerSection::fit_to_pool`]) begins: `plan`
+/// takes a candidate it refuses as one that cannot run.
+pub(crate) const VLLM_NO_START: &str = "vLLM does not start";
+
+/// `[scheduler] max_model_len`: a length in tokens, or "auto".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ModelLen {
+    Tokens(u64),
+    /// vLLM's `--max-model-len auto` (or -1): the model's context, shortened to the longest
+    /// request the KV cache holds.
+    Auto,
+}
+
+impl Serialize for ModelLen {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ModelLen::Tokens(n) => s.serialize_u64(*n),
+            ModelLen::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ModelLen {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = ModelLen;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a whole number of tokens or \"auto\"")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<ModelLen, E> {
+                Ok(ModelLen::Tokens(n))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<ModelLen, E> {
+                u64::try_from(n)
+                    .map(ModelLen::Tokens)
+                    .map_err(|_| E::custom(format!("{n}: expected a whole number of tokens or \"auto\" (vLLM's -1)")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ModelLen, E> {
+                match v {
+                    "auto" => Ok(ModelLen::Auto),
+                    _ => Err(E::custom(format!("{v:?}: expected a whole number of tokens or \"auto\""))),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A `max_model_len` longer than the model's context (`max_position_embeddings`) is an error:
+/// the engines refuse it, and a request the model cannot attend to would "meet" the SLO.
+fn check_model_len(len: u64, model: &crate::spec::ModelSpec, path: &str) -> Result<(), ConfigError> {
+    check(
+        len <= model.max_context,
+        path,
+        "max_model_len",
+        &format!("must be ≤ {}'s context of {} tokens (model.max_context)", model.name, model.max_context),
+        len,
+    )
+}
+
 fn is_one(v: &u32) -> bool {
     *v == 1
 }
@@ -92,6 +158,7 @@ impl Default for SchedulerSection {
             block_tokens: 16,
             watermark: 0.01,
             max_model_len: None,
+            fit_model_len: false,
             batching: BatchingSpec::default(),
             queue: QueueSpec::default(),
             admission: AdmissionSection::default(),
@@ -108,6 +175,83 @@ impl Default for SchedulerSection {
 }
 
 impl SchedulerSection {
+    /// The resolved `max_model_len` in tokens (`None` before the scenario is resolved).
+    pub(crate) fn model_len(&self) -> Option<u64> {
+        match self.max_model_len {
+            Some(ModelLen::Tokens(n)) => Some(n),
+            Some(ModelLen::Auto) | None => None,
+        }
+    }
+
+    /// Resolves `max_model_len` to tokens: the model's context where the file gives none or
+    /// "auto" (which [`SchedulerSection::fit_to_pool`] then shortens to what the pool holds);
+    /// a length past the model's context is an error ([`check_model_len`]).
+    pub(crate) fn resolve_model_len(&mut self, model: &crate::spec::ModelSpec, path: &str) -> Result<(), ConfigError> {
+        let len = match self.max_model_len {
+            Some(ModelLen::Tokens(n)) => n,
+            Some(ModelLen::Auto) => {
+                self.fit_model_len = true;
+                model.max_context
+            }
+            None => model.max_context,
+        };
+        check_model_len(len, model, path)?;
+        self.max_model_len = Some(ModelLen::Tokens(len));
+        Ok(())
+    }
+
+    /// vLLM's start-up check on a budget its rule planned (`memory.engine = "vllm"`): the KV
+    /// cache must hold one request of `max_model_len` tokens, else the engine stops with "To serve
+    /// at least one request with the model's max seq len (…), (… GiB KV cache is needed, which is
+    /// larger than the available KV cache memory (… GiB)" (`_check_enough_kv_cache_memory`,
+    /// `vllm/v1/core/kv_cache_planning.py` in 0.34.0; `kv_cache_utils.py` in 0.11). An "auto"
+    /// length becomes the longest that fits, as `_auto_fit_max_model_len` (same file) makes it.
+    /// SGLang and TensorRT-LLM start with any length; a pinned block count is not checked.
+    /// `ranks`: the group's DP attention ranks. Then SGLang's running requests from the pool
+    /// ([`SchedulerSection::size_seqs_from_pool`]).
+    pub(crate) fn fit_to_pool(&mut self, memory: &MemoryBudget, ranks: u64, path: &str) -> Result<(), ConfigError> {
+        self.fit_model_len(memory, ranks, path)?;
+        self.size_seqs_from_pool(memory, ranks);
+        Ok(())
+    }
+
+    fn fit_model_len(&mut self, memory: &MemoryBudget, ranks: u64, path: &str) -> Result<(), ConfigError> {
+        let fit = std::mem::take(&mut self.fit_model_len);
+        if memory.terms.as_ref().is_none_or(|t| t.engine != crate::memory::MemoryEngine::Vllm) {
+            return Ok(());
+        }
+        let len = self.model_len().expect("resolved before memory is planned");
+        let longest = memory.vllm_longest_request((self.max_num_seqs as u64).div_ceil(ranks.max(1)));
+        if len <= longest {
+            return Ok(());
+        }
+        let gib = |b: u64| b as f64 / crate::memory::GIB;
+        let needed = gib(len.div_ceil(memory.block_tokens) * memory.block_bytes);
+        let available = gib(memory.kv_bytes + memory.window_kv_bytes);
+        if longest < 2 {
+            return Err(ConfigError::at(
+                &format!("{path}.max_model_len"),
+                format!(
+                    "vLLM cannot start: its KV cache ({available:.2} GiB per GPU) holds no request of even two                      tokens; give the engine more memory (memory.gpu_memory_utilization, cluster.tp)"
+                ),
+            ));
+        }
+        if fit {
+            self.max_model_len = Some(ModelLen::Tokens(longest));
+            return Ok(());
+        }
+        Err(ConfigError::at(
+            &format!("{path}.max_model_len"),
+            format!(
+                "{VLLM_NO_START} with max_model_len {len}: \"To serve at least one request with the model's max seq len \
+                 ({len}), ({needed:.2} GiB KV cache is needed, which is larger than the available KV cache memory \
+                 ({available:.2} GiB)\" (vllm/v1/core/kv_cache_planning.py); the longest that fits is {longest}: \
+                 give max_model_len ≤ {longest} or \"auto\" (vllm serve --max-model-len auto), or more memory for \
+                 the KV cache (memory.gpu_memory_utilization, cluster.tp)"
+            ),
+        ))
+    }
+
     /// Tokens per KV block.
     pub fn block_tokens(&self) -> u64 {
         self.block_tokens as u64
@@ -116,10 +260,10 @@ impl SchedulerSection {
     /// With [`SchedulerSection::seqs_from_pool`], `max_num_seqs` as SGLang sizes it from the
     /// pool `memory` gives each of `ranks` DP attention ranks, at the scheduler's context
     /// length (resolved before memory is planned); at least 1.
-    pub(crate) fn size_seqs_from_pool(&mut self, memory: &MemoryBudget, ranks: u64) {
+    fn size_seqs_from_pool(&mut self, memory: &MemoryBudget, ranks: u64) {
         let Some(rule) = self.seqs_from_pool else { return };
         let pool = memory.kv_blocks / ranks.max(1) * self.block_tokens();
-        let context = self.max_model_len.expect("resolved before memory is planned");
+        let context = self.model_len().expect("resolved before memory is planned");
         let given = self.max_num_seqs as u64;
         let seqs = match (rule.given, rule.version) {
             // With a drafter SGLang 0.4.6–0.5.12 runs 48 (ServerArgs, "Max running requests is
@@ -156,7 +300,7 @@ impl SchedulerSection {
             "must be in [0, 0.5)",
             self.watermark,
         )?;
-        if let Some(m) = self.max_model_len {
+        if let Some(m) = self.model_len() {
             check(m >= 2, path, "max_model_len", "must be ≥ 2", m)?;
         }
         self.batching.validate(&format!("{path}.batching"))?;

@@ -44,7 +44,8 @@ fn not_runnable(e: ConfigError, pooled: bool) -> Result<String, ConfigError> {
         // candidate's TP; a missing database stays an error to act on.
         p if pool_memory
             || (p.ends_with("cost.database") && e.message.contains("needs at its peaks"))
-            || e.message.contains(crate::cost::NO_TABLES_AT_TP) =>
+            || e.message.contains(crate::cost::NO_TABLES_AT_TP)
+            || (p.ends_with("scheduler.max_model_len") && e.message.starts_with(crate::instance::VLLM_NO_START)) =>
         {
             Ok(format!("{}: {}", e.path, e.message))
         }

@@ -71,10 +71,12 @@ pub(crate) fn gpu_or_preset<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Gp
 /// A group's scheduler: the top-level one overlaid with its own (`table`), its context length
 /// resolved; the limits the engine fills in taken on the group's `gpu` ([`LimitsFromGpu`]); a
 /// `max_num_seqs` of its own is a given one to SGLang's rule, whatever the top-level file
-/// (`rule`) left to the engine ([`SeqsFromPool`]).
+/// (`rule`) left to the engine ([`SeqsFromPool`]); the top-level "auto" length (`fit`), which
+/// reaches the group as the context it resolved to, is fitted to the group's pool unless the
+/// group gives its own.
 fn group_scheduler(
     table: toml::Table,
-    (rule, limits): (Option<SeqsFromPool>, Option<LimitsFromGpu>),
+    (rule, limits, fit): (Option<SeqsFromPool>, Option<LimitsFromGpu>, bool),
     g: &GroupSection,
     gpu: &GpuSpec,
     model: &ModelSpec,
@@ -86,9 +88,8 @@ fn group_scheduler(
     }
     let own_seqs = g.scheduler.as_ref().is_some_and(|t| t.contains_key("max_num_seqs"));
     scheduler.seqs_from_pool = rule.map(|r| SeqsFromPool { given: r.given || own_seqs, ..r });
-    let max_model_len = scheduler.max_model_len.unwrap_or(model.max_context);
-    super::check_model_len(max_model_len, model, &format!("{path}.scheduler"))?;
-    scheduler.max_model_len = Some(max_model_len);
+    scheduler.resolve_model_len(model, &format!("{path}.scheduler"))?;
+    scheduler.fit_model_len |= fit && !g.scheduler.as_ref().is_some_and(|t| t.contains_key("max_model_len"));
     scheduler.validate(&format!("{path}.scheduler"))?;
     Ok(scheduler)
 }
@@ -147,9 +148,8 @@ pub(crate) fn resolve_groups(
             Some(o) => overlay(base, o),
             None => base.clone(),
         };
-        let rules = (file.scheduler.seqs_from_pool, file.limits_from_gpu);
+        let rules = (file.scheduler.seqs_from_pool, file.limits_from_gpu, file.scheduler.fit_model_len);
         let mut scheduler = group_scheduler(section(&base_scheduler, &g.scheduler), rules, g, &gpu, model, &path)?;
-        let max_model_len = scheduler.max_model_len.expect("resolved by group_scheduler");
         let memory: MemorySection = from_table(section(&base_memory, &g.memory), &format!("{path}.memory"))?;
         memory.validate(&format!("{path}.memory"))?;
         let cost: CostSpec = from_table(section(&base_cost, &g.cost), &format!("{path}.cost"))?;
@@ -183,7 +183,8 @@ pub(crate) fn resolve_groups(
             &format!("{path}.memory"),
             &format!("{path}.scheduler"),
         )?;
-        scheduler.size_seqs_from_pool(&budget, layout.dp_attention);
+        scheduler.fit_to_pool(&budget, layout.dp_attention, &format!("{path}.scheduler"))?;
+        let max_model_len = scheduler.model_len().expect("resolved by group_scheduler");
         let name = g.name.clone().unwrap_or_else(|| format!("{}-tp{tp}{}", gpu.name, layout.suffix()));
         let role = g.role.unwrap_or_default();
         let msg = "pipeline stages in a disaggregated pool are not modelled (give pp = 1)";

@@ -39,18 +39,6 @@ use crate::memory::{plan_memory, MemoryBudget, MemoryConfig};
 use crate::spec::{GpuSpec, ModelSpec};
 use crate::workload::WorkloadSpec;
 
-/// A `max_model_len` longer than the model's context (`max_position_embeddings`) is an error:
-/// the engines refuse it, and a request the model cannot attend to would "meet" the SLO.
-pub(crate) fn check_model_len(len: u64, model: &ModelSpec, path: &str) -> Result<(), ConfigError> {
-    check(
-        len <= model.max_context,
-        path,
-        "max_model_len",
-        &format!("must be ≤ {}'s context of {} tokens (model.max_context)", model.name, model.max_context),
-        len,
-    )
-}
-
 /// The largest seed: TOML integers are signed 64-bit, and `plan` adds one per extra seed.
 pub const MAX_SEED: u64 = 1 << 62;
 
@@ -556,9 +544,7 @@ impl Scenario {
         file.run.validate("run")?;
         file.plan.as_ref().map_or(Ok(()), |p| p.validate("plan"))?;
         file.tune.as_ref().map_or(Ok(()), |t| t.validate("tune"))?;
-        let max_model_len = file.scheduler.max_model_len.unwrap_or(model.max_context);
-        check_model_len(max_model_len, &model, "scheduler")?;
-        file.scheduler.max_model_len = Some(max_model_len);
+        file.scheduler.resolve_model_len(&model, "scheduler")?;
         file.scheduler.validate("scheduler")?;
         file.scheduler.queue.resolve(&file.slo, "scheduler.queue")?;
         let mut groups = if heterogeneous {
@@ -672,7 +658,7 @@ impl Scenario {
     }
 
     /// The one group of the `[cluster] instances, tp` form; the file's `max_num_seqs` becomes
-    /// the number the engine's rule gives it ([`SchedulerSection::size_seqs_from_pool`]).
+    /// the number the engine's rule gives it ([`SchedulerSection::fit_to_pool`]).
     fn single_group(file: &mut ScenarioFile, model: &ModelSpec, gpu: GpuSpec) -> Result<InstanceGroup, ConfigError> {
         let tp = file.cluster.tp as u64;
         check(
@@ -682,7 +668,6 @@ impl Scenario {
             &format!("must divide the model's {} attention heads", model.heads),
             tp,
         )?;
-        let max_model_len = file.scheduler.max_model_len.expect("resolved by from_file");
         let layout = layout(model, tp, file.cluster.dp_attention, file.cluster.ep, file.cluster.pp, "cluster")?;
         let cfg = MemoryConfig {
             tp,
@@ -697,7 +682,8 @@ impl Scenario {
             engine: file.memory.engine_memory(file.engine_version.as_deref()),
         };
         let memory = group_memory(model, &gpu, &cfg, &file.scheduler, tp, "memory", "scheduler")?;
-        file.scheduler.size_seqs_from_pool(&memory, layout.dp_attention);
+        file.scheduler.fit_to_pool(&memory, layout.dp_attention, "scheduler")?;
+        let max_model_len = file.scheduler.model_len().expect("resolved by from_file");
         Ok(InstanceGroup {
             name: format!("{}-tp{}{}", gpu.name, tp, layout.suffix()),
             count: file.cluster.instances,

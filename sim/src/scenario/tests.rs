@@ -386,3 +386,93 @@ fn the_a10g_is_refused_with_why_and_the_a10_runs() {
     let s = Scenario::from_toml(&toml("a10"), "t").unwrap();
     assert_eq!((s.groups[0].gpu.hbm_bytes_per_s, s.groups[0].gpu.fp8_flops), (600e9, None));
 }
+
+/// Llama-3.1-70B over two H100s under vLLM's memory rule: the pool holds a few thousand tokens,
+/// far from the model's 131,072.
+const VLLM_70B: &str = r#"
+engine = "vllm"
+[model]
+preset = "llama-3.1-70b"
+[gpu]
+preset = "h100-sxm"
+[cluster]
+tp = 2
+[memory]
+engine = "vllm"
+[workload]
+requests = 4
+arrival = { kind = "poisson", rate = 2 }
+prompt_tokens = { kind = "fixed", value = 100 }
+output_tokens = { kind = "fixed", value = 10 }
+"#;
+
+#[test]
+fn vllm_refuses_a_max_model_len_its_kv_cache_cannot_hold_and_auto_fits_it() {
+    let fitted = Scenario::from_toml(&format!("{VLLM_70B}[scheduler]\nmax_model_len = \"auto\"\n"), "t").unwrap();
+    let g = &fitted.groups[0];
+    // One block is 16 tokens × 80 layers × K and V × 4 KV heads per GPU × 128 × 2 bytes; vLLM
+    // holds one block back (its null block), so the longest request is the other blocks' tokens.
+    assert_eq!(g.memory.block_bytes, 16 * 80 * 2 * 4 * 128 * 2);
+    let blocks = g.memory.kv_blocks;
+    assert!((100..1000).contains(&blocks), "{blocks}");
+    assert_eq!(g.max_model_len, (blocks - 1) * 16);
+    // The resolved file keeps the fitted length, and reads back to the same.
+    assert!(fitted.resolved_toml().contains(&format!("max_model_len = {}", (blocks - 1) * 16)));
+    assert_eq!(Scenario::from_toml(&fitted.resolved_toml(), "t").unwrap().groups[0].max_model_len, g.max_model_len);
+    // Without it, the model's context: 131,072 × 80 × 2 × 4 × 128 × 2 bytes = 20 GiB exactly.
+    let e = err(VLLM_70B);
+    let want = format!(
+        "scheduler.max_model_len: vLLM does not start with max_model_len 131072: \"To serve at least one request with the \
+         model's max seq len (131072), (20.00 GiB KV cache is needed, which is larger than the available KV cache \
+         memory ({:.2} GiB)\" (vllm/v1/core/kv_cache_planning.py); the longest that fits is {}",
+        g.memory.kv_bytes as f64 / crate::memory::GIB,
+        (blocks - 1) * 16
+    );
+    assert!(e.starts_with(&want), "{e}\n{want}");
+    // At the longest that fits it starts; one token more, it does not.
+    let at = |n: u64| Scenario::from_toml(&format!("{VLLM_70B}[scheduler]\nmax_model_len = {n}\n"), "t");
+    assert!(at((blocks - 1) * 16).is_ok());
+    assert!(at((blocks - 1) * 16 + 1).unwrap_err().to_string().contains("vLLM does not start"));
+    // SGLang and servesim's own rule start with any length, and a pinned block count is not checked.
+    let sglang = "engine = \"sglang\"\nmem_fraction_static = 0.88\n[workload]";
+    assert!(Scenario::from_toml(&VLLM_70B.replace("engine = \"vllm\"\n[workload]", sglang), "t").is_ok());
+    assert!(Scenario::from_toml(
+        &VLLM_70B.replace("[memory]\nengine = \"vllm\"", "[memory]\nengine = \"servesim\""),
+        "t"
+    )
+    .is_ok());
+    assert!(Scenario::from_toml(
+        &VLLM_70B.replace("engine = \"vllm\"\n[workload]", "kv_blocks = 300\n[workload]"),
+        "t"
+    )
+    .is_ok());
+}
+
+#[test]
+fn an_auto_max_model_len_fits_each_groups_own_pool() {
+    let src = VLLM_70B.replace("[gpu]\npreset = \"h100-sxm\"\n[cluster]\ntp = 2\n", "")
+        + "[scheduler]\nmax_model_len = \"auto\"\n[cluster]\n\
+           [[cluster.groups]]\nname = \"small\"\ncount = 1\ntp = 2\ngpu = \"h100-sxm\"\n\
+           [[cluster.groups]]\nname = \"large\"\ncount = 1\ntp = 2\ngpu = \"h200\"\n\
+           [[cluster.groups]]\nname = \"own\"\ncount = 1\ntp = 2\ngpu = \"h100-sxm\"\nscheduler = { max_model_len = 2048 }\n";
+    let s = Scenario::from_toml(&src, "t").unwrap();
+    let len: Vec<u64> = s.groups.iter().map(|g| g.max_model_len).collect();
+    // Two H100s hold a few thousand tokens; two H200s hold the whole context; a group's own
+    // length is its own.
+    assert_eq!(len[0], (s.groups[0].memory.kv_blocks - 1) * 16);
+    assert!(s.groups[1].memory.kv_blocks * 16 > 131_072);
+    assert_eq!(len[1..], [131_072, 2048]);
+}
+
+#[test]
+fn a_max_model_len_that_is_not_a_length_is_named() {
+    let e = err(&format!("{BASE}[scheduler]\nmax_model_len = -1\n"));
+    assert!(e.contains("scheduler.max_model_len: -1: expected a whole number of tokens or \"auto\""), "{e}");
+    let e = err(&format!("{BASE}[scheduler]\nmax_model_len = \"max\"\n"));
+    assert!(e.contains("scheduler.max_model_len: \"max\": expected a whole number of tokens or \"auto\""), "{e}");
+    let e = err(&format!("{BASE}[scheduler]\nmax_model_len = 1.5\n"));
+    assert!(e.contains("scheduler.max_model_len") && e.contains("a whole number of tokens or \"auto\""), "{e}");
+    // "auto" under servesim's own memory rule is the model's context.
+    let s = Scenario::from_toml(&format!("{BASE}[scheduler]\nmax_model_len = \"auto\"\n"), "t").unwrap();
+    assert_eq!(s.groups[0].max_model_len, 8192);
+}

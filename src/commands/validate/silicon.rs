@@ -696,7 +696,8 @@ pub(super) fn generator_settings(
 ///   memory rule, `--scheduler-recv-interval` at the row's concurrency
 ///   ([`super::recipes::Sglang::recv_interval_at`]).
 /// - vLLM: `--max-num-seqs` and `max-num-batched-tokens` as the scheduler's limits, V1's
-///   chunked prefill with decodes first, `--gpu-memory-utilization` under vLLM's memory rule.
+///   chunked prefill with decodes first, `--gpu-memory-utilization` under vLLM's memory rule, and
+///   `max_model_len = "auto"` for the scripts' `max-model-len`, which the rows do not record.
 /// - TensorRT-LLM: the script's `--max_batch_size` (else TensorRT-LLM's default) and
 ///   `--max_num_tokens` without chunking ([`trtllm_settings`]), its `free_gpu_memory_fraction`
 ///   under TensorRT-LLM's memory rule, its batch waiting, and with DP attention its
@@ -718,7 +719,10 @@ fn recipe_settings(doc: &mut Doc, r: &Recipe, c: &Case, gpu: &GpuSpec, own: bool
             }
         }
         Launch::Vllm(f) => {
+            // The scripts' max-model-len (above ISL + OSL) is not kept: "auto", the longest the
+            // pool holds, stands in, so that vLLM's start-up check passes as it did for the run.
             doc.scheduler(f.max_num_seqs_at(c.concurrency), f.max_num_batched_tokens, &vllm_v1(own))
+                .set("scheduler.max_model_len", "auto")
                 .set("memory.engine", "vllm")
                 .set("memory.gpu_memory_utilization", f.gpu_memory_utilization);
         }
