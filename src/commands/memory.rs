@@ -159,8 +159,9 @@ fn model_and_gpu(a: &Args) -> Result<(ModelSpec, GpuSpec)> {
     } else {
         GpuPreset::find(&a.gpu)
             .ok_or_else(|| {
+                let why = GpuPreset::why_none(&a.gpu).map(|w| format!(" ({w})")).unwrap_or_default();
                 CliError::input(format!(
-                    "--gpu: unknown preset \"{}\"; known: {}",
+                    "--gpu: unknown preset \"{}\"{why}; known: {}",
                     a.gpu,
                     GpuPreset::names().join(", ")
                 ))

@@ -325,6 +325,31 @@ fn int(got: &BTreeMap<&str, String>, key: &str, flag_name: &str) -> Result<Optio
         .transpose()
 }
 
+/// Whether SGLang reads this `--chunked-prefill-size` as chunked prefill off: -1, or any value
+/// ≤ 0 (`Scheduler.init_chunked_prefill`, `python/sglang/srt/managers/scheduler.py` at 0.5.15).
+fn chunking_off(v: &str) -> bool {
+    v.trim().parse::<i64>().is_ok_and(|n| n <= 0)
+}
+
+/// SGLang's `--chunked-prefill-size`. Off (-1), a prefill batch holds prompts up to
+/// `--max-prefill-tokens` (16384 by default; `PrefillAdder`'s `rem_input_tokens`), which
+/// becomes the batch budget, and SGLang's memory rule reserves for it in place of the chunk
+/// (`_handle_gpu_memory_settings`, `server_args.py` at 0.5.15): said in a comment of `t`.
+/// servesim still cuts a prompt longer than that budget, which SGLang runs whole as a batch's
+/// first request.
+fn sglang_chunk(got: &BTreeMap<&str, String>, t: &mut String) -> Result<Option<u64>> {
+    let flag = spelled(Engine::Sglang, "max_num_batched_tokens");
+    if !got.get("max_num_batched_tokens").is_some_and(|v| chunking_off(v)) {
+        return int(got, "max_num_batched_tokens", flag);
+    }
+    let prefill = int(got, "max_prefill_tokens", "--max-prefill-tokens")?.unwrap_or(16384);
+    *t += &format!(
+        "# {flag} -1: chunked prefill off; a prefill batch holds up to --max-prefill-tokens {prefill} of prompt\n\
+         # (a longer prompt, which SGLang runs whole, is cut at it here).\n"
+    );
+    Ok(Some(prefill))
+}
+
 /// vLLM's human-readable counts (`--max-model-len`, `--max-num-batched-tokens`): `25.6k` is
 /// 25,600 and `1K` 1,024 (`human_readable_int`, `vllm/utils/argparse_utils.py` at 0.34.0: k, m,
 /// g, t decimal, decimals allowed; K, M, G, T binary, whole numbers only), else a plain count.
@@ -498,9 +523,10 @@ fn limit_lines(
         int(got, "max_num_seqs", spelled(engine, "max_num_seqs"))?,
         match engine {
             Engine::Vllm => vllm_int(got, "max_num_batched_tokens", spelled(engine, "max_num_batched_tokens"))?,
-            Engine::Sglang => int(got, "max_num_batched_tokens", spelled(engine, "max_num_batched_tokens"))?,
+            Engine::Sglang => sglang_chunk(got, &mut t)?,
         },
     );
+    let chunk_off = engine == Engine::Sglang && got.get("max_num_batched_tokens").is_some_and(|v| chunking_off(v));
     if engine == Engine::Vllm && (given.0.is_none() || given.1.is_none()) {
         let (major, minor, patch) = version.unwrap_or(VLLM_NEWEST_READ);
         let assumed = if version.is_none() { ", the newest release servesim has read (assumed)" } else { "" };
@@ -531,7 +557,8 @@ fn limit_lines(
         // the scheduler's max_running_requests // dp_size per worker).
         let running = if from_pool { String::new() } else { format!(" and --max-running-requests {seqs}") };
         t += &format!("# SGLang's --chunked-prefill-size {tokens}{running}, over {sglang_ranks} ranks.\n");
-        (seqs, tokens) = ((seqs / sglang_ranks).max(1), (tokens / sglang_ranks).max(1));
+        let share = if chunk_off { tokens } else { (tokens / sglang_ranks).max(1) };
+        (seqs, tokens) = ((seqs / sglang_ranks).max(1), share);
     }
     if from_pool {
         t += "# max_num_seqs: SGLang's own, from each rank's KV pool (min(pool / context length × 512 held\n\
@@ -1334,6 +1361,37 @@ mod tests {
         // And on two H200s the whole context fits.
         let (s, _) = scenario_of(Engine::Vllm, "h200", "meta-llama/Llama-3.1-70B-Instruct -tp 2 --max-model-len auto");
         assert_eq!(s.groups[0].max_model_len, 131_072);
+    }
+
+    #[test]
+    fn sglangs_chunked_prefill_off_is_a_prefill_batch_of_max_prefill_tokens() {
+        let of = |flags: &str| {
+            let cmd = format!("--model-path meta-llama/Llama-3.1-8B-Instruct {flags}");
+            let (s, _) = scenario_of(Engine::Sglang, "h100-sxm", &cmd);
+            (s.groups[0].scheduler.max_num_batched_tokens, s.groups[0].memory.kv_bytes as f64 / (1u64 << 30) as f64)
+        };
+        let (chunk, kv_chunked) = of("--chunked-prefill-size 8192");
+        assert_eq!(chunk, 8192);
+        // SGLang 0.5.15 reserves 1.5 MB per token of the chunk, or of --max-prefill-tokens with
+        // chunking off (server_args.py, _handle_gpu_memory_settings): 1.5 × (16384 − 8192) MB
+        // = 12 GiB more, out of the KV cache (to the 0.001 the fraction is rounded to: 0.08 GiB).
+        for off in ["-1", "0", "-5"] {
+            let (budget, kv) = of(&format!("--chunked-prefill-size {off}"));
+            assert_eq!(budget, 16384, "{off}");
+            assert!((kv_chunked - kv - 12.0).abs() < 0.1, "{kv_chunked} {kv}");
+        }
+        let (budget, kv) = of("--chunked-prefill-size -1 --max-prefill-tokens 32768");
+        assert_eq!(budget, 32768);
+        assert!((kv_chunked - kv - 36.0).abs() < 0.1, "{kv_chunked} {kv}");
+        // The comment says what is kept and what is not.
+        let (text, _) = scenario(
+            Engine::Sglang,
+            "h100-sxm",
+            &args("--model-path meta-llama/Llama-3.1-8B-Instruct --chunked-prefill-size -1"),
+            None,
+        )
+        .unwrap();
+        assert!(text.contains("# --chunked-prefill-size -1: chunked prefill off; a prefill batch holds up to --max-prefill-tokens 16384"), "{text}");
     }
 
     #[test]

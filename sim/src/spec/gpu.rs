@@ -351,13 +351,26 @@ const WITHOUT_PRESET: &[(&str, &str)] = &[(
 )];
 
 impl GpuPreset {
-    /// Why `name` has no preset, for a GPU users ask for that servesim knows it cannot describe.
-    pub fn why_none(name: &str) -> Option<&'static str> {
+    /// Why `name` has no preset, for a GPU users ask for that servesim knows it cannot describe;
+    /// else the preset a device name such as `h100` or `NVIDIA H100 80GB HBM3` most likely means
+    /// ([`GpuPreset::of_device`]), offered, not taken: an H100 is an SXM or a PCIe card. An NVL
+    /// card or a 40 GB A100 is offered nothing (neither has a preset).
+    pub fn why_none(name: &str) -> Option<String> {
         let lower = name.to_ascii_lowercase();
-        WITHOUT_PRESET
-            .iter()
-            .find(|(n, _)| lower.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == *n))
-            .map(|(_, why)| *why)
+        let words: Vec<&str> = lower.split(|c: char| !c.is_ascii_alphanumeric()).collect();
+        if let Some((_, why)) = WITHOUT_PRESET.iter().find(|(n, _)| words.contains(n)) {
+            return Some(why.to_string());
+        }
+        if lower.contains("nvl") || lower.contains("40g") {
+            return None;
+        }
+        let p = GpuPreset::of_device(name).filter(|p| p.name != name)?;
+        let pcie = match p.name {
+            "h100-sxm" if !lower.contains("sxm") => ", or \"h100-pcie\" for the PCIe card",
+            "a100-80g" if !lower.contains("sxm") => ", or \"a100-pcie\" for the PCIe card",
+            _ => "",
+        };
+        Some(format!("did you mean \"{}\"{pcie}?", p.name))
     }
 
     /// The preset a device name names: a preset's name or database system, or a name as CUDA
@@ -553,6 +566,21 @@ mod tests {
     fn the_a10g_is_refused_with_why() {
         assert!(GpuPreset::why_none("a10g").is_some() && GpuPreset::why_none("NVIDIA A10G").is_some());
         assert!(GpuPreset::why_none("a10").is_none() && GpuPreset::why_none("h9000").is_none());
+    }
+
+    /// A device name is offered the preset it most likely is, never taken for it.
+    #[test]
+    fn a_device_name_is_offered_its_preset() {
+        let why = |n: &str| GpuPreset::why_none(n);
+        assert_eq!(why("h100").as_deref(), Some("did you mean \"h100-sxm\", or \"h100-pcie\" for the PCIe card?"));
+        assert_eq!(why("NVIDIA H100 80GB HBM3").as_deref(), why("h100").as_deref());
+        assert_eq!(why("H100-SXM").as_deref(), Some("did you mean \"h100-sxm\"?"));
+        assert_eq!(why("NVIDIA H100 PCIe").as_deref(), Some("did you mean \"h100-pcie\"?"));
+        assert_eq!(why("B200").as_deref(), Some("did you mean \"b200\"?"));
+        assert_eq!(why("a100").as_deref(), Some("did you mean \"a100-80g\", or \"a100-pcie\" for the PCIe card?"));
+        for none in ["H100 NVL", "NVIDIA H200 NVL", "A100-SXM4-40GB", "h9000", "h200"] {
+            assert_eq!(why(none), None, "{none}");
+        }
     }
 
     #[test]

@@ -361,7 +361,12 @@ impl GpuSection {
         let mut g = match &self.preset {
             Some(p) => super::GpuPreset::find(p)
                 .ok_or_else(|| {
-                    unknown_preset(path, p, GPU_PRESETS.iter().map(|x| x.name).collect(), GpuPreset::why_none(p))
+                    unknown_preset(
+                        path,
+                        p,
+                        GPU_PRESETS.iter().map(|x| x.name).collect(),
+                        GpuPreset::why_none(p).as_deref(),
+                    )
                 })?
                 .spec(),
             None => GpuSpec {
