@@ -49,6 +49,12 @@ pub(crate) struct FromArgs {
     /// does not model: said on stderr). Default: a current release.
     #[arg(long)]
     engine_version: Option<String>,
+    /// The model's Hugging Face `config.json` (or the checkpoint directory holding it), for a
+    /// model no preset describes; without it a local checkpoint directory the command names, or
+    /// the Hugging Face cache's copy of a Hub model (`HF_HUB_CACHE`, `HF_HOME`/hub,
+    /// ~/.cache/huggingface/hub), is read.
+    #[arg(long)]
+    model_config: Option<PathBuf>,
     /// The launch command's arguments (`vllm serve` may be included or left out).
     #[arg(last = true, required = true, allow_hyphen_values = true)]
     args: Vec<String>,
@@ -791,23 +797,111 @@ fn engine_version(engine: Engine, v: Option<&str>, warn: &mut Vec<String>) -> Re
     Ok(Some(version))
 }
 
+/// The network a command's model names, and the lines of its `[model]` section: a preset's, or
+/// one read from a `config.json` ([`servesim_sim::spec::preset_from_hf_config`]) — `model_config`,
+/// else the checkpoint directory `model_id` names, else the Hugging Face cache under `hub`. A
+/// `config.json`'s `quantization_config.quant_method` stands for `--quantization` where the
+/// command gives none, as the engines take it from the checkpoint.
+fn model_of(
+    model_id: &str,
+    model_config: Option<&Path>,
+    hub: &Option<PathBuf>,
+    got: &mut BTreeMap<&'static str, String>,
+    warn: &mut Vec<String>,
+) -> Result<(&'static ModelPreset, String)> {
+    if model_config.is_none() {
+        if let Some(p) = ModelPreset::for_checkpoint(model_id) {
+            return Ok((p, format!("preset = \"{}\"\n", p.name())));
+        }
+    }
+    let local = Path::new(model_id).join("config.json");
+    let file = match model_config {
+        Some(p) if p.is_dir() => p.join("config.json"),
+        Some(p) => p.to_path_buf(),
+        None if local.is_file() => local,
+        None => hub.as_deref().and_then(|h| hub_config(h, model_id)).ok_or_else(|| {
+            CliError::input(format!(
+                "model {model_id:?}: no servesim preset has its network, and no config.json of it was found (a local \
+                 checkpoint directory, or the Hugging Face cache{}); known presets: {}; or give --model-config \
+                 with its config.json, or write [model] by hand",
+                hub.as_ref().map(|h| format!(" at {}", h.display())).unwrap_or_default(),
+                ModelPreset::names().join(", ")
+            ))
+        })?,
+    };
+    let text = crate::input::read_text(&file, "--model-config")?;
+    let name: &'static str =
+        Box::leak(model_id.trim_end_matches('/').rsplit('/').next().unwrap_or(model_id).to_string().into_boxed_str());
+    let preset = servesim_sim::spec::preset_from_hf_config(&text, name)
+        .map_err(|e| CliError::input(format!("{}: {e}", file.display())))?;
+    let preset: &'static ModelPreset = Box::leak(Box::new(preset));
+    let quant = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|j| {
+        j.pointer("/quantization_config/quant_method").and_then(|m| m.as_str()).map(str::to_ascii_lowercase)
+    });
+    if let Some(q) = quant.filter(|_| !got.contains_key("quantization")) {
+        got.insert("quantization", q);
+    }
+    warn.push(format!("the network of {model_id} read from {} (no preset has it)", file.display()));
+    let spec = servesim_sim::spec::ModelSpec::from_preset(preset, Dtype::Bf16, Dtype::Bf16);
+    let section = servesim_sim::spec::ModelSection {
+        weight_dtype: None,
+        kv_dtype: None,
+        ..servesim_sim::spec::ModelSection::from_spec(&spec)
+    };
+    let lines = toml::to_string(&section).map_err(|e| CliError::input(format!("{}: {e}", file.display())))?;
+    Ok((preset, format!("# The network from {}: no preset has it.\n{lines}", file.display())))
+}
+
+/// The Hugging Face hub cache: `HF_HUB_CACHE`, else `HF_HOME`/hub, else ~/.cache/huggingface/hub.
+fn hub_cache() -> Option<PathBuf> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("HF_HUB_CACHE")
+        .or_else(|| var("HF_HOME").map(|h| h.join("hub")))
+        .or_else(|| var("HOME").map(|h| h.join(".cache/huggingface/hub")))
+}
+
+/// A Hub model's `config.json` in the cache at `hub`: the snapshot `refs/main` names, else the
+/// first snapshot (by name) that has one.
+fn hub_config(hub: &Path, model_id: &str) -> Option<PathBuf> {
+    let (org, name) = model_id.split_once('/')?;
+    if name.contains('/') || org.is_empty() || name.is_empty() {
+        return None;
+    }
+    let repo = hub.join(format!("models--{org}--{name}"));
+    let main = std::fs::read_to_string(repo.join("refs").join("main")).ok();
+    if let Some(c) = main.map(|r| repo.join("snapshots").join(r.trim()).join("config.json")).filter(|c| c.is_file()) {
+        return Some(c);
+    }
+    let mut snaps: Vec<PathBuf> = std::fs::read_dir(repo.join("snapshots")).ok()?.flatten().map(|e| e.path()).collect();
+    snaps.sort();
+    snaps.into_iter().map(|d| d.join("config.json")).find(|c| c.is_file())
+}
+
 /// The scenario text of a launch command, and the warnings (flags not understood, settings
 /// not modelled).
+#[cfg(test)]
 fn scenario(engine: Engine, gpu: &str, args: &[String], version: Option<&str>) -> Result<(String, Vec<String>)> {
+    scenario_with(engine, gpu, args, version, None)
+}
+
+/// [`scenario`], the model's network read from `model_config` where no preset has it.
+fn scenario_with(
+    engine: Engine,
+    gpu: &str,
+    args: &[String],
+    version: Option<&str>,
+    model_config: Option<&Path>,
+) -> Result<(String, Vec<String>)> {
     let mut warn = Vec::new();
     let version = engine_version(engine, version, &mut warn)?;
-    let (got, unknown) = parse_flags(engine, args)?;
+    let (mut got, unknown) = parse_flags(engine, args)?;
     if !unknown.is_empty() {
         warn.push(format!("not understood, left out: {}", unknown.join(", ")));
     }
     let (gpu, gpu_section) = gpu_of(gpu)?;
-    let model_id = got.get("model").ok_or_else(|| CliError::input("the command names no model"))?;
-    let preset = ModelPreset::for_checkpoint(model_id).ok_or_else(|| {
-        CliError::input(format!(
-            "model {model_id:?}: no servesim preset has its network; known: {} (or write [model] by hand)",
-            ModelPreset::names().join(", ")
-        ))
-    })?;
+    let model_id = got.get("model").ok_or_else(|| CliError::input("the command names no model"))?.clone();
+    let (preset, model_section) = model_of(&model_id, model_config, &hub_cache(), &mut got, &mut warn)?;
+    let model_id = model_id.as_str();
     let Parallelism { gpus, dp_attention, instances, ep, pp } = parallelism(engine, &got, preset, &mut warn)?;
     let (weight_dtype, kv_dtype) = dtypes(&got, model_id, preset, &mut warn);
     if got.contains_key("speculative") {
@@ -821,7 +915,7 @@ fn scenario(engine: Engine, gpu: &str, args: &[String], version: Option<&str>) -
     );
     t += "# The workload and the SLO below are placeholders: put in your traffic and targets.\n";
     t +=
-        &format!("name = \"{}-{}\"\nseed = 1\n# The engine's rules are the defaults of what this file leaves out.\nengine = \"{engine_name}\"\n{}\n[model]\npreset = \"{}\"\n", engine_name, preset.name(), version.map_or(String::new(), |(a, b, c)| format!("engine_version = \"{a}.{b}.{c}\"\n")), preset.name());
+        &format!("name = \"{}-{}\"\nseed = 1\n# The engine's rules are the defaults of what this file leaves out.\nengine = \"{engine_name}\"\n{}\n[model]\n{model_section}", engine_name, preset.name(), version.map_or(String::new(), |(a, b, c)| format!("engine_version = \"{a}.{b}.{c}\"\n")));
     t += &dtype_lines(weight_dtype, kv_dtype, &warn);
     t += &format!("\n[gpu]\n{gpu_section}\n[cluster]\ninstances = {instances}\ntp = {gpus}\n");
     // The engine's own balancer across its DP replicas: vLLM's lowest 4 × waiting + running
@@ -907,7 +1001,7 @@ pub(crate) fn run(a: Args) -> Result<()> {
         Cmd::FromVllm(f) => (Engine::Vllm, f),
         Cmd::FromSglang(f) => (Engine::Sglang, f),
     };
-    let (text, warn) = scenario(engine, &f.gpu, &f.args, f.engine_version.as_deref())?;
+    let (text, warn) = scenario_with(engine, &f.gpu, &f.args, f.engine_version.as_deref(), f.model_config.as_deref())?;
     // The scenario must load as written: what it says is what a run would use.
     let dir = f.out.as_deref().and_then(Path::parent).filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let (text, cost) = priced(&text, engine, &f.gpu, dir)?;
@@ -1392,6 +1486,78 @@ mod tests {
         )
         .unwrap();
         assert!(text.contains("# --chunked-prefill-size -1: chunked prefill off; a prefill batch holds up to --max-prefill-tokens 16384"), "{text}");
+    }
+
+    /// Qwen/Qwen2.5-7B-Instruct's config.json (the keys servesim reads): no preset has it.
+    const QWEN25_7B: &str = r#"{"architectures": ["Qwen2ForCausalLM"], "hidden_size": 3584,
+        "intermediate_size": 18944, "max_position_embeddings": 32768, "num_attention_heads": 28,
+        "num_hidden_layers": 28, "num_key_value_heads": 4, "sliding_window": 131072,
+        "tie_word_embeddings": false, "use_sliding_window": false, "vocab_size": 152064}"#;
+
+    #[test]
+    fn a_model_without_a_preset_is_read_from_its_config_json() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("Qwen2.5-7B-Instruct");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.json"), QWEN25_7B).unwrap();
+        let load = |text: &str| servesim_sim::Scenario::from_toml(text, "t").unwrap_or_else(|e| panic!("{e}\n{text}"));
+        // A local checkpoint directory the command names.
+        let cmd = args(&format!("{} --max-model-len 16k", dir.display()));
+        let (text, warn) = scenario_with(Engine::Vllm, "h100-sxm", &cmd, None, None).unwrap();
+        let s = load(&text);
+        let m = &s.model;
+        assert_eq!(
+            (m.name.as_str(), m.layers, m.heads, m.kv_heads, m.head_dim),
+            ("Qwen2.5-7B-Instruct", 28, 28, 4, 128)
+        );
+        assert_eq!((m.intermediate, m.vocab, m.max_context, m.experts), (18944, 152064, 32768, 1));
+        // By hand, in bf16: per layer attention 3584 × (3584 + 2 × 512) + 3584², FFN 3 × 3584 ×
+        // 18944, two norms of 3584; a final norm, and embeddings and head 2 × 152064 × 3584.
+        let per_layer = 3584 * (3584 + 2 * 512) + 3584 * 3584 + 3 * 3584 * 18944 + 2 * 3584;
+        assert_eq!(m.weight_bytes(), 2 * (28 * per_layer + 3584 + 2 * 152064 * 3584));
+        assert!(warn.iter().any(|w| w.contains("read from") && w.contains("no preset has it")), "{warn:?}");
+        // The Hugging Face cache's snapshot for a Hub name, where refs/main points.
+        let hub = tmp.path().join("hub");
+        let snap = hub.join("models--Qwen--Qwen2.5-7B-Instruct/snapshots/abc123");
+        std::fs::create_dir_all(&snap).unwrap();
+        std::fs::create_dir_all(hub.join("models--Qwen--Qwen2.5-7B-Instruct/refs")).unwrap();
+        std::fs::write(hub.join("models--Qwen--Qwen2.5-7B-Instruct/refs/main"), "abc123\n").unwrap();
+        std::fs::write(snap.join("config.json"), QWEN25_7B).unwrap();
+        assert_eq!(hub_config(&hub, "Qwen/Qwen2.5-7B-Instruct"), Some(snap.join("config.json")));
+        assert_eq!(hub_config(&hub, "Qwen/Qwen2.5-14B-Instruct"), None);
+        let (mut got, mut warn) = (BTreeMap::new(), vec![]);
+        let (p, _) = model_of("Qwen/Qwen2.5-7B-Instruct", None, &Some(hub.clone()), &mut got, &mut warn).unwrap();
+        assert_eq!((p.name(), p.experts), ("Qwen2.5-7B-Instruct", 1));
+        // Nowhere: the error says where it looked and what to give.
+        let e = model_of("Qwen/Qwen2.5-14B-Instruct", None, &Some(hub.clone()), &mut got, &mut warn).err().expect("an error");
+        let e = e.to_string();
+        assert!(
+            e.contains("no config.json of it was found")
+                && e.contains(&hub.display().to_string())
+                && e.contains("--model-config"),
+            "{e}"
+        );
+        // A checkpoint quantized to FP8 sizes FP8 weights, as the engine reads its quant_method.
+        let fp8 = tmp.path().join("fp8");
+        std::fs::create_dir_all(&fp8).unwrap();
+        let q =
+            QWEN25_7B.replace("\"vocab_size\"", "\"quantization_config\": {\"quant_method\": \"fp8\"}, \"vocab_size\"");
+        std::fs::write(fp8.join("config.json"), q).unwrap();
+        let (text, _) =
+            scenario_with(Engine::Sglang, "h100-sxm", &args(&format!("--model-path {}", fp8.display())), None, None)
+                .unwrap();
+        assert_eq!(load(&text).model.weight_dtype, Dtype::Fp8);
+        // --model-config names the file even for a preset's checkpoint; one servesim cannot read is named.
+        let gemma = tmp.path().join("gemma.json");
+        std::fs::write(&gemma, r#"{"architectures": ["Gemma3ForConditionalGeneration"]}"#).unwrap();
+        let cmd = args("meta-llama/Llama-3.1-8B-Instruct");
+        let e = scenario_with(Engine::Vllm, "h100-sxm", &cmd, None, Some(&gemma)).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("{}: architectures [\"Gemma3ForConditionalGeneration\"]: not one", gemma.display())),
+            "{e}"
+        );
+        let e = scenario_with(Engine::Vllm, "h100-sxm", &cmd, None, Some(&tmp.path().join("none.json"))).unwrap_err();
+        assert!(e.to_string().contains("none.json"), "{e}");
     }
 
     #[test]

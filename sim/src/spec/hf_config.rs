@@ -1,0 +1,220 @@
+//! A network from a Hugging Face `config.json`, for a checkpoint no preset describes: the
+//! families whose every dimension servesim models from the keys below, and no other.
+//!
+//! | `architectures` | FFN |
+//! |---|---|
+//! | `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM`, `Qwen3ForCausalLM` | dense, `intermediate_size` |
+//! | `Qwen3MoeForCausalLM` | `num_experts` of `moe_intermediate_size`, `num_experts_per_tok` routed, every layer |
+//! | `MixtralForCausalLM` | `num_local_experts` of `intermediate_size`, `num_experts_per_tok` routed |
+//!
+//! `head_dim` is the config's where it gives one (Qwen3-32B: 128, not 5120 / 64), else
+//! `hidden_size / num_attention_heads`; `num_key_value_heads` defaults to the heads. A Mistral or
+//! Mixtral `sliding_window` windows every layer; Qwen2's only with `use_sliding_window`, which
+//! is refused (its `max_window_layers` split is not modelled). The context is vLLM's
+//! (`_get_and_verify_max_len`, `vllm/config/model.py` at 0.11.2): `max_position_embeddings`,
+//! times `rope_scaling.factor` except for `llama3`, `su` and `longrope` scaling (a `yarn` one
+//! from `original_max_position_embeddings`); a window does not bound it (vLLM bounds it only
+//! with `--disable-sliding-window`).
+
+use serde_json::Value;
+
+use super::model::{Arch, ModelPreset, Window};
+
+const DENSE: &[&str] = &["LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"];
+const MOE: &[&str] = &["Qwen3MoeForCausalLM", "MixtralForCausalLM"];
+
+/// The network `config.json` (`text`) describes, named `name`, or why servesim cannot model it.
+pub fn preset_from_hf_config(text: &str, name: &'static str) -> Result<ModelPreset, String> {
+    let c: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let archs: Vec<&str> = c
+        .get("architectures")
+        .and_then(Value::as_array)
+        .map_or(vec![], |a| a.iter().filter_map(Value::as_str).collect());
+    let Some(&arch) = archs.iter().find(|a| DENSE.contains(a) || MOE.contains(a)) else {
+        return Err(format!(
+            "architectures {archs:?}: not one servesim models from config.json ({}); write [model] by hand",
+            [DENSE, MOE].concat().join(", ")
+        ));
+    };
+    let int = |key: &str| -> Result<u64, String> {
+        match c.get(key) {
+            Some(v) => v.as_u64().filter(|&n| n >= 1).ok_or_else(|| format!("{key}: not a whole number ≥ 1: {v}")),
+            None => Err(format!("{key}: missing (needed for {arch})")),
+        }
+    };
+    let opt = |key: &str| -> Result<Option<u64>, String> {
+        match c.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(_) => int(key).map(Some),
+        }
+    };
+    let (hidden, heads) = (int("hidden_size")?, int("num_attention_heads")?);
+    let head_dim = match opt("head_dim")? {
+        Some(d) => d,
+        None if hidden.is_multiple_of(heads) => hidden / heads,
+        None => return Err(format!("hidden_size {hidden} is not a multiple of num_attention_heads {heads}")),
+    };
+    let (experts, top_k, intermediate) = match arch {
+        "Qwen3MoeForCausalLM" => {
+            let dense = c.get("mlp_only_layers").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+            if dense || opt("decoder_sparse_step")?.is_some_and(|s| s != 1) {
+                return Err("mlp_only_layers / decoder_sparse_step: dense layers among the MoE ones are not read \
+                            from config.json; write [model] by hand (dense_layers, dense_intermediate)"
+                    .into());
+            }
+            (int("num_experts")?, int("num_experts_per_tok")?, int("moe_intermediate_size")?)
+        }
+        "MixtralForCausalLM" => (int("num_local_experts")?, int("num_experts_per_tok")?, int("intermediate_size")?),
+        _ => (1, 1, int("intermediate_size")?),
+    };
+    let window = match arch {
+        "MistralForCausalLM" | "MixtralForCausalLM" => opt("sliding_window")?,
+        "Qwen2ForCausalLM" if c.get("use_sliding_window").and_then(Value::as_bool) == Some(true) => {
+            return Err("use_sliding_window: Qwen2's sliding window over max_window_layers is not modelled; \
+                        write [model] by hand ([model.window])"
+                .into())
+        }
+        _ => None,
+    };
+    let layers = int("num_hidden_layers")?;
+    let context = context(&c, &opt)?;
+    Ok(ModelPreset {
+        name,
+        layers,
+        hidden,
+        heads,
+        kv_heads: opt("num_key_value_heads")?.unwrap_or(heads),
+        head_dim,
+        intermediate,
+        vocab: int("vocab_size")?,
+        max_context: context,
+        experts,
+        top_k,
+        tied_embeddings: c.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false),
+        arch: Arch { window: window.map(|tokens| Window { tokens, layers }), ..Arch::PLAIN },
+    })
+}
+
+/// vLLM's derived context: `max_position_embeddings` (else the other keys vLLM reads), scaled
+/// by `rope_scaling` as `_get_and_verify_max_len` scales it.
+fn context(c: &Value, opt: &dyn Fn(&str) -> Result<Option<u64>, String>) -> Result<u64, String> {
+    let keys = [
+        "max_position_embeddings",
+        "n_positions",
+        "max_seq_len",
+        "seq_length",
+        "model_max_length",
+        "max_target_positions",
+        "max_sequence_length",
+        "max_seq_length",
+        "seq_len",
+    ];
+    let mut len = None;
+    for k in keys {
+        if let Some(n) = opt(k)? {
+            len = Some(len.map_or(n, |l: u64| l.min(n)));
+        }
+    }
+    // Cohere's model_max_length overrides the others.
+    if let Some(n) = opt("model_max_length")? {
+        len = Some(n);
+    }
+    let Some(mut len) = len else {
+        return Err(format!("no context length: none of {} is given", keys.join(", ")));
+    };
+    if let Some(r) = c.get("rope_scaling").filter(|r| r.is_object()) {
+        let kind = r.get("rope_type").or(r.get("type")).and_then(Value::as_str).unwrap_or("default");
+        let factor = r.get("factor").and_then(Value::as_f64).unwrap_or(1.0);
+        if !matches!(kind, "su" | "longrope" | "llama3") {
+            if kind == "yarn" {
+                len = r.get("original_max_position_embeddings").and_then(Value::as_u64).unwrap_or(len);
+            }
+            if !(factor.is_finite() && (1.0..=1e6).contains(&factor)) {
+                return Err(format!("rope_scaling.factor: not a number in [1, 1e6]: {factor}"));
+            }
+            len = (len as f64 * factor) as u64;
+        }
+    }
+    Ok(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Dtype, ModelSpec, MODEL_PRESETS};
+
+    /// meta-llama/Llama-3.1-8B-Instruct's config.json (the keys servesim reads) gives the preset's
+    /// network exactly.
+    const LLAMA_31_8B: &str = r#"{"architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+        "intermediate_size": 14336, "max_position_embeddings": 131072, "num_attention_heads": 32,
+        "num_hidden_layers": 32, "num_key_value_heads": 8, "rope_scaling": {"factor": 8.0,
+        "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192,
+        "rope_type": "llama3"}, "tie_word_embeddings": false, "vocab_size": 128256}"#;
+
+    #[test]
+    fn a_presets_config_gives_the_presets_network() {
+        let p = preset_from_hf_config(LLAMA_31_8B, "x").unwrap();
+        let preset = MODEL_PRESETS.iter().find(|p| p.name == "llama-3.1-8b").unwrap();
+        let spec = |p: &ModelPreset| {
+            let mut s = ModelSpec::from_preset(p, Dtype::Bf16, Dtype::Bf16);
+            s.name = String::new();
+            s
+        };
+        assert_eq!(spec(&p), spec(preset));
+    }
+
+    #[test]
+    fn qwen3_moe_qwen2_and_mistral_by_hand() {
+        // Qwen/Qwen3-30B-A3B: 128 experts of 768, 8 routed, head_dim 128 (not 2048 / 32).
+        let qwen3 = r#"{"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 2048, "head_dim": 128,
+            "moe_intermediate_size": 768, "intermediate_size": 6144, "num_experts": 128,
+            "num_experts_per_tok": 8, "decoder_sparse_step": 1, "mlp_only_layers": [],
+            "max_position_embeddings": 40960, "num_attention_heads": 32, "num_hidden_layers": 48,
+            "num_key_value_heads": 4, "vocab_size": 151936, "tie_word_embeddings": false,
+            "rope_scaling": null, "sliding_window": null, "use_sliding_window": false}"#;
+        let p = preset_from_hf_config(qwen3, "x").unwrap();
+        assert_eq!((p.experts, p.top_k, p.intermediate, p.head_dim, p.kv_heads), (128, 8, 768, 128, 4));
+        let preset = MODEL_PRESETS.iter().find(|p| p.name == "qwen3-30b-a3b").unwrap();
+        let a = ModelSpec::from_preset(&p, Dtype::Bf16, Dtype::Bf16);
+        let b = ModelSpec::from_preset(preset, Dtype::Bf16, Dtype::Bf16);
+        assert_eq!(a.weight_bytes(), b.weight_bytes());
+        // Qwen/Qwen2.5-7B-Instruct: 28 layers, 28 heads of 128 (3584 / 28), 4 KV heads, tied
+        // no; with YaRN ×4 from 32768 its context is 131,072, as vLLM derives it.
+        let qwen25 = r#"{"architectures": ["Qwen2ForCausalLM"], "hidden_size": 3584,
+            "intermediate_size": 18944, "max_position_embeddings": 32768, "num_attention_heads": 28,
+            "num_hidden_layers": 28, "num_key_value_heads": 4, "vocab_size": 152064,
+            "tie_word_embeddings": false, "use_sliding_window": false, "sliding_window": 131072}"#;
+        let p = preset_from_hf_config(qwen25, "x").unwrap();
+        assert_eq!((p.layers, p.head_dim, p.max_context, p.arch.window), (28, 128, 32768, None));
+        let yarn = qwen25.replace(
+            "\"tie_word_embeddings\"",
+            "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}, \"tie_word_embeddings\"",
+        );
+        assert_eq!(preset_from_hf_config(&yarn, "x").unwrap().max_context, 131_072);
+        // mistralai/Mistral-7B-v0.1: a 4096-token window on all 32 layers; the context stays 32,768.
+        let mistral = r#"{"architectures": ["MistralForCausalLM"], "hidden_size": 4096,
+            "intermediate_size": 14336, "max_position_embeddings": 32768, "num_attention_heads": 32,
+            "num_hidden_layers": 32, "num_key_value_heads": 8, "sliding_window": 4096, "vocab_size": 32000}"#;
+        let p = preset_from_hf_config(mistral, "x").unwrap();
+        assert_eq!(p.arch.window, Some(Window { tokens: 4096, layers: 32 }));
+        assert_eq!(p.max_context, 32768);
+    }
+
+    #[test]
+    fn what_cannot_be_read_is_named() {
+        let e = |t: &str| preset_from_hf_config(t, "x").err().expect("an error");
+        assert!(e("{").starts_with("not JSON"));
+        assert!(e(r#"{"architectures": ["Gemma3ForCausalLM"]}"#)
+            .starts_with("architectures [\"Gemma3ForCausalLM\"]: not one servesim models from config.json"));
+        assert!(e(r#"{}"#).starts_with("architectures []: not one"));
+        let no_layers = LLAMA_31_8B.replace("\"num_hidden_layers\": 32,", "");
+        assert_eq!(e(&no_layers), "num_hidden_layers: missing (needed for LlamaForCausalLM)");
+        let bad = LLAMA_31_8B.replace("\"num_hidden_layers\": 32", "\"num_hidden_layers\": -3");
+        assert_eq!(e(&bad), "num_hidden_layers: not a whole number ≥ 1: -3");
+        let bad = LLAMA_31_8B.replace("\"hidden_size\": 4096", "\"hidden_size\": 4097");
+        assert_eq!(e(&bad), "hidden_size 4097 is not a multiple of num_attention_heads 32");
+        let bad =
+            LLAMA_31_8B.replace("\"rope_type\": \"llama3\"", "\"rope_type\": \"dynamic\"").replace("8.0", "1e300");
+        assert!(e(&bad).starts_with("rope_scaling.factor: not a number in [1, 1e6]"), "{}", e(&bad));
+    }
+}
