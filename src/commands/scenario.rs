@@ -852,6 +852,23 @@ fn model_of(
     Ok((preset, format!("# The network from {}: no preset has it.\n{lines}", file.display())))
 }
 
+/// CUDA graphs turned off (vLLM's `--enforce-eager`, SGLang's `--disable-cuda-graph`): named in a
+/// warning of their own, out of the flags not understood.
+fn eager_warning(args: &[String], unknown: &mut Vec<String>, warn: &mut Vec<String>) {
+    let eager: Vec<&str> = ["--enforce-eager", "--disable-cuda-graph"]
+        .into_iter()
+        .filter(|f| args.iter().any(|a| a == f || a.starts_with(&format!("{f}="))))
+        .collect();
+    unknown.retain(|u| !eager.iter().any(|f| u == f || u.starts_with(&format!("{f}="))));
+    for f in eager {
+        warn.push(format!(
+            "{f}: CUDA graphs off; servesim prices each step as the kernel database measured it, under CUDA graphs: \
+             the kernel launches eager mode adds to every step (most felt at small batches) are not priced, so its \
+             decode is predicted faster than it will run"
+        ));
+    }
+}
+
 /// The Hugging Face hub cache: `HF_HUB_CACHE`, else `HF_HOME`/hub, else ~/.cache/huggingface/hub.
 fn hub_cache() -> Option<PathBuf> {
     let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
@@ -894,7 +911,8 @@ fn scenario_with(
 ) -> Result<(String, Vec<String>)> {
     let mut warn = Vec::new();
     let version = engine_version(engine, version, &mut warn)?;
-    let (mut got, unknown) = parse_flags(engine, args)?;
+    let (mut got, mut unknown) = parse_flags(engine, args)?;
+    eager_warning(args, &mut unknown, &mut warn);
     if !unknown.is_empty() {
         warn.push(format!("not understood, left out: {}", unknown.join(", ")));
     }
@@ -1125,8 +1143,10 @@ mod tests {
         assert_ne!(free.groups[0].memory.terms.as_ref().map_or(servesim_rule, |t| t.engine), servesim_rule);
         // One warning line naming every flag not understood, with its value; and the version's
         // default assumed where the command gives no --engine-version.
-        assert_eq!(warn[0], "not understood, left out: --foo-bar 3, --enforce-eager");
-        assert!(warn.len() == 2 && warn[1].starts_with("asynchronous scheduling assumed on"), "{warn:?}");
+        // --enforce-eager has a warning of its own (cuda_graphs_off_is_named_as_not_priced).
+        assert!(warn[0].starts_with("--enforce-eager: CUDA graphs off"), "{warn:?}");
+        assert_eq!(warn[1], "not understood, left out: --foo-bar 3");
+        assert!(warn.len() == 3 && warn[2].starts_with("asynchronous scheduling assumed on"), "{warn:?}");
     }
 
     #[test]
@@ -1529,7 +1549,9 @@ mod tests {
         let (p, _) = model_of("Qwen/Qwen2.5-7B-Instruct", None, &Some(hub.clone()), &mut got, &mut warn).unwrap();
         assert_eq!((p.name(), p.experts), ("Qwen2.5-7B-Instruct", 1));
         // Nowhere: the error says where it looked and what to give.
-        let e = model_of("Qwen/Qwen2.5-14B-Instruct", None, &Some(hub.clone()), &mut got, &mut warn).err().expect("an error");
+        let e = model_of("Qwen/Qwen2.5-14B-Instruct", None, &Some(hub.clone()), &mut got, &mut warn)
+            .err()
+            .expect("an error");
         let e = e.to_string();
         assert!(
             e.contains("no config.json of it was found")
@@ -1558,6 +1580,24 @@ mod tests {
         );
         let e = scenario_with(Engine::Vllm, "h100-sxm", &cmd, None, Some(&tmp.path().join("none.json"))).unwrap_err();
         assert!(e.to_string().contains("none.json"), "{e}");
+    }
+
+    #[test]
+    fn cuda_graphs_off_is_named_as_not_priced() {
+        let (_, warn) = scenario(
+            Engine::Vllm,
+            "h100-sxm",
+            &args("meta-llama/Llama-3.1-8B-Instruct --enforce-eager --port 1"),
+            None,
+        )
+        .unwrap();
+        assert!(warn.iter().any(|w| w.starts_with("--enforce-eager: CUDA graphs off")), "{warn:?}");
+        assert!(!warn.iter().any(|w| w.contains("not understood")), "{warn:?}");
+        let cmd = args("--model-path meta-llama/Llama-3.1-8B-Instruct --disable-cuda-graph");
+        let (_, warn) = scenario(Engine::Sglang, "h100-sxm", &cmd, None).unwrap();
+        assert!(warn.iter().any(|w| w.starts_with("--disable-cuda-graph: CUDA graphs off")), "{warn:?}");
+        let (_, warn) = scenario(Engine::Vllm, "h100-sxm", &args("meta-llama/Llama-3.1-8B-Instruct"), None).unwrap();
+        assert!(!warn.iter().any(|w| w.contains("CUDA graphs off")), "{warn:?}");
     }
 
     #[test]
