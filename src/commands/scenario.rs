@@ -108,15 +108,8 @@ fn spelled(engine: Engine, key: &str) -> &'static str {
 
 /// The flags of a command line, and the ones servesim does not understand.
 fn parse_flags(engine: Engine, args: &[String]) -> Result<(BTreeMap<&'static str, String>, Vec<String>)> {
-    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
-    // The program and subcommand may be pasted with the flags.
-    let lead: &[&str] = match engine {
-        Engine::Vllm => &["vllm", "serve"],
-        Engine::Sglang => &["python", "python3", "-m", "sglang.launch_server"],
-    };
-    while args.first().is_some_and(|a| lead.contains(a)) {
-        args.remove(0);
-    }
+    let words = command_words(engine, args)?;
+    let args: Vec<&str> = words.iter().map(String::as_str).collect();
     let mut got = BTreeMap::new();
     let mut unknown = Vec::new();
     let mut i = 0;
@@ -175,6 +168,118 @@ fn parse_flags(engine: Engine, args: &[String]) -> Result<(BTreeMap<&'static str
         }
     }
     Ok((got, unknown))
+}
+
+/// The words of a command after the program and subcommand (which may be pasted with the
+/// flags), its config file read in ([`with_config_file`]).
+fn command_words(engine: Engine, args: &[String]) -> Result<Vec<String>> {
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let lead: &[&str] = match engine {
+        Engine::Vllm => &["vllm", "serve"],
+        Engine::Sglang => &["python", "python3", "-m", "sglang.launch_server"],
+    };
+    while args.first().is_some_and(|a| lead.contains(a)) {
+        args.remove(0);
+    }
+    with_config_file(engine, &args)
+}
+
+/// The command with its `--config FILE.yaml` read in, as the engine reads it: each key of the
+/// file's mapping a flag (`true` the switch; `false` vLLM's `--no-` form where servesim knows
+/// it, nothing in SGLang; a list its values; a mapping as JSON; else its text), placed so that
+/// the command's own flags win — in vLLM after the model named first (`FlexibleArgumentParser.
+/// _pull_args_from_config`, `vllm/utils/argparse_utils.py` at 0.34.0), in SGLang before every
+/// flag (`ConfigArgumentMerger`, `sglang/srt/server_args_config_parser.py` at 0.5.15). Errors in
+/// the engine's words.
+fn with_config_file(engine: Engine, args: &[&str]) -> Result<Vec<String>> {
+    // Both engines look for the word `--config` alone: `--config=FILE` is not read (and is named
+    // as not understood).
+    let at: Vec<usize> = (0..args.len()).filter(|&i| args[i] == "--config").collect();
+    let mut out: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let Some(&i) = at.first() else { return Ok(out) };
+    if at.len() > 1 {
+        return Err(CliError::input(
+            "--config: given more than once (the engine stops: \"More than one config file specified!\")",
+        ));
+    }
+    let Some(&file) = args.get(i + 1) else {
+        return Err(CliError::input("--config: needs a file (the engine stops: \"No config file specified!\")"));
+    };
+    let ext = Path::new(file).extension().and_then(|e| e.to_str()).unwrap_or("");
+    if !ext.eq_ignore_ascii_case("yaml") && !ext.eq_ignore_ascii_case("yml") {
+        return Err(CliError::input(format!("--config {file}: the engine reads only a .yaml or .yml config file")));
+    }
+    let text = crate::input::read_text(Path::new(file), "--config")?;
+    let bad = |why: String| CliError::input(format!("--config {file}: {why}"));
+    let docs = yaml_rust2::YamlLoader::load_from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let mut flags = Vec::new();
+    match docs.into_iter().next() {
+        None | Some(yaml_rust2::Yaml::Null) => {}
+        Some(yaml_rust2::Yaml::Hash(h)) => {
+            for (k, v) in h {
+                let key = k.as_str().ok_or_else(|| bad(format!("a key that is not a flag name: {k:?}")))?;
+                flags.extend(config_flag(engine, key, &v).map_err(bad)?);
+            }
+        }
+        Some(other) => return Err(bad(format!("not a mapping of flags to values: {other:?}"))),
+    }
+    out.drain(i..i + 2);
+    let at = match engine {
+        Engine::Vllm if out.first().is_some_and(|a| !a.starts_with('-')) => 1,
+        _ => 0,
+    };
+    out.splice(at..at, flags);
+    Ok(out)
+}
+
+/// One key of a config file as the engine's flags ([`with_config_file`]).
+fn config_flag(engine: Engine, key: &str, v: &yaml_rust2::Yaml) -> std::result::Result<Vec<String>, String> {
+    use yaml_rust2::Yaml;
+    let name = format!("--{key}");
+    Ok(match v {
+        Yaml::Boolean(true) => vec![name],
+        Yaml::Boolean(false) => match engine {
+            Engine::Vllm if flag(engine, &format!("--no-{key}")).is_some() => vec![format!("--no-{key}")],
+            _ => vec![],
+        },
+        Yaml::Array(items) if items.is_empty() => vec![],
+        Yaml::Array(items) => {
+            let mut w = vec![name];
+            for item in items {
+                w.push(yaml_text(item).ok_or_else(|| format!("{key}: a list item that is not a value: {item:?}"))?);
+            }
+            w
+        }
+        Yaml::Hash(_) => vec![name, yaml_json(v).to_string()],
+        Yaml::Null => return Err(format!("{key}: no value")),
+        other => vec![name, yaml_text(other).ok_or_else(|| format!("{key}: not a value: {other:?}"))?],
+    })
+}
+
+/// A YAML scalar as Python's `str()` writes it (a float as written in the file).
+fn yaml_text(v: &yaml_rust2::Yaml) -> Option<String> {
+    use yaml_rust2::Yaml;
+    match v {
+        Yaml::String(s) | Yaml::Real(s) => Some(s.clone()),
+        Yaml::Integer(n) => Some(n.to_string()),
+        Yaml::Boolean(b) => Some(if *b { "True" } else { "False" }.into()),
+        _ => None,
+    }
+}
+
+/// A YAML value as JSON (the engines `json.dumps` a mapping).
+fn yaml_json(v: &yaml_rust2::Yaml) -> serde_json::Value {
+    use serde_json::Value as J;
+    use yaml_rust2::Yaml;
+    match v {
+        Yaml::Hash(h) => J::Object(h.iter().map(|(k, v)| (yaml_text(k).unwrap_or_default(), yaml_json(v))).collect()),
+        Yaml::Array(a) => J::Array(a.iter().map(yaml_json).collect()),
+        Yaml::Integer(n) => J::from(*n),
+        Yaml::Real(s) => s.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map_or(J::Null, J::Number),
+        Yaml::Boolean(b) => J::Bool(*b),
+        Yaml::String(s) => J::String(s.clone()),
+        _ => J::Null,
+    }
 }
 
 /// A list flag's values (argparse's `nargs="+"`): its inline one, else the words from `args[*i]`
@@ -1598,6 +1703,66 @@ mod tests {
         assert!(warn.iter().any(|w| w.starts_with("--disable-cuda-graph: CUDA graphs off")), "{warn:?}");
         let (_, warn) = scenario(Engine::Vllm, "h100-sxm", &args("meta-llama/Llama-3.1-8B-Instruct"), None).unwrap();
         assert!(!warn.iter().any(|w| w.contains("CUDA graphs off")), "{warn:?}");
+    }
+
+    #[test]
+    fn a_config_file_is_read_as_the_engine_reads_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = |name: &str, body: &str| {
+            let p = tmp.path().join(name);
+            std::fs::write(&p, body).unwrap();
+            p.display().to_string()
+        };
+        let yaml = file(
+            "c.yaml",
+            "max-num-seqs: 128\nmax-num-batched-tokens: 4096\nenable-prefix-caching: false\nkv-cache-dtype: fp8\n\
+             gpu-memory-utilization: 0.85\ncompilation-config:\n  cudagraph_capture_sizes: [1, 2]\n",
+        );
+        // vLLM: the file's flags after the model, the command's own after them (they win).
+        let cmd = format!("meta-llama/Llama-3.1-8B-Instruct --config {yaml} --max-num-seqs 512");
+        let (s, warn) = scenario_of(Engine::Vllm, "h100-sxm", &cmd);
+        let g = &s.groups[0];
+        assert_eq!((g.scheduler.max_num_seqs, g.scheduler.max_num_batched_tokens), (512, 4096));
+        assert!(!g.scheduler.prefix_cache.enabled);
+        assert_eq!(s.model.kv_dtype, Dtype::Fp8);
+        assert_eq!(g.memory.terms.as_ref().unwrap().fraction, 0.85);
+        let json = "--compilation-config {\"cudagraph_capture_sizes\":[1,2]}";
+        assert!(warn.iter().any(|w| w.contains(json)), "{warn:?}");
+        let expanded = |engine, cmd: &str| {
+            let a = args(cmd);
+            with_config_file(engine, &a.iter().map(String::as_str).collect::<Vec<_>>()).unwrap()
+        };
+        // The model named in the file (no model first): the file's flags lead.
+        let m = file("m.yaml", "model: Qwen/Qwen3-8B\nenable-prefix-caching: false\nswap-space: [4]\n");
+        assert_eq!(
+            expanded(Engine::Vllm, &format!("--config {m} -tp 2")),
+            args("--model Qwen/Qwen3-8B --no-enable-prefix-caching --swap-space 4 -tp 2")
+        );
+        // SGLang: before every flag; a false switch is left out.
+        let sg = file("s.yml", "tp: 2\nenable-mixed-chunk: false\ndisable-radix-cache: true\n");
+        assert_eq!(
+            expanded(Engine::Sglang, &format!("--model-path m --config {sg} --tp 4")),
+            args("--tp 2 --disable-radix-cache --model-path m --tp 4")
+        );
+        // `--config=FILE` is not read by either engine: named as not understood.
+        let (_, warn) =
+            scenario_of(Engine::Vllm, "h100-sxm", &format!("meta-llama/Llama-3.1-8B-Instruct --config={yaml}"));
+        assert!(warn.iter().any(|w| w.contains(&format!("not understood, left out: --config={yaml}"))), "{warn:?}");
+        // Errors name the file and say what the engine does.
+        let e = |cmd: &str| scenario(Engine::Vllm, "h100-sxm", &args(cmd), None).unwrap_err().to_string();
+        assert!(e(&format!("m --config {yaml} --config {yaml}")).contains("More than one config file specified!"));
+        assert!(e("m --config").contains("No config file specified!"));
+        let json_file = file("c.json", "{}");
+        assert!(e(&format!("m --config {json_file}")).contains("reads only a .yaml or .yml config file"));
+        let list = file("l.yaml", "- a\n- b\n");
+        assert!(
+            e(&format!("m --config {list}")).contains(&format!("--config {list}: not a mapping of flags to values"))
+        );
+        let broken = file("b.yaml", "a: [1, 2\n");
+        assert!(e(&format!("m --config {broken}")).starts_with(&format!("--config {broken}: ")));
+        let null = file("n.yaml", "max-num-seqs:\n");
+        assert!(e(&format!("m --config {null}")).contains("max-num-seqs: no value"));
+        assert!(e(&format!("m --config {}", tmp.path().join("none.yaml").display())).contains("none.yaml"));
     }
 
     #[test]
