@@ -979,4 +979,29 @@ mod tests {
         assert_eq!(b.concurrent_requests(17), 50);
         assert_eq!(b.kv_tokens(), 1600);
     }
+
+    /// vLLM's longest request by hand: blocks of 1,000 bytes and 16 tokens.
+    #[test]
+    fn the_longest_request_vllm_starts_with() {
+        let b = |kv_bytes, window_kv_bytes| MemoryBudget {
+            memory_bytes: 0,
+            usable_bytes: 0,
+            weight_bytes: 0,
+            reserve_bytes: 0,
+            kv_bytes,
+            kv_bytes_per_token: 62,
+            block_tokens: 16,
+            block_bytes: 1000,
+            kv_blocks: kv_bytes / 1000,
+            window_kv_bytes,
+            terms: None,
+        };
+        // 10.5 blocks: 10 whole, one held back (the null block): 9 × 16 tokens.
+        assert_eq!(b(10_500, 0).vllm_longest_request(1), 144);
+        // One block and a half: none left beside the null block.
+        assert_eq!(b(1_500, 0).vllm_longest_request(1), 0);
+        // Windowed layers' 8,000 bytes set apart for 4 sequences: one sequence needs 2,000 of
+        // them, so (10,500 + 8,000 − 2,000 − 1,000) / 1,000 = 15 blocks, 240 tokens.
+        assert_eq!(b(10_500, 8_000).vllm_longest_request(4), 240);
+    }
 }

@@ -232,7 +232,8 @@ impl SchedulerSection {
             return Err(ConfigError::at(
                 &format!("{path}.max_model_len"),
                 format!(
-                    "vLLM cannot start: its KV cache ({available:.2} GiB per GPU) holds no request of even two                      tokens; give the engine more memory (memory.gpu_memory_utilization, cluster.tp)"
+                    "{VLLM_NO_START}: its KV cache ({available:.2} GiB per GPU) holds no request of even two tokens; give \
+                     the engine more memory (memory.gpu_memory_utilization, cluster.tp)"
                 ),
             ));
         }

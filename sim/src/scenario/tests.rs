@@ -433,6 +433,14 @@ fn vllm_refuses_a_max_model_len_its_kv_cache_cannot_hold_and_auto_fits_it() {
     let at = |n: u64| Scenario::from_toml(&format!("{VLLM_70B}[scheduler]\nmax_model_len = {n}\n"), "t");
     assert!(at((blocks - 1) * 16).is_ok());
     assert!(at((blocks - 1) * 16 + 1).unwrap_err().to_string().contains("vLLM does not start"));
+    // With one block (at this fraction), vLLM's null block leaves none: even "auto" cannot start.
+    let one = format!("{VLLM_70B}[scheduler]\nmax_model_len = \"auto\"\n")
+        .replace("engine = \"vllm\"\n[workload]", "engine = \"vllm\"\ngpu_memory_utilization = 0.89382\n[workload]");
+    let e = err(&one);
+    assert!(
+        e.starts_with("scheduler.max_model_len: vLLM does not start: its KV cache (0.00 GiB per GPU) holds no request"),
+        "{e}"
+    );
     // SGLang and servesim's own rule start with any length, and a pinned block count is not checked.
     let sglang = "engine = \"sglang\"\nmem_fraction_static = 0.88\n[workload]";
     assert!(Scenario::from_toml(&VLLM_70B.replace("engine = \"vllm\"\n[workload]", sglang), "t").is_ok());
