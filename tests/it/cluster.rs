@@ -83,7 +83,7 @@ fn group_errors_name_the_group_key() {
     let base = mixed("round-robin");
     assert_eq!(
         err(base.replace("gpu = { preset = \"a100-80g\" }", "gpu = \"a100\"")),
-        "cluster.groups[1].gpu.preset: unknown preset \"a100\"; known: a100-80g, h100-sxm, h200, l40s, b200, a100-pcie, a30, b300, b60, gb200, gb300, h100-pcie, l4, rtx-pro-6000, rtx-4090, rtx-5090, rtx-pro-6000-ws, a10"
+        "cluster.groups[1].gpu.preset: unknown preset \"a100\" (did you mean \"a100-80g\", or \"a100-pcie\" for the PCIe card?); known: a100-80g, h100-sxm, h200, l40s, b200, a100-pcie, a30, b300, b60, gb200, gb300, h100-pcie, l4, rtx-pro-6000, rtx-4090, rtx-5090, rtx-pro-6000-ws, a10"
     );
     assert!(err(base.replace("max_num_seqs = 128", "max_num_seq = 128"))
         .starts_with("cluster.groups[0].scheduler.max_num_seq: unknown field `max_num_seq`"));
