@@ -295,6 +295,7 @@ fn print_json(a: &Args, model: &ModelSpec, gpu: &GpuSpec, b: &MemoryBudget, engi
         "context": a.context, "concurrent_requests": fits,
         "engine": engine.name(), "terms": b.terms.as_ref().map(terms_json),
         "max_running_requests": sglang_running(a, model, b),
+        "vllm_longest_request": vllm_longest(a, b).map(|n| n.min(model.max_context)),
     });
     outln!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
 }
@@ -479,6 +480,13 @@ fn print_kv(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
         thousands(b.kv_tokens())
     );
     outln!("  requests of {} tokens   {:>10}      at once", a.context, thousands(fits));
+    if let Some(n) = vllm_longest(a, b) {
+        outln!(
+            "  longest request         {:>10}      tokens (vLLM's start-up check: a larger max_model_len is refused; \
+             --max-model-len auto takes this)",
+            thousands(n.min(model.max_context))
+        );
+    }
     if let Some(n) = sglang_running(a, model, b) {
         outln!(
             "  max running requests    {:>10}      (SGLang's default from each scheduler's pool at the model's {} context)",
@@ -491,6 +499,13 @@ fn print_kv(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
             "  (engine terms are estimates of what its start-up measures; docs/fidelity.md compares them with logs)"
         );
     }
+}
+
+/// Under vLLM's rule, the longest request its KV cache holds by its start-up check
+/// ([`MemoryBudget::vllm_longest_request`]), of `--max-num-seqs` per DP attention rank.
+fn vllm_longest(a: &Args, b: &MemoryBudget) -> Option<u64> {
+    let vllm = b.terms.as_ref().is_some_and(|t| t.engine == MemoryEngine::Vllm);
+    vllm.then(|| b.vllm_longest_request(a.max_num_seqs.div_ceil(a.dp_attention.max(1))))
 }
 
 /// Under SGLang's rule, the requests each scheduler runs at once by default

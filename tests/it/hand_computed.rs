@@ -220,6 +220,27 @@ fn memory_engine_vllm_shows_every_term_of_vllms_rule() {
     assert_eq!(v["terms"]["forward_peak_bytes"], 8192 * (2 * 4096 + 3 * 14336) * 2);
     assert_eq!(v["kv_bytes"], kv);
     assert_eq!(v["kv_blocks"], kv / (16 * 131_072));
+    // vLLM's start-up check holds back one block: the pool's 28,000-odd blocks hold far more than
+    // the model's 131,072-token context, which is the longest request.
+    assert_eq!(v["vllm_longest_request"], 131_072);
+    // Llama-3.1-70B over two H100s holds fewer tokens than its context: every block but one.
+    let o = servesim(&[
+        "memory",
+        "--model",
+        "llama-3.1-70b",
+        "--gpu",
+        "h100-sxm",
+        "--tp",
+        "2",
+        "--engine",
+        "vllm",
+        "--format",
+        "json",
+    ]);
+    let big: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let blocks = big["kv_blocks"].as_u64().unwrap();
+    assert!(blocks * 16 < 131_072, "{blocks}");
+    assert_eq!(big["vllm_longest_request"].as_u64(), Some((blocks - 1) * 16));
     // The table names each term, and says which are estimates.
     let o = servesim(&["memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm"]);
     let t = stdout(&o);
@@ -234,6 +255,7 @@ fn memory_engine_vllm_shows_every_term_of_vllms_rule() {
         "an estimate from published logs",
         "CUDA graphs",
         "not counted",
+        "longest request            131,072      tokens (vLLM's start-up check",
     ] {
         assert!(t.contains(line), "{line}: {t}");
     }
