@@ -103,6 +103,8 @@ pub struct EngineMemory {
     pub cuda_graph_max_bs: Option<u64>,
     /// The engine's release (`engine_version`), where its rule changed with it: SGLang's.
     pub engine_version: Option<EngineVersion>,
+    /// SGLang's `--max-total-tokens`: each scheduler's pool is at most this many tokens.
+    pub max_total_tokens: Option<u64>,
 }
 
 /// Every term of an engine's rule, as `servesim memory --engine` shows them (bytes per GPU).
@@ -272,7 +274,13 @@ fn plan_stage(
             short: (needed - usable_bytes) as f64 / GIB,
         });
     }
-    let kv_bytes = usable_bytes - needed;
+    let mut kv_bytes = usable_bytes - needed;
+    // SGLang's --max-total-tokens caps each scheduler's pool at what it names
+    // (`_apply_token_constraints`, model_runner_kv_cache_mixin.py at 0.5.15: the smaller of the
+    // two, a larger one ignored with a warning), in whole blocks here.
+    if let Some(cap) = cfg.engine.max_total_tokens.filter(|_| cfg.engine.engine == MemoryEngine::Sglang) {
+        kv_bytes = kv_bytes.min(cap / cfg.block_tokens * block_bytes);
+    }
     // vLLM: num_blocks = available // page_size // num_layers (kv_cache_utils.get_num_blocks), the
     // same floor as here since every full-attention layer's page is the same size; SGLang:
     // max_total_num_tokens = rest // cell_size, then whole pages.
@@ -843,6 +851,7 @@ mod tests {
                 mem_fraction_static: None,
                 cuda_graph_max_bs: None,
                 engine_version: None,
+                max_total_tokens: None,
             },
             ..engine(MemoryEngine::Vllm)
         };

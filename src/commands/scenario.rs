@@ -858,6 +858,9 @@ fn memory_lines(
     if let Some(n) = cuda_graph_max_bs(got)? {
         t += &format!("cuda_graph_max_bs = {n}\n");
     }
+    if let Some(n) = int(got, "max_total_tokens", "--max-total-tokens")? {
+        t += &format!("max_total_tokens = {n}\n");
+    }
     if let Some(n) = blocks {
         t += &format!("kv_blocks = {n}\n");
     }
@@ -1763,6 +1766,17 @@ mod tests {
         let null = file("n.yaml", "max-num-seqs:\n");
         assert!(e(&format!("m --config {null}")).contains("max-num-seqs: no value"));
         assert!(e(&format!("m --config {}", tmp.path().join("none.yaml").display())).contains("none.yaml"));
+    }
+
+    #[test]
+    fn sglangs_max_total_tokens_is_the_pools_cap() {
+        let cmd = "--model-path meta-llama/Llama-3.1-8B-Instruct --max-total-tokens 100000";
+        let (s, warn) = scenario_of(Engine::Sglang, "h100-sxm", cmd);
+        assert_eq!(s.groups[0].memory.kv_blocks, 6250);
+        assert!(!warn.iter().any(|w| w.contains("not understood")), "{warn:?}");
+        let cmd = args("--model-path meta-llama/Llama-3.1-8B-Instruct --max-total-tokens lots");
+        let e = scenario(Engine::Sglang, "h100-sxm", &cmd, None).unwrap_err().to_string();
+        assert!(e.contains("--max-total-tokens: not a whole number ≥ 1: \"lots\""), "{e}");
     }
 
     #[test]

@@ -199,6 +199,10 @@ pub struct MemorySection {
     /// default `mem_fraction_static` keeps memory for. Default: SGLang's by GPU and TP degree.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) cuda_graph_max_bs: Option<u64>,
+    /// SGLang's `--max-total-tokens`: each scheduler's KV pool holds at most this many tokens
+    /// (the smaller of it and what the memory rule gives). Default: no cap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) max_total_tokens: Option<u64>,
 }
 
 impl Default for MemorySection {
@@ -212,6 +216,7 @@ impl Default for MemorySection {
             cuda_graph_gib: None,
             mem_fraction_static: None,
             cuda_graph_max_bs: None,
+            max_total_tokens: None,
         }
     }
 }
@@ -264,6 +269,11 @@ impl MemorySection {
         if let Some(n) = bs {
             check((1..=1 << 20).contains(&n), path, "cuda_graph_max_bs", "must be in [1, 1048576]", n)?;
         }
+        let cap = self.max_total_tokens;
+        only("max_total_tokens", cap.is_some(), self.engine == MemoryEngine::Sglang, "\"sglang\"")?;
+        if let Some(n) = cap {
+            check((1..=1 << 40).contains(&n), path, "max_total_tokens", "must be in [1, 2^40]", n)?;
+        }
         Ok(())
     }
 
@@ -277,6 +287,7 @@ impl MemorySection {
             mem_fraction_static: self.mem_fraction_static,
             cuda_graph_max_bs: self.cuda_graph_max_bs,
             engine_version: engine_version.and_then(ServingEngine::version),
+            max_total_tokens: self.max_total_tokens,
         }
     }
 }

@@ -484,3 +484,38 @@ fn a_max_model_len_that_is_not_a_length_is_named() {
     let s = Scenario::from_toml(&format!("{BASE}[scheduler]\nmax_model_len = \"auto\"\n"), "t").unwrap();
     assert_eq!(s.groups[0].max_model_len, 8192);
 }
+
+/// SGLang's --max-total-tokens caps each scheduler's pool (`_apply_token_constraints`,
+/// model_runner_kv_cache_mixin.py at 0.5.15): the smaller of it and the rule's pool, and the
+/// running requests SGLang sizes from that pool follow it.
+#[test]
+fn sglangs_max_total_tokens_caps_the_pool() {
+    let src = |extra: &str| {
+        format!(
+            "engine = \"sglang\"\n[model]\npreset = \"llama-3.1-8b\"\n[gpu]\npreset = \"h100-sxm\"\n[memory]\n\
+             engine = \"sglang\"\n{extra}[workload]\nrequests = 4\narrival = {{ kind = \"poisson\", rate = 2 }}\n\
+             prompt_tokens = {{ kind = \"fixed\", value = 100 }}\noutput_tokens = {{ kind = \"fixed\", value = 10 }}\n"
+        )
+    };
+    let free = Scenario::from_toml(&src(""), "t").unwrap();
+    let free_blocks = free.groups[0].memory.kv_blocks;
+    assert!(free_blocks * 16 > 100_000, "{free_blocks}");
+    let capped = Scenario::from_toml(&src("max_total_tokens = 100000\n"), "t").unwrap();
+    let g = &capped.groups[0];
+    // 100,000 tokens are 6,250 blocks of 16.
+    assert_eq!(g.memory.kv_blocks, 6250);
+    assert_eq!(g.memory.kv_bytes, 6250 * g.memory.block_bytes);
+    // SGLang's running requests from that pool: min(⌊100,000 / 131,072 × 512⌋ held in [2048,
+    // 4096], 100,000 / 2) = 2048.
+    assert_eq!(g.scheduler.max_num_seqs, 2048);
+    // A cap above the pool changes nothing (SGLang warns and keeps its own).
+    let above = Scenario::from_toml(&src("max_total_tokens = 100000000\n"), "t").unwrap();
+    assert_eq!(above.groups[0].memory.kv_blocks, free_blocks);
+    // Only SGLang's rule has it.
+    let e = err(
+        &src("max_total_tokens = 100000\n").replace("[memory]\nengine = \"sglang\"", "[memory]\nengine = \"vllm\"")
+    );
+    assert!(e.starts_with("memory.max_total_tokens: only with engine = \"sglang\""), "{e}");
+    let e = err(&src("max_total_tokens = 0\n"));
+    assert!(e.starts_with("memory.max_total_tokens: must be in [1, 2^40], got 0"), "{e}");
+}
