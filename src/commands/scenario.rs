@@ -171,12 +171,13 @@ fn parse_flags(engine: Engine, args: &[String]) -> Result<(BTreeMap<&'static str
 }
 
 /// The words of a command after the program and subcommand (which may be pasted with the
-/// flags), its config file read in ([`with_config_file`]).
+/// flags: `vllm serve`, `python -m vllm.entrypoints.openai.api_server`, `python -m
+/// sglang.launch_server`, `sglang serve`), its config file read in ([`with_config_file`]).
 fn command_words(engine: Engine, args: &[String]) -> Result<Vec<String>> {
     let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
     let lead: &[&str] = match engine {
-        Engine::Vllm => &["vllm", "serve"],
-        Engine::Sglang => &["python", "python3", "-m", "sglang.launch_server"],
+        Engine::Vllm => &["vllm", "serve", "python", "python3", "-m", "vllm.entrypoints.openai.api_server"],
+        Engine::Sglang => &["python", "python3", "-m", "sglang.launch_server", "sglang", "serve"],
     };
     while args.first().is_some_and(|a| lead.contains(a)) {
         args.remove(0);
@@ -1777,6 +1778,20 @@ mod tests {
         let cmd = args("--model-path meta-llama/Llama-3.1-8B-Instruct --max-total-tokens lots");
         let e = scenario(Engine::Sglang, "h100-sxm", &cmd, None).unwrap_err().to_string();
         assert!(e.contains("--max-total-tokens: not a whole number ≥ 1: \"lots\""), "{e}");
+    }
+
+    #[test]
+    fn the_engines_entry_points_are_taken_off_the_command() {
+        for (engine, cmd) in [
+            (Engine::Vllm, "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 64"),
+            (Engine::Vllm, "python -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 64"),
+            (Engine::Sglang, "python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --max-running-requests 64"),
+            (Engine::Sglang, "sglang serve --model-path meta-llama/Llama-3.1-8B-Instruct --max-running-requests 64"),
+        ] {
+            let (s, warn) = scenario_of(engine, "h100-sxm", cmd);
+            assert_eq!((s.model.name.as_str(), s.groups[0].scheduler.max_num_seqs), ("llama-3.1-8b", 64), "{cmd}");
+            assert!(!warn.iter().any(|w| w.contains("not understood")), "{cmd}: {warn:?}");
+        }
     }
 
     #[test]
