@@ -108,10 +108,10 @@ fn spelled(engine: Engine, key: &str) -> &'static str {
 
 /// The flags of a command line, and the ones servesim does not understand.
 fn parse_flags(engine: Engine, args: &[String]) -> Result<(BTreeMap<&'static str, String>, Vec<String>)> {
-    let words = command_words(engine, args)?;
+    let (words, env) = command_words(engine, args)?;
     let args: Vec<&str> = words.iter().map(String::as_str).collect();
     let mut got = BTreeMap::new();
-    let mut unknown = Vec::new();
+    let mut unknown = env;
     let mut i = 0;
     while i < args.len() {
         let (name, inline) = match args[i].split_once('=') {
@@ -172,9 +172,19 @@ fn parse_flags(engine: Engine, args: &[String]) -> Result<(BTreeMap<&'static str
 
 /// The words of a command after the program and subcommand (which may be pasted with the
 /// flags: `vllm serve`, `python -m vllm.entrypoints.openai.api_server`, `python -m
-/// sglang.launch_server`, `sglang serve`), its config file read in ([`with_config_file`]).
-fn command_words(engine: Engine, args: &[String]) -> Result<Vec<String>> {
+/// sglang.launch_server`, `sglang serve`), its config file read in ([`with_config_file`]); and
+/// the environment assignments pasted before them (`CUDA_VISIBLE_DEVICES=0,1`), which change
+/// nothing servesim reads.
+fn command_words(engine: Engine, args: &[String]) -> Result<(Vec<String>, Vec<String>)> {
     let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let is_env = |a: &str| {
+        a.split_once('=').is_some_and(|(name, _)| {
+            name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+    };
+    let env: Vec<String> = args.iter().take_while(|a| is_env(a)).map(|a| a.to_string()).collect();
+    args.drain(..env.len());
     let lead: &[&str] = match engine {
         Engine::Vllm => &["vllm", "serve", "python", "python3", "-m", "vllm.entrypoints.openai.api_server"],
         Engine::Sglang => &["python", "python3", "-m", "sglang.launch_server", "sglang", "serve"],
@@ -182,7 +192,7 @@ fn command_words(engine: Engine, args: &[String]) -> Result<Vec<String>> {
     while args.first().is_some_and(|a| lead.contains(a)) {
         args.remove(0);
     }
-    with_config_file(engine, &args)
+    Ok((with_config_file(engine, &args)?, env))
 }
 
 /// The command with its `--config FILE.yaml` read in, as the engine reads it: each key of the
@@ -1792,6 +1802,14 @@ mod tests {
             assert_eq!((s.model.name.as_str(), s.groups[0].scheduler.max_num_seqs), ("llama-3.1-8b", 64), "{cmd}");
             assert!(!warn.iter().any(|w| w.contains("not understood")), "{cmd}: {warn:?}");
         }
+        // Environment assignments pasted before the program are left out, and said so.
+        let cmd = "CUDA_VISIBLE_DEVICES=0,1 VLLM_USE_V1=1 vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 2";
+        let (s, warn) = scenario_of(Engine::Vllm, "h100-sxm", cmd);
+        assert_eq!((s.model.name.as_str(), s.groups[0].tp), ("llama-3.1-8b", 2));
+        assert!(
+            warn.iter().any(|w| w == "not understood, left out: CUDA_VISIBLE_DEVICES=0,1, VLLM_USE_V1=1"),
+            "{warn:?}"
+        );
     }
 
     #[test]
