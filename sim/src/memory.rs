@@ -105,6 +105,9 @@ pub struct EngineMemory {
     pub engine_version: Option<EngineVersion>,
     /// SGLang's `--max-total-tokens`: each scheduler's pool is at most this many tokens.
     pub max_total_tokens: Option<u64>,
+    /// vLLM's `--kv-cache-memory-bytes`: the KV cache of each GPU, in place of what
+    /// gpu_memory_utilization leaves.
+    pub kv_cache_bytes: Option<u64>,
 }
 
 /// Every term of an engine's rule, as `servesim memory --engine` shows them (bytes per GPU).
@@ -247,37 +250,37 @@ fn plan_stage(
     whole: &ModelSpec,
     what: String,
 ) -> Result<MemoryBudget, MemoryError> {
-    let model = stage;
-    let dp = cfg.dp_attention.max(1);
-    let tp_a = cfg.tp / dp;
-    let mut weight_bytes = weight_bytes;
-    let kv_bytes_per_token = model.kv_bytes_per_token_per_gpu(tp_a);
+    let (model, dp, mut weight_bytes) = (stage, cfg.dp_attention.max(1), weight_bytes);
+    let kv_bytes_per_token = model.kv_bytes_per_token_per_gpu(cfg.tp / dp);
     let block_bytes = kv_bytes_per_token * cfg.block_tokens;
     if let Some(n) = cfg.kv_blocks {
         return pinned_memory(gpu, cfg, n, weight_bytes, block_bytes);
     }
     let (usable_bytes, reserve_bytes, rule, terms) = engine_budget(model, gpu, cfg, &mut weight_bytes);
-    let window_kv_bytes = model.arch.window.map_or(0, |w| {
-        let tokens = (w.tokens + cfg.block_tokens).min(model.max_context.max(1));
-        let seqs = cfg.max_num_seqs.div_ceil(dp);
-        seqs.saturating_mul(tokens).saturating_mul(model.window_kv_bytes_per_token_per_gpu(tp_a))
-    });
+    // Weights and `reserve` (GiB shown as the reserve) past `usable` under `rule`.
+    let does_not_fit = |reserve: u64, usable: u64, rule: String| MemoryError::DoesNotFit {
+        model: whole.name.clone(),
+        at: format!("on {} at tp {what}", gpu.name),
+        weights: weight_bytes as f64 / GIB,
+        reserve: reserve as f64 / GIB,
+        usable: usable as f64 / GIB,
+        rule,
+        short: weight_bytes.saturating_add(reserve).saturating_sub(usable) as f64 / GIB,
+    };
+    // vLLM's kv_cache_memory_bytes beside the weights and the reserve must fit the GPU.
+    let visible = terms.as_ref().map_or(gpu.memory_bytes, |t| t.visible_bytes);
+    if cfg.engine.kv_cache_bytes.is_some() && cfg.engine.engine == MemoryEngine::Vllm && usable_bytes > visible {
+        let rule = format!("the GPU's memory as CUDA reports it, the reserve holding {rule}");
+        return Err(does_not_fit(usable_bytes - weight_bytes, visible, rule));
+    }
+    let window_kv_bytes = window_set_apart(model, cfg);
     let needed = weight_bytes.saturating_add(reserve_bytes).saturating_add(window_kv_bytes);
     if needed > usable_bytes {
-        return Err(MemoryError::DoesNotFit {
-            model: whole.name.clone(),
-            at: format!("on {} at tp {what}", gpu.name),
-            weights: weight_bytes as f64 / GIB,
-            reserve: reserve_bytes.saturating_add(window_kv_bytes) as f64 / GIB,
-            usable: usable_bytes as f64 / GIB,
-            rule,
-            short: (needed - usable_bytes) as f64 / GIB,
-        });
+        return Err(does_not_fit(reserve_bytes.saturating_add(window_kv_bytes), usable_bytes, rule));
     }
     let mut kv_bytes = usable_bytes - needed;
-    // SGLang's --max-total-tokens caps each scheduler's pool at what it names
-    // (`_apply_token_constraints`, model_runner_kv_cache_mixin.py at 0.5.15: the smaller of the
-    // two, a larger one ignored with a warning), in whole blocks here.
+    // SGLang's --max-total-tokens caps each scheduler's pool, in whole blocks here (the smaller of
+    // the two: `_apply_token_constraints`, model_runner_kv_cache_mixin.py at 0.5.15).
     if let Some(cap) = cfg.engine.max_total_tokens.filter(|_| cfg.engine.engine == MemoryEngine::Sglang) {
         kv_bytes = kv_bytes.min(cap / cfg.block_tokens * block_bytes);
     }
@@ -305,6 +308,17 @@ fn plan_stage(
         kv_blocks,
         window_kv_bytes,
         terms,
+    })
+}
+
+/// The windowed layers' KV one GPU sets apart ([`MemoryBudget::window_kv_bytes`]): each of a DP
+/// attention rank's `max_num_seqs` sequences holding its window and one block.
+fn window_set_apart(model: &ModelSpec, cfg: &MemoryConfig) -> u64 {
+    let dp = cfg.dp_attention.max(1);
+    model.arch.window.map_or(0, |w| {
+        let tokens = (w.tokens + cfg.block_tokens).min(model.max_context.max(1));
+        let seqs = cfg.max_num_seqs.div_ceil(dp);
+        seqs.saturating_mul(tokens).saturating_mul(model.window_kv_bytes_per_token_per_gpu(cfg.tp / dp))
     })
 }
 
@@ -344,6 +358,18 @@ fn engine_budget(
                 // requested_memory = total × gpu_memory_utilization (a float; int() at the end).
                 let usable = (t.visible_bytes as f64 * t.fraction).floor() as u64;
                 let reserve = t.activation_bytes.saturating_add(t.non_torch_bytes).saturating_add(t.cuda_graph_bytes);
+                if let Some(kv) = cfg.engine.kv_cache_bytes {
+                    // kv_cache_memory_bytes: the KV cache is that, whatever the fraction
+                    // (Worker.determine_available_memory, vllm/v1/worker/gpu_worker.py at 0.34.0);
+                    // plan_stage checks it against the GPU.
+                    let usable = weight_bytes.saturating_add(reserve).saturating_add(kv);
+                    return (
+                        usable,
+                        reserve,
+                        format!("vLLM's kv_cache_memory_bytes {:.2} GiB", kv as f64 / GIB),
+                        Some(t),
+                    );
+                }
                 (usable, reserve, format!("vLLM's gpu_memory_utilization {}", t.fraction), Some(t))
             } else {
                 // rest = free after weights − free at start × (1 − f) = free at start × f − weights.
@@ -852,6 +878,7 @@ mod tests {
                 cuda_graph_max_bs: None,
                 engine_version: None,
                 max_total_tokens: None,
+                kv_cache_bytes: None,
             },
             ..engine(MemoryEngine::Vllm)
         };

@@ -278,7 +278,7 @@ fn config(a: &Args, gpu: &GpuSpec) -> Result<MemoryConfig> {
             mem_fraction_static: a.mem_fraction_static,
             cuda_graph_max_bs: a.cuda_graph_max_bs,
             engine_version,
-            max_total_tokens: None,
+            ..Default::default()
         },
     })
 }

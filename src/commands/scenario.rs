@@ -869,6 +869,9 @@ fn memory_lines(
     if let Some(n) = cuda_graph_max_bs(got)? {
         t += &format!("cuda_graph_max_bs = {n}\n");
     }
+    if let Some(b) = vllm_int(got, "kv_cache_memory_bytes", "--kv-cache-memory-bytes")? {
+        t += &format!("kv_cache_gib = {}\n", b as f64 / (1u64 << 30) as f64);
+    }
     if let Some(n) = int(got, "max_total_tokens", "--max-total-tokens")? {
         t += &format!("max_total_tokens = {n}\n");
     }
@@ -1777,6 +1780,16 @@ mod tests {
         let null = file("n.yaml", "max-num-seqs:\n");
         assert!(e(&format!("m --config {null}")).contains("max-num-seqs: no value"));
         assert!(e(&format!("m --config {}", tmp.path().join("none.yaml").display())).contains("none.yaml"));
+    }
+
+    #[test]
+    fn vllms_kv_cache_memory_bytes_is_the_kv_cache() {
+        // 20G is 20 GiB (a binary suffix): 10,240 blocks of 2 MiB.
+        let cmd = "meta-llama/Llama-3.1-8B-Instruct --kv-cache-memory-bytes 20G --gpu-memory-utilization 0.3";
+        let (s, _) = scenario_of(Engine::Vllm, "h100-sxm", cmd);
+        assert_eq!(s.groups[0].memory.kv_blocks, 10_240);
+        let (text, _) = scenario(Engine::Vllm, "h100-sxm", &args(cmd), None).unwrap();
+        assert!(text.contains("kv_cache_gib = 20\n"), "{text}");
     }
 
     #[test]

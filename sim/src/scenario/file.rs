@@ -203,6 +203,10 @@ pub struct MemorySection {
     /// (the smaller of it and what the memory rule gives). Default: no cap.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) max_total_tokens: Option<u64>,
+    /// vLLM's `--kv-cache-memory-bytes`, GiB: each GPU's KV cache, in place of what
+    /// `gpu_memory_utilization` leaves. Default: vLLM's rule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) kv_cache_gib: Option<f64>,
 }
 
 impl Default for MemorySection {
@@ -217,6 +221,7 @@ impl Default for MemorySection {
             mem_fraction_static: None,
             cuda_graph_max_bs: None,
             max_total_tokens: None,
+            kv_cache_gib: None,
         }
     }
 }
@@ -274,6 +279,11 @@ impl MemorySection {
         if let Some(n) = cap {
             check((1..=1 << 40).contains(&n), path, "max_total_tokens", "must be in [1, 2^40]", n)?;
         }
+        let kv = self.kv_cache_gib;
+        only("kv_cache_gib", kv.is_some(), self.engine == MemoryEngine::Vllm, "\"vllm\"")?;
+        if let Some(x) = kv {
+            check(x.is_finite() && x > 0.0 && x <= 1e4, path, "kv_cache_gib", "must be in (0, 1e4] GiB", x)?;
+        }
         Ok(())
     }
 
@@ -288,6 +298,7 @@ impl MemorySection {
             cuda_graph_max_bs: self.cuda_graph_max_bs,
             engine_version: engine_version.and_then(ServingEngine::version),
             max_total_tokens: self.max_total_tokens,
+            kv_cache_bytes: bytes(self.kv_cache_gib),
         }
     }
 }

@@ -73,6 +73,7 @@ pub const FLAGS: &[LaunchFlag] = &[
     value(V, &["--max-num-seqs"], "max_num_seqs"),
     value(V, &["--max-num-batched-tokens"], "max_num_batched_tokens"),
     value(V, &["--gpu-memory-utilization"], "gpu_memory_utilization"),
+    value(V, &["--kv-cache-memory-bytes"], "kv_cache_memory_bytes"),
     value(V, &["--num-gpu-blocks-override"], "kv_blocks"),
     switch(V, &["--enable-chunked-prefill"], "chunked", true),
     switch(V, &["--no-enable-chunked-prefill"], "chunked", false),

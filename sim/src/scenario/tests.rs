@@ -519,3 +519,34 @@ fn sglangs_max_total_tokens_caps_the_pool() {
     let e = err(&src("max_total_tokens = 0\n"));
     assert!(e.starts_with("memory.max_total_tokens: must be in [1, 2^40], got 0"), "{e}");
 }
+
+/// vLLM's --kv-cache-memory-bytes: each GPU's KV cache is that, whatever gpu_memory_utilization
+/// (Worker.determine_available_memory, vllm/v1/worker/gpu_worker.py at 0.34.0).
+#[test]
+fn vllms_kv_cache_memory_bytes_is_the_kv_cache() {
+    let src = |memory: &str| {
+        format!(
+            "engine = \"vllm\"\n[model]\npreset = \"llama-3.1-8b\"\n[gpu]\npreset = \"h100-sxm\"\n[memory]\n{memory}\n\
+             [workload]\nrequests = 4\narrival = {{ kind = \"poisson\", rate = 2 }}\n\
+             prompt_tokens = {{ kind = \"fixed\", value = 100 }}\noutput_tokens = {{ kind = \"fixed\", value = 10 }}\n"
+        )
+    };
+    // 20 GiB of blocks of 16 tokens × 131,072 bytes: 10,240, at any fraction.
+    for fraction in ["0.9", "0.3"] {
+        let s =
+            Scenario::from_toml(&src(&format!("kv_cache_gib = 20\ngpu_memory_utilization = {fraction}")), "t").unwrap();
+        assert_eq!((s.groups[0].memory.kv_blocks, s.groups[0].memory.kv_bytes), (10_240, 20 << 30), "{fraction}");
+    }
+    // 10 GiB hold 81,920 tokens, fewer than the model's 131,072: vLLM's start-up check refuses it.
+    assert!(err(&src("kv_cache_gib = 10")).contains("vLLM does not start with max_model_len 131072"));
+    // More than the GPU holds beside the weights and the reserve.
+    let e = err(&src("kv_cache_gib = 70"));
+    assert!(
+        e.starts_with("memory: llama-3.1-8b does not fit on h100-sxm at tp 1")
+            && e.contains("kv_cache_memory_bytes 70.00 GiB"),
+        "{e}"
+    );
+    let e = err(&src("kv_cache_gib = 20").replace("[memory]\n", "[memory]\nengine = \"sglang\"\n"));
+    assert!(e.starts_with("memory.kv_cache_gib: only with engine = \"vllm\""), "{e}");
+    assert!(err(&src("kv_cache_gib = -1")).starts_with("memory.kv_cache_gib: must be in (0, 1e4] GiB"));
+}
