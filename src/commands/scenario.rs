@@ -974,15 +974,11 @@ fn model_of(
     Ok((preset, format!("# The network from {}: no preset has it.\n{lines}", file.display())))
 }
 
-/// CUDA graphs turned off (vLLM's `--enforce-eager`, SGLang's `--disable-cuda-graph`): named in a
-/// warning of their own, out of the flags not understood.
-fn eager_warning(args: &[String], unknown: &mut Vec<String>, warn: &mut Vec<String>) {
-    let eager: Vec<&str> = ["--enforce-eager", "--disable-cuda-graph"]
-        .into_iter()
-        .filter(|f| args.iter().any(|a| a == f || a.starts_with(&format!("{f}="))))
-        .collect();
-    unknown.retain(|u| !eager.iter().any(|f| u == f || u.starts_with(&format!("{f}="))));
-    for f in eager {
+/// CUDA graphs turned off (vLLM's `--enforce-eager`, SGLang's `--disable-cuda-graph`, the flag
+/// table's `eager`): a warning of its own.
+fn eager_warning(engine: Engine, got: &BTreeMap<&'static str, String>, warn: &mut Vec<String>) {
+    if got.get("eager").is_some_and(|v| v == "true") {
+        let f = servesim_sim::scenario::launch::spelling(engine.serving(), "eager", Some(true)).unwrap_or("the flag");
         warn.push(format!(
             "{f}: CUDA graphs off; servesim prices each step as the kernel database measured it, under CUDA graphs: \
              the kernel launches eager mode adds to every step (most felt at small batches) are not priced, so its \
@@ -1033,8 +1029,8 @@ fn scenario_with(
 ) -> Result<(String, Vec<String>)> {
     let mut warn = Vec::new();
     let version = engine_version(engine, version, &mut warn)?;
-    let (mut got, mut unknown) = parse_flags(engine, args)?;
-    eager_warning(args, &mut unknown, &mut warn);
+    let (mut got, unknown) = parse_flags(engine, args)?;
+    eager_warning(engine, &got, &mut warn);
     if !unknown.is_empty() {
         warn.push(format!("not understood, left out: {}", unknown.join(", ")));
     }

@@ -141,7 +141,11 @@ pub const FLAGS: &[LaunchFlag] = &[
         ],
         true,
     ),
-    ignored(S, &["--trust-remote-code", "--enable-metrics", "--disable-cuda-graph"], false),
+    ignored(S, &["--trust-remote-code", "--enable-metrics"], false),
+    // CUDA graphs off: not priced, and said so (`scenario from-vllm` / `from-sglang`).
+    switch(V, &["--enforce-eager"], "eager", true),
+    switch(V, &["--no-enforce-eager"], "eager", false),
+    switch(S, &["--disable-cuda-graph"], "eager", true),
     value(T, &["--tp_size"], "tp"),
     value(T, &["--pp_size"], "pp"),
     value(T, &["--max_batch_size"], "max_num_seqs"),
