@@ -151,12 +151,56 @@ pub struct MemoryBudget {
     /// their own sequences).
     pub kv_blocks: u64,
     /// KV of the windowed layers, set apart: `max_num_seqs` sequences × (window + one block)
-    /// tokens × their bytes per token (0 without windowed layers). Blocks outside a window are
-    /// freed as the engines' hybrid allocators do (vLLM's SlidingWindowManager), so they hold
-    /// at most this; the paged blocks cover the full-attention layers.
+    /// tokens × their bytes per token (0 without windowed layers, or where they take their
+    /// blocks from the pool: [`Self::window`]); the paged blocks cover the full-attention
+    /// layers.
     pub window_kv_bytes: u64,
+    /// The windowed layers take their blocks from the same pool as the full-attention ones as
+    /// each request runs (vLLM's hybrid KV cache manager), instead of memory set apart.
+    pub window: Option<SharedWindow>,
     /// The engine rule's terms (`memory.engine` other than servesim; not for a pinned count).
     pub terms: Option<EngineTerms>,
+}
+
+/// vLLM's hybrid KV cache manager (`_get_kv_cache_groups_uniform_page_size` and
+/// `get_kv_cache_config_from_groups`, vllm/v1/core/kv_cache_utils.py at 0.11.0): the layers are
+/// grouped by attention type into groups of as many layers as the fewest of one type (the
+/// full-attention ones for gpt-oss and for any model with at least as many windowed layers), and
+/// every group takes its blocks from one pool of `available ÷ (page × group size)` blocks. A
+/// request holds, per full-attention group, a block for every 16 tokens, and per sliding-window
+/// group only the blocks from the one holding token `computed − window + 1` on
+/// (`SlidingWindowManager.remove_skipped_blocks`): the blocks its step writes are taken first
+/// and those that slid out are freed when it is next scheduled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedWindow {
+    /// The sliding window, tokens.
+    pub tokens: u64,
+    /// Sliding-window groups per full-attention group: ⌈windowed ÷ full-attention layers⌉ (the
+    /// last one padded, as vLLM pads it); each block of the window takes this many of the pool.
+    pub groups: u64,
+    /// The windowed layers' bytes per block on one GPU, and the tokens of one request's window
+    /// vLLM's start-up check counts (`SlidingWindowSpec.max_memory_usage_bytes`, window − 1 +
+    /// `max_num_batched_tokens`): [`MemoryBudget::vllm_longest_request`].
+    pub block_bytes: u64,
+    pub check_tokens: u64,
+}
+
+impl SharedWindow {
+    /// The index of the first block a request with `computed` tokens in the cache still reads:
+    /// vLLM's `last_useful_block`, `(computed − window + 1) ÷ block_tokens`, 0 while the window
+    /// reaches back to the first token.
+    #[inline]
+    pub fn first_block(&self, computed: u64, block_tokens: u64) -> u64 {
+        (computed + 1).saturating_sub(self.tokens) / block_tokens
+    }
+
+    /// Pool blocks the windowed layers of a request hold for a step of `step` tokens on
+    /// `computed` ones: the blocks from [`Self::first_block`] to the one the step ends in.
+    #[inline]
+    pub fn blocks(&self, computed: u64, step: u64, block_tokens: u64) -> u64 {
+        let end = (computed + step).div_ceil(block_tokens);
+        (end - self.first_block(computed, block_tokens).min(end)) * self.groups
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -250,11 +294,23 @@ fn plan_stage(
     whole: &ModelSpec,
     what: String,
 ) -> Result<MemoryBudget, MemoryError> {
-    let (model, dp, mut weight_bytes) = (stage, cfg.dp_attention.max(1), weight_bytes);
+    let (dp, mut weight_bytes) = (cfg.dp_attention.max(1), weight_bytes);
+    // vLLM turns its hybrid manager off for chunked local attention (VllmConfig.__post_init__,
+    // vllm/config/vllm.py at 0.11.2 and 0.34.0, unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE)
+    // and then stores every layer's KV as full attention (`unify_hybrid_kv_cache_specs`).
+    let unified;
+    let model = match stage.arch.window {
+        Some(w) if w.chunked && cfg.engine.engine == MemoryEngine::Vllm => {
+            unified = ModelSpec { arch: crate::spec::Arch { window: None, ..stage.arch }, ..stage.clone() };
+            &unified
+        }
+        _ => stage,
+    };
     let kv_bytes_per_token = model.kv_bytes_per_token_per_gpu(cfg.tp / dp);
     let block_bytes = kv_bytes_per_token * cfg.block_tokens;
     if let Some(n) = cfg.kv_blocks {
-        return pinned_memory(gpu, cfg, n, weight_bytes, block_bytes);
+        let b = pinned_memory(gpu, cfg, n, weight_bytes, block_bytes)?;
+        return Ok(MemoryBudget { window: shared_window(model, cfg), ..b });
     }
     let (usable_bytes, reserve_bytes, rule, terms) = engine_budget(model, gpu, cfg, &mut weight_bytes);
     // Weights and `reserve` (GiB shown as the reserve) past `usable` under `rule`.
@@ -273,7 +329,8 @@ fn plan_stage(
         let rule = format!("the GPU's memory as CUDA reports it, the reserve holding {rule}");
         return Err(does_not_fit(usable_bytes - weight_bytes, visible, rule));
     }
-    let window_kv_bytes = window_set_apart(model, cfg);
+    let window = shared_window(model, cfg);
+    let window_kv_bytes = if window.is_some() { 0 } else { window_set_apart(model, cfg) };
     let needed = weight_bytes.saturating_add(reserve_bytes).saturating_add(window_kv_bytes);
     if needed > usable_bytes {
         return Err(does_not_fit(reserve_bytes.saturating_add(window_kv_bytes), usable_bytes, rule));
@@ -307,7 +364,24 @@ fn plan_stage(
         block_bytes,
         kv_blocks,
         window_kv_bytes,
+        window,
         terms,
+    })
+}
+
+/// The windowed layers under vLLM's hybrid KV cache manager ([`SharedWindow`]): sliding windows
+/// on at least as many layers as attend fully. Otherwise (other engines, windows on fewer layers
+/// than the full-attention ones, no full-attention layer) their KV is set apart.
+fn shared_window(model: &ModelSpec, cfg: &MemoryConfig) -> Option<SharedWindow> {
+    let w = model.arch.window?;
+    let full = model.full_attention_layers();
+    let hybrid = cfg.engine.engine == MemoryEngine::Vllm && !w.chunked && full > 0 && w.layers >= full;
+    let dp = cfg.dp_attention.max(1);
+    hybrid.then(|| SharedWindow {
+        tokens: w.tokens,
+        groups: w.layers.min(model.layers).div_ceil(full),
+        block_bytes: model.window_kv_bytes_per_token_per_gpu(cfg.tp / dp).saturating_mul(cfg.block_tokens),
+        check_tokens: (w.tokens - 1).saturating_add(cfg.max_num_batched_tokens),
     })
 }
 
@@ -636,6 +710,7 @@ fn pinned_memory(
         block_bytes,
         kv_blocks: blocks * cfg.dp_attention.max(1),
         window_kv_bytes: 0,
+        window: None,
         terms: None,
     })
 }
@@ -646,20 +721,50 @@ impl MemoryBudget {
         self.kv_blocks * self.block_tokens
     }
 
-    /// How many requests of `context` tokens fit at once (each rounds up to whole blocks).
+    /// How many requests of `context` tokens fit at once (each rounds up to whole blocks, and
+    /// with [`Self::window`] holds its window's blocks at its last decode step too).
     pub fn concurrent_requests(&self, context: u64) -> u64 {
-        let blocks_each = context.max(1).div_ceil(self.block_tokens);
-        self.kv_blocks / blocks_each
+        let context = context.max(1);
+        let window = self.window.map_or(0, |w| w.blocks(context - 1, 1, self.block_tokens));
+        self.kv_blocks / (context.div_ceil(self.block_tokens) + window)
     }
 
     /// The longest request one GPU's KV cache holds by vLLM's start-up check
     /// (`estimate_max_model_len`, `vllm/v1/core/kv_cache_planning.py` at 0.34.0): whole blocks of
     /// the full-attention layers beside one sequence's share of the windowed layers' KV (of
     /// `seqs` per rank), less the one block vLLM's pool holds back (its null block).
+    /// Under vLLM's hybrid manager ([`Self::window`]) the check counts, beside the full-attention
+    /// blocks, the windowed layers' `⌈min(window − 1 + max_num_batched_tokens, length) ÷ 16⌉ + 1`
+    /// blocks (`SlidingWindowSpec.max_memory_usage_bytes`, vllm/v1/kv_cache_interface.py at
+    /// 0.11.2) out of the one pool; the longest length is found as `estimate_max_model_len` finds
+    /// it, by bisection.
     pub fn vllm_longest_request(&self, seqs: u64) -> u64 {
-        let one_window = self.window_kv_bytes / seqs.max(1);
-        let room = (self.kv_bytes + self.window_kv_bytes).saturating_sub(one_window).saturating_sub(self.block_bytes);
-        room / self.block_bytes.max(1) * self.block_tokens
+        let room = |window: u64| (self.kv_bytes + window).saturating_sub(self.block_bytes);
+        if self.window.is_none() {
+            let one_window = self.window_kv_bytes / seqs.max(1);
+            return room(self.window_kv_bytes).saturating_sub(one_window) / self.block_bytes.max(1) * self.block_tokens;
+        }
+        let (room, bt) = (room(0), self.block_tokens);
+        let fits = |len: u64| self.vllm_request_bytes(len) <= room;
+        let (mut lo, mut hi) = (0, room / self.block_bytes.max(1) * bt);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
+    }
+
+    /// The KV bytes per GPU vLLM's start-up check counts for one request of `len` tokens: its
+    /// full-attention blocks, and under the hybrid manager its window's (see
+    /// [`Self::vllm_longest_request`]).
+    pub fn vllm_request_bytes(&self, len: u64) -> u64 {
+        let bt = self.block_tokens;
+        let full = len.div_ceil(bt).saturating_mul(self.block_bytes);
+        self.window.map_or(full, |w| full + (w.check_tokens.min(len).div_ceil(bt) + 1) * w.block_bytes)
     }
 }
 
@@ -1009,6 +1114,7 @@ mod tests {
             block_bytes: 16,
             kv_blocks: 100,
             window_kv_bytes: 0,
+            window: None,
             terms: None,
         };
         assert_eq!(b.concurrent_requests(16), 100);
@@ -1030,6 +1136,7 @@ mod tests {
             block_bytes: 1000,
             kv_blocks: kv_bytes / 1000,
             window_kv_bytes,
+            window: None,
             terms: None,
         };
         // 10.5 blocks: 10 whole, one held back (the null block): 9 × 16 tokens.

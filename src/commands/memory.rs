@@ -290,7 +290,7 @@ fn print_json(a: &Args, model: &ModelSpec, gpu: &GpuSpec, b: &MemoryBudget, engi
         "memory_bytes": b.memory_bytes, "usable_bytes": b.usable_bytes,
         "params": model.params(), "active_params": model.active_params(),
         "weight_bytes": b.weight_bytes, "reserve_bytes": b.reserve_bytes,
-        "window_kv_bytes": b.window_kv_bytes, "kv_bytes": b.kv_bytes,
+        "window_kv_bytes": b.window_kv_bytes, "window_pooled": b.window.is_some(), "kv_bytes": b.kv_bytes,
         "kv_bytes_per_token": model.kv_bytes_per_token(), "kv_bytes_per_token_per_gpu": b.kv_bytes_per_token,
         "block_tokens": b.block_tokens, "kv_blocks": b.kv_blocks, "kv_tokens": b.kv_tokens(),
         "context": a.context, "concurrent_requests": fits,
@@ -445,15 +445,31 @@ fn print_weights_and_terms(a: &Args, model: &ModelSpec, b: &MemoryBudget, tokens
 fn print_kv(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
     let gib = |x: u64| x as f64 / GIB;
     let fits = b.concurrent_requests(a.context);
-    if let Some(w) = model.arch.window {
-        outln!(
-            "  windowed layers' KV     {:>10.2} GiB  ({} layers × {} seqs × ({} window + {} block) tokens; a bound)",
+    let windowed = model.layers - model.full_attention_layers();
+    match (model.arch.window, b.window) {
+        (Some(w), Some(shared)) => outln!(
+            "  windowed layers' KV     {:>10}      ({windowed} layers, from the KV blocks below as requests run: vLLM's hybrid KV \
+             cache manager, {} sliding-window group(s) beside the full-attention one; a request holds the blocks of its \
+             last {} tokens)",
+            "pooled",
+            shared.groups,
+            w.tokens
+        ),
+        (Some(w), None) if w.chunked && b.kv_bytes_per_token > model.kv_bytes_per_token_per_gpu(a.tp / a.dp_attention.max(1)) => {
+            outln!(
+                "  windowed layers' KV     {:>10}      ({windowed} chunked-attention layers stored as full attention: vLLM \
+                 turns its hybrid KV cache manager off for them)",
+                "as full"
+            )
+        }
+        (Some(w), None) => outln!(
+            "  windowed layers' KV     {:>10.2} GiB  ({windowed} layers × {} seqs × ({} window + {} block) tokens; a bound)",
             gib(b.window_kv_bytes),
-            model.layers - model.full_attention_layers(),
             a.max_num_seqs,
             w.tokens,
             a.block_tokens
-        );
+        ),
+        (None, _) => {}
     }
     outln!("  KV cache                {:>10.2} GiB", gib(b.kv_bytes));
     let kind = match (model.arch.mla, model.arch.window) {
@@ -480,6 +496,14 @@ fn print_kv(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
         b.block_tokens,
         thousands(b.kv_tokens())
     );
+    if let Some(w) = b.window {
+        // get_kv_cache_config_from_groups logs num_blocks ÷ groups × block_size.
+        outln!(
+            "    as vLLM logs it       {:>10}      tokens (\"GPU KV cache size\": the blocks over its {} KV cache groups)",
+            thousands(b.kv_blocks / (1 + w.groups) * b.block_tokens),
+            1 + w.groups
+        );
+    }
     outln!("  requests of {} tokens   {:>10}      at once", a.context, thousands(fits));
     if let Some(n) = vllm_longest(a, b) {
         outln!(

@@ -117,8 +117,11 @@ impl Core {
         let mut i = 0;
         let mut prefills = false;
         // Fast pass, for as long as free blocks suffice (no eviction, no preemption): this runs
-        // for every request, every iteration.
-        if k == 0 {
+        // for every request, every iteration. Not when windows take blocks from the pool: their
+        // steps free and take blocks besides the table's.
+        let window = self.cfg.policy.window.is_some();
+        if window {
+        } else if k == 0 {
             // Without speculation every decode step is one token: the same pass, with the
             // batch's sums kept in registers.
             let (running, kv) = (&mut self.running, &mut self.kv.blocks);
@@ -192,7 +195,7 @@ impl Core {
                     used += step;
                     self.batch.add(s);
                     let need = (s.computed + step).div_ceil(bt) as usize;
-                    if s.blocks.len() < need {
+                    if s.blocks.len() < need || window {
                         self.grow_slow(i, need, rec);
                     }
                 }
@@ -279,25 +282,83 @@ impl Core {
     pub(super) fn grow(&mut self, i: usize, rec: &mut dyn Observer) -> bool {
         let s = &self.running[i];
         let need = self.blocks_for(s.computed + s.step) as usize;
-        if s.blocks.len() >= need {
+        if s.blocks.len() >= need && self.cfg.policy.window.is_none() {
             return true;
         }
         self.grow_slow(i, need, rec)
     }
 
+    /// [`Core::grow`] to `need` blocks in the table, and under windows taken from the pool
+    /// ([`crate::memory::SharedWindow`]) as vLLM's `allocate_slots` does it: the window blocks
+    /// that slid out are freed first, then those the step writes are taken.
     fn grow_slow(&mut self, i: usize, need: usize, rec: &mut dyn Observer) -> bool {
+        let window = self.cfg.policy.window;
+        if let Some(w) = window {
+            self.slide_window(i, w);
+        }
         while self.running[i].blocks.len() < need {
-            if let Some(b) = self.kv.alloc_block(rec) {
-                self.running[i].blocks.push(b);
-                continue;
+            if !self.take_or_preempt(i, false, rec) {
+                return false;
             }
-            self.preempt_last(rec);
-            if i == self.running.len() {
-                // The request itself was the most recent: it waits.
+        }
+        let Some(w) = window else { return true };
+        let s = &self.running[i];
+        let want = w.blocks(s.computed, s.step, self.cfg.block_tokens) as usize;
+        while self.running[i].cold.window.len() < want {
+            if !self.take_or_preempt(i, true, rec) {
                 return false;
             }
         }
         true
+    }
+
+    /// One block for running request `i`'s table (`window`: its window's), else preempts the
+    /// most recently admitted request; false if that was `i` itself (it waits).
+    fn take_or_preempt(&mut self, i: usize, window: bool, rec: &mut dyn Observer) -> bool {
+        if let Some(b) = self.kv.alloc_block(rec) {
+            let s = &mut self.running[i];
+            if window { &mut s.cold.window } else { &mut s.blocks }.push(b);
+            return true;
+        }
+        self.preempt_last(rec);
+        i < self.running.len()
+    }
+
+    /// Frees the window blocks running request `i` no longer reads: those before
+    /// [`crate::memory::SharedWindow::first_block`] (vLLM's `remove_skipped_blocks`).
+    fn slide_window(&mut self, i: usize, w: crate::memory::SharedWindow) {
+        let s = &mut self.running[i];
+        let first = w.first_block(s.computed, self.cfg.block_tokens);
+        if first > s.cold.window_first {
+            let drop = ((first - s.cold.window_first) * w.groups).min(s.cold.window.len() as u64) as usize;
+            self.kv.blocks.release_blocks(&s.cold.window[..drop], s.last_token);
+            s.cold.window.drain(..drop);
+            s.cold.window_first = first;
+        }
+    }
+
+    /// Window blocks ([`crate::memory::SharedWindow::blocks`]) a request entering the batch
+    /// with a step of `step` on `computed` tokens takes; 0 without them.
+    pub(super) fn window_need(&self, computed: u64, step: u64) -> u64 {
+        self.cfg.policy.window.map_or(0, |w| w.blocks(computed, step, self.cfg.block_tokens))
+    }
+
+    /// The free blocks a step of `step` tokens of running request `s` takes: its table's new
+    /// blocks, and the window's it lacks once those that slid out are freed.
+    pub(super) fn step_blocks(&self, s: &Seq, step: u64) -> u64 {
+        let full = self.blocks_for(s.computed + step).saturating_sub(s.blocks.len() as u64);
+        (full + self.window_need(s.computed, step)).saturating_sub(s.cold.window.len() as u64)
+    }
+
+    /// Takes the window blocks of `s`, entering the batch with a step of `step` on its computed
+    /// tokens (the free blocks checked: [`Core::window_need`]).
+    pub(super) fn take_window(&mut self, s: &mut Seq, step: u64, rec: &mut dyn Observer) {
+        let Some(w) = self.cfg.policy.window else { return };
+        s.cold.window_first = w.first_block(s.computed, self.cfg.block_tokens);
+        for _ in 0..self.window_need(s.computed, step) {
+            let b = self.kv.alloc_block(rec).expect("checked free blocks");
+            s.cold.window.push(b);
+        }
     }
 
     /// Preempts the most recently admitted running request: swaps it out when the policy says
@@ -316,6 +377,8 @@ impl Core {
         self.batch.remove(&v);
         v.step = 0;
         v.draft = 0;
+        self.kv.blocks.release_at(&mut v.cold.window, v.last_token);
+        v.cold.window_first = 0;
         let blocks = self.blocks_for(v.computed);
         let swap = self.cfg.policy.preemption.swaps();
         if swap && blocks > 0 && self.kv.swap_has_room(blocks) {
@@ -336,7 +399,7 @@ impl Core {
 
     /// Swaps requests back in, oldest preemption first, while the limits allow; each takes its
     /// step in this iteration.
-    pub(super) fn swap_in(&mut self, budget: &mut u64, chunked: bool) {
+    pub(super) fn swap_in(&mut self, budget: &mut u64, chunked: bool, rec: &mut dyn Observer) {
         while let Some(s) = self.waiting.swapped.front() {
             if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
                 break;
@@ -352,7 +415,7 @@ impl Core {
                 break;
             }
             let need = self.blocks_for(s.computed + step).max(self.reserved_blocks(s));
-            if !self.fits(need, 0) {
+            if !self.fits(need + self.window_need(s.computed, step), 0) {
                 break;
             }
             let mut s = self.waiting.swapped.pop_front().expect("front exists");
@@ -362,6 +425,7 @@ impl Core {
                 let (b, _) = self.kv.blocks.alloc_evicting().expect("checked free blocks");
                 s.blocks.push(b);
             }
+            self.take_window(&mut s, step, rec);
             self.kv.swap_in(s.cold.swapped_blocks);
             s.cold.swapped_blocks = 0;
             self.register_computed(&s, 0);
@@ -445,7 +509,7 @@ impl Core {
                 break;
             }
             let need = self.blocks_for(hit_tokens + step).max(self.reserved_blocks(cand));
-            let new = need - gpu_hits;
+            let new = need - gpu_hits + self.window_need(hit_tokens, step);
             if !self.fits(new, evictable_hits) {
                 break;
             }
@@ -485,6 +549,7 @@ impl Core {
             self.kv.hits = hits;
             self.kv.cpu_hits_in(cpu_hits);
             seq.computed = hit_tokens;
+            self.take_window(&mut seq, step, rec);
             seq.step = step;
             self.batch.add(&seq);
             if self.cfg.policy.prefix.enabled {
@@ -586,6 +651,11 @@ impl<'a> Sched<'a> {
         self.core.budget_used()
     }
 
+    /// [`Core::step_blocks`].
+    pub(crate) fn step_blocks(&self, s: &Seq, step: u64) -> u64 {
+        self.core.step_blocks(s, step)
+    }
+
     /// Whether the iteration being formed has any work.
     pub(crate) fn batch_is_empty(&self) -> bool {
         self.core.batch.shape.is_empty()
@@ -632,8 +702,8 @@ impl<'a> Sched<'a> {
     }
 
     /// [`Core::swap_in`].
-    pub(crate) fn swap_in(&mut self, budget: &mut u64, chunked: bool) {
-        self.core.swap_in(budget, chunked)
+    pub(crate) fn swap_in(&mut self, budget: &mut u64, chunked: bool, rec: &mut dyn Observer) {
+        self.core.swap_in(budget, chunked, rec)
     }
 
     /// [`Core::admit`]; none while the iteration holds its prompts.

@@ -226,7 +226,7 @@ impl SchedulerSection {
             return Ok(());
         }
         let gib = |b: u64| b as f64 / crate::memory::GIB;
-        let needed = gib(len.div_ceil(memory.block_tokens) * memory.block_bytes);
+        let needed = gib(memory.vllm_request_bytes(len));
         let available = gib(memory.kv_bytes + memory.window_kv_bytes);
         if longest < 2 {
             return Err(ConfigError::at(

@@ -73,7 +73,7 @@ impl Transfers {
 
     /// Block tables of the requests holding blocks here (outgoing and receiving).
     pub(super) fn tables(&self) -> impl Iterator<Item = &[u32]> {
-        self.outgoing.iter().chain(&self.receiving).map(|s| s.blocks.as_slice())
+        self.outgoing.iter().chain(&self.receiving).flat_map(|s| [s.blocks.as_slice(), s.cold.window.as_slice()])
     }
 
     /// Output tokens still to produce by the requests the decode side holds.
@@ -131,7 +131,7 @@ impl Instance {
                 break;
             }
             let need = self.core.blocks_for(s.computed);
-            if !self.core.fits(need, 0) {
+            if !self.core.fits(need + self.core.window_need(s.computed, 0), 0) {
                 break;
             }
             let mut s = self.core.xfer.incoming.pop_front().expect("front exists");
@@ -139,6 +139,7 @@ impl Instance {
                 let b = self.core.kv.alloc_block(rec).expect("checked free blocks");
                 s.blocks.push(b);
             }
+            self.core.take_window(&mut s, 0, rec);
             started.push(s.id);
             self.core.xfer.receiving.push(s);
         }
@@ -203,10 +204,12 @@ pub(super) fn hand_off_prefilled(core: &mut Core, from: u32, now: SimTime) {
             i += 1;
             continue;
         }
-        let s = core.running.remove(i);
+        let mut s = core.running.remove(i);
         debug_assert!(s.generated == 1 && s.computed == s.prompt as u64, "request {} handed off mid-way", s.id);
         core.waiting.queue.left(&s);
         core.pending_decode -= (s.output - s.generated) as u64;
+        // Its window's blocks are not handed off: the decode side takes its own.
+        core.kv.blocks.release_at(&mut s.cold.window, now);
         core.xfer.ready.push(Handoff {
             id: s.id,
             arrival: s.cold.arrival,

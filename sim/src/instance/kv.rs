@@ -284,6 +284,12 @@ impl BlockAllocator {
     /// any more become free, or evictable if they are cached; the table's last blocks are
     /// released first, so they are evicted first (they are the least likely to be shared).
     pub(crate) fn release_at(&mut self, table: &mut Vec<u32>, now: SimTime) {
+        self.release_blocks(table, now);
+        table.clear();
+    }
+
+    /// [`BlockAllocator::release_at`] for some blocks of a table, which keeps them.
+    pub(crate) fn release_blocks(&mut self, table: &[u32], now: SimTime) {
         for &b in table.iter().rev() {
             let r = &mut self.refs[b as usize];
             assert!(*r >= 1, "block {b} released but not owned");
@@ -299,7 +305,6 @@ impl BlockAllocator {
                 _ => self.free.push(b),
             }
         }
-        table.clear();
     }
 
     /// [`BlockAllocator::release_at`] without a time (no prefix caching).

@@ -613,7 +613,7 @@ impl Instance {
         {
             for core in self.cores() {
                 if !core.cfg.policy.prefix.enabled {
-                    let owned: usize = core.running.iter().map(|s| s.blocks.len()).sum::<usize>()
+                    let owned: usize = core.running.iter().map(|s| s.blocks.len() + s.cold.window.len()).sum::<usize>()
                         + core.xfer.tables().map(<[u32]>::len).sum::<usize>();
                     assert_eq!(
                         owned,
@@ -650,8 +650,12 @@ impl Instance {
     /// by tests.
     pub fn check_kv_ownership(&self) {
         for core in self.cores() {
-            let tables: Vec<&[u32]> =
-                core.running.iter().map(|s| s.blocks.as_slice()).chain(core.xfer.tables()).collect();
+            let tables: Vec<&[u32]> = core
+                .running
+                .iter()
+                .flat_map(|s| [s.blocks.as_slice(), s.cold.window.as_slice()])
+                .chain(core.xfer.tables())
+                .collect();
             let swapped: u64 = core.waiting.swapped.iter().map(|s| s.cold.swapped_blocks).sum();
             core.kv.check(&tables, swapped);
             core.waiting.check(|s| core.blocks_for(s.computed));
@@ -889,6 +893,7 @@ fn finish_one(
     if s.generated >= s.output {
         queue.left(s);
         kv.release_at(&mut s.blocks, f.now);
+        kv.release_at(&mut s.cold.window, f.now);
         rec.finished(s.id, f.now);
         departed.push(Departure { id: s.id, client: s.client });
         false

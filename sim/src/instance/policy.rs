@@ -42,6 +42,9 @@ pub struct PolicyConfig {
     pub(crate) batch_wait: super::batch_wait::BatchWaitSection,
     /// SGLang's receive interval (`scheduler.recv_interval`).
     pub(crate) recv_interval: u32,
+    /// The windowed layers' blocks, taken from the pool as requests run (vLLM's hybrid KV cache
+    /// manager; `None`: set apart in the memory plan, or no windowed layers).
+    pub(crate) window: Option<crate::memory::SharedWindow>,
 }
 
 impl PolicyConfig {
@@ -88,6 +91,7 @@ impl PolicyConfig {
             attention_dp: Default::default(),
             batch_wait: sch.batch_wait,
             recv_interval: sch.recv_interval,
+            window: g.memory.window,
         }
     }
 }

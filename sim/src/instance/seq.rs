@@ -41,6 +41,11 @@ pub(crate) struct Cold {
     pub(crate) swapped_blocks: u64,
     /// Names of its full KV blocks (prefix caching; empty without it).
     pub(crate) hashes: Vec<u64>,
+    /// The blocks of its sliding-window layers where they come from the pool
+    /// ([`crate::memory::SharedWindow`]), oldest first: those of block index `window_first` on,
+    /// `groups` per index.
+    pub(crate) window: Vec<u32>,
+    pub(crate) window_first: u64,
     pub(crate) qpos: QPos,
 }
 

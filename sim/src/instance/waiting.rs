@@ -159,6 +159,7 @@ impl Waiting {
     /// swapped-out request must hold.
     pub(crate) fn check(&self, swapped_blocks: impl Fn(&Seq) -> u64) {
         assert!(self.queue.iter().all(|s| s.blocks.is_empty() && s.computed == 0), "a queued request holds KV");
+        assert!(self.iter().all(|s| s.cold.window.is_empty()), "a waiting request holds window blocks");
         assert!(self.unreceived.iter().all(|(s, _)| s.blocks.is_empty() && s.computed == 0));
         assert!(self.preempted.iter().all(|s| s.blocks.is_empty() && s.computed == 0 && s.cold.swapped_blocks == 0));
         assert!(self.swapped.iter().all(|s| s.blocks.is_empty() && s.cold.swapped_blocks == swapped_blocks(s)));

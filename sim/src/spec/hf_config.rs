@@ -91,7 +91,7 @@ pub fn preset_from_hf_config(text: &str, name: &'static str) -> Result<ModelPres
         experts,
         top_k,
         tied_embeddings: c.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false),
-        arch: Arch { window: window.map(|tokens| Window { tokens, layers }), ..Arch::PLAIN },
+        arch: Arch { window: window.map(|tokens| Window { tokens, layers, chunked: false }), ..Arch::PLAIN },
     })
 }
 
@@ -196,7 +196,7 @@ mod tests {
             "intermediate_size": 14336, "max_position_embeddings": 32768, "num_attention_heads": 32,
             "num_hidden_layers": 32, "num_key_value_heads": 8, "sliding_window": 4096, "vocab_size": 32000}"#;
         let p = preset_from_hf_config(mistral, "x").unwrap();
-        assert_eq!(p.arch.window, Some(Window { tokens: 4096, layers: 32 }));
+        assert_eq!(p.arch.window, Some(Window { tokens: 4096, layers: 32, chunked: false }));
         assert_eq!(p.max_context, 32768);
     }
 

@@ -65,11 +65,14 @@ pub struct Mla {
     pub v_head_dim: u64,
 }
 
-/// Windowed attention: `layers` layers see only the last `tokens` tokens.
+/// Windowed attention: `layers` layers see only the last `tokens` tokens (sliding window), or
+/// with `chunked`, only the tokens of their own `tokens`-long chunk (Llama 4's chunked local
+/// attention).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Window {
     pub tokens: u64,
     pub layers: u64,
+    pub chunked: bool,
 }
 
 impl Arch {
@@ -460,7 +463,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 128,
         top_k: 4,
         tied_embeddings: false,
-        arch: Arch { window: Some(Window { tokens: 128, layers: 18 }), biases: true, ..Arch::PLAIN },
+        arch: Arch { window: Some(Window { tokens: 128, layers: 18, chunked: false }), biases: true, ..Arch::PLAIN },
     },
     // openai/gpt-oss-20b config.json (same source): as gpt-oss-120b with 24 layers (12
     // windowed) and 32 experts.
@@ -477,7 +480,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 32,
         top_k: 4,
         tied_embeddings: false,
-        arch: Arch { window: Some(Window { tokens: 128, layers: 12 }), biases: true, ..Arch::PLAIN },
+        arch: Arch { window: Some(Window { tokens: 128, layers: 12, chunked: false }), biases: true, ..Arch::PLAIN },
     },
     // meta-llama/Llama-4-Scout-17B-16E-Instruct config.json (same source), text_config: 48
     // layers, hidden 5120, 40 heads, 8 KV heads, head_dim 128, 16 experts of intermediate 8192,
@@ -500,7 +503,11 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
         experts: 16,
         top_k: 1,
         tied_embeddings: false,
-        arch: Arch { shared_experts: 1, window: Some(Window { tokens: 8192, layers: 36 }), ..Arch::PLAIN },
+        arch: Arch {
+            shared_experts: 1,
+            window: Some(Window { tokens: 8192, layers: 36, chunked: true }),
+            ..Arch::PLAIN
+        },
     },
     // meta-llama/Llama-4-Maverick-17B-128E-Instruct config.json (same source): as Scout with
     // 128 experts on every other layer (interleave_moe_layer_step 2) and dense layers of
@@ -522,7 +529,7 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
             shared_experts: 1,
             dense_layers: 24,
             dense_intermediate: 16384,
-            window: Some(Window { tokens: 8192, layers: 36 }),
+            window: Some(Window { tokens: 8192, layers: 36, chunked: true }),
             ..Arch::PLAIN
         },
     },

@@ -74,6 +74,10 @@ pub struct MlaSection {
 pub struct WindowSection {
     pub tokens: u64,
     pub layers: u64,
+    /// Chunked local attention (each token sees its own `tokens`-long chunk) rather than a
+    /// sliding window.
+    #[serde(default)]
+    pub chunked: bool,
 }
 
 /// `why`: why the name has no preset, where servesim knows ([`GpuPreset::why_none`]).
@@ -163,7 +167,7 @@ impl ModelSection {
         if let Some(w) = self.window {
             let p = format!("{path}.window");
             check((1..=super::MAX_DIMENSION).contains(&w.tokens), &p, "tokens", "must be in [1, 2^40]", w.tokens)?;
-            m.arch.window = Some(super::model::Window { tokens: w.tokens, layers: w.layers });
+            m.arch.window = Some(super::model::Window { tokens: w.tokens, layers: w.layers, chunked: w.chunked });
         }
         if let Some(v) = self.biases {
             m.arch.biases = v;
@@ -289,7 +293,7 @@ impl ModelSection {
             shared_experts: (m.arch.shared_experts > 0).then_some(m.arch.shared_experts),
             dense_layers: (m.arch.dense_layers > 0).then_some(m.arch.dense_layers),
             dense_intermediate: (m.arch.dense_intermediate > 0).then_some(m.arch.dense_intermediate),
-            window: m.arch.window.map(|w| WindowSection { tokens: w.tokens, layers: w.layers }),
+            window: m.arch.window.map(|w| WindowSection { tokens: w.tokens, layers: w.layers, chunked: w.chunked }),
             biases: m.arch.biases.then_some(true),
         }
     }

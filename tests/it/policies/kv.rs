@@ -143,3 +143,101 @@ fn an_over_full_closed_loop_queues_the_clients_past_the_kv_and_a_cache_of_twice_
     let worst = max(finished(&roomy).filter_map(|r| r.ttft()).map(|t| t.as_millis_f64()));
     assert!((worst - 10.0).abs() < 1e-6, "no request waits: worst TTFT {worst} ms");
 }
+
+/// A tiny model whose first 2 of 4 layers see only the last 32 tokens, under vLLM's memory rule
+/// with `kv_blocks` pinned (as its log reports them), blocks of 16 tokens; `rest` adds lines.
+fn windowed_vllm(kv_blocks: u32, rest: &str, workload: &str) -> String {
+    format!(
+        "[model]\nname = \"tiny-windowed\"\nlayers = 4\nhidden = 512\nheads = 8\nkv_heads = 2\nhead_dim = 64\n\
+         intermediate = 1024\nvocab = 1000\nmax_context = 4096\nwindow = {{ tokens = 32, layers = 2 }}\n\
+         [gpu]\nname = \"small\"\nbf16_tflops = 50\nhbm_gb_per_s = 200\nmemory_gib = 1\n\
+         interconnect_gb_per_s = 50\npcie_gb_per_s = 16\n\
+         [memory]\nengine = \"vllm\"\nkv_blocks = {kv_blocks}\n{rest}\n[workload]\n{workload}\n"
+    )
+}
+
+/// The blocks instance 0 holds after each event of `src`'s run (the invariants checked after
+/// each), consecutive repeats left out.
+fn blocks_held(src: &str) -> Vec<u32> {
+    let mut sim = servesim_sim::engine::Simulation::new(&scenario(src));
+    let mut held = vec![];
+    while sim.step() {
+        sim.check_invariants();
+        let n = sim.instances()[0].kv_blocks_used();
+        if held.last() != Some(&n) {
+            held.push(n);
+        }
+    }
+    held
+}
+
+/// vLLM's hybrid KV cache manager (vllm/v1/core/single_type_kv_cache_manager.py and
+/// kv_cache_utils.py at 0.11.0): the sliding-window layers take their blocks from the same pool
+/// as the full-attention ones. By hand, for one request of a 512-token prompt and 2 output tokens,
+/// window 32, blocks of 16: its prefill writes 512 tokens into both groups, 32 + 32 blocks (a
+/// window group allocates every block the step writes). At its decode step,
+/// `remove_skipped_blocks(512)` frees the window group's blocks before token 512 − 32 + 1 = 481,
+/// i.e. blocks 0 to 29, and `allocate_new_blocks(513)` takes one more in each group: 33 full +
+/// 3 window = 36. Then it finishes: 0.
+#[test]
+fn windowed_layers_take_their_blocks_from_the_pool_as_vllm_does() {
+    let one = "requests = 1\narrival = { kind = \"constant\", rate = 1 }\n\
+        prompt_tokens = { kind = \"fixed\", value = 512 }\noutput_tokens = { kind = \"fixed\", value = 2 }";
+    assert_eq!(blocks_held(&windowed_vllm(1000, "", one)), [64, 36, 0]);
+    let s = scenario(&windowed_vllm(1000, "", one));
+    let m = &s.groups[0].memory;
+    assert_eq!((m.window_kv_bytes, m.window.map(|w| (w.tokens, w.groups))), (0, Some((32, 1))));
+    // servesim's own rule sets the window apart instead: the pool holds the full-attention
+    // layers' 32 + 1 blocks only.
+    let own = one.to_string();
+    let servesim = windowed_vllm(1000, "", &own).replace("engine = \"vllm\"\nkv_blocks", "kv_blocks");
+    assert_eq!(blocks_held(&servesim), [32, 33, 0]);
+    // A decode far past the window holds 3 or 2 window blocks beside its table: prompt 64,
+    // 40 tokens out; at computed n the window group holds ⌈(n + 1) ÷ 16⌉ − ⌊(n − 31) ÷ 16⌋.
+    let long = "requests = 1\narrival = { kind = \"constant\", rate = 1 }\n\
+        prompt_tokens = { kind = \"fixed\", value = 64 }\noutput_tokens = { kind = \"fixed\", value = 40 }";
+    let by_hand: Vec<u32> = std::iter::once(8)
+        .chain((64..103).map(|n: u32| {
+            let end = (n + 1).div_ceil(16);
+            end + end - (n + 1).saturating_sub(32) / 16
+        }))
+        .chain([0])
+        .fold(vec![], |mut v, n| {
+            if v.last() != Some(&n) {
+                v.push(n);
+            }
+            v
+        });
+    assert_eq!(blocks_held(&windowed_vllm(1000, "", long)), by_hand);
+    assert_eq!(by_hand.iter().max(), Some(&10), "7 full blocks and 3 of the window at the end");
+}
+
+/// Every batching policy, prefix caching, swapping and disaggregation keep the invariants
+/// (every block owned once or free) with the windows in the pool, under KV pressure.
+#[test]
+fn pooled_windows_keep_the_invariants_under_every_policy() {
+    let load = "duration_s = 10\narrival = { kind = \"poisson\", rate = 30 }\n\
+        prompt_tokens = { kind = \"uniform\", min = 16, max = 700 }\noutput_tokens = { kind = \"uniform\", min = 1, max = 300 }\n\
+        [workload.prefix]\nsystem = { groups = 3, tokens = { kind = \"uniform\", min = 50, max = 300 }, skew = 1 }";
+    for sched in
+        ["kind = \"vllm-v1\"", "kind = \"continuous\"", "kind = \"chunked\"", "kind = \"sglang\"", "kind = \"static\""]
+    {
+        for extra in [
+            "",
+            "[scheduler.prefix_cache]\nenabled = true",
+            "[scheduler.preemption]\nkind = \"swap\"\ncpu_swap_gib = 0.001",
+            "[[cluster.groups]]\nrole = \"prefill\"\ncount = 1\n[[cluster.groups]]\nrole = \"decode\"\ncount = 1",
+        ] {
+            if sched.contains("sglang") && extra.contains("swap") {
+                continue; // SGLang's scheduler only recomputes
+            }
+            let rest = format!("[scheduler]\nmax_num_batched_tokens = 1024\n[scheduler.batching]\n{sched}\n{extra}");
+            let out = run_checked(&windowed_vllm(300, &rest, load));
+            let s = &out.summary;
+            assert_eq!(s.requests.in_flight, 0, "{sched} {extra}");
+            assert!(s.requests.finished > 100, "{sched} {extra}: {:?}", s.requests);
+            eprintln!("{sched} {extra:.20}: preemptions {}, KV use max {:.2}", s.preemptions, s.kv.utilization_max);
+            assert!(s.kv.utilization_max > 0.9, "{sched} {extra}: under KV pressure");
+        }
+    }
+}

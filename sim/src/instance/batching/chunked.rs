@@ -51,7 +51,7 @@ impl Batcher for Chunked {
                 }
                 if !sched.preempted_now() {
                     let mut budget = left(sched);
-                    sched.swap_in(&mut budget, true);
+                    sched.swap_in(&mut budget, true, rec);
                     if !sched.has_swapped() {
                         sched.admit(now, &mut budget, true, rec);
                     }
@@ -69,7 +69,7 @@ impl Batcher for Chunked {
                         sched.admit(now, &mut budget, true, rec);
                     }
                     sched.trim_decodes(budget);
-                    sched.swap_in(&mut left(sched), true);
+                    sched.swap_in(&mut left(sched), true, rec);
                 }
             }
         }

@@ -43,7 +43,7 @@ impl Batcher for Continuous {
                 sched.step_running_decodes(u64::MAX, rec);
                 if !sched.preempted_now() {
                     let mut budget = max.saturating_sub(sched.budget_used());
-                    sched.swap_in(&mut budget, false);
+                    sched.swap_in(&mut budget, false, rec);
                     if !sched.has_swapped() {
                         sched.admit(now, &mut budget, false, rec);
                     }
@@ -56,7 +56,7 @@ impl Batcher for Continuous {
                     sched.step_running_decodes(u64::MAX, rec);
                     if !sched.preempted_now() {
                         let mut budget = max.saturating_sub(sched.budget_used());
-                        sched.swap_in(&mut budget, false);
+                        sched.swap_in(&mut budget, false, rec);
                     }
                 }
             }

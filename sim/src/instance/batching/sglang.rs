@@ -276,8 +276,7 @@ impl State {
             // `add_chunked_req`: the next chunk, as much as the chunk and KV budgets leave.
             let s = &sched.running()[i];
             let room = adder.rem_chunk.min(adder.rem_total() as i64).max(0) as u64;
-            let free_tokens = (s.blocks.len() as u64 + sched.kv_free_blocks() as u64) * bt - s.computed;
-            let step = s.pending().min(room).min(free_tokens);
+            let step = longest_step(sched, s, s.pending().min(room));
             if step > 0 {
                 let truncated = step < s.pending();
                 let output = s.output as u64;
@@ -339,10 +338,25 @@ impl State {
 }
 
 /// `check_decode_mem`: whether the free and evictable blocks give every running decode the
-/// block its next token may need.
+/// block its next token may need (and its window's, where windows take theirs from the pool).
 fn decode_fits(sched: &Sched<'_>) -> bool {
-    let bt = sched.limits().block_tokens;
-    let need =
-        sched.running().iter().filter(|s| s.is_decode() && (s.blocks.len() as u64) * bt < s.computed + 1).count();
-    need as u64 <= sched.kv_free_blocks() as u64
+    let need: u64 = sched.running().iter().filter(|s| s.is_decode()).map(|s| sched.step_blocks(s, 1)).sum();
+    need <= sched.kv_free_blocks() as u64
+}
+
+/// The longest step of at most `cap` tokens of running request `s` whose blocks the free ones
+/// cover (as many tokens as its table and the free blocks hold; fewer where its window takes
+/// blocks from the pool too).
+fn longest_step(sched: &Sched<'_>, s: &Seq, cap: u64) -> u64 {
+    let free = sched.kv_free_blocks() as u64;
+    let (mut lo, mut hi) = (0, cap);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if sched.step_blocks(s, mid) <= free {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
 }

@@ -29,7 +29,7 @@ impl Batcher for Static {
             return;
         }
         let mut budget = u64::MAX;
-        sched.swap_in(&mut budget, false);
+        sched.swap_in(&mut budget, false, rec);
         if !sched.has_swapped() {
             sched.admit(now, &mut budget, false, rec);
         }

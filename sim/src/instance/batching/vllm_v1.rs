@@ -65,7 +65,7 @@ impl Batcher for VllmV1 {
         sched.step_running_in_order(max, rec);
         if !sched.preempted_now() {
             let mut budget = max.saturating_sub(sched.budget_used());
-            sched.swap_in(&mut budget, true);
+            sched.swap_in(&mut budget, true, rec);
             if !sched.has_swapped() {
                 sched.admit(now, &mut budget, true, rec);
             }
