@@ -4,7 +4,8 @@
 //!   memory_bytes × gpu_memory_utilization
 //!   ├── weights per GPU           (params × bytes / tp)
 //!   ├── reserve                   (CUDA context, activations, logits; `memory.reserve_gib`)
-//!   ├── windowed layers' KV       (max_num_seqs × (window + block) tokens; gpt-oss, Llama-4)
+//!   ├── windowed layers' KV       (max_num_seqs × (window + block) tokens; gpt-oss, Llama-4;
+//!   │                              under vLLM's rule from the KV blocks instead: SharedWindow)
 //!   └── KV cache                  → floor(kv bytes / (block_tokens × KV bytes per token per GPU)) blocks
 //! ```
 //! Every GPU of a tensor-parallel instance holds the same number of blocks, each covering the same
@@ -108,6 +109,8 @@ pub struct EngineMemory {
     /// vLLM's `--kv-cache-memory-bytes`: the KV cache of each GPU, in place of what
     /// gpu_memory_utilization leaves.
     pub kv_cache_bytes: Option<u64>,
+    /// vLLM's `--disable-hybrid-kv-cache-manager`: windowed layers stored as full attention.
+    pub disable_hybrid_kv_cache: bool,
 }
 
 /// Every term of an engine's rule, as `servesim memory --engine` shows them (bytes per GPU).
@@ -295,17 +298,7 @@ fn plan_stage(
     what: String,
 ) -> Result<MemoryBudget, MemoryError> {
     let (dp, mut weight_bytes) = (cfg.dp_attention.max(1), weight_bytes);
-    // vLLM turns its hybrid manager off for chunked local attention (VllmConfig.__post_init__,
-    // vllm/config/vllm.py at 0.11.2 and 0.34.0, unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE)
-    // and then stores every layer's KV as full attention (`unify_hybrid_kv_cache_specs`).
-    let unified;
-    let model = match stage.arch.window {
-        Some(w) if w.chunked && cfg.engine.engine == MemoryEngine::Vllm => {
-            unified = ModelSpec { arch: crate::spec::Arch { window: None, ..stage.arch }, ..stage.clone() };
-            &unified
-        }
-        _ => stage,
-    };
+    let model = &*kv_layout(stage, cfg);
     let kv_bytes_per_token = model.kv_bytes_per_token_per_gpu(cfg.tp / dp);
     let block_bytes = kv_bytes_per_token * cfg.block_tokens;
     if let Some(n) = cfg.kv_blocks {
@@ -336,14 +329,12 @@ fn plan_stage(
         return Err(does_not_fit(reserve_bytes.saturating_add(window_kv_bytes), usable_bytes, rule));
     }
     let mut kv_bytes = usable_bytes - needed;
-    // SGLang's --max-total-tokens caps each scheduler's pool, in whole blocks here (the smaller of
-    // the two: `_apply_token_constraints`, model_runner_kv_cache_mixin.py at 0.5.15).
+    // SGLang's --max-total-tokens caps each pool (_apply_token_constraints, kv_cache_mixin at 0.5.15).
     if let Some(cap) = cfg.engine.max_total_tokens.filter(|_| cfg.engine.engine == MemoryEngine::Sglang) {
         kv_bytes = kv_bytes.min(cap / cfg.block_tokens * block_bytes);
     }
-    // vLLM: num_blocks = available // page_size // num_layers (kv_cache_utils.get_num_blocks), the
-    // same floor as here since every full-attention layer's page is the same size; SGLang:
-    // max_total_num_tokens = rest // cell_size, then whole pages.
+    // vLLM: available // page_size // group size (kv_cache_utils.get_num_blocks), the same floor as
+    // here as every such layer's page is the same size; SGLang: rest // cell_size, whole pages.
     let kv_blocks = kv_bytes / block_bytes * dp;
     if kv_blocks == 0 {
         return Err(MemoryError::NoKvBlock {
@@ -367,6 +358,22 @@ fn plan_stage(
         window,
         terms,
     })
+}
+
+/// The layers as the engine stores their KV: vLLM turns its hybrid manager off for chunked
+/// local attention (VllmConfig.__post_init__, vllm/config/vllm.py at 0.11.2 and 0.34.0, unless
+/// VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE) or when told to, and then stores every
+/// layer's KV as full attention (`unify_hybrid_kv_cache_specs`, vllm/v1/core/kv_cache_utils.py at
+/// 0.11.0).
+fn kv_layout<'a>(stage: &'a ModelSpec, cfg: &MemoryConfig) -> std::borrow::Cow<'a, ModelSpec> {
+    let vllm = cfg.engine.engine == MemoryEngine::Vllm;
+    match stage.arch.window {
+        Some(w) if vllm && (w.chunked || cfg.engine.disable_hybrid_kv_cache) => std::borrow::Cow::Owned(ModelSpec {
+            arch: crate::spec::Arch { window: None, ..stage.arch },
+            ..stage.clone()
+        }),
+        _ => std::borrow::Cow::Borrowed(stage),
+    }
 }
 
 /// The windowed layers under vLLM's hybrid KV cache manager ([`SharedWindow`]): sliding windows
@@ -893,6 +900,44 @@ mod tests {
         assert!(e.contains("40000 KV blocks of 2097152 bytes (78.12 GiB) and 14.96 GiB of weights exceed"), "{e}");
     }
 
+    /// vLLM's hybrid KV cache manager for gpt-oss-120b (18 sliding-window layers of 128 beside 18
+    /// full-attention ones: one group each, `group_size` 18): nothing set apart, every block of
+    /// the pool 18 layers × 16 tokens × 2 × 8 × 64 × 2 bytes = 589,824, the window's blocks drawn
+    /// from it. `--disable-hybrid-kv-cache-manager` stores all 36 layers as full attention: the
+    /// same bytes in blocks twice as large. Llama 4's chunked layers are stored as full attention
+    /// by default (vLLM turns its hybrid manager off for chunked local attention).
+    #[test]
+    fn vllms_hybrid_manager_pools_sliding_windows_and_unifies_chunked_ones() {
+        let g = GpuPreset::find("h100-sxm").unwrap().spec();
+        let oss = ModelSpec::from_preset(ModelPreset::find("gpt-oss-120b").unwrap(), Dtype::Mxfp4, Dtype::Bf16);
+        let hybrid = plan_memory(&oss, &g, &engine(MemoryEngine::Vllm)).unwrap();
+        let w = hybrid.window.expect("pooled");
+        assert_eq!((w.tokens, w.groups, w.block_bytes, w.check_tokens), (128, 1, 589_824, 127 + 8192));
+        assert_eq!((hybrid.window_kv_bytes, hybrid.block_bytes), (0, 589_824));
+        assert_eq!(hybrid.kv_blocks, hybrid.kv_bytes / 589_824);
+        let off = MemoryConfig {
+            engine: EngineMemory { disable_hybrid_kv_cache: true, ..engine(MemoryEngine::Vllm).engine },
+            ..engine(MemoryEngine::Vllm)
+        };
+        let unified = plan_memory(&oss, &g, &off).unwrap();
+        assert_eq!((unified.window, unified.window_kv_bytes, unified.kv_bytes), (None, 0, hybrid.kv_bytes));
+        assert_eq!(unified.kv_blocks, hybrid.kv_bytes / (2 * 589_824));
+        // The other rules set the windows apart: 256 sequences × (128 + 16) tokens × 36,864 B.
+        let sglang = plan_memory(&oss, &g, &engine(MemoryEngine::Sglang)).unwrap();
+        assert_eq!((sglang.window, sglang.window_kv_bytes), (None, 256 * 144 * 36_864));
+        // A pinned count under vLLM's rule is its pool, windows drawn from it.
+        let pinned = plan_memory(&oss, &g, &MemoryConfig { kv_blocks: Some(1000), ..engine(MemoryEngine::Vllm) });
+        assert_eq!(pinned.unwrap().window, Some(w));
+        // Llama-4-Scout, bf16 KV: 48 layers × 2 × 8 × 128 × 2 bytes a token under vLLM; 12 under
+        // servesim's rule, its 36 chunked layers set apart.
+        let scout = ModelSpec::from_preset(ModelPreset::find("llama-4-scout").unwrap(), Dtype::Fp8, Dtype::Bf16);
+        let g200 = GpuPreset::find("h200").unwrap().spec();
+        let v = plan_memory(&scout, &g200, &engine(MemoryEngine::Vllm)).unwrap();
+        assert_eq!((v.kv_bytes_per_token, v.window, v.window_kv_bytes), (48 * 4096, None, 0));
+        let own = plan_memory(&scout, &g200, &MemoryConfig { max_num_seqs: 8, ..cfg(1) }).unwrap();
+        assert_eq!((own.kv_bytes_per_token, own.window_kv_bytes), (12 * 4096, 8 * (8192 + 16) * 36 * 4096));
+    }
+
     fn engine(e: MemoryEngine) -> MemoryConfig {
         MemoryConfig {
             reserve_bytes: None,
@@ -984,6 +1029,7 @@ mod tests {
                 engine_version: None,
                 max_total_tokens: None,
                 kv_cache_bytes: None,
+                disable_hybrid_kv_cache: false,
             },
             ..engine(MemoryEngine::Vllm)
         };
@@ -1143,6 +1189,19 @@ mod tests {
         assert_eq!(b(10_500, 0).vllm_longest_request(1), 144);
         // One block and a half: none left beside the null block.
         assert_eq!(b(1_500, 0).vllm_longest_request(1), 0);
+        // A sliding window drawn from the pool, 500 bytes a block, 40 tokens counted
+        // (window − 1 + max_num_batched_tokens): a request of L ≥ 40 tokens needs
+        // ⌈L ÷ 16⌉ × 1,000 + (⌈40 ÷ 16⌉ + 1) × 500 bytes of the 9,500 beside the null block:
+        // 7 blocks, 112 tokens (113 would need 8,000 + 2,000).
+        let pooled = MemoryBudget {
+            window: Some(SharedWindow { tokens: 8, groups: 1, block_bytes: 500, check_tokens: 40 }),
+            ..b(10_500, 0)
+        };
+        assert_eq!(pooled.vllm_longest_request(1), 112);
+        assert_eq!(pooled.vllm_request_bytes(112), 9_000);
+        assert_eq!(pooled.vllm_request_bytes(113), 10_000);
+        // Below 40 tokens the window counts what the request has: 16 tokens, 1,000 + 2 × 500.
+        assert_eq!(pooled.vllm_request_bytes(16), 2_000);
         // Windowed layers' 8,000 bytes set apart for 4 sequences: one sequence needs 2,000 of
         // them, so (10,500 + 8,000 − 2,000 − 1,000) / 1,000 = 15 blocks, 240 tokens.
         assert_eq!(b(10_500, 8_000).vllm_longest_request(4), 240);

@@ -445,41 +445,18 @@ fn print_weights_and_terms(a: &Args, model: &ModelSpec, b: &MemoryBudget, tokens
 fn print_kv(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
     let gib = |x: u64| x as f64 / GIB;
     let fits = b.concurrent_requests(a.context);
-    let windowed = model.layers - model.full_attention_layers();
-    match (model.arch.window, b.window) {
-        (Some(w), Some(shared)) => outln!(
-            "  windowed layers' KV     {:>10}      ({windowed} layers, from the KV blocks below as requests run: vLLM's hybrid KV \
-             cache manager, {} sliding-window group(s) beside the full-attention one; a request holds the blocks of its \
-             last {} tokens)",
-            "pooled",
-            shared.groups,
-            w.tokens
-        ),
-        (Some(w), None) if w.chunked && b.kv_bytes_per_token > model.kv_bytes_per_token_per_gpu(a.tp / a.dp_attention.max(1)) => {
-            outln!(
-                "  windowed layers' KV     {:>10}      ({windowed} chunked-attention layers stored as full attention: vLLM \
-                 turns its hybrid KV cache manager off for them)",
-                "as full"
-            )
-        }
-        (Some(w), None) => outln!(
-            "  windowed layers' KV     {:>10.2} GiB  ({windowed} layers × {} seqs × ({} window + {} block) tokens; a bound)",
-            gib(b.window_kv_bytes),
-            a.max_num_seqs,
-            w.tokens,
-            a.block_tokens
-        ),
-        (None, _) => {}
-    }
+    let unified = print_window(a, model, b);
     outln!("  KV cache                {:>10.2} GiB", gib(b.kv_bytes));
     let kind = match (model.arch.mla, model.arch.window) {
         (Some(_), _) => ", MLA latent: every GPU holds all of it",
+        (None, Some(_)) if unified => ", every layer as full attention",
         (None, Some(_)) => ", full-attention layers",
         (None, None) => "",
     };
+    let all = ModelSpec { arch: servesim_sim::spec::Arch { window: None, ..model.arch }, ..model.clone() };
     outln!(
         "  KV bytes per token      {:>10}      ({} per GPU{kind})",
-        thousands(model.kv_bytes_per_token()),
+        thousands(if unified { all.kv_bytes_per_token() } else { model.kv_bytes_per_token() }),
         thousands(b.kv_bytes_per_token)
     );
     if a.dp_attention > 1 {
@@ -524,6 +501,42 @@ fn print_kv(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
             "  (engine terms are estimates of what its start-up measures; docs/fidelity.md compares them with logs)"
         );
     }
+}
+
+/// The windowed layers' line: drawn from the pool, stored as full attention (returns true), or
+/// set apart.
+fn print_window(a: &Args, model: &ModelSpec, b: &MemoryBudget) -> bool {
+    let gib = |x: u64| x as f64 / GIB;
+    let Some(w) = model.arch.window else { return false };
+    let windowed = model.layers - model.full_attention_layers();
+    let own = model.kv_bytes_per_token_per_gpu(a.tp / a.dp_attention.max(1));
+    match b.window {
+        Some(shared) => outln!(
+            "  windowed layers' KV     {:>10}      ({windowed} layers, from the KV blocks below as requests run: vLLM's hybrid KV \
+             cache manager, {} sliding-window group(s) beside the full-attention one; a request holds the blocks of its \
+             last {} tokens)",
+            "pooled",
+            shared.groups,
+            w.tokens
+        ),
+        None if b.window_kv_bytes == 0 && b.kv_bytes_per_token > own => {
+            outln!(
+                "  windowed layers' KV     {:>10}      ({windowed} {}layers stored as full attention: vLLM's hybrid KV cache \
+                 manager is off for them)",
+                "as full",
+                if w.chunked { "chunked-attention " } else { "" }
+            );
+            return true;
+        }
+        None => outln!(
+            "  windowed layers' KV     {:>10.2} GiB  ({windowed} layers × {} seqs × ({} window + {} block) tokens; a bound)",
+            gib(b.window_kv_bytes),
+            a.max_num_seqs,
+            w.tokens,
+            a.block_tokens
+        ),
+    }
+    false
 }
 
 /// Under vLLM's rule, the longest request its KV cache holds by its start-up check

@@ -872,6 +872,9 @@ fn memory_lines(
     if let Some(b) = vllm_int(got, "kv_cache_memory_bytes", "--kv-cache-memory-bytes")? {
         t += &format!("kv_cache_gib = {}\n", b as f64 / (1u64 << 30) as f64);
     }
+    if got.get("hybrid_off").is_some_and(|v| v == "true") {
+        t += "disable_hybrid_kv_cache_manager = true\n";
+    }
     if let Some(n) = int(got, "max_total_tokens", "--max-total-tokens")? {
         t += &format!("max_total_tokens = {n}\n");
     }
@@ -1786,6 +1789,28 @@ mod tests {
         assert_eq!(s.groups[0].memory.kv_blocks, 10_240);
         let (text, _) = scenario(Engine::Vllm, "h100-sxm", &args(cmd), None).unwrap();
         assert!(text.contains("kv_cache_gib = 20\n"), "{text}");
+    }
+
+    /// gpt-oss on 8 H100s: its sliding windows draw on the pool (vLLM's hybrid KV cache manager)
+    /// unless the command turns that manager off, when all 36 layers are stored as full
+    /// attention: blocks twice as large, half as many.
+    #[test]
+    fn vllms_hybrid_kv_cache_manager_can_be_turned_off() {
+        let cmd = "openai/gpt-oss-120b -tp 8";
+        let (on, warn) = scenario_of(Engine::Vllm, "h100-sxm", cmd);
+        assert!(!warn.iter().any(|w| w.contains("not understood")), "{warn:?}");
+        let (off, warn) = scenario_of(Engine::Vllm, "h100-sxm", &format!("{cmd} --disable-hybrid-kv-cache-manager"));
+        assert!(!warn.iter().any(|w| w.contains("not understood")), "{warn:?}");
+        let (a, b) = (&on.groups[0].memory, &off.groups[0].memory);
+        assert_eq!((a.window.map(|w| w.tokens), b.window), (Some(128), None));
+        assert_eq!((a.kv_bytes, b.kv_bytes_per_token), (b.kv_bytes, 2 * a.kv_bytes_per_token));
+        assert_eq!(b.kv_blocks, a.kv_bytes / (16 * b.kv_bytes_per_token));
+        let (text, _) =
+            scenario(Engine::Vllm, "h100-sxm", &args(&format!("{cmd} --disable-hybrid-kv-cache-manager")), None)
+                .unwrap();
+        assert!(text.contains("disable_hybrid_kv_cache_manager = true\n"), "{text}");
+        let (text, _) = scenario(Engine::Vllm, "h100-sxm", &args(cmd), None).unwrap();
+        assert!(!text.contains("hybrid"), "{text}");
     }
 
     #[test]

@@ -113,76 +113,15 @@ impl Core {
     pub(super) fn step_running_decodes(&mut self, budget: u64, rec: &mut dyn Observer) -> bool {
         let bt = self.cfg.block_tokens;
         let k = self.cfg.policy.speculative.as_ref().map_or(0, |sp| sp.k);
-        let mut used = 0;
-        let mut i = 0;
-        let mut prefills = false;
         // Fast pass, for as long as free blocks suffice (no eviction, no preemption): this runs
         // for every request, every iteration. Not when windows take blocks from the pool: their
         // steps free and take blocks besides the table's.
         let window = self.cfg.policy.window.is_some();
-        if window {
-        } else if k == 0 {
-            // Without speculation every decode step is one token: the same pass, with the
-            // batch's sums kept in registers.
-            let (running, kv) = (&mut self.running, &mut self.kv.blocks);
-            let (mut seqs, mut context) = (0, 0);
-            for s in running.iter_mut() {
-                if s.step != 0 {
-                    i += 1;
-                    continue;
-                }
-                let ctx = s.prompt as u64 + s.generated as u64;
-                if s.generated == 0 || ctx - s.computed != 1 {
-                    prefills = true;
-                    i += 1;
-                    continue;
-                }
-                if used < budget {
-                    if (s.blocks.len() as u64) * bt < ctx && !kv.fill_free(&mut s.blocks, ctx.div_ceil(bt) as usize) {
-                        break;
-                    }
-                    s.step = 1;
-                    used += 1;
-                    seqs += 1;
-                    context += ctx;
-                }
-                i += 1;
-            }
-            let b = &mut self.batch.shape;
-            b.decode_seqs += seqs;
-            b.decode_context_tokens += context;
-            b.sampled_seqs += seqs;
-        } else {
-            let (running, kv, batch) = (&mut self.running, &mut self.kv.blocks, &mut self.batch);
-            for s in running.iter_mut() {
-                if s.step == 0 && s.is_decode() {
-                    let draft = k.min(s.output - s.generated - 1);
-                    let step = 1 + draft as u64;
-                    if used + step <= budget {
-                        // Multiplying rather than dividing.
-                        let end = s.computed + step;
-                        if (s.blocks.len() as u64) * bt < end && !kv.fill_free(&mut s.blocks, end.div_ceil(bt) as usize)
-                        {
-                            break;
-                        }
-                        s.step = step;
-                        s.draft = draft;
-                        used += step;
-                        if draft == 0 {
-                            let b = &mut batch.shape;
-                            b.decode_seqs += 1;
-                            b.decode_context_tokens += s.context();
-                            b.sampled_seqs += 1;
-                        } else {
-                            batch.add(s);
-                        }
-                    }
-                } else if s.step == 0 {
-                    prefills = true;
-                }
-                i += 1;
-            }
-        }
+        let (mut i, mut used, mut prefills) = match (window, k) {
+            (true, _) => (0, 0, false),
+            (false, 0) => self.fast_decodes(budget),
+            (false, _) => self.fast_speculative_decodes(budget, k),
+        };
         // The rest, evicting cached blocks and preempting when the free ones run out.
         while i < self.running.len() {
             let s = &mut self.running[i];
@@ -205,6 +144,80 @@ impl Core {
             i += 1;
         }
         prefills
+    }
+
+    /// [`Core::step_running_decodes`]'s fast pass without speculation: every decode step is one
+    /// token, the batch's sums kept in registers. Returns (requests passed, tokens, whether it
+    /// passed one in the middle of its prefill).
+    #[inline]
+    fn fast_decodes(&mut self, budget: u64) -> (usize, u64, bool) {
+        let bt = self.cfg.block_tokens;
+        let (mut used, mut i, mut prefills) = (0, 0, false);
+        let (running, kv) = (&mut self.running, &mut self.kv.blocks);
+        let (mut seqs, mut context) = (0, 0);
+        for s in running.iter_mut() {
+            if s.step != 0 {
+                i += 1;
+                continue;
+            }
+            let ctx = s.prompt as u64 + s.generated as u64;
+            if s.generated == 0 || ctx - s.computed != 1 {
+                prefills = true;
+                i += 1;
+                continue;
+            }
+            if used < budget {
+                if (s.blocks.len() as u64) * bt < ctx && !kv.fill_free(&mut s.blocks, ctx.div_ceil(bt) as usize) {
+                    break;
+                }
+                s.step = 1;
+                used += 1;
+                seqs += 1;
+                context += ctx;
+            }
+            i += 1;
+        }
+        let b = &mut self.batch.shape;
+        b.decode_seqs += seqs;
+        b.decode_context_tokens += context;
+        b.sampled_seqs += seqs;
+        (i, used, prefills)
+    }
+
+    /// [`Core::fast_decodes`] with `k` draft tokens a step.
+    #[inline]
+    fn fast_speculative_decodes(&mut self, budget: u64, k: u32) -> (usize, u64, bool) {
+        let bt = self.cfg.block_tokens;
+        let (mut used, mut i, mut prefills) = (0, 0, false);
+        let (running, kv, batch) = (&mut self.running, &mut self.kv.blocks, &mut self.batch);
+        for s in running.iter_mut() {
+            if s.step == 0 && s.is_decode() {
+                let draft = k.min(s.output - s.generated - 1);
+                let step = 1 + draft as u64;
+                if used + step <= budget {
+                    // Multiplying rather than dividing.
+                    let end = s.computed + step;
+                    if (s.blocks.len() as u64) * bt < end && !kv.fill_free(&mut s.blocks, end.div_ceil(bt) as usize) {
+                        break;
+                    }
+                    s.step = step;
+                    s.draft = draft;
+                    used += step;
+                    if draft == 0 {
+                        let b = &mut batch.shape;
+                        b.decode_seqs += 1;
+                        b.decode_context_tokens += s.context();
+                        b.sampled_seqs += 1;
+                    } else {
+                        batch.add(s);
+                    }
+                }
+            } else if s.step == 0 {
+                prefills = true;
+            }
+            i += 1;
+        }
+        (i, used, prefills)
     }
 
     /// Keeps the decode steps of running requests, in order, while their tokens fit in `keep`;
@@ -553,15 +566,7 @@ impl Core {
             seq.step = step;
             self.batch.add(&seq);
             if self.cfg.policy.prefix.enabled {
-                let p = rec.policy();
-                p.prefix_saved_tokens += hit_tokens;
-                p.prefix_cpu_hit_tokens += cpu_hits * bt;
-                if !seq.admitted {
-                    p.prefix_lookups += 1;
-                    p.prefix_lookup_tokens += seq.prompt as u64;
-                    p.prefix_hit_tokens += hit_tokens;
-                    p.prefix_hit_requests += (hit_tokens > 0) as u64;
-                }
+                count_hits(rec, &seq, hit_tokens, cpu_hits * bt);
             }
             seq.admitted = true;
             rec.scheduled(seq.id, now);
@@ -572,6 +577,20 @@ impl Core {
             n += 1;
         }
         n
+    }
+}
+
+/// The prefix-cache statistics of an admission of `s` with `hit_tokens` cached (`cpu_tokens`
+/// of them from the CPU tier); a resumed request's hits are saved tokens, not a new lookup.
+fn count_hits(rec: &mut dyn Observer, s: &Seq, hit_tokens: u64, cpu_tokens: u64) {
+    let p = rec.policy();
+    p.prefix_saved_tokens += hit_tokens;
+    p.prefix_cpu_hit_tokens += cpu_tokens;
+    if !s.admitted {
+        p.prefix_lookups += 1;
+        p.prefix_lookup_tokens += s.prompt as u64;
+        p.prefix_hit_tokens += hit_tokens;
+        p.prefix_hit_requests += (hit_tokens > 0) as u64;
     }
 }
 

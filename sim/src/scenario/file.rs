@@ -207,6 +207,11 @@ pub struct MemorySection {
     /// `gpu_memory_utilization` leaves. Default: vLLM's rule.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) kv_cache_gib: Option<f64>,
+    /// vLLM's `--disable-hybrid-kv-cache-manager`: every windowed layer's KV stored as full
+    /// attention. Default: vLLM's hybrid manager (sliding windows take blocks from the pool as
+    /// requests run).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) disable_hybrid_kv_cache_manager: bool,
 }
 
 impl Default for MemorySection {
@@ -222,6 +227,7 @@ impl Default for MemorySection {
             cuda_graph_max_bs: None,
             max_total_tokens: None,
             kv_cache_gib: None,
+            disable_hybrid_kv_cache_manager: false,
         }
     }
 }
@@ -281,6 +287,8 @@ impl MemorySection {
         }
         let kv = self.kv_cache_gib;
         only("kv_cache_gib", kv.is_some(), self.engine == MemoryEngine::Vllm, "\"vllm\"")?;
+        let hybrid_off = self.disable_hybrid_kv_cache_manager;
+        only("disable_hybrid_kv_cache_manager", hybrid_off, self.engine == MemoryEngine::Vllm, "\"vllm\"")?;
         if let Some(x) = kv {
             check(x.is_finite() && x > 0.0 && x <= 1e4, path, "kv_cache_gib", "must be in (0, 1e4] GiB", x)?;
         }
@@ -299,6 +307,7 @@ impl MemorySection {
             engine_version: engine_version.and_then(ServingEngine::version),
             max_total_tokens: self.max_total_tokens,
             kv_cache_bytes: bytes(self.kv_cache_gib),
+            disable_hybrid_kv_cache: self.disable_hybrid_kv_cache_manager,
         }
     }
 }

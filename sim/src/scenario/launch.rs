@@ -75,6 +75,8 @@ pub const FLAGS: &[LaunchFlag] = &[
     value(V, &["--gpu-memory-utilization"], "gpu_memory_utilization"),
     value(V, &["--kv-cache-memory-bytes"], "kv_cache_memory_bytes"),
     value(V, &["--num-gpu-blocks-override"], "kv_blocks"),
+    switch(V, &["--disable-hybrid-kv-cache-manager"], "hybrid_off", true),
+    switch(V, &["--no-disable-hybrid-kv-cache-manager"], "hybrid_off", false),
     switch(V, &["--enable-chunked-prefill"], "chunked", true),
     switch(V, &["--no-enable-chunked-prefill"], "chunked", false),
     switch(V, &["--enable-prefix-caching"], "prefix", true),
