@@ -153,8 +153,16 @@ pub(crate) fn summary_table(s: &Scenario, sum: &Summary) -> String {
     );
     for g in &s.groups {
         let label = if s.groups.len() > 1 { format!(" ({})", g.name) } else { String::new() };
+        // vLLM's hybrid manager: the sliding-window groups draw on the same blocks, and its log
+        // counts the blocks over all its groups.
+        let pooled = g.memory.window.map_or(String::new(), |w| {
+            format!(
+                "; the sliding windows draw on these blocks too: vLLM logs {} tokens",
+                thousands(g.memory.kv_blocks / (1 + w.groups) * g.memory.block_tokens)
+            )
+        });
         o += &format!(
-            "  KV per instance{label}: {} blocks × {} tokens = {} tokens ({:.1} GiB per GPU)\n",
+            "  KV per instance{label}: {} blocks × {} tokens = {} tokens ({:.1} GiB per GPU{pooled})\n",
             thousands(g.memory.kv_blocks),
             g.memory.block_tokens,
             thousands(g.memory.kv_tokens()),
