@@ -151,24 +151,7 @@ pub(crate) fn summary_table(s: &Scenario, sum: &Summary) -> String {
         s.model.kv_dtype.name(),
         groups.join(" + ")
     );
-    for g in &s.groups {
-        let label = if s.groups.len() > 1 { format!(" ({})", g.name) } else { String::new() };
-        // vLLM's hybrid manager: the sliding-window groups draw on the same blocks, and its log
-        // counts the blocks over all its groups.
-        let pooled = g.memory.window.map_or(String::new(), |w| {
-            format!(
-                "; the sliding windows draw on these blocks too: vLLM logs {} tokens",
-                thousands(g.memory.kv_blocks / (1 + w.groups) * g.memory.block_tokens)
-            )
-        });
-        o += &format!(
-            "  KV per instance{label}: {} blocks × {} tokens = {} tokens ({:.1} GiB per GPU{pooled})\n",
-            thousands(g.memory.kv_blocks),
-            g.memory.block_tokens,
-            thousands(g.memory.kv_tokens()),
-            g.memory.kv_bytes as f64 / servesim_sim::memory::GIB
-        );
-    }
+    o += &kv_lines(s);
     o += "\n";
     let r = &sum.requests;
     o += &format!(
@@ -249,6 +232,31 @@ pub(crate) fn summary_table(s: &Scenario, sum: &Summary) -> String {
     o += &fleet_lines(s, sum);
     if let Some(d) = &sum.disaggregation {
         o += &disagg_lines(d);
+    }
+    o
+}
+
+/// Each group's KV pool: blocks, tokens, GiB per GPU, and where vLLM's hybrid manager draws the
+/// sliding windows' blocks from them, the token count its log gives.
+fn kv_lines(s: &Scenario) -> String {
+    let mut o = String::new();
+    for g in &s.groups {
+        let label = if s.groups.len() > 1 { format!(" ({})", g.name) } else { String::new() };
+        // vLLM's hybrid manager: the sliding-window groups draw on the same blocks, and its log
+        // counts the blocks over all its groups.
+        let pooled = g.memory.window.map_or(String::new(), |w| {
+            format!(
+                "; the sliding windows draw on these blocks too: vLLM logs {} tokens",
+                thousands(g.memory.kv_blocks / (1 + w.groups) * g.memory.block_tokens)
+            )
+        });
+        o += &format!(
+            "  KV per instance{label}: {} blocks × {} tokens = {} tokens ({:.1} GiB per GPU{pooled})\n",
+            thousands(g.memory.kv_blocks),
+            g.memory.block_tokens,
+            thousands(g.memory.kv_tokens()),
+            g.memory.kv_bytes as f64 / servesim_sim::memory::GIB
+        );
     }
     o
 }

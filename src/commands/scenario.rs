@@ -936,6 +936,15 @@ fn model_of(
 ) -> Result<(&'static ModelPreset, String)> {
     if model_config.is_none() {
         if let Some(p) = ModelPreset::for_checkpoint(model_id) {
+            let windowed =
+                servesim_sim::spec::ModelSpec::from_preset(p, Dtype::Bf16, Dtype::Bf16).arch.window.is_some();
+            if windowed && got.get("no_window").is_some_and(|v| v == "true") {
+                warn.push(format!(
+                    "--disable-sliding-window: not applied to the preset {}, whose windowed layers are kept; write \
+                     [model] by hand to run them as full attention",
+                    p.name()
+                ));
+            }
             return Ok((p, format!("preset = \"{}\"\n", p.name())));
         }
     }
@@ -957,7 +966,9 @@ fn model_of(
     let text = crate::input::read_text(&file, "--model-config")?;
     let name: &'static str =
         Box::leak(model_id.trim_end_matches('/').rsplit('/').next().unwrap_or(model_id).to_string().into_boxed_str());
-    let preset = servesim_sim::spec::preset_from_hf_config(&text, name)
+    let mut preset = servesim_sim::spec::preset_from_hf_config(&text, name)
+        .map_err(|e| CliError::input(format!("{}: {e}", file.display())))?;
+    servesim_sim::spec::without_sliding_window(&mut preset, got.get("no_window").is_some_and(|v| v == "true"))
         .map_err(|e| CliError::input(format!("{}: {e}", file.display())))?;
     let preset: &'static ModelPreset = Box::leak(Box::new(preset));
     let quant = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|j| {
@@ -971,9 +982,14 @@ fn model_of(
     let section = servesim_sim::spec::ModelSection {
         weight_dtype: None,
         kv_dtype: None,
+        window: None,
         ..servesim_sim::spec::ModelSection::from_spec(&spec)
     };
-    let lines = toml::to_string(&section).map_err(|e| CliError::input(format!("{}: {e}", file.display())))?;
+    let mut lines = toml::to_string(&section).map_err(|e| CliError::input(format!("{}: {e}", file.display())))?;
+    // Inline, so that the [model] keys written after it stay in [model].
+    if let Some(w) = spec.arch.window {
+        lines += &format!("window = {{ tokens = {}, layers = {} }}\n", w.tokens, w.layers);
+    }
     Ok((preset, format!("# The network from {}: no preset has it.\n{lines}", file.display())))
 }
 
@@ -1634,6 +1650,39 @@ mod tests {
         "intermediate_size": 18944, "max_position_embeddings": 32768, "num_attention_heads": 28,
         "num_hidden_layers": 28, "num_key_value_heads": 4, "sliding_window": 131072,
         "tie_word_embeddings": false, "use_sliding_window": false, "vocab_size": 152064}"#;
+
+    /// Mistral-7B-v0.1's config.json windows every layer (sliding_window 4096): refused, as
+    /// servesim models windows beside full-attention layers only, unless vLLM's
+    /// --disable-sliding-window runs every layer fully with the context capped at the window
+    /// (`_get_and_verify_max_len`, vllm/config/model.py at 0.11.2).
+    #[test]
+    fn a_config_json_window_on_every_layer_is_refused_unless_vllm_disables_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("my-mistral");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mistral = QWEN25_7B
+            .replace("Qwen2ForCausalLM", "MistralForCausalLM")
+            .replace("\"sliding_window\": 131072", "\"sliding_window\": 4096");
+        std::fs::write(dir.join("config.json"), &mistral).unwrap();
+        let cmd = |extra: &str| args(&format!("{} {extra}", dir.display()));
+        let e = scenario_with(Engine::Vllm, "h100-sxm", &cmd(""), None, None).unwrap_err().to_string();
+        assert!(e.contains("sliding_window 4096 on every layer") && e.contains("--disable-sliding-window"), "{e}");
+        let (text, warn) =
+            scenario_with(Engine::Vllm, "h100-sxm", &cmd("--disable-sliding-window"), None, None).unwrap();
+        assert!(!warn.iter().any(|w| w.contains("not understood")), "{warn:?}");
+        let s = servesim_sim::Scenario::from_toml(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!((s.model.arch.window, s.model.max_context), (None, 4096));
+        // A preset's windows are kept, and the flag says so.
+        let (_, warn) = scenario_with(
+            Engine::Vllm,
+            "h100-sxm",
+            &args("openai/gpt-oss-120b -tp 8 --disable-sliding-window"),
+            None,
+            None,
+        )
+        .unwrap();
+        assert!(warn.iter().any(|w| w.contains("not applied to the preset gpt-oss-120b")), "{warn:?}");
+    }
 
     #[test]
     fn a_model_without_a_preset_is_read_from_its_config_json() {

@@ -76,6 +76,7 @@ pub const FLAGS: &[LaunchFlag] = &[
     value(V, &["--kv-cache-memory-bytes"], "kv_cache_memory_bytes"),
     value(V, &["--num-gpu-blocks-override"], "kv_blocks"),
     switch(V, &["--disable-hybrid-kv-cache-manager"], "hybrid_off", true),
+    switch(V, &["--disable-sliding-window"], "no_window", true),
     switch(V, &["--no-disable-hybrid-kv-cache-manager"], "hybrid_off", false),
     switch(V, &["--enable-chunked-prefill"], "chunked", true),
     switch(V, &["--no-enable-chunked-prefill"], "chunked", false),

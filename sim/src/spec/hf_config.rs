@@ -95,6 +95,25 @@ pub fn preset_from_hf_config(text: &str, name: &'static str) -> Result<ModelPres
     })
 }
 
+/// vLLM's `--disable-sliding-window` (`disable`) on a network read from its config.json: every
+/// layer attends fully and the context is capped at the window (`_get_and_verify_max_len`,
+/// vllm/config/model.py at 0.11.2). Without it, a window on every layer (Mistral-7B-v0.1) is
+/// refused: servesim models windows beside full-attention layers only.
+pub fn without_sliding_window(preset: &mut ModelPreset, disable: bool) -> Result<(), String> {
+    let Some(w) = preset.arch.window else { return Ok(()) };
+    if disable {
+        preset.arch.window = None;
+        preset.max_context = preset.max_context.min(w.tokens);
+    } else if w.layers >= preset.layers {
+        return Err(format!(
+            "sliding_window {} on every layer: servesim models windowed layers beside full-attention ones only; \
+             vLLM's --disable-sliding-window (full attention, the context capped at the window) is modelled",
+            w.tokens
+        ));
+    }
+    Ok(())
+}
+
 /// vLLM's derived context: `max_position_embeddings` (else the other keys vLLM reads), scaled
 /// by `rope_scaling` as `_get_and_verify_max_len` scales it.
 fn context(c: &Value, opt: &dyn Fn(&str) -> Result<Option<u64>, String>) -> Result<u64, String> {

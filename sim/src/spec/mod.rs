@@ -6,7 +6,7 @@ mod model;
 mod section;
 
 pub use gpu::{GpuPreset, GpuSpec, GPU_PRESETS};
-pub use hf_config::preset_from_hf_config;
+pub use hf_config::{preset_from_hf_config, without_sliding_window};
 pub use model::{stage_layers, Arch, Mla, ModelPreset, ModelSpec, Window, MAX_DIMENSION, MODEL_PRESETS};
 pub use section::{gpu_from_toml, model_from_toml, GpuSection, ModelSection, MAX_KV_BYTES_PER_TOKEN, MAX_PARAMS};
 
