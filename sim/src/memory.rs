@@ -111,7 +111,12 @@ pub struct EngineMemory {
     pub kv_cache_bytes: Option<u64>,
     /// vLLM's `--disable-hybrid-kv-cache-manager`: windowed layers stored as full attention.
     pub disable_hybrid_kv_cache: bool,
+    /// SGLang's `--swa-full-tokens-ratio`; `None`: [`SGLANG_SWA_FULL_TOKENS_RATIO`].
+    pub swa_full_tokens_ratio: Option<f64>,
 }
+
+/// SGLang's default `--swa-full-tokens-ratio` (server_args.py, 0.5.3 to 0.5.15).
+pub const SGLANG_SWA_FULL_TOKENS_RATIO: f64 = 0.8;
 
 /// Every term of an engine's rule, as `servesim memory --engine` shows them (bytes per GPU).
 #[derive(Clone, Debug, PartialEq)]
@@ -161,6 +166,9 @@ pub struct MemoryBudget {
     /// The windowed layers take their blocks from the same pool as the full-attention ones as
     /// each request runs (vLLM's hybrid KV cache manager), instead of memory set apart.
     pub window: Option<SharedWindow>,
+    /// SGLang's sliding-window pool, tokens ([`sglang_swa_pools`]; `window_kv_bytes` are its
+    /// bytes), 0 otherwise.
+    pub swa_tokens: u64,
     /// The engine rule's terms (`memory.engine` other than servesim; not for a pinned count).
     pub terms: Option<EngineTerms>,
 }
@@ -298,7 +306,7 @@ fn plan_stage(
     what: String,
 ) -> Result<MemoryBudget, MemoryError> {
     let (dp, mut weight_bytes) = (cfg.dp_attention.max(1), weight_bytes);
-    let model = &*kv_layout(stage, cfg);
+    let model = &*kv_layout(stage, gpu, cfg);
     let kv_bytes_per_token = model.kv_bytes_per_token_per_gpu(cfg.tp / dp);
     let block_bytes = kv_bytes_per_token * cfg.block_tokens;
     if let Some(n) = cfg.kv_blocks {
@@ -322,17 +330,13 @@ fn plan_stage(
         let rule = format!("the GPU's memory as CUDA reports it, the reserve holding {rule}");
         return Err(does_not_fit(usable_bytes - weight_bytes, visible, rule));
     }
-    let window = shared_window(model, cfg);
-    let window_kv_bytes = if window.is_some() { 0 } else { window_set_apart(model, cfg) };
+    let (window, mut window_kv_bytes) = window_kv(model, cfg);
     let needed = weight_bytes.saturating_add(reserve_bytes).saturating_add(window_kv_bytes);
     if needed > usable_bytes {
         return Err(does_not_fit(reserve_bytes.saturating_add(window_kv_bytes), usable_bytes, rule));
     }
-    let mut kv_bytes = usable_bytes - needed;
-    // SGLang's --max-total-tokens caps each pool (_apply_token_constraints, kv_cache_mixin at 0.5.15).
-    if let Some(cap) = cfg.engine.max_total_tokens.filter(|_| cfg.engine.engine == MemoryEngine::Sglang) {
-        kv_bytes = kv_bytes.min(cap / cfg.block_tokens * block_bytes);
-    }
+    let (kv_bytes, swa) = sglang_kv(model, cfg, usable_bytes - needed, block_bytes);
+    window_kv_bytes = swa.map_or(window_kv_bytes, |p| p.swa_bytes);
     // vLLM: available // page_size // group size (kv_cache_utils.get_num_blocks), the same floor as
     // here as every such layer's page is the same size; SGLang: rest // cell_size, whole pages.
     let kv_blocks = kv_bytes / block_bytes * dp;
@@ -356,23 +360,100 @@ fn plan_stage(
         kv_blocks,
         window_kv_bytes,
         window,
+        swa_tokens: swa.map_or(0, |p| p.swa_tokens),
         terms,
     })
 }
 
-/// The layers as the engine stores their KV: vLLM turns its hybrid manager off for chunked
-/// local attention (VllmConfig.__post_init__, vllm/config/vllm.py at 0.11.2 and 0.34.0, unless
+/// The windowed layers' terms: drawn from the pool under vLLM ([`shared_window`]), in a pool of
+/// their own under SGLang ([`sglang_swa_pools`], sized once the KV memory is known), else set
+/// apart ([`window_set_apart`]).
+fn window_kv(model: &ModelSpec, cfg: &MemoryConfig) -> (Option<SharedWindow>, u64) {
+    match shared_window(model, cfg) {
+        Some(w) => (Some(w), 0),
+        None if sglang_swa(model, cfg).is_some() => (None, 0),
+        None => (None, window_set_apart(model, cfg)),
+    }
+}
+
+/// The KV bytes of `available` SGLang gives the full-attention pool: all of them, or where
+/// sliding windows have a pool of their own, its share ([`sglang_swa_pools`]); at most
+/// `--max-total-tokens` (`_apply_token_constraints`, model_runner_kv_cache_mixin.py at 0.5.15).
+fn sglang_kv(model: &ModelSpec, cfg: &MemoryConfig, available: u64, block_bytes: u64) -> (u64, Option<SwaPools>) {
+    let cap = cfg.engine.max_total_tokens.filter(|_| cfg.engine.engine == MemoryEngine::Sglang);
+    let swa = sglang_swa_pools(model, cfg, available, cap);
+    let kv_bytes = swa.map_or(available, |p| p.full_bytes);
+    (cap.map_or(kv_bytes, |cap| kv_bytes.min(cap / cfg.block_tokens * block_bytes)), swa)
+}
+
+/// SGLang's two pools for a model with sliding windows beside full attention.
+#[derive(Clone, Copy)]
+struct SwaPools {
+    full_bytes: u64,
+    swa_bytes: u64,
+    swa_tokens: u64,
+}
+
+/// Under SGLang's rule, a model with sliding windows beside full attention: (full-attention,
+/// windowed layers' bytes a token on one GPU, the ratio).
+fn sglang_swa(model: &ModelSpec, cfg: &MemoryConfig) -> Option<(u64, u64, f64)> {
+    let w = model.arch.window?;
+    let hybrid = cfg.engine.engine == MemoryEngine::Sglang && !w.chunked && model.full_attention_layers() > 0;
+    let tp = cfg.tp / cfg.dp_attention.max(1);
+    let ratio = cfg.engine.swa_full_tokens_ratio.unwrap_or(SGLANG_SWA_FULL_TOKENS_RATIO);
+    hybrid.then(|| (model.kv_bytes_per_token_per_gpu(tp), model.window_kv_bytes_per_token_per_gpu(tp), ratio))
+}
+
+/// SGLang's hybrid SWA memory (`HybridSWAPoolConfigurator`, model_executor/pool_configurator.py
+/// at 0.5.15; `set_num_token_hybrid`, model_runner.py at 0.5.3): of `available` bytes, a
+/// full-attention pool of ⌊available ÷ (F + ratio × S)⌋ tokens (F, S: the full-attention and
+/// windowed layers' bytes a token), in whole pages, and a sliding-window pool of `ratio` × as
+/// many, where the windowed layers keep only their windows; a `cap` (`--max-total-tokens`) on
+/// the full-attention tokens sizes both (`calculate_pool_sizes_from_max_tokens`). Under SGLang's
+/// default ratio of 0.8 the windowed pool holds whatever windows the full pool's requests need
+/// (a request's window never holds more tokens than its full-attention KV), so runs draw on the
+/// full pool alone.
+fn sglang_swa_pools(model: &ModelSpec, cfg: &MemoryConfig, available: u64, cap: Option<u64>) -> Option<SwaPools> {
+    let (f, s, ratio) = sglang_swa(model, cfg)?;
+    let bt = cfg.block_tokens;
+    let fit = (available as f64 / (f as f64 + ratio * s as f64)).floor() as u64;
+    let full_tokens = cap.map_or(fit, |c| c.min(fit)) / bt * bt;
+    let swa_tokens = (full_tokens as f64 * ratio) as u64 / bt * bt;
+    Some(SwaPools { full_bytes: full_tokens * f, swa_bytes: swa_tokens * s, swa_tokens })
+}
+
+/// The layers as the engine stores their KV: every layer's as full attention where the engine
+/// keeps no separate account of the windows. vLLM turns its hybrid manager off for chunked local
+/// attention (VllmConfig.__post_init__, vllm/config/vllm.py at 0.11.2 and 0.34.0, unless
 /// VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE) or when told to, and then stores every
 /// layer's KV as full attention (`unify_hybrid_kv_cache_specs`, vllm/v1/core/kv_cache_utils.py at
-/// 0.11.0).
-fn kv_layout<'a>(stage: &'a ModelSpec, cfg: &MemoryConfig) -> std::borrow::Cow<'a, ModelSpec> {
-    let vllm = cfg.engine.engine == MemoryEngine::Vllm;
-    match stage.arch.window {
-        Some(w) if vllm && (w.chunked || cfg.engine.disable_hybrid_kv_cache) => std::borrow::Cow::Owned(ModelSpec {
-            arch: crate::spec::Arch { window: None, ..stage.arch },
-            ..stage.clone()
-        }),
-        _ => std::borrow::Cow::Borrowed(stage),
+/// 0.11.0); SGLang does so where its hybrid SWA memory is off ([`sglang_hybrid_swa`]).
+fn kv_layout<'a>(stage: &'a ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> std::borrow::Cow<'a, ModelSpec> {
+    let unify = match (cfg.engine.engine, stage.arch.window) {
+        (MemoryEngine::Vllm, Some(w)) => w.chunked || cfg.engine.disable_hybrid_kv_cache,
+        (MemoryEngine::Sglang, Some(w)) => !w.chunked && !sglang_hybrid_swa(stage, gpu, cfg),
+        _ => false,
+    };
+    if !unify {
+        return std::borrow::Cow::Borrowed(stage);
+    }
+    std::borrow::Cow::Owned(ModelSpec { arch: crate::spec::Arch { window: None, ..stage.arch }, ..stage.clone() })
+}
+
+/// Whether SGLang keeps a model's sliding windows in a pool of their own. For gpt-oss its
+/// server_args turn the hybrid SWA memory off before 0.5.8 (`disable_hybrid_swa_memory = True`
+/// for GptOssForCausalLM, server_args.py at 0.5.3 and 0.5.6), and in 0.5.8 and 0.5.9 with the
+/// trtllm_mha attention backend, its default on Blackwell (taken here as a GPU with FP4 tensor
+/// cores); from 0.5.10 on, and without a release (the newest read, 0.5.15), it stays on. Other
+/// windowed models (not Llama 4's chunked attention): on, as in `ModelRunner.__init__` (0.5.3).
+fn sglang_hybrid_swa(model: &ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> bool {
+    if !model.name.starts_with("gpt-oss") {
+        return true;
+    }
+    match cfg.engine.engine_version {
+        Some(v) if v < (0, 5, 8) => false,
+        Some(v) if v < (0, 5, 10) => !gpu.has_fp4(),
+        _ => true,
     }
 }
 
@@ -718,6 +799,7 @@ fn pinned_memory(
         kv_blocks: blocks * cfg.dp_attention.max(1),
         window_kv_bytes: 0,
         window: None,
+        swa_tokens: 0,
         terms: None,
     })
 }
@@ -922,9 +1004,9 @@ mod tests {
         let unified = plan_memory(&oss, &g, &off).unwrap();
         assert_eq!((unified.window, unified.window_kv_bytes, unified.kv_bytes), (None, 0, hybrid.kv_bytes));
         assert_eq!(unified.kv_blocks, hybrid.kv_bytes / (2 * 589_824));
-        // The other rules set the windows apart: 256 sequences × (128 + 16) tokens × 36,864 B.
-        let sglang = plan_memory(&oss, &g, &engine(MemoryEngine::Sglang)).unwrap();
-        assert_eq!((sglang.window, sglang.window_kv_bytes), (None, 256 * 144 * 36_864));
+        // TensorRT-LLM's rule sets the windows apart: 256 sequences × (128 + 16) tokens × 36,864 B.
+        let trtllm = plan_memory(&oss, &g, &engine(MemoryEngine::Trtllm)).unwrap();
+        assert_eq!((trtllm.window, trtllm.window_kv_bytes), (None, 256 * 144 * 36_864));
         // A pinned count under vLLM's rule is its pool, windows drawn from it.
         let pinned = plan_memory(&oss, &g, &MemoryConfig { kv_blocks: Some(1000), ..engine(MemoryEngine::Vllm) });
         assert_eq!(pinned.unwrap().window, Some(w));
@@ -936,6 +1018,49 @@ mod tests {
         assert_eq!((v.kv_bytes_per_token, v.window, v.window_kv_bytes), (48 * 4096, None, 0));
         let own = plan_memory(&scout, &g200, &MemoryConfig { max_num_seqs: 8, ..cfg(1) }).unwrap();
         assert_eq!((own.kv_bytes_per_token, own.window_kv_bytes), (12 * 4096, 8 * (8192 + 16) * 36 * 4096));
+    }
+
+    /// SGLang's hybrid SWA memory for gpt-oss-120b (18 windowed beside 18 full-attention layers,
+    /// 36,864 bytes a token each): of the bytes A its rule leaves, a full-attention pool of
+    /// ⌊A ÷ (36,864 + 0.8 × 36,864)⌋ tokens in whole pages and a windowed pool of 0.8 × as many
+    /// (`HybridSWAPoolConfigurator`, pool_configurator.py at 0.5.15), or of 0.5 × with
+    /// `--swa-full-tokens-ratio 0.5`. Before 0.5.8, and on Blackwell in 0.5.8 and 0.5.9, SGLang
+    /// turns it off for gpt-oss and stores all 36 layers as full attention.
+    #[test]
+    fn sglangs_hybrid_swa_pools_follow_its_ratio_and_release() {
+        let oss = ModelSpec::from_preset(ModelPreset::find("gpt-oss-120b").unwrap(), Dtype::Mxfp4, Dtype::Bf16);
+        let (h200, b200) = (GpuPreset::find("h200").unwrap().spec(), GpuPreset::find("b200").unwrap().spec());
+        let at = |version: Option<(u32, u32, u32)>, ratio: Option<f64>| MemoryConfig {
+            engine: EngineMemory {
+                engine_version: version,
+                swa_full_tokens_ratio: ratio,
+                ..engine(MemoryEngine::Sglang).engine
+            },
+            ..engine(MemoryEngine::Sglang)
+        };
+        for (ratio, r) in [(None, 0.8), (Some(0.5), 0.5)] {
+            let b = plan_memory(&oss, &h200, &at(Some((0, 5, 10)), ratio)).unwrap();
+            let available = b.usable_bytes - b.weight_bytes - b.reserve_bytes;
+            let full = (available as f64 / (36_864.0 * (1.0 + r))).floor() as u64 / 16 * 16;
+            let swa = (full as f64 * r) as u64 / 16 * 16;
+            assert_eq!((b.kv_tokens(), b.swa_tokens), (full, swa), "ratio {r}");
+            assert_eq!((b.kv_bytes, b.window_kv_bytes, b.window), (full * 36_864, swa * 36_864, None));
+        }
+        // The newest release read keeps it on; 0.5.6 and Blackwell at 0.5.9 store every layer.
+        assert!(plan_memory(&oss, &h200, &at(None, None)).unwrap().swa_tokens > 0);
+        assert!(plan_memory(&oss, &h200, &at(Some((0, 5, 9)), None)).unwrap().swa_tokens > 0);
+        for (gpu, version) in [(&h200, (0, 5, 6)), (&b200, (0, 5, 9))] {
+            let b = plan_memory(&oss, gpu, &at(Some(version), None)).unwrap();
+            assert_eq!((b.kv_bytes_per_token, b.swa_tokens, b.window_kv_bytes), (73_728, 0, 0), "{version:?}");
+        }
+        assert!(plan_memory(&oss, &b200, &at(Some((0, 5, 10)), None)).unwrap().swa_tokens > 0);
+        // --max-total-tokens caps the full-attention pool, and the windows' follows it.
+        let capped = MemoryConfig {
+            engine: EngineMemory { max_total_tokens: Some(100_000), ..at(None, None).engine },
+            ..at(None, None)
+        };
+        let b = plan_memory(&oss, &h200, &capped).unwrap();
+        assert_eq!((b.kv_tokens(), b.swa_tokens, b.window_kv_bytes), (100_000, 80_000, 80_000 * 36_864));
     }
 
     fn engine(e: MemoryEngine) -> MemoryConfig {
@@ -1030,6 +1155,7 @@ mod tests {
                 max_total_tokens: None,
                 kv_cache_bytes: None,
                 disable_hybrid_kv_cache: false,
+                swa_full_tokens_ratio: None,
             },
             ..engine(MemoryEngine::Vllm)
         };
@@ -1161,6 +1287,7 @@ mod tests {
             kv_blocks: 100,
             window_kv_bytes: 0,
             window: None,
+            swa_tokens: 0,
             terms: None,
         };
         assert_eq!(b.concurrent_requests(16), 100);
@@ -1183,6 +1310,7 @@ mod tests {
             kv_blocks: kv_bytes / 1000,
             window_kv_bytes,
             window: None,
+            swa_tokens: 0,
             terms: None,
         };
         // 10.5 blocks: 10 whole, one held back (the null block): 9 × 16 tokens.

@@ -290,7 +290,7 @@ fn print_json(a: &Args, model: &ModelSpec, gpu: &GpuSpec, b: &MemoryBudget, engi
         "memory_bytes": b.memory_bytes, "usable_bytes": b.usable_bytes,
         "params": model.params(), "active_params": model.active_params(),
         "weight_bytes": b.weight_bytes, "reserve_bytes": b.reserve_bytes,
-        "window_kv_bytes": b.window_kv_bytes, "window_pooled": b.window.is_some(), "kv_bytes": b.kv_bytes,
+        "window_kv_bytes": b.window_kv_bytes, "window_pooled": b.window.is_some(), "swa_tokens": b.swa_tokens, "kv_bytes": b.kv_bytes,
         "kv_bytes_per_token": model.kv_bytes_per_token(), "kv_bytes_per_token_per_gpu": b.kv_bytes_per_token,
         "block_tokens": b.block_tokens, "kv_blocks": b.kv_blocks, "kv_tokens": b.kv_tokens(),
         "context": a.context, "concurrent_requests": fits,
@@ -519,10 +519,22 @@ fn print_window(a: &Args, model: &ModelSpec, b: &MemoryBudget) -> bool {
             shared.groups,
             w.tokens
         ),
+        None if b.swa_tokens > 0 => outln!(
+            "  windowed layers' KV     {:>10.2} GiB  ({windowed} layers: SGLang's sliding-window pool of {} tokens beside the \
+             full-attention pool's {}, swa_full_tokens_ratio; each request keeps its last {} tokens there)",
+            gib(b.window_kv_bytes),
+            thousands(b.swa_tokens),
+            thousands(b.kv_tokens() / a.dp_attention.max(1)),
+            w.tokens
+        ),
         None if b.window_kv_bytes == 0 && b.kv_bytes_per_token > own => {
+            let why = if b.terms.as_ref().is_some_and(|t| t.engine == MemoryEngine::Sglang) {
+                "SGLang's hybrid SWA memory is off for gpt-oss before 0.5.8, and on Blackwell before 0.5.10"
+            } else {
+                "vLLM's hybrid KV cache manager is off for them"
+            };
             outln!(
-                "  windowed layers' KV     {:>10}      ({windowed} {}layers stored as full attention: vLLM's hybrid KV cache \
-                 manager is off for them)",
+                "  windowed layers' KV     {:>10}      ({windowed} {}layers stored as full attention: {why})",
                 "as full",
                 if w.chunked { "chunked-attention " } else { "" }
             );

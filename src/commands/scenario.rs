@@ -875,6 +875,9 @@ fn memory_lines(
     if got.get("hybrid_off").is_some_and(|v| v == "true") {
         t += "disable_hybrid_kv_cache_manager = true\n";
     }
+    if let Some(x) = fraction("swa_full_tokens_ratio", "--swa-full-tokens-ratio", false)? {
+        t += &format!("swa_full_tokens_ratio = {x}\n");
+    }
     if let Some(n) = int(got, "max_total_tokens", "--max-total-tokens")? {
         t += &format!("max_total_tokens = {n}\n");
     }
@@ -1860,6 +1863,25 @@ mod tests {
         assert!(text.contains("disable_hybrid_kv_cache_manager = true\n"), "{text}");
         let (text, _) = scenario(Engine::Vllm, "h100-sxm", &args(cmd), None).unwrap();
         assert!(!text.contains("hybrid"), "{text}");
+    }
+
+    /// SGLang's --swa-full-tokens-ratio sizes gpt-oss's windowed pool beside the full one:
+    /// 0.5 leaves the full-attention pool 1.8 ÷ 1.5 times the default's (to the page).
+    #[test]
+    fn sglangs_swa_full_tokens_ratio_sizes_the_windowed_pool() {
+        let cmd = "--model-path openai/gpt-oss-120b --tp 8";
+        let (a, _) = scenario_of(Engine::Sglang, "h200", cmd);
+        let (b, warn) = scenario_of(Engine::Sglang, "h200", &format!("{cmd} --swa-full-tokens-ratio 0.5"));
+        assert!(!warn.iter().any(|w| w.contains("not understood")), "{warn:?}");
+        let (a, b) = (&a.groups[0].memory, &b.groups[0].memory);
+        let ratio = b.kv_tokens() as f64 / a.kv_tokens() as f64;
+        assert!((ratio - 1.8 / 1.5).abs() < 1e-4, "{ratio}");
+        let (text, _) =
+            scenario(Engine::Sglang, "h200", &args(&format!("{cmd} --swa-full-tokens-ratio 0.5")), None).unwrap();
+        assert!(text.contains("swa_full_tokens_ratio = 0.5\n"), "{text}");
+        let e =
+            scenario(Engine::Sglang, "h200", &args(&format!("{cmd} --swa-full-tokens-ratio 1.5")), None).unwrap_err();
+        assert!(e.to_string().contains("--swa-full-tokens-ratio: not a number in (0, 1]"), "{e}");
     }
 
     #[test]

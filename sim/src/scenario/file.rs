@@ -212,6 +212,10 @@ pub struct MemorySection {
     /// requests run).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(crate) disable_hybrid_kv_cache_manager: bool,
+    /// SGLang's `--swa-full-tokens-ratio`: a model with sliding windows gets a windowed pool of
+    /// this many tokens per token of its full-attention pool. Default: SGLang's, 0.8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) swa_full_tokens_ratio: Option<f64>,
 }
 
 impl Default for MemorySection {
@@ -228,6 +232,7 @@ impl Default for MemorySection {
             max_total_tokens: None,
             kv_cache_gib: None,
             disable_hybrid_kv_cache_manager: false,
+            swa_full_tokens_ratio: None,
         }
     }
 }
@@ -287,6 +292,11 @@ impl MemorySection {
         }
         let kv = self.kv_cache_gib;
         only("kv_cache_gib", kv.is_some(), self.engine == MemoryEngine::Vllm, "\"vllm\"")?;
+        let ratio = self.swa_full_tokens_ratio;
+        only("swa_full_tokens_ratio", ratio.is_some(), self.engine == MemoryEngine::Sglang, "\"sglang\"")?;
+        if let Some(x) = ratio {
+            check(x.is_finite() && x > 0.0 && x <= 1.0, path, "swa_full_tokens_ratio", "must be in (0, 1]", x)?;
+        }
         let hybrid_off = self.disable_hybrid_kv_cache_manager;
         only("disable_hybrid_kv_cache_manager", hybrid_off, self.engine == MemoryEngine::Vllm, "\"vllm\"")?;
         if let Some(x) = kv {
@@ -308,6 +318,7 @@ impl MemorySection {
             max_total_tokens: self.max_total_tokens,
             kv_cache_bytes: bytes(self.kv_cache_gib),
             disable_hybrid_kv_cache: self.disable_hybrid_kv_cache_manager,
+            swa_full_tokens_ratio: self.swa_full_tokens_ratio,
         }
     }
 }
