@@ -158,10 +158,10 @@ pub struct MemoryBudget {
     /// The instance's blocks: one GPU's, times the attention DP ranks (each rank's GPUs hold
     /// their own sequences).
     pub kv_blocks: u64,
-    /// KV of the windowed layers, set apart: `max_num_seqs` sequences × (window + one block)
-    /// tokens × their bytes per token (0 without windowed layers, or where they take their
-    /// blocks from the pool: [`Self::window`]); the paged blocks cover the full-attention
-    /// layers.
+    /// KV of the windowed layers: set apart, `max_num_seqs` sequences × (window + one block)
+    /// tokens × their bytes per token; under SGLang's rule its sliding-window pool
+    /// ([`Self::swa_tokens`]); 0 without windowed layers, or where they take their blocks from
+    /// the pool ([`Self::window`]). The paged blocks cover the full-attention layers.
     pub window_kv_bytes: u64,
     /// The windowed layers take their blocks from the same pool as the full-attention ones as
     /// each request runs (vLLM's hybrid KV cache manager), instead of memory set apart.
