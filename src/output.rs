@@ -246,7 +246,7 @@ fn kv_lines(s: &Scenario) -> String {
         // counts the blocks over all its groups.
         let pooled = g.memory.window.map_or(String::new(), |w| {
             format!(
-                "; the sliding windows draw on these blocks too: vLLM logs {} tokens",
+                "; the sliding windows draw on these blocks too: vLLM 0.11 logs {} tokens",
                 thousands(g.memory.kv_blocks / (1 + w.groups) * g.memory.block_tokens)
             )
         });
@@ -501,4 +501,35 @@ pub(crate) fn cost_lines(s: &Scenario) -> Vec<String> {
             format!("{}: {}{tail}", g.name, cost_source(g))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pinned pool of 1,000 blocks under vLLM's rule for a model whose sliding windows draw on
+    /// it: vLLM 0.11 logs 1,000 ÷ 2 groups × 16 = 8,000 tokens. Under servesim's own rule, no
+    /// such clause.
+    #[test]
+    fn the_kv_line_says_when_the_windows_draw_on_the_blocks() {
+        let src = |memory: &str| {
+            format!(
+                "[model]\nname = \"w\"\nlayers = 4\nhidden = 512\nheads = 8\nkv_heads = 2\nhead_dim = 64\n\
+                 intermediate = 1024\nvocab = 1000\nmax_context = 4096\nwindow = {{ tokens = 32, layers = 2 }}\n\
+                 [gpu]\nname = \"small\"\nbf16_tflops = 50\nhbm_gb_per_s = 200\nmemory_gib = 1\n\
+                 interconnect_gb_per_s = 50\npcie_gb_per_s = 16\n[memory]\n{memory}kv_blocks = 1000\n\
+                 [workload]\nrequests = 1\narrival = {{ kind = \"constant\", rate = 1 }}\n\
+                 prompt_tokens = {{ kind = \"fixed\", value = 8 }}\noutput_tokens = {{ kind = \"fixed\", value = 8 }}\n"
+            )
+        };
+        let vllm = Scenario::from_toml(&src("engine = \"vllm\"\n"), "t").unwrap();
+        let line = kv_lines(&vllm);
+        assert!(
+            line.contains("1,000 blocks × 16 tokens = 16,000 tokens")
+                && line.contains("the sliding windows draw on these blocks too: vLLM 0.11 logs 8,000 tokens"),
+            "{line}"
+        );
+        let own = Scenario::from_toml(&src(""), "t").unwrap();
+        assert!(!kv_lines(&own).contains("sliding windows"), "{}", kv_lines(&own));
+    }
 }

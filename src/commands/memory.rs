@@ -474,9 +474,11 @@ fn print_kv(a: &Args, model: &ModelSpec, b: &MemoryBudget) {
         thousands(b.kv_tokens())
     );
     if let Some(w) = b.window {
-        // get_kv_cache_config_from_groups logs num_blocks ÷ groups × block_size.
+        // get_kv_cache_config_from_groups logs num_blocks ÷ groups × block_size (kv_cache_utils.py at 0.11.0;
+        // at 0.34.0 update_kv_cache_capacity logs max_model_len × get_max_concurrency_for_kv_cache_config).
         outln!(
-            "    as vLLM logs it       {:>10}      tokens (\"GPU KV cache size\": the blocks over its {} KV cache groups)",
+            "    as vLLM 0.11 logs it  {:>10}      tokens (\"GPU KV cache size\": the blocks over its {} KV cache groups; \
+             later releases log max_model_len × the requests of that length the blocks hold)",
             thousands(b.kv_blocks / (1 + w.groups) * b.block_tokens),
             1 + w.groups
         );
