@@ -5,7 +5,8 @@
 //!   ├── weights per GPU           (params × bytes / tp)
 //!   ├── reserve                   (CUDA context, activations, logits; `memory.reserve_gib`)
 //!   ├── windowed layers' KV       (max_num_seqs × (window + block) tokens; gpt-oss, Llama-4;
-//!   │                              under vLLM's rule from the KV blocks instead: SharedWindow)
+//!   │                              under vLLM's rule drawn from the KV blocks: SharedWindow;
+//!   │                              under SGLang's a pool of their own: sglang_swa_pools)
 //!   └── KV cache                  → floor(kv bytes / (block_tokens × KV bytes per token per GPU)) blocks
 //! ```
 //! Every GPU of a tensor-parallel instance holds the same number of blocks, each covering the same
