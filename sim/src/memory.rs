@@ -110,7 +110,8 @@ pub struct EngineMemory {
     /// vLLM's `--kv-cache-memory-bytes`: the KV cache of each GPU, in place of what
     /// gpu_memory_utilization leaves.
     pub kv_cache_bytes: Option<u64>,
-    /// vLLM's `--disable-hybrid-kv-cache-manager`: windowed layers stored as full attention.
+    /// vLLM's `--disable-hybrid-kv-cache-manager`, SGLang's `--disable-hybrid-swa-memory`:
+    /// windowed layers stored as full attention.
     pub disable_hybrid_kv_cache: bool,
     /// SGLang's `--swa-full-tokens-ratio`; `None`: [`SGLANG_SWA_FULL_TOKENS_RATIO`].
     pub swa_full_tokens_ratio: Option<f64>,
@@ -432,7 +433,9 @@ fn sglang_swa_pools(model: &ModelSpec, cfg: &MemoryConfig, available: u64, cap: 
 fn kv_layout<'a>(stage: &'a ModelSpec, gpu: &GpuSpec, cfg: &MemoryConfig) -> std::borrow::Cow<'a, ModelSpec> {
     let unify = match (cfg.engine.engine, stage.arch.window) {
         (MemoryEngine::Vllm, Some(w)) => w.chunked || cfg.engine.disable_hybrid_kv_cache,
-        (MemoryEngine::Sglang, Some(w)) => !w.chunked && !sglang_hybrid_swa(stage, gpu, cfg),
+        (MemoryEngine::Sglang, Some(w)) => {
+            !w.chunked && (cfg.engine.disable_hybrid_kv_cache || !sglang_hybrid_swa(stage, gpu, cfg))
+        }
         _ => false,
     };
     if !unify {

@@ -873,7 +873,11 @@ fn memory_lines(
         t += &format!("kv_cache_gib = {}\n", b as f64 / (1u64 << 30) as f64);
     }
     if got.get("hybrid_off").is_some_and(|v| v == "true") {
-        t += "disable_hybrid_kv_cache_manager = true\n";
+        t += if engine == Engine::Vllm {
+            "disable_hybrid_kv_cache_manager = true\n"
+        } else {
+            "disable_hybrid_swa_memory = true\n"
+        };
     }
     if let Some(x) = fraction("swa_full_tokens_ratio", "--swa-full-tokens-ratio", false)? {
         t += &format!("swa_full_tokens_ratio = {x}\n");
@@ -1882,6 +1886,14 @@ mod tests {
         let e =
             scenario(Engine::Sglang, "h200", &args(&format!("{cmd} --swa-full-tokens-ratio 1.5")), None).unwrap_err();
         assert!(e.to_string().contains("--swa-full-tokens-ratio: not a number in (0, 1]"), "{e}");
+        // --disable-hybrid-swa-memory: all 36 layers in one pool, twice the bytes a token.
+        let (c, warn) = scenario_of(Engine::Sglang, "h200", &format!("{cmd} --disable-hybrid-swa-memory"));
+        assert!(!warn.iter().any(|w| w.contains("not understood")), "{warn:?}");
+        let c = &c.groups[0].memory;
+        assert_eq!((c.kv_bytes_per_token, c.swa_tokens), (2 * a.kv_bytes_per_token, 0));
+        let (text, _) =
+            scenario(Engine::Sglang, "h200", &args(&format!("{cmd} --disable-hybrid-swa-memory")), None).unwrap();
+        assert!(text.contains("disable_hybrid_swa_memory = true\n"), "{text}");
     }
 
     #[test]

@@ -216,6 +216,10 @@ pub struct MemorySection {
     /// this many tokens per token of its full-attention pool. Default: SGLang's, 0.8.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) swa_full_tokens_ratio: Option<f64>,
+    /// SGLang's `--disable-hybrid-swa-memory`: every windowed layer's KV stored as full
+    /// attention. Default: SGLang's own choice by release and GPU.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) disable_hybrid_swa_memory: bool,
 }
 
 impl Default for MemorySection {
@@ -233,6 +237,7 @@ impl Default for MemorySection {
             kv_cache_gib: None,
             disable_hybrid_kv_cache_manager: false,
             swa_full_tokens_ratio: None,
+            disable_hybrid_swa_memory: false,
         }
     }
 }
@@ -297,6 +302,8 @@ impl MemorySection {
         if let Some(x) = ratio {
             check(x.is_finite() && x > 0.0 && x <= 1.0, path, "swa_full_tokens_ratio", "must be in (0, 1]", x)?;
         }
+        let swa_off = self.disable_hybrid_swa_memory;
+        only("disable_hybrid_swa_memory", swa_off, self.engine == MemoryEngine::Sglang, "\"sglang\"")?;
         let hybrid_off = self.disable_hybrid_kv_cache_manager;
         only("disable_hybrid_kv_cache_manager", hybrid_off, self.engine == MemoryEngine::Vllm, "\"vllm\"")?;
         if let Some(x) = kv {
@@ -317,7 +324,7 @@ impl MemorySection {
             engine_version: engine_version.and_then(ServingEngine::version),
             max_total_tokens: self.max_total_tokens,
             kv_cache_bytes: bytes(self.kv_cache_gib),
-            disable_hybrid_kv_cache: self.disable_hybrid_kv_cache_manager,
+            disable_hybrid_kv_cache: self.disable_hybrid_kv_cache_manager || self.disable_hybrid_swa_memory,
             swa_full_tokens_ratio: self.swa_full_tokens_ratio,
         }
     }

@@ -120,6 +120,7 @@ pub const FLAGS: &[LaunchFlag] = &[
     value(S, &["--mem-fraction-static"], "mem_fraction_static"),
     value(S, &["--max-total-tokens"], "max_total_tokens"),
     value(S, &["--swa-full-tokens-ratio"], "swa_full_tokens_ratio"),
+    switch(S, &["--disable-hybrid-swa-memory"], "hybrid_off", true),
     value(S, &["--cuda-graph-max-bs"], "cuda_graph_max_bs"),
     list(S, &["--cuda-graph-bs"], "cuda_graph_bs"),
     value(S, &["--max-prefill-tokens"], "max_prefill_tokens"),
