@@ -384,8 +384,13 @@ fn window_kv(model: &ModelSpec, cfg: &MemoryConfig) -> (Option<SharedWindow>, u6
 fn sglang_kv(model: &ModelSpec, cfg: &MemoryConfig, available: u64, block_bytes: u64) -> (u64, Option<SwaPools>) {
     let cap = cfg.engine.max_total_tokens.filter(|_| cfg.engine.engine == MemoryEngine::Sglang);
     let swa = sglang_swa_pools(model, cfg, available, cap);
-    let kv_bytes = swa.map_or(available, |p| p.full_bytes);
-    (cap.map_or(kv_bytes, |cap| kv_bytes.min(cap / cfg.block_tokens * block_bytes)), swa)
+    let kv_bytes = match (swa, cap) {
+        // The pools are sized under the cap already.
+        (Some(p), _) => p.full_bytes,
+        (None, Some(cap)) => available.min(cap / cfg.block_tokens * block_bytes),
+        (None, None) => available,
+    };
+    (kv_bytes, swa)
 }
 
 /// SGLang's two pools for a model with sliding windows beside full attention.
