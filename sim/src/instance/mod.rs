@@ -681,11 +681,11 @@ fn finish_core(
     departed: &mut Vec<Departure>,
 ) {
     let bt = core.cfg.block_tokens;
-    let alpha = core.cfg.policy.speculative.as_ref().map_or(0.0, |s| s.acceptance);
+    let acceptance = core.cfg.policy.speculative.as_ref().map_or(speculative::Acceptance::NONE, |s| s.acceptance());
     let prefix_on = core.cfg.policy.prefix.enabled;
     let (running, kv, queue, spec_rng) =
         (&mut core.running, &mut core.kv.blocks, &mut core.waiting.queue, &mut core.spec_rng);
-    let mut ctx = Finish { now, start, alpha, bt, prefix_on, steady: 0, gained: 0 };
+    let mut ctx = Finish { now, start, acceptance, bt, prefix_on, steady: 0, gained: 0 };
     // What `retain_mut` does, written out so that `finish_one` is inlined into the loop;
     // the batch holds boxes, so keeping order costs pointer moves.
     let mut kept = 0;
@@ -806,7 +806,7 @@ fn advance(
     step: u64,
     kv: &mut BlockAllocator,
     rng: &mut SimRng,
-    alpha: f64,
+    acceptance: &speculative::Acceptance,
     bt: u64,
     prefix_on: bool,
     rec: &mut dyn Observer,
@@ -817,7 +817,7 @@ fn advance(
         s.computed += step;
         0
     } else if draft > 0 {
-        let a = speculative::accepted(rng, draft, alpha);
+        let a = speculative::accepted(rng, draft, acceptance);
         rec.policy().spec_steps += 1;
         rec.policy().spec_proposed += draft as u64;
         rec.policy().spec_accepted += a as u64;
@@ -841,7 +841,7 @@ fn advance(
 struct Finish {
     now: SimTime,
     start: SimTime,
-    alpha: f64,
+    acceptance: speculative::Acceptance,
     bt: u64,
     prefix_on: bool,
     /// Requests whose token gap was exactly the iteration (recorded once, together).
@@ -871,7 +871,7 @@ fn finish_one(
         s.computed += 1;
         1
     } else {
-        advance(s, step, kv, rng, f.alpha, f.bt, f.prefix_on, rec)
+        advance(s, step, kv, rng, &f.acceptance, f.bt, f.prefix_on, rec)
     };
     if gained == 0 {
         return true;
