@@ -21,6 +21,8 @@ use servesim_sim::spec::{Dtype, GpuPreset, ModelPreset};
 
 use crate::error::{CliError, Result};
 
+mod speculative;
+
 #[derive(clap::Args)]
 pub(crate) struct Args {
     #[command(subcommand)]
@@ -55,6 +57,15 @@ pub(crate) struct FromArgs {
     /// ~/.cache/huggingface/hub), is read.
     #[arg(long)]
     model_config: Option<PathBuf>,
+    /// The drafts' mean acceptance length on your traffic (tokens per step, the bonus token
+    /// included: vLLM's "Mean acceptance length", SGLang's "accept len"), for a command that
+    /// drafts speculatively. Default: the command's forced one, else an assumption, said.
+    #[arg(long, conflicts_with = "acceptance_rates")]
+    acceptance_length: Option<f64>,
+    /// The drafts' per-position acceptance rates on your traffic, comma-separated (vLLM's
+    /// "Per-position acceptance rate: 0.74, 0.48, 0.26"), one per speculative token.
+    #[arg(long, value_delimiter = ',')]
+    acceptance_rates: Option<Vec<f64>>,
     /// The launch command's arguments (`vllm serve` may be included or left out).
     #[arg(last = true, required = true, allow_hyphen_values = true)]
     args: Vec<String>,
@@ -111,7 +122,7 @@ fn parse_flags(engine: Engine, args: &[String]) -> Result<(BTreeMap<&'static str
     let (words, env) = command_words(engine, args)?;
     let args: Vec<&str> = words.iter().map(String::as_str).collect();
     let mut got = BTreeMap::new();
-    let mut unknown = env;
+    let mut unknown = env_settings(engine, env, &mut got);
     let mut i = 0;
     while i < args.len() {
         let (name, inline) = match args[i].split_once('=') {
@@ -168,6 +179,25 @@ fn parse_flags(engine: Engine, args: &[String]) -> Result<(BTreeMap<&'static str
         }
     }
     Ok((got, unknown))
+}
+
+/// The environment assignments pasted before a command that servesim reads, into `got`; the
+/// others, which change nothing it models, returned. SGLang's `SGLANG_SIMULATE_ACC_LEN` forces
+/// its drafts' acceptance length (sglang/srt/speculative/spec_utils.py at 0.5.23; off at 0 or
+/// below).
+fn env_settings(engine: Engine, env: Vec<String>, got: &mut BTreeMap<&'static str, String>) -> Vec<String> {
+    let mut unknown = Vec::new();
+    for e in env {
+        match e.split_once('=') {
+            Some(("SGLANG_SIMULATE_ACC_LEN", v)) if engine == Engine::Sglang => {
+                if v.parse::<f64>().map_or(true, |x| x > 0.0) {
+                    got.insert("simulated_acceptance", v.to_string());
+                }
+            }
+            _ => unknown.push(e),
+        }
+    }
+    unknown
 }
 
 /// The words of a command after the program and subcommand (which may be pasted with the
@@ -1046,12 +1076,25 @@ fn scenario(engine: Engine, gpu: &str, args: &[String], version: Option<&str>) -
 }
 
 /// [`scenario`], the model's network read from `model_config` where no preset has it.
+#[cfg(test)]
 fn scenario_with(
     engine: Engine,
     gpu: &str,
     args: &[String],
     version: Option<&str>,
     model_config: Option<&Path>,
+) -> Result<(String, Vec<String>)> {
+    scenario_given(engine, gpu, args, (version, model_config), &speculative::Given::default())
+}
+
+/// [`scenario_with`], with the drafts' acceptance given (`--acceptance-length`,
+/// `--acceptance-rates`).
+fn scenario_given(
+    engine: Engine,
+    gpu: &str,
+    args: &[String],
+    (version, model_config): (Option<&str>, Option<&Path>),
+    acceptance: &speculative::Given,
 ) -> Result<(String, Vec<String>)> {
     let mut warn = Vec::new();
     let version = engine_version(engine, version, &mut warn)?;
@@ -1066,9 +1109,6 @@ fn scenario_with(
     let model_id = model_id.as_str();
     let Parallelism { gpus, dp_attention, instances, ep, pp } = parallelism(engine, &got, preset, &mut warn)?;
     let (weight_dtype, kv_dtype) = dtypes(&got, model_id, preset, &mut warn);
-    if got.contains_key("speculative") {
-        warn.push("speculative decoding is not translated: add [scheduler.speculative] by hand".into());
-    }
     let mut t = String::new();
     let engine_name = if engine == Engine::Vllm { "vllm" } else { "sglang" };
     t += &format!(
@@ -1105,6 +1145,7 @@ fn scenario_with(
     // Prefix caching is on by default in vLLM V1 and SGLang (the radix cache).
     let prefix = got.get("prefix").is_none_or(|v| v == "true");
     t += &format!("[scheduler.prefix_cache]\nenabled = {prefix}\n");
+    t += &speculative::lines(engine, &got, (preset, weight_dtype, kv_dtype), dp_attention, acceptance, &mut warn)?;
     t += &cpu_lines(engine, &got, (version, pp as u32), &mut warn)?;
     t += &memory_lines((engine, engine_name), &got, version, &mut warn)?;
     t += &format!("\n[cost]\n{COST_MARK}\noverhead = \"{engine_name}\"\n");
@@ -1163,7 +1204,9 @@ pub(crate) fn run(a: Args) -> Result<()> {
         Cmd::FromVllm(f) => (Engine::Vllm, f),
         Cmd::FromSglang(f) => (Engine::Sglang, f),
     };
-    let (text, warn) = scenario_with(engine, &f.gpu, &f.args, f.engine_version.as_deref(), f.model_config.as_deref())?;
+    let given = speculative::Given { length: f.acceptance_length, rates: f.acceptance_rates };
+    let (text, warn) =
+        scenario_given(engine, &f.gpu, &f.args, (f.engine_version.as_deref(), f.model_config.as_deref()), &given)?;
     // The scenario must load as written: what it says is what a run would use.
     let dir = f.out.as_deref().and_then(Path::parent).filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let (text, cost) = priced(&text, engine, &f.gpu, dir)?;

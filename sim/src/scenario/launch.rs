@@ -91,7 +91,10 @@ pub const FLAGS: &[LaunchFlag] = &[
     switch(V, &["--no-async-scheduling"], "async", false),
     value(VS, &["--dtype"], "dtype"),
     value(V, &["--long-prefill-token-threshold"], "long_prefill"),
-    value(V, &["--speculative-config"], "speculative"),
+    value(V, &["--speculative-config", "-sc"], "speculative"),
+    value(V, &["--spec-method"], "spec_method"),
+    value(V, &["--spec-model"], "spec_model"),
+    value(V, &["--spec-tokens"], "spec_tokens"),
     ignored(
         V,
         &[
@@ -131,6 +134,10 @@ pub const FLAGS: &[LaunchFlag] = &[
     value(S, &["--page-size"], "block_size"),
     value(S, &["--context-length"], "max_model_len"),
     value(S, &["--speculative-algorithm"], "speculative"),
+    value(S, &["--speculative-num-steps"], "spec_steps"),
+    value(S, &["--speculative-eagle-topk"], "spec_topk"),
+    value(S, &["--speculative-num-draft-tokens"], "spec_draft_tokens"),
+    value(S, &["--speculative-draft-model-path", "--speculative-draft-model"], "spec_draft"),
     ignored(
         S,
         &[
