@@ -1043,6 +1043,16 @@ fn eager_warning(engine: Engine, got: &BTreeMap<&'static str, String>, warn: &mu
     }
 }
 
+/// A checkpoint's `config.json`: in the local directory `model_id` names, else in the Hugging
+/// Face cache's snapshot of a Hub name.
+fn config_file(model_id: &str) -> Option<PathBuf> {
+    let local = Path::new(model_id).join("config.json");
+    if local.is_file() {
+        return Some(local);
+    }
+    hub_cache().and_then(|h| hub_config(&h, model_id))
+}
+
 /// The Hugging Face hub cache: `HF_HUB_CACHE`, else `HF_HOME`/hub, else ~/.cache/huggingface/hub.
 fn hub_cache() -> Option<PathBuf> {
     let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);

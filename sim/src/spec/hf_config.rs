@@ -6,6 +6,7 @@
 //! | `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM`, `Qwen3ForCausalLM` | dense, `intermediate_size` |
 //! | `Qwen3MoeForCausalLM` | `num_experts` of `moe_intermediate_size`, `num_experts_per_tok` routed, every layer |
 //! | `MixtralForCausalLM` | `num_local_experts` of `intermediate_size`, `num_experts_per_tok` routed |
+//! | `EagleLlamaForCausalLM`, `Eagle3LlamaForCausalLM`, `LlamaForCausalLMEagle3` | an EAGLE draft head: dense Llama layers, the vocabulary its `draft_vocab_size` where given (vLLM's registry, vllm/model_executor/models/registry.py at 0.11.2) |
 //!
 //! `head_dim` is the config's where it gives one (Qwen3-32B: 128, not 5120 / 64), else
 //! `hidden_size / num_attention_heads`; `num_key_value_heads` defaults to the heads. A Mistral or
@@ -20,7 +21,15 @@ use serde_json::Value;
 
 use super::model::{Arch, ModelPreset, Window};
 
-const DENSE: &[&str] = &["LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"];
+const DENSE: &[&str] = &[
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+    "EagleLlamaForCausalLM",
+    "Eagle3LlamaForCausalLM",
+    "LlamaForCausalLMEagle3",
+];
 const MOE: &[&str] = &["Qwen3MoeForCausalLM", "MixtralForCausalLM"];
 
 /// The network `config.json` (`text`) describes, named `name`, or why servesim cannot model it.
@@ -86,7 +95,11 @@ pub fn preset_from_hf_config(text: &str, name: &'static str) -> Result<ModelPres
         kv_heads: opt("num_key_value_heads")?.unwrap_or(heads),
         head_dim,
         intermediate,
-        vocab: int("vocab_size")?,
+        // An EAGLE-3 head's logits cover its own, smaller vocabulary.
+        vocab: match opt("draft_vocab_size")? {
+            Some(v) => v,
+            None => int("vocab_size")?,
+        },
         max_context: context,
         experts,
         top_k,

@@ -56,6 +56,8 @@ enum Draft {
 /// acceptance, if any.
 struct Spec {
     method: String,
+    /// The draft checkpoint the command names, if any.
+    draft_id: Option<String>,
     k: Option<u64>,
     draft: Draft,
     forced_length: Option<f64>,
@@ -148,7 +150,7 @@ fn vllm(got: &BTreeMap<&'static str, String>, warn: &mut Vec<String>) -> Result<
         "mtp" => Draft::Mtp,
         "eagle" | "eagle3" => Draft::Eagle { eagle3: method == "eagle3" },
         "ngram" | "ngram_gpu" | "suffix" => Draft::Lookup,
-        "draft_model" => match model {
+        "draft_model" => match model.clone() {
             Some(m) => Draft::Model(m),
             None => return Err(bad("method draft_model names no draft \"model\"".into())),
         },
@@ -161,7 +163,7 @@ fn vllm(got: &BTreeMap<&'static str, String>, warn: &mut Vec<String>) -> Result<
         }
     };
     let (forced_length, forced_rates) = synthetic(&c, &bad)?;
-    Ok(Some(Spec { method, k, draft, forced_length, forced_rates }))
+    Ok(Some(Spec { method, draft_id: model, k, draft, forced_length, forced_rates }))
 }
 
 /// The `--speculative-config` JSON with the shorthand flags merged in, its keys' dashes as
@@ -301,7 +303,8 @@ fn sglang(got: &BTreeMap<&'static str, String>, preset: &ModelPreset, warn: &mut
     if steps.is_none() {
         warn.push(format!("speculative decoding ({method}): SGLang's own choice assumed, 3 steps of 1 draft token"));
     }
-    Ok(Some(Spec { method, k: Some(k), draft, forced_length, forced_rates: None }))
+    let draft_id = got.get("spec_draft").cloned();
+    Ok(Some(Spec { method, draft_id, k: Some(k), draft, forced_length, forced_rates: None }))
 }
 
 /// The `draft` / `draft_cost_fraction` line, or why it cannot be written.
@@ -327,6 +330,10 @@ fn draft_line(
                 preset.name()
             )
         }
+        Draft::Eagle { .. } | Draft::Model(_) if read_draft(spec).is_some() => {
+            let (file, section) = read_draft(spec).expect("checked");
+            format!("# The draft, from {}.\ndraft = {{ {section}{dtypes} }}\n", file.display())
+        }
         Draft::Eagle { eagle3 } => {
             // The FFN a token goes through in one of the model's layers.
             let ffn = if m.experts > 1 && m.arch.dense_intermediate > 0 {
@@ -336,8 +343,8 @@ fn draft_line(
             };
             let vocab = if *eagle3 { 32_000.min(m.vocab) } else { m.vocab };
             format!(
-                "# The draft, assumed (its checkpoint is not read): an EAGLE head of one decoder layer as wide as\n\
-                 # the model ({}, a dense FFN as wide as a token's in the model), the head{} shared with it.\n\
+                "# The draft, assumed (no config.json of it was found): an EAGLE head of one decoder layer as wide\n\
+                 # as the model ({}, a dense FFN as wide as a token's in the model), the head{} shared with it.\n\
                  draft = {{ layers = 1, hidden = {}, heads = {}, kv_heads = {}, head_dim = {}, intermediate = {ffn}, \
                  vocab = {vocab}, max_context = {}, tied_embeddings = true{dtypes} }}\n",
                 m.hidden,
@@ -351,7 +358,10 @@ fn draft_line(
         }
         Draft::Model(id) => {
             let p = ModelPreset::for_checkpoint(id).ok_or_else(|| {
-                format!("no servesim preset has the draft model {id:?}; write draft = {{ ... }} by hand")
+                format!(
+                    "no servesim preset has the draft model {id:?}, and no config.json of it was found (a local \
+                     directory or the Hugging Face cache); write draft = {{ ... }} by hand"
+                )
             })?;
             format!("draft = {{ preset = \"{}\"{dtypes} }}\n", p.name())
         }
@@ -359,6 +369,30 @@ fn draft_line(
             "# The proposals are a lookup over the tokens seen: no GPU work.\ndraft_cost_fraction = 0\n".into()
         }
     })
+}
+
+/// The draft checkpoint's network, read from its config.json (a local directory, or the
+/// Hugging Face cache's snapshot): the file and the `[model]`-like keys, inline. A preset's
+/// checkpoint is not read (its preset is used).
+fn read_draft(spec: &Spec) -> Option<(std::path::PathBuf, String)> {
+    let id = match &spec.draft {
+        Draft::Eagle { .. } => spec.draft_id.as_deref()?,
+        Draft::Model(id) if ModelPreset::for_checkpoint(id).is_none() => id.as_str(),
+        _ => return None,
+    };
+    let file = super::config_file(id)?;
+    let text = std::fs::read_to_string(&file).ok()?;
+    let preset = servesim_sim::spec::preset_from_hf_config(&text, "draft").ok()?;
+    let m = ModelSpec::from_preset(&preset, servesim_sim::spec::Dtype::Bf16, servesim_sim::spec::Dtype::Bf16);
+    let mut keys = format!(
+        "layers = {}, hidden = {}, heads = {}, kv_heads = {}, head_dim = {}, intermediate = {}, vocab = {}, \
+         max_context = {}, tied_embeddings = {}",
+        m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.intermediate, m.vocab, m.max_context, m.tied_embeddings
+    );
+    if m.experts > 1 {
+        keys += &format!(", experts = {}, top_k = {}", m.experts, m.top_k);
+    }
+    Some((file, keys))
 }
 
 /// The acceptance line (and its comment), with a warning where it is assumed; or why none can
@@ -503,6 +537,52 @@ mod tests {
             &Given::default(),
         );
         assert!(t.contains("acceptance_length = 3.24") && w[0].contains("assumed"), "{t} {w:?}");
+    }
+
+    /// A draft checkpoint on disk is read from its config.json: an EAGLE-3 head (vLLM's
+    /// `LlamaForCausalLMEagle3`, one layer, logits over its `draft_vocab_size`), or a small model
+    /// no preset has.
+    #[test]
+    fn a_draft_on_disk_is_read_from_its_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let head = dir.path().join("EAGLE3-LLaMA3.1-Instruct-8B");
+        std::fs::create_dir(&head).unwrap();
+        std::fs::write(
+            head.join("config.json"),
+            r#"{"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 4096, "intermediate_size": 14336,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 1, "vocab_size": 128256,
+                "draft_vocab_size": 32000, "max_position_embeddings": 2048}"#,
+        )
+        .unwrap();
+        let cmd = format!(
+            "vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-config {{\"model\":\"{}\",\"num_speculative_tokens\":2}}",
+            head.display()
+        );
+        let (t, _) = table(Engine::Vllm, &cmd, &Given { length: Some(2.2), rates: None });
+        assert_eq!(
+            t,
+            "k = 2\nacceptance_length = 2.2\ndraft = { layers = 1, hidden = 4096, heads = 32, kv_heads = 8, head_dim = \
+             128, intermediate = 14336, vocab = 32000, max_context = 2048, tied_embeddings = false }"
+        );
+        let small = dir.path().join("tiny-qwen");
+        std::fs::create_dir(&small).unwrap();
+        std::fs::write(
+            small.join("config.json"),
+            r#"{"architectures": ["Qwen3ForCausalLM"], "hidden_size": 1024, "intermediate_size": 3072, "head_dim": 128,
+                "num_attention_heads": 16, "num_key_value_heads": 8, "num_hidden_layers": 28, "vocab_size": 151936,
+                "max_position_embeddings": 40960, "tie_word_embeddings": true}"#,
+        )
+        .unwrap();
+        let cmd = format!(
+            "vllm serve Qwen/Qwen3-32B --speculative-config {{\"method\":\"draft_model\",\"model\":\"{}\",\"num_speculative_tokens\":4}}",
+            small.display()
+        );
+        let (t, w) = table(Engine::Vllm, &cmd, &Given::default());
+        assert!(t.ends_with("draft = { layers = 28, hidden = 1024, heads = 16, kv_heads = 8, head_dim = 128, intermediate = 3072, vocab = 151936, max_context = 40960, tied_embeddings = true }"), "{t}");
+        assert!(w[0].contains("assumed"), "{w:?}");
+        // Not on disk and no preset: left out, and said.
+        let (t, w) = table(Engine::Vllm, "vllm serve Qwen/Qwen3-32B --speculative-config {\"method\":\"draft_model\",\"model\":\"Qwen/Qwen3-0.6B\",\"num_speculative_tokens\":4}", &Given::default());
+        assert!(t.is_empty() && w[0].contains("no servesim preset has the draft model \"Qwen/Qwen3-0.6B\""), "{w:?}");
     }
 
     /// An n-gram lookup costs no GPU time and has no acceptance to assume; the engine's shorthand
