@@ -664,12 +664,7 @@ impl Profiled {
         let layers = s.layers;
         let n = b.tokens() as f64;
         let ms = 1e-3;
-        let read = |x: &[f64]| -> (f64, bool) {
-            let sol = |x: &[f64]| sol(&self.roofline, &self.model, s, x);
-            let bound = Bound { sol: &sol, anchors: &s.anchors };
-            let (t, inside) = s.curve.as_ref().expect("measured slots have a table").read_bound(x, &bound);
-            (t, !inside)
-        };
+        let read = |x: &[f64]| self.read_slot(s, x);
         match s.kind {
             Kind::LayerTokens => {
                 let (t, out) = read(&[n]);
@@ -685,7 +680,7 @@ impl Profiled {
                 let cached = b.prefill_cached_tokens as f64 / k;
                 let pairs = chunk * cached + chunk * (chunk + 1.0) / 2.0;
                 let scale = if pairs > 0.0 { b.prefill_attn_pairs / (k * pairs) } else { 1.0 };
-                if s.kind == Kind::PrefillChunk {
+                let (t, out) = if s.kind == Kind::PrefillChunk {
                     let (t, out) = read(&[chunk, cached]);
                     (layers * k * t * scale * ms, out)
                 } else {
@@ -698,6 +693,10 @@ impl Profiled {
                     };
                     let (t, out) = read(&[k, seq]);
                     (layers * t * share * scale * ms, out)
+                };
+                match self.decode_floor(s, k, chunk + cached).filter(|_| cached > 0.0) {
+                    Some((floor, floor_out)) if layers * floor * ms > t => (layers * floor * ms, floor_out),
+                    _ => (t, out),
                 }
             }
             Kind::Decode if b.decode_seqs > 0 => {
@@ -729,6 +728,27 @@ impl Profiled {
             Kind::RoofCpu => (self.roofline.cpu_overhead_s(b), false),
             _ => (0.0, false),
         }
+    }
+
+    /// Slot `s`'s table at `x` (ms), and whether `x` is outside its measured range.
+    fn read_slot(&self, s: &Slot, x: &[f64]) -> (f64, bool) {
+        let sol = |x: &[f64]| sol(&self.roofline, &self.model, s, x);
+        let bound = Bound { sol: &sol, anchors: &s.anchors };
+        let (t, inside) = s.curve.as_ref().expect("measured slots have a table").read_bound(x, &bound);
+        (t, !inside)
+    }
+
+    /// What one layer's decode attention of `k` sequences over `context` tokens takes (ms), read
+    /// from the measured decode table of the prefill slot `s`'s layers: the least a prefill chunk
+    /// over cached tokens can take, as it does a decode's work and more (every new token attends
+    /// to the whole cached context). It matters for chunks of a few tokens over a long context
+    /// (a speculative verification, a chunked prompt's last few tokens), whose share of a whole
+    /// prompt's prefill attention leaves out the kernel's own time. AIConfigurator prices a
+    /// verification as decode attention too (the `(nextn + 1)` decode batch,
+    /// `sdk/rust_engine_step.py` of aiconfigurator-core 0.12.0).
+    fn decode_floor(&self, s: &Slot, k: f64, context: f64) -> Option<(f64, bool)> {
+        let d = self.slots.iter().find(|d| d.kind == Kind::Decode && d.window == s.window && d.curve.is_some())?;
+        Some(self.read_slot(d, &[k, s.window.map_or(context, |w| context.min(w))]))
     }
 
     /// `slot_seconds` of slot `i`, from its memo when it has one.
@@ -1230,6 +1250,43 @@ mod tests {
         two.add_prefill(3000, 0, true);
         let expected = 32.0 * 2.0 * 2.001e-3 * 5_002_000.0 / 4_002_000.0;
         assert!((attn(&two) - expected).abs() < 1e-12, "{} vs {expected}", attn(&two));
+    }
+
+    /// A few tokens over a long cached context (a speculative verification of 4 tokens over
+    /// 1,000): their share of a 1,004-token prompt's prefill attention is under 1%, less than
+    /// the decode kernel takes for one token over the same context, which is the least the chunk
+    /// does. So the chunk costs the decode table's time for its sequences at their context.
+    #[test]
+    fn a_few_tokens_over_a_long_context_cost_at_least_a_decode() {
+        // A kernel database's prefill table, [batch, sequence]: 0.5 ms per prompt of 1,000, 2 ms
+        // per prompt of 2,000.
+        let mut p = profile(1);
+        p.ops.retain(|o| o.name != "attn_prefill");
+        p.ops.push(table(
+            "attn_prefill",
+            Some(1),
+            vec![Axis::Batch, Axis::Sequence],
+            vec![vec![1.0, 1000.0, 0.5], vec![1.0, 2000.0, 2.0], vec![2.0, 1000.0, 1.0], vec![2.0, 2000.0, 4.0]],
+        ));
+        let m = build(&p, 1).unwrap();
+        let op = |b: &BatchShape, name: &str| m.breakdown(b).into_iter().find(|o| o.name == name).unwrap().seconds;
+        for n in [1u64, 2] {
+            let (mut verify, mut decode) = (BatchShape::default(), BatchShape::default());
+            for _ in 0..n {
+                verify.add_prefill(4, 1000, true);
+                decode.add_decode(1004);
+            }
+            let floor = op(&decode, "attn_decode");
+            // By hand: 32 layers × 0.01 ms × n × 1.004 (the decode table is linear in both axes).
+            assert!((floor - 32.0 * 0.01e-3 * n as f64 * 1.004).abs() < 1e-9, "{floor}");
+            assert_eq!(op(&verify, "attn_prefill"), floor);
+        }
+        // Without the floor: 32 × 0.506 ms × the chunk's share of the pairs, (1004² − 1000²) /
+        // 1004² = 0.79%: 0.13 ms, under the decode's 0.32 ms. A whole 1,000-token chunk over
+        // 1,000 cached is far above the floor: 32 × 2 ms × (2000² − 1000²) / 2000².
+        let mut long = BatchShape::default();
+        long.add_prefill(1000, 1000, true);
+        assert!((op(&long, "attn_prefill") - 32.0 * 2e-3 * 0.75).abs() < 1e-12, "{}", op(&long, "attn_prefill"));
     }
 
     #[test]
