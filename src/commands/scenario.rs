@@ -841,12 +841,29 @@ fn cpu_lines(
                 ver.0, ver.1, ver.2
             )));
         }
+        (Some(v), ver)
+            if v == "true" && speculative::vllm_async(got, ver.unwrap_or(VLLM_NEWEST_READ)).is_some_and(|s| !s.2) =>
+        {
+            let (method, ..) = speculative::vllm_async(got, ver.unwrap_or(VLLM_NEWEST_READ)).expect("checked");
+            let ver = ver.unwrap_or(VLLM_NEWEST_READ);
+            return Err(CliError::input(format!(
+                "--async-scheduling with {method}-based speculative decoding: vLLM {}.{}.{} refuses it (\"Currently, \
+                 async scheduling is only supported with EAGLE/MTP kind of speculative decoding\", vllm/config/vllm.py)",
+                ver.0, ver.1, ver.2
+            )));
+        }
         (Some(v), _) => {
             (v == "true", if v == "true" { "--async-scheduling" } else { "--no-async-scheduling" }.to_string())
         }
-        (None, Some(v)) => {
-            (ServingEngine::Vllm.schedules_async_by_default(v, pp), format!("vLLM {}.{}.{}'s default", v.0, v.1, v.2))
-        }
+        (None, Some(v)) => match speculative::vllm_async(got, v) {
+            Some((method, false, _)) if ServingEngine::Vllm.schedules_async_by_default(v, pp) => {
+                (false, format!("vLLM {}.{}.{}'s default: off with {method}-based speculative decoding", v.0, v.1, v.2))
+            }
+            _ => (
+                ServingEngine::Vllm.schedules_async_by_default(v, pp),
+                format!("vLLM {}.{}.{}'s default", v.0, v.1, v.2),
+            ),
+        },
         (None, None) => {
             warn.push(
                 "asynchronous scheduling assumed on, vLLM's default from 0.14; give --engine-version for an older \

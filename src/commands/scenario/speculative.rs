@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 
+use servesim_sim::memory::EngineVersion;
 use servesim_sim::spec::{ModelPreset, ModelSpec};
 
 use super::Engine;
@@ -136,16 +137,7 @@ fn vllm(got: &BTreeMap<&'static str, String>, warn: &mut Vec<String>) -> Result<
             bad(format!("num_speculative_tokens: expected a whole number greater than zero, got {v}"))
         })?),
     };
-    let lower = model.as_deref().unwrap_or("").to_ascii_lowercase();
-    let method = match text("method") {
-        Some(m) if m.ends_with("_mtp") => "mtp".to_string(),
-        Some(m) if m == "[ngram]" => "ngram".to_string(),
-        Some(m) => m,
-        None if matches!(lower.as_str(), "ngram" | "[ngram]") => "ngram".into(),
-        None if lower.contains("eagle3") => "eagle3".into(),
-        None if lower.contains("eagle-") => "eagle".into(),
-        None => "draft_model".into(),
-    };
+    let method = vllm_method(&c);
     let draft = match method.as_str() {
         "mtp" => Draft::Mtp,
         "eagle" | "eagle3" => Draft::Eagle { eagle3: method == "eagle3" },
@@ -164,6 +156,40 @@ fn vllm(got: &BTreeMap<&'static str, String>, warn: &mut Vec<String>) -> Result<
     };
     let (forced_length, forced_rates) = synthetic(&c, &bad)?;
     Ok(Some(Spec { method, draft_id: model, k, draft, forced_length, forced_rates }))
+}
+
+/// The method vLLM resolves from the merged config.
+fn vllm_method(c: &serde_json::Map<String, serde_json::Value>) -> String {
+    let text = |key: &str| c.get(key).and_then(|v| v.as_str()).map(str::to_string);
+    let lower = text("model").unwrap_or_default().to_ascii_lowercase();
+    match text("method") {
+        Some(m) if m.ends_with("_mtp") => "mtp".to_string(),
+        Some(m) if m == "[ngram]" => "ngram".to_string(),
+        Some(m) => m,
+        None if matches!(lower.as_str(), "ngram" | "[ngram]") => "ngram".into(),
+        None if lower.contains("eagle3") => "eagle3".into(),
+        None if lower.contains("eagle-") => "eagle".into(),
+        None => "draft_model".into(),
+    }
+}
+
+/// Whether vLLM `version` schedules asynchronously with the command's speculative method:
+/// `(by default, given --async-scheduling)`, `None` without speculative decoding. Read in
+/// vllm/config/vllm.py of the 0.11.2, 0.14.0, 0.19.1, 0.27.0, 0.31.0, 0.33.0 and 0.34.0
+/// releases (a release between two read is taken as the earlier one's): EAGLE-type methods
+/// (mtp, eagle, eagle3) allow it throughout; a draft model from 0.27 when given and from 0.31 by
+/// default; an n-gram or suffix lookup on the CPU only from 0.34 (0.33 with the V1 model runner
+/// still turns it off).
+pub(crate) fn vllm_async(got: &BTreeMap<&'static str, String>, version: EngineVersion) -> Option<(String, bool, bool)> {
+    let c = merged_config(got).ok()??;
+    let method = vllm_method(&c);
+    let (default, given) = match method.as_str() {
+        "mtp" | "eagle" | "eagle3" => (true, true),
+        "draft_model" => (version >= (0, 31, 0), version >= (0, 27, 0)),
+        "ngram_gpu" => (version >= (0, 19, 0), version >= (0, 19, 0)),
+        _ => (version >= (0, 34, 0), version >= (0, 34, 0)),
+    };
+    Some((method, default, given))
 }
 
 /// The `--speculative-config` JSON with the shorthand flags merged in, its keys' dashes as
@@ -583,6 +609,41 @@ mod tests {
         // Not on disk and no preset: left out, and said.
         let (t, w) = table(Engine::Vllm, "vllm serve Qwen/Qwen3-32B --speculative-config {\"method\":\"draft_model\",\"model\":\"Qwen/Qwen3-0.6B\",\"num_speculative_tokens\":4}", &Given::default());
         assert!(t.is_empty() && w[0].contains("no servesim preset has the draft model \"Qwen/Qwen3-0.6B\""), "{w:?}");
+    }
+
+    /// vLLM turns its default asynchronous scheduling off for the speculative methods it cannot
+    /// overlap, and refuses `--async-scheduling` with them, release by release
+    /// (vllm/config/vllm.py at 0.14.0, 0.19.1, 0.27.0, 0.31.0 and 0.34.0).
+    #[test]
+    fn vllms_async_scheduling_follows_the_speculative_method() {
+        let given = Given { length: Some(1.5), rates: None };
+        let overlap = |cmd: &str, version: &str| -> std::result::Result<bool, String> {
+            let (text, _) = scenario_given(Engine::Vllm, "h200", &args(cmd), (Some(version), None), &given)
+                .map_err(|e| e.to_string())?;
+            Ok(text.contains("overlap = true"))
+        };
+        let ngram =
+            "vllm serve Qwen/Qwen3-32B --speculative-config {\"method\":\"ngram\",\"num_speculative_tokens\":3}";
+        let draft = "vllm serve meta-llama/Llama-3.1-70B-Instruct --speculative-config \
+                     {\"method\":\"draft_model\",\"model\":\"meta-llama/Llama-3.1-8B-Instruct\",\"num_speculative_tokens\":3}";
+        let mtp = "vllm serve deepseek-ai/DeepSeek-R1 -tp 8 --speculative-config {\"method\":\"mtp\",\"num_speculative_tokens\":1}";
+        for (cmd, version, want) in [
+            (ngram, "0.14.0", false),
+            (ngram, "0.33.0", false),
+            (ngram, "0.34.0", true),
+            (draft, "0.27.0", false),
+            (draft, "0.31.0", true),
+            (mtp, "0.14.0", true),
+            ("vllm serve Qwen/Qwen3-32B", "0.14.0", true),
+        ] {
+            assert_eq!(overlap(cmd, version), Ok(want), "{cmd} at {version}");
+        }
+        let e = overlap(&format!("{ngram} --async-scheduling"), "0.19.1").unwrap_err();
+        assert!(
+            e.starts_with("--async-scheduling with ngram-based speculative decoding: vLLM 0.19.1 refuses it"),
+            "{e}"
+        );
+        assert_eq!(overlap(&format!("{draft} --async-scheduling"), "0.27.0"), Ok(true));
     }
 
     /// An n-gram lookup costs no GPU time and has no acceptance to assume; the engine's shorthand
