@@ -96,10 +96,7 @@ pub fn preset_from_hf_config(text: &str, name: &'static str) -> Result<ModelPres
         head_dim,
         intermediate,
         // An EAGLE-3 head's logits cover its own, smaller vocabulary.
-        vocab: match opt("draft_vocab_size")? {
-            Some(v) => v,
-            None => int("vocab_size")?,
-        },
+        vocab: opt("draft_vocab_size")?.map_or_else(|| int("vocab_size"), Ok)?,
         max_context: context,
         experts,
         top_k,
