@@ -76,15 +76,7 @@ pub fn preset_from_hf_config(text: &str, name: &'static str) -> Result<ModelPres
         "MixtralForCausalLM" => (int("num_local_experts")?, int("num_experts_per_tok")?, int("intermediate_size")?),
         _ => (1, 1, int("intermediate_size")?),
     };
-    let window = match arch {
-        "MistralForCausalLM" | "MixtralForCausalLM" => opt("sliding_window")?,
-        "Qwen2ForCausalLM" if c.get("use_sliding_window").and_then(Value::as_bool) == Some(true) => {
-            return Err("use_sliding_window: Qwen2's sliding window over max_window_layers is not modelled; \
-                        write [model] by hand ([model.window])"
-                .into())
-        }
-        _ => None,
-    };
+    let window = window_of(arch, &c, &opt)?;
     let layers = int("num_hidden_layers")?;
     let context = context(&c, &opt)?;
     Ok(ModelPreset {
@@ -103,6 +95,20 @@ pub fn preset_from_hf_config(text: &str, name: &'static str) -> Result<ModelPres
         tied_embeddings: c.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false),
         arch: Arch { window: window.map(|tokens| Window { tokens, layers, chunked: false }), ..Arch::PLAIN },
     })
+}
+
+/// The sliding window config.json gives `arch` on every layer: Mistral's and Mixtral's; Qwen2's
+/// `use_sliding_window` (over `max_window_layers`) is refused.
+fn window_of(arch: &str, c: &Value, opt: &dyn Fn(&str) -> Result<Option<u64>, String>) -> Result<Option<u64>, String> {
+    match arch {
+        "MistralForCausalLM" | "MixtralForCausalLM" => opt("sliding_window"),
+        "Qwen2ForCausalLM" if c.get("use_sliding_window").and_then(Value::as_bool) == Some(true) => {
+            Err("use_sliding_window: Qwen2's sliding window over max_window_layers is not modelled; write [model] \
+                 by hand ([model.window])"
+                .into())
+        }
+        _ => Ok(None),
+    }
 }
 
 /// vLLM's `--disable-sliding-window` (`disable`) on a network read from its config.json: every
