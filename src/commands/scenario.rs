@@ -1172,7 +1172,7 @@ fn scenario_given(
     // Prefix caching is on by default in vLLM V1 and SGLang (the radix cache).
     let prefix = got.get("prefix").is_none_or(|v| v == "true");
     t += &format!("[scheduler.prefix_cache]\nenabled = {prefix}\n");
-    t += &speculative::lines(engine, &got, (preset, weight_dtype, kv_dtype), dp_attention, acceptance, &mut warn)?;
+    t += &speculative::lines(engine, &got, (preset, weight_dtype, kv_dtype), acceptance, &mut warn)?;
     t += &cpu_lines(engine, &got, (version, pp as u32), &mut warn)?;
     t += &memory_lines((engine, engine_name), &got, version, &mut warn)?;
     t += &format!("\n[cost]\n{COST_MARK}\noverhead = \"{engine_name}\"\n");

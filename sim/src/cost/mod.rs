@@ -83,6 +83,19 @@ impl BatchShape {
         }
     }
 
+    /// Adds a speculative verification: `new` tokens of one sequence (its newest and the drafts)
+    /// over `context` tokens, as `new` decode rows that share the context between them — so
+    /// attention reads the sequence's KV once, as a decode does, while the GEMMs and the LM head
+    /// see every token. AIConfigurator prices a verification as `nextn + 1` decodes each over the
+    /// whole context (`sdk/rust_engine_step.py` of aiconfigurator-core 0.12.0), which reads the KV
+    /// `nextn + 1` times; the engines' decode kernels take the k + 1 queries of a request together
+    /// (FlashMLA, FlashInfer and FlashAttention with several queries per sequence).
+    pub fn add_verify(&mut self, new: u64, context: u64) {
+        self.decode_seqs += new;
+        self.decode_context_tokens += context;
+        self.sampled_seqs += new;
+    }
+
     /// Adds one decoding sequence whose attention covers `context` tokens.
     pub fn add_decode(&mut self, context: u64) {
         self.decode_seqs += 1;
@@ -122,7 +135,8 @@ impl BatchShape {
 /// aggregates (emulation, in `servesim-calibrate`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct SeqWork {
-    /// Tokens the iteration computes for this sequence: its prefill chunk, or 1 for a decode.
+    /// Tokens the iteration computes for this sequence: its prefill chunk, 1 for a decode, or
+    /// k + 1 for a speculative verification (a decode of k drafts, `BatchShape::add_verify`).
     pub new_tokens: u64,
     /// Tokens its attention covers after the iteration: cached tokens plus the new ones.
     pub context_tokens: u64,

@@ -145,6 +145,8 @@ impl Pipeline {
             let s = &seqs[i];
             if s.prefill {
                 parts[m].add_prefill(s.new_tokens, s.context_tokens - s.new_tokens, s.samples);
+            } else if s.new_tokens > 1 {
+                parts[m].add_verify(s.new_tokens, s.context_tokens);
             } else {
                 parts[m].add_decode(s.context_tokens);
             }

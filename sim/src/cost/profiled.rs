@@ -742,10 +742,8 @@ impl Profiled {
     /// from the measured decode table of the prefill slot `s`'s layers: the least a prefill chunk
     /// over cached tokens can take, as it does a decode's work and more (every new token attends
     /// to the whole cached context). It matters for chunks of a few tokens over a long context
-    /// (a speculative verification, a chunked prompt's last few tokens), whose share of a whole
-    /// prompt's prefill attention leaves out the kernel's own time. AIConfigurator prices a
-    /// verification as decode attention too (the `(nextn + 1)` decode batch,
-    /// `sdk/rust_engine_step.py` of aiconfigurator-core 0.12.0).
+    /// (the tail of a prompt whose prefix was cached), whose share of a whole prompt's prefill
+    /// attention leaves out the kernel's own time.
     fn decode_floor(&self, s: &Slot, k: f64, context: f64) -> Option<(f64, bool)> {
         let d = self.slots.iter().find(|d| d.kind == Kind::Decode && d.window == s.window && d.curve.is_some())?;
         Some(self.read_slot(d, &[k, s.window.map_or(context, |w| context.min(w))]))

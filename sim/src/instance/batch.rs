@@ -43,9 +43,10 @@ impl Batch {
         };
         if s.draft > 0 {
             // Verification: the newest token and the drafts over the computed context, with
-            // logits for every position.
-            prefill(b, s.step, s.computed, true, sign);
-            add(&mut b.sampled_seqs, s.draft as u64);
+            // logits for every position (`BatchShape::add_verify`).
+            add(&mut b.decode_seqs, s.step);
+            add(&mut b.decode_context_tokens, s.computed + s.step);
+            add(&mut b.sampled_seqs, s.step);
             if self.drafts.len() < s.draft as usize {
                 self.drafts.resize(s.draft as usize, (0, 0));
             }

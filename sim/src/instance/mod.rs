@@ -444,7 +444,7 @@ impl Instance {
             (shape, drafts, times)
         } else {
             let (shape, times) = self.start_ranks(now, rec)?;
-            (shape, Vec::new(), times)
+            (shape, self.ranks_drafts(), times)
         };
         debug_assert!(total > SimTime::ZERO, "an iteration must take time");
         let cpu = cpu.min(total);
@@ -455,7 +455,9 @@ impl Instance {
         }
         if let Some(d) = &self.exec.draft {
             let t = self.draft_time(d, &drafts);
-            self.core.batch.drafts = drafts;
+            if self.others.is_empty() {
+                self.core.batch.drafts = drafts;
+            }
             gpu += t;
             dur += t;
         }
@@ -578,6 +580,21 @@ impl Instance {
         }
         let max_batch = self.core.cfg.max_num_seqs;
         self.balance.as_mut().is_some_and(|b| b.hold(&self.ranks_work, max_batch))
+    }
+
+    /// The draft passes of DP attention ranks, which draft in step as they verify: each pass
+    /// over every rank's drafts of that depth.
+    fn ranks_drafts(&self) -> Vec<(u64, u64)> {
+        let mut drafts: Vec<(u64, u64)> = Vec::new();
+        for c in self.cores() {
+            if drafts.len() < c.batch.drafts.len() {
+                drafts.resize(c.batch.drafts.len(), (0, 0));
+            }
+            for (all, d) in drafts.iter_mut().zip(&c.batch.drafts) {
+                *all = (all.0 + d.0, all.1 + d.1);
+            }
+        }
+        drafts
     }
 
     fn draft_time(&self, d: &Draft, drafts: &[(u64, u64)]) -> SimTime {

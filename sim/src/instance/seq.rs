@@ -73,8 +73,9 @@ impl Seq {
         Some(if self.step == 0 {
             return None;
         } else if self.draft > 0 {
-            // Speculative verification: the newest token and the drafts, logits for each.
-            SeqWork::prefill(self.step, self.computed, true)
+            // Speculative verification: the newest token and the drafts, logits for each, as
+            // decode rows (`BatchShape::add_verify`).
+            SeqWork { new_tokens: self.step, context_tokens: self.computed + self.step, prefill: false, samples: true }
         } else if self.is_decode() {
             SeqWork::decode(self.context())
         } else {

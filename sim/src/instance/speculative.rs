@@ -176,9 +176,12 @@ pub(crate) struct DraftModel {
 }
 
 /// Takes a draft model's weights (per GPU) and KV bytes per token out of the KV budget: the
-/// draft keeps a KV cache for the same tokens as the target, so each block holds both.
-pub(crate) fn plan_draft_memory(m: &mut MemoryBudget, draft: &ModelSpec, tp: u64) -> Result<(), MemoryError> {
-    let weights = draft.weight_bytes_per_gpu(tp);
+/// draft keeps a KV cache for the same tokens as the target, so each block holds both. Under
+/// DP attention (`dp` ranks of `tp / dp` GPUs) the draft is laid out as the target is: its
+/// attention on each rank, its FFN over all `tp` GPUs, each rank's blocks its own.
+pub(crate) fn plan_draft_memory(m: &mut MemoryBudget, draft: &ModelSpec, tp: u64, dp: u64) -> Result<(), MemoryError> {
+    let dp = dp.max(1);
+    let weights = draft.weight_bytes_per_gpu_dp(tp, dp);
     if weights >= m.kv_bytes {
         return Err(MemoryError::DraftWeights {
             weights: weights as f64 / crate::memory::GIB,
@@ -187,9 +190,9 @@ pub(crate) fn plan_draft_memory(m: &mut MemoryBudget, draft: &ModelSpec, tp: u64
     }
     m.weight_bytes += weights;
     m.kv_bytes -= weights;
-    m.kv_bytes_per_token += draft.kv_bytes_per_token_per_gpu(tp);
+    m.kv_bytes_per_token += draft.kv_bytes_per_token_per_gpu(tp / dp);
     m.block_bytes = m.kv_bytes_per_token * m.block_tokens;
-    m.kv_blocks = m.kv_bytes / m.block_bytes;
+    m.kv_blocks = m.kv_bytes / m.block_bytes * dp;
     if m.kv_blocks == 0 {
         return Err(MemoryError::DraftNoKvBlock);
     }

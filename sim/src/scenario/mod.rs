@@ -135,7 +135,7 @@ fn attention_dp(
 
 /// The engine's own balancer between DP ranks: vLLM's, TensorRT-LLM's, or round-robin (SGLang's,
 /// and servesim's without an engine); written into the resolved file where an instance has DP
-/// ranks, whose groups may not draft speculatively.
+/// ranks.
 fn dp_balance(
     file: &mut ScenarioFile,
     groups: &[InstanceGroup],
@@ -151,12 +151,6 @@ fn dp_balance(
     }
     file.cluster.dp_balance = Some(dp_balance);
     let key = |i: usize| if heterogeneous { format!("cluster.groups[{i}].scheduler") } else { "scheduler".into() };
-    if let Some(i) = groups.iter().position(|g| g.scheduler.speculative.is_some() && g.layout.dp_attention > 1) {
-        return Err(ConfigError::at(
-            &format!("{}.speculative", key(i)),
-            "speculative decoding with DP attention is not simulated yet (each rank drafts for its own batch)".into(),
-        ));
-    }
     if let Some(i) = groups.iter().position(|g| g.scheduler.recv_interval > 1 && g.layout.dp_attention > 1) {
         return Err(ConfigError::at(
             &format!("{}.recv_interval", key(i)),
@@ -188,11 +182,8 @@ pub(crate) fn group_memory(
     let draft = scheduler.speculative.as_ref().and_then(|s| s.draft.as_ref()).filter(|_| cfg.kv_blocks.is_none());
     if let Some(d) = draft {
         let key = format!("{scheduler_key}.speculative.draft");
-        if cfg.dp_attention > 1 {
-            return Err(ConfigError::at(&key, "a draft model with DP attention is not simulated yet".into()));
-        }
         let draft = scheduler.kv_cache.model(&d.resolve(&key)?);
-        crate::instance::speculative::plan_draft_memory(&mut memory, &draft, tp)
+        crate::instance::speculative::plan_draft_memory(&mut memory, &draft, tp, cfg.dp_attention)
             .map_err(|e| ConfigError::at(&key, e.to_string()))?;
     }
     Ok(memory)

@@ -71,7 +71,6 @@ pub(crate) fn lines(
     engine: Engine,
     got: &BTreeMap<&'static str, String>,
     (preset, weight_dtype, kv_dtype): (&ModelPreset, Option<&str>, Option<&str>),
-    dp_attention: u64,
     given: &Given,
     warn: &mut Vec<String>,
 ) -> Result<String> {
@@ -84,9 +83,6 @@ pub(crate) fn lines(
         warn.push(format!("speculative decoding ({}) left out: {why}", spec.method));
         Ok(String::new())
     };
-    if dp_attention > 1 {
-        return skip(warn, "servesim does not simulate it with DP attention ranks yet".into());
-    }
     let k = match spec.k {
         Some(k) => k,
         None if matches!(spec.draft, Draft::Mtp) => mtp_layers(preset).unwrap_or(1),
@@ -519,11 +515,12 @@ mod tests {
             &Given { length: None, rates: Some(vec![0.8, 0.5]) },
         );
         assert!(t.starts_with("k = 2\nacceptance_rates = [0.8, 0.5]\n"), "{t}");
-        // A model without MTP layers, and DP attention ranks: left out, and said.
+        // A model without MTP layers: left out, and said.
         let (t, w) = table(Engine::Vllm, "vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-config {\"method\":\"mtp\",\"num_speculative_tokens\":1}", &Given::default());
         assert!(t.is_empty() && w[0].contains("llama-3.1-8b has no multi-token-prediction layers"), "{w:?}");
-        let (t, w) = table(Engine::Vllm, &format!("{R1} --data-parallel-size 8 --tensor-parallel-size 1 --enable-expert-parallel --spec-method mtp --spec-tokens 1"), &Given::default());
-        assert!(t.is_empty() && w[0].contains("with DP attention ranks"), "{w:?}");
+        // With DP attention ranks too: each rank drafts for its own batch, the ranks in step.
+        let (t, _) = table(Engine::Vllm, &format!("{R1} --data-parallel-size 8 --tensor-parallel-size 1 --enable-expert-parallel --spec-method mtp --spec-tokens 1"), &Given::default());
+        assert!(t.starts_with("k = 1\nacceptance_length = 1.83\ndraft = { preset = \"deepseek-r1\""), "{t}");
     }
 
     /// vLLM's synthetic rejection sampling forces the acceptance (InferenceX's recipes:

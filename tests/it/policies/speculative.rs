@@ -76,3 +76,42 @@ fn a_draft_model_costs_memory_and_its_own_passes() {
     );
     assert!(spec.tpot_ms.mean < 0.7 * base.tpot_ms.mean);
 }
+
+/// DeepSeek-R1 on 8 H200s with 8 DP attention ranks and its MTP layer as the draft.
+fn deepseek_dp8(speculative: &str, workload: &str) -> String {
+    format!(
+        "name = \"t\"\n[model]\npreset = \"deepseek-r1\"\nweight_dtype = \"fp8\"\n[gpu]\npreset = \"h200\"\n\
+         [cluster]\ntp = 8\ndp_attention = 8\nep = true\n[scheduler]\n{speculative}\n[workload]\n{workload}\n"
+    )
+}
+
+/// With DP attention each rank keeps its own sequences' KV, the draft's beside the model's: by
+/// hand, DeepSeek-R1's latent is 576 values × 2 B a layer, 61 layers (70,272 B a token) and the
+/// MTP layer's one more (71,424 B); each rank's blocks are the KV bytes ÷ (16 × 71,424), eight
+/// ranks of them. The ranks draft and verify in step, every request finishes, and the tokens a
+/// step follow the acceptance length.
+#[test]
+fn dp_attention_ranks_draft_for_their_own_batches() {
+    let mtp = "[scheduler.speculative]\nk = 2\nacceptance_length = 2.2\n\
+               draft = { preset = \"deepseek-r1\", layers = 1, dense_layers = 0, weight_dtype = \"fp8\" }";
+    let workload = &closed(64);
+    let plain = scenario(&deepseek_dp8("", workload));
+    let with = scenario(&deepseek_dp8(mtp, workload));
+    let (a, b) = (&plain.groups[0].memory, &with.groups[0].memory);
+    assert_eq!((a.kv_bytes_per_token, b.kv_bytes_per_token), (70_272, 71_424));
+    assert_eq!(b.kv_blocks, b.kv_bytes / (16 * 71_424) * 8);
+    assert!(b.kv_bytes < a.kv_bytes, "the MTP layer's weights come out of the KV space");
+    let base = run(&deepseek_dp8("", workload)).summary;
+    let spec = run(&deepseek_dp8(mtp, workload)).summary;
+    eprintln!(
+        "dp8 MTP: TPOT {:.2} → {:.2} ms, {:.3} tokens a step, blocks {} → {}",
+        base.tpot_ms.mean, spec.tpot_ms.mean, spec.speculative.tokens_per_step, a.kv_blocks, b.kv_blocks
+    );
+    assert_eq!(spec.requests.finished, spec.requests.arrived);
+    // ⌊L − 1⌋ = 1 token always accepted, the second half the time: 2.2 a step, a little fewer
+    // near the ends of outputs, where fewer than 2 are proposed.
+    assert!(spec.speculative.tokens_per_step > 2.15 && spec.speculative.tokens_per_step <= 2.2);
+    // A step of 64 requests over 8 ranks: two draft passes and a 3-token verification, for 2.2
+    // tokens; faster than a token a step, slower than 2.2 times faster.
+    assert!(spec.tpot_ms.mean < base.tpot_ms.mean / 1.3 && spec.tpot_ms.mean > base.tpot_ms.mean / 2.2);
+}
