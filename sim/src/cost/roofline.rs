@@ -727,6 +727,23 @@ mod tests {
         }
     }
 
+    /// A speculative verification of 4 tokens over 2,000 (`BatchShape::add_verify`) reads the
+    /// sequence's KV once, as a decode over 2,000 does: 2,000 × 131,072 B at 80% of 3.35 TB/s;
+    /// its GEMMs see 4 tokens (here memory-bound: the same weights read), its LM head 4 rows.
+    #[test]
+    fn a_verification_reads_the_kv_once_and_computes_every_token() {
+        let r = llama8b_h100(1, no_overheads());
+        let (mut verify, mut decode) = (BatchShape::default(), BatchShape::default());
+        verify.add_verify(4, 2000);
+        decode.add_decode(2000);
+        let op = |b: &BatchShape, name: &str| r.op_seconds(name, b);
+        let kv = op(&decode, "attn_decode");
+        assert!((kv / (2000.0 * 131_072.0 / (0.8 * 3.35e12)) - 1.0).abs() < 0.05, "{kv}");
+        assert!((op(&verify, "attn_decode") / kv - 1.0).abs() < 0.01, "{} vs {kv}", op(&verify, "attn_decode"));
+        assert_eq!((verify.tokens(), verify.sampled_seqs), (4, 4));
+        assert!(op(&verify, "lm_head") >= op(&decode, "lm_head"));
+    }
+
     #[test]
     fn an_all_reduce_beyond_a_node_waits_on_the_network() {
         // One decode of llama-3-8b (32 layers, hidden 4096): two all-reduces of 8,192 bytes
