@@ -296,7 +296,7 @@ fn sglang(got: &BTreeMap<&'static str, String>, preset: &ModelPreset, warn: &mut
     };
     let steps = int("spec_steps", "--speculative-num-steps")?;
     let topk = int("spec_topk", "--speculative-eagle-topk")?.unwrap_or(1);
-    if steps.is_some() && topk > 1 {
+    if topk > 1 {
         warn.push(format!(
             "speculative decoding ({method}) left out: --speculative-eagle-topk {topk} drafts a tree, which servesim \
              does not model (a chain: topk 1)"
