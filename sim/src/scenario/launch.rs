@@ -198,6 +198,21 @@ pub struct LaunchCommand {
     pub notes: Vec<String>,
 }
 
+/// What a command must add for the speculative decoding simulated, `k` tokens proposed a step:
+/// the scenario does not record the draft's method or checkpoint, so no flag is written.
+fn speculative_note(engine: ServingEngine, k: u32) -> String {
+    let how = match engine {
+        ServingEngine::Vllm => format!("--speculative-config '{{\"method\": \"mtp\" (or eagle3, draft_model, ...), \"num_speculative_tokens\": {k}}}'"),
+        ServingEngine::Sglang => format!(
+            "--speculative-algorithm NEXTN (or EAGLE3, STANDALONE, ...) --speculative-num-steps {k} \
+             --speculative-eagle-topk 1 --speculative-num-draft-tokens {}",
+            k + 1
+        ),
+        ServingEngine::Trtllm => format!("speculative_config (decoding_type MTP or Eagle, max_draft_len {k}) in the --extra_llm_api_options file"),
+    };
+    format!("speculative decoding, {k} tokens proposed a step: add the draft you simulated, {how}; the scenario does not record its method or checkpoint")
+}
+
 /// The flags of a group's DP attention ranks and expert parallelism, as each engine spells
 /// them (vLLM: `--data-parallel-size` on a MoE model is DP attention, docs/serving/
 /// data_parallel_deployment.md; SGLang: `--dp` with `--enable-dp-attention`, `--ep-size`).
@@ -314,6 +329,9 @@ impl LaunchCommand {
         }
         dp_flags(engine, g, &mut args, &mut notes);
         recv_flag(engine, g, &mut args, &mut notes);
+        if let Some(sp) = &g.scheduler.speculative {
+            notes.push(speculative_note(engine, sp.k));
+        }
         let prefix = g.scheduler.prefix_cache.enabled;
         match spelling(engine, "prefix", Some(prefix)) {
             Some(f) => args.push(f.to_string()),

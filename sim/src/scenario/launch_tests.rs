@@ -64,6 +64,24 @@ fn launch_commands_write_what_was_simulated() {
         "trtllm-serve meta-llama/Meta-Llama-3-70B-Instruct --tp_size 4 --max_batch_size 96 --max_num_tokens 4096"
     );
     assert!(c.notes[0].contains("serve a nvfp4 checkpoint"), "{:?}", c.notes);
+    // Speculative decoding: its k said, its method not invented.
+    let mut s = scenario("sglang", "");
+    s.groups[0].scheduler.speculative = Some(crate::instance::speculative::SpeculativeSection {
+        k: 3,
+        acceptance: None,
+        acceptance_rates: None,
+        acceptance_length: Some(2.5),
+        draft_cost_fraction: Some(0.05),
+        draft: None,
+    });
+    let c = LaunchCommand::of(ServingEngine::Sglang, &s.groups[0], &s.model);
+    assert!(!c.line().contains("speculative"), "{}", c.line());
+    assert!(
+        c.notes.iter().any(|n| n.starts_with("speculative decoding, 3 tokens proposed a step")
+            && n.contains("--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4")),
+        "{:?}",
+        c.notes
+    );
 }
 
 #[test]
