@@ -694,7 +694,10 @@ impl Profiled {
                     let (t, out) = read(&[k, seq]);
                     (layers * t * share * scale * ms, out)
                 };
-                match self.decode_floor(s, k, chunk + cached).filter(|_| cached > 0.0) {
+                if cached <= 0.0 {
+                    return (t, out);
+                }
+                match self.decode_floor(s, k, chunk + cached) {
                     Some((floor, floor_out)) if layers * floor * ms > t => (layers * floor * ms, floor_out),
                     _ => (t, out),
                 }

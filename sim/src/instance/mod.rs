@@ -698,10 +698,10 @@ fn finish_core(
     departed: &mut Vec<Departure>,
 ) {
     let bt = core.cfg.block_tokens;
-    let acceptance = core.cfg.policy.speculative.as_ref().map_or(speculative::Acceptance::NONE, |s| s.acceptance());
     let prefix_on = core.cfg.policy.prefix.enabled;
     let (running, kv, queue, spec_rng) =
         (&mut core.running, &mut core.kv.blocks, &mut core.waiting.queue, &mut core.spec_rng);
+    let acceptance = &core.cfg.policy.acceptance;
     let mut ctx = Finish { now, start, acceptance, bt, prefix_on, steady: 0, gained: 0 };
     // What `retain_mut` does, written out so that `finish_one` is inlined into the loop;
     // the batch holds boxes, so keeping order costs pointer moves.
@@ -738,11 +738,11 @@ fn finish_core(
         }
     }
     running.truncate(kept);
-    core.pending_decode -= ctx.gained;
+    let (gained, steady) = (ctx.gained, ctx.steady);
+    core.pending_decode -= gained;
     if core.cfg.policy.role == Role::Prefill {
         handoff::hand_off_prefilled(core, id, now);
     }
-    let steady = ctx.steady;
     if steady > 0 {
         rec.token_gap(now - start, steady);
     }
@@ -855,10 +855,10 @@ fn advance(
 }
 
 /// What [`finish_one`] needs to know about the iteration that ended.
-struct Finish {
+struct Finish<'a> {
     now: SimTime,
     start: SimTime,
-    acceptance: speculative::Acceptance,
+    acceptance: &'a speculative::Acceptance,
     bt: u64,
     prefix_on: bool,
     /// Requests whose token gap was exactly the iteration (recorded once, together).
@@ -888,7 +888,7 @@ fn finish_one(
         s.computed += 1;
         1
     } else {
-        advance(s, step, kv, rng, &f.acceptance, f.bt, f.prefix_on, rec)
+        advance(s, step, kv, rng, f.acceptance, f.bt, f.prefix_on, rec)
     };
     if gained == 0 {
         return true;

@@ -9,7 +9,7 @@ use super::kv_policy::KvCacheSection;
 use super::preemption::PreemptionSpec;
 use super::prefix::PrefixCacheSection;
 use super::queue::QueueSpec;
-use super::speculative::{DraftCost, DraftModel, SpeculativeSection};
+use super::speculative::{Acceptance, DraftCost, DraftModel, SpeculativeSection};
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PolicyConfig {
@@ -20,6 +20,9 @@ pub struct PolicyConfig {
     pub(crate) kv: KvCacheSection,
     pub(crate) prefix: PrefixCacheSection,
     pub(crate) speculative: Option<SpeculativeSection>,
+    /// The speculative acceptance as drawn (`Acceptance::NONE` without speculation), resolved
+    /// once.
+    pub(crate) acceptance: Acceptance,
     pub(crate) draft: Option<DraftCost>,
     pub(crate) cpu: CpuSection,
     /// Whether CPU work overlaps the GPU (`scheduler.cpu.overlap`, else the engine overhead's).
@@ -76,6 +79,7 @@ impl PolicyConfig {
             kv: sch.kv_cache.clone(),
             prefix: sch.prefix_cache.clone(),
             speculative: sch.speculative.clone(),
+            acceptance: sch.speculative.as_ref().map_or(Acceptance::NONE, SpeculativeSection::acceptance),
             draft,
             cpu: sch.cpu.clone(),
             cpu_overlap: sch.cpu.overlap.unwrap_or(match &g.cost {

@@ -156,6 +156,12 @@ impl Acceptance {
     pub(crate) const NONE: Acceptance = Acceptance::Geometric(0.0);
 }
 
+impl Default for Acceptance {
+    fn default() -> Acceptance {
+        Acceptance::NONE
+    }
+}
+
 /// How a draft pass is costed.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum DraftCost {
