@@ -674,34 +674,7 @@ impl Profiled {
                 let (t, out) = read(&[n]);
                 (t * ms, out)
             }
-            Kind::PrefillChunk | Kind::PrefillSequence if b.prefill_tokens > 0 => {
-                let k = b.prefill_seqs.max(1) as f64;
-                let chunk = b.prefill_tokens as f64 / k;
-                let cached = b.prefill_cached_tokens as f64 / k;
-                let pairs = chunk * cached + chunk * (chunk + 1.0) / 2.0;
-                let scale = if pairs > 0.0 { b.prefill_attn_pairs / (k * pairs) } else { 1.0 };
-                let (t, out) = if s.kind == Kind::PrefillChunk {
-                    let (t, out) = read(&[chunk, cached]);
-                    (layers * k * t * scale * ms, out)
-                } else {
-                    let seq = chunk + cached;
-                    let share = match s.window {
-                        _ if seq <= 0.0 => 1.0,
-                        None => (seq * seq - cached * cached) / (seq * seq),
-                        // Each query sees at most w keys: the chunk's share of the whole prompt's pairs.
-                        Some(w) => (windowed_pairs(seq, w) - windowed_pairs(cached, w)) / windowed_pairs(seq, w),
-                    };
-                    let (t, out) = read(&[k, seq]);
-                    (layers * t * share * scale * ms, out)
-                };
-                if cached <= 0.0 {
-                    return (t, out);
-                }
-                match self.decode_floor(s, k, chunk + cached) {
-                    Some((floor, floor_out)) if layers * floor * ms > t => (layers * floor * ms, floor_out),
-                    _ => (t, out),
-                }
-            }
+            Kind::PrefillChunk | Kind::PrefillSequence if b.prefill_tokens > 0 => self.prefill_seconds(s, b),
             Kind::Decode if b.decode_seqs > 0 => {
                 let batch = b.decode_seqs as f64;
                 let (t, out) = read(&[batch, b.decode_context_tokens as f64 / batch]);
@@ -730,6 +703,38 @@ impl Profiled {
             }
             Kind::RoofCpu => (self.roofline.cpu_overhead_s(b), false),
             _ => (0.0, false),
+        }
+    }
+
+    /// Prefill attention's seconds over the iteration (a `PrefillChunk` or `PrefillSequence`
+    /// slot), at least the decode floor where the chunks attend to cached tokens.
+    fn prefill_seconds(&self, s: &Slot, b: &BatchShape) -> (f64, bool) {
+        let (layers, ms) = (s.layers, 1e-3);
+        let k = b.prefill_seqs.max(1) as f64;
+        let chunk = b.prefill_tokens as f64 / k;
+        let cached = b.prefill_cached_tokens as f64 / k;
+        let pairs = chunk * cached + chunk * (chunk + 1.0) / 2.0;
+        let scale = if pairs > 0.0 { b.prefill_attn_pairs / (k * pairs) } else { 1.0 };
+        let (t, out) = if s.kind == Kind::PrefillChunk {
+            let (t, out) = self.read_slot(s, &[chunk, cached]);
+            (layers * k * t * scale * ms, out)
+        } else {
+            let seq = chunk + cached;
+            let share = match s.window {
+                _ if seq <= 0.0 => 1.0,
+                None => (seq * seq - cached * cached) / (seq * seq),
+                // Each query sees at most w keys: the chunk's share of the whole prompt's pairs.
+                Some(w) => (windowed_pairs(seq, w) - windowed_pairs(cached, w)) / windowed_pairs(seq, w),
+            };
+            let (t, out) = self.read_slot(s, &[k, seq]);
+            (layers * t * share * scale * ms, out)
+        };
+        if cached <= 0.0 {
+            return (t, out);
+        }
+        match self.decode_floor(s, k, chunk + cached) {
+            Some((floor, floor_out)) if layers * floor * ms > t => (layers * floor * ms, floor_out),
+            _ => (t, out),
         }
     }
 
