@@ -1037,12 +1037,26 @@ fn model_of(
         weight_dtype: None,
         kv_dtype: None,
         window: None,
+        mla: None,
         ..servesim_sim::spec::ModelSection::from_spec(&spec)
     };
     let mut lines = toml::to_string(&section).map_err(|e| CliError::input(format!("{}: {e}", file.display())))?;
-    // Inline, so that the [model] keys written after it stay in [model].
+    // Inline, so that the [model] keys written after them stay in [model].
     if let Some(w) = spec.arch.window {
         lines += &format!("window = {{ tokens = {}, layers = {} }}\n", w.tokens, w.layers);
+    }
+    if let Some(m) = spec.arch.mla {
+        lines += &format!(
+            "mla = {{ q_lora_rank = {}, kv_lora_rank = {}, qk_nope_head_dim = {}, qk_rope_head_dim = {}, v_head_dim = {} }}\n",
+            m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim
+        );
+    }
+    // Its MTP layers, a speculative draft's (`num_nextn_predict_layers`).
+    if let Some(n) = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|j| j.get("num_nextn_predict_layers").and_then(serde_json::Value::as_u64))
+    {
+        got.insert("mtp_layers", n.to_string());
     }
     Ok((preset, format!("# The network from {}: no preset has it.\n{lines}", file.display())))
 }

@@ -6,6 +6,7 @@
 //! | `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM`, `Qwen3ForCausalLM` | dense, `intermediate_size` |
 //! | `Qwen3MoeForCausalLM` | `num_experts` of `moe_intermediate_size`, `num_experts_per_tok` routed, every layer |
 //! | `MixtralForCausalLM` | `num_local_experts` of `intermediate_size`, `num_experts_per_tok` routed |
+//! | `DeepseekV2ForCausalLM`, `DeepseekV3ForCausalLM` (DeepSeek-V3/R1/V3.1, Kimi-K2) | latent attention (`q_lora_rank`, `kv_lora_rank`, `qk_nope_head_dim`, `qk_rope_head_dim`, `v_head_dim`); `n_routed_experts` of `moe_intermediate_size`, `num_experts_per_tok` routed, `n_shared_experts` beside them; the first `first_k_dense_replace` layers dense (`intermediate_size`) |
 //! | `EagleLlamaForCausalLM`, `Eagle3LlamaForCausalLM`, `LlamaForCausalLMEagle3` | an EAGLE draft head: dense Llama layers, the vocabulary its `draft_vocab_size` where given (vLLM's registry, vllm/model_executor/models/registry.py at 0.11.2) |
 //!
 //! `head_dim` is the config's where it gives one (Qwen3-32B: 128, not 5120 / 64), else
@@ -19,7 +20,7 @@
 
 use serde_json::Value;
 
-use super::model::{Arch, ModelPreset, Window};
+use super::model::{Arch, Mla, ModelPreset, Window};
 
 const DENSE: &[&str] = &[
     "LlamaForCausalLM",
@@ -31,6 +32,7 @@ const DENSE: &[&str] = &[
     "LlamaForCausalLMEagle3",
 ];
 const MOE: &[&str] = &["Qwen3MoeForCausalLM", "MixtralForCausalLM"];
+const LATENT: &[&str] = &["DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"];
 
 /// The network `config.json` (`text`) describes, named `name`, or why servesim cannot model it.
 pub fn preset_from_hf_config(text: &str, name: &'static str) -> Result<ModelPreset, String> {
@@ -39,10 +41,10 @@ pub fn preset_from_hf_config(text: &str, name: &'static str) -> Result<ModelPres
         .get("architectures")
         .and_then(Value::as_array)
         .map_or(vec![], |a| a.iter().filter_map(Value::as_str).collect());
-    let Some(&arch) = archs.iter().find(|a| DENSE.contains(a) || MOE.contains(a)) else {
+    let Some(&arch) = archs.iter().find(|a| DENSE.contains(a) || MOE.contains(a) || LATENT.contains(a)) else {
         return Err(format!(
             "architectures {archs:?}: not one servesim models from config.json ({}); write [model] by hand",
-            [DENSE, MOE].concat().join(", ")
+            [DENSE, MOE, LATENT].concat().join(", ")
         ));
     };
     let int = |key: &str| -> Result<u64, String> {
@@ -57,6 +59,9 @@ pub fn preset_from_hf_config(text: &str, name: &'static str) -> Result<ModelPres
             Some(_) => int(key).map(Some),
         }
     };
+    if LATENT.contains(&arch) {
+        return latent(&c, name, &int, &opt);
+    }
     let (hidden, heads) = (int("hidden_size")?, int("num_attention_heads")?);
     let head_dim = match opt("head_dim")? {
         Some(d) => d,
@@ -94,6 +99,56 @@ pub fn preset_from_hf_config(text: &str, name: &'static str) -> Result<ModelPres
         top_k,
         tied_embeddings: c.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false),
         arch: Arch { window: window.map(|tokens| Window { tokens, layers, chunked: false }), ..Arch::PLAIN },
+    })
+}
+
+/// DeepSeek-V2/V3's layout: latent attention (every head shares the latent, so KV heads are the
+/// heads, each of `qk_nope_head_dim + qk_rope_head_dim`), the routed experts with the shared ones
+/// beside them, the first `first_k_dense_replace` layers dense; `moe_layer_freq` other than 1 is
+/// refused. Its multi-token-prediction layers (`num_nextn_predict_layers`) are not part of the
+/// network: vLLM loads them only as a speculative draft.
+fn latent(
+    c: &Value,
+    name: &'static str,
+    int: &dyn Fn(&str) -> Result<u64, String>,
+    opt: &dyn Fn(&str) -> Result<Option<u64>, String>,
+) -> Result<ModelPreset, String> {
+    if opt("moe_layer_freq")?.is_some_and(|f| f != 1) {
+        return Err("moe_layer_freq: MoE layers other than every layer after the dense ones are not read from \
+                    config.json; write [model] by hand"
+            .into());
+    }
+    // Keys that may be 0 or null: Q projected directly (DeepSeek-V2-Lite), no shared expert, no
+    // dense layer.
+    let zero = |key: &str| c.get(key).and_then(Value::as_u64).unwrap_or(0);
+    let (heads, nope, rope) = (int("num_attention_heads")?, int("qk_nope_head_dim")?, int("qk_rope_head_dim")?);
+    let mla = Mla {
+        q_lora_rank: zero("q_lora_rank"),
+        kv_lora_rank: int("kv_lora_rank")?,
+        qk_nope_head_dim: nope,
+        qk_rope_head_dim: rope,
+        v_head_dim: int("v_head_dim")?,
+    };
+    Ok(ModelPreset {
+        name,
+        layers: int("num_hidden_layers")?,
+        hidden: int("hidden_size")?,
+        heads,
+        kv_heads: heads,
+        head_dim: nope + rope,
+        intermediate: int("moe_intermediate_size")?,
+        vocab: int("vocab_size")?,
+        max_context: context(c, opt)?,
+        experts: int("n_routed_experts")?,
+        top_k: int("num_experts_per_tok")?,
+        tied_embeddings: c.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false),
+        arch: Arch {
+            mla: Some(mla),
+            shared_experts: zero("n_shared_experts"),
+            dense_layers: zero("first_k_dense_replace"),
+            dense_intermediate: int("intermediate_size")?,
+            ..Arch::PLAIN
+        },
     })
 }
 
@@ -196,6 +251,44 @@ mod tests {
             s
         };
         assert_eq!(spec(&p), spec(preset));
+    }
+
+    /// deepseek-ai/DeepSeek-V3's and moonshotai/Kimi-K2-Instruct's config.json (the keys servesim
+    /// reads, as aiconfigurator-core 0.12.0 ships them in `model_configs/`) give their presets'
+    /// networks exactly: latent attention, the shared expert, the dense layers (3 and 1), the
+    /// context yarn makes of 4,096 × 40 and × 32.
+    #[test]
+    fn deepseek_v3_and_kimi_k2_configs_give_their_presets() {
+        let v3 = r#"{"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168, "num_hidden_layers": 61,
+            "num_attention_heads": 128, "n_routed_experts": 256, "num_experts_per_tok": 8,
+            "moe_intermediate_size": 2048, "intermediate_size": 18432, "first_k_dense_replace": 3,
+            "n_shared_experts": 1, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+            "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 129280, "max_position_embeddings": 163840,
+            "num_nextn_predict_layers": 1, "moe_layer_freq": 1, "tie_word_embeddings": false,
+            "rope_scaling": {"factor": 40, "original_max_position_embeddings": 4096, "type": "yarn"}}"#;
+        let k2 = v3
+            .replace(
+                r#""num_attention_heads": 128, "n_routed_experts": 256"#,
+                r#""num_attention_heads": 64, "n_routed_experts": 384"#,
+            )
+            .replace(r#""first_k_dense_replace": 3"#, r#""first_k_dense_replace": 1"#)
+            .replace(
+                r#""vocab_size": 129280, "max_position_embeddings": 163840"#,
+                r#""vocab_size": 163840, "max_position_embeddings": 131072"#,
+            )
+            .replace(r#""factor": 40"#, r#""factor": 32.0"#);
+        let spec = |p: &ModelPreset| {
+            let mut s = ModelSpec::from_preset(p, Dtype::Fp8, Dtype::Bf16);
+            s.name = String::new();
+            s
+        };
+        for (text, preset) in [(v3.to_string(), "deepseek-v3"), (k2, "kimi-k2")] {
+            let p = preset_from_hf_config(&text, "x").unwrap();
+            assert_eq!(spec(&p), spec(MODEL_PRESETS.iter().find(|p| p.name == preset).unwrap()), "{preset}");
+        }
+        let e =
+            preset_from_hf_config(&v3.replace(r#""moe_layer_freq": 1"#, r#""moe_layer_freq": 2"#), "x").err().unwrap();
+        assert!(e.starts_with("moe_layer_freq: MoE layers other than every layer"), "{e}");
     }
 
     #[test]

@@ -85,14 +85,14 @@ pub(crate) fn lines(
     };
     let k = match spec.k {
         Some(k) => k,
-        None if matches!(spec.draft, Draft::Mtp) => mtp_layers(preset).unwrap_or(1),
+        None if matches!(spec.draft, Draft::Mtp) => mtp_layers(preset, got).unwrap_or(1),
         None => return skip(warn, "the command gives no number of speculative tokens".into()),
     };
     if !(1..=16).contains(&k) {
         return skip(warn, format!("{k} speculative tokens; servesim runs 1 to 16"));
     }
     let spec_model = ModelSpec::from_preset(preset, servesim_sim::spec::Dtype::Bf16, servesim_sim::spec::Dtype::Bf16);
-    let draft = match draft_line(&spec, preset, &spec_model, (weight_dtype, kv_dtype)) {
+    let draft = match draft_line(&spec, (preset, mtp_layers(preset, got)), &spec_model, (weight_dtype, kv_dtype)) {
         Ok(d) => d,
         Err(why) => return skip(warn, why),
     };
@@ -109,10 +109,13 @@ pub(crate) fn lines(
     ))
 }
 
-/// MTP layers of a preset: DeepSeek-V3 and R1 ship one (`num_nextn_predict_layers` 1 in their
-/// config.json); none of the other presets has any.
-fn mtp_layers(preset: &ModelPreset) -> Option<u64> {
-    matches!(preset.name(), "deepseek-v3" | "deepseek-r1").then_some(1)
+/// The model's MTP layers: its config.json's `num_nextn_predict_layers` where it was read, else
+/// a preset's: DeepSeek-V3 and R1 ship one; none of the other presets has any.
+fn mtp_layers(preset: &ModelPreset, got: &BTreeMap<&'static str, String>) -> Option<u64> {
+    match got.get("mtp_layers") {
+        Some(n) => n.parse().ok().filter(|&n| n > 0),
+        None => matches!(preset.name(), "deepseek-v3" | "deepseek-r1").then_some(1),
+    }
 }
 
 /// vLLM's `--speculative-config` JSON with 0.34's `--spec-method`, `--spec-model` and
@@ -332,7 +335,7 @@ fn sglang(got: &BTreeMap<&'static str, String>, preset: &ModelPreset, warn: &mut
 /// The `draft` / `draft_cost_fraction` line, or why it cannot be written.
 fn draft_line(
     spec: &Spec,
-    preset: &ModelPreset,
+    (preset, mtp): (&ModelPreset, Option<u64>),
     m: &ModelSpec,
     (weight_dtype, kv_dtype): (Option<&str>, Option<&str>),
 ) -> std::result::Result<String, String> {
@@ -340,16 +343,20 @@ fn draft_line(
         + &kv_dtype.map_or(String::new(), |k| format!(", kv_dtype = \"{k}\""));
     Ok(match &spec.draft {
         Draft::Mtp => {
-            let layers = mtp_layers(preset).ok_or_else(|| {
+            let layers = mtp.ok_or_else(|| {
                 format!(
-                    "{} has no multi-token-prediction layers servesim knows of (DeepSeek-V3 and R1 have one)",
+                    "{} has no multi-token-prediction layers servesim knows of (DeepSeek-V3 and R1 have one; a \
+                     config.json's num_nextn_predict_layers is read)",
                     preset.name()
                 )
             })?;
+            let network = match ModelPreset::find(preset.name()) {
+                Some(p) => format!("preset = \"{}\"", p.name()),
+                None => mtp_network(m),
+            };
             format!(
                 "# The draft: the model's own MTP layer, run once per proposed token, its weights and KV beside the\n\
-                 # model's.\ndraft = {{ preset = \"{}\", layers = {layers}, dense_layers = 0{dtypes} }}\n",
-                preset.name()
+                 # model's.\ndraft = {{ {network}, layers = {layers}, dense_layers = 0{dtypes} }}\n"
             )
         }
         Draft::Eagle { .. } | Draft::Model(_) if read_draft(spec).is_some() => {
@@ -391,6 +398,34 @@ fn draft_line(
             "# The proposals are a lookup over the tokens seen: no GPU work.\ndraft_cost_fraction = 0\n".into()
         }
     })
+}
+
+/// The network of a model read from its config.json, inline, for its MTP layers (layers of the
+/// model, as DeepSeek-V3's are).
+fn mtp_network(m: &ModelSpec) -> String {
+    let mut t = format!(
+        "name = \"{}-mtp\", hidden = {}, heads = {}, kv_heads = {}, head_dim = {}, intermediate = {}, vocab = {}, \
+         max_context = {}, experts = {}, top_k = {}, tied_embeddings = {}, shared_experts = {}",
+        m.name,
+        m.hidden,
+        m.heads,
+        m.kv_heads,
+        m.head_dim,
+        m.intermediate,
+        m.vocab,
+        m.max_context,
+        m.experts,
+        m.top_k,
+        m.tied_embeddings,
+        m.arch.shared_experts
+    );
+    if let Some(a) = m.arch.mla {
+        t += &format!(
+            ", mla = {{ q_lora_rank = {}, kv_lora_rank = {}, qk_nope_head_dim = {}, qk_rope_head_dim = {}, v_head_dim = {} }}",
+            a.q_lora_rank, a.kv_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim
+        );
+    }
+    t
 }
 
 /// The draft checkpoint's network, read from its config.json (a local directory, or the
@@ -461,6 +496,7 @@ fn acceptance_lines(
 mod tests {
     use super::super::{scenario, scenario_given, Engine};
     use super::Given;
+    use servesim_sim::spec::ModelPreset;
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_string).collect()
@@ -606,6 +642,56 @@ mod tests {
         // Not on disk and no preset: left out, and said.
         let (t, w) = table(Engine::Vllm, "vllm serve Qwen/Qwen3-32B --speculative-config {\"method\":\"draft_model\",\"model\":\"Qwen/Qwen3-0.6B\",\"num_speculative_tokens\":4}", &Given::default());
         assert!(t.is_empty() && w[0].contains("no servesim preset has the draft model \"Qwen/Qwen3-0.6B\""), "{w:?}");
+    }
+
+    /// A DeepSeek-architecture checkpoint no preset names (here DeepSeek-V3.1, whose
+    /// config.json has V3's every dimension) is read from its config.json, latent attention
+    /// inline in `[model]`; its MTP layers from `num_nextn_predict_layers`, the draft written as
+    /// one layer of that network. Without MTP layers (Kimi-K2's 0) MTP is left out.
+    #[test]
+    fn a_deepseek_config_on_disk_drafts_with_its_mtp_layer() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("DeepSeek-V3.1");
+        std::fs::create_dir(&ckpt).unwrap();
+        let config = r#"{"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168, "num_hidden_layers": 61,
+            "num_attention_heads": 128, "n_routed_experts": 256, "num_experts_per_tok": 8,
+            "moe_intermediate_size": 2048, "intermediate_size": 18432, "first_k_dense_replace": 3,
+            "n_shared_experts": 1, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+            "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 129280, "max_position_embeddings": 163840,
+            "num_nextn_predict_layers": 1, "moe_layer_freq": 1, "tie_word_embeddings": false,
+            "quantization_config": {"quant_method": "fp8"},
+            "rope_scaling": {"factor": 40, "original_max_position_embeddings": 4096, "type": "yarn"}}"#;
+        std::fs::write(ckpt.join("config.json"), config).unwrap();
+        let cmd = format!(
+            "vllm serve {} -tp 8 --speculative-config {{\"method\":\"mtp\",\"num_speculative_tokens\":2}}",
+            ckpt.display()
+        );
+        let (text, _) = scenario_given(Engine::Vllm, "h200", &args(&cmd), (None, None), &Given::default()).unwrap();
+        let s = servesim_sim::Scenario::from_toml(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}"));
+        // The network is DeepSeek-V3's: the KV a token (576 × 2 B × 61 layers), the weights.
+        let v3 = servesim_sim::spec::ModelSpec::from_preset(
+            ModelPreset::find("deepseek-v3").unwrap(),
+            s.model.weight_dtype,
+            s.model.kv_dtype,
+        );
+        assert_eq!(
+            (s.model.kv_bytes_per_token(), s.model.weight_bytes()),
+            (v3.kv_bytes_per_token(), v3.weight_bytes())
+        );
+        assert!(text.contains("mla = { q_lora_rank = 1536, kv_lora_rank = 512, qk_nope_head_dim = 128, qk_rope_head_dim = 64, v_head_dim = 128 }\n"), "{text}");
+        let (t, _) = table(Engine::Vllm, &cmd, &Given::default());
+        assert!(
+            t.contains("draft = { name = \"DeepSeek-V3.1-mtp\", hidden = 7168,")
+                && t.contains("layers = 1, dense_layers = 0, weight_dtype = \"fp8\""),
+            "{t}"
+        );
+        std::fs::write(
+            ckpt.join("config.json"),
+            config.replace(r#""num_nextn_predict_layers": 1"#, r#""num_nextn_predict_layers": 0"#),
+        )
+        .unwrap();
+        let (t, w) = table(Engine::Vllm, &cmd, &Given::default());
+        assert!(t.is_empty() && w[0].contains("DeepSeek-V3.1 has no multi-token-prediction layers"), "{w:?}");
     }
 
     /// vLLM turns its default asynchronous scheduling off for the speculative methods it cannot
