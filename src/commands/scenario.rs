@@ -1025,13 +1025,29 @@ fn model_of(
     servesim_sim::spec::without_sliding_window(&mut preset, got.get("no_window").is_some_and(|v| v == "true"))
         .map_err(|e| CliError::input(format!("{}: {e}", file.display())))?;
     let preset: &'static ModelPreset = Box::leak(Box::new(preset));
-    let quant = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|j| {
-        j.pointer("/quantization_config/quant_method").and_then(|m| m.as_str()).map(str::to_ascii_lowercase)
-    });
+    config_settings(&text, got);
+    warn.push(format!("the network of {model_id} read from {} (no preset has it)", file.display()));
+    let lines = model_lines(preset).map_err(|e| CliError::input(format!("{}: {e}", file.display())))?;
+    Ok((preset, format!("# The network from {}: no preset has it.\n{lines}", file.display())))
+}
+
+/// What a config.json says beside the network, into `got`: its `quantization_config` as the
+/// command's `--quantization` where the command gives none, and its MTP layers
+/// (`num_nextn_predict_layers`), a speculative draft's.
+fn config_settings(text: &str, got: &mut BTreeMap<&'static str, String>) {
+    let Ok(j) = serde_json::from_str::<serde_json::Value>(text) else { return };
+    let quant = j.pointer("/quantization_config/quant_method").and_then(|m| m.as_str()).map(str::to_ascii_lowercase);
     if let Some(q) = quant.filter(|_| !got.contains_key("quantization")) {
         got.insert("quantization", q);
     }
-    warn.push(format!("the network of {model_id} read from {} (no preset has it)", file.display()));
+    if let Some(n) = j.get("num_nextn_predict_layers").and_then(serde_json::Value::as_u64) {
+        got.insert("mtp_layers", n.to_string());
+    }
+}
+
+/// The `[model]` keys of a network read from config.json, its window and latent attention
+/// inline (so that the keys written after them stay in `[model]`).
+fn model_lines(preset: &ModelPreset) -> std::result::Result<String, toml::ser::Error> {
     let spec = servesim_sim::spec::ModelSpec::from_preset(preset, Dtype::Bf16, Dtype::Bf16);
     let section = servesim_sim::spec::ModelSection {
         weight_dtype: None,
@@ -1040,8 +1056,7 @@ fn model_of(
         mla: None,
         ..servesim_sim::spec::ModelSection::from_spec(&spec)
     };
-    let mut lines = toml::to_string(&section).map_err(|e| CliError::input(format!("{}: {e}", file.display())))?;
-    // Inline, so that the [model] keys written after them stay in [model].
+    let mut lines = toml::to_string(&section)?;
     if let Some(w) = spec.arch.window {
         lines += &format!("window = {{ tokens = {}, layers = {} }}\n", w.tokens, w.layers);
     }
@@ -1051,14 +1066,7 @@ fn model_of(
             m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim
         );
     }
-    // Its MTP layers, a speculative draft's (`num_nextn_predict_layers`).
-    if let Some(n) = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|j| j.get("num_nextn_predict_layers").and_then(serde_json::Value::as_u64))
-    {
-        got.insert("mtp_layers", n.to_string());
-    }
-    Ok((preset, format!("# The network from {}: no preset has it.\n{lines}", file.display())))
+    Ok(lines)
 }
 
 /// CUDA graphs turned off (vLLM's `--enforce-eager`, SGLang's `--disable-cuda-graph`, the flag
