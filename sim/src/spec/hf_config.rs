@@ -259,13 +259,8 @@ mod tests {
     /// context yarn makes of 4,096 × 40 and × 32.
     #[test]
     fn deepseek_v3_and_kimi_k2_configs_give_their_presets() {
-        let v3 = r#"{"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168, "num_hidden_layers": 61,
-            "num_attention_heads": 128, "n_routed_experts": 256, "num_experts_per_tok": 8,
-            "moe_intermediate_size": 2048, "intermediate_size": 18432, "first_k_dense_replace": 3,
-            "n_shared_experts": 1, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
-            "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 129280, "max_position_embeddings": 163840,
-            "num_nextn_predict_layers": 1, "moe_layer_freq": 1, "tie_word_embeddings": false,
-            "rope_scaling": {"factor": 40, "original_max_position_embeddings": 4096, "type": "yarn"}}"#;
+        // The keys servesim reads, in testdata/ (read by from-vllm's tests too).
+        let v3 = include_str!("testdata/deepseek-v3.config.json");
         let k2 = v3
             .replace(
                 r#""num_attention_heads": 128, "n_routed_experts": 256"#,

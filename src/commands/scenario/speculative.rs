@@ -653,15 +653,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ckpt = dir.path().join("DeepSeek-V3.1");
         std::fs::create_dir(&ckpt).unwrap();
-        let config = r#"{"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168, "num_hidden_layers": 61,
-            "num_attention_heads": 128, "n_routed_experts": 256, "num_experts_per_tok": 8,
-            "moe_intermediate_size": 2048, "intermediate_size": 18432, "first_k_dense_replace": 3,
-            "n_shared_experts": 1, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
-            "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 129280, "max_position_embeddings": 163840,
-            "num_nextn_predict_layers": 1, "moe_layer_freq": 1, "tie_word_embeddings": false,
-            "quantization_config": {"quant_method": "fp8"},
-            "rope_scaling": {"factor": 40, "original_max_position_embeddings": 4096, "type": "yarn"}}"#;
-        std::fs::write(ckpt.join("config.json"), config).unwrap();
+        // DeepSeek-V3's config.json keys (sim/src/spec/testdata), its FP8 quantization_config.
+        let config = include_str!("../../../sim/src/spec/testdata/deepseek-v3.config.json").replace(
+            r#""tie_word_embeddings": false,"#,
+            r#""tie_word_embeddings": false, "quantization_config": {"quant_method": "fp8"},"#,
+        );
+        std::fs::write(ckpt.join("config.json"), &config).unwrap();
         let cmd = format!(
             "vllm serve {} -tp 8 --speculative-config {{\"method\":\"mtp\",\"num_speculative_tokens\":2}}",
             ckpt.display()
