@@ -561,6 +561,10 @@ const CHECKPOINT_ALIASES: &[(&str, &str)] = &[
     ("meta-llama-3.1-405b", "llama-3.1-405b"),
     ("llama-4-scout-17b-16e", "llama-4-scout"),
     ("llama-4-maverick-17b-128e", "llama-4-maverick"),
+    // DeepSeek-V3.1 (and -Terminus): the DeepSeek-V3 network, every dimension of its config.json
+    // equal (nvidia--DeepSeek-V3.1-NVFP4_config.json in aiconfigurator-core 0.12.0's
+    // model_configs/, beside deepseek-ai--DeepSeek-V3_config.json), published in FP8 as V3 is.
+    ("deepseek-v3.1", "deepseek-v3"),
 ];
 
 /// Each preset's Hugging Face checkpoint, the one its dimensions were read from (the comment
@@ -605,6 +609,7 @@ const CHECKPOINT_SUFFIXES: &[&str] = &[
     "-2507",
     "-0324",
     "-0528",
+    "-terminus",
     "-v0.1",
     "-v0.2",
     "-v0.3",
@@ -1102,10 +1107,13 @@ mod tests {
         assert_eq!(of("meta-llama/Llama-4-Scout-17B-16E-Instruct"), Some("llama-4-scout"));
         assert_eq!(of("mistralai/Mixtral-8x7B-Instruct-v0.1"), Some("mixtral-8x7b"));
         assert_eq!(of("/models/llama-3.1-8b/"), Some("llama-3.1-8b"));
-        // Different networks.
+        // DeepSeek-V3.1's config.json has V3's every dimension.
+        assert_eq!(of("nvidia/DeepSeek-V3.1-NVFP4"), Some("deepseek-v3"));
+        assert_eq!(of("deepseek-ai/DeepSeek-V3.1-Terminus"), Some("deepseek-v3"));
+        // Different networks (V3.2: sparse attention).
         assert_eq!(of("deepseek-ai/DeepSeek-R1-Distill-Llama-70B"), None);
         assert_eq!(of("moonshotai/Kimi-K2.5"), None);
-        assert_eq!(of("nvidia/DeepSeek-V3.1-NVFP4"), None);
+        assert_eq!(of("deepseek-ai/DeepSeek-V3.2-Exp"), None);
     }
 
     #[test]
