@@ -644,14 +644,14 @@ mod tests {
         assert!(t.is_empty() && w[0].contains("no servesim preset has the draft model \"Qwen/Qwen3-0.6B\""), "{w:?}");
     }
 
-    /// A DeepSeek-architecture checkpoint no preset names (here DeepSeek-V3.1, whose
-    /// config.json has V3's every dimension) is read from its config.json, latent attention
+    /// A DeepSeek-architecture checkpoint no preset names (a fine-tune of DeepSeek-V3 on disk,
+    /// its config.json V3's) is read from its config.json, latent attention
     /// inline in `[model]`; its MTP layers from `num_nextn_predict_layers`, the draft written as
     /// one layer of that network. Without MTP layers (Kimi-K2's 0) MTP is left out.
     #[test]
     fn a_deepseek_config_on_disk_drafts_with_its_mtp_layer() {
         let dir = tempfile::tempdir().unwrap();
-        let ckpt = dir.path().join("DeepSeek-V3.1");
+        let ckpt = dir.path().join("deepseek-finetune");
         std::fs::create_dir(&ckpt).unwrap();
         // DeepSeek-V3's config.json keys (sim/src/spec/testdata), its FP8 quantization_config.
         let config = include_str!("../../../sim/src/spec/testdata/deepseek-v3.config.json").replace(
@@ -678,7 +678,7 @@ mod tests {
         assert!(text.contains("mla = { q_lora_rank = 1536, kv_lora_rank = 512, qk_nope_head_dim = 128, qk_rope_head_dim = 64, v_head_dim = 128 }\n"), "{text}");
         let (t, _) = table(Engine::Vllm, &cmd, &Given::default());
         assert!(
-            t.contains("draft = { name = \"DeepSeek-V3.1-mtp\", hidden = 7168,")
+            t.contains("draft = { name = \"deepseek-finetune-mtp\", hidden = 7168,")
                 && t.contains("layers = 1, dense_layers = 0, weight_dtype = \"fp8\""),
             "{t}"
         );
@@ -688,7 +688,7 @@ mod tests {
         )
         .unwrap();
         let (t, w) = table(Engine::Vllm, &cmd, &Given::default());
-        assert!(t.is_empty() && w[0].contains("DeepSeek-V3.1 has no multi-token-prediction layers"), "{w:?}");
+        assert!(t.is_empty() && w[0].contains("deepseek-finetune has no multi-token-prediction layers"), "{w:?}");
     }
 
     /// vLLM turns its default asynchronous scheduling off for the speculative methods it cannot
