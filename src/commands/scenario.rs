@@ -833,6 +833,8 @@ fn cpu_lines(
     if engine == Engine::Sglang {
         return Ok(String::new());
     }
+    // The speculative method's say on it: (method, by default, when given) at the release.
+    let spec = speculative::vllm_async(got, version.unwrap_or(VLLM_NEWEST_READ));
     let (on, why) = match (got.get("async"), version) {
         (Some(v), Some(ver)) if v == "true" && pp > 1 && ver < (0, 16, 0) => {
             return Err(CliError::input(format!(
@@ -841,10 +843,8 @@ fn cpu_lines(
                 ver.0, ver.1, ver.2
             )));
         }
-        (Some(v), ver)
-            if v == "true" && speculative::vllm_async(got, ver.unwrap_or(VLLM_NEWEST_READ)).is_some_and(|s| !s.2) =>
-        {
-            let (method, ..) = speculative::vllm_async(got, ver.unwrap_or(VLLM_NEWEST_READ)).expect("checked");
+        (Some(v), ver) if v == "true" && spec.as_ref().is_some_and(|s| !s.2) => {
+            let (method, ..) = spec.expect("checked");
             let ver = ver.unwrap_or(VLLM_NEWEST_READ);
             return Err(CliError::input(format!(
                 "--async-scheduling with {method}-based speculative decoding: vLLM {}.{}.{} refuses it (\"Currently, \
@@ -855,7 +855,7 @@ fn cpu_lines(
         (Some(v), _) => {
             (v == "true", if v == "true" { "--async-scheduling" } else { "--no-async-scheduling" }.to_string())
         }
-        (None, Some(v)) => match speculative::vllm_async(got, v) {
+        (None, Some(v)) => match spec {
             Some((method, false, _)) if ServingEngine::Vllm.schedules_async_by_default(v, pp) => {
                 (false, format!("vLLM {}.{}.{}'s default: off with {method}-based speculative decoding", v.0, v.1, v.2))
             }
@@ -1061,12 +1061,17 @@ fn model_lines(preset: &ModelPreset) -> std::result::Result<String, toml::ser::E
         lines += &format!("window = {{ tokens = {}, layers = {} }}\n", w.tokens, w.layers);
     }
     if let Some(m) = spec.arch.mla {
-        lines += &format!(
-            "mla = {{ q_lora_rank = {}, kv_lora_rank = {}, qk_nope_head_dim = {}, qk_rope_head_dim = {}, v_head_dim = {} }}\n",
-            m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim
-        );
+        lines += &format!("mla = {}\n", inline_mla(&m));
     }
     Ok(lines)
+}
+
+/// Latent attention's ranks as an inline table.
+fn inline_mla(m: &servesim_sim::spec::Mla) -> String {
+    format!(
+        "{{ q_lora_rank = {}, kv_lora_rank = {}, qk_nope_head_dim = {}, qk_rope_head_dim = {}, v_head_dim = {} }}",
+        m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim
+    )
 }
 
 /// CUDA graphs turned off (vLLM's `--enforce-eager`, SGLang's `--disable-cuda-graph`, the flag

@@ -169,19 +169,43 @@ struct Slot {
     bound: Option<RoofOp>,
     /// The table's measured points with their utilization of that bound (a two-axis table's).
     anchors: Box<[([f64; 2], f64)]>,
+    /// A prefill slot's measured decode slot of the same layers, whose time is its floor
+    /// ([`Profiled::decode_floor`]).
+    floor: Option<usize>,
 }
 
 impl Slot {
     fn measured(name: &'static str, kind: Kind, curve: Curve, layers: u64) -> Slot {
         let bound = bound_of(name);
         let (layers, anchors) = (layers as f64, Box::default());
-        Slot { name, kind, curve: Some(curve), fallback: None, layers, window: None, bound, anchors }
+        Slot { name, kind, curve: Some(curve), fallback: None, layers, window: None, bound, anchors, floor: None }
     }
 
     fn roof(name: &'static str, kind: Kind, reason: String, layers: u64) -> Slot {
         let (layers, anchors) = (layers as f64, Box::default());
-        Slot { name, kind, curve: None, fallback: Some(reason), layers, window: None, bound: None, anchors }
+        Slot {
+            name,
+            kind,
+            curve: None,
+            fallback: Some(reason),
+            layers,
+            window: None,
+            bound: None,
+            anchors,
+            floor: None,
+        }
     }
+}
+
+/// Each prefill slot's measured decode slot of the same layers ([`Slot::floor`]).
+fn with_floors(mut slots: Vec<Slot>) -> Vec<Slot> {
+    for i in 0..slots.len() {
+        if matches!(slots[i].kind, Kind::PrefillChunk | Kind::PrefillSequence) {
+            let w = slots[i].window;
+            slots[i].floor = slots.iter().position(|d| d.kind == Kind::Decode && d.window == w && d.curve.is_some());
+        }
+    }
+    slots
 }
 
 /// The roofline op that bounds a measured op (None: its time grows in proportion beyond its
@@ -636,7 +660,7 @@ impl Profiled {
             .filter_map(|s| s.fallback.as_ref().map(|r| Fallback { op: s.name.to_string(), reason: r.clone() }))
             .collect();
         let roofline = Roofline::new(model.clone(), gpu, tp, params);
-        let slots = with_anchors(slots, &model, &roofline);
+        let slots = with_floors(with_anchors(slots, &model, &roofline));
         let lead = slots.iter().take_while(|s| s.curve.is_some() && matches!(s.kind, Kind::LayerTokens)).count();
         let prefix = (lead > 1).then(|| (lead, Memo::new(TOKEN_MEMO)));
         // The slots of the prefix are read through its memo only.
@@ -753,7 +777,7 @@ impl Profiled {
     /// (the tail of a prompt whose prefix was cached), whose share of a whole prompt's prefill
     /// attention leaves out the kernel's own time.
     fn decode_floor(&self, s: &Slot, k: f64, context: f64) -> Option<(f64, bool)> {
-        let d = self.slots.iter().find(|d| d.kind == Kind::Decode && d.window == s.window && d.curve.is_some())?;
+        let d = &self.slots[s.floor?];
         Some(self.read_slot(d, &[k, s.window.map_or(context, |w| context.min(w))]))
     }
 

@@ -444,7 +444,8 @@ impl Instance {
             (shape, drafts, times)
         } else {
             let (shape, times) = self.start_ranks(now, rec)?;
-            (shape, self.ranks_drafts(), times)
+            let drafts = if self.exec.draft.is_some() { self.ranks_drafts() } else { Vec::new() };
+            (shape, drafts, times)
         };
         debug_assert!(total > SimTime::ZERO, "an iteration must take time");
         let cpu = cpu.min(total);

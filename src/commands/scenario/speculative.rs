@@ -47,8 +47,8 @@ enum Draft {
     /// An EAGLE head: one decoder layer fed the target's hidden states (`eagle3`: a draft
     /// vocabulary of its own).
     Eagle { eagle3: bool },
-    /// A separate, smaller checkpoint.
-    Model(String),
+    /// A separate, smaller checkpoint (`Spec::draft_id`).
+    Model,
     /// A lookup over the tokens seen (n-gram, suffix): no GPU work.
     Lookup,
 }
@@ -141,8 +141,8 @@ fn vllm(got: &BTreeMap<&'static str, String>, warn: &mut Vec<String>) -> Result<
         "mtp" => Draft::Mtp,
         "eagle" | "eagle3" => Draft::Eagle { eagle3: method == "eagle3" },
         "ngram" | "ngram_gpu" | "suffix" => Draft::Lookup,
-        "draft_model" => match model.clone() {
-            Some(m) => Draft::Model(m),
+        "draft_model" => match model {
+            Some(_) => Draft::Model,
             None => return Err(bad("method draft_model names no draft \"model\"".into())),
         },
         other => {
@@ -277,7 +277,7 @@ fn sglang(got: &BTreeMap<&'static str, String>, preset: &ModelPreset, warn: &mut
             Some(_) => Draft::Eagle { eagle3: method == "EAGLE3" },
         },
         "STANDALONE" => match got.get("spec_draft") {
-            Some(m) => Draft::Model(m.clone()),
+            Some(_) => Draft::Model,
             None => {
                 warn.push("speculative decoding (STANDALONE) left out: no --speculative-draft-model-path".into());
                 return Ok(None);
@@ -341,6 +341,9 @@ fn draft_line(
 ) -> std::result::Result<String, String> {
     let dtypes = weight_dtype.map_or(String::new(), |w| format!(", weight_dtype = \"{w}\""))
         + &kv_dtype.map_or(String::new(), |k| format!(", kv_dtype = \"{k}\""));
+    if let Some((file, keys)) = read_draft(spec) {
+        return Ok(format!("# The draft, from {}.\ndraft = {{ {keys}{dtypes} }}\n", file.display()));
+    }
     Ok(match &spec.draft {
         Draft::Mtp => {
             let layers = mtp.ok_or_else(|| {
@@ -350,42 +353,24 @@ fn draft_line(
                     preset.name()
                 )
             })?;
+            // A preset by name; a network read from config.json by its dimensions, its layers
+            // all MoE (the MTP layer's FFN is).
             let network = match ModelPreset::find(preset.name()) {
                 Some(p) => format!("preset = \"{}\"", p.name()),
-                None => mtp_network(m),
+                None => {
+                    let mut moe = m.clone();
+                    moe.arch.dense_layers = 0;
+                    format!("name = \"{}-mtp\", {}", m.name, inline_dims(&moe))
+                }
             };
             format!(
                 "# The draft: the model's own MTP layer, run once per proposed token, its weights and KV beside the\n\
                  # model's.\ndraft = {{ {network}, layers = {layers}, dense_layers = 0{dtypes} }}\n"
             )
         }
-        Draft::Eagle { .. } | Draft::Model(_) if read_draft(spec).is_some() => {
-            let (file, section) = read_draft(spec).expect("checked");
-            format!("# The draft, from {}.\ndraft = {{ {section}{dtypes} }}\n", file.display())
-        }
-        Draft::Eagle { eagle3 } => {
-            // The FFN a token goes through in one of the model's layers.
-            let ffn = if m.experts > 1 && m.arch.dense_intermediate > 0 {
-                m.arch.dense_intermediate
-            } else {
-                m.intermediate * m.top_k.max(1) + m.intermediate * m.arch.shared_experts
-            };
-            let vocab = if *eagle3 { 32_000.min(m.vocab) } else { m.vocab };
-            format!(
-                "# The draft, assumed (no config.json of it was found): an EAGLE head of one decoder layer as wide\n\
-                 # as the model ({}, a dense FFN as wide as a token's in the model), the head{} shared with it.\n\
-                 draft = {{ layers = 1, hidden = {}, heads = {}, kv_heads = {}, head_dim = {}, intermediate = {ffn}, \
-                 vocab = {vocab}, max_context = {}, tied_embeddings = true{dtypes} }}\n",
-                m.hidden,
-                if *eagle3 { "'s 32,000-token draft vocabulary (the EAGLE-3 heads' own)" } else { "" },
-                m.hidden,
-                m.heads,
-                m.kv_heads,
-                m.head_dim,
-                m.max_context,
-            )
-        }
-        Draft::Model(id) => {
+        Draft::Eagle { eagle3 } => assumed_eagle(m, *eagle3, &dtypes),
+        Draft::Model => {
+            let id = spec.draft_id.as_deref().unwrap_or_default();
             let p = ModelPreset::for_checkpoint(id).ok_or_else(|| {
                 format!(
                     "no servesim preset has the draft model {id:?}, and no config.json of it was found (a local \
@@ -400,30 +385,50 @@ fn draft_line(
     })
 }
 
-/// The network of a model read from its config.json, inline, for its MTP layers (layers of the
-/// model, as DeepSeek-V3's are).
-fn mtp_network(m: &ModelSpec) -> String {
-    let mut t = format!(
-        "name = \"{}-mtp\", hidden = {}, heads = {}, kv_heads = {}, head_dim = {}, intermediate = {}, vocab = {}, \
-         max_context = {}, experts = {}, top_k = {}, tied_embeddings = {}, shared_experts = {}",
-        m.name,
+/// An EAGLE head whose checkpoint was not found, assumed: one decoder layer as wide as the
+/// model, a dense FFN as wide as a token's in the model, EAGLE-3's own vocabulary.
+fn assumed_eagle(m: &ModelSpec, eagle3: bool, dtypes: &str) -> String {
+    // The FFN a token goes through in one of the model's layers.
+    let ffn = if m.experts > 1 && m.arch.dense_intermediate > 0 {
+        m.arch.dense_intermediate
+    } else {
+        m.intermediate * m.top_k.max(1) + m.intermediate * m.arch.shared_experts
+    };
+    let vocab = if eagle3 { 32_000.min(m.vocab) } else { m.vocab };
+    format!(
+        "# The draft, assumed (no config.json of it was found): an EAGLE head of one decoder layer as wide\n\
+         # as the model ({}, a dense FFN as wide as a token's in the model), the head{} shared with it.\n\
+         draft = {{ layers = 1, hidden = {}, heads = {}, kv_heads = {}, head_dim = {}, intermediate = {ffn}, \
+         vocab = {vocab}, max_context = {}, tied_embeddings = true{dtypes} }}\n",
+        m.hidden,
+        if eagle3 { "'s 32,000-token draft vocabulary (the EAGLE-3 heads' own)" } else { "" },
         m.hidden,
         m.heads,
         m.kv_heads,
         m.head_dim,
-        m.intermediate,
-        m.vocab,
         m.max_context,
-        m.experts,
-        m.top_k,
-        m.tied_embeddings,
-        m.arch.shared_experts
+    )
+}
+
+/// A network's `[model]` dimensions as inline keys (from `hidden` on): MoE experts, shared
+/// experts, dense layers and latent attention where it has them.
+fn inline_dims(m: &ModelSpec) -> String {
+    let mut t = format!(
+        "hidden = {}, heads = {}, kv_heads = {}, head_dim = {}, intermediate = {}, vocab = {}, max_context = {}, \
+         tied_embeddings = {}",
+        m.hidden, m.heads, m.kv_heads, m.head_dim, m.intermediate, m.vocab, m.max_context, m.tied_embeddings
     );
+    if m.experts > 1 {
+        t += &format!(", experts = {}, top_k = {}", m.experts, m.top_k);
+    }
+    if m.arch.shared_experts > 0 {
+        t += &format!(", shared_experts = {}", m.arch.shared_experts);
+    }
+    if m.arch.dense_layers > 0 {
+        t += &format!(", dense_layers = {}, dense_intermediate = {}", m.arch.dense_layers, m.arch.dense_intermediate);
+    }
     if let Some(a) = m.arch.mla {
-        t += &format!(
-            ", mla = {{ q_lora_rank = {}, kv_lora_rank = {}, qk_nope_head_dim = {}, qk_rope_head_dim = {}, v_head_dim = {} }}",
-            a.q_lora_rank, a.kv_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim
-        );
+        t += &format!(", mla = {}", super::inline_mla(&a));
     }
     t
 }
@@ -432,23 +437,17 @@ fn mtp_network(m: &ModelSpec) -> String {
 /// Hugging Face cache's snapshot): the file and the `[model]`-like keys, inline. A preset's
 /// checkpoint is not read (its preset is used).
 fn read_draft(spec: &Spec) -> Option<(std::path::PathBuf, String)> {
-    let id = match &spec.draft {
-        Draft::Eagle { .. } => spec.draft_id.as_deref()?,
-        Draft::Model(id) if ModelPreset::for_checkpoint(id).is_none() => id.as_str(),
+    let id = spec.draft_id.as_deref()?;
+    match spec.draft {
+        Draft::Eagle { .. } => {}
+        Draft::Model if ModelPreset::for_checkpoint(id).is_none() => {}
         _ => return None,
-    };
+    }
     let file = super::config_file(id)?;
     let text = std::fs::read_to_string(&file).ok()?;
     let preset = servesim_sim::spec::preset_from_hf_config(&text, "draft").ok()?;
     let m = ModelSpec::from_preset(&preset, servesim_sim::spec::Dtype::Bf16, servesim_sim::spec::Dtype::Bf16);
-    let mut keys = format!(
-        "layers = {}, hidden = {}, heads = {}, kv_heads = {}, head_dim = {}, intermediate = {}, vocab = {}, \
-         max_context = {}, tied_embeddings = {}",
-        m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.intermediate, m.vocab, m.max_context, m.tied_embeddings
-    );
-    if m.experts > 1 {
-        keys += &format!(", experts = {}, top_k = {}", m.experts, m.top_k);
-    }
+    let keys = format!("layers = {}, {}", m.layers, inline_dims(&m));
     Some((file, keys))
 }
 
