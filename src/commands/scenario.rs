@@ -1032,11 +1032,17 @@ fn model_of(
 }
 
 /// What a config.json says beside the network, into `got`: its `quantization_config` as the
-/// command's `--quantization` where the command gives none, and its MTP layers
-/// (`num_nextn_predict_layers`), a speculative draft's.
+/// command's `--quantization` where the command gives none, whether its FP8 is block-scaled
+/// (`weight_block_size`, [`block_fp8`]), and its MTP layers (`num_nextn_predict_layers`), a
+/// speculative draft's.
 fn config_settings(text: &str, got: &mut BTreeMap<&'static str, String>) {
     let Ok(j) = serde_json::from_str::<serde_json::Value>(text) else { return };
     let quant = j.pointer("/quantization_config/quant_method").and_then(|m| m.as_str()).map(str::to_ascii_lowercase);
+    let block = j.pointer("/quantization_config/weight_block_size").is_some_and(|b| !b.is_null());
+    if block && quant.as_deref() == Some("fp8") {
+        got.insert("fp8_block", "true".into());
+    }
+    got.insert("config_read", "true".into());
     if let Some(q) = quant.filter(|_| !got.contains_key("quantization")) {
         got.insert("quantization", q);
     }
@@ -1202,7 +1208,8 @@ fn scenario_given(
     t += &speculative::lines(engine, &got, (preset, weight_dtype, kv_dtype), acceptance, &mut warn)?;
     t += &cpu_lines(engine, &got, (version, pp as u32), &mut warn)?;
     t += &memory_lines((engine, engine_name), &got, version, &mut warn)?;
-    t += &format!("\n[cost]\n{COST_MARK}\noverhead = \"{engine_name}\"\n");
+    let mark = if block_fp8(&got, model_id, weight_dtype, &mut warn) { COST_MARK_BLOCK } else { COST_MARK };
+    t += &format!("\n[cost]\n{mark}\noverhead = \"{engine_name}\"\n");
     t += "\n# Placeholder traffic: replace with yours (or `workload fit --trace` of a request log).\n\
           [workload]\nduration_s = 120\narrival = { kind = \"poisson\", rate = 5 }\n\
           prompt_tokens = { kind = \"lognormal\", median = 1000, p99 = 6000, max = 8000 }\n\
@@ -1213,6 +1220,37 @@ fn scenario_given(
 
 /// Where the cost source's lines go in the scenario text ([`priced`] fills it).
 const COST_MARK: &str = "# {cost source}";
+/// [`COST_MARK`] for block-scaled FP8 weights, which the kernel database prices as `fp8-block`.
+const COST_MARK_BLOCK: &str = "# {cost source: fp8-block}";
+
+/// Whether FP8 weights are block-scaled, as the database prices them (`fp8_block` GEMMs and
+/// MoE): the checkpoint's config.json gives `quantization_config.weight_block_size`
+/// ([`config_settings`]), or the Hub name is one of Qwen's own FP8 releases, which are (an
+/// assumption, said: Qwen3-32B-FP8, Qwen3-30B-A3B-FP8 and Qwen3-235B-A22B-FP8 give [128, 128]
+/// in aiconfigurator-core 0.12.0's `model_configs/`). Latent-attention models' FP8 is
+/// block-scaled already by default (`[cost] database`, docs/scenario.md).
+fn block_fp8(
+    got: &BTreeMap<&'static str, String>,
+    model_id: &str,
+    weight_dtype: Option<&str>,
+    warn: &mut Vec<String>,
+) -> bool {
+    if weight_dtype != Some("fp8") || got.get("quantization").is_some_and(|q| q != "fp8") {
+        return false;
+    }
+    if got.contains_key("fp8_block") {
+        return true;
+    }
+    let lower = model_id.to_ascii_lowercase();
+    let qwen = lower.starts_with("qwen/") && lower.ends_with("-fp8") && !got.contains_key("config_read");
+    if qwen {
+        warn.push(format!(
+            "{model_id}: block-scaled FP8 weights assumed ([128, 128] blocks, as Qwen's FP8 releases ship), priced \
+             as the kernel database's fp8-block"
+        ));
+    }
+    qwen
+}
 
 /// The scenario `text` priced from AIConfigurator's kernel database where it has this GPU,
 /// engine and model (a slice shipped with servesim, or the database `SERVESIM_AIC_DATA` or an
@@ -1226,15 +1264,17 @@ fn priced(text: &str, engine: Engine, gpu: &str, dir: &Path) -> Result<(String, 
     };
     let load = |t: &str| crate::scenario_file::validated(t, "from-command", dir);
     let system = GpuPreset::find(gpu).and_then(|p| p.database_system);
+    let (mark, weights) =
+        if text.contains(COST_MARK_BLOCK) { (COST_MARK_BLOCK, ", weights = \"fp8-block\"") } else { (COST_MARK, "") };
     let why = match system {
         None => format!("the kernel database has no system for the GPU {gpu}"),
         Some(system) => {
             let db = text.replace(
-                COST_MARK,
+                mark,
                 &format!(
                     "# Iteration times from NVIDIA AIConfigurator's measured kernels ({framework} on {system});\n\
                      # what the database lacks is priced by the roofline, and every run says how much.\n\
-                     database = {{ framework = \"{framework}\" }}"
+                     database = {{ framework = \"{framework}\"{weights} }}"
                 ),
             );
             match load(&db) {
@@ -1246,7 +1286,7 @@ fn priced(text: &str, engine: Engine, gpu: &str, dir: &Path) -> Result<(String, 
         }
     };
     let roof = text.replace(
-        COST_MARK,
+        mark,
         &format!("# Iteration times from the roofline (the GPU's datasheet), not measured kernels:\n# {why}."),
     );
     load(&roof).map_err(|e| CliError::input(format!("the scenario from this command is refused: {e}")))?;
@@ -1786,6 +1826,43 @@ mod tests {
         )
         .unwrap();
         assert!(warn.iter().any(|w| w.contains("not applied to the preset gpt-oss-120b")), "{warn:?}");
+    }
+
+    /// Block-scaled FP8 (`quantization_config.weight_block_size`, as MiniMax-M2.5's config.json
+    /// in aiconfigurator-core 0.12.0's `model_configs/` gives it) is the database's fp8-block;
+    /// FP8 without blocks, or quantized online by `--quantization fp8`, is not. Qwen's own FP8
+    /// releases are assumed block-scaled, and that is said.
+    #[test]
+    fn block_scaled_fp8_is_priced_as_the_databases_fp8_block() {
+        let tmp = tempfile::tempdir().unwrap();
+        let minimax = |dir: &str, quant: &str| {
+            let d = tmp.path().join(dir);
+            std::fs::create_dir_all(&d).unwrap();
+            let config = format!(
+                r#"{{"architectures": ["MiniMaxM2ForCausalLM"], "head_dim": 128, "hidden_size": 3072,
+                "intermediate_size": 1536, "max_position_embeddings": 196608, "num_attention_heads": 48,
+                "num_experts_per_tok": 8, "num_hidden_layers": 62, "num_key_value_heads": 8,
+                "num_local_experts": 256, "vocab_size": 200064, "quantization_config": {quant}}}"#
+            );
+            std::fs::write(d.join("config.json"), config).unwrap();
+            d.display().to_string()
+        };
+        let block = minimax("MiniMax-M2.5", r#"{"quant_method": "fp8", "weight_block_size": [128, 128]}"#);
+        let tensor = minimax("MiniMax-per-tensor", r#"{"quant_method": "fp8", "weight_block_size": null}"#);
+        let of = |cmd: &str| scenario_with(Engine::Vllm, "h200", &args(cmd), None, None).unwrap();
+        let (text, _) = of(&format!("{block} -tp 8"));
+        assert!(text.contains(COST_MARK_BLOCK) && text.contains("weight_dtype = \"fp8\""), "{text}");
+        let (text, _) = of(&format!("{tensor} -tp 8"));
+        assert!(text.contains(COST_MARK) && !text.contains(COST_MARK_BLOCK), "{text}");
+        let (text, warn) = of("Qwen/Qwen3-32B-FP8");
+        assert!(text.contains(COST_MARK_BLOCK), "{text}");
+        assert!(warn.iter().any(|w| w.contains("block-scaled FP8 weights assumed")), "{warn:?}");
+        let (text, _) = of("Qwen/Qwen3-32B --quantization fp8");
+        assert!(!text.contains(COST_MARK_BLOCK) && text.contains("weight_dtype = \"fp8\""), "{text}");
+        // Priced by the roofline (no database for a custom GPU), the mark leaves nothing behind.
+        let (text, _) = of(&format!("{block} -tp 8"));
+        let (priced_text, cost) = priced(&text, Engine::Vllm, "my-gpu", tmp.path()).unwrap();
+        assert!(cost.starts_with("cost: the roofline") && !priced_text.contains("{cost source"), "{priced_text}");
     }
 
     #[test]
