@@ -54,6 +54,8 @@ def kind(r):
         return "windowed"
     if m.startswith("qwen3-235b") or m.startswith("qwen3-30b"):
         return "moe"
+    if m.startswith("minimax"):
+        return "minimax"
     return "dense"
 VS = lambda r: r["framework"] in ("vllm", "sglang")
 TRT = lambda r: r["framework"] == "trtllm"
@@ -65,6 +67,7 @@ PARTS = [
     ("dense, TensorRT-LLM, report half", lambda r: kind(r) == "dense" and TRT(r) and r["half"] == "report"),
     ("Qwen3 MoE, vLLM + SGLang", lambda r: kind(r) == "moe" and VS(r)),
     ("Qwen3 MoE, TensorRT-LLM", lambda r: kind(r) == "moe" and TRT(r)),
+    ("MiniMax-M2.5 (MoE), vLLM, database", lambda r: kind(r) == "minimax"),
     ("gpt-oss-120b (windowed, MoE), database", lambda r: kind(r) == "windowed"),
     ("DeepSeek-R1/V3 (latent attention), database", lambda r: kind(r) == "mla"),
     ("priced by the roofline (kernels the database lacks)", lambda r: kind(r) == "roofline"),

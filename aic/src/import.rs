@@ -151,6 +151,38 @@ pub(crate) fn graph_tokens(framework: &str) -> u64 {
     }
 }
 
+/// The request's GEMM tables: its weights' (the quantized GEMMs) and the bf16 one (the LM
+/// head), and whether the former was timed eagerly and is bounded. vLLM's fp8_block GEMMs are
+/// timed without CUDA graphs, every other dtype with them (collector/vllm/collect_gemm.py,
+/// `use_cuda_graph=gemm_type != "fp8_block"`, ai-dynamo/aiconfigurator 095f58a51): below a few
+/// thousand tokens their times are the host's launch cost (b200_sxm vllm 0.24.0, n 2048, k 3072:
+/// 0.17-0.26 ms from m 1 to 1,024, where the per-tensor fp8 GEMM takes 0.007-0.02 ms), which
+/// vLLM's CUDA-graph steps do not pay. Each point is bounded by the per-tensor fp8 GEMM's, same
+/// bytes and FLOPs ([`GemmTable::bounded_by`]).
+fn gemm_tables(db: &Db, sel: &Selection, r: &Request) -> Result<(GemmTable, GemmTable, bool), crate::Error> {
+    let gemm_file = format!("{}/gemm/{}/{}/gemm_perf.parquet", sel.system, sel.framework, sel.version);
+    let sol = |w: Weights| {
+        let flops = match w {
+            Weights::Bf16 | Weights::Mxfp4 => r.gpu.bf16_flops,
+            Weights::Fp8 | Weights::Fp8Block => r.gpu.fp8_flops.unwrap_or(r.gpu.bf16_flops),
+            Weights::Fp4 => r.gpu.fp8_flops.map_or(r.gpu.bf16_flops, |f| 2.0 * f),
+        };
+        Sol { flops, bytes_per_s: r.gpu.hbm_bytes_per_s, weight_bytes: w.bytes() }
+    };
+    let gw = r.weights.gemm_weights();
+    let mut gemms = GemmTable::load(db, &gemm_file, gw.gemm_dtype(), r.gemm_kernel.as_deref(), sol(gw))?;
+    let eager = sel.framework == "vllm" && gw == Weights::Fp8Block;
+    if eager {
+        gemms = gemms.bounded_by(&GemmTable::load(db, &gemm_file, "fp8", None, sol(Weights::Fp8))?);
+    }
+    let logits = if gw == Weights::Bf16 {
+        gemms.clone()
+    } else {
+        GemmTable::load(db, &gemm_file, "bfloat16", None, sol(Weights::Bf16))?
+    };
+    Ok((gemms, logits, eager))
+}
+
 /// Builds the profile; errors say which file or shape is missing.
 pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
     let sel = db.select(&r.system, &r.framework, r.version.as_deref())?;
@@ -166,23 +198,9 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
     if m.arch.mla.is_some() {
         mla::check_tables(db, &sel)?;
     }
-    let gemm_file = format!("{}/gemm/{}/{}/gemm_perf.parquet", sel.system, sel.framework, sel.version);
-    let sol = |w: Weights| {
-        let flops = match w {
-            Weights::Bf16 | Weights::Mxfp4 => r.gpu.bf16_flops,
-            Weights::Fp8 | Weights::Fp8Block => r.gpu.fp8_flops.unwrap_or(r.gpu.bf16_flops),
-            Weights::Fp4 => r.gpu.fp8_flops.map_or(r.gpu.bf16_flops, |f| 2.0 * f),
-        };
-        Sol { flops, bytes_per_s: r.gpu.hbm_bytes_per_s, weight_bytes: w.bytes() }
-    };
-    let gw = r.weights.gemm_weights();
-    let gemms = GemmTable::load(db, &gemm_file, gw.gemm_dtype(), r.gemm_kernel.as_deref(), sol(gw))?;
-    let logits = if gw == Weights::Bf16 {
-        gemms.clone()
-    } else {
-        GemmTable::load(db, &gemm_file, "bfloat16", None, sol(Weights::Bf16))?
-    };
+    let (gemms, logits, eager) = gemm_tables(db, &sel, r)?;
     let transfer = gemms.transfer_error();
+    let gw = r.weights.gemm_weights();
     let logits_transfer = if gw == Weights::Bf16 { transfer.clone() } else { logits.transfer_error() };
     let kv_dtype = match r.kv {
         Dtype::Bf16 => "bfloat16",
@@ -203,6 +221,14 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
     ];
     if m.experts > 1 {
         notes.push("the MoE router GEMM (hidden × experts) is not in the profile".into());
+    }
+    if eager {
+        notes.push(
+            "fp8_block GEMMs: the database timed vLLM's without CUDA graphs (its other GEMMs with them), so each \
+             point is at most the per-tensor fp8 GEMM's at the same shape and tokens, as vLLM's CUDA-graph steps \
+             run them"
+                .into(),
+        );
     }
     if m.arch.biases {
         notes.push(
@@ -293,7 +319,7 @@ pub fn import(db: &Db, r: &Request) -> Result<Profile, crate::Error> {
         }
         push_all_reduce(db, &sel, m, tp, &mut ops, &mut notes)?;
     }
-    let device = device_name(db, &gemm_file).unwrap_or_else(|| sel.system.clone());
+    let device = device_name(db, &gemms.file).unwrap_or_else(|| sel.system.clone());
     servesim_sim::cost::profile::add_interp_note(&mut notes);
     Ok(Profile {
         format_version: PROFILE_FORMAT_VERSION,

@@ -1208,7 +1208,7 @@ fn scenario_given(
     t += &speculative::lines(engine, &got, (preset, weight_dtype, kv_dtype), acceptance, &mut warn)?;
     t += &cpu_lines(engine, &got, (version, pp as u32), &mut warn)?;
     t += &memory_lines((engine, engine_name), &got, version, &mut warn)?;
-    let mark = if block_fp8(&got, model_id, weight_dtype, &mut warn) { COST_MARK_BLOCK } else { COST_MARK };
+    let mark = if block_fp8(&got, (model_id, preset), weight_dtype, &mut warn) { COST_MARK_BLOCK } else { COST_MARK };
     t += &format!("\n[cost]\n{mark}\noverhead = \"{engine_name}\"\n");
     t += "\n# Placeholder traffic: replace with yours (or `workload fit --trace` of a request log).\n\
           [workload]\nduration_s = 120\narrival = { kind = \"poisson\", rate = 5 }\n\
@@ -1225,24 +1225,25 @@ const COST_MARK_BLOCK: &str = "# {cost source: fp8-block}";
 
 /// Whether FP8 weights are block-scaled, as the database prices them (`fp8_block` GEMMs and
 /// MoE): the checkpoint's config.json gives `quantization_config.weight_block_size`
-/// ([`config_settings`]), or the Hub name is one of Qwen's own FP8 releases, which are (an
-/// assumption, said: Qwen3-32B-FP8, Qwen3-30B-A3B-FP8 and Qwen3-235B-A22B-FP8 give [128, 128]
-/// in aiconfigurator-core 0.12.0's `model_configs/`). Latent-attention models' FP8 is
-/// block-scaled already by default (`[cost] database`, docs/scenario.md).
+/// ([`config_settings`]); a preset's own FP8 checkpoint is (DeepSeek-V3/R1, Kimi-K2,
+/// MiniMax-M2.5: [`ModelPreset::checkpoint_dtype`]); or the Hub name is one of Qwen's own FP8
+/// releases, which are (an assumption, said: Qwen3-32B-FP8, Qwen3-30B-A3B-FP8 and
+/// Qwen3-235B-A22B-FP8 give [128, 128] in aiconfigurator-core 0.12.0's `model_configs/`).
 fn block_fp8(
     got: &BTreeMap<&'static str, String>,
-    model_id: &str,
+    (model_id, preset): (&str, &ModelPreset),
     weight_dtype: Option<&str>,
     warn: &mut Vec<String>,
 ) -> bool {
     if weight_dtype != Some("fp8") || got.get("quantization").is_some_and(|q| q != "fp8") {
         return false;
     }
-    if got.contains_key("fp8_block") {
+    let config_read = got.contains_key("config_read");
+    if got.contains_key("fp8_block") || (!config_read && preset.checkpoint_dtype() == Dtype::Fp8) {
         return true;
     }
     let lower = model_id.to_ascii_lowercase();
-    let qwen = lower.starts_with("qwen/") && lower.ends_with("-fp8") && !got.contains_key("config_read");
+    let qwen = lower.starts_with("qwen/") && lower.ends_with("-fp8") && !config_read;
     if qwen {
         warn.push(format!(
             "{model_id}: block-scaled FP8 weights assumed ([128, 128] blocks, as Qwen's FP8 releases ship), priced \
@@ -1857,6 +1858,9 @@ mod tests {
         let (text, warn) = of("Qwen/Qwen3-32B-FP8");
         assert!(text.contains(COST_MARK_BLOCK), "{text}");
         assert!(warn.iter().any(|w| w.contains("block-scaled FP8 weights assumed")), "{warn:?}");
+        // A preset's own FP8 checkpoint: MiniMax-M2.5 ships block-scaled.
+        let (text, _) = of("MiniMaxAI/MiniMax-M2.5 -tp 4");
+        assert!(text.contains("preset = \"minimax-m2.5\"") && text.contains(COST_MARK_BLOCK), "{text}");
         let (text, _) = of("Qwen/Qwen3-32B --quantization fp8");
         assert!(!text.contains(COST_MARK_BLOCK) && text.contains("weight_dtype = \"fp8\""), "{text}");
         // Priced by the roofline (no database for a custom GPU), the mark leaves nothing behind.

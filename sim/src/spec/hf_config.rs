@@ -533,6 +533,13 @@ mod tests {
         let m = ModelSpec::from_preset(&p, Dtype::Bf16, Dtype::Bf16);
         assert_eq!((m.params(), m.kv_bytes_per_token(), m.arch.window), (228_689_304_576, 253_952, None));
         assert_eq!(p.max_context, 196_608);
+        let preset = MODEL_PRESETS.iter().find(|p| p.name == "minimax-m2.5").unwrap();
+        let named = |p: &ModelPreset| {
+            let mut s = ModelSpec::from_preset(p, Dtype::Fp8, Dtype::Bf16);
+            s.name = String::new();
+            s
+        };
+        assert_eq!(named(&p), named(preset), "the minimax-m2.5 preset is its config.json's network");
         let glm = r#"{"architectures": ["Glm4MoeForCausalLM"], "attention_bias": true,
             "first_k_dense_replace": 3, "head_dim": 128, "hidden_size": 5120, "intermediate_size": 12288,
             "max_position_embeddings": 131072, "moe_intermediate_size": 1536, "n_routed_experts": 160,

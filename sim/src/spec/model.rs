@@ -533,6 +533,27 @@ pub const MODEL_PRESETS: &[ModelPreset] = &[
             ..Arch::PLAIN
         },
     },
+    // MiniMaxAI/MiniMax-M2.5 config.json (same source, MiniMaxAI--MiniMax-M2.5_config.json;
+    // architectures MiniMaxM2ForCausalLM): 62 layers, hidden 3072, 48 heads of 128, 8 KV heads,
+    // 256 experts of intermediate 1536, 8 per token, no shared expert (shared_intermediate_size
+    // 0), every layer full attention (attn_type_list all 1), vocab 200064,
+    // max_position_embeddings 196608, untied. Published in block-scaled FP8
+    // (quantization_config: fp8, weight_block_size [128, 128]). Its MTP modules are not loaded.
+    ModelPreset {
+        name: "minimax-m2.5",
+        layers: 62,
+        hidden: 3072,
+        heads: 48,
+        kv_heads: 8,
+        head_dim: 128,
+        intermediate: 1536,
+        vocab: 200064,
+        max_context: 196608,
+        experts: 256,
+        top_k: 8,
+        tied_embeddings: false,
+        arch: Arch::PLAIN,
+    },
 ];
 
 /// DeepSeek-V3's MLA, shared expert and three dense layers.
@@ -593,6 +614,7 @@ const CHECKPOINTS: &[(&str, &str)] = &[
     ("gpt-oss-20b", "openai/gpt-oss-20b"),
     ("llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E-Instruct"),
     ("llama-4-maverick", "meta-llama/Llama-4-Maverick-17B-128E-Instruct"),
+    ("minimax-m2.5", "MiniMaxAI/MiniMax-M2.5"),
 ];
 
 /// Suffixes of checkpoint names that do not change the network (post-training, quantized
@@ -646,13 +668,13 @@ impl ModelPreset {
         self.name
     }
 
-    /// The weight format of the published checkpoint (`checkpoint()`): DeepSeek-V3/R1 and
-    /// Kimi-K2 ship block-scaled FP8 (config.json `quantization_config`: `fp8`,
+    /// The weight format of the published checkpoint (`checkpoint()`): DeepSeek-V3/R1,
+    /// Kimi-K2 and MiniMax-M2.5 ship block-scaled FP8 (config.json `quantization_config`: `fp8`,
     /// `weight_block_size` [128, 128]), gpt-oss MXFP4 experts with bf16 attention; the others
     /// bf16.
     pub fn checkpoint_dtype(&self) -> Dtype {
         match self.name {
-            "deepseek-v3" | "deepseek-r1" | "kimi-k2" => Dtype::Fp8,
+            "deepseek-v3" | "deepseek-r1" | "kimi-k2" | "minimax-m2.5" => Dtype::Fp8,
             "gpt-oss-120b" | "gpt-oss-20b" => Dtype::Mxfp4,
             _ => Dtype::Bf16,
         }
@@ -1049,6 +1071,9 @@ mod tests {
         assert_eq!((preset("kimi-k2").params() as f64 / 1e12).round(), 1.0);
         close("kimi-k2", preset("kimi-k2").active_params(), 32e9, 0.5e9 / 32e9);
         close("llama-4-scout", preset("llama-4-scout").params(), 109e9, 0.015);
+        // MiniMax-M2.5's card: "230B total parameters with 10B active" (228.7B and 10.4B here).
+        close("minimax-m2.5", preset("minimax-m2.5").params(), 230e9, 0.01);
+        close("minimax-m2.5", preset("minimax-m2.5").active_params(), 10e9, 0.5e9 / 10e9);
         // Llama-3.3-70B is Llama-3.1-70B's network.
         assert_eq!(preset("llama-3.3-70b").params(), preset("llama-3.1-70b").params());
     }

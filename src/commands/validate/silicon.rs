@@ -325,6 +325,17 @@ fn async_scheduling(c: &Case) -> bool {
         .is_some_and(|e| row_version(e, c.engine_version).is_some_and(|v| e.schedules_async_by_default(v, 1)))
 }
 
+/// Whether a checkpoint's FP8 is block-scaled: Qwen's and MiniMax's own FP8 releases
+/// (`quantization_config.weight_block_size` [128, 128] in their config.json, as shipped in
+/// ai-dynamo/aiconfigurator 095f58a51 model_configs/): a row saying "fp8" for them ran
+/// block-scaled kernels.
+fn block_scaled(model_path: &str) -> bool {
+    matches!(
+        model_path,
+        "Qwen/Qwen3-32B-FP8" | "Qwen/Qwen3-235B-A22B-FP8" | "Qwen/Qwen3-30B-A3B-FP8" | "MiniMaxAI/MiniMax-M2.5"
+    )
+}
+
 /// A row as a case, as its columns say.
 fn row_case(r: &Row) -> std::result::Result<Case, String> {
     if r.get("mode") != "agg" {
@@ -334,15 +345,12 @@ fn row_case(r: &Row) -> std::result::Result<Case, String> {
         model_of(r.get("model_path")).ok_or_else(|| format!("model {}: no servesim preset", r.get("model_path")))?;
     let preset = ModelPreset::find(model).expect("mapped to a preset");
     let spec = ModelSpec::from_preset(preset, Dtype::Bf16, Dtype::Bf16);
-    if spec.arch.mla.is_some() || spec.arch.window.is_some() {
+    let dp_attention = r.num("attention_dp_size").is_some_and(|d| d > 1.0);
+    if spec.arch.mla.is_some() || spec.arch.window.is_some() || (spec.experts > 1 && dp_attention) {
         return layout_case_of(r, model, &spec);
     }
     let (system, gpu, framework) = engine_of(r)?;
-    // Qwen's own FP8 checkpoints are block-scaled (`quantization_config.weight_block_size`
-    // [128, 128] in their config.json, as shipped in ai-dynamo/aiconfigurator 095f58a51
-    // model_configs/): a row saying "fp8" for them ran block-scaled kernels.
-    let block_fp8 =
-        matches!(r.get("model_path"), "Qwen/Qwen3-32B-FP8" | "Qwen/Qwen3-235B-A22B-FP8" | "Qwen/Qwen3-30B-A3B-FP8");
+    let block_fp8 = block_scaled(r.get("model_path"));
     let weights = match r.get("gemm_quant_mode") {
         "fp8" if block_fp8 => "fp8-block",
         "fp8" => "fp8",
@@ -364,7 +372,7 @@ fn row_case(r: &Row) -> std::result::Result<Case, String> {
         return Err(format!("pp_size {}: pipeline-parallel rows are not run (the sample has none)", r.get("pp_size")));
     }
     if int("attention_dp_size").is_some_and(|d| d > 1) {
-        return Err("attention data parallelism on a model without latent or windowed attention: not run (the sample has none of servesim's presets)".into());
+        return Err("attention data parallelism on a dense model: not run (DP attention ranks share MoE layers)".into());
     }
     if tp > 8 {
         return Err(format!("tp_size {tp}: more than one node"));
@@ -496,9 +504,9 @@ fn layout_case_of(
     let gpt_oss = model.starts_with("gpt-oss");
     let mla = spec.arch.mla.is_some();
     let (weights, weight_dtype) = match r.get("gemm_quant_mode") {
-        // DeepSeek's and Kimi's FP8 checkpoints are block-scaled (weight_block_size [128, 128]
-        // in their config.json): their GEMMs are the database's fp8_block ones.
-        "fp8" | "fp8_block" if mla => ("fp8-block", "fp8"),
+        // DeepSeek's, Kimi's and MiniMax's FP8 checkpoints are block-scaled (weight_block_size
+        // [128, 128] in their config.json): their GEMMs are the database's fp8_block ones.
+        "fp8" | "fp8_block" if mla || block_scaled(r.get("model_path")) => ("fp8-block", "fp8"),
         "fp8" | "fp8_block" => ("fp8", "fp8"),
         // The gpt-oss checkpoint is MXFP4 (its config.json quantization_config); the rows say
         // nvfp4 for its 4-bit experts.
@@ -1913,6 +1921,22 @@ mod tests {
         let c =
             case_of(&row(&[dense[0], dense[1], ("tp_size", "4"), ("moe_tp_size", "1"), ("moe_ep_size", "1")])).unwrap();
         assert_eq!((c.model, c.weights), ("llama-3.1-70b", "fp8"));
+    }
+
+    /// MiniMax-M2.5's rows run its preset, its FP8 block-scaled as its config.json ships it;
+    /// with DP attention ranks (2 × TP 2, experts EP 4 over the 4 GPUs) they run as a MoE model's
+    /// DP attention, and a dense model's are refused.
+    #[test]
+    fn minimax_rows_run_block_scaled_and_with_dp_attention_ranks() {
+        let m = [("model_path", "MiniMaxAI/MiniMax-M2.5"), ("gemm_quant_mode", "fp8"), ("tp_size", "2")];
+        let c = case_of(&row(&[m[0], m[1], m[2], ("moe_tp_size", "2"), ("moe_ep_size", "1")])).unwrap();
+        assert_eq!((c.model, c.weights, c.tp, c.dp), ("minimax-m2.5", "fp8-block", 2, 1));
+        let dp = [m[0], m[1], m[2], ("attention_dp_size", "2"), ("moe_tp_size", "1"), ("moe_ep_size", "4")];
+        let c = case_of(&row(&dp)).unwrap();
+        assert_eq!((c.weights, c.tp, c.dp, c.ep), ("fp8-block", 4, 2, true));
+        assert_eq!(scenario(&c, bench()).groups[0].layout.dp_attention, 2);
+        let llama = row(&[("model_path", "meta-llama/Llama-3.1-70B"), ("tp_size", "2"), ("attention_dp_size", "2")]);
+        assert!(case_of(&llama).unwrap_err().starts_with("attention data parallelism on a dense model"));
     }
 
     /// `--adp-balance`: TensorRT-LLM rows with DP attention get InferenceX's attention_dp_config
