@@ -24,11 +24,11 @@ use crate::scenario::Scenario;
 /// rows, Qwen3 MoE, gpt-oss windowed, DeepSeek latent attention), a calibration (held-out rows),
 /// the roofline (every row of the scoreboard priced by it, `validate --silicon --roofline`).
 pub const DATABASE_DENSE: f64 = 0.071;
-pub const DATABASE_MOE: f64 = 0.207;
+pub const DATABASE_MOE: f64 = 0.306;
 pub const DATABASE_WINDOWED: f64 = 0.079;
 pub const DATABASE_MLA: f64 = 0.241;
 pub const CALIBRATED: f64 = 0.116;
-pub const ROOFLINE: f64 = 0.129;
+pub const ROOFLINE: f64 = 0.147;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Band {
