@@ -56,6 +56,8 @@ def kind(r):
         return "moe"
     if m.startswith("minimax"):
         return "minimax"
+    if m.startswith("kimi"):
+        return "kimi"
     return "dense"
 VS = lambda r: r["framework"] in ("vllm", "sglang")
 TRT = lambda r: r["framework"] == "trtllm"
@@ -68,6 +70,7 @@ PARTS = [
     ("Qwen3 MoE, vLLM + SGLang", lambda r: kind(r) == "moe" and VS(r)),
     ("Qwen3 MoE, TensorRT-LLM", lambda r: kind(r) == "moe" and TRT(r)),
     ("MiniMax-M2.5 (MoE), vLLM, database", lambda r: kind(r) == "minimax"),
+    ("Kimi-K2.5 (latent attention, MoE), vLLM, database", lambda r: kind(r) == "kimi"),
     ("gpt-oss-120b (windowed, MoE), database", lambda r: kind(r) == "windowed"),
     ("DeepSeek-R1/V3 (latent attention), database", lambda r: kind(r) == "mla"),
     ("priced by the roofline (kernels the database lacks)", lambda r: kind(r) == "roofline"),

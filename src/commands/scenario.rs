@@ -999,7 +999,17 @@ fn model_of(
                     p.name()
                 ));
             }
-            return Ok((p, format!("preset = \"{}\"\n", p.name())));
+            if let Some(n) = ModelPreset::checkpoint_note(model_id) {
+                warn.push(format!("{model_id} runs as the preset {}: {n}", p.name()));
+            }
+            let lines = format!("preset = \"{}\"\n", p.name());
+            return Ok(match ModelPreset::checkpoint_context(model_id).filter(|&c| c != p.max_context()) {
+                Some(c) => (
+                    &*Box::leak(Box::new(p.with_max_context(c))),
+                    format!("{lines}# {model_id}'s config.json gives a context of {c} tokens.\nmax_context = {c}\n"),
+                ),
+                None => (p, lines),
+            });
         }
     }
     let local = Path::new(model_id).join("config.json");
@@ -1827,6 +1837,23 @@ mod tests {
         )
         .unwrap();
         assert!(warn.iter().any(|w| w.contains("not applied to the preset gpt-oss-120b")), "{warn:?}");
+    }
+
+    /// Qwen's 2507 releases of Qwen3 keep the network of their preset and give a context of
+    /// 262,144 (`max_position_embeddings`; the originals 40,960): a 131,072-token
+    /// `--max-model-len` is the user's to set, not refused, and the scenario says the context.
+    /// Kimi-K2.5 runs as Kimi-K2's network, its vision encoder said to be left out.
+    #[test]
+    fn a_checkpoints_own_context_goes_with_its_preset() {
+        let cmd = "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8 -tp 8 --max-model-len 131072";
+        let (s, _) = scenario_of(Engine::Vllm, "h200", cmd);
+        assert_eq!((s.model.max_context, s.groups[0].max_model_len), (262_144, 131_072));
+        let (text, _) = scenario(Engine::Vllm, "h200", &args(cmd), None).unwrap();
+        assert!(text.contains("preset = \"qwen3-235b-a22b\"\n# Qwen/Qwen3-235B-A22B-Instruct-2507-FP8's config.json gives a context of 262144 tokens.\nmax_context = 262144\n"), "{text}");
+        let (s, _) = scenario_of(Engine::Vllm, "h200", "Qwen/Qwen3-235B-A22B-FP8 -tp 8");
+        assert_eq!(s.model.max_context, 40_960);
+        let (_, warn) = scenario(Engine::Vllm, "b200", &args("nvidia/Kimi-K2.5-NVFP4 -tp 8"), None).unwrap();
+        assert!(warn.iter().any(|w| w.contains("runs as the preset kimi-k2: its vision encoder")), "{warn:?}");
     }
 
     /// Block-scaled FP8 (`quantization_config.weight_block_size`, as MiniMax-M2.5's config.json

@@ -422,10 +422,22 @@ mod tests {
             s.name = String::new();
             s
         };
-        for (text, preset) in [(v3.to_string(), "deepseek-v3"), (k2, "kimi-k2")] {
+        for (text, preset) in [(v3.to_string(), "deepseek-v3"), (k2.clone(), "kimi-k2")] {
             let p = preset_from_hf_config(&text, "x").unwrap();
             assert_eq!(spec(&p), spec(MODEL_PRESETS.iter().find(|p| p.name == preset).unwrap()), "{preset}");
         }
+        // Kimi-K2.5's text_config (the same source) is Kimi-K2's network but for its context, yarn
+        // × 64 of 4,096: the kimi-k2 preset with the context its checkpoint name is given.
+        let k25 = k2.replace(r#""max_position_embeddings": 131072"#, r#""max_position_embeddings": 262144"#);
+        let k25 = k25.replace(r#""factor": 32.0"#, r#""factor": 64.0"#);
+        let p = preset_from_hf_config(&k25, "x").unwrap();
+        let kimi = ModelPreset::for_checkpoint("moonshotai/Kimi-K2.5").unwrap();
+        assert_eq!(kimi.name, "kimi-k2");
+        let context = ModelPreset::checkpoint_context("nvidia/Kimi-K2.5-NVFP4").unwrap();
+        assert_eq!((p.max_context, context), (262_144, 262_144));
+        assert_eq!(spec(&p), spec(&kimi.with_max_context(context)));
+        assert!(ModelPreset::checkpoint_note("moonshotai/Kimi-K2.5").unwrap().contains("vision encoder"));
+        assert_eq!(ModelPreset::checkpoint_context("moonshotai/Kimi-K2-Instruct"), None);
         let e =
             preset_from_hf_config(&v3.replace(r#""moe_layer_freq": 1"#, r#""moe_layer_freq": 2"#), "x").err().unwrap();
         assert!(e.starts_with("moe_layer_freq: MoE layers other than every layer"), "{e}");

@@ -81,6 +81,7 @@ impl Arch {
 }
 
 /// A preset: the published dimensions of a model.
+#[derive(Clone)]
 pub struct ModelPreset {
     pub(crate) name: &'static str,
     pub(crate) layers: u64,
@@ -586,7 +587,22 @@ const CHECKPOINT_ALIASES: &[(&str, &str)] = &[
     // equal (nvidia--DeepSeek-V3.1-NVFP4_config.json in aiconfigurator-core 0.12.0's
     // model_configs/, beside deepseek-ai--DeepSeek-V3_config.json), published in FP8 as V3 is.
     ("deepseek-v3.1", "deepseek-v3"),
+    // Kimi-K2.5: a vision encoder beside Kimi-K2's network, its text_config equal to Kimi-K2's
+    // in every dimension but the context (moonshotai--Kimi-K2.5_config.json beside
+    // moonshotai--Kimi-K2-Instruct_config.json in aiconfigurator-core 0.12.0's model_configs/);
+    // the encoder (27 layers of width 1,152, about 0.4B parameters) is left out.
+    ("kimi-k2.5", "kimi-k2"),
 ];
+
+/// Checkpoints of a preset's network whose config.json gives a longer context than the preset's,
+/// as vLLM derives it (`_get_and_verify_max_len`): Qwen's 2507 releases of Qwen3
+/// (`max_position_embeddings` 262,144, "natively" in their cards), and Kimi-K2.5 (yarn × 64 of
+/// 4,096 = 262,144, against Kimi-K2's × 32).
+const CHECKPOINT_CONTEXTS: &[(&str, u64)] = &[("-2507", 262_144), ("kimi-k2.5", 262_144)];
+
+/// What a checkpoint mapped to a preset has that the preset does not model.
+const CHECKPOINT_NOTES: &[(&str, &str)] =
+    &[("kimi-k2.5", "its vision encoder (27 layers of width 1,152, about 0.4B parameters) is left out")];
 
 /// Each preset's Hugging Face checkpoint, the one its dimensions were read from (the comment
 /// above each preset), as a launch command names it.
@@ -652,6 +668,28 @@ impl ModelPreset {
         }
         let name = CHECKPOINT_ALIASES.iter().find(|(a, _)| *a == name).map_or(name.as_str(), |(_, p)| *p);
         ModelPreset::find(name)
+    }
+
+    /// The context of a checkpoint [`ModelPreset::for_checkpoint`] maps to a preset, where its
+    /// config.json's differs from the preset's ([`CHECKPOINT_CONTEXTS`]).
+    pub fn checkpoint_context(id: &str) -> Option<u64> {
+        let name = id.trim_end_matches('/').rsplit('/').next()?.to_ascii_lowercase();
+        CHECKPOINT_CONTEXTS.iter().find(|(part, _)| name.contains(part)).map(|(_, c)| *c)
+    }
+
+    /// What the checkpoint `id` has beyond its preset's network, in words, where it has some.
+    pub fn checkpoint_note(id: &str) -> Option<&'static str> {
+        let name = id.trim_end_matches('/').rsplit('/').next()?.to_ascii_lowercase();
+        CHECKPOINT_NOTES.iter().find(|(part, _)| name.contains(part)).map(|(_, n)| *n)
+    }
+
+    /// This preset with another context (a checkpoint's, [`ModelPreset::checkpoint_context`]).
+    pub fn with_max_context(&self, max_context: u64) -> ModelPreset {
+        ModelPreset { max_context, ..self.clone() }
+    }
+
+    pub fn max_context(&self) -> u64 {
+        self.max_context
     }
 
     pub fn names() -> Vec<&'static str> {

@@ -501,24 +501,9 @@ fn layout_case_of(
             ))
         }
     };
-    let gpt_oss = model.starts_with("gpt-oss");
     let mla = spec.arch.mla.is_some();
-    let (weights, weight_dtype) = match r.get("gemm_quant_mode") {
-        // DeepSeek's, Kimi's and MiniMax's FP8 checkpoints are block-scaled (weight_block_size
-        // [128, 128] in their config.json): their GEMMs are the database's fp8_block ones.
-        "fp8" | "fp8_block" if mla || block_scaled(r.get("model_path")) => ("fp8-block", "fp8"),
-        "fp8" | "fp8_block" => ("fp8", "fp8"),
-        // The gpt-oss checkpoint is MXFP4 (its config.json quantization_config); the rows say
-        // nvfp4 for its 4-bit experts.
-        "nvfp4" if gpt_oss => ("mxfp4", "mxfp4"),
-        "nvfp4" => ("fp4", "nvfp4"),
-        q => return Err(format!("GEMM quantization {q:?}: not a weight dtype servesim prices for {model}")),
-    };
+    let (weights, weight_dtype, mut note) = layout_weights(r, model, mla)?;
     let (isl, osl, concurrency, ttft, tpot) = measured_of(r)?;
-    let mut note: Vec<String> = Vec::new();
-    if gpt_oss && r.get("gemm_quant_mode") == "nvfp4" {
-        note.push("nvfp4 read as mxfp4: the published checkpoint".to_string());
-    }
     // From the database the experts are read as the engine's table has them (expert TP, or
     // expert parallel where only that was measured): the same per GPU under balanced routing
     // (`ep` stays the row's, for the roofline's layout).
@@ -556,6 +541,35 @@ fn layout_case_of(
         gap_analysis: gap_analysis(r),
         ..Default::default()
     })
+}
+
+/// A latent-attention, windowed or DP-attention row's weights (the database's GEMM name and the
+/// model's dtype), with what its checkpoint reading notes.
+fn layout_weights(
+    r: &Row,
+    model: &'static str,
+    mla: bool,
+) -> std::result::Result<(&'static str, &'static str, Vec<String>), String> {
+    let gpt_oss = model.starts_with("gpt-oss");
+    let (weights, weight_dtype) = match r.get("gemm_quant_mode") {
+        // DeepSeek's, Kimi's and MiniMax's FP8 checkpoints are block-scaled (weight_block_size
+        // [128, 128] in their config.json): their GEMMs are the database's fp8_block ones.
+        "fp8" | "fp8_block" if mla || block_scaled(r.get("model_path")) => ("fp8-block", "fp8"),
+        "fp8" | "fp8_block" => ("fp8", "fp8"),
+        // The gpt-oss checkpoint is MXFP4 (its config.json quantization_config); the rows say
+        // nvfp4 for its 4-bit experts.
+        "nvfp4" if gpt_oss => ("mxfp4", "mxfp4"),
+        "nvfp4" => ("fp4", "nvfp4"),
+        q => return Err(format!("GEMM quantization {q:?}: not a weight dtype servesim prices for {model}")),
+    };
+    let mut note: Vec<String> = Vec::new();
+    if gpt_oss && r.get("gemm_quant_mode") == "nvfp4" {
+        note.push("nvfp4 read as mxfp4: the published checkpoint".to_string());
+    }
+    if let Some(n) = ModelPreset::checkpoint_note(r.get("model_path")) {
+        note.push(format!("{} as {model}: {n}", r.get("model_path")));
+    }
+    Ok((weights, weight_dtype, note))
 }
 
 /// A scenario document under construction, keys set by their dotted paths (servesim's own
