@@ -28,7 +28,7 @@ pub const DATABASE_MOE: f64 = 0.306;
 pub const DATABASE_WINDOWED: f64 = 0.079;
 pub const DATABASE_MLA: f64 = 0.241;
 pub const CALIBRATED: f64 = 0.116;
-pub const ROOFLINE: f64 = 0.147;
+pub const ROOFLINE: f64 = 0.146;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Band {
