@@ -1173,9 +1173,13 @@ mod tests {
         // DeepSeek-V3.1's config.json has V3's every dimension.
         assert_eq!(of("nvidia/DeepSeek-V3.1-NVFP4"), Some("deepseek-v3"));
         assert_eq!(of("deepseek-ai/DeepSeek-V3.1-Terminus"), Some("deepseek-v3"));
+        // Kimi-K2.5's text_config has Kimi-K2's every dimension but the context, which its
+        // checkpoint name keeps (checkpoint_context).
+        assert_eq!(of("moonshotai/Kimi-K2.5"), Some("kimi-k2"));
+        assert_eq!(ModelPreset::checkpoint_context("moonshotai/Kimi-K2.5"), Some(262_144));
+        assert_eq!(of("MiniMaxAI/MiniMax-M2.5"), Some("minimax-m2.5"));
         // Different networks (V3.2: sparse attention).
         assert_eq!(of("deepseek-ai/DeepSeek-R1-Distill-Llama-70B"), None);
-        assert_eq!(of("moonshotai/Kimi-K2.5"), None);
         assert_eq!(of("deepseek-ai/DeepSeek-V3.2-Exp"), None);
     }
 
