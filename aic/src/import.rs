@@ -154,8 +154,8 @@ pub(crate) fn graph_tokens(framework: &str) -> u64 {
 /// The request's GEMM tables: its weights' (the quantized GEMMs) and the bf16 one (the LM
 /// head), and whether the former was timed eagerly and is bounded. vLLM's fp8_block GEMMs are
 /// timed without CUDA graphs, every other dtype with them (collector/vllm/collect_gemm.py,
-/// `use_cuda_graph=gemm_type != "fp8_block"`, ai-dynamo/aiconfigurator 095f58a51): below a few
-/// thousand tokens their times are the host's launch cost (b200_sxm vllm 0.24.0, n 2048, k 3072:
+/// `use_cuda_graph=gemm_type != "fp8_block"`, ai-dynamo/aiconfigurator 095f58a51): up to about
+/// a thousand tokens their times are the host's launch cost (b200_sxm vllm 0.24.0, n 2048, k 3072:
 /// 0.17-0.26 ms from m 1 to 1,024, where the per-tensor fp8 GEMM takes 0.007-0.02 ms), which
 /// vLLM's CUDA-graph steps do not pay. Each point is bounded by the per-tensor fp8 GEMM's, same
 /// bytes and FLOPs ([`GemmTable::bounded_by`]).
@@ -171,9 +171,13 @@ fn gemm_tables(db: &Db, sel: &Selection, r: &Request) -> Result<(GemmTable, Gemm
     };
     let gw = r.weights.gemm_weights();
     let mut gemms = GemmTable::load(db, &gemm_file, gw.gemm_dtype(), r.gemm_kernel.as_deref(), sol(gw))?;
-    let eager = sel.framework == "vllm" && gw == Weights::Fp8Block;
-    if eager {
-        gemms = gemms.bounded_by(&GemmTable::load(db, &gemm_file, "fp8", None, sol(Weights::Fp8))?);
+    // A database without per-tensor fp8 GEMMs leaves the eager times as they are.
+    let graph = (sel.framework == "vllm" && gw == Weights::Fp8Block)
+        .then(|| GemmTable::load(db, &gemm_file, "fp8", None, sol(Weights::Fp8)).ok())
+        .flatten();
+    let eager = graph.is_some();
+    if let Some(g) = graph {
+        gemms = gemms.bounded_by(&g);
     }
     let logits = if gw == Weights::Bf16 {
         gemms.clone()
