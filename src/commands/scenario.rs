@@ -1052,12 +1052,48 @@ fn config_settings(text: &str, got: &mut BTreeMap<&'static str, String>) {
     if block && quant.as_deref() == Some("fp8") {
         got.insert("fp8_block", "true".into());
     }
+    // llm-compressor's checkpoints name their weights' format in their config groups.
+    let quant = match (quant.as_deref(), j.pointer("/quantization_config/config_groups")) {
+        (Some("compressed-tensors"), Some(groups)) => {
+            let (format, block) = compressed_tensors(groups);
+            if block {
+                got.insert("fp8_block", "true".into());
+            }
+            Some(format)
+        }
+        _ => quant,
+    };
     got.insert("config_read", "true".into());
     if let Some(q) = quant.filter(|_| !got.contains_key("quantization")) {
         got.insert("quantization", q);
     }
     if let Some(n) = j.get("num_nextn_predict_layers").and_then(serde_json::Value::as_u64) {
         got.insert("mtp_layers", n.to_string());
+    }
+}
+
+/// The weight format of a `compressed-tensors` checkpoint's config groups (llm-compressor,
+/// `quantization_config.config_groups.*.weights`): 8-bit floats are `fp8` (block-scaled with
+/// `strategy` "block"), 4-bit floats NVFP4; anything else, or groups that disagree, is named
+/// as it is (and bf16 assumed, with a warning).
+fn compressed_tensors(groups: &serde_json::Value) -> (String, bool) {
+    let schemes: Vec<(u64, String, String)> = groups
+        .as_object()
+        .into_iter()
+        .flat_map(|g| g.values())
+        .filter_map(|g| g.get("weights"))
+        .map(|w| {
+            let text = |k: &str| w.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+            (w.get("num_bits").and_then(|b| b.as_u64()).unwrap_or(0), text("type"), text("strategy"))
+        })
+        .collect();
+    match schemes.first() {
+        Some(first) if schemes.iter().all(|s| s == first) => match (first.0, first.1.as_str()) {
+            (8, "float") => ("fp8".into(), first.2 == "block"),
+            (4, "float") => ("nvfp4".into(), false),
+            (bits, kind) => (format!("compressed-tensors {bits}-bit {kind}"), false),
+        },
+        _ => ("compressed-tensors".into(), false),
     }
 }
 
@@ -1894,6 +1930,36 @@ mod tests {
         let (text, _) = of(&format!("{block} -tp 8"));
         let (priced_text, cost) = priced(&text, Engine::Vllm, "my-gpu", tmp.path()).unwrap();
         assert!(cost.starts_with("cost: the roofline") && !priced_text.contains("{cost source"), "{priced_text}");
+    }
+
+    /// llm-compressor's `compressed-tensors` checkpoints name their weights in config groups: 8-bit
+    /// floats per channel are fp8 (RedHatAI's `-FP8-dynamic` releases), per 128 × 128 block the
+    /// database's fp8-block, 4-bit floats NVFP4; 4-bit ints (W4A16) are named and bf16 assumed.
+    #[test]
+    fn compressed_tensors_weights_are_read_from_their_config_groups() {
+        let tmp = tempfile::tempdir().unwrap();
+        let of = |name: &str, weights: &str| {
+            let dir = tmp.path().join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            let quant = format!(
+                r#", "quantization_config": {{"quant_method": "compressed-tensors", "config_groups":
+                {{"group_0": {{"targets": ["Linear"], "weights": {weights}}}}}, "ignore": ["lm_head"]}}}}"#
+            );
+            let config = QWEN25_7B.trim_end().trim_end_matches('}').to_string() + &quant;
+            std::fs::write(dir.join("config.json"), config).unwrap();
+            scenario_with(Engine::Vllm, "h100-sxm", &args(&dir.display().to_string()), None, None).unwrap()
+        };
+        let (text, _) = of("channel", r#"{"num_bits": 8, "type": "float", "strategy": "channel"}"#);
+        assert!(text.contains("weight_dtype = \"fp8\"") && text.contains(COST_MARK), "{text}");
+        let (text, _) =
+            of("block", r#"{"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128]}"#);
+        assert!(text.contains("weight_dtype = \"fp8\"") && text.contains(COST_MARK_BLOCK), "{text}");
+        let (text, _) =
+            of("nvfp4", r#"{"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}"#);
+        assert!(text.contains("weight_dtype = \"nvfp4\""), "{text}");
+        let (text, warn) = of("w4a16", r#"{"num_bits": 4, "type": "int", "strategy": "group", "group_size": 32}"#);
+        assert!(!text.contains("weight_dtype"), "{text}");
+        assert!(warn.iter().any(|w| w.contains("\"compressed-tensors 4-bit int\" is not a weight format")), "{warn:?}");
     }
 
     #[test]

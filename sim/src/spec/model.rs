@@ -601,8 +601,12 @@ const CHECKPOINT_ALIASES: &[(&str, &str)] = &[
 const CHECKPOINT_CONTEXTS: &[(&str, u64)] = &[("-2507", 262_144), ("kimi-k2.5", 262_144)];
 
 /// What a checkpoint mapped to a preset has that the preset does not model.
-const CHECKPOINT_NOTES: &[(&str, &str)] =
-    &[("kimi-k2.5", "its vision encoder (27 layers of width 1,152, about 0.4B parameters) is left out")];
+const CHECKPOINT_NOTES: &[(&str, &str)] = &[(
+    "kimi-k2.5",
+    "its vision encoder (27 layers of width 1,152, about 0.4B parameters) is left out, and Moonshot's own \
+         checkpoint ships its routed experts in INT4 (compressed-tensors, groups of 32), which servesim does not \
+         size: give the weight dtype you serve (NVIDIA's NVFP4 checkpoint is sized as such)",
+)];
 
 /// Each preset's Hugging Face checkpoint, the one its dimensions were read from (the comment
 /// above each preset), as a launch command names it.
