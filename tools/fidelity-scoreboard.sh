@@ -232,10 +232,15 @@ def pools(rs):
 full_gen = [r for r in data["generator"] if int(r["concurrency"]) * (int(r["isl"]) + int(r["osl"])) > int(r["kv_tokens"])]
 ran = [by_line[r["line"]] for r in full_gen if by_line.get(r["line"], {}).get("limits") == "recipe"]
 print()
+recipe_runs = (
+    f"{len(ran)} run a recipe by default: predicted ÷ measured TTFT "
+    f"{ratios([gen[r['line']] for r in ran])} under the generator's limits, {ratios(ran)} under the recipe "
+    f"(its pool {pools(ran)} tokens)"
+    if ran
+    else "none of them runs a recipe by default"
+)
 print(f"Of the {len(full_gen)} rows over-full under `--engine-limits generator` (C × (ISL + OSL) above the pool "
-      f"servesim sizes under it), {len(ran)} run a recipe by default: predicted ÷ measured TTFT "
-      f"{ratios([gen[r['line']] for r in ran])} under the generator's limits, {ratios(ran)} under the recipe "
-      f"(its pool {pools(ran)} tokens). "
+      f"servesim sizes under it), {recipe_runs}. "
       "Median |error| of mean TTFT / mean TPOT; made by `tools/fidelity-scoreboard.sh`.")
 # TTFT at 4 clients as a fixed part plus a part per prompt token: the line through the medians at
 # ISL 1,024 and 8,192 (the same TP), measured and predicted.

@@ -26,9 +26,9 @@ use crate::scenario::Scenario;
 pub const DATABASE_DENSE: f64 = 0.071;
 pub const DATABASE_MOE: f64 = 0.306;
 pub const DATABASE_WINDOWED: f64 = 0.079;
-pub const DATABASE_MLA: f64 = 0.241;
+pub const DATABASE_MLA: f64 = 0.248;
 pub const CALIBRATED: f64 = 0.116;
-pub const ROOFLINE: f64 = 0.146;
+pub const ROOFLINE: f64 = 0.148;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Band {

@@ -882,13 +882,18 @@ impl KvCache {
     ///   aiconfigurator-core 0.12.0's `model_configs/`), which the engines follow under
     ///   their default `auto` (vLLM `vllm/utils/torch_utils.py` `resolve_kv_cache_dtype_string`
     ///   at 959009b40; TensorRT-LLM `tensorrt_llm/_torch/model_config.py` at 1a0dc5f70).
-    /// - SGLang rows stay BF16: the database has no FP8-KV attention for SGLang's dense models
-    ///   on H200, and FP8 made SGLang's TPOT worse on the fit half (docs/fidelity.md).
+    /// - SGLang rows in FP4 ran NVIDIA's ModelOpt NVFP4 checkpoints, whose `kv_cache_quant_algo`
+    ///   FP8 SGLang follows under `auto` (`ModelRunner.configure_kv_cache_dtype`,
+    ///   model_runner.py, the same in 0.5.3 to 0.5.10): FP8, as the generator's profile too.
+    /// - Other SGLang rows stay BF16: SGLang's `auto` is the model's dtype for the FP8 and BF16
+    ///   checkpoints they name (deepseek-ai's and Qwen's FP8 carry no KV scheme), and the database
+    ///   has no FP8-KV attention for SGLang's dense models on H200.
     /// - MXFP4 (gpt-oss's own checkpoint) and BF16 weights: BF16, as AIConfigurator's profiles.
     pub(super) fn dtype(self, c: &Case) -> &'static str {
         let quantized = matches!(c.weights, "fp8" | "fp8-block" | "fp4");
         match self {
             KvCache::Auto if quantized && matches!(c.framework.as_str(), "vllm" | "trtllm") => "fp8",
+            KvCache::Auto if c.weights == "fp4" && c.framework == "sglang" => "fp8",
             KvCache::Fp8 => "fp8",
             _ => "bf16",
         }
@@ -1729,7 +1734,7 @@ mod tests {
     }
 
     #[test]
-    fn quantized_vllm_and_tensorrt_llm_rows_run_an_fp8_kv_cache_and_the_rest_bf16() {
+    fn quantized_vllm_and_tensorrt_llm_rows_and_sglang_nvfp4_rows_run_an_fp8_kv_cache_the_rest_bf16() {
         let kv = |backend: &str, model: &str, gemm: &str, assume: KvCache| {
             let c = case_of(&row(&[
                 ("backend", backend),
@@ -1752,6 +1757,7 @@ mod tests {
             ("trtllm", llama, "nvfp4", "fp8"),
             ("vllm", "Qwen/Qwen3-32B-FP8", "fp8", "fp8"), // block-scaled
             ("sglang", llama, "fp8", "bf16"),
+            ("sglang", llama, "nvfp4", "fp8"), // a ModelOpt NVFP4 checkpoint's own FP8 cache
             ("vllm", llama, "bfloat16", "bf16"),
             ("trtllm", llama, "bfloat16", "bf16"),
         ] {
