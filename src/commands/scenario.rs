@@ -1836,6 +1836,14 @@ mod tests {
         assert!(text.contains("# --chunked-prefill-size -1: chunked prefill off; a prefill batch holds up to --max-prefill-tokens 16384"), "{text}");
     }
 
+    /// A checkpoint directory `name` under `tmp` holding `config` as its config.json; its path.
+    fn checkpoint_dir(tmp: &Path, name: &str, config: &str) -> String {
+        let dir = tmp.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.json"), config).unwrap();
+        dir.display().to_string()
+    }
+
     /// Qwen/Qwen2.5-7B-Instruct's config.json (the keys servesim reads): no preset has it.
     const QWEN25_7B: &str = r#"{"architectures": ["Qwen2ForCausalLM"], "hidden_size": 3584,
         "intermediate_size": 18944, "max_position_embeddings": 32768, "num_attention_heads": 28,
@@ -1900,16 +1908,13 @@ mod tests {
     fn block_scaled_fp8_is_priced_as_the_databases_fp8_block() {
         let tmp = tempfile::tempdir().unwrap();
         let minimax = |dir: &str, quant: &str| {
-            let d = tmp.path().join(dir);
-            std::fs::create_dir_all(&d).unwrap();
             let config = format!(
                 r#"{{"architectures": ["MiniMaxM2ForCausalLM"], "head_dim": 128, "hidden_size": 3072,
                 "intermediate_size": 1536, "max_position_embeddings": 196608, "num_attention_heads": 48,
                 "num_experts_per_tok": 8, "num_hidden_layers": 62, "num_key_value_heads": 8,
                 "num_local_experts": 256, "vocab_size": 200064, "quantization_config": {quant}}}"#
             );
-            std::fs::write(d.join("config.json"), config).unwrap();
-            d.display().to_string()
+            checkpoint_dir(tmp.path(), dir, &config)
         };
         let block = minimax("MiniMax-M2.5", r#"{"quant_method": "fp8", "weight_block_size": [128, 128]}"#);
         let tensor = minimax("MiniMax-per-tensor", r#"{"quant_method": "fp8", "weight_block_size": null}"#);
@@ -1939,15 +1944,13 @@ mod tests {
     fn compressed_tensors_weights_are_read_from_their_config_groups() {
         let tmp = tempfile::tempdir().unwrap();
         let of = |name: &str, weights: &str| {
-            let dir = tmp.path().join(name);
-            std::fs::create_dir_all(&dir).unwrap();
             let quant = format!(
                 r#", "quantization_config": {{"quant_method": "compressed-tensors", "config_groups":
                 {{"group_0": {{"targets": ["Linear"], "weights": {weights}}}}}, "ignore": ["lm_head"]}}}}"#
             );
-            let config = QWEN25_7B.trim_end().trim_end_matches('}').to_string() + &quant;
-            std::fs::write(dir.join("config.json"), config).unwrap();
-            scenario_with(Engine::Vllm, "h100-sxm", &args(&dir.display().to_string()), None, None).unwrap()
+            let dir =
+                checkpoint_dir(tmp.path(), name, &(QWEN25_7B.trim_end().trim_end_matches('}').to_string() + &quant));
+            scenario_with(Engine::Vllm, "h100-sxm", &args(&dir), None, None).unwrap()
         };
         let (text, _) = of("channel", r#"{"num_bits": 8, "type": "float", "strategy": "channel"}"#);
         assert!(text.contains("weight_dtype = \"fp8\"") && text.contains(COST_MARK), "{text}");
