@@ -531,7 +531,7 @@ mod tests {
     /// - GLM-4.5: attention 5,120 × 12,288 × 2 + 5,120 × 1,024 × 2 = 136,314,880 and norms 10,240
     ///   on 92 layers; 89 MoE layers of (160 + 1 shared) × 3 × 5,120 × 1,536 and a router
     ///   819,200; 3 dense of 3 × 5,120 × 12,288; embeddings 2 × 151,552 × 5,120; the final norm:
-    ///   352,796,472,320 (the card's 355B counts its MTP layer too). Active: 9 experts a MoE
+    ///   352,796,472,320 (the card: 355B; its MTP layer, ~4B, is left out). Active: 9 experts a MoE
     ///   layer and the LM head, 32,854,958,080 (the card: 32B).
     #[test]
     fn minimax_m2_and_glm_4_5_by_hand() {
