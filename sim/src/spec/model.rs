@@ -598,7 +598,9 @@ const CHECKPOINT_ALIASES: &[(&str, &str)] = &[
 /// as vLLM derives it (`_get_and_verify_max_len`): Qwen's 2507 releases of Qwen3
 /// (`max_position_embeddings` 262,144, "natively" in their cards), and Kimi-K2.5 (yarn × 64 of
 /// 4,096 = 262,144, against Kimi-K2's × 32).
-const CHECKPOINT_CONTEXTS: &[(&str, u64)] = &[("-2507", 262_144), ("kimi-k2.5", 262_144)];
+/// Each entry: a part of the checkpoint's name, the presets it applies to, the context.
+const CHECKPOINT_CONTEXTS: &[(&str, &[&str], u64)] =
+    &[("-2507", &["qwen3-30b-a3b", "qwen3-235b-a22b"], 262_144), ("kimi-k2.5", &["kimi-k2"], 262_144)];
 
 /// What a checkpoint mapped to a preset has that the preset does not model.
 const CHECKPOINT_NOTES: &[(&str, &str)] = &[(
@@ -677,8 +679,12 @@ impl ModelPreset {
     /// The context of a checkpoint [`ModelPreset::for_checkpoint`] maps to a preset, where its
     /// config.json's differs from the preset's ([`CHECKPOINT_CONTEXTS`]).
     pub fn checkpoint_context(id: &str) -> Option<u64> {
+        let preset = ModelPreset::for_checkpoint(id)?.name;
         let name = id.trim_end_matches('/').rsplit('/').next()?.to_ascii_lowercase();
-        CHECKPOINT_CONTEXTS.iter().find(|(part, _)| name.contains(part)).map(|(_, c)| *c)
+        CHECKPOINT_CONTEXTS
+            .iter()
+            .find(|(part, presets, _)| name.contains(part) && presets.contains(&preset))
+            .map(|(_, _, c)| *c)
     }
 
     /// What the checkpoint `id` has beyond its preset's network, in words, where it has some.
@@ -1181,6 +1187,10 @@ mod tests {
         // checkpoint name keeps (checkpoint_context).
         assert_eq!(of("moonshotai/Kimi-K2.5"), Some("kimi-k2"));
         assert_eq!(ModelPreset::checkpoint_context("moonshotai/Kimi-K2.5"), Some(262_144));
+        assert_eq!(ModelPreset::checkpoint_context("Qwen/Qwen3-30B-A3B-Instruct-2507"), Some(262_144));
+        // Only Qwen3's 2507 releases: a Llama fine-tune of that name keeps Llama's context.
+        assert_eq!(of("someone/Llama-3.1-8B-Instruct-2507"), Some("llama-3.1-8b"));
+        assert_eq!(ModelPreset::checkpoint_context("someone/Llama-3.1-8B-Instruct-2507"), None);
         assert_eq!(of("MiniMaxAI/MiniMax-M2.5"), Some("minimax-m2.5"));
         // Different networks (V3.2: sparse attention).
         assert_eq!(of("deepseek-ai/DeepSeek-R1-Distill-Llama-70B"), None);
