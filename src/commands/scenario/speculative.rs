@@ -83,16 +83,17 @@ pub(crate) fn lines(
         warn.push(format!("speculative decoding ({}) left out: {why}", spec.method));
         Ok(String::new())
     };
+    let mtp = mtp_layers(preset, got);
     let k = match spec.k {
         Some(k) => k,
-        None if matches!(spec.draft, Draft::Mtp) => mtp_layers(preset, got).unwrap_or(1),
+        None if matches!(spec.draft, Draft::Mtp) => mtp.unwrap_or(1),
         None => return skip(warn, "the command gives no number of speculative tokens".into()),
     };
     if !(1..=16).contains(&k) {
         return skip(warn, format!("{k} speculative tokens; servesim runs 1 to 16"));
     }
     let spec_model = ModelSpec::from_preset(preset, servesim_sim::spec::Dtype::Bf16, servesim_sim::spec::Dtype::Bf16);
-    let draft = match draft_line(&spec, (preset, mtp_layers(preset, got)), &spec_model, (weight_dtype, kv_dtype)) {
+    let draft = match draft_line(&spec, (preset, mtp), &spec_model, (weight_dtype, kv_dtype)) {
         Ok(d) => d,
         Err(why) => return skip(warn, why),
     };

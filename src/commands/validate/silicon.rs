@@ -381,7 +381,7 @@ fn row_case(r: &Row) -> std::result::Result<Case, String> {
     // database's rows of the same split over as many GPUs price them (or of the other where the
     // engine measured only that: the same bytes and FLOPs per GPU under balanced routing).
     // Dense models' rows carry moe_tp 1 and mean nothing by it.
-    let moe = servesim_sim::spec::ModelPreset::find(model).is_some_and(|p| p.experts > 1);
+    let moe = spec.experts > 1;
     let ep = int("moe_ep_size").filter(|&e| moe && e > 1);
     let mut ep_note = None;
     if let Some(e) = ep {
