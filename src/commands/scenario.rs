@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use servesim_sim::scenario::{
-    vllm_limits, EngineLimits, EngineVersion, ServingEngine, VLLM_LIMIT_RULES, VLLM_NEWEST_READ,
+    vllm_limits, vllm_settled_limits, EngineLimits, EngineVersion, ServingEngine, VLLM_LIMIT_RULES, VLLM_NEWEST_READ,
 };
 use servesim_sim::spec::{Dtype, GpuPreset, ModelPreset};
 
@@ -664,7 +664,7 @@ fn vllm_limits_since(gpu: &servesim_sim::spec::GpuSpec) -> Option<(EngineVersion
 fn limit_lines(
     engine: Engine,
     got: &BTreeMap<&'static str, String>,
-    (gpu, version): (&servesim_sim::spec::GpuSpec, Option<EngineVersion>),
+    (gpu, version, context): (&servesim_sim::spec::GpuSpec, Option<EngineVersion>, u64),
     dp_attention: u64,
     warn: &mut Vec<String>,
 ) -> Result<(String, u64)> {
@@ -698,6 +698,9 @@ fn limit_lines(
     let from_pool = engine == Engine::Sglang && given.0.is_none();
     let mut seqs = given.0.unwrap_or(limits.max_num_seqs as u64);
     let mut tokens = given.1.unwrap_or(limits.max_num_batched_tokens as u64);
+    if engine == Engine::Vllm {
+        (seqs, tokens) = vllm_limit_rule(got, limits, given, context, &mut t)?;
+    }
     let sglang_ranks = if engine == Engine::Sglang && dp_attention > 1 { dp_attention } else { 1 };
     if dp_attention > 1 {
         t += "# The limits below are each DP attention rank's (each rank schedules its own requests).\n";
@@ -720,6 +723,38 @@ fn limit_lines(
     }
     t += &format!("max_num_batched_tokens = {tokens}\n");
     Ok((t, sglang_ranks))
+}
+
+/// vLLM's limits as `vllm serve` settles them from those the command gives (`given`) and its
+/// defaults (`limits`) for the command's `--max-model-len`, else the model's `context` (which
+/// "auto" also is before it is fitted to the pool) ([`vllm_settled_limits`]): without chunked
+/// prefill a budget not given becomes the context, `--max-num-seqs` not given is held to the
+/// budget (each said in `t`), and a command vLLM refuses is refused with its message.
+fn vllm_limit_rule(
+    got: &BTreeMap<&'static str, String>,
+    limits: EngineLimits,
+    given: (Option<u64>, Option<u64>),
+    context: u64,
+    t: &mut String,
+) -> Result<(u64, u64)> {
+    let auto = got.get("max_model_len").is_some_and(|v| v == "-1" || v.eq_ignore_ascii_case("auto"));
+    let given_len = if auto { None } else { vllm_int(got, "max_model_len", "--max-model-len")? };
+    let context = given_len.unwrap_or(context);
+    let chunked = got.get("chunked").is_none_or(|v| v == "true");
+    let (seqs, tokens) = vllm_settled_limits(limits, given, chunked, context)
+        .map_err(|e| CliError::input(format!("--max-num-batched-tokens / --max-num-seqs: {e}")))?;
+    if given.1.is_none() && tokens != limits.max_num_batched_tokens as u64 {
+        let why = if tokens > limits.max_num_batched_tokens as u64 {
+            "raised to the context length: without chunked prefill a prompt is prefilled in one step"
+        } else {
+            "held to max_num_seqs × the context length"
+        };
+        *t += &format!("# max_num_batched_tokens: vLLM's default {}, {why}.\n", limits.max_num_batched_tokens);
+    }
+    if given.0.is_none() && seqs != limits.max_num_seqs as u64 {
+        *t += &format!("# max_num_seqs: vLLM's default {}, held to max_num_batched_tokens.\n", limits.max_num_seqs);
+    }
+    Ok((seqs, tokens))
 }
 
 /// `--block-size` (`--page-size`) and `--max-model-len` (`--context-length`) as
@@ -1243,7 +1278,8 @@ fn scenario_given(
         t += &format!("pp = {pp}\n");
     }
     t += "\n[scheduler]\n";
-    let (lines, sglang_ranks) = limit_lines(engine, &got, (&gpu, version), dp_attention, &mut warn)?;
+    let (lines, sglang_ranks) =
+        limit_lines(engine, &got, (&gpu, version, preset.max_context()), dp_attention, &mut warn)?;
     t += &lines;
     t += &block_and_length_lines(engine, &got)?;
     t += &recv_line(&got, sglang_ranks)?;
@@ -1475,6 +1511,45 @@ mod tests {
         assert!(warn[0].starts_with("--enforce-eager: CUDA graphs off"), "{warn:?}");
         assert_eq!(warn[1], "not understood, left out: --foo-bar 3");
         assert!(warn.len() == 3 && warn[2].starts_with("asynchronous scheduling assumed on"), "{warn:?}");
+    }
+
+    /// `vllm serve` settles the limits it is not given from those it is
+    /// (`EngineArgs._set_default_args`, vllm/engine/arg_utils.py, 0.11.2 and 0.34.0): without
+    /// chunked prefill its budget is the context, so a prompt of 20,000 tokens is served, not
+    /// refused as longer than the default 8,192; a small budget holds the sequences; a command
+    /// vLLM refuses to start is refused.
+    #[test]
+    fn vllms_limits_are_settled_as_vllm_serve_settles_them() {
+        let (s, _) =
+            scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct --no-enable-chunked-prefill");
+        let sch = &s.groups[0].scheduler;
+        assert_eq!((sch.max_num_seqs, sch.max_num_batched_tokens, s.groups[0].max_model_len), (1024, 131_072, 131_072));
+        let text = scenario(
+            Engine::Vllm,
+            "h100-sxm",
+            &args("meta-llama/Llama-3.1-8B-Instruct --no-enable-chunked-prefill"),
+            None,
+        )
+        .unwrap()
+        .0;
+        assert!(text.contains("# max_num_batched_tokens: vLLM's default 8192, raised to the context length"), "{text}");
+        let mut doc: toml::Table = toml::from_str(&s.resolved_toml()).unwrap();
+        let workload = "requests = 2\narrival = { kind = \"poisson\", rate = 1 }\n\
+                        prompt_tokens = { kind = \"fixed\", value = 20000 }\noutput_tokens = { kind = \"fixed\", value = 4 }";
+        doc.insert("workload".into(), toml::Value::Table(toml::from_str(workload).unwrap()));
+        let run = servesim_sim::engine::run(&servesim_sim::Scenario::from_toml(&doc.to_string(), "t").unwrap());
+        assert_eq!((run.summary.requests.finished, run.summary.requests.rejected), (2, 0));
+        let (s, _) =
+            scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct --max-num-batched-tokens 512");
+        assert_eq!((s.groups[0].scheduler.max_num_seqs, s.groups[0].scheduler.max_num_batched_tokens), (512, 512));
+        let err = |cmd: &str| scenario(Engine::Vllm, "h100-sxm", &args(cmd), None).unwrap_err().to_string();
+        let e = err("meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 10000");
+        assert!(
+            e.contains("\"max_num_batched_tokens (8192) must be greater than or equal to max_num_seqs (10000).\""),
+            "{e}"
+        );
+        let e = err("meta-llama/Llama-3.1-8B-Instruct --no-enable-chunked-prefill --max-num-batched-tokens 8192");
+        assert!(e.contains("\"max_num_batched_tokens (8192) is smaller than max_model_len (131072)."), "{e}");
     }
 
     #[test]

@@ -14,6 +14,8 @@ fn two_ranks(engine: &str, seqs: u32, blocks: u32, prompt: u32) -> Scenario {
 [scheduler]
 max_num_seqs = {seqs}
 max_num_batched_tokens = 8192
+# vLLM without chunked prefill refuses a budget below the context length.
+max_model_len = 8192
 [scheduler.batching]
 kind = "continuous"
 [scheduler.prefix_cache]

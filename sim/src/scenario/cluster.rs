@@ -89,6 +89,9 @@ fn group_scheduler(
     let own_seqs = g.scheduler.as_ref().is_some_and(|t| t.contains_key("max_num_seqs"));
     scheduler.seqs_from_pool = rule.map(|r| SeqsFromPool { given: r.given || own_seqs, ..r });
     scheduler.resolve_model_len(model, &format!("{path}.scheduler"))?;
+    if let Some(limits) = limits {
+        limits.settle(&mut scheduler, g.scheduler.as_ref(), &format!("{path}.scheduler"))?;
+    }
     scheduler.fit_model_len |= fit && !g.scheduler.as_ref().is_some_and(|t| t.contains_key("max_model_len"));
     scheduler.validate(&format!("{path}.scheduler"))?;
     Ok(scheduler)

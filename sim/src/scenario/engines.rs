@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::file::ScenarioFile;
+use crate::config::ConfigError;
 use crate::cost::CostSpec;
 use crate::instance::batching::{BatchingSpec, Sglang, VllmV1};
 use crate::instance::{SchedulerSection, SeqsFromPool};
@@ -152,6 +153,86 @@ impl LimitsFromGpu {
             s.max_num_batched_tokens = (limits.max_num_batched_tokens / ranks).max(1);
         }
     }
+}
+
+impl LimitsFromGpu {
+    /// vLLM's own settling of the two limits once the context length is known
+    /// ([`vllm_settled_limits`]), on those it filled in (neither the top-level `[scheduler]`
+    /// nor the group's `own` table gives them); the other engines' limits stay as they are.
+    pub(crate) fn settle(
+        &self,
+        s: &mut SchedulerSection,
+        own: Option<&toml::Table>,
+        path: &str,
+    ) -> Result<(), ConfigError> {
+        if self.engine != ServingEngine::Vllm {
+            return Ok(());
+        }
+        let own = |key: &str| own.is_some_and(|t| t.contains_key(key));
+        let given = |filled: bool, n: u32| (!filled).then_some(n as u64);
+        let len = s.model_len().expect("resolved before the limits settle");
+        let (seqs, tokens) = vllm_settled_limits(
+            EngineLimits { max_num_seqs: s.max_num_seqs, max_num_batched_tokens: s.max_num_batched_tokens },
+            (
+                given(self.seqs && !own("max_num_seqs"), s.max_num_seqs),
+                given(self.tokens && !own("max_num_batched_tokens"), s.max_num_batched_tokens),
+            ),
+            s.batching.is_chunked(),
+            len,
+        )
+        .map_err(|e| ConfigError::at(&format!("{path}.max_num_batched_tokens"), e))?;
+        s.max_num_seqs = u32::try_from(seqs).unwrap_or(u32::MAX);
+        s.max_num_batched_tokens = u32::try_from(tokens).unwrap_or(u32::MAX);
+        Ok(())
+    }
+}
+
+/// How `vllm serve` settles `--max-num-seqs` and `--max-num-batched-tokens` from those it is
+/// `given` and its defaults on the GPU (`default`), for a context of `max_model_len` tokens, as
+/// `EngineArgs._set_default_args` does (vllm/engine/arg_utils.py, the same in the 0.11.2 and
+/// 0.34.0 sdists; 0.34's `--performance-mode throughput`, which doubles both defaults, is not
+/// read):
+/// - a budget not given is the default, raised to `max_model_len` without chunked prefill
+///   (every prompt must fit one step), then held to `max_num_seqs × max_model_len`;
+/// - `max_num_seqs` not given is the default, held to that budget.
+///
+/// vLLM refuses to start, as `SchedulerConfig.verify_max_model_len` (vllm/config/scheduler.py,
+/// both releases) does, with a budget below `max_num_seqs`, or without chunked prefill below
+/// `max_model_len`: the error is vLLM's message. Returns (sequences, tokens).
+pub fn vllm_settled_limits(
+    default: EngineLimits,
+    given: (Option<u64>, Option<u64>),
+    chunked: bool,
+    max_model_len: u64,
+) -> Result<(u64, u64), String> {
+    let seqs = given.0.unwrap_or(default.max_num_seqs as u64);
+    let tokens = match given.1 {
+        Some(t) => t,
+        None => {
+            let t = default.max_num_batched_tokens as u64;
+            let t = if chunked { t } else { t.max(max_model_len) };
+            t.min(seqs.saturating_mul(max_model_len))
+        }
+    };
+    let seqs = if given.0.is_none() { seqs.min(tokens) } else { seqs };
+    if !chunked && tokens < max_model_len {
+        return Err(format!(
+            "vLLM does not start with max_num_batched_tokens {tokens} below max_model_len {max_model_len} without \
+             chunked prefill: \"max_num_batched_tokens ({tokens}) is smaller than max_model_len ({max_model_len}). This \
+             effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer \
+             sequences.\" (SchedulerConfig.verify_max_model_len, vllm/config/scheduler.py); give at least \
+             {max_model_len}, or a shorter max_model_len"
+        ));
+    }
+    if tokens < seqs {
+        return Err(format!(
+            "vLLM does not start with max_num_batched_tokens {tokens} below max_num_seqs {seqs}: \
+             \"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs ({seqs}).\" \
+             (SchedulerConfig.verify_max_model_len, vllm/config/scheduler.py); give max_num_seqs ≤ {tokens}, or a \
+             larger max_num_batched_tokens"
+        ));
+    }
+    Ok((seqs, tokens))
 }
 
 impl ServingEngine {
@@ -305,6 +386,38 @@ pub fn vllm_limits(gpu: &GpuSpec, version: Option<EngineVersion>) -> EngineLimit
 mod tests {
     use super::*;
     use crate::spec::GpuPreset;
+
+    /// vLLM's own settling of its two limits (`EngineArgs._set_default_args`,
+    /// vllm/engine/arg_utils.py; `SchedulerConfig.verify_max_model_len`,
+    /// vllm/config/scheduler.py; the 0.11.2 and 0.34.0 sdists alike), by hand on an H100
+    /// (defaults 1024 sequences, 8192 tokens) with Llama-3.1-8B's context of 131,072 tokens.
+    #[test]
+    fn vllm_settles_its_limits_as_vllm_serve_does() {
+        let d = EngineLimits { max_num_seqs: 1024, max_num_batched_tokens: 8192 };
+        let ctx = 131_072;
+        let settled = |given, chunked, len| vllm_settled_limits(d, given, chunked, len);
+        assert_eq!(settled((None, None), true, ctx), Ok((1024, 8192)));
+        // Without chunked prefill: min(1024 × 131072, max(131072, 8192)).
+        assert_eq!(settled((None, None), false, ctx), Ok((1024, 131_072)));
+        // ... unless the context is shorter than the default: max(4096, 8192).
+        assert_eq!(settled((None, None), false, 4096), Ok((1024, 8192)));
+        // A budget below the default sequences holds them: min(1024, 512).
+        assert_eq!(settled((None, Some(512)), true, ctx), Ok((512, 512)));
+        // A short context holds the default budget: min(4 × 1024, 8192).
+        assert_eq!(settled((Some(4), None), true, 1024), Ok((4, 4096)));
+        // What vLLM refuses to start with, in its words.
+        let e = settled((Some(200), Some(100)), true, ctx).unwrap_err();
+        assert!(
+            e.contains("\"max_num_batched_tokens (100) must be greater than or equal to max_num_seqs (200).\""),
+            "{e}"
+        );
+        // 10,000 sequences given, the budget the default: min(10000 × 131072, 8192) < 10000.
+        let e = settled((Some(10_000), None), true, ctx).unwrap_err();
+        assert!(e.contains("(8192) must be greater than or equal to max_num_seqs (10000)"), "{e}");
+        let e = settled((None, Some(8192)), false, ctx).unwrap_err();
+        assert!(e.contains("\"max_num_batched_tokens (8192) is smaller than max_model_len (131072)."), "{e}");
+        assert_eq!(settled((None, Some(131_072)), false, ctx), Ok((1024, 131_072)));
+    }
 
     /// vLLM's defaults by release, each cell read off that release's sdist
     /// (vllm/engine/arg_utils.py): the API server's (sequences, tokens).

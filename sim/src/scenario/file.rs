@@ -377,4 +377,18 @@ impl ScenarioFile {
         }
         self
     }
+
+    /// The top-level `[scheduler]`: its context length resolved on `model`, the limits the
+    /// engine filled in settled on it as the engine settles them ([`LimitsFromGpu::settle`]),
+    /// checked, and its queue order resolved on the SLO.
+    ///
+    /// [`LimitsFromGpu::settle`]: super::engines::LimitsFromGpu::settle
+    pub(crate) fn resolve_scheduler(&mut self, model: &crate::spec::ModelSpec) -> Result<(), ConfigError> {
+        self.scheduler.resolve_model_len(model, "scheduler")?;
+        if let Some(rule) = self.limits_from_gpu {
+            rule.settle(&mut self.scheduler, None, "scheduler")?;
+        }
+        self.scheduler.validate("scheduler")?;
+        self.scheduler.queue.resolve(&self.slo, "scheduler.queue")
+    }
 }

@@ -23,7 +23,9 @@ pub use crate::metrics::{MetricsSection, SloSection};
 pub(crate) use cluster::gpu_or_preset;
 pub use cluster::GroupSection;
 pub use deploy::{Deployment, LlmD, RouterDeploy, Server};
-pub use engines::{vllm_limits, EngineLimits, EngineVersion, ServingEngine, VLLM_LIMIT_RULES, VLLM_NEWEST_READ};
+pub use engines::{
+    vllm_limits, vllm_settled_limits, EngineLimits, EngineVersion, ServingEngine, VLLM_LIMIT_RULES, VLLM_NEWEST_READ,
+};
 pub use file::*;
 pub use launch::LaunchCommand;
 pub use plan_file::{CandidateSection, PlanSection, TuneSection};
@@ -535,9 +537,7 @@ impl Scenario {
         file.run.validate("run")?;
         file.plan.as_ref().map_or(Ok(()), |p| p.validate("plan"))?;
         file.tune.as_ref().map_or(Ok(()), |t| t.validate("tune"))?;
-        file.scheduler.resolve_model_len(&model, "scheduler")?;
-        file.scheduler.validate("scheduler")?;
-        file.scheduler.queue.resolve(&file.slo, "scheduler.queue")?;
+        file.resolve_scheduler(&model)?;
         let mut groups = if heterogeneous {
             cluster::resolve_groups(&mut file, &model, top_gpu.as_ref())?
         } else {
