@@ -384,6 +384,33 @@ fn a_candidate_vllm_would_not_start_is_infeasible_not_fatal() {
     );
 }
 
+/// So is a candidate whose limits vLLM refuses to start with (`SchedulerConfig.verify_max_model_len`,
+/// vllm/config/scheduler.py in the 0.11.2 and 0.34.0 sdists): 512 sequences over a 256-token
+/// budget; and without chunked prefill a budget below the context. The candidate leaving the
+/// budget to the engine gets vLLM's own: Llama-3.1-8B's context, 131,072 tokens, without chunked
+/// prefill.
+#[test]
+fn a_candidate_whose_limits_vllm_refuses_is_infeasible_not_fatal() {
+    let src = llama8b(
+        "duration_s = 10\narrival = { kind = \"poisson\", rate = 1 }\nprompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 10 }",
+        "[[plan.candidates]]\nname = \"ok\"\n[[plan.candidates]]\nname = \"seqs\"\nscheduler = { max_num_seqs = 512, max_num_batched_tokens = 256 }\n\
+         [[plan.candidates]]\nname = \"whole\"\nscheduler = { max_num_batched_tokens = 2048, batching = { kind = \"continuous\" } }\n\
+         [[plan.candidates]]\nname = \"engine\"\nscheduler = { batching = { kind = \"continuous\" } }",
+    );
+    let src = format!("engine = \"vllm\"\n{src}").replace("llama-3-8b", "llama-3.1-8b");
+    let cands = plan::candidates(&scenario(&src)).unwrap();
+    assert!(cands[0].infeasible.is_none());
+    let why = cands[1].infeasible.as_deref().unwrap();
+    assert!(
+        why.contains("\"max_num_batched_tokens (256) must be greater than or equal to max_num_seqs (512).\""),
+        "{why}"
+    );
+    let why = cands[2].infeasible.as_deref().unwrap();
+    assert!(why.contains("\"max_num_batched_tokens (2048) is smaller than max_model_len (131072)."), "{why}");
+    let s = cands[3].scenario.as_ref().unwrap();
+    assert_eq!(s.groups[0].scheduler.max_num_batched_tokens, 131_072);
+}
+
 /// `--error-band 0.2` on the known answer (its line model has no measured error, so no band by
 /// default): with iterations f times as long, T̄ = f·5 / (1 − f·0.01·r) ms per instance at r
 /// req/s, TPOT ≤ 10 ms ⇔ r ≤ (1 − 0.5 f) / (0.01 f): 75 req/s at f = 0.8, so ⌈180 / 75⌉ = 3

@@ -32,7 +32,8 @@ pub struct Candidate {
 }
 
 /// Why a candidate cannot run, when its derive error is a result rather than a mistake (`e`
-/// back otherwise): the model does not fit the GPU at this TP (a pool's group, when `pooled`), or
+/// back otherwise): the model does not fit the GPU at this TP (a pool's group, when `pooled`), vLLM
+/// would not start with its context length or its limits ([`crate::instance::VLLM_NO_START`]), or
 /// the database's kernels for this GPU and TP are refused by the GPU's floor (the L40S's o_proj
 /// at TP 4 runs a 64-sequence decode step in 295.65 µs, under its 334.96 µs floor at 864 GB/s;
 /// our assumption: the microbenchmark's weights stay in the L2 cache between repetitions).
@@ -45,7 +46,8 @@ fn not_runnable(e: ConfigError, pooled: bool) -> Result<String, ConfigError> {
         p if pool_memory
             || (p.ends_with("cost.database") && e.message.contains("needs at its peaks"))
             || e.message.contains(crate::cost::NO_TABLES_AT_TP)
-            || (p.ends_with("scheduler.max_model_len") && e.message.starts_with(crate::instance::VLLM_NO_START)) =>
+            || ((p.ends_with("scheduler.max_model_len") || p.ends_with("scheduler.max_num_batched_tokens"))
+                && e.message.starts_with(crate::instance::VLLM_NO_START)) =>
         {
             Ok(format!("{}: {}", e.path, e.message))
         }

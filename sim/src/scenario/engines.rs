@@ -8,7 +8,7 @@ use super::file::ScenarioFile;
 use crate::config::ConfigError;
 use crate::cost::CostSpec;
 use crate::instance::batching::{BatchingSpec, Sglang, VllmV1};
-use crate::instance::{SchedulerSection, SeqsFromPool};
+use crate::instance::{SchedulerSection, SeqsFromPool, VLLM_NO_START};
 use crate::memory::MemoryEngine;
 use crate::spec::GpuSpec;
 
@@ -217,7 +217,7 @@ pub fn vllm_settled_limits(
     let seqs = if given.0.is_none() { seqs.min(tokens) } else { seqs };
     if !chunked && tokens < max_model_len {
         return Err(format!(
-            "vLLM does not start with max_num_batched_tokens {tokens} below max_model_len {max_model_len} without \
+            "{VLLM_NO_START} with max_num_batched_tokens {tokens} below max_model_len {max_model_len} without \
              chunked prefill: \"max_num_batched_tokens ({tokens}) is smaller than max_model_len ({max_model_len}). This \
              effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer \
              sequences.\" (SchedulerConfig.verify_max_model_len, vllm/config/scheduler.py); give at least \
@@ -226,7 +226,7 @@ pub fn vllm_settled_limits(
     }
     if tokens < seqs {
         return Err(format!(
-            "vLLM does not start with max_num_batched_tokens {tokens} below max_num_seqs {seqs}: \
+            "{VLLM_NO_START} with max_num_batched_tokens {tokens} below max_num_seqs {seqs}: \
              \"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs ({seqs}).\" \
              (SchedulerConfig.verify_max_model_len, vllm/config/scheduler.py); give max_num_seqs ≤ {tokens}, or a \
              larger max_num_batched_tokens"
