@@ -670,7 +670,14 @@ fn limit_lines(
 ) -> Result<(String, u64)> {
     let mut t = String::new();
     // The engine's own defaults on this GPU where the command says nothing.
-    let limits = engine.serving().default_limits(gpu, version);
+    let mut limits = engine.serving().default_limits(gpu, version);
+    if engine == Engine::Vllm && throughput_mode(got, version, warn)? {
+        limits = EngineLimits {
+            max_num_seqs: limits.max_num_seqs * 2,
+            max_num_batched_tokens: limits.max_num_batched_tokens * 2,
+        };
+        t += "# --performance-mode throughput: vLLM doubles its defaults below.\n";
+    }
     let given = (
         int(got, "max_num_seqs", spelled(engine, "max_num_seqs"))?,
         match engine {
@@ -723,6 +730,39 @@ fn limit_lines(
     }
     t += &format!("max_num_batched_tokens = {tokens}\n");
     Ok((t, sglang_ranks))
+}
+
+/// vLLM's `--performance-mode` (from 0.17.0, `VllmConfig.performance_mode`): whether it is
+/// "throughput", which doubles the defaults of both limits (`EngineArgs._set_default_args`,
+/// vllm/engine/arg_utils.py, alike in 0.17.0, 0.19.1 and 0.34.0); "interactivity" sizes CUDA
+/// graphs and picks kernels for small batches, not modelled, which `warn` says. A value vLLM's
+/// parser does not take, or the flag before 0.17 (0.16.0's parser has none), is refused.
+fn throughput_mode(
+    got: &BTreeMap<&'static str, String>,
+    version: Option<EngineVersion>,
+    warn: &mut Vec<String>,
+) -> Result<bool> {
+    let Some(mode) = got.get("performance_mode") else { return Ok(false) };
+    if let Some((a, b, c)) = version.filter(|&v| v < (0, 17, 0)) {
+        return Err(CliError::input(format!(
+            "--performance-mode {mode}: vLLM {a}.{b}.{c} has no such flag (it came in 0.17.0): its parser refuses it"
+        )));
+    }
+    match mode.as_str() {
+        "throughput" => Ok(true),
+        "balanced" => Ok(false),
+        "interactivity" => {
+            warn.push(
+                "--performance-mode interactivity: its CUDA graphs at every small batch and latency-oriented kernels \
+                 are not modelled; the batch limits are vLLM's usual defaults"
+                    .into(),
+            );
+            Ok(false)
+        }
+        other => Err(CliError::input(format!(
+            "--performance-mode {other:?}: vLLM takes balanced, interactivity or throughput"
+        ))),
+    }
 }
 
 /// vLLM's limits as `vllm serve` settles them from those the command gives (`given`) and its
@@ -1550,6 +1590,27 @@ mod tests {
         );
         let e = err("meta-llama/Llama-3.1-8B-Instruct --no-enable-chunked-prefill --max-num-batched-tokens 8192");
         assert!(e.contains("\"max_num_batched_tokens (8192) is smaller than max_model_len (131072)."), "{e}");
+        // --performance-mode throughput (0.17.0 on) doubles the defaults it is not given: 2 × 1024
+        // sequences, and a given budget stays.
+        let limits = |cmd: &str| {
+            let (s, _) = scenario_of(Engine::Vllm, "h100-sxm", cmd);
+            (s.groups[0].scheduler.max_num_seqs, s.groups[0].scheduler.max_num_batched_tokens)
+        };
+        assert_eq!(limits("meta-llama/Llama-3.1-8B-Instruct --performance-mode throughput"), (2048, 16_384));
+        let cmd = "meta-llama/Llama-3.1-8B-Instruct --performance-mode throughput --max-num-batched-tokens 4096";
+        assert_eq!(limits(cmd), (2048, 4096));
+        assert_eq!(limits("meta-llama/Llama-3.1-8B-Instruct --performance-mode balanced"), (1024, 8192));
+        let e = err("meta-llama/Llama-3.1-8B-Instruct --performance-mode fast");
+        assert!(e.contains("vLLM takes balanced, interactivity or throughput"), "{e}");
+        let e = scenario(
+            Engine::Vllm,
+            "h100-sxm",
+            &args("meta-llama/Llama-3.1-8B-Instruct --performance-mode throughput"),
+            Some("0.16.0"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("vLLM 0.16.0 has no such flag"), "{e}");
     }
 
     #[test]

@@ -91,6 +91,7 @@ pub const FLAGS: &[LaunchFlag] = &[
     switch(V, &["--no-async-scheduling"], "async", false),
     value(VS, &["--dtype"], "dtype"),
     value(V, &["--long-prefill-token-threshold"], "long_prefill"),
+    value(V, &["--performance-mode"], "performance_mode"),
     value(V, &["--speculative-config", "-sc"], "speculative"),
     value(V, &["--spec-method"], "spec_method"),
     value(V, &["--spec-model"], "spec_model"),
