@@ -671,12 +671,8 @@ fn limit_lines(
     let mut t = String::new();
     // The engine's own defaults on this GPU where the command says nothing.
     let mut limits = engine.serving().default_limits(gpu, version);
-    if engine == Engine::Vllm && throughput_mode(got, version, warn)? {
-        limits = EngineLimits {
-            max_num_seqs: limits.max_num_seqs * 2,
-            max_num_batched_tokens: limits.max_num_batched_tokens * 2,
-        };
-        t += "# --performance-mode throughput: vLLM doubles its defaults below.\n";
+    if engine == Engine::Vllm {
+        limits = vllm_defaults(got, (version, dp_attention), limits, (&mut t, warn))?;
     }
     let given = (
         int(got, "max_num_seqs", spelled(engine, "max_num_seqs"))?,
@@ -730,6 +726,44 @@ fn limit_lines(
     }
     t += &format!("max_num_batched_tokens = {tokens}\n");
     Ok((t, sglang_ranks))
+}
+
+/// vLLM's defaults on this GPU (`limits`) as the command's other flags change them, before they
+/// are settled ([`vllm_limit_rule`]): 256 tokens for a low-latency all-to-all over `dp_ranks`
+/// ([`batched_dp_moe`]), then both doubled by `--performance-mode throughput`
+/// ([`throughput_mode`]); each said in `t`.
+fn vllm_defaults(
+    got: &BTreeMap<&'static str, String>,
+    (version, dp_ranks): (Option<EngineVersion>, u64),
+    mut limits: EngineLimits,
+    (t, warn): (&mut String, &mut Vec<String>),
+) -> Result<EngineLimits> {
+    if batched_dp_moe(got, version, dp_ranks) {
+        limits.max_num_batched_tokens = 256;
+        *t += &format!(
+            "# --all2all-backend {} with expert parallelism over DP ranks: vLLM's default budget is 256 tokens.\n",
+            got["all2all_backend"]
+        );
+    }
+    if throughput_mode(got, version, warn)? {
+        let twice = |n: u32| n.saturating_mul(2);
+        limits = EngineLimits {
+            max_num_seqs: twice(limits.max_num_seqs),
+            max_num_batched_tokens: twice(limits.max_num_batched_tokens),
+        };
+        *t += "# --performance-mode throughput: vLLM doubles its defaults below.\n";
+    }
+    Ok(limits)
+}
+
+/// Whether vLLM batches its DP ranks' MoE layers for a low-latency all-to-all
+/// (`ParallelConfig.use_batched_dp_moe`, vllm/config/parallel.py, from 0.20.0; 0.19.1 has it
+/// not): `--all2all-backend` deepep_low_latency or nixl_ep, expert parallelism and more than one
+/// DP rank. Its default budget is then `DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP`, 256
+/// tokens (vllm/config/scheduler.py; `EngineArgs._set_default_args`, 0.20.0 to 0.34.0).
+fn batched_dp_moe(got: &BTreeMap<&'static str, String>, version: Option<EngineVersion>, dp_ranks: u64) -> bool {
+    let backend = got.get("all2all_backend").is_some_and(|b| b == "deepep_low_latency" || b == "nixl_ep");
+    backend && got.get("ep").is_some_and(|e| e == "true") && dp_ranks > 1 && version.is_none_or(|v| v >= (0, 20, 0))
 }
 
 /// vLLM's `--performance-mode` (from 0.17.0, `VllmConfig.performance_mode`): whether it is
@@ -1592,10 +1626,11 @@ mod tests {
         assert!(e.contains("\"max_num_batched_tokens (8192) is smaller than max_model_len (131072)."), "{e}");
         // --performance-mode throughput (0.17.0 on) doubles the defaults it is not given: 2 × 1024
         // sequences, and a given budget stays.
-        let limits = |cmd: &str| {
-            let (s, _) = scenario_of(Engine::Vllm, "h100-sxm", cmd);
+        let limits_on = |gpu: &str, cmd: &str| {
+            let (s, _) = scenario_of(Engine::Vllm, gpu, cmd);
             (s.groups[0].scheduler.max_num_seqs, s.groups[0].scheduler.max_num_batched_tokens)
         };
+        let limits = |cmd: &str| limits_on("h100-sxm", cmd);
         assert_eq!(limits("meta-llama/Llama-3.1-8B-Instruct --performance-mode throughput"), (2048, 16_384));
         let cmd = "meta-llama/Llama-3.1-8B-Instruct --performance-mode throughput --max-num-batched-tokens 4096";
         assert_eq!(limits(cmd), (2048, 4096));
@@ -1611,6 +1646,24 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("vLLM 0.16.0 has no such flag"), "{e}");
+        // A low-latency all-to-all with expert parallelism over DP ranks (0.20.0 on): a budget of
+        // 256 tokens, the sequences held to it; the default backend keeps the usual defaults.
+        let dp = "deepseek-ai/DeepSeek-R1 --data-parallel-size 8 --enable-expert-parallel";
+        assert_eq!(limits_on("h200", &format!("{dp} --all2all-backend deepep_low_latency")), (256, 256));
+        let both = format!("{dp} --all2all-backend nixl_ep --performance-mode throughput");
+        assert_eq!(limits_on("h200", &both), (512, 512));
+        assert_eq!(limits_on("h200", &format!("{dp} --all2all-backend allgather_reducescatter")), (1024, 8192));
+        let old = scenario(
+            Engine::Vllm,
+            "h200",
+            &args(&format!("{dp} --all2all-backend deepep_low_latency")),
+            Some("0.19.1"),
+        );
+        let old = servesim_sim::Scenario::from_toml(&old.unwrap().0, "t").unwrap();
+        assert_eq!(
+            (old.groups[0].scheduler.max_num_seqs, old.groups[0].scheduler.max_num_batched_tokens),
+            (1024, 8192)
+        );
     }
 
     #[test]

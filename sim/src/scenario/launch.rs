@@ -92,6 +92,7 @@ pub const FLAGS: &[LaunchFlag] = &[
     value(VS, &["--dtype"], "dtype"),
     value(V, &["--long-prefill-token-threshold"], "long_prefill"),
     value(V, &["--performance-mode"], "performance_mode"),
+    value(V, &["--all2all-backend"], "all2all_backend"),
     value(V, &["--speculative-config", "-sc"], "speculative"),
     value(V, &["--spec-method"], "spec_method"),
     value(V, &["--spec-model"], "spec_model"),
