@@ -926,6 +926,11 @@ fn batching_lines(engine: Engine, got: &BTreeMap<&'static str, String>, sglang_r
             t += &format!("long_prefill_token_threshold = {n}\n");
         }
     }
+    // --scheduler-reserve-full-isl (vLLM 0.19.0 on; its default there, and the version's
+    // default where the command says nothing, `engine_version`).
+    if let Some(v) = got.get("reserve_full_isl").filter(|_| chunked && engine == Engine::Vllm) {
+        t += &format!("reserve_full_isl = {v}\n");
+    }
     Ok(t)
 }
 
@@ -1663,6 +1668,15 @@ mod tests {
         assert_eq!(
             (old.groups[0].scheduler.max_num_seqs, old.groups[0].scheduler.max_num_batched_tokens),
             (1024, 8192)
+        );
+        // --no-scheduler-reserve-full-isl goes to the scheduler as written.
+        let (s, _) =
+            scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct --no-scheduler-reserve-full-isl");
+        assert!(
+            s.resolved_toml()
+                .contains("kind = \"vllm-v1\"\nlong_prefill_token_threshold = 0\nreserve_full_isl = false"),
+            "{}",
+            s.resolved_toml()
         );
     }
 

@@ -85,6 +85,23 @@ impl Core {
         self.kv.blocks_for(tokens)
     }
 
+    /// Under vLLM's `scheduler_reserve_full_isl` (the batching kind's
+    /// [`full_sequence_must_fit`]), whether the free blocks would hold the blocks of a waiting
+    /// request's whole sequence so far, `context` tokens (capped at `max_model_len`), that its
+    /// cached prefix (`hit_tokens` in `gpu_hits` resident blocks, `evictable` of them free)
+    /// does not; always true otherwise.
+    ///
+    /// [`full_sequence_must_fit`]: super::batching::BatchingSpec::full_sequence_must_fit
+    fn whole_fits(&self, context: u64, (hit_tokens, gpu_hits, evictable): (u64, u64, u64)) -> bool {
+        if !self.cfg.policy.batching.full_sequence_must_fit() {
+            return true;
+        }
+        let full = context.min(self.cfg.max_model_len);
+        let new = self.blocks_for(full).saturating_sub(gpu_hits)
+            + self.window_need(hit_tokens, full.saturating_sub(hit_tokens));
+        self.fits(new, evictable)
+    }
+
     /// Blocks reserved up front for a request (`reserve-max`), 0 when paged.
     fn reserved_blocks(&self, s: &Seq) -> u64 {
         self.blocks_for(self.cfg.policy.kv.reservation(s.prompt as u64, s.output as u64, self.cfg.max_model_len))
@@ -523,7 +540,7 @@ impl Core {
             }
             let need = self.blocks_for(hit_tokens + step).max(self.reserved_blocks(cand));
             let new = need - gpu_hits + self.window_need(hit_tokens, step);
-            if !self.fits(new, evictable_hits) {
+            if !self.fits(new, evictable_hits) || !self.whole_fits(context, (hit_tokens, gpu_hits, evictable_hits)) {
                 break;
             }
             let mut seq = self.waiting.take(from_preempted, &ctx);

@@ -264,6 +264,12 @@ impl ServingEngine {
         if let Some(v) = version.filter(|_| vllm && !has(&["scheduler", "cpu", "overlap"])) {
             file.scheduler.cpu.overlap = Some(self.schedules_async_by_default(v, file.cluster.pp));
         }
+        // vLLM's scheduler checks that a waiting request's whole sequence fits before admitting
+        // it from 0.19.0 (`scheduler_reserve_full_isl`, vllm/config/scheduler.py; 0.18.1 has
+        // none), where the file does not say.
+        if let (Some(v), BatchingSpec::VllmV1(b)) = (version.filter(|_| vllm), &mut file.scheduler.batching) {
+            b.reserve_full_isl.get_or_insert(v >= (0, 19, 0));
+        }
     }
 
     /// A document whose `engine` a what-if changed (`compare --vary engine=...`): the kernel

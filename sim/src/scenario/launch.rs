@@ -92,6 +92,8 @@ pub const FLAGS: &[LaunchFlag] = &[
     value(VS, &["--dtype"], "dtype"),
     value(V, &["--long-prefill-token-threshold"], "long_prefill"),
     value(V, &["--performance-mode"], "performance_mode"),
+    switch(V, &["--scheduler-reserve-full-isl"], "reserve_full_isl", true),
+    switch(V, &["--no-scheduler-reserve-full-isl"], "reserve_full_isl", false),
     value(V, &["--all2all-backend"], "all2all_backend"),
     value(V, &["--speculative-config", "-sc"], "speculative"),
     value(V, &["--spec-method"], "spec_method"),

@@ -156,6 +156,44 @@ fn vllm_v1_shares_one_budget_running_requests_first_then_waiting_ones() {
     assert_eq!(out.summary.preemptions, 0);
 }
 
+#[test]
+fn vllm_v1_admits_a_request_only_when_its_whole_prompt_fits_from_0_19() {
+    // vLLM 0.19.0's `scheduler_reserve_full_isl` (on by default; vllm/config/scheduler.py, the
+    // gate `KVCacheManager.can_fit_full_sequence` in vllm/v1/core/kv_cache_manager.py, 0.19.0
+    // and 0.19.1; `allocate_slots(full_sequence_must_fit=...)` in 0.34.0): a waiting request
+    // is admitted only if the free blocks hold its whole prompt, though only its first chunk is
+    // allocated. 10 blocks of 16 tokens, budget 40, iteration 1000 + 10 µs per token. A (64-token
+    // prompt, 8 out) at 0, B (100, 2) at 100 µs.
+    // 0: A's first 40 → 1400. 1400: A's last 24; the budget's 16 left would take B's first chunk
+    // (1 block of the 6 free), but B's 100 tokens need 7: B waits. A's first token at 2640, its
+    // 7 decodes of 1010 µs end at 9710, when its blocks (never fewer than 6 free) are freed and B
+    // is admitted: 40, 40 and 20 tokens, 1400 + 1400 + 1200 µs, its first token at 13710.
+    use servesim_sim::engine::Simulation;
+    let us = |x: u64| servesim_sim::SimTime(x * 1000);
+    let run = |gate: &str| {
+        let s = listed(&format!("max_num_batched_tokens = 40\n[scheduler.batching]\nkind = \"vllm-v1\"\n{gate}"), 10);
+        Simulation::with_requests(&s, requests(&[(0, 64, 8), (100, 100, 2)])).run()
+    };
+    let out = run("");
+    let r = &out.recorder.records;
+    assert_eq!((r[0].first_token, r[0].finish), (us(2640), us(9710)));
+    assert_eq!((r[1].scheduled, r[1].first_token), (us(9710), us(13710)));
+    assert_eq!(out.summary.preemptions, 0);
+    // Before 0.19 (or --no-scheduler-reserve-full-isl) B's first chunk is admitted at 1400, and
+    // B runs out of blocks while A holds its own: it preempts itself.
+    let out = run("reserve_full_isl = false");
+    let r = &out.recorder.records;
+    assert_eq!(r[1].scheduled, us(1400));
+    assert!(r[1].preemptions >= 1, "{}", r[1].preemptions);
+    // engine = "vllm" sets it by the release: off at 0.18.1, on at 0.19.0.
+    let at = |v: &str| {
+        let text = paper("[scheduler.batching]\nkind = \"vllm-v1\"", 10, "requests = 1\narrival = { kind = \"constant\", rate = 1 }\nprompt_tokens = { kind = \"fixed\", value = 1 }\noutput_tokens = { kind = \"fixed\", value = 1 }");
+        scenario(&format!("engine = \"vllm\"\nengine_version = \"{v}\"\n{text}")).resolved_toml()
+    };
+    assert!(at("0.18.1").contains("reserve_full_isl = false"), "{}", at("0.18.1"));
+    assert!(at("0.19.0").contains("reserve_full_isl = true"), "{}", at("0.19.0"));
+}
+
 /// A [`paper`] scenario for two requests given to [`Simulation::with_requests`] (its workload
 /// is not drawn; its request count sizes the records).
 fn listed(scheduler: &str, blocks: u32) -> servesim_sim::Scenario {

@@ -46,6 +46,11 @@ pub trait BatchingPolicy {
     fn keeps_watermark(&self) -> bool {
         true
     }
+    /// Whether a waiting request is admitted only when the free blocks hold its whole sequence
+    /// so far, not just its first chunk (vLLM's `scheduler_reserve_full_isl`).
+    fn full_sequence_must_fit(&self) -> bool {
+        false
+    }
     /// Why the engine allows only preemption by recomputation with this kind, if it does.
     fn recompute_only(&self) -> Option<&'static str> {
         None
@@ -84,6 +89,11 @@ impl BatchingSpec {
     /// Whether admissions keep `scheduler.watermark` free.
     pub(crate) fn keeps_watermark(&self) -> bool {
         self.spec().keeps_watermark()
+    }
+
+    /// Whether a waiting request is admitted only when its whole sequence so far fits.
+    pub(crate) fn full_sequence_must_fit(&self) -> bool {
+        self.spec().full_sequence_must_fit()
     }
 
     /// The batch former of one instance.

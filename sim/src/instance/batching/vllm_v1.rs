@@ -11,7 +11,13 @@
 //!    until the block is found; if it preempted itself, the running loop stops.
 //! 3. Waiting requests are admitted only if nobody was preempted in this iteration, in queue
 //!    order, each with its first chunk, while `max_num_seqs`, the budget and the free blocks
-//!    allow. `KVCacheManager.allocate_slots` keeps no watermark: blocks are free or not.
+//!    allow. `KVCacheManager.allocate_slots` keeps no watermark: blocks are free or not. From
+//!    vLLM 0.19.0 (`scheduler_reserve_full_isl`, on by default; 0.18.1 has it not) a request is
+//!    admitted only if the free blocks, less its cached prefix, would hold its whole sequence so
+//!    far — the prompt, and a resumed request's generated tokens — though only its first chunk
+//!    is allocated (`KVCacheManager.can_fit_full_sequence` in 0.19.0–0.19.1, the
+//!    `full_sequence_must_fit` gate of `allocate_slots` in 0.34.0,
+//!    `vllm/v1/core/kv_cache_manager.py`); a request that fails it stops the admissions.
 //!
 //! Chunked prefill is always on. Prefix caching is `[scheduler.prefix_cache]`'s (vLLM V1 turns
 //! it on by default; servesim does not, so that a scenario's cache is what it says).
@@ -30,6 +36,11 @@ pub struct VllmV1 {
     /// The most tokens one request computes in an iteration (`--long-prefill-token-threshold`);
     /// 0 (default): no limit but the budget.
     pub(crate) long_prefill_token_threshold: u64,
+    /// Admit a waiting request only when its whole sequence so far fits the free blocks
+    /// (`--scheduler-reserve-full-isl`, vLLM's default from 0.19.0). Default: on; with `engine =
+    /// "vllm"` and an `engine_version` before 0.19, off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) reserve_full_isl: Option<bool>,
 }
 
 impl BatchingPolicy for VllmV1 {
@@ -52,6 +63,10 @@ impl BatchingPolicy for VllmV1 {
     /// `KVCacheManager.allocate_slots` keeps no watermark.
     fn keeps_watermark(&self) -> bool {
         false
+    }
+
+    fn full_sequence_must_fit(&self) -> bool {
+        self.reserve_full_isl.unwrap_or(true)
     }
 
     fn build(&self) -> Box<dyn Batcher> {
