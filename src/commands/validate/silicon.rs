@@ -611,11 +611,13 @@ fn kind<'a>(kind: &str, more: &[(&'a str, toml::Value)]) -> Vec<(&'a str, toml::
     v
 }
 
-/// vLLM V1's batching: its own kind with `own`, else servesim's chunked prefill with decodes
-/// first.
-fn vllm_v1(own: bool) -> Vec<(&'static str, toml::Value)> {
+/// vLLM V1's batching: its own kind with `own` — a request admitted only when its whole
+/// prompt fits from the row's release 0.19.0 on (`reserve_full_isl`, as vLLM's default then) —
+/// else servesim's chunked prefill with decodes first.
+fn vllm_v1(own: bool, version: Option<EngineVersion>) -> Vec<(&'static str, toml::Value)> {
     if own {
-        kind("vllm-v1", &[])
+        let gate = row_version(ServingEngine::Vllm, version).is_some_and(|v| v >= (0, 19, 0));
+        kind("vllm-v1", &[("reserve_full_isl", gate.into())])
     } else {
         chunked("decode")
     }
@@ -643,7 +645,7 @@ pub(super) fn engine_settings(
     let EngineLimits { max_num_seqs: seqs, max_num_batched_tokens: tokens } =
         engine.default_limits(gpu, row_version(engine, version));
     let batching = match (engine, own) {
-        (ServingEngine::Vllm, _) => vllm_v1(own),
+        (ServingEngine::Vllm, _) => vllm_v1(own, version),
         (ServingEngine::Sglang, true) => kind("sglang", &[]),
         (ServingEngine::Sglang, false) => chunked("prefill"),
         (ServingEngine::Trtllm, _) => return trtllm_settings(doc, seqs as u64, tokens as u64, osl),
@@ -694,7 +696,7 @@ pub(super) fn generator_settings(
     match framework {
         "vllm" => {
             let seqs = if c < 512 { 512 } else { 2 * c64 };
-            doc.scheduler(seqs, c64 + isl + 1500, &vllm_v1(own));
+            doc.scheduler(seqs, c64 + isl + 1500, &vllm_v1(own, version));
         }
         "sglang" => {
             let prefill = isl + 1500;
@@ -743,7 +745,7 @@ fn recipe_settings(doc: &mut Doc, r: &Recipe, c: &Case, gpu: &GpuSpec, own: bool
         Launch::Vllm(f) => {
             // The scripts' max-model-len (above ISL + OSL) is not kept: "auto", the longest the
             // pool holds, stands in, so that vLLM's start-up check passes as it did for the run.
-            doc.scheduler(f.max_num_seqs_at(c.concurrency), f.max_num_batched_tokens, &vllm_v1(own))
+            doc.scheduler(f.max_num_seqs_at(c.concurrency), f.max_num_batched_tokens, &vllm_v1(own, c.engine_version))
                 .set("scheduler.max_model_len", "auto")
                 .set("memory.engine", "vllm")
                 .set("memory.gpu_memory_utilization", f.gpu_memory_utilization);
@@ -1901,6 +1903,17 @@ mod tests {
             (("chunked".into(), prio("decode")), 1024)
         );
         assert_eq!(batching(&engine("vllm", true)), ("vllm-v1".into(), None));
+        // vLLM's full-prompt admission gate as the row's release had it: from 0.19.0 (a row
+        // without a version is taken as 0.13).
+        let gate = |v: Option<EngineVersion>| {
+            let mut doc = Doc::default();
+            engine_settings(&mut doc, "vllm", (&h200, v), 1024, true);
+            doc.at("scheduler.batching.reserve_full_isl").and_then(toml::Value::as_bool)
+        };
+        assert_eq!(
+            (gate(Some((0, 19, 0))), gate(Some((0, 18, 1))), gate(None)),
+            (Some(true), Some(false), Some(false))
+        );
         assert_eq!(batching(&engine("sglang", false)), ("chunked".into(), prio("prefill")));
         let sglang = engine("sglang", true);
         assert_eq!(
