@@ -334,7 +334,7 @@ fn instance_config(s: &Scenario, gi: usize, own: &dyn CostModel) -> InstanceConf
         max_num_seqs: g.scheduler.max_num_seqs,
         max_num_batched_tokens: g.scheduler.max_num_batched_tokens as u64,
         block_tokens: g.scheduler.block_tokens as u64,
-        watermark_blocks: (g.scheduler.watermark * kv_blocks as f64).floor() as u32,
+        watermark_blocks: (g.scheduler.batching.watermark(g.scheduler.watermark) * kv_blocks as f64).floor() as u32,
         max_model_len: g.max_model_len,
         kv_blocks,
         dp_ranks: dp_ranks as u32,

@@ -745,7 +745,7 @@ fn vllm_defaults(
             got["all2all_backend"]
         );
     }
-    if throughput_mode(got, version, warn)? {
+    if throughput_mode(got, warn)? {
         let twice = |n: u32| n.saturating_mul(2);
         limits = EngineLimits {
             max_num_seqs: twice(limits.max_num_seqs),
@@ -766,22 +766,41 @@ fn batched_dp_moe(got: &BTreeMap<&'static str, String>, version: Option<EngineVe
     backend && got.get("ep").is_some_and(|e| e == "true") && dp_ranks > 1 && version.is_none_or(|v| v >= (0, 20, 0))
 }
 
+/// vLLM's flags that servesim reads and the release each came in, read off the sdists'
+/// `vllm/engine/arg_utils.py` (absent from the release before): `--performance-mode` (0.16.0
+/// has none), `--[no-]scheduler-reserve-full-isl` (0.18.1 none), `--watermark` (0.23.0 none).
+const VLLM_FLAGS_SINCE: &[(&str, &str, EngineVersion)] = &[
+    ("performance_mode", "--performance-mode", (0, 17, 0)),
+    ("reserve_full_isl", "--[no-]scheduler-reserve-full-isl", (0, 19, 0)),
+    ("watermark", "--watermark", (0, 24, 0)),
+];
+
+/// A flag of [`VLLM_FLAGS_SINCE`] given to a vLLM `version` before it came is refused, as that
+/// release's parser refuses it.
+fn check_flag_releases(
+    engine: Engine,
+    got: &BTreeMap<&'static str, String>,
+    version: Option<EngineVersion>,
+) -> Result<()> {
+    let Some((a, b, c)) = version.filter(|_| engine == Engine::Vllm) else { return Ok(()) };
+    for &(key, flag, since) in VLLM_FLAGS_SINCE {
+        if got.contains_key(key) && (a, b, c) < since {
+            let (x, y, z) = since;
+            return Err(CliError::input(format!(
+                "{flag}: vLLM {a}.{b}.{c} has no such flag (it came in {x}.{y}.{z}): its parser refuses it"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// vLLM's `--performance-mode` (from 0.17.0, `VllmConfig.performance_mode`): whether it is
 /// "throughput", which doubles the defaults of both limits (`EngineArgs._set_default_args`,
 /// vllm/engine/arg_utils.py, alike in 0.17.0, 0.19.1 and 0.34.0); "interactivity" sizes CUDA
 /// graphs and picks kernels for small batches, not modelled, which `warn` says. A value vLLM's
-/// parser does not take, or the flag before 0.17 (0.16.0's parser has none), is refused.
-fn throughput_mode(
-    got: &BTreeMap<&'static str, String>,
-    version: Option<EngineVersion>,
-    warn: &mut Vec<String>,
-) -> Result<bool> {
+/// parser does not take is refused (the flag before 0.17: [`check_flag_releases`]).
+fn throughput_mode(got: &BTreeMap<&'static str, String>, warn: &mut Vec<String>) -> Result<bool> {
     let Some(mode) = got.get("performance_mode") else { return Ok(false) };
-    if let Some((a, b, c)) = version.filter(|&v| v < (0, 17, 0)) {
-        return Err(CliError::input(format!(
-            "--performance-mode {mode}: vLLM {a}.{b}.{c} has no such flag (it came in 0.17.0): its parser refuses it"
-        )));
-    }
     match mode.as_str() {
         "throughput" => Ok(true),
         "balanced" => Ok(false),
@@ -930,6 +949,12 @@ fn batching_lines(engine: Engine, got: &BTreeMap<&'static str, String>, sglang_r
     // default where the command says nothing, `engine_version`).
     if let Some(v) = got.get("reserve_full_isl").filter(|_| chunked && engine == Engine::Vllm) {
         t += &format!("reserve_full_isl = {v}\n");
+    }
+    if let Some(w) = got.get("watermark").filter(|_| chunked && engine == Engine::Vllm) {
+        // `SchedulerConfig.watermark`, a float in [0, 1) (vllm/config/scheduler.py, 0.24.0 on).
+        let x = w.trim().parse::<f64>().ok().filter(|x| x.is_finite() && (0.0..1.0).contains(x));
+        let x = x.ok_or_else(|| CliError::input(format!("--watermark: not a number in [0, 1): {w:?}")))?;
+        t += &format!("watermark = {x}\n");
     }
     Ok(t)
 }
@@ -1320,6 +1345,7 @@ fn scenario_given(
     let version = engine_version(engine, version, &mut warn)?;
     let (mut got, unknown) = parse_flags(engine, args)?;
     eager_warning(engine, &got, &mut warn);
+    check_flag_releases(engine, &got, version)?;
     if !unknown.is_empty() {
         warn.push(format!("not understood, left out: {}", unknown.join(", ")));
     }
@@ -1650,7 +1676,7 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("vLLM 0.16.0 has no such flag"), "{e}");
+        assert!(e.contains("--performance-mode: vLLM 0.16.0 has no such flag (it came in 0.17.0)"), "{e}");
         // A low-latency all-to-all with expert parallelism over DP ranks (0.20.0 on): a budget of
         // 256 tokens, the sequences held to it; the default backend keeps the usual defaults.
         let dp = "deepseek-ai/DeepSeek-R1 --data-parallel-size 8 --enable-expert-parallel";
@@ -1669,6 +1695,22 @@ mod tests {
             (old.groups[0].scheduler.max_num_seqs, old.groups[0].scheduler.max_num_batched_tokens),
             (1024, 8192)
         );
+        // --watermark (0.24.0 on) is vLLM V1's own watermark; before 0.24 the flag is refused.
+        let (s, _) = scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct --watermark 0.05");
+        assert!(
+            s.resolved_toml().contains("long_prefill_token_threshold = 0\nwatermark = 0.05"),
+            "{}",
+            s.resolved_toml()
+        );
+        let old = scenario(
+            Engine::Vllm,
+            "h100-sxm",
+            &args("meta-llama/Llama-3.1-8B-Instruct --watermark 0.05"),
+            Some("0.23.0"),
+        );
+        assert!(old.unwrap_err().to_string().contains("--watermark: vLLM 0.23.0 has no such flag (it came in 0.24.0)"));
+        assert!(err("meta-llama/Llama-3.1-8B-Instruct --watermark 1")
+            .contains("--watermark: not a number in [0, 1): \"1\""));
         // --no-scheduler-reserve-full-isl goes to the scheduler as written.
         let (s, _) =
             scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct --no-scheduler-reserve-full-isl");

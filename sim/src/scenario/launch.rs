@@ -92,6 +92,7 @@ pub const FLAGS: &[LaunchFlag] = &[
     value(VS, &["--dtype"], "dtype"),
     value(V, &["--long-prefill-token-threshold"], "long_prefill"),
     value(V, &["--performance-mode"], "performance_mode"),
+    value(V, &["--watermark"], "watermark"),
     switch(V, &["--scheduler-reserve-full-isl"], "reserve_full_isl", true),
     switch(V, &["--no-scheduler-reserve-full-isl"], "reserve_full_isl", false),
     value(V, &["--all2all-backend"], "all2all_backend"),

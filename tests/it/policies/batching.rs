@@ -194,6 +194,29 @@ fn vllm_v1_admits_a_request_only_when_its_whole_prompt_fits_from_0_19() {
     assert!(at("0.19.0").contains("reserve_full_isl = true"), "{}", at("0.19.0"));
 }
 
+#[test]
+fn vllm_v1_keeps_its_own_watermark_free_while_requests_run() {
+    // vLLM's `--watermark` (0.24.0 on; `KVCacheManager.allocate_slots`, vllm/v1/core/
+    // kv_cache_manager.py, 0.24.0 and 0.34.0): ⌊0.2 × 10⌋ = 2 blocks kept free when admitting a
+    // waiting request while others run. A (64, 8 out) at 0, B (64, 2) at 100 µs, budget 200.
+    // 0: A's 64 → 1640. 1640: A's decode takes its 5th block (5 free); B needs 4 + 2 > 5: it
+    // waits until A's last token at 1640 + 7 × 1010 = 8710, when nothing runs and the watermark
+    // is not applied. Without it B is admitted at 1640.
+    use servesim_sim::engine::Simulation;
+    let us = |x: u64| servesim_sim::SimTime(x * 1000);
+    let b_scheduled = |scheduler: &str, batching: &str| {
+        let s = listed(
+            &format!("max_num_batched_tokens = 200\n{scheduler}\n[scheduler.batching]\nkind = \"vllm-v1\"\n{batching}"),
+            10,
+        );
+        Simulation::with_requests(&s, requests(&[(0, 64, 8), (100, 64, 2)])).run().recorder.records[1].scheduled
+    };
+    assert_eq!(b_scheduled("", "watermark = 0.2"), us(8710));
+    assert_eq!(b_scheduled("", ""), us(1640));
+    // `scheduler.watermark` is not vLLM V1's: it changes nothing here.
+    assert_eq!(b_scheduled("watermark = 0.2", ""), us(1640));
+}
+
 /// A [`paper`] scenario for two requests given to [`Simulation::with_requests`] (its workload
 /// is not drawn; its request count sizes the records).
 fn listed(scheduler: &str, blocks: u32) -> servesim_sim::Scenario {

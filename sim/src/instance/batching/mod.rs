@@ -42,9 +42,13 @@ pub trait BatchingPolicy {
     fn chunk_cap(&self) -> u64 {
         u64::MAX
     }
-    /// Whether admissions keep `scheduler.watermark` free (vLLM V1 and SGLang keep none).
+    /// Whether admissions keep `scheduler.watermark` free (SGLang keeps none).
     fn keeps_watermark(&self) -> bool {
         true
+    }
+    /// The watermark the kind keeps instead of `scheduler.watermark`, if it has its own.
+    fn own_watermark(&self) -> Option<f64> {
+        None
     }
     /// Whether a waiting request is admitted only when the free blocks hold its whole sequence
     /// so far, not just its first chunk (vLLM's `scheduler_reserve_full_isl`).
@@ -89,6 +93,11 @@ impl BatchingSpec {
     /// Whether admissions keep `scheduler.watermark` free.
     pub(crate) fn keeps_watermark(&self) -> bool {
         self.spec().keeps_watermark()
+    }
+
+    /// The fraction of the blocks admissions keep free: the kind's own, else `scheduler`'s.
+    pub(crate) fn watermark(&self, scheduler: f64) -> f64 {
+        self.spec().own_watermark().unwrap_or(scheduler)
     }
 
     /// Whether a waiting request is admitted only when its whole sequence so far fits.

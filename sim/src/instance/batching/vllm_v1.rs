@@ -11,7 +11,9 @@
 //!    until the block is found; if it preempted itself, the running loop stops.
 //! 3. Waiting requests are admitted only if nobody was preempted in this iteration, in queue
 //!    order, each with its first chunk, while `max_num_seqs`, the budget and the free blocks
-//!    allow. `KVCacheManager.allocate_slots` keeps no watermark: blocks are free or not. From
+//!    allow. `KVCacheManager.allocate_slots` keeps no watermark by default (`--watermark`, from
+//!    0.24.0, keeps that fraction of the blocks free for admissions while requests run; 0.23.0
+//!    has none: `watermark` here, not `scheduler.watermark`). From
 //!    vLLM 0.19.0 (`scheduler_reserve_full_isl`, on by default; 0.18.1 has it not) a request is
 //!    admitted only if the free blocks, less its cached prefix, would hold its whole sequence so
 //!    far — the prompt, and a resumed request's generated tokens — though only its first chunk
@@ -41,12 +43,22 @@ pub struct VllmV1 {
     /// "vllm"` and an `engine_version` before 0.19, off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) reserve_full_isl: Option<bool>,
+    /// The fraction of the KV blocks admissions keep free while requests run (`--watermark`,
+    /// vLLM 0.24.0 on); 0, vLLM's default: none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) watermark: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl BatchingPolicy for VllmV1 {
     fn validate(&self, path: &str) -> Result<(), ConfigError> {
         let t = self.long_prefill_token_threshold;
-        check(t <= 1 << 40, path, "long_prefill_token_threshold", "must be ≤ 2^40", t)
+        check(t <= 1 << 40, path, "long_prefill_token_threshold", "must be ≤ 2^40", t)?;
+        let w = self.watermark;
+        check(w.is_finite() && (0.0..1.0).contains(&w), path, "watermark", "must be in [0, 1), as vLLM takes it", w)
     }
 
     fn is_chunked(&self) -> bool {
@@ -60,9 +72,9 @@ impl BatchingPolicy for VllmV1 {
         }
     }
 
-    /// `KVCacheManager.allocate_slots` keeps no watermark.
-    fn keeps_watermark(&self) -> bool {
-        false
+    /// `KVCacheManager.allocate_slots` keeps its own (`--watermark`), none by default.
+    fn own_watermark(&self) -> Option<f64> {
+        Some(self.watermark)
     }
 
     fn full_sequence_must_fit(&self) -> bool {
