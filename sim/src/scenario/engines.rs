@@ -190,8 +190,8 @@ impl LimitsFromGpu {
 /// How `vllm serve` settles `--max-num-seqs` and `--max-num-batched-tokens` from those it is
 /// `given` and its defaults on the GPU (`default`), for a context of `max_model_len` tokens, as
 /// `EngineArgs._set_default_args` does (vllm/engine/arg_utils.py, the same in the 0.11.2 and
-/// 0.34.0 sdists; 0.34's `--performance-mode throughput`, which doubles both defaults, is not
-/// read):
+/// 0.34.0 sdists; `default` is the GPU's, as `scenario from-vllm` changes it first for
+/// `--performance-mode throughput` and a batched DP all-to-all):
 /// - a budget not given is the default, raised to `max_model_len` without chunked prefill
 ///   (every prompt must fit one step), then held to `max_num_seqs × max_model_len`;
 /// - `max_num_seqs` not given is the default, held to that budget.
