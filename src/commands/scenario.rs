@@ -766,6 +766,14 @@ fn batched_dp_moe(got: &BTreeMap<&'static str, String>, version: Option<EngineVe
     backend && got.get("ep").is_some_and(|e| e == "true") && dp_ranks > 1 && version.is_none_or(|v| v >= (0, 20, 0))
 }
 
+/// vLLM's `--watermark`: `SchedulerConfig.watermark`, a float in [0, 1) (vllm/config/scheduler.py,
+/// 0.24.0 on).
+fn vllm_watermark(got: &BTreeMap<&'static str, String>) -> Result<Option<f64>> {
+    let Some(w) = got.get("watermark") else { return Ok(None) };
+    let x = w.trim().parse::<f64>().ok().filter(|x| x.is_finite() && (0.0..1.0).contains(x));
+    x.map(Some).ok_or_else(|| CliError::input(format!("--watermark: not a number in [0, 1): {w:?}")))
+}
+
 /// vLLM's flags that servesim reads and the release each came in, read off the sdists'
 /// `vllm/engine/arg_utils.py` (absent from the release before): `--performance-mode` (0.16.0
 /// has none), `--[no-]scheduler-reserve-full-isl` (0.18.1 none), `--watermark` (0.23.0 none).
@@ -856,6 +864,11 @@ fn block_and_length_lines(engine: Engine, got: &BTreeMap<&'static str, String>) 
     let mut t = String::new();
     if let Some(b) = int(got, "block_size", spelled(engine, "block_size"))? {
         t += &format!("block_tokens = {b}\n");
+    }
+    if engine == Engine::Vllm && got.get("chunked").is_some_and(|v| v == "false") {
+        // Continuous batching keeps `scheduler.watermark`: vLLM V1's is its `--watermark`, none
+        // by default.
+        t += &format!("watermark = {}\n", vllm_watermark(got)?.unwrap_or(0.0));
     }
     let flag = spelled(engine, "max_model_len");
     let auto =
@@ -950,10 +963,7 @@ fn batching_lines(engine: Engine, got: &BTreeMap<&'static str, String>, sglang_r
     if let Some(v) = got.get("reserve_full_isl").filter(|_| chunked && engine == Engine::Vllm) {
         t += &format!("reserve_full_isl = {v}\n");
     }
-    if let Some(w) = got.get("watermark").filter(|_| chunked && engine == Engine::Vllm) {
-        // `SchedulerConfig.watermark`, a float in [0, 1) (vllm/config/scheduler.py, 0.24.0 on).
-        let x = w.trim().parse::<f64>().ok().filter(|x| x.is_finite() && (0.0..1.0).contains(x));
-        let x = x.ok_or_else(|| CliError::input(format!("--watermark: not a number in [0, 1): {w:?}")))?;
+    if let Some(x) = vllm_watermark(got)?.filter(|_| chunked && engine == Engine::Vllm) {
         t += &format!("watermark = {x}\n");
     }
     Ok(t)
@@ -1711,6 +1721,11 @@ mod tests {
         assert!(old.unwrap_err().to_string().contains("--watermark: vLLM 0.23.0 has no such flag (it came in 0.24.0)"));
         assert!(err("meta-llama/Llama-3.1-8B-Instruct --watermark 1")
             .contains("--watermark: not a number in [0, 1): \"1\""));
+        // Without chunked prefill (continuous batching) the watermark is vLLM V1's: none, or its own.
+        let resolved = |cmd: &str| scenario_of(Engine::Vllm, "h100-sxm", cmd).0.resolved_toml();
+        let nc = "meta-llama/Llama-3.1-8B-Instruct --no-enable-chunked-prefill";
+        assert!(resolved(nc).contains("\nwatermark = 0.0\n"), "{}", resolved(nc));
+        assert!(resolved(&format!("{nc} --watermark 0.05")).contains("\nwatermark = 0.05\n"));
         // --no-scheduler-reserve-full-isl goes to the scheduler as written.
         let (s, _) =
             scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct --no-scheduler-reserve-full-isl");
