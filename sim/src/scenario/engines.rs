@@ -57,6 +57,7 @@ impl ServingEngine {
     /// | `scheduler.max_num_seqs`, `max_num_batched_tokens` | [`ServingEngine::default_limits`] on each instance's GPU (the top-level `[gpu]` or a group's own, [`LimitsFromGpu`]), at `engine_version` | same, each DP attention rank's share; `max_num_seqs` from each rank's KV pool ([`crate::memory::sglang_max_running_requests`]) | same |
     /// | `scheduler.cpu.overlap` (with `engine_version`) | [`ServingEngine::schedules_async_by_default`] | — | — |
     /// | `scheduler.prefix_cache.enabled` | true | true (the radix cache) | — |
+    /// | `scheduler.watermark` | 0 (vLLM V1 keeps none) | — | — |
     /// | `memory.engine` (unless `reserve_gib` or `kv_blocks` is given) | `vllm` | `sglang` | `trtllm` |
     /// | `cost.overhead` (roofline) | `vllm` | `sglang` | `trtllm` |
     /// | `cost.database.framework` (a database named) | `vllm` | `sglang` | `trtllm` |
@@ -86,6 +87,11 @@ impl ServingEngine {
             }
         }
         self.apply_version_defaults(file, &has);
+        // vLLM V1 keeps no watermark unless `--watermark` says (`SchedulerConfig.watermark`, 0
+        // by default); a batching kind other than vllm-v1 would keep `scheduler.watermark`.
+        if vllm && !has(&["scheduler", "watermark"]) {
+            file.scheduler.watermark = 0.0;
+        }
         if (vllm || sglang) && !has(&["scheduler", "prefix_cache", "enabled"]) {
             file.scheduler.prefix_cache.enabled = true;
         }

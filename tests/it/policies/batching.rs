@@ -191,6 +191,8 @@ fn vllm_v1_admits_a_request_only_when_its_whole_prompt_fits_from_0_19() {
         scenario(&format!("engine = \"vllm\"\nengine_version = \"{v}\"\n{text}")).resolved_toml()
     };
     assert!(at("0.18.1").contains("reserve_full_isl = false"), "{}", at("0.18.1"));
+    // and, vLLM V1 keeping no watermark by default, `scheduler.watermark` 0 for any batching kind.
+    assert!(at("0.19.0").contains("\nwatermark = 0.0\n"), "{}", at("0.19.0"));
     assert!(at("0.19.0").contains("reserve_full_isl = true"), "{}", at("0.19.0"));
 }
 
