@@ -766,6 +766,39 @@ fn batched_dp_moe(got: &BTreeMap<&'static str, String>, version: Option<EngineVe
     backend && got.get("ep").is_some_and(|e| e == "true") && dp_ranks > 1 && version.is_none_or(|v| v >= (0, 20, 0))
 }
 
+/// vLLM's `--kv-offloading-size` (GiB, summed over an engine core's `tp` GPUs;
+/// `CacheConfig.kv_offloading_size`, vllm/config/cache.py) with the `native` backend, vLLM's
+/// `OffloadingConnector` (`VllmConfig._post_init_kv_transfer_config`, vllm/config/vllm.py at
+/// 0.34.0), as the prefix cache's CPU tier, `cpu_gib` per GPU. An assumption, said in the file:
+/// vLLM copies every computed block to the CPU and loads hits asynchronously, where the tier
+/// keeps the blocks evicted from the GPU and adds each load to its iteration. The `lmcache`
+/// backend (its own server's capacity) and a cache that is off are left out, in `warn`.
+fn offload_line(got: &BTreeMap<&'static str, String>, prefix: bool, tp: u64, warn: &mut Vec<String>) -> Result<String> {
+    let Some(size) = got.get("kv_offloading_size") else { return Ok(String::new()) };
+    let gib = size.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0);
+    let gib = gib.ok_or_else(|| CliError::input(format!("--kv-offloading-size: not a number of GiB ≥ 0: {size:?}")))?;
+    match got.get("kv_offloading_backend").map_or("native", String::as_str) {
+        "native" => {}
+        "lmcache" => {
+            warn.push("--kv-offloading-backend lmcache: left out (LMCache's own server holds the offloaded KV; its capacity is not in the command)".into());
+            return Ok(String::new());
+        }
+        other => {
+            return Err(CliError::input(format!("--kv-offloading-backend {other:?}: vLLM takes native or lmcache")))
+        }
+    }
+    if !prefix {
+        warn.push(format!("--kv-offloading-size {size}: left out, as servesim's CPU tier holds prefix-cache blocks and prefix caching is off"));
+        return Ok(String::new());
+    }
+    let per_gpu = gib / tp.max(1) as f64;
+    Ok(format!(
+        "# --kv-offloading-size {size} GiB over {tp} GPU(s): vLLM's CPU offloading as this CPU tier (an assumption: vLLM\n\
+         # copies every block and loads hits asynchronously; here the tier keeps evicted blocks, each load in its step).\n\
+         cpu_gib = {per_gpu}\n"
+    ))
+}
+
 /// vLLM's `--watermark`: `SchedulerConfig.watermark`, a float in [0, 1) (vllm/config/scheduler.py,
 /// 0.24.0 on).
 fn vllm_watermark(got: &BTreeMap<&'static str, String>) -> Result<Option<f64>> {
@@ -1402,6 +1435,7 @@ fn scenario_given(
     // Prefix caching is on by default in vLLM V1 and SGLang (the radix cache).
     let prefix = got.get("prefix").is_none_or(|v| v == "true");
     t += &format!("[scheduler.prefix_cache]\nenabled = {prefix}\n");
+    t += &offload_line(&got, prefix, gpus / dp_attention.max(1), &mut warn)?;
     t += &speculative::lines(engine, &got, (preset, weight_dtype, kv_dtype), acceptance, &mut warn)?;
     t += &cpu_lines(engine, &got, (version, pp as u32), &mut warn)?;
     t += &memory_lines((engine, engine_name), &got, version, &mut warn)?;
@@ -1726,6 +1760,23 @@ mod tests {
         let nc = "meta-llama/Llama-3.1-8B-Instruct --no-enable-chunked-prefill";
         assert!(resolved(nc).contains("\nwatermark = 0.0\n"), "{}", resolved(nc));
         assert!(resolved(&format!("{nc} --watermark 0.05")).contains("\nwatermark = 0.05\n"));
+        // --kv-offloading-size (GiB over the engine core's TP GPUs) as the prefix cache's CPU tier.
+        let (s, _) =
+            scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct -tp 2 --kv-offloading-size 64");
+        assert!(s.resolved_toml().contains("cpu_gib = 32.0"), "{}", s.resolved_toml());
+        let (s, warn) = scenario_of(
+            Engine::Vllm,
+            "h100-sxm",
+            "meta-llama/Llama-3.1-8B-Instruct --kv-offloading-size 64 --kv-offloading-backend lmcache",
+        );
+        assert!(!s.resolved_toml().contains("cpu_gib = 64") && warn.iter().any(|w| w.contains("lmcache: left out")));
+        let (_, warn) = scenario_of(
+            Engine::Vllm,
+            "h100-sxm",
+            "meta-llama/Llama-3.1-8B-Instruct --kv-offloading-size 64 --no-enable-prefix-caching",
+        );
+        assert!(warn.iter().any(|w| w.contains("--kv-offloading-size 64: left out")), "{warn:?}");
+        assert!(err("meta-llama/Llama-3.1-8B-Instruct --kv-offloading-size -1").contains("not a number of GiB ≥ 0"));
         // --no-scheduler-reserve-full-isl goes to the scheduler as written.
         let (s, _) =
             scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct --no-scheduler-reserve-full-isl");
