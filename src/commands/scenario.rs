@@ -766,6 +766,13 @@ fn batched_dp_moe(got: &BTreeMap<&'static str, String>, version: Option<EngineVe
     backend && got.get("ep").is_some_and(|e| e == "true") && dp_ranks > 1 && version.is_none_or(|v| v >= (0, 20, 0))
 }
 
+/// `[scheduler.prefix_cache]`: on unless the command turns it off (vLLM V1 and SGLang, its
+/// radix cache, cache prefixes by default), with vLLM's CPU offloading ([`offload_line`]).
+fn prefix_lines(got: &BTreeMap<&'static str, String>, tp: u64, warn: &mut Vec<String>) -> Result<String> {
+    let prefix = got.get("prefix").is_none_or(|v| v == "true");
+    Ok(format!("[scheduler.prefix_cache]\nenabled = {prefix}\n") + &offload_line(got, prefix, tp, warn)?)
+}
+
 /// vLLM's `--kv-offloading-size` (GiB, summed over an engine core's `tp` GPUs;
 /// `CacheConfig.kv_offloading_size`, vllm/config/cache.py) with the `native` backend, vLLM's
 /// `OffloadingConnector` (`VllmConfig._post_init_kv_transfer_config`, vllm/config/vllm.py at
@@ -1432,10 +1439,7 @@ fn scenario_given(
     t += &block_and_length_lines(engine, &got)?;
     t += &recv_line(&got, sglang_ranks)?;
     t += &batching_lines(engine, &got, sglang_ranks)?;
-    // Prefix caching is on by default in vLLM V1 and SGLang (the radix cache).
-    let prefix = got.get("prefix").is_none_or(|v| v == "true");
-    t += &format!("[scheduler.prefix_cache]\nenabled = {prefix}\n");
-    t += &offload_line(&got, prefix, gpus / dp_attention.max(1), &mut warn)?;
+    t += &prefix_lines(&got, gpus / dp_attention.max(1), &mut warn)?;
     t += &speculative::lines(engine, &got, (preset, weight_dtype, kv_dtype), acceptance, &mut warn)?;
     t += &cpu_lines(engine, &got, (version, pp as u32), &mut warn)?;
     t += &memory_lines((engine, engine_name), &got, version, &mut warn)?;
