@@ -816,11 +816,13 @@ fn vllm_watermark(got: &BTreeMap<&'static str, String>) -> Result<Option<f64>> {
 
 /// vLLM's flags that servesim reads and the release each came in, read off the sdists'
 /// `vllm/engine/arg_utils.py` (absent from the release before): `--performance-mode` (0.16.0
-/// has none), `--[no-]scheduler-reserve-full-isl` (0.18.1 none), `--watermark` (0.23.0 none).
+/// has none), `--[no-]scheduler-reserve-full-isl` (0.18.1 none), `--watermark` (0.23.0 none),
+/// `--[no-]long-prefill-token-threshold-adaptive` (0.30.0 none).
 const VLLM_FLAGS_SINCE: &[(&str, &str, EngineVersion)] = &[
     ("performance_mode", "--performance-mode", (0, 17, 0)),
     ("reserve_full_isl", "--[no-]scheduler-reserve-full-isl", (0, 19, 0)),
     ("watermark", "--watermark", (0, 24, 0)),
+    ("long_prefill_adaptive", "--[no-]long-prefill-token-threshold-adaptive", (0, 31, 0)),
 ];
 
 /// A flag of [`VLLM_FLAGS_SINCE`] given to a vLLM `version` before it came is refused, as that
@@ -1002,6 +1004,9 @@ fn batching_lines(engine: Engine, got: &BTreeMap<&'static str, String>, sglang_r
     // default where the command says nothing, `engine_version`).
     if let Some(v) = got.get("reserve_full_isl").filter(|_| chunked && engine == Engine::Vllm) {
         t += &format!("reserve_full_isl = {v}\n");
+    }
+    if got.get("long_prefill_adaptive").is_some_and(|v| v == "true") && chunked && engine == Engine::Vllm {
+        t += "long_prefill_token_threshold_adaptive = true\n";
     }
     if let Some(x) = vllm_watermark(got)?.filter(|_| chunked && engine == Engine::Vllm) {
         t += &format!("watermark = {x}\n");
@@ -1781,6 +1786,12 @@ mod tests {
         );
         assert!(warn.iter().any(|w| w.contains("--kv-offloading-size 64: left out")), "{warn:?}");
         assert!(err("meta-llama/Llama-3.1-8B-Instruct --kv-offloading-size -1").contains("not a number of GiB ≥ 0"));
+        // --long-prefill-token-threshold-adaptive (0.31.0 on) goes to vLLM V1's scheduler.
+        let cmd = "meta-llama/Llama-3.1-8B-Instruct --long-prefill-token-threshold 512 --long-prefill-token-threshold-adaptive";
+        assert!(scenario_of(Engine::Vllm, "h100-sxm", cmd)
+            .0
+            .resolved_toml()
+            .contains("long_prefill_token_threshold_adaptive = true"));
         // --no-scheduler-reserve-full-isl goes to the scheduler as written.
         let (s, _) =
             scenario_of(Engine::Vllm, "h100-sxm", "meta-llama/Llama-3.1-8B-Instruct --no-scheduler-reserve-full-isl");

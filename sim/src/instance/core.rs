@@ -37,6 +37,9 @@ pub(crate) struct Core {
     /// This iteration runs no context (no admission, no prefill chunk): TensorRT-LLM's
     /// attention-DP balancing ([`super::adp`]) or batch waiting ([`super::batch_wait`]) holds them.
     pub(super) hold_context: bool,
+    /// This iteration's cap on a prefill chunk, where the batching kind sets one per step
+    /// (vLLM's, which follows the requests there are); else the kind's own.
+    pub(super) step_cap: Option<u64>,
     /// Output tokens every request here has yet to produce.
     pub(super) pending_decode: u64,
     /// Speculative acceptance draws.
@@ -100,6 +103,12 @@ impl Core {
         let new = self.blocks_for(full).saturating_sub(gpu_hits)
             + self.window_need(hit_tokens, full.saturating_sub(hit_tokens));
         self.fits(new, evictable)
+    }
+
+    /// The most tokens a prefill chunk takes in this iteration ([`Core::step_cap`], else the
+    /// batching kind's).
+    fn chunk_cap(&self) -> u64 {
+        self.step_cap.unwrap_or_else(|| self.cfg.policy.batching.chunk_cap())
     }
 
     /// Blocks reserved up front for a request (`reserve-max`), 0 when paged.
@@ -281,7 +290,7 @@ impl Core {
     /// requests when none are free; stops when the budget is spent or a request had to preempt
     /// itself.
     pub(super) fn step_running_in_order(&mut self, budget: u64, rec: &mut dyn Observer) {
-        let cap = self.cfg.policy.batching.chunk_cap();
+        let cap = self.chunk_cap();
         let mut used = 0;
         let mut i = 0;
         while i < self.running.len() && used < budget {
@@ -485,12 +494,7 @@ impl Core {
     /// `max_num_seqs`, `budget` and the free blocks allow; whole prompts, or with `chunked` the
     /// first chunk that fits the budget. Returns how many were admitted.
     pub(super) fn admit(&mut self, now: SimTime, budget: &mut u64, chunked: bool, rec: &mut dyn Observer) -> u32 {
-        let rule = BudgetRule {
-            budget,
-            chunked,
-            max_batched: self.cfg.max_num_batched_tokens,
-            cap: self.cfg.policy.batching.chunk_cap(),
-        };
+        let rule = BudgetRule { budget, chunked, max_batched: self.cfg.max_num_batched_tokens, cap: self.chunk_cap() };
         self.admit_by(now, rule, rec)
     }
 
@@ -721,6 +725,11 @@ impl<'a> Sched<'a> {
     /// [`Core::step_running_in_order`].
     pub(crate) fn step_running_in_order(&mut self, budget: u64, rec: &mut dyn Observer) {
         self.core.step_running_in_order(budget, rec)
+    }
+
+    /// Caps this iteration's prefill chunks at `cap` (`None`: the batching kind's own cap).
+    pub(crate) fn set_step_cap(&mut self, cap: Option<u64>) {
+        self.core.step_cap = cap;
     }
 
     /// [`Core::trim_decodes`].

@@ -807,6 +807,7 @@ fn core_of(cfg: &InstanceConfig, id: u32, rank: u32) -> Core {
         admitted_now: 0,
         preempted_now: false,
         hold_context: false,
+        step_cap: None,
         pending_decode: 0,
         spec_rng: substream(p.seed, Stream::Speculation, stream),
         cfg: cfg.clone(),

@@ -273,8 +273,11 @@ impl ServingEngine {
         // vLLM's scheduler checks that a waiting request's whole sequence fits before admitting
         // it from 0.19.0 (`scheduler_reserve_full_isl`, vllm/config/scheduler.py; 0.18.1 has
         // none), where the file does not say.
+        // From 0.31.0 a request alone takes the whole budget past `long_prefill_token_threshold`
+        // (`Scheduler.schedule`, vllm/v1/core/sched/scheduler.py; 0.30.0 caps it).
         if let (Some(v), BatchingSpec::VllmV1(b)) = (version.filter(|_| vllm), &mut file.scheduler.batching) {
             b.reserve_full_isl.get_or_insert(v >= (0, 19, 0));
+            b.lone_request_uncapped.get_or_insert(v >= (0, 31, 0));
         }
     }
 

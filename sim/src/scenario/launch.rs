@@ -93,6 +93,8 @@ pub const FLAGS: &[LaunchFlag] = &[
     value(V, &["--long-prefill-token-threshold"], "long_prefill"),
     value(V, &["--performance-mode"], "performance_mode"),
     value(V, &["--watermark"], "watermark"),
+    switch(V, &["--long-prefill-token-threshold-adaptive"], "long_prefill_adaptive", true),
+    switch(V, &["--no-long-prefill-token-threshold-adaptive"], "long_prefill_adaptive", false),
     value(V, &["--kv-offloading-size"], "kv_offloading_size"),
     value(V, &["--kv-offloading-backend"], "kv_offloading_backend"),
     switch(V, &["--scheduler-reserve-full-isl"], "reserve_full_isl", true),

@@ -105,8 +105,10 @@ fn vllm_v1_caps_each_requests_tokens_per_step_at_the_long_prefill_threshold() {
     let w = "requests = 1\narrival = { kind = \"constant\", rate = 1 }\n\
              prompt_tokens = { kind = \"fixed\", value = 40 }\noutput_tokens = { kind = \"fixed\", value = 2 }";
     let us = |x: u64| servesim_sim::SimTime(x * 1000);
+    // Up to 0.30 the cap holds a request alone too (`lone_request_uncapped = false`).
     let capped = run(&paper(
-        "max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"vllm-v1\"\nlong_prefill_token_threshold = 8",
+        "max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"vllm-v1\"\nlong_prefill_token_threshold = 8\n\
+         lone_request_uncapped = false",
         1000,
         w,
     ));
@@ -114,6 +116,35 @@ fn vllm_v1_caps_each_requests_tokens_per_step_at_the_long_prefill_threshold() {
     assert_eq!(capped.summary.iterations, 6, "5 chunks and 1 decode");
     let whole = run(&paper("max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"vllm-v1\"", 1000, w));
     assert_eq!(whole.recorder.records[0].ttft(), Some(us(1400)));
+    // From 0.31.0 (`Scheduler.schedule`, vllm/v1/core/sched/scheduler.py: the threshold only
+    // when running + waiting > 1) a request alone takes the whole budget: one step, 1400 µs.
+    let alone = run(&paper(
+        "max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"vllm-v1\"\nlong_prefill_token_threshold = 8",
+        1000,
+        w,
+    ));
+    assert_eq!(alone.recorder.records[0].ttft(), Some(us(1400)));
+}
+
+#[test]
+fn vllm_v1_floors_an_adaptive_threshold_at_a_fair_share_of_the_budget() {
+    // `--long-prefill-token-threshold-adaptive` (vLLM 0.31.0 on): the threshold is
+    // max(threshold, budget ÷ (running + waiting)). Budget 100, threshold 8, A and B (40-token
+    // prompts, 2 out) both at 0: 2 requests, a cap of max(8, 50) = 50: step 1 takes both
+    // prompts whole (80 tokens, 1800 µs), both first tokens at 1800. Without adaptive, 8 each
+    // a step: 5 steps of 16 tokens (1160 µs), the first tokens at 5800.
+    use servesim_sim::engine::Simulation;
+    let us = |x: u64| servesim_sim::SimTime(x * 1000);
+    let first = |adaptive: &str| {
+        let s = listed(
+            &format!("max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"vllm-v1\"\nlong_prefill_token_threshold = 8\n{adaptive}"),
+            1000,
+        );
+        let out = Simulation::with_requests(&s, requests(&[(0, 40, 2), (0, 40, 2)])).run();
+        (out.recorder.records[0].first_token, out.recorder.records[1].first_token)
+    };
+    assert_eq!(first("long_prefill_token_threshold_adaptive = true"), (us(1800), us(1800)));
+    assert_eq!(first(""), (us(5800), us(5800)));
 }
 
 #[test]
@@ -129,8 +160,10 @@ fn vllm_v1_shares_one_budget_running_requests_first_then_waiting_ones() {
     //   tokens at 4300.
     use servesim_sim::engine::Simulation;
     use servesim_sim::workload::{Request, NO_CLIENT, NO_SESSION};
+    // (vLLM up to 0.30: the cap holds A alone in step 1 too.)
     let s = scenario(&paper(
-        "max_num_batched_tokens = 10\n[scheduler.batching]\nkind = \"vllm-v1\"\nlong_prefill_token_threshold = 6",
+        "max_num_batched_tokens = 10\n[scheduler.batching]\nkind = \"vllm-v1\"\nlong_prefill_token_threshold = 6\n\
+         lone_request_uncapped = false",
         1000,
         "requests = 3\narrival = { kind = \"constant\", rate = 1000 }\n\
          prompt_tokens = { kind = \"fixed\", value = 4 }\noutput_tokens = { kind = \"fixed\", value = 4 }",
@@ -193,6 +226,9 @@ fn vllm_v1_admits_a_request_only_when_its_whole_prompt_fits_from_0_19() {
     assert!(at("0.18.1").contains("reserve_full_isl = false"), "{}", at("0.18.1"));
     // and, vLLM V1 keeping no watermark by default, `scheduler.watermark` 0 for any batching kind.
     assert!(at("0.19.0").contains("\nwatermark = 0.0\n"), "{}", at("0.19.0"));
+    // A request alone takes the whole budget past the threshold from 0.31.0.
+    assert!(at("0.30.0").contains("lone_request_uncapped = false"), "{}", at("0.30.0"));
+    assert!(at("0.31.0").contains("lone_request_uncapped = true"), "{}", at("0.31.0"));
     assert!(at("0.19.0").contains("reserve_full_isl = true"), "{}", at("0.19.0"));
 }
 

@@ -21,6 +21,10 @@
 //!    `full_sequence_must_fit` gate of `allocate_slots` in 0.34.0,
 //!    `vllm/v1/core/kv_cache_manager.py`); a request that fails it stops the admissions.
 //!
+//! From 0.31.0 the threshold does not apply to a request alone (none other running or
+//! waiting), and `--long-prefill-token-threshold-adaptive` floors it at the budget ÷ the
+//! requests running and waiting (`Scheduler.schedule`; 0.30.0 has neither).
+//!
 //! Chunked prefill is always on. Prefix caching is `[scheduler.prefix_cache]`'s (vLLM V1 turns
 //! it on by default; servesim does not, so that a scenario's cache is what it says).
 
@@ -47,6 +51,15 @@ pub struct VllmV1 {
     /// vLLM 0.24.0 on); 0, vLLM's default: none.
     #[serde(skip_serializing_if = "is_zero")]
     pub(crate) watermark: f64,
+    /// Floor the threshold at the budget ÷ the requests running and waiting
+    /// (`--long-prefill-token-threshold-adaptive`, vLLM 0.31.0 on).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) long_prefill_token_threshold_adaptive: bool,
+    /// Whether a request alone (none other running or waiting) takes the whole budget past
+    /// the threshold, as vLLM does from 0.31.0. Default: yes; with `engine = "vllm"` and an
+    /// `engine_version` before 0.31, no.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) lone_request_uncapped: Option<bool>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -86,9 +99,24 @@ impl BatchingPolicy for VllmV1 {
     }
 }
 
+impl VllmV1 {
+    /// This step's cap on a prefill chunk with `requests` running and waiting and a budget of
+    /// `max` (`Scheduler.schedule`, vllm/v1/core/sched/scheduler.py, 0.31.0 and 0.34.0): the
+    /// threshold, none for a request alone (from 0.31), floored at `max / requests` when adaptive.
+    fn step_cap(&self, requests: u64, max: u64) -> Option<u64> {
+        let t = self.long_prefill_token_threshold;
+        if t == 0 || (requests <= 1 && self.lone_request_uncapped.unwrap_or(true)) {
+            return Some(u64::MAX);
+        }
+        Some(if self.long_prefill_token_threshold_adaptive { t.max(max / requests.max(1)) } else { t })
+    }
+}
+
 impl Batcher for VllmV1 {
     fn form(&mut self, sched: &mut Sched<'_>, now: SimTime, rec: &mut dyn Observer) {
         let max = sched.limits().max_num_batched_tokens;
+        let requests = (sched.running().len() + sched.waiting()) as u64;
+        sched.set_step_cap(self.step_cap(requests, max));
         sched.step_running_in_order(max, rec);
         if !sched.preempted_now() {
             let mut budget = max.saturating_sub(sched.budget_used());
@@ -97,5 +125,6 @@ impl Batcher for VllmV1 {
                 sched.admit(now, &mut budget, true, rec);
             }
         }
+        sched.set_step_cap(None);
     }
 }
