@@ -806,6 +806,11 @@ fn offload_line(got: &BTreeMap<&'static str, String>, prefix: bool, tp: u64, war
     ))
 }
 
+/// Whether vLLM's `--max-model-len` is "auto" (or -1, as `human_readable_int_or_auto` reads it).
+fn vllm_auto_len(got: &BTreeMap<&'static str, String>) -> bool {
+    got.get("max_model_len").is_some_and(|v| v == "-1" || v.eq_ignore_ascii_case("auto"))
+}
+
 /// vLLM's `--watermark`: `SchedulerConfig.watermark`, a float in [0, 1) (vllm/config/scheduler.py,
 /// 0.24.0 on).
 fn vllm_watermark(got: &BTreeMap<&'static str, String>) -> Result<Option<f64>> {
@@ -880,8 +885,7 @@ fn vllm_limit_rule(
     context: u64,
     t: &mut String,
 ) -> Result<(u64, u64)> {
-    let auto = got.get("max_model_len").is_some_and(|v| v == "-1" || v.eq_ignore_ascii_case("auto"));
-    let given_len = if auto { None } else { vllm_int(got, "max_model_len", "--max-model-len")? };
+    let given_len = if vllm_auto_len(got) { None } else { vllm_int(got, "max_model_len", "--max-model-len")? };
     let context = given_len.unwrap_or(context);
     let chunked = got.get("chunked").is_none_or(|v| v == "true");
     let (seqs, tokens) = vllm_settled_limits(limits, given, chunked, context)
@@ -908,14 +912,14 @@ fn block_and_length_lines(engine: Engine, got: &BTreeMap<&'static str, String>) 
         t += &format!("block_tokens = {b}\n");
     }
     if engine == Engine::Vllm && got.get("chunked").is_some_and(|v| v == "false") {
-        // Continuous batching keeps `scheduler.watermark`: vLLM V1's is its `--watermark`, none
-        // by default.
-        t += &format!("watermark = {}\n", vllm_watermark(got)?.unwrap_or(0.0));
+        // Continuous batching keeps `scheduler.watermark`: vLLM V1's is its `--watermark` (none
+        // by default, which `engine = "vllm"` sets).
+        if let Some(w) = vllm_watermark(got)? {
+            t += &format!("watermark = {w}\n");
+        }
     }
     let flag = spelled(engine, "max_model_len");
-    let auto =
-        engine == Engine::Vllm && got.get("max_model_len").is_some_and(|v| v == "-1" || v.eq_ignore_ascii_case("auto"));
-    if auto {
+    if engine == Engine::Vllm && vllm_auto_len(got) {
         // vLLM 0.34.0's human_readable_int_or_auto: -1 or "auto", the model's context shortened
         // to what the KV cache holds (vllm/v1/core/kv_cache_planning.py, _auto_fit_max_model_len).
         t += "# --max-model-len auto: the model's context, shortened to the longest request the KV cache holds.\n";

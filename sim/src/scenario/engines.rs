@@ -31,6 +31,13 @@ pub const VLLM_NEWEST_READ: EngineVersion = (0, 34, 0);
 /// The vLLM releases from which [`vllm_limits`]'s rule changed, oldest first.
 pub const VLLM_LIMIT_RULES: &[EngineVersion] = &[(0, 8, 0), (0, 8, 4), (0, 8, 5), (0, 9, 0), (0, 28, 0), (0, 33, 0)];
 
+/// The vLLM release from which its scheduler admits a request only when its whole sequence
+/// fits (`scheduler_reserve_full_isl`, on by default; 0.18.1 has none).
+pub const VLLM_RESERVES_FULL_ISL_FROM: EngineVersion = (0, 19, 0);
+/// The vLLM release from which a request alone is exempt from `long_prefill_token_threshold`
+/// (`Scheduler.schedule`; 0.30.0 caps it).
+pub(super) const VLLM_LONE_REQUEST_UNCAPPED_FROM: EngineVersion = (0, 31, 0);
+
 /// The top-level `engine` key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -159,9 +166,7 @@ impl LimitsFromGpu {
             s.max_num_batched_tokens = (limits.max_num_batched_tokens / ranks).max(1);
         }
     }
-}
 
-impl LimitsFromGpu {
     /// vLLM's own settling of the two limits once the context length is known
     /// ([`vllm_settled_limits`]), on those it filled in (neither the top-level `[scheduler]`
     /// nor the group's `own` table gives them); the other engines' limits stay as they are.
@@ -276,8 +281,8 @@ impl ServingEngine {
         // From 0.31.0 a request alone takes the whole budget past `long_prefill_token_threshold`
         // (`Scheduler.schedule`, vllm/v1/core/sched/scheduler.py; 0.30.0 caps it).
         if let (Some(v), BatchingSpec::VllmV1(b)) = (version.filter(|_| vllm), &mut file.scheduler.batching) {
-            b.reserve_full_isl.get_or_insert(v >= (0, 19, 0));
-            b.lone_request_uncapped.get_or_insert(v >= (0, 31, 0));
+            b.reserve_full_isl.get_or_insert(v >= VLLM_RESERVES_FULL_ISL_FROM);
+            b.lone_request_uncapped.get_or_insert(v >= VLLM_LONE_REQUEST_UNCAPPED_FROM);
         }
     }
 

@@ -25,6 +25,7 @@ pub use cluster::GroupSection;
 pub use deploy::{Deployment, LlmD, RouterDeploy, Server};
 pub use engines::{
     vllm_limits, vllm_settled_limits, EngineLimits, EngineVersion, ServingEngine, VLLM_LIMIT_RULES, VLLM_NEWEST_READ,
+    VLLM_RESERVES_FULL_ISL_FROM,
 };
 pub use file::*;
 pub use launch::LaunchCommand;

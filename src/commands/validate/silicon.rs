@@ -34,7 +34,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use servesim_sim::memory::{sglang_chunked_prefill_size, sglang_mem_fraction_static, SglangServer};
 use servesim_sim::metrics::Status;
-use servesim_sim::scenario::{EngineLimits, EngineVersion, Resources, ServingEngine};
+use servesim_sim::scenario::{EngineLimits, EngineVersion, Resources, ServingEngine, VLLM_RESERVES_FULL_ISL_FROM};
 use servesim_sim::spec::{Dtype, GpuPreset, GpuSpec, ModelPreset, ModelSpec};
 use servesim_sim::Scenario;
 
@@ -616,7 +616,7 @@ fn kind<'a>(kind: &str, more: &[(&'a str, toml::Value)]) -> Vec<(&'a str, toml::
 /// else servesim's chunked prefill with decodes first.
 fn vllm_v1(own: bool, version: Option<EngineVersion>) -> Vec<(&'static str, toml::Value)> {
     if own {
-        let gate = row_version(ServingEngine::Vllm, version).is_some_and(|v| v >= (0, 19, 0));
+        let gate = row_version(ServingEngine::Vllm, version).is_some_and(|v| v >= VLLM_RESERVES_FULL_ISL_FROM);
         kind("vllm-v1", &[("reserve_full_isl", gate.into())])
     } else {
         chunked("decode")

@@ -103,12 +103,16 @@ impl VllmV1 {
     /// This step's cap on a prefill chunk with `requests` running and waiting and a budget of
     /// `max` (`Scheduler.schedule`, vllm/v1/core/sched/scheduler.py, 0.31.0 and 0.34.0): the
     /// threshold, none for a request alone (from 0.31), floored at `max / requests` when adaptive.
+    /// `None`: no threshold, or the threshold as it stands ([`BatchingPolicy::chunk_cap`]).
     fn step_cap(&self, requests: u64, max: u64) -> Option<u64> {
         let t = self.long_prefill_token_threshold;
-        if t == 0 || (requests <= 1 && self.lone_request_uncapped.unwrap_or(true)) {
-            return Some(u64::MAX);
+        if t == 0 {
+            None
+        } else if requests <= 1 && self.lone_request_uncapped.unwrap_or(true) {
+            Some(u64::MAX)
+        } else {
+            self.long_prefill_token_threshold_adaptive.then(|| t.max(max / requests.max(1)))
         }
-        Some(if self.long_prefill_token_threshold_adaptive { t.max(max / requests.max(1)) } else { t })
     }
 }
 
