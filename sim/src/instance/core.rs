@@ -34,6 +34,13 @@ pub(crate) struct Core {
     /// Per-iteration scratch: admissions, whether anyone was preempted.
     pub(super) admitted_now: u32,
     pub(super) preempted_now: bool,
+    /// Tokens of this iteration's steps that preemptions took back out of the batch (vLLM's
+    /// priority policy can preempt a request already given its step).
+    pub(super) returned: u64,
+    /// Preemptions free the lowest-priority running request by this rank (vLLM's priority
+    /// policy: [`super::batching::BatchingPolicy::preempts_lowest_priority`] with a queue
+    /// ranked by priority), else the last admitted.
+    pub(super) victim_rank: Option<super::queue::Rank>,
     /// This iteration runs no context (no admission, no prefill chunk): TensorRT-LLM's
     /// attention-DP balancing ([`super::adp`]) or batch waiting ([`super::batch_wait`]) holds them.
     pub(super) hold_context: bool,
@@ -278,7 +285,11 @@ impl Core {
                 self.running[i].step = chunk;
                 self.batch.add(&self.running[i]);
                 used += chunk;
-                self.grow(i, rec);
+                if let Some(at) = self.grow(i, rec) {
+                    i = at;
+                } else {
+                    continue;
+                }
             }
             i += 1;
         }
@@ -286,11 +297,13 @@ impl Core {
 
     /// vLLM V1's pass over the running requests: in admission order, each gets the tokens it
     /// is owed (a decode step, or a prefill chunk of at most the policy's chunk cap) while
-    /// `budget` lasts, and the blocks for them, preempting the most recently admitted
-    /// requests when none are free; stops when the budget is spent or a request had to preempt
-    /// itself.
+    /// `budget` lasts, and the blocks for them, preempting ([`Core::victim`]) when none are
+    /// free; stops when the budget is spent or a request had to preempt itself (under the
+    /// priority policy, from vLLM 0.33, goes on to the next).
     pub(super) fn step_running_in_order(&mut self, budget: u64, rec: &mut dyn Observer) {
         let cap = self.chunk_cap();
+        let go_on = self.victim_rank.is_some() && self.cfg.policy.batching.passes_self_preempted();
+        self.returned = 0;
         let mut used = 0;
         let mut i = 0;
         while i < self.running.len() && used < budget {
@@ -307,22 +320,27 @@ impl Core {
                 s.draft = draft;
                 self.batch.add(&self.running[i]);
                 used += step;
-                if !self.grow(i, rec) {
-                    break;
+                let grown = self.grow(i, rec);
+                used -= std::mem::take(&mut self.returned);
+                match grown {
+                    Some(at) => i = at,
+                    None if go_on => continue,
+                    None => break,
                 }
             }
             i += 1;
         }
     }
 
-    /// Gives running request `i` the blocks its step needs, preempting the most recently
-    /// admitted requests while none are free. Returns false if `i` itself was preempted.
+    /// Gives running request `i` the blocks its step needs, preempting ([`Core::victim`])
+    /// while none are free. Returns where `i` is now (a request before it may have been
+    /// preempted), `None` if it was preempted itself.
     #[inline]
-    pub(super) fn grow(&mut self, i: usize, rec: &mut dyn Observer) -> bool {
+    pub(super) fn grow(&mut self, i: usize, rec: &mut dyn Observer) -> Option<usize> {
         let s = &self.running[i];
         let need = self.blocks_for(s.computed + s.step) as usize;
         if s.blocks.len() >= need && self.cfg.policy.window.is_none() {
-            return true;
+            return Some(i);
         }
         self.grow_slow(i, need, rec)
     }
@@ -330,37 +348,58 @@ impl Core {
     /// [`Core::grow`] to `need` blocks in the table, and under windows taken from the pool
     /// ([`crate::memory::SharedWindow`]) as vLLM's `allocate_slots` does it: the window blocks
     /// that slid out are freed first, then those the step writes are taken.
-    fn grow_slow(&mut self, i: usize, need: usize, rec: &mut dyn Observer) -> bool {
+    fn grow_slow(&mut self, mut i: usize, need: usize, rec: &mut dyn Observer) -> Option<usize> {
         let window = self.cfg.policy.window;
         if let Some(w) = window {
             self.slide_window(i, w);
         }
         while self.running[i].blocks.len() < need {
-            if !self.take_or_preempt(i, false, rec) {
-                return false;
-            }
+            i = self.take_or_preempt(i, false, rec)?;
         }
-        let Some(w) = window else { return true };
+        let Some(w) = window else { return Some(i) };
         let s = &self.running[i];
         let want = w.blocks(s.computed, s.step, self.cfg.block_tokens) as usize;
         while self.running[i].cold.window.len() < want {
-            if !self.take_or_preempt(i, true, rec) {
-                return false;
-            }
+            i = self.take_or_preempt(i, true, rec)?;
         }
-        true
+        Some(i)
     }
 
-    /// One block for running request `i`'s table (`window`: its window's), else preempts the
-    /// most recently admitted request; false if that was `i` itself (it waits).
-    fn take_or_preempt(&mut self, i: usize, window: bool, rec: &mut dyn Observer) -> bool {
+    /// One block for running request `i`'s table (`window`: its window's), else preempts
+    /// [`Core::victim`]; returns where `i` is now, `None` if the victim was `i` itself (it waits).
+    fn take_or_preempt(&mut self, i: usize, window: bool, rec: &mut dyn Observer) -> Option<usize> {
         if let Some(b) = self.kv.alloc_block(rec) {
             let s = &mut self.running[i];
             if window { &mut s.cold.window } else { &mut s.blocks }.push(b);
-            return true;
+            return Some(i);
         }
-        self.preempt_last(rec);
-        i < self.running.len()
+        let v = self.victim();
+        if self.preempt_at(v, rec) && self.victim_rank.is_some() {
+            // vLLM's priority queue has no front: the request goes back by its priority.
+            self.waiting.requeue_last_preempted();
+        }
+        match v.cmp(&i) {
+            std::cmp::Ordering::Less => Some(i - 1),
+            std::cmp::Ordering::Equal => None,
+            std::cmp::Ordering::Greater => Some(i),
+        }
+    }
+
+    /// The running request a preemption frees: the most recently admitted, or by
+    /// [`Core::victim_rank`] the lowest-priority one, the latest arrived among equals, the first
+    /// such in admission order (vLLM's `max(self.running, key=lambda r: (r.priority,
+    /// r.arrival_time))`, `Scheduler.schedule`, vllm/v1/core/sched/scheduler.py, 0.16.0–0.34.0).
+    fn victim(&self) -> usize {
+        let last = self.running.len().checked_sub(1).expect("running is not empty");
+        let Some(rank) = self.victim_rank else { return last };
+        let key = |s: &Seq| (rank.key(s), s.cold.arrival);
+        let mut v = 0;
+        for (j, s) in self.running.iter().enumerate().skip(1) {
+            if key(s) > key(&self.running[v]) {
+                v = j;
+            }
+        }
+        v
     }
 
     /// Frees the window blocks running request `i` no longer reads: those before
@@ -400,20 +439,16 @@ impl Core {
         }
     }
 
-    /// Preempts the most recently admitted running request: swaps it out when the policy says
-    /// so and the swap space has room, otherwise frees its blocks for recomputation.
-    fn preempt_last(&mut self, rec: &mut dyn Observer) {
-        let last = self.running.len().checked_sub(1).expect("running is not empty");
-        self.preempt_at(last, rec);
-    }
-
-    /// Preempts running request `i` (see [`Core::preempt_last`]); later ones move up.
-    pub(super) fn preempt_at(&mut self, i: usize, rec: &mut dyn Observer) {
+    /// Preempts running request `i`; later ones move up. It is swapped out when the policy says
+    /// so and the swap space has room, otherwise its blocks are freed for recomputation and it
+    /// waits first in line of the preempted ones; returns whether it was.
+    pub(super) fn preempt_at(&mut self, i: usize, rec: &mut dyn Observer) -> bool {
         let mut v = self.running.remove(i);
         self.waiting.queue.left(&v);
         rec.preempted(v.id);
         self.preempted_now = true;
         self.batch.remove(&v);
+        self.returned += v.step;
         v.step = 0;
         v.draft = 0;
         self.kv.blocks.release_at(&mut v.cold.window, v.last_token);
@@ -426,6 +461,7 @@ impl Core {
             v.cold.swapped_blocks = blocks;
             rec.policy().swap_out_blocks += blocks;
             self.waiting.swapped.push_front(v);
+            false
         } else {
             if swap {
                 rec.policy().swap_fallbacks += 1;
@@ -433,6 +469,7 @@ impl Core {
             self.kv.blocks.release_at(&mut v.blocks, v.last_token);
             v.computed = 0;
             self.waiting.push_preempted(v);
+            true
         }
     }
 
@@ -737,13 +774,13 @@ impl<'a> Sched<'a> {
         self.core.trim_decodes(keep)
     }
 
-    /// Gives running request `i` a step of `step` tokens and the blocks for it (preempting the
-    /// most recently admitted requests while none are free); false if `i` itself was preempted.
+    /// Gives running request `i` a step of `step` tokens and the blocks for it (preempting
+    /// while none are free, [`Core::grow`]); false if `i` itself was preempted.
     pub(crate) fn step_one(&mut self, i: usize, step: u64, rec: &mut dyn Observer) -> bool {
         let c = &mut *self.core;
         c.running[i].step = step;
         c.batch.add(&c.running[i]);
-        c.grow(i, rec)
+        c.grow(i, rec).is_some()
     }
 
     /// [`Core::swap_in`].
@@ -781,7 +818,8 @@ impl<'a> Sched<'a> {
         for &b in s.blocks.iter().skip(prompt_blocks as usize) {
             c.kv.blocks.forget(b);
         }
-        c.preempt_at(i, rec);
-        c.waiting.requeue_last_preempted();
+        if c.preempt_at(i, rec) {
+            c.waiting.requeue_last_preempted();
+        }
     }
 }

@@ -806,6 +806,8 @@ fn core_of(cfg: &InstanceConfig, id: u32, rank: u32) -> Core {
         xfer: handoff::Transfers::default(),
         admitted_now: 0,
         preempted_now: false,
+        returned: 0,
+        victim_rank: p.batching.preempts_lowest_priority().then(|| p.queue.priority()).flatten(),
         hold_context: false,
         step_cap: None,
         pending_decode: 0,

@@ -37,6 +37,9 @@ pub const VLLM_RESERVES_FULL_ISL_FROM: EngineVersion = (0, 19, 0);
 /// The vLLM release from which a request alone is exempt from `long_prefill_token_threshold`
 /// (`Scheduler.schedule`; 0.30.0 caps it).
 pub(super) const VLLM_LONE_REQUEST_UNCAPPED_FROM: EngineVersion = (0, 31, 0);
+/// The vLLM release from which, under its priority policy, the pass over the running requests
+/// goes on past one that preempted itself (`Scheduler.schedule`; 0.32.0 stops there).
+pub(super) const VLLM_PRIORITY_PASS_CONTINUES_FROM: EngineVersion = (0, 33, 0);
 
 /// The top-level `engine` key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -279,10 +282,12 @@ impl ServingEngine {
         // it from 0.19.0 (`scheduler_reserve_full_isl`, vllm/config/scheduler.py; 0.18.1 has
         // none), where the file does not say.
         // From 0.31.0 a request alone takes the whole budget past `long_prefill_token_threshold`
-        // (`Scheduler.schedule`, vllm/v1/core/sched/scheduler.py; 0.30.0 caps it).
+        // (`Scheduler.schedule`, vllm/v1/core/sched/scheduler.py; 0.30.0 caps it), and from
+        // 0.33.0 the priority policy's pass goes on past a request that preempted itself.
         if let (Some(v), BatchingSpec::VllmV1(b)) = (version.filter(|_| vllm), &mut file.scheduler.batching) {
             b.reserve_full_isl.get_or_insert(v >= VLLM_RESERVES_FULL_ISL_FROM);
             b.lone_request_uncapped.get_or_insert(v >= VLLM_LONE_REQUEST_UNCAPPED_FROM);
+            b.priority_pass_continues.get_or_insert(v >= VLLM_PRIORITY_PASS_CONTINUES_FROM);
         }
     }
 

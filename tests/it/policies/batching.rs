@@ -258,27 +258,77 @@ fn vllm_v1_keeps_its_own_watermark_free_while_requests_run() {
 /// A [`paper`] scenario for two requests given to [`Simulation::with_requests`] (its workload
 /// is not drawn; its request count sizes the records).
 fn listed(scheduler: &str, blocks: u32) -> servesim_sim::Scenario {
-    let unused = "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
-        prompt_tokens = { kind = \"fixed\", value = 1 }\noutput_tokens = { kind = \"fixed\", value = 1 }";
-    scenario(&paper(scheduler, blocks, unused))
+    scenario(&paper(scheduler, blocks, LISTED))
 }
+
+/// [`listed`]'s workload, not drawn.
+const LISTED: &str = "requests = 2\narrival = { kind = \"constant\", rate = 1 }\n\
+    prompt_tokens = { kind = \"fixed\", value = 1 }\noutput_tokens = { kind = \"fixed\", value = 1 }";
 
 /// Requests at given arrival times (µs) with given prompt and output lengths.
 fn requests(list: &[(u64, u32, u32)]) -> Vec<servesim_sim::workload::Request> {
+    classed(&list.iter().map(|&(at, prompt, output)| (at, prompt, output, 0)).collect::<Vec<_>>())
+}
+
+/// [`requests`] with a priority class each (the last of the four).
+fn classed(list: &[(u64, u32, u32, u8)]) -> Vec<servesim_sim::workload::Request> {
     use servesim_sim::workload::{Request, NO_CLIENT, NO_SESSION};
     list.iter()
         .enumerate()
-        .map(|(id, &(at, prompt, output))| Request {
+        .map(|(id, &(at, prompt, output, class))| Request {
             id: id as u64,
             arrival: servesim_sim::SimTime(at * 1000),
             prompt_tokens: prompt,
             output_tokens: output,
             client: NO_CLIENT,
             session: NO_SESSION,
-            class: 0,
+            class,
             content: vec![],
         })
         .collect()
+}
+
+#[test]
+fn vllm_v1_under_the_priority_policy_preempts_its_lowest_priority_request() {
+    // vLLM's priority policy (`Scheduler.schedule`, vllm/v1/core/sched/scheduler.py, read in
+    // 0.16.0, 0.32.0, 0.33.0 and 0.34.0): a running request that needs a block when none is free
+    // preempts `max(self.running, key=(priority, arrival_time))`, not the last admitted; from
+    // 0.33.0 one that preempted itself lets the pass go on to the next running request.
+    // 6 blocks of 16 tokens, budget 200, 1000 + 10 µs per token. X (class 0, 8-token prompt, 10
+    // out) at 0, A (class 1, 46, 10) at 50 µs, B (class 0, 20, 3) at 2000 µs.
+    // 0: X's 8 → 1080. 1080: X's decode, A's 46 (3 blocks; 2 free) → 2550. 2550: X, A decode,
+    // B's 20 (its 2 blocks; 0 free) → 3770. 3770: three decodes → 4800. 4800: A's 49th token
+    // needs a 4th block. Under the priority policy A, of class 1, is the victim — itself:
+    // from 0.33 B's decode still runs beside X's (1020 µs: B's 3rd and last token at 5820); up
+    // to 0.32 the pass stops with X's (1010 µs), and B's 3rd token comes after one more step of
+    // X and B, at 5810 + 1020 = 6830 (A's 49 tokens need 4 blocks of the 3 free: it waits).
+    // FCFS preempts the last admitted, B, and A gets its block.
+    use servesim_sim::engine::Simulation;
+    let us = |x: u64| servesim_sim::SimTime(x * 1000);
+    let run = |queue: &str, batching: &str| {
+        let sched =
+            format!("max_num_batched_tokens = 200\n{queue}[scheduler.batching]\nkind = \"vllm-v1\"\n{batching}");
+        let s = scenario(&paper(&sched, 6, &LISTED.replace("requests = 2", "requests = 3")));
+        Simulation::with_requests(&s, classed(&[(0, 8, 10, 0), (50, 46, 10, 1), (2000, 20, 3, 0)])).run()
+    };
+    let priority = "[scheduler.queue]\nkind = \"priority\"\n";
+    let out = run(priority, "");
+    let r = &out.recorder.records;
+    assert_eq!((r[1].preemptions, r[2].preemptions), (1, 0));
+    assert_eq!((r[2].first_token, r[2].finish), (us(3770), us(5820)));
+    let out = run(priority, "priority_pass_continues = false");
+    let r = &out.recorder.records;
+    assert_eq!((r[1].preemptions, r[2].preemptions, r[2].finish), (1, 0, us(6830)));
+    let out = run("", "");
+    let r = &out.recorder.records;
+    assert_eq!((r[1].preemptions, r[2].preemptions), (0, 1));
+    // engine = "vllm" sets the pass's rule by the release.
+    let at = |v: &str| {
+        let text = paper("[scheduler.batching]\nkind = \"vllm-v1\"", 10, "requests = 1\narrival = { kind = \"constant\", rate = 1 }\nprompt_tokens = { kind = \"fixed\", value = 1 }\noutput_tokens = { kind = \"fixed\", value = 1 }");
+        scenario(&format!("engine = \"vllm\"\nengine_version = \"{v}\"\n{text}")).resolved_toml()
+    };
+    assert!(at("0.32.0").contains("priority_pass_continues = false"), "{}", at("0.32.0"));
+    assert!(at("0.33.0").contains("priority_pass_continues = true"), "{}", at("0.33.0"));
 }
 
 #[test]

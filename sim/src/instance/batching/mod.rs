@@ -55,6 +55,16 @@ pub trait BatchingPolicy {
     fn full_sequence_must_fit(&self) -> bool {
         false
     }
+    /// Whether a preemption frees the lowest-priority running request when the queue order
+    /// ranks requests by priority (vLLM's priority policy), rather than the last admitted.
+    fn preempts_lowest_priority(&self) -> bool {
+        false
+    }
+    /// Whether, preempting by priority, the pass over the running requests goes on past one
+    /// that had to preempt itself (vLLM from 0.33.0) rather than stopping there.
+    fn passes_self_preempted(&self) -> bool {
+        false
+    }
     /// Why the engine allows only preemption by recomputation with this kind, if it does.
     fn recompute_only(&self) -> Option<&'static str> {
         None
@@ -103,6 +113,16 @@ impl BatchingSpec {
     /// Whether a waiting request is admitted only when its whole sequence so far fits.
     pub(crate) fn full_sequence_must_fit(&self) -> bool {
         self.spec().full_sequence_must_fit()
+    }
+
+    /// [`BatchingPolicy::preempts_lowest_priority`].
+    pub(crate) fn preempts_lowest_priority(&self) -> bool {
+        self.spec().preempts_lowest_priority()
+    }
+
+    /// [`BatchingPolicy::passes_self_preempted`].
+    pub(crate) fn passes_self_preempted(&self) -> bool {
+        self.spec().passes_self_preempted()
     }
 
     /// The batch former of one instance.

@@ -21,6 +21,15 @@
 //!    `full_sequence_must_fit` gate of `allocate_slots` in 0.34.0,
 //!    `vllm/v1/core/kv_cache_manager.py`); a request that fails it stops the admissions.
 //!
+//! Under vLLM's priority policy (`--scheduling-policy priority`: `[scheduler.queue] kind =
+//! "priority"`, the request's class its priority) the request preempted is the running one of
+//! the lowest priority, the latest arrived among equals (`max(self.running, key=(priority,
+//! arrival_time))`), not the last admitted; if it had been given tokens this iteration they go
+//! back to the budget, and it goes back into the queue by its priority
+//! (`PriorityRequestQueue.prepend_request`, vllm/v1/core/sched/request_queue.py). A request
+//! that preempted itself stops the pass over the running requests; from 0.33.0, under the
+//! priority policy, the pass goes on to the next (0.32.0 stops; read in 0.16.0 to 0.34.0).
+//!
 //! From 0.31.0 the threshold does not apply to a request alone (none other running or
 //! waiting), and `--long-prefill-token-threshold-adaptive` floors it at the budget ÷ the
 //! requests running and waiting (`Scheduler.schedule`; 0.30.0 has neither).
@@ -60,6 +69,11 @@ pub struct VllmV1 {
     /// `engine_version` before 0.31, no.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) lone_request_uncapped: Option<bool>,
+    /// Whether, under the priority policy, the pass over the running requests goes on past a
+    /// request that preempted itself, as vLLM's does from 0.33.0. Default: yes; with `engine =
+    /// "vllm"` and an `engine_version` before 0.33, no.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) priority_pass_continues: Option<bool>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -92,6 +106,14 @@ impl BatchingPolicy for VllmV1 {
 
     fn full_sequence_must_fit(&self) -> bool {
         self.reserve_full_isl.unwrap_or(true)
+    }
+
+    fn preempts_lowest_priority(&self) -> bool {
+        true
+    }
+
+    fn passes_self_preempted(&self) -> bool {
+        self.priority_pass_continues.unwrap_or(true)
     }
 
     fn build(&self) -> Box<dyn Batcher> {

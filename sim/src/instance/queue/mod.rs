@@ -8,9 +8,13 @@
 //! length, predicted job size, aged priority) and, for policies with several lanes (length
 //! tiers, short-jump), a choice among the lanes' heads. Keys are fixed when a request enters,
 //! so each operation is O(log n) however long the queue. Requests preempted for recomputation
-//! and swapped-out requests do not come back through here: they resume ahead of the queue.
+//! and swapped-out requests do not come back through here: they resume ahead of the queue,
+//! except where the engine puts them back in its queue (SGLang's retraction, vLLM's priority
+//! policy).
 
 use std::collections::BTreeMap;
+
+pub use priority::Rank;
 
 use super::seq::Seq;
 use crate::config::ConfigError;
@@ -47,6 +51,11 @@ pub trait QueuePolicy {
     fn caveat(&self) -> Option<&'static str> {
         None
     }
+    /// The requests' priority under this order, where it has one: an engine that preempts its
+    /// lowest-priority running request (vLLM's priority policy) picks its victim by it.
+    fn priority(&self) -> Option<Rank> {
+        None
+    }
 }
 
 impl Default for QueueSpec {
@@ -68,6 +77,11 @@ impl QueueSpec {
     /// The policy object of one instance; `seed` and `instance` seed its randomness, if any.
     pub fn build(&self, seed: u64, instance: u32) -> Box<dyn QueueOrder> {
         self.spec().build(seed, instance)
+    }
+
+    /// [`QueuePolicy::priority`].
+    pub(crate) fn priority(&self) -> Option<Rank> {
+        self.spec().priority()
     }
 }
 

@@ -31,10 +31,27 @@ impl QueuePolicy for Priority {
     fn build(&self, _seed: u64, _instance: u32) -> Box<dyn QueueOrder> {
         Box::new(self.clone())
     }
+
+    fn priority(&self) -> Option<Rank> {
+        Some(Rank { aging_per_s: self.aging_per_s })
+    }
+}
+
+/// A request's rank under [`Priority`]: lower goes first.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rank {
+    aging_per_s: f64,
+}
+
+impl Rank {
+    /// The class less the aging, fixed at arrival (the module's note).
+    pub fn key(self, s: &Seq) -> u64 {
+        float_key(s.class as f64 + self.aging_per_s * s.cold.arrival.as_secs_f64())
+    }
 }
 
 impl QueueOrder for Priority {
     fn place(&mut self, s: &Seq) -> (usize, u64) {
-        (0, float_key(s.class as f64 + self.aging_per_s * s.cold.arrival.as_secs_f64()))
+        (0, Rank { aging_per_s: self.aging_per_s }.key(s))
     }
 }
