@@ -822,12 +822,13 @@ fn vllm_watermark(got: &BTreeMap<&'static str, String>) -> Result<Option<f64>> {
 /// vLLM's flags that servesim reads and the release each came in, read off the sdists'
 /// `vllm/engine/arg_utils.py` (absent from the release before): `--performance-mode` (0.16.0
 /// has none), `--[no-]scheduler-reserve-full-isl` (0.18.1 none), `--watermark` (0.23.0 none),
-/// `--[no-]long-prefill-token-threshold-adaptive` (0.30.0 none).
+/// `--[no-]long-prefill-token-threshold-adaptive` and `--max-num-active-seqs` (0.30.0 none).
 const VLLM_FLAGS_SINCE: &[(&str, &str, EngineVersion)] = &[
     ("performance_mode", "--performance-mode", (0, 17, 0)),
     ("reserve_full_isl", "--[no-]scheduler-reserve-full-isl", (0, 19, 0)),
     ("watermark", "--watermark", (0, 24, 0)),
     ("long_prefill_adaptive", "--[no-]long-prefill-token-threshold-adaptive", (0, 31, 0)),
+    ("max_num_active_seqs", "--max-num-active-seqs", (0, 31, 0)),
 ];
 
 /// A flag of [`VLLM_FLAGS_SINCE`] given to a vLLM `version` before it came is refused, as that
@@ -983,7 +984,12 @@ fn sglang_lines(got: &BTreeMap<&'static str, String>, ranks: u64) -> Result<Stri
 /// `[scheduler.batching]`: with chunked prefill vLLM V1's scheduler (running requests first,
 /// then waiting ones, in one token budget) or SGLang's (prefill batches first; its settings
 /// over `sglang_ranks`), else continuous batching; vLLM's long-prefill threshold.
-fn batching_lines(engine: Engine, got: &BTreeMap<&'static str, String>, sglang_ranks: u64) -> Result<String> {
+fn batching_lines(
+    engine: Engine,
+    got: &BTreeMap<&'static str, String>,
+    sglang_ranks: u64,
+    warn: &mut Vec<String>,
+) -> Result<String> {
     let chunked = got.get("chunked").is_none_or(|v| v == "true");
     let mut t = match (chunked, engine) {
         (true, Engine::Vllm) => "[scheduler.batching]\nkind = \"vllm-v1\"\n",
@@ -1015,7 +1021,35 @@ fn batching_lines(engine: Engine, got: &BTreeMap<&'static str, String>, sglang_r
     if let Some(x) = vllm_watermark(got)?.filter(|_| chunked && engine == Engine::Vllm) {
         t += &format!("watermark = {x}\n");
     }
-    Ok(t)
+    if let Some(n) = int(got, "max_num_active_seqs", "--max-num-active-seqs")? {
+        if chunked {
+            t += &format!("max_num_active_seqs = {n}\n");
+        } else {
+            warn.push(format!(
+                "--max-num-active-seqs {n}: left out, as servesim's batching without chunked prefill has no admission \
+                 limit apart from --max-num-seqs"
+            ));
+        }
+    }
+    Ok(t + &queue_lines(got, warn)?)
+}
+
+/// `[scheduler.queue]` from vLLM's `--scheduling-policy` (`SchedulerConfig.policy`,
+/// vllm/config/scheduler.py: "fcfs", the default, or "priority", in 0.16.0 and 0.34.0): a
+/// request's `priority` is its class, which the placeholder workload does not vary (`warn`).
+fn queue_lines(got: &BTreeMap<&'static str, String>, warn: &mut Vec<String>) -> Result<String> {
+    match got.get("scheduling_policy").map(String::as_str) {
+        None | Some("fcfs") => Ok(String::new()),
+        Some("priority") => {
+            warn.push(
+                "--scheduling-policy priority: a request's priority is its class (0 first); the placeholder workload \
+                 has one: give yours `class_weights`, or a trace with a `class` column"
+                    .into(),
+            );
+            Ok("\n[scheduler.queue]\nkind = \"priority\"\n".into())
+        }
+        Some(other) => Err(CliError::input(format!("--scheduling-policy {other:?}: vLLM takes fcfs or priority"))),
+    }
 }
 
 /// `[scheduler.cpu]`: whether the engine overlaps its CPU work with the GPU's: as the command says
@@ -1447,7 +1481,7 @@ fn scenario_given(
     t += &lines;
     t += &block_and_length_lines(engine, &got)?;
     t += &recv_line(&got, sglang_ranks)?;
-    t += &batching_lines(engine, &got, sglang_ranks)?;
+    t += &batching_lines(engine, &got, sglang_ranks, &mut warn)?;
     t += &prefix_lines(&got, gpus / dp_attention.max(1), &mut warn)?;
     t += &speculative::lines(engine, &got, (preset, weight_dtype, kv_dtype), acceptance, &mut warn)?;
     t += &cpu_lines(engine, &got, (version, pp as u32), &mut warn)?;
@@ -1805,6 +1839,37 @@ mod tests {
             "{}",
             s.resolved_toml()
         );
+    }
+
+    #[test]
+    fn from_vllm_reads_the_scheduling_policy_and_the_admission_limit() {
+        let m = "meta-llama/Llama-3.1-8B-Instruct";
+        let resolved = |cmd: &str| scenario_of(Engine::Vllm, "h100-sxm", &format!("{m} {cmd}")).0.resolved_toml();
+        let err =
+            |cmd: &str, v| scenario(Engine::Vllm, "h100-sxm", &args(&format!("{m} {cmd}")), v).unwrap_err().to_string();
+        // --scheduling-policy (SchedulerConfig.policy, vllm/config/scheduler.py: "fcfs" or
+        // "priority", 0.16.0 and 0.34.0): priority is the queue's, and the class the priority.
+        assert!(resolved("--scheduling-policy priority").contains("[scheduler.queue]\nkind = \"priority\""));
+        assert!(resolved("--scheduling-policy fcfs").contains("[scheduler.queue]\nkind = \"fcfs\""));
+        let (_, warn) = scenario_of(Engine::Vllm, "h100-sxm", &format!("{m} --scheduling-policy priority"));
+        assert!(warn.iter().any(|w| w.starts_with("--scheduling-policy priority: a request's priority is its class")));
+        assert!(
+            err("--scheduling-policy lifo", None).contains("--scheduling-policy \"lifo\": vLLM takes fcfs or priority")
+        );
+        // --max-num-active-seqs (0.31.0 on): admission into running, --max-num-seqs kept for the
+        // runner (and the memory); above it vLLM refuses to start, and so does 0.30.0's parser.
+        let r = resolved("--max-num-seqs 256 --max-num-active-seqs 64");
+        assert!(r.contains("max_num_seqs = 256") && r.contains("max_num_active_seqs = 64"), "{r}");
+        let (text, _) =
+            scenario(Engine::Vllm, "h100-sxm", &args(&format!("{m} --max-num-active-seqs 2048")), None).unwrap();
+        let e = servesim_sim::Scenario::from_toml(&text, "t").unwrap_err().to_string();
+        assert!(e.contains("\"max_num_active_seqs (2048) cannot be greater than max_num_seqs (1024).\""), "{e}");
+        let e = err("--max-num-active-seqs 64", Some("0.30.0"));
+        assert!(e.contains("--max-num-active-seqs: vLLM 0.30.0 has no such flag (it came in 0.31.0)"), "{e}");
+        let (s, warn) =
+            scenario_of(Engine::Vllm, "h100-sxm", &format!("{m} --no-enable-chunked-prefill --max-num-active-seqs 64"));
+        assert!(!s.resolved_toml().contains("max_num_active_seqs"));
+        assert!(warn.iter().any(|w| w.starts_with("--max-num-active-seqs 64: left out")), "{warn:?}");
     }
 
     #[test]

@@ -41,6 +41,9 @@ pub(crate) struct Core {
     /// policy: [`super::batching::BatchingPolicy::preempts_lowest_priority`] with a queue
     /// ranked by priority), else the last admitted.
     pub(super) victim_rank: Option<super::queue::Rank>,
+    /// The most requests running (or receiving their KV) at once: `max_num_seqs`, or the
+    /// batching kind's admission limit where lower (vLLM's `--max-num-active-seqs`).
+    pub(super) seq_slots: usize,
     /// This iteration runs no context (no admission, no prefill chunk): TensorRT-LLM's
     /// attention-DP balancing ([`super::adp`]) or batch waiting ([`super::batch_wait`]) holds them.
     pub(super) hold_context: bool,
@@ -477,7 +480,7 @@ impl Core {
     /// step in this iteration.
     pub(super) fn swap_in(&mut self, budget: &mut u64, chunked: bool, rec: &mut dyn Observer) {
         while let Some(s) = self.waiting.swapped.front() {
-            if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
+            if self.running.len() + self.xfer.slots() >= self.seq_slots {
                 break;
             }
             let (step, draft) = if s.is_decode() {
@@ -541,7 +544,7 @@ impl Core {
         let bt = self.cfg.block_tokens;
         let mut n = 0u32;
         loop {
-            if self.running.len() + self.xfer.slots() >= self.cfg.max_num_seqs as usize {
+            if self.running.len() + self.xfer.slots() >= self.seq_slots {
                 break;
             }
             let ctx = QueueCtx { waiting: self.waiting_len() };

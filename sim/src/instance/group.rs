@@ -305,6 +305,16 @@ impl SchedulerSection {
             check(m >= 2, path, "max_model_len", "must be ≥ 2", m)?;
         }
         self.batching.validate(&format!("{path}.batching"))?;
+        if let Some(n) = self.batching.active_seqs().filter(|&n| n > self.max_num_seqs) {
+            let m = self.max_num_seqs;
+            return Err(ConfigError::at(
+                &format!("{path}.batching.max_num_active_seqs"),
+                format!(
+                    "{VLLM_NO_START} with max_num_active_seqs {n} above max_num_seqs {m}: \"max_num_active_seqs ({n}) \
+                     cannot be greater than max_num_seqs ({m}).\" (SchedulerConfig, vllm/config/scheduler.py)"
+                ),
+            ));
+        }
         self.queue.validate(&format!("{path}.queue"))?;
         self.admission.validate(&format!("{path}.admission"))?;
         self.preemption.validate(&format!("{path}.preemption"))?;

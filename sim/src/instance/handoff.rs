@@ -127,7 +127,7 @@ impl Instance {
     /// the ids whose transfer starts now.
     pub fn start_transfers(&mut self, rec: &mut dyn Observer, started: &mut Vec<u64>) {
         while let Some(s) = self.core.xfer.incoming.front() {
-            if self.core.running.len() + self.core.xfer.receiving.len() >= self.core.cfg.max_num_seqs as usize {
+            if self.core.running.len() + self.core.xfer.receiving.len() >= self.core.seq_slots {
                 break;
             }
             let need = self.core.blocks_for(s.computed);

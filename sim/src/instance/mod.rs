@@ -808,6 +808,7 @@ fn core_of(cfg: &InstanceConfig, id: u32, rank: u32) -> Core {
         preempted_now: false,
         returned: 0,
         victim_rank: p.batching.preempts_lowest_priority().then(|| p.queue.priority()).flatten(),
+        seq_slots: p.batching.active_seqs().map_or(cfg.max_num_seqs, |a| a.min(cfg.max_num_seqs)) as usize,
         hold_context: false,
         step_cap: None,
         pending_decode: 0,

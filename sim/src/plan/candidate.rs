@@ -46,7 +46,9 @@ fn not_runnable(e: ConfigError, pooled: bool) -> Result<String, ConfigError> {
         p if pool_memory
             || (p.ends_with("cost.database") && e.message.contains("needs at its peaks"))
             || e.message.contains(crate::cost::NO_TABLES_AT_TP)
-            || ((p.ends_with("scheduler.max_model_len") || p.ends_with("scheduler.max_num_batched_tokens"))
+            || ((p.ends_with("scheduler.max_model_len")
+                || p.ends_with("scheduler.max_num_batched_tokens")
+                || p.ends_with("batching.max_num_active_seqs"))
                 && e.message.starts_with(crate::instance::VLLM_NO_START)) =>
         {
             Ok(format!("{}: {}", e.path, e.message))

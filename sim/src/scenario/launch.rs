@@ -93,6 +93,8 @@ pub const FLAGS: &[LaunchFlag] = &[
     value(V, &["--long-prefill-token-threshold"], "long_prefill"),
     value(V, &["--performance-mode"], "performance_mode"),
     value(V, &["--watermark"], "watermark"),
+    value(V, &["--max-num-active-seqs"], "max_num_active_seqs"),
+    value(V, &["--scheduling-policy"], "scheduling_policy"),
     switch(V, &["--long-prefill-token-threshold-adaptive"], "long_prefill_adaptive", true),
     switch(V, &["--no-long-prefill-token-threshold-adaptive"], "long_prefill_adaptive", false),
     value(V, &["--kv-offloading-size"], "kv_offloading_size"),
@@ -262,8 +264,9 @@ fn dp_flags(engine: ServingEngine, g: &InstanceGroup, args: &mut Vec<String>, no
 }
 
 /// SGLang's `--scheduler-recv-interval` where the group receives every few iterations (a note
-/// for the engines without it).
-fn recv_flag(engine: ServingEngine, g: &InstanceGroup, args: &mut Vec<String>, notes: &mut Vec<String>) {
+/// for the engines without it); and vLLM's admission flags ([`vllm_admission_flags`]).
+fn scheduler_flags(engine: ServingEngine, g: &InstanceGroup, args: &mut Vec<String>, notes: &mut Vec<String>) {
+    vllm_admission_flags(engine, g, args);
     let recv = g.scheduler.recv_interval;
     if recv <= 1 {
         return;
@@ -337,7 +340,7 @@ impl LaunchCommand {
             }
         }
         dp_flags(engine, g, &mut args, &mut notes);
-        recv_flag(engine, g, &mut args, &mut notes);
+        scheduler_flags(engine, g, &mut args, &mut notes);
         if let Some(sp) = &g.scheduler.speculative {
             notes.push(speculative_note(engine, sp.k));
         }
@@ -362,6 +365,20 @@ impl LaunchCommand {
     /// The command as one shell line, words quoted where the shell would split or expand them.
     pub fn line(&self) -> String {
         self.program.iter().chain(&self.args).map(|w| shell_word(w)).collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// vLLM's `--max-num-active-seqs` and `--scheduling-policy priority`, where the group's
+/// scheduler has an admission limit or a queue ranked by priority.
+fn vllm_admission_flags(engine: ServingEngine, g: &InstanceGroup, args: &mut Vec<String>) {
+    if engine != ServingEngine::Vllm {
+        return;
+    }
+    if let (Some(n), Some(f)) = (g.scheduler.batching.active_seqs(), spelling(engine, "max_num_active_seqs", None)) {
+        args.extend([f.to_string(), n.to_string()]);
+    }
+    if let (Some(_), Some(f)) = (g.scheduler.queue.priority(), spelling(engine, "scheduling_policy", None)) {
+        args.extend([f.to_string(), "priority".into()]);
     }
 }
 

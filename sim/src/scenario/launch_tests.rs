@@ -49,6 +49,17 @@ fn launch_commands_write_what_was_simulated() {
         "vllm serve meta-llama/Meta-Llama-3-70B-Instruct --tensor-parallel-size 4 --max-num-seqs 96 \
          --max-num-batched-tokens 4096 --enable-prefix-caching"
     );
+    // vLLM's admission limit and priority policy, as `scenario from-vllm` reads them.
+    let s = scenario(
+        "vllm",
+        "[scheduler.queue]\nkind = \"priority\"\n[scheduler.batching]\nkind = \"vllm-v1\"\nmax_num_active_seqs = 32",
+    );
+    let c = LaunchCommand::of(ServingEngine::Vllm, &s.groups[0], &s.model);
+    assert!(
+        c.line().ends_with("--max-num-active-seqs 32 --scheduling-policy priority --enable-prefix-caching"),
+        "{}",
+        c.line()
+    );
     let s = scenario("sglang", "weight_dtype = \"fp8\"\nkv_dtype = \"fp8\"");
     let c = LaunchCommand::of(ServingEngine::Sglang, &s.groups[0], &s.model);
     assert_eq!(

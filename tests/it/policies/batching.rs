@@ -255,6 +255,30 @@ fn vllm_v1_keeps_its_own_watermark_free_while_requests_run() {
     assert_eq!(b_scheduled("watermark = 0.2", ""), us(1640));
 }
 
+#[test]
+fn vllm_v1_admits_no_more_running_requests_than_max_num_active_seqs() {
+    // vLLM 0.31.0's `--max-num-active-seqs` (`Scheduler.max_num_active_reqs`, vllm/v1/core/
+    // sched/scheduler.py, 0.31.0 and 0.34.0): the waiting loop stops at that many running, while
+    // `max_num_seqs` sizes the runner. A (10-token prompt, 3 out) at 0, B (10, 2) at 100 µs,
+    // 1000 + 10 µs per token. With 1 active: A's tokens at 1100, 2110, 3120; B admitted at 3120,
+    // its first token at 4220. Without: B's prompt rides A's decode at 1100 → 2210.
+    use servesim_sim::engine::Simulation;
+    let us = |x: u64| servesim_sim::SimTime(x * 1000);
+    let b = |limit: &str| {
+        let s =
+            listed(&format!("max_num_batched_tokens = 100\n[scheduler.batching]\nkind = \"vllm-v1\"\n{limit}"), 1000);
+        let out = Simulation::with_requests(&s, requests(&[(0, 10, 3), (100, 10, 2)])).run();
+        (out.recorder.records[1].scheduled, out.recorder.records[1].first_token)
+    };
+    assert_eq!(b("max_num_active_seqs = 1"), (us(3120), us(4220)));
+    assert_eq!(b(""), (us(1100), us(2210)));
+    // Above max_num_seqs vLLM does not start (SchedulerConfig, vllm/config/scheduler.py).
+    let text =
+        paper("max_num_seqs = 1\n[scheduler.batching]\nkind = \"vllm-v1\"\nmax_num_active_seqs = 2", 1000, LISTED);
+    let e = servesim_sim::Scenario::from_toml(&text, "t").unwrap_err().to_string();
+    assert!(e.starts_with("scheduler.batching.max_num_active_seqs: vLLM does not start"), "{e}");
+}
+
 /// A [`paper`] scenario for two requests given to [`Simulation::with_requests`] (its workload
 /// is not drawn; its request count sizes the records).
 fn listed(scheduler: &str, blocks: u32) -> servesim_sim::Scenario {

@@ -55,6 +55,11 @@ pub trait BatchingPolicy {
     fn full_sequence_must_fit(&self) -> bool {
         false
     }
+    /// The most requests admitted into running at once where the kind sets its own limit below
+    /// `max_num_seqs` (vLLM's `--max-num-active-seqs`).
+    fn active_seqs(&self) -> Option<u32> {
+        None
+    }
     /// Whether a preemption frees the lowest-priority running request when the queue order
     /// ranks requests by priority (vLLM's priority policy), rather than the last admitted.
     fn preempts_lowest_priority(&self) -> bool {
@@ -113,6 +118,11 @@ impl BatchingSpec {
     /// Whether a waiting request is admitted only when its whole sequence so far fits.
     pub(crate) fn full_sequence_must_fit(&self) -> bool {
         self.spec().full_sequence_must_fit()
+    }
+
+    /// [`BatchingPolicy::active_seqs`].
+    pub(crate) fn active_seqs(&self) -> Option<u32> {
+        self.spec().active_seqs()
     }
 
     /// [`BatchingPolicy::preempts_lowest_priority`].

@@ -34,6 +34,11 @@
 //! waiting), and `--long-prefill-token-threshold-adaptive` floors it at the budget ÷ the
 //! requests running and waiting (`Scheduler.schedule`; 0.30.0 has neither).
 //!
+//! `max_num_active_seqs` (vLLM's `--max-num-active-seqs`, 0.31.0 on) admits at most that many
+//! requests into running (`Scheduler.max_num_active_reqs`), while `max_num_seqs` still sizes
+//! the runner (the memory servesim plans); it may not exceed `max_num_seqs`
+//! (`SchedulerConfig.__post_init__`, vllm/config/scheduler.py, 0.31.0 and 0.34.0).
+//!
 //! Chunked prefill is always on. Prefix caching is `[scheduler.prefix_cache]`'s (vLLM V1 turns
 //! it on by default; servesim does not, so that a scenario's cache is what it says).
 
@@ -74,6 +79,10 @@ pub struct VllmV1 {
     /// "vllm"` and an `engine_version` before 0.33, no.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) priority_pass_continues: Option<bool>,
+    /// The most requests admitted into running at once (`--max-num-active-seqs`, vLLM 0.31.0
+    /// on), at most `max_num_seqs`; none (default): `max_num_seqs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) max_num_active_seqs: Option<u32>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -84,6 +93,9 @@ impl BatchingPolicy for VllmV1 {
     fn validate(&self, path: &str) -> Result<(), ConfigError> {
         let t = self.long_prefill_token_threshold;
         check(t <= 1 << 40, path, "long_prefill_token_threshold", "must be ≤ 2^40", t)?;
+        if let Some(n) = self.max_num_active_seqs {
+            check(n >= 1, path, "max_num_active_seqs", "must be ≥ 1", n)?;
+        }
         let w = self.watermark;
         check(w.is_finite() && (0.0..1.0).contains(&w), path, "watermark", "must be in [0, 1), as vLLM takes it", w)
     }
@@ -106,6 +118,10 @@ impl BatchingPolicy for VllmV1 {
 
     fn full_sequence_must_fit(&self) -> bool {
         self.reserve_full_isl.unwrap_or(true)
+    }
+
+    fn active_seqs(&self) -> Option<u32> {
+        self.max_num_active_seqs
     }
 
     fn preempts_lowest_priority(&self) -> bool {
