@@ -822,13 +822,15 @@ fn vllm_watermark(got: &BTreeMap<&'static str, String>) -> Result<Option<f64>> {
 /// vLLM's flags that servesim reads and the release each came in, read off the sdists'
 /// `vllm/engine/arg_utils.py` (absent from the release before): `--performance-mode` (0.16.0
 /// has none), `--[no-]scheduler-reserve-full-isl` (0.18.1 none), `--watermark` (0.23.0 none),
-/// `--[no-]long-prefill-token-threshold-adaptive` and `--max-num-active-seqs` (0.30.0 none).
+/// `--[no-]long-prefill-token-threshold-adaptive` and `--max-num-active-seqs` (0.30.0 none),
+/// `--prefill-schedule-interval` (0.23.0 none).
 const VLLM_FLAGS_SINCE: &[(&str, &str, EngineVersion)] = &[
     ("performance_mode", "--performance-mode", (0, 17, 0)),
     ("reserve_full_isl", "--[no-]scheduler-reserve-full-isl", (0, 19, 0)),
     ("watermark", "--watermark", (0, 24, 0)),
     ("long_prefill_adaptive", "--[no-]long-prefill-token-threshold-adaptive", (0, 31, 0)),
     ("max_num_active_seqs", "--max-num-active-seqs", (0, 31, 0)),
+    ("prefill_interval", "--prefill-schedule-interval", (0, 24, 0)),
 ];
 
 /// A flag of [`VLLM_FLAGS_SINCE`] given to a vLLM `version` before it came is refused, as that
@@ -987,9 +989,10 @@ fn sglang_lines(got: &BTreeMap<&'static str, String>, ranks: u64) -> Result<Stri
 fn batching_lines(
     engine: Engine,
     got: &BTreeMap<&'static str, String>,
-    sglang_ranks: u64,
+    (dp_attention, version): (u64, Option<EngineVersion>),
     warn: &mut Vec<String>,
 ) -> Result<String> {
+    let sglang_ranks = if engine == Engine::Sglang && dp_attention > 1 { dp_attention } else { 1 };
     let chunked = got.get("chunked").is_none_or(|v| v == "true");
     let mut t = match (chunked, engine) {
         (true, Engine::Vllm) => "[scheduler.batching]\nkind = \"vllm-v1\"\n",
@@ -1021,6 +1024,7 @@ fn batching_lines(
     if let Some(x) = vllm_watermark(got)?.filter(|_| chunked && engine == Engine::Vllm) {
         t += &format!("watermark = {x}\n");
     }
+    t += &cadence_line(got, (chunked, dp_attention, version), warn)?;
     if let Some(n) = int(got, "max_num_active_seqs", "--max-num-active-seqs")? {
         if chunked {
             t += &format!("max_num_active_seqs = {n}\n");
@@ -1032,6 +1036,36 @@ fn batching_lines(
         }
     }
     Ok(t + &queue_lines(got, warn)?)
+}
+
+/// vLLM's `--prefill-schedule-interval` (0.24.0 on) as vLLM applies it to one engine core
+/// (`Scheduler.__init__`, `local_prefill_interval`, vllm/v1/core/sched/scheduler.py): its own
+/// cadence from 0.33.0, each dense DP replica its own; left out, and said, where it changes
+/// nothing (before 0.33 an engine alone runs prefill every step) or where servesim does not
+/// model it (the DP coordinator's cadence over DP attention ranks; batching without chunked
+/// prefill).
+fn cadence_line(
+    got: &BTreeMap<&'static str, String>,
+    (chunked, dp_attention, version): (bool, u64, Option<EngineVersion>),
+    warn: &mut Vec<String>,
+) -> Result<String> {
+    let Some(n) = int(got, "prefill_interval", "--prefill-schedule-interval")?.filter(|&n| n > 1) else {
+        return Ok(String::new());
+    };
+    let from = servesim_sim::scenario::VLLM_LOCAL_PREFILL_CADENCE_FROM;
+    let why = match version {
+        _ if dp_attention > 1 => {
+            "vLLM's DP coordinator paces the DP ranks' prefill together, which servesim does not model".into()
+        }
+        Some(v) if v < from => format!(
+            "vLLM {}.{}.{} paces prefill only across DP ranks (an engine alone runs prefill every step until {}.{}.{})",
+            v.0, v.1, v.2, from.0, from.1, from.2
+        ),
+        _ if !chunked => "servesim's batching without chunked prefill has no prefill cadence".into(),
+        _ => return Ok(format!("prefill_schedule_interval = {n}\n")),
+    };
+    warn.push(format!("--prefill-schedule-interval {n}: left out: {why}"));
+    Ok(String::new())
 }
 
 /// `[scheduler.queue]` from vLLM's `--scheduling-policy` (`SchedulerConfig.policy`,
@@ -1481,7 +1515,7 @@ fn scenario_given(
     t += &lines;
     t += &block_and_length_lines(engine, &got)?;
     t += &recv_line(&got, sglang_ranks)?;
-    t += &batching_lines(engine, &got, sglang_ranks, &mut warn)?;
+    t += &batching_lines(engine, &got, (dp_attention, version), &mut warn)?;
     t += &prefix_lines(&got, gpus / dp_attention.max(1), &mut warn)?;
     t += &speculative::lines(engine, &got, (preset, weight_dtype, kv_dtype), acceptance, &mut warn)?;
     t += &cpu_lines(engine, &got, (version, pp as u32), &mut warn)?;
@@ -1870,6 +1904,31 @@ mod tests {
             scenario_of(Engine::Vllm, "h100-sxm", &format!("{m} --no-enable-chunked-prefill --max-num-active-seqs 64"));
         assert!(!s.resolved_toml().contains("max_num_active_seqs"));
         assert!(warn.iter().any(|w| w.starts_with("--max-num-active-seqs 64: left out")), "{warn:?}");
+        // --prefill-schedule-interval (0.24.0 on) paces an engine alone from 0.33.0 (each dense
+        // DP replica too); before, and with DP attention, it is left out and said.
+        let at = |cmd: &str, v| {
+            let (text, warn) = scenario(Engine::Vllm, "h100-sxm", &args(&format!("{m} {cmd}")), v).unwrap();
+            (text.contains("prefill_schedule_interval = 4"), warn.join("\n"))
+        };
+        assert!(at("--prefill-schedule-interval 4", None).0);
+        assert!(at("--prefill-schedule-interval 4 --data-parallel-size 2", Some("0.33.0")).0);
+        let (written, warn) = at("--prefill-schedule-interval 4", Some("0.32.0"));
+        assert!(
+            !written
+                && warn.contains(
+                    "--prefill-schedule-interval 4: left out: vLLM 0.32.0 paces prefill only across DP ranks"
+                ),
+            "{warn}"
+        );
+        let e = err("--prefill-schedule-interval 4", Some("0.23.0"));
+        assert!(e.contains("--prefill-schedule-interval: vLLM 0.23.0 has no such flag (it came in 0.24.0)"), "{e}");
+        let dp = "--prefill-schedule-interval 4 -tp 1 --data-parallel-size 8 --enable-expert-parallel";
+        let (text, warn) =
+            scenario(Engine::Vllm, "h200", &args(&format!("deepseek-ai/DeepSeek-R1 {dp}")), None).unwrap();
+        assert!(
+            !text.contains("prefill_schedule_interval") && warn.iter().any(|w| w.contains("DP coordinator")),
+            "{warn:?}"
+        );
     }
 
     #[test]

@@ -747,6 +747,11 @@ impl<'a> Sched<'a> {
         self.core.hold_context
     }
 
+    /// Holds this iteration's context (`true`), or lets it run again (vLLM's prefill cadence).
+    pub(crate) fn set_hold_context(&mut self, hold: bool) {
+        self.core.hold_context = hold;
+    }
+
     /// Whether a request was preempted while forming this iteration.
     pub(crate) fn preempted_now(&self) -> bool {
         self.core.preempted_now

@@ -93,6 +93,8 @@ fn group_scheduler(
         limits.settle(&mut scheduler, g.scheduler.as_ref(), &format!("{path}.scheduler"))?;
     }
     scheduler.fit_model_len |= fit && !g.scheduler.as_ref().is_some_and(|t| t.contains_key("max_model_len"));
+    let dp = g.dp_attention.unwrap_or(1);
+    super::engines::check_prefill_cadence(&scheduler.batching, dp, limits, &format!("{path}.scheduler"))?;
     scheduler.validate(&format!("{path}.scheduler"))?;
     Ok(scheduler)
 }

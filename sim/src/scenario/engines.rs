@@ -40,6 +40,9 @@ pub(super) const VLLM_LONE_REQUEST_UNCAPPED_FROM: EngineVersion = (0, 31, 0);
 /// The vLLM release from which, under its priority policy, the pass over the running requests
 /// goes on past one that preempted itself (`Scheduler.schedule`; 0.32.0 stops there).
 pub(super) const VLLM_PRIORITY_PASS_CONTINUES_FROM: EngineVersion = (0, 33, 0);
+/// The vLLM release from which an engine without DP ranks paces its own prefill by
+/// `--prefill-schedule-interval` (`local_prefill_interval`; 0.32.0 has none).
+pub const VLLM_LOCAL_PREFILL_CADENCE_FROM: EngineVersion = (0, 33, 0);
 
 /// The top-level `engine` key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -247,6 +250,46 @@ pub fn vllm_settled_limits(
         ));
     }
     Ok((seqs, tokens))
+}
+
+/// vLLM's `--prefill-schedule-interval` as servesim runs it (`[scheduler.batching]
+/// prefill_schedule_interval`): one engine's own cadence, which vLLM applies from 0.33.0
+/// (`Scheduler.__init__`, `local_prefill_interval`; 0.24.0–0.32.0 pace only DP ranks, through
+/// their coordinator). Refused with DP attention, whose ranks vLLM's coordinator paces together
+/// (not modelled), and under an `engine_version` before 0.33, where it changes nothing (`engine`:
+/// the engine's rules, if the scenario has an engine).
+pub(super) fn check_prefill_cadence(
+    batching: &BatchingSpec,
+    dp_attention: u32,
+    engine: Option<LimitsFromGpu>,
+    path: &str,
+) -> Result<(), ConfigError> {
+    let BatchingSpec::VllmV1(b) = batching else { return Ok(()) };
+    let n = b.prefill_schedule_interval;
+    if n <= 1 {
+        return Ok(());
+    }
+    let at = format!("{path}.batching.prefill_schedule_interval");
+    if dp_attention > 1 {
+        return Err(ConfigError::at(
+            &at,
+            format!(
+                "{n} with dp_attention = {dp_attention}: vLLM's DP coordinator paces all ranks' prefill together, \
+                 which servesim does not model; leave it out"
+            ),
+        ));
+    }
+    let version = engine.filter(|e| e.engine == ServingEngine::Vllm).and_then(|e| e.version);
+    match version.filter(|&v| v < VLLM_LOCAL_PREFILL_CADENCE_FROM) {
+        Some((a, b, c)) => Err(ConfigError::at(
+            &at,
+            format!(
+                "{n} under vLLM {a}.{b}.{c}: before 0.33.0 vLLM paces prefill only across DP ranks, and an engine \
+                 alone runs prefill every step; leave it out"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 impl ServingEngine {

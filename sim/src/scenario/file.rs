@@ -388,6 +388,8 @@ impl ScenarioFile {
         if let Some(rule) = self.limits_from_gpu {
             rule.settle(&mut self.scheduler, None, "scheduler")?;
         }
+        let (batching, dp) = (&self.scheduler.batching, self.cluster.dp_attention);
+        super::engines::check_prefill_cadence(batching, dp, self.limits_from_gpu, "scheduler")?;
         self.scheduler.validate("scheduler")?;
         self.scheduler.queue.resolve(&self.slo, "scheduler.queue")
     }

@@ -95,6 +95,7 @@ pub const FLAGS: &[LaunchFlag] = &[
     value(V, &["--watermark"], "watermark"),
     value(V, &["--max-num-active-seqs"], "max_num_active_seqs"),
     value(V, &["--scheduling-policy"], "scheduling_policy"),
+    value(V, &["--prefill-schedule-interval"], "prefill_interval"),
     switch(V, &["--long-prefill-token-threshold-adaptive"], "long_prefill_adaptive", true),
     switch(V, &["--no-long-prefill-token-threshold-adaptive"], "long_prefill_adaptive", false),
     value(V, &["--kv-offloading-size"], "kv_offloading_size"),

@@ -24,8 +24,8 @@ pub(crate) use cluster::gpu_or_preset;
 pub use cluster::GroupSection;
 pub use deploy::{Deployment, LlmD, RouterDeploy, Server};
 pub use engines::{
-    vllm_limits, vllm_settled_limits, EngineLimits, EngineVersion, ServingEngine, VLLM_LIMIT_RULES, VLLM_NEWEST_READ,
-    VLLM_RESERVES_FULL_ISL_FROM,
+    vllm_limits, vllm_settled_limits, EngineLimits, EngineVersion, ServingEngine, VLLM_LIMIT_RULES,
+    VLLM_LOCAL_PREFILL_CADENCE_FROM, VLLM_NEWEST_READ, VLLM_RESERVES_FULL_ISL_FROM,
 };
 pub use file::*;
 pub use launch::LaunchCommand;

@@ -279,6 +279,53 @@ fn vllm_v1_admits_no_more_running_requests_than_max_num_active_seqs() {
     assert!(e.starts_with("scheduler.batching.max_num_active_seqs: vLLM does not start"), "{e}");
 }
 
+#[test]
+fn vllm_v1_paces_prefill_by_the_schedule_interval_until_the_queue_backs_up() {
+    // vLLM 0.33.0's local `--prefill-schedule-interval` (`Scheduler.schedule`, vllm/v1/core/
+    // sched/scheduler.py, 0.33.0 and 0.34.0): while a running request decodes, prefill waits
+    // until the interval since the last step that carried any has passed; a step that admitted
+    // and left requests waiting (`prefill_capacity_bound`) lifts the hold until an admitting step
+    // empties the queue. 1000 + 10 µs per token, interval 3.
+    use servesim_sim::engine::Simulation;
+    let us = |x: u64| servesim_sim::SimTime(x * 1000);
+    let sched = |budget: u64, interval: &str| {
+        format!("max_num_batched_tokens = {budget}\n[scheduler.batching]\nkind = \"vllm-v1\"\n{interval}")
+    };
+    // A (10-token prompt, 10 out) at 0, B (10, 3) at 1500 µs, budget 100. Step 1 (A's prompt,
+    // the last prefill) → 1100; steps 2 and 3 are held (2 − 1 and 3 − 1 < 3): A decodes alone →
+    // 2110, 3120; step 4 admits B: 1 + 10 tokens → 4230. Every step: B rides step 3 → 3220.
+    let b = |interval: &str| {
+        let s = listed(&sched(100, interval), 1000);
+        let r = Simulation::with_requests(&s, requests(&[(0, 10, 10), (1500, 10, 3)])).run().recorder.records;
+        (r[1].scheduled, r[1].first_token)
+    };
+    assert_eq!(b("prefill_schedule_interval = 3"), (us(3120), us(4230)));
+    assert_eq!(b(""), (us(2110), us(3220)));
+    // Budget 11, and C (10, 3) beside B. Steps 1–3 as above; step 4 (3120) admits B's 10 beside
+    // A's decode and leaves C waiting: capacity-bound. Step 5 (4230) is not held: C's first 9
+    // tokens beside two decodes → 5340, the queue empty. Steps 6 and 7 hold C's last token (6 − 5,
+    // 7 − 5 < 3): A and B → 6360 (B's last token), A → 7370. Step 8: C's last token → 8390.
+    let s = scenario(&paper(
+        &sched(11, "prefill_schedule_interval = 3"),
+        1000,
+        &LISTED.replace("requests = 2", "requests = 3"),
+    ));
+    let r =
+        Simulation::with_requests(&s, requests(&[(0, 10, 10), (1500, 10, 3), (1500, 10, 3)])).run().recorder.records;
+    assert_eq!((r[1].first_token, r[1].finish), (us(4230), us(6360)));
+    assert_eq!((r[2].scheduled, r[2].first_token), (us(4230), us(8390)));
+    // vLLM before 0.33 runs prefill every step without DP ranks; with DP attention its
+    // coordinator paces the ranks together: both refused, not run as something else.
+    let with = |head: &str, cluster: &str| {
+        let text = format!("{head}{}{cluster}", paper(&sched(100, "prefill_schedule_interval = 3"), 1000, LISTED));
+        servesim_sim::Scenario::from_toml(&text, "t").map(|_| ()).unwrap_err().to_string()
+    };
+    let e = with("engine = \"vllm\"\nengine_version = \"0.32.0\"\n", "");
+    assert!(e.contains("prefill_schedule_interval: 3 under vLLM 0.32.0: before 0.33.0"), "{e}");
+    let e = with("", "[cluster]\ndp_attention = 2\n");
+    assert!(e.contains("3 with dp_attention = 2: vLLM's DP coordinator"), "{e}");
+}
+
 /// A [`paper`] scenario for two requests given to [`Simulation::with_requests`] (its workload
 /// is not drawn; its request count sizes the records).
 fn listed(scheduler: &str, blocks: u32) -> servesim_sim::Scenario {

@@ -39,6 +39,14 @@
 //! the runner (the memory servesim plans); it may not exceed `max_num_seqs`
 //! (`SchedulerConfig.__post_init__`, vllm/config/scheduler.py, 0.31.0 and 0.34.0).
 //!
+//! `prefill_schedule_interval` (vLLM's `--prefill-schedule-interval`, applied to an engine
+//! without DP ranks from 0.33.0; before, only the DP coordinator paced its ranks) holds prefill
+//! — new admissions and the chunks of prompts in progress — until that many executed steps
+//! have passed since the last step that carried any, while a running request decodes; once a
+//! step that admitted could not empty the waiting queue (`prefill_capacity_bound`) it holds
+//! nothing until an admitting step does (`Scheduler.schedule`, vllm/v1/core/sched/
+//! scheduler.py, 0.33.0 and 0.34.0).
+//!
 //! Chunked prefill is always on. Prefix caching is `[scheduler.prefix_cache]`'s (vLLM V1 turns
 //! it on by default; servesim does not, so that a scenario's cache is what it says).
 
@@ -83,6 +91,15 @@ pub struct VllmV1 {
     /// on), at most `max_num_seqs`; none (default): `max_num_seqs`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) max_num_active_seqs: Option<u32>,
+    /// Prefill runs at most once every this many executed steps while requests decode
+    /// (`--prefill-schedule-interval`, vLLM 0.33.0 on without DP ranks); 0 or 1 (default):
+    /// every step.
+    #[serde(skip_serializing_if = "is_every_step")]
+    pub(crate) prefill_schedule_interval: u64,
+}
+
+fn is_every_step(n: &u64) -> bool {
+    *n <= 1
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -93,6 +110,8 @@ impl BatchingPolicy for VllmV1 {
     fn validate(&self, path: &str) -> Result<(), ConfigError> {
         let t = self.long_prefill_token_threshold;
         check(t <= 1 << 40, path, "long_prefill_token_threshold", "must be ≤ 2^40", t)?;
+        let n = self.prefill_schedule_interval;
+        check(n <= 1 << 20, path, "prefill_schedule_interval", "must be ≤ 1048576", n)?;
         if let Some(n) = self.max_num_active_seqs {
             check(n >= 1, path, "max_num_active_seqs", "must be ≥ 1", n)?;
         }
@@ -133,7 +152,31 @@ impl BatchingPolicy for VllmV1 {
     }
 
     fn build(&self) -> Box<dyn Batcher> {
-        Box::new(self.clone())
+        Box::new(Former { spec: self.clone(), executed: 0, last_prefill: None, capacity_bound: false })
+    }
+}
+
+/// vLLM V1's batch former on one scheduler: the settings and the prefill cadence's counters.
+struct Former {
+    spec: VllmV1,
+    /// Steps that scheduled any token (`num_executed_steps`).
+    executed: u64,
+    /// The last of them that carried prefill (`last_prefill_step`); none yet.
+    last_prefill: Option<u64>,
+    /// The last step that admitted left requests waiting (`prefill_capacity_bound`).
+    capacity_bound: bool,
+}
+
+impl Former {
+    /// Whether this step holds its prefill (the module's note): the interval since the last
+    /// step that carried prefill not over, not capacity-bound, and a running request decoding.
+    fn defers(&self, sched: &Sched<'_>) -> bool {
+        let n = self.spec.prefill_schedule_interval;
+        n > 1
+            && !self.capacity_bound
+            && !sched.holds_context()
+            && self.last_prefill.is_some_and(|last| self.executed + 1 - last < n)
+            && sched.running().iter().any(|s| s.is_decode())
     }
 }
 
@@ -154,11 +197,13 @@ impl VllmV1 {
     }
 }
 
-impl Batcher for VllmV1 {
+impl Batcher for Former {
     fn form(&mut self, sched: &mut Sched<'_>, now: SimTime, rec: &mut dyn Observer) {
         let max = sched.limits().max_num_batched_tokens;
         let requests = (sched.running().len() + sched.waiting()) as u64;
-        sched.set_step_cap(self.step_cap(requests, max));
+        let defer = self.defers(sched);
+        sched.set_hold_context(sched.holds_context() || defer);
+        sched.set_step_cap(self.spec.step_cap(requests, max));
         sched.step_running_in_order(max, rec);
         if !sched.preempted_now() {
             let mut budget = max.saturating_sub(sched.budget_used());
@@ -166,7 +211,19 @@ impl Batcher for VllmV1 {
             if !sched.has_swapped() {
                 sched.admit(now, &mut budget, true, rec);
             }
+            if !defer {
+                self.capacity_bound = sched.waiting() > 0;
+            }
         }
         sched.set_step_cap(None);
+        if defer {
+            sched.set_hold_context(false);
+        }
+        if !sched.batch_is_empty() {
+            self.executed += 1;
+            if sched.running().iter().any(|s| s.step > 0 && !s.is_decode()) {
+                self.last_prefill = Some(self.executed);
+            }
+        }
     }
 }
