@@ -1035,7 +1035,7 @@ fn batching_lines(
             ));
         }
     }
-    Ok(t + &queue_lines(got, warn)?)
+    Ok(t + &queue_lines(got, chunked, warn)?)
 }
 
 /// vLLM's `--prefill-schedule-interval` (0.24.0 on) as vLLM applies it to one engine core
@@ -1070,8 +1070,9 @@ fn cadence_line(
 
 /// `[scheduler.queue]` from vLLM's `--scheduling-policy` (`SchedulerConfig.policy`,
 /// vllm/config/scheduler.py: "fcfs", the default, or "priority", in 0.16.0 and 0.34.0): a
-/// request's `priority` is its class, which the placeholder workload does not vary (`warn`).
-fn queue_lines(got: &BTreeMap<&'static str, String>, warn: &mut Vec<String>) -> Result<String> {
+/// request's `priority` is its class, which the placeholder workload does not vary (`warn`);
+/// without chunked prefill servesim's batching preempts the last admitted, which `warn` says.
+fn queue_lines(got: &BTreeMap<&'static str, String>, chunked: bool, warn: &mut Vec<String>) -> Result<String> {
     match got.get("scheduling_policy").map(String::as_str) {
         None | Some("fcfs") => Ok(String::new()),
         Some("priority") => {
@@ -1080,6 +1081,14 @@ fn queue_lines(got: &BTreeMap<&'static str, String>, warn: &mut Vec<String>) -> 
                  has one: give yours `class_weights`, or a trace with a `class` column"
                     .into(),
             );
+            if !chunked {
+                warn.push(
+                    "--scheduling-policy priority without chunked prefill: the queue is ranked by priority, but \
+                     servesim's batching without chunked prefill preempts the last admitted request, not vLLM's \
+                     lowest-priority one"
+                        .into(),
+                );
+            }
             Ok("\n[scheduler.queue]\nkind = \"priority\"\n".into())
         }
         Some(other) => Err(CliError::input(format!("--scheduling-policy {other:?}: vLLM takes fcfs or priority"))),
@@ -1890,6 +1899,9 @@ mod tests {
         assert!(
             err("--scheduling-policy lifo", None).contains("--scheduling-policy \"lifo\": vLLM takes fcfs or priority")
         );
+        let nc = format!("{m} --scheduling-policy priority --no-enable-chunked-prefill");
+        let (_, warn) = scenario_of(Engine::Vllm, "h100-sxm", &nc);
+        assert!(warn.iter().any(|w| w.contains("preempts the last admitted request, not vLLM's")), "{warn:?}");
         // --max-num-active-seqs (0.31.0 on): admission into running, --max-num-seqs kept for the
         // runner (and the memory); above it vLLM refuses to start, and so does 0.30.0's parser.
         let r = resolved("--max-num-seqs 256 --max-num-active-seqs 64");
