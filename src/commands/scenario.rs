@@ -1038,6 +1038,33 @@ fn batching_lines(
     Ok(t + &queue_lines(got, chunked, warn)?)
 }
 
+/// SGLang's `--enable-priority-scheduling` (`ServerArgs`, python/sglang/srt/server_args.py,
+/// 0.5.3 to 0.5.15): its waiting queue sorted by priority, then arrival
+/// (`SchedulePolicy._sort_by_priority_and_fcfs`, managers/schedule_policy.py, 0.5.15), as
+/// servesim's priority queue ranks classes. `warn` says which end SGLang serves first, and that
+/// its preemption of running requests for a waiting one of a priority more than
+/// `--priority-scheduling-preemption-threshold` higher (`PrefillAdder.preempt_to_schedule`, on
+/// unless `--disable-priority-preemption`) is not modelled.
+fn sglang_priority(got: &BTreeMap<&'static str, String>, warn: &mut Vec<String>) -> Result<String> {
+    let first = if got.contains_key("sglang_low_first") { "lowest" } else { "highest" };
+    warn.push(format!(
+        "--enable-priority-scheduling: SGLang serves the {first} priority values first; servesim serves class 0 first: \
+         give the requests SGLang would run first class 0 (the placeholder workload has one class)"
+    ));
+    let threshold = got.get("sglang_preemption_threshold").map(String::as_str).unwrap_or("10");
+    threshold.parse::<i64>().map_err(|_| {
+        CliError::input(format!("--priority-scheduling-preemption-threshold: not a whole number: {threshold:?}"))
+    })?;
+    if !got.contains_key("sglang_no_preemption") {
+        warn.push(format!(
+            "--enable-priority-scheduling: SGLang's preemption of running requests by a waiting one whose priority is \
+             more than {threshold} higher (--priority-scheduling-preemption-threshold) is not modelled; \
+             --disable-priority-preemption runs without it"
+        ));
+    }
+    Ok("\n[scheduler.queue]\nkind = \"priority\"\n".into())
+}
+
 /// vLLM's `--prefill-schedule-interval` (0.24.0 on) as vLLM applies it to one engine core
 /// (`Scheduler.__init__`, `local_prefill_interval`, vllm/v1/core/sched/scheduler.py): its own
 /// cadence from 0.33.0, each dense DP replica its own; left out, and said, where it changes
@@ -1073,6 +1100,9 @@ fn cadence_line(
 /// request's `priority` is its class, which the placeholder workload does not vary (`warn`);
 /// without chunked prefill servesim's batching preempts the last admitted, which `warn` says.
 fn queue_lines(got: &BTreeMap<&'static str, String>, chunked: bool, warn: &mut Vec<String>) -> Result<String> {
+    if got.get("sglang_priority").is_some_and(|v| v == "true") {
+        return sglang_priority(got, warn);
+    }
     match got.get("scheduling_policy").map(String::as_str) {
         None | Some("fcfs") => Ok(String::new()),
         Some("priority") => {
@@ -1941,6 +1971,38 @@ mod tests {
             !text.contains("prefill_schedule_interval") && warn.iter().any(|w| w.contains("DP coordinator")),
             "{warn:?}"
         );
+    }
+
+    #[test]
+    fn from_sglang_ranks_the_queue_by_priority_and_says_what_it_leaves_out() {
+        // `--enable-priority-scheduling` sorts SGLang's waiting queue by priority, then arrival
+        // (`_sort_by_priority_and_fcfs`, managers/schedule_policy.py, 0.5.15).
+        let m = "--model-path meta-llama/Llama-3.1-8B-Instruct --enable-priority-scheduling";
+        let (s, warn) = scenario_of(Engine::Sglang, "h100-sxm", m);
+        assert!(s.resolved_toml().contains("[scheduler.queue]\nkind = \"priority\""), "{}", s.resolved_toml());
+        assert!(warn.iter().any(|w| w.contains("SGLang serves the highest priority values first")), "{warn:?}");
+        assert!(warn
+            .iter()
+            .any(|w| w.contains("more than 10 higher (--priority-scheduling-preemption-threshold) is not modelled")));
+        let (_, warn) = scenario_of(
+            Engine::Sglang,
+            "h100-sxm",
+            &format!("{m} --schedule-low-priority-values-first --disable-priority-preemption"),
+        );
+        assert!(warn.iter().any(|w| w.contains("serves the lowest priority values first")), "{warn:?}");
+        assert!(!warn.iter().any(|w| w.contains("not modelled")), "{warn:?}");
+        let e = scenario(
+            Engine::Sglang,
+            "h100-sxm",
+            &args(&format!("{m} --priority-scheduling-preemption-threshold x")),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--priority-scheduling-preemption-threshold: not a whole number: \"x\""), "{e}");
+        // Without it the queue is SGLang's FCFS.
+        let (s, _) = scenario_of(Engine::Sglang, "h100-sxm", "--model-path meta-llama/Llama-3.1-8B-Instruct");
+        assert!(s.resolved_toml().contains("[scheduler.queue]\nkind = \"fcfs\""));
     }
 
     #[test]
