@@ -1041,10 +1041,10 @@ fn batching_lines(
 /// SGLang's `--enable-priority-scheduling` (`ServerArgs`, python/sglang/srt/server_args.py,
 /// 0.5.3 to 0.5.15): its waiting queue sorted by priority, then arrival
 /// (`SchedulePolicy._sort_by_priority_and_fcfs`, managers/schedule_policy.py, 0.5.15), as
-/// servesim's priority queue ranks classes. `warn` says which end SGLang serves first, and that
-/// its preemption of running requests for a waiting one of a priority more than
-/// `--priority-scheduling-preemption-threshold` higher (`PrefillAdder.preempt_to_schedule`, on
-/// unless `--disable-priority-preemption`) is not modelled.
+/// servesim's priority queue ranks classes; and, unless `--disable-priority-preemption`, its
+/// preemption of running requests for a waiting one of a priority more than
+/// `--priority-scheduling-preemption-threshold` (10) higher (`PrefillAdder.preempt_to_schedule`)
+/// as the batching's `priority_preemption_threshold`. `warn` says which end SGLang serves first.
 fn sglang_priority(got: &BTreeMap<&'static str, String>, warn: &mut Vec<String>) -> Result<String> {
     let first = if got.contains_key("sglang_low_first") { "lowest" } else { "highest" };
     warn.push(format!(
@@ -1052,17 +1052,15 @@ fn sglang_priority(got: &BTreeMap<&'static str, String>, warn: &mut Vec<String>)
          give the requests SGLang would run first class 0 (the placeholder workload has one class)"
     ));
     let threshold = got.get("sglang_preemption_threshold").map(String::as_str).unwrap_or("10");
-    threshold.parse::<i64>().map_err(|_| {
+    let threshold = threshold.parse::<i64>().map_err(|_| {
         CliError::input(format!("--priority-scheduling-preemption-threshold: not a whole number: {threshold:?}"))
     })?;
-    if !got.contains_key("sglang_no_preemption") {
-        warn.push(format!(
-            "--enable-priority-scheduling: SGLang's preemption of running requests by a waiting one whose priority is \
-             more than {threshold} higher (--priority-scheduling-preemption-threshold) is not modelled; \
-             --disable-priority-preemption runs without it"
-        ));
-    }
-    Ok("\n[scheduler.queue]\nkind = \"priority\"\n".into())
+    let preemption = if got.contains_key("sglang_no_preemption") {
+        String::new()
+    } else {
+        format!("priority_preemption_threshold = {threshold}\n")
+    };
+    Ok(preemption + "\n[scheduler.queue]\nkind = \"priority\"\n")
 }
 
 /// vLLM's `--prefill-schedule-interval` (0.24.0 on) as vLLM applies it to one engine core
@@ -1974,23 +1972,25 @@ mod tests {
     }
 
     #[test]
-    fn from_sglang_ranks_the_queue_by_priority_and_says_what_it_leaves_out() {
+    fn from_sglang_reads_priority_scheduling_and_its_preemption() {
         // `--enable-priority-scheduling` sorts SGLang's waiting queue by priority, then arrival
         // (`_sort_by_priority_and_fcfs`, managers/schedule_policy.py, 0.5.15).
         let m = "--model-path meta-llama/Llama-3.1-8B-Instruct --enable-priority-scheduling";
         let (s, warn) = scenario_of(Engine::Sglang, "h100-sxm", m);
         assert!(s.resolved_toml().contains("[scheduler.queue]\nkind = \"priority\""), "{}", s.resolved_toml());
         assert!(warn.iter().any(|w| w.contains("SGLang serves the highest priority values first")), "{warn:?}");
-        assert!(warn
-            .iter()
-            .any(|w| w.contains("more than 10 higher (--priority-scheduling-preemption-threshold) is not modelled")));
-        let (_, warn) = scenario_of(
+        // Its preemption, on unless --disable-priority-preemption (`PrefillAdder.preempt_to_schedule`).
+        assert!(s.resolved_toml().contains("priority_preemption_threshold = 10"), "{}", s.resolved_toml());
+        let (s, _) =
+            scenario_of(Engine::Sglang, "h100-sxm", &format!("{m} --priority-scheduling-preemption-threshold 2"));
+        assert!(s.resolved_toml().contains("priority_preemption_threshold = 2"));
+        let (s, warn) = scenario_of(
             Engine::Sglang,
             "h100-sxm",
             &format!("{m} --schedule-low-priority-values-first --disable-priority-preemption"),
         );
         assert!(warn.iter().any(|w| w.contains("serves the lowest priority values first")), "{warn:?}");
-        assert!(!warn.iter().any(|w| w.contains("not modelled")), "{warn:?}");
+        assert!(!s.resolved_toml().contains("priority_preemption_threshold"));
         let e = scenario(
             Engine::Sglang,
             "h100-sxm",

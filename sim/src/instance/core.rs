@@ -820,14 +820,44 @@ impl<'a> Sched<'a> {
     /// cached (evictable) and those of its generated tokens are freed: a resume re-hits the
     /// prompt at most.
     pub(crate) fn retract(&mut self, i: usize, rec: &mut dyn Observer) {
+        if self.release(i, rec) {
+            self.core.waiting.requeue_last_preempted();
+        }
+    }
+
+    /// [`Sched::retract`] for a waiting request of higher priority (SGLang's
+    /// `PrefillAdder.preempt_to_schedule`): the request is held out of the waiting queue until
+    /// the prefill batch is formed ([`Sched::requeue`]), as SGLang queues its `preempt_list`
+    /// then.
+    pub(crate) fn retract_aside(&mut self, i: usize, rec: &mut dyn Observer) -> Box<Seq> {
+        let recomputed = self.release(i, rec);
+        debug_assert!(recomputed, "SGLang retracts by recomputation");
+        let w = &mut self.core.waiting;
+        let s = w.preempted.pop_front().expect("just preempted");
+        w.pending_prefill -= s.context();
+        s
+    }
+
+    /// Puts a request set aside ([`Sched::retract_aside`]) back in the queue.
+    pub(crate) fn requeue(&mut self, s: Box<Seq>) {
+        self.core.waiting.push(s, None);
+    }
+
+    /// `release_req`'s KV (the module's note on [`Sched::retract`]), then preempts `i`;
+    /// whether it was preempted by recomputation.
+    fn release(&mut self, i: usize, rec: &mut dyn Observer) -> bool {
         let c = &mut *self.core;
         let s = &c.running[i];
         let prompt_blocks = s.prompt as u64 / c.cfg.block_tokens;
         for &b in s.blocks.iter().skip(prompt_blocks as usize) {
             c.kv.blocks.forget(b);
         }
-        if c.preempt_at(i, rec) {
-            c.waiting.requeue_last_preempted();
-        }
+        c.preempt_at(i, rec)
+    }
+
+    /// The request the queue would admit next (not a preempted or swapped one), if any.
+    pub(crate) fn queue_head(&self) -> Option<&Seq> {
+        let ctx = QueueCtx { waiting: self.core.waiting_len() };
+        self.core.waiting.queue.peek(&ctx)
     }
 }

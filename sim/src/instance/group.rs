@@ -316,6 +316,9 @@ impl SchedulerSection {
             ));
         }
         self.queue.validate(&format!("{path}.queue"))?;
+        if let Some(why) = self.batching.spec().needs_priority_queue().filter(|_| self.queue.priority().is_none()) {
+            return Err(ConfigError::at(&format!("{path}.queue.kind"), why.into()));
+        }
         self.admission.validate(&format!("{path}.admission"))?;
         self.preemption.validate(&format!("{path}.preemption"))?;
         if let Some(why) = self.batching.spec().recompute_only().filter(|_| self.preemption.swaps()) {

@@ -269,9 +269,9 @@ fn dp_flags(engine: ServingEngine, g: &InstanceGroup, args: &mut Vec<String>, no
 }
 
 /// SGLang's `--scheduler-recv-interval` where the group receives every few iterations (a note
-/// for the engines without it); and vLLM's admission flags ([`vllm_admission_flags`]).
+/// for the engines without it); and vLLM's admission flags ([`admission_flags`]).
 fn scheduler_flags(engine: ServingEngine, g: &InstanceGroup, args: &mut Vec<String>, notes: &mut Vec<String>) {
-    vllm_admission_flags(engine, g, args);
+    admission_flags(engine, g, args);
     let recv = g.scheduler.recv_interval;
     if recv <= 1 {
         return;
@@ -374,16 +374,28 @@ impl LaunchCommand {
 }
 
 /// vLLM's `--max-num-active-seqs` and `--scheduling-policy priority`, where the group's
-/// scheduler has an admission limit or a queue ranked by priority.
-fn vllm_admission_flags(engine: ServingEngine, g: &InstanceGroup, args: &mut Vec<String>) {
-    if engine != ServingEngine::Vllm {
-        return;
-    }
-    if let (Some(n), Some(f)) = (g.scheduler.batching.active_seqs(), spelling(engine, "max_num_active_seqs", None)) {
-        args.extend([f.to_string(), n.to_string()]);
-    }
-    if let (Some(_), Some(f)) = (g.scheduler.queue.priority(), spelling(engine, "scheduling_policy", None)) {
-        args.extend([f.to_string(), "priority".into()]);
+/// scheduler has an admission limit or a queue ranked by priority; SGLang's
+/// `--enable-priority-scheduling` with its preemption's threshold, or without it
+/// (`--disable-priority-preemption`).
+fn admission_flags(engine: ServingEngine, g: &InstanceGroup, args: &mut Vec<String>) {
+    let by_priority = g.scheduler.queue.priority().is_some();
+    match engine {
+        ServingEngine::Vllm => {
+            if let Some(n) = g.scheduler.batching.active_seqs() {
+                args.extend(["--max-num-active-seqs".to_string(), n.to_string()]);
+            }
+            if by_priority {
+                args.extend(["--scheduling-policy".into(), "priority".into()]);
+            }
+        }
+        ServingEngine::Sglang if by_priority => {
+            args.push("--enable-priority-scheduling".into());
+            match g.scheduler.batching.priority_preemption_threshold() {
+                Some(t) => args.extend(["--priority-scheduling-preemption-threshold".into(), t.to_string()]),
+                None => args.push("--disable-priority-preemption".into()),
+            }
+        }
+        _ => {}
     }
 }
 

@@ -60,6 +60,19 @@ fn launch_commands_write_what_was_simulated() {
         "{}",
         c.line()
     );
+    let s = scenario(
+        "sglang",
+        "[scheduler.queue]\nkind = \"priority\"\n[scheduler.batching]\nkind = \"sglang\"\npriority_preemption_threshold = 3",
+    );
+    let c = LaunchCommand::of(ServingEngine::Sglang, &s.groups[0], &s.model);
+    assert!(
+        c.line().ends_with("--enable-priority-scheduling --priority-scheduling-preemption-threshold 3"),
+        "{}",
+        c.line()
+    );
+    let s = scenario("sglang", "[scheduler.queue]\nkind = \"priority\"");
+    let c = LaunchCommand::of(ServingEngine::Sglang, &s.groups[0], &s.model);
+    assert!(c.line().ends_with("--enable-priority-scheduling --disable-priority-preemption"), "{}", c.line());
     let s = scenario("sglang", "weight_dtype = \"fp8\"\nkv_dtype = \"fp8\"");
     let c = LaunchCommand::of(ServingEngine::Sglang, &s.groups[0], &s.model);
     assert_eq!(

@@ -326,6 +326,42 @@ fn vllm_v1_paces_prefill_by_the_schedule_interval_until_the_queue_backs_up() {
     assert!(e.contains("3 with dp_attention = 2: vLLM's DP coordinator"), "{e}");
 }
 
+#[test]
+fn sglang_preempts_running_requests_for_a_waiting_one_of_higher_priority() {
+    // SGLang's priority preemption (`PrefillAdder.preempt_to_schedule`, managers/
+    // schedule_policy.py; `get_new_batch_prefill`, managers/scheduler.py; 0.5.15): with no
+    // request slot left, a waiting request retracts the running ones whose priority is lower by
+    // more than the threshold. One slot (max_num_seqs = 1), 1000 + 10 µs per token. A (class 1,
+    // 10-token prompt, 5 out) at 0, B (class 0, 10, 2) at 1500 µs. A's prompt → 1100, a decode →
+    // 2110. At 2110 B finds no slot: A's class exceeds B's by 1 > 0, so A is retracted and B
+    // prefilled → 3210 (B's first token), B's decode → 4220 (B done; A, of class 1, cannot preempt
+    // B). A's 12 tokens again → 5340, two decodes → 7360. With threshold 1 (1 is not more than
+    // 1) B waits for A (tokens at 1100 … 5140): B's prompt → 6240.
+    use servesim_sim::engine::Simulation;
+    let us = |x: u64| servesim_sim::SimTime(x * 1000);
+    let run = |queue: &str, threshold: i64| {
+        let sched = format!(
+            "max_num_seqs = 1\nmax_num_batched_tokens = 100\n{queue}[scheduler.batching]\nkind = \"sglang\"\n\
+             priority_preemption_threshold = {threshold}"
+        );
+        let s = scenario(&paper(&sched, 1000, LISTED));
+        Simulation::with_requests(&s, classed(&[(0, 10, 5, 1), (1500, 10, 2, 0)])).run().recorder.records
+    };
+    let priority = "[scheduler.queue]\nkind = \"priority\"\n";
+    let r = run(priority, 0);
+    assert_eq!((r[1].first_token, r[1].finish), (us(3210), us(4220)));
+    assert_eq!((r[0].preemptions, r[0].finish), (1, us(7360)));
+    let r = run(priority, 1);
+    assert_eq!((r[0].preemptions, r[0].finish, r[1].first_token), (0, us(5140), us(6240)));
+    // SGLang preempts by priority only with priority scheduling: a queue not ranked by it is refused.
+    let text = paper("[scheduler.batching]\nkind = \"sglang\"\npriority_preemption_threshold = 10", 1000, LISTED);
+    let e = servesim_sim::Scenario::from_toml(&text, "t").unwrap_err().to_string();
+    assert!(
+        e.starts_with("scheduler.queue.kind: SGLang preempts by priority only with --enable-priority-scheduling"),
+        "{e}"
+    );
+}
+
 /// A [`paper`] scenario for two requests given to [`Simulation::with_requests`] (its workload
 /// is not drawn; its request count sizes the records).
 fn listed(scheduler: &str, blocks: u32) -> servesim_sim::Scenario {

@@ -70,6 +70,14 @@ pub trait BatchingPolicy {
     fn passes_self_preempted(&self) -> bool {
         false
     }
+    /// The threshold of SGLang's priority preemption, where the kind runs it.
+    fn priority_preemption(&self) -> Option<i64> {
+        None
+    }
+    /// Why this kind's settings need a queue ranked by priority, if they do.
+    fn needs_priority_queue(&self) -> Option<&'static str> {
+        None
+    }
     /// Why the engine allows only preemption by recomputation with this kind, if it does.
     fn recompute_only(&self) -> Option<&'static str> {
         None
@@ -118,6 +126,11 @@ impl BatchingSpec {
     /// Whether a waiting request is admitted only when its whole sequence so far fits.
     pub(crate) fn full_sequence_must_fit(&self) -> bool {
         self.spec().full_sequence_must_fit()
+    }
+
+    /// [`BatchingPolicy::priority_preemption`].
+    pub(crate) fn priority_preemption_threshold(&self) -> Option<i64> {
+        self.spec().priority_preemption()
     }
 
     /// [`BatchingPolicy::active_seqs`].

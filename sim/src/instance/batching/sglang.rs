@@ -39,6 +39,20 @@
 //! A retracted request goes back to the waiting queue (`_add_request_to_queue`), where the
 //! queue's order places it: behind the requests already waiting under FCFS.
 //!
+//! **Priority preemption** (`priority_preemption_threshold`: SGLang's
+//! `--enable-priority-scheduling`, whose preemption is on unless `--disable-priority-preemption`,
+//! `--priority-scheduling-preemption-threshold` 10 by default; `PrefillAdder.preempt_to_schedule`,
+//! managers/schedule_policy.py, and `get_new_batch_prefill`, managers/scheduler.py, 0.5.15),
+//! with `[scheduler.queue] kind = "priority"`: the running batch is never taken as full; when the
+//! waiting request next in line finds no request slot left, the decoding requests are taken
+//! lowest priority first (the highest class, the latest arrived among equals), each whose class
+//! exceeds the candidate's by more than the threshold (a class difference standing for SGLang's
+//! priority difference), until their reservations (min(output left, 4096) × `new_token_ratio`)
+//! cover what the candidate's prompt and reservation exceed the KV budget by; if any are found
+//! and they cover it, they are retracted (their KV released as above, back in the queue once the
+//! batch is formed) and admission goes on, else it stops. The candidate's prompt is taken whole
+//! (SGLang subtracts its cached prefix).
+//!
 //! Differences that remain: the KV budget counts in whole blocks of
 //! `scheduler.block_tokens` (SGLang's page size is 1 token by default); the queue order is
 //! `[scheduler.queue]`'s (SGLang's default `lpm` sorts by cached prefix, falling back to FCFS
@@ -74,11 +88,20 @@ pub struct Sglang {
     pub(crate) schedule_conservativeness: f64,
     /// `--enable-mixed-chunk`: running requests decode in prefill batches. Default false.
     pub(crate) mixed_chunk: bool,
+    /// SGLang's priority preemption and its threshold (`--priority-scheduling-preemption-threshold`),
+    /// with a queue ranked by priority; none (default): off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) priority_preemption_threshold: Option<i64>,
 }
 
 impl Default for Sglang {
     fn default() -> Self {
-        Sglang { max_prefill_tokens: 16384, schedule_conservativeness: 1.0, mixed_chunk: false }
+        Sglang {
+            max_prefill_tokens: 16384,
+            schedule_conservativeness: 1.0,
+            mixed_chunk: false,
+            priority_preemption_threshold: None,
+        }
     }
 }
 
@@ -97,6 +120,16 @@ impl BatchingPolicy for Sglang {
     /// SGLang's `PrefillAdder` counts free and evictable tokens, keeping none back.
     fn keeps_watermark(&self) -> bool {
         false
+    }
+
+    fn priority_preemption(&self) -> Option<i64> {
+        self.priority_preemption_threshold
+    }
+
+    fn needs_priority_queue(&self) -> Option<&'static str> {
+        self.priority_preemption_threshold.map(|_| {
+            "SGLang preempts by priority only with --enable-priority-scheduling: give [scheduler.queue] kind = \"priority\""
+        })
     }
 
     fn recompute_only(&self) -> Option<&'static str> {
@@ -144,6 +177,9 @@ struct Adder {
     can_run: u32,
     /// Why admissions stopped: the KV budget ran out (marks the batch full).
     no_token: bool,
+    /// Why the last candidate was not taken: no request slot was left (SGLang checks this
+    /// first, and may preempt for it), rather than the budgets.
+    no_slot: bool,
     /// Whether a request was cut into a chunk (ends the batch).
     chunked: bool,
     /// Requests the running batch may still take (`max_num_seqs` − running).
@@ -187,7 +223,12 @@ fn reserve(output_left: u64) -> u64 {
 
 impl AdmitRule for &mut Adder {
     fn step(&mut self, s: &Seq, pending: u64, _n: u32) -> Option<u64> {
-        if !self.open() || self.can_run >= self.allocatable {
+        self.no_slot = false;
+        if !self.open() {
+            return None;
+        }
+        if self.can_run >= self.allocatable {
+            self.no_slot = true;
             return None;
         }
         // `add_one_req`: the prompt left and the output still to come must fit what is left.
@@ -240,12 +281,14 @@ impl State {
         let c = &self.spec;
         let running_now = sched.running();
         let chunked = running_now.iter().position(|s| !s.is_decode());
-        if chunked.is_none() && (self.full.is_some() || sched.waiting() == 0) {
+        // With priority preemption SGLang never takes the running batch as full.
+        let preempting = c.priority_preemption_threshold.is_some();
+        if chunked.is_none() && ((self.full.is_some() && !preempting) || sched.waiting() == 0) {
             return false;
         }
         let max_seqs = sched.limits().max_num_seqs as usize;
         let running = running_now.len() - chunked.is_some() as usize;
-        if chunked.is_none() && running >= max_seqs {
+        if chunked.is_none() && running >= max_seqs && !preempting {
             self.full = Some(running_now.len());
             return false;
         }
@@ -268,6 +311,7 @@ impl State {
             rem_chunk: sched.limits().max_num_batched_tokens as i64 - mixed,
             can_run: 0,
             no_token: false,
+            no_slot: false,
             chunked: false,
             allocatable: (max_seqs - running) as u32,
             idle: running_now.is_empty(),
@@ -286,14 +330,69 @@ impl State {
                 adder.update(step, if truncated { 0 } else { reserve(output) });
             }
         }
-        if self.full.is_none() && !sched.has_swapped() {
-            sched.admit_by(now, &mut adder, rec);
+        if (self.full.is_none() || preempting) && !sched.has_swapped() {
+            self.admit_preempting(sched, &mut adder, now, rec);
             // It clears when fewer requests run; with none running it could never clear.
             if (adder.no_token || adder.can_run >= adder.allocatable) && !sched.running().is_empty() {
                 self.full = Some(sched.running().len());
             }
         }
         !sched.batch_is_empty()
+    }
+
+    /// The waiting requests, in queue order, into the prefill batch; with priority preemption,
+    /// where the next finds no request slot, the running requests it may preempt are retracted
+    /// for it and admission goes on ([`State::preempt_for`]); those retracted rejoin the queue
+    /// once the batch is formed.
+    fn admit_preempting(&mut self, sched: &mut Sched<'_>, adder: &mut Adder, now: SimTime, rec: &mut dyn Observer) {
+        let mut aside = Vec::new();
+        loop {
+            sched.admit_by(now, &mut *adder, rec);
+            let no_slot = adder.no_slot || sched.running().len() >= sched.limits().max_num_seqs as usize;
+            if !no_slot || !self.preempt_for(sched, adder, &mut aside, rec) {
+                break;
+            }
+        }
+        for s in aside {
+            sched.requeue(s);
+        }
+    }
+
+    /// `PrefillAdder.preempt_to_schedule` for the request next in the queue (the module's note):
+    /// whether running requests were retracted for it (into `aside`, boxed as the queue holds
+    /// them).
+    #[allow(clippy::vec_box)]
+    fn preempt_for(&self, sched: &mut Sched<'_>, adder: &mut Adder, aside: &mut Vec<Box<Seq>>, rec: &mut dyn Observer) -> bool {
+        let (Some(threshold), Some(ratio)) = (self.spec.priority_preemption_threshold, self.ratio) else { return false };
+        let Some(head) = sched.queue_head() else { return false };
+        let class = head.class as i64;
+        let offset = |s: &Seq| reserve((s.output - s.generated) as u64) as f64 * ratio;
+        let mut short = (head.context() + reserve(head.output as u64)) as f64 - adder.rem_total();
+        // Lowest priority first: the highest class, the latest arrived among equals.
+        let mut order: Vec<&Box<Seq>> = sched.running().iter().filter(|s| s.is_decode()).collect();
+        order.sort_by_key(|s| (std::cmp::Reverse(s.class), std::cmp::Reverse(s.cold.arrival)));
+        let mut victims = Vec::new();
+        for s in order {
+            if s.class as i64 - class <= threshold {
+                break;
+            }
+            victims.push((s.id, offset(s)));
+            short -= offset(s);
+            if short <= 0.0 {
+                break;
+            }
+        }
+        if victims.is_empty() || short > 0.0 {
+            return false;
+        }
+        for (id, off) in victims {
+            let i = sched.running().iter().position(|s| s.id == id).expect("running");
+            aside.push(sched.retract_aside(i, rec));
+            adder.total_offset -= off;
+            adder.allocatable += 1;
+        }
+        adder.available = (sched.kv_free_blocks() as u64 * sched.limits().block_tokens) as f64;
+        true
     }
 
     /// `update_running_batch`: retracts when the next tokens do not fit, then decodes everyone.
