@@ -395,7 +395,8 @@ fn a_candidate_whose_limits_vllm_refuses_is_infeasible_not_fatal() {
         "duration_s = 10\narrival = { kind = \"poisson\", rate = 1 }\nprompt_tokens = { kind = \"fixed\", value = 10 }\noutput_tokens = { kind = \"fixed\", value = 10 }",
         "[[plan.candidates]]\nname = \"ok\"\n[[plan.candidates]]\nname = \"seqs\"\nscheduler = { max_num_seqs = 512, max_num_batched_tokens = 256 }\n\
          [[plan.candidates]]\nname = \"whole\"\nscheduler = { max_num_batched_tokens = 2048, batching = { kind = \"continuous\" } }\n\
-         [[plan.candidates]]\nname = \"engine\"\nscheduler = { batching = { kind = \"continuous\" } }",
+         [[plan.candidates]]\nname = \"engine\"\nscheduler = { batching = { kind = \"continuous\" } }\n\
+         [[plan.candidates]]\nname = \"active\"\nscheduler = { max_num_seqs = 64, batching = { kind = \"vllm-v1\", max_num_active_seqs = 128 } }",
     );
     let src = format!("engine = \"vllm\"\n{src}").replace("llama-3-8b", "llama-3.1-8b");
     let cands = plan::candidates(&scenario(&src)).unwrap();
@@ -409,6 +410,9 @@ fn a_candidate_whose_limits_vllm_refuses_is_infeasible_not_fatal() {
     assert!(why.contains("\"max_num_batched_tokens (2048) is smaller than max_model_len (131072)."), "{why}");
     let s = cands[3].scenario.as_ref().unwrap();
     assert_eq!(s.groups[0].scheduler.max_num_batched_tokens, 131_072);
+    // --max-num-active-seqs above --max-num-seqs (SchedulerConfig, vllm/config/scheduler.py 0.34.0).
+    let why = cands[4].infeasible.as_deref().unwrap();
+    assert!(why.contains("\"max_num_active_seqs (128) cannot be greater than max_num_seqs (64).\""), "{why}");
 }
 
 /// `--error-band 0.2` on the known answer (its line model has no measured error, so no band by
