@@ -316,7 +316,8 @@ impl SchedulerSection {
             ));
         }
         self.queue.validate(&format!("{path}.queue"))?;
-        if let Some(why) = self.batching.spec().needs_priority_queue().filter(|_| self.queue.priority().is_none()) {
+        if self.batching.priority_preemption().is_some() && self.queue.priority().is_none() {
+            let why = "SGLang preempts by priority only with --enable-priority-scheduling: give [scheduler.queue] kind = \"priority\"";
             return Err(ConfigError::at(&format!("{path}.queue.kind"), why.into()));
         }
         self.admission.validate(&format!("{path}.admission"))?;

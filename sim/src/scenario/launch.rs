@@ -390,7 +390,7 @@ fn admission_flags(engine: ServingEngine, g: &InstanceGroup, args: &mut Vec<Stri
         }
         ServingEngine::Sglang if by_priority => {
             args.push("--enable-priority-scheduling".into());
-            match g.scheduler.batching.priority_preemption_threshold() {
+            match g.scheduler.batching.priority_preemption() {
                 Some(t) => args.extend(["--priority-scheduling-preemption-threshold".into(), t.to_string()]),
                 None => args.push("--disable-priority-preemption".into()),
             }

@@ -49,30 +49,19 @@ fn launch_commands_write_what_was_simulated() {
         "vllm serve meta-llama/Meta-Llama-3-70B-Instruct --tensor-parallel-size 4 --max-num-seqs 96 \
          --max-num-batched-tokens 4096 --enable-prefix-caching"
     );
-    // vLLM's admission limit and priority policy, as `scenario from-vllm` reads them.
-    let s = scenario(
-        "vllm",
-        "[scheduler.queue]\nkind = \"priority\"\n[scheduler.batching]\nkind = \"vllm-v1\"\nmax_num_active_seqs = 32",
-    );
-    let c = LaunchCommand::of(ServingEngine::Vllm, &s.groups[0], &s.model);
-    assert!(
-        c.line().ends_with("--max-num-active-seqs 32 --scheduling-policy priority --enable-prefix-caching"),
-        "{}",
-        c.line()
-    );
-    let s = scenario(
-        "sglang",
-        "[scheduler.queue]\nkind = \"priority\"\n[scheduler.batching]\nkind = \"sglang\"\npriority_preemption_threshold = 3",
-    );
-    let c = LaunchCommand::of(ServingEngine::Sglang, &s.groups[0], &s.model);
-    assert!(
-        c.line().ends_with("--enable-priority-scheduling --priority-scheduling-preemption-threshold 3"),
-        "{}",
-        c.line()
-    );
-    let s = scenario("sglang", "[scheduler.queue]\nkind = \"priority\"");
-    let c = LaunchCommand::of(ServingEngine::Sglang, &s.groups[0], &s.model);
-    assert!(c.line().ends_with("--enable-priority-scheduling --disable-priority-preemption"), "{}", c.line());
+    // vLLM's admission limit and priority policy, SGLang's priority scheduling and its
+    // preemption, as `scenario from-vllm` / `from-sglang` read them.
+    let line = |engine: ServingEngine, extra: &str| {
+        let s = scenario(engine.name(), extra);
+        LaunchCommand::of(engine, &s.groups[0], &s.model).line()
+    };
+    let q = "[scheduler.queue]\nkind = \"priority\"\n[scheduler.batching]\n";
+    let l = line(ServingEngine::Vllm, &format!("{q}kind = \"vllm-v1\"\nmax_num_active_seqs = 32"));
+    assert!(l.ends_with("--max-num-active-seqs 32 --scheduling-policy priority --enable-prefix-caching"), "{l}");
+    let l = line(ServingEngine::Sglang, &format!("{q}kind = \"sglang\"\npriority_preemption_threshold = 3"));
+    assert!(l.ends_with("--enable-priority-scheduling --priority-scheduling-preemption-threshold 3"), "{l}");
+    let l = line(ServingEngine::Sglang, "[scheduler.queue]\nkind = \"priority\"");
+    assert!(l.ends_with("--enable-priority-scheduling --disable-priority-preemption"), "{l}");
     let s = scenario("sglang", "weight_dtype = \"fp8\"\nkv_dtype = \"fp8\"");
     let c = LaunchCommand::of(ServingEngine::Sglang, &s.groups[0], &s.model);
     assert_eq!(

@@ -70,12 +70,9 @@ pub trait BatchingPolicy {
     fn passes_self_preempted(&self) -> bool {
         false
     }
-    /// The threshold of SGLang's priority preemption, where the kind runs it.
+    /// The threshold of SGLang's priority preemption, where the kind runs it (it needs a queue
+    /// ranked by priority).
     fn priority_preemption(&self) -> Option<i64> {
-        None
-    }
-    /// Why this kind's settings need a queue ranked by priority, if they do.
-    fn needs_priority_queue(&self) -> Option<&'static str> {
         None
     }
     /// Why the engine allows only preemption by recomputation with this kind, if it does.
@@ -129,7 +126,7 @@ impl BatchingSpec {
     }
 
     /// [`BatchingPolicy::priority_preemption`].
-    pub(crate) fn priority_preemption_threshold(&self) -> Option<i64> {
+    pub(crate) fn priority_preemption(&self) -> Option<i64> {
         self.spec().priority_preemption()
     }
 

@@ -126,12 +126,6 @@ impl BatchingPolicy for Sglang {
         self.priority_preemption_threshold
     }
 
-    fn needs_priority_queue(&self) -> Option<&'static str> {
-        self.priority_preemption_threshold.map(|_| {
-            "SGLang preempts by priority only with --enable-priority-scheduling: give [scheduler.queue] kind = \"priority\""
-        })
-    }
-
     fn recompute_only(&self) -> Option<&'static str> {
         Some("SGLang's scheduler retracts by recomputation: only \"recompute\" with batching kind \"sglang\"")
     }

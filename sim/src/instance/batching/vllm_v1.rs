@@ -219,7 +219,7 @@ impl Batcher for Former {
         if defer {
             sched.set_hold_context(false);
         }
-        if !sched.batch_is_empty() {
+        if self.spec.prefill_schedule_interval > 1 && !sched.batch_is_empty() {
             self.executed += 1;
             if sched.running().iter().any(|s| s.step > 0 && !s.is_decode()) {
                 self.last_prefill = Some(self.executed);
